@@ -1,0 +1,285 @@
+package review
+
+import (
+	"fmt"
+	"strconv"
+	"time"
+)
+
+// Outcome is what an integrator reports for one attempt.
+type Outcome struct {
+	Result            Result       `json:"result"`
+	Phase             Phase        `json:"phase"`
+	HTTPStatus        int          `json:"http_status,omitempty"`
+	RetryAfter        string       `json:"retry_after,omitempty"`
+	ProviderCode      string       `json:"provider_code,omitempty"`
+	ProviderRequestID string       `json:"provider_request_id,omitempty"`
+	Resource          *ResourceRef `json:"resource,omitempty"`
+	Job               *JobRef      `json:"job,omitempty"`
+	Cost              float64      `json:"cost,omitempty"`
+}
+
+// Validate rejects reports that contradict themselves.
+func (o Outcome) Validate() error {
+	switch {
+	case !o.Result.Valid():
+		return fmt.Errorf("%w: result must be success, error, timeout or connection_error", ErrInvalid)
+	case !o.Phase.Valid():
+		return fmt.Errorf("%w: phase must be before_send, after_send or unknown", ErrInvalid)
+	case o.Result == ResultSuccess && o.Phase == PhaseBeforeSend:
+		return fmt.Errorf("%w: a success cannot happen before the request was sent", ErrInvalid)
+	case o.HTTPStatus != 0 && (o.HTTPStatus < 100 || o.HTTPStatus > 599):
+		return fmt.Errorf("%w: http_status must be between 100 and 599", ErrInvalid)
+	case o.HTTPStatus != 0 && o.Phase == PhaseBeforeSend:
+		return fmt.Errorf("%w: an HTTP status means the request was sent; phase cannot be before_send", ErrInvalid)
+	case o.Cost < 0:
+		return fmt.Errorf("%w: cost must not be negative", ErrInvalid)
+	case o.Resource != nil && o.Resource.Ref == "":
+		return fmt.Errorf("%w: resource.ref is required", ErrInvalid)
+	case o.Job != nil && o.Job.Ref == "":
+		return fmt.Errorf("%w: job.ref is required", ErrInvalid)
+	case o.Job != nil && o.Job.Status != "" && !JobStatus(o.Job.Status).Valid():
+		return fmt.Errorf("%w: job.status must be queued, running, succeeded, failed or canceled", ErrInvalid)
+	}
+	return nil
+}
+
+// Effect is what an outcome says about the destination's side.
+type Effect string
+
+const (
+	// EffectDone: the destination did it.
+	EffectDone Effect = "done"
+	// EffectAccepted: the destination queued an asynchronous job.
+	EffectAccepted Effect = "accepted"
+	// EffectNone: not processed; no effect is possible.
+	EffectNone Effect = "none"
+	// EffectUnknown: the effect may or may not have happened.
+	EffectUnknown Effect = "unknown"
+	// EffectRejected: refused; repeating identical data cannot help.
+	EffectRejected Effect = "rejected"
+)
+
+// Classification is the verdict on one outcome, before budgets.
+type Classification struct {
+	Effect Effect
+	// RetryAfter is the destination's requested wait, when it gave one.
+	RetryAfter    time.Duration
+	HasRetryAfter bool
+	Reason        string
+}
+
+// EffectiveRisk is the risk class the destination's guarantees allow: an
+// idempotent_write on a destination that does not honour keys, or whose key
+// memory has lapsed since the first attempt, is a compensable_write.
+func EffectiveRisk(r Risk, d Destination, firstAttempt, now time.Time) Risk {
+	if r != RiskIdempotentWrite {
+		return r
+	}
+	if !d.HonoursKeys {
+		return RiskCompensableWrite
+	}
+	if d.KeyRetention > 0 && !firstAttempt.IsZero() && now.Sub(firstAttempt) >= d.KeyRetention {
+		return RiskCompensableWrite
+	}
+	return r
+}
+
+// Classify applies SPEC's error classification to an outcome, with the
+// destination's and the action's overrides.
+func Classify(o Outcome, d Destination, action string, now time.Time) Classification {
+	if o.Result == ResultSuccess {
+		if o.Job != nil && !JobStatus(o.Job.Status).Done() {
+			return Classification{Effect: EffectAccepted, Reason: fmt.Sprintf("destination accepted job %s", o.Job.Ref)}
+		}
+		return Classification{Effect: EffectDone, Reason: "destination answered success"}
+	}
+	if o.Result == ResultUnknown {
+		return Classification{Effect: EffectUnknown, Reason: "attempt lease expired without an outcome: whether the request was sent is unknown"}
+	}
+	if o.Phase == PhaseBeforeSend {
+		return Classification{Effect: EffectNone, Reason: fmt.Sprintf("%s before any byte was sent: no effect possible", o.Result)}
+	}
+	if o.HTTPStatus == 0 {
+		return Classification{Effect: EffectUnknown, Reason: fmt.Sprintf("%s after the request was sent: outcome unknown", o.Result)}
+	}
+	c := Classification{}
+	c.RetryAfter, c.HasRetryAfter = ParseRetryAfter(o.RetryAfter, now)
+	status := strconv.Itoa(o.HTTPStatus)
+	if cl, ok := d.Actions[action].Errors[status]; ok {
+		return c.with(cl, fmt.Sprintf("HTTP %d (configured for action %s)", o.HTTPStatus, action))
+	}
+	if cl, ok := d.Errors[status]; ok {
+		return c.with(cl, fmt.Sprintf("HTTP %d (configured for this destination)", o.HTTPStatus))
+	}
+	s := o.HTTPStatus
+	switch {
+	case s == 429 && d.isQuotaCode(o.ProviderCode):
+		return c.with(ClassFail, fmt.Sprintf("HTTP 429 %s: quota exhausted, not transient", o.ProviderCode))
+	case s == 408 || s == 429 || s == 503:
+		return c.with(ClassRetry, fmt.Sprintf("HTTP %d: not processed", s))
+	case s == 409 && d.ConflictMeansInProgress:
+		return c.with(ClassRetry, "HTTP 409: same key in progress")
+	case s == 409:
+		return c.with(ClassFail, "HTTP 409: conflict (the destination does not use 409 for a key in progress)")
+	case s >= 500:
+		return c.with(ClassUnknown, fmt.Sprintf("HTTP %d after send: outcome unknown", s))
+	case s >= 400:
+		return c.with(ClassFail, fmt.Sprintf("HTTP %d: repeating identical data cannot help", s))
+	case s >= 200 && s < 300:
+		return c.with(ClassFail, fmt.Sprintf("business error reported with HTTP %d", s))
+	default:
+		return c.with(ClassUnknown, fmt.Sprintf("HTTP %d with an error: outcome unknown", s))
+	}
+}
+
+func (c Classification) with(cl ErrorClass, reason string) Classification {
+	switch cl {
+	case ClassRetry:
+		c.Effect = EffectNone
+	case ClassFail:
+		c.Effect = EffectRejected
+	default:
+		c.Effect = EffectUnknown
+	}
+	c.Reason = reason
+	return c
+}
+
+func (d Destination) isQuotaCode(code string) bool {
+	if code == "" {
+		return false
+	}
+	if code == "insufficient_quota" {
+		return true
+	}
+	for _, q := range d.QuotaCodes {
+		if q == code {
+			return true
+		}
+	}
+	return false
+}
+
+// Decision is what happens after an outcome: the next state, what the
+// integrator should do, and why, in words a person can read.
+type Decision struct {
+	Next    Next
+	State   State
+	RetryAt *time.Time
+	Reason  string
+	// Escalation lists case reasons when the operation goes to review or is
+	// left ambiguous for a reason reconciliation must know.
+	Escalation []Reason
+}
+
+// DecideInput is everything Decide needs; the store fills it inside the
+// transaction that applies the decision.
+type DecideInput struct {
+	Op *Operation
+	// N is the attempt whose outcome this is.
+	N int
+	// FirstAttemptAt is when attempt 1 started (key retention counts from it).
+	FirstAttemptAt time.Time
+	Outcome        Outcome
+	Destination    Destination
+	Now            time.Time
+	Rand           Rand
+}
+
+// Decide turns an outcome into the operation's next state. Budgets count the
+// attempt just finished and its cost.
+func Decide(in DecideInput) Decision {
+	op, o, now := in.Op, in.Outcome, in.Now
+	cl := Classify(o, in.Destination, op.Action, now)
+	risk := EffectiveRisk(op.Risk, in.Destination, in.FirstAttemptAt, now)
+
+	switch cl.Effect {
+	case EffectDone:
+		if o.Resource != nil && o.Resource.Version != "" && o.Resource.Version != op.LogicalVersion {
+			return Decision{Next: NextReview, State: NeedsReview, Escalation: []Reason{ReasonVersionMismatch},
+				Reason: fmt.Sprintf("destination returned %s for version %s, expected %s", o.Resource.Ref, o.Resource.Version, op.LogicalVersion)}
+		}
+		if o.Job != nil && JobStatus(o.Job.Status) != JobSucceeded {
+			return Decision{Next: NextFailed, State: Failed, Reason: fmt.Sprintf("job %s ended %s", o.Job.Ref, o.Job.Status)}
+		}
+		return Decision{Next: NextDone, State: Confirmed, Reason: cl.Reason}
+	case EffectAccepted:
+		return Decision{Next: NextDone, State: Accepted, Reason: cl.Reason + "; confirmed when the job completes"}
+	case EffectRejected:
+		return Decision{Next: NextFailed, State: Failed, Reason: cl.Reason}
+	case EffectUnknown:
+		if op.HasFlag(FlagFinancial) || op.HasFlag(FlagIrreversible) || risk == RiskCompensableWrite || risk == RiskIrreversible {
+			esc := flagReasons(op)
+			if risk == RiskIrreversible && !op.HasFlag(FlagIrreversible) {
+				esc = append(esc, ReasonIrreversible)
+			}
+			why := "never repeated before reconciliation"
+			if risk == RiskCompensableWrite && op.Risk == RiskIdempotentWrite {
+				why = "the destination's key guarantee does not cover this retry; reconcile first"
+			}
+			return Decision{Next: NextReconcile, State: Ambiguous, Escalation: esc,
+				Reason: fmt.Sprintf("%s; %s %s", cl.Reason, risk, why)}
+		}
+	}
+
+	// EffectNone, or EffectUnknown for read / generate / idempotent_write:
+	// another attempt is safe if the budgets allow it.
+	retryAt, stop, stopReason := retrySlot(in, cl)
+	if !stop {
+		return Decision{Next: NextRetryAt, State: RetryWait, RetryAt: &retryAt,
+			Reason: fmt.Sprintf("%s; retry at %s", cl.Reason, retryAt.UTC().Format(time.RFC3339Nano))}
+	}
+	if cl.Effect == EffectUnknown && risk == RiskIdempotentWrite {
+		// The write may have happened and no retry will settle it: reconcile.
+		return Decision{Next: NextReconcile, State: Ambiguous, Escalation: []Reason{stopReason},
+			Reason: fmt.Sprintf("%s; %s, effect unknown", cl.Reason, stopText(stopReason))}
+	}
+	return Decision{Next: NextFailed, State: Failed, Escalation: []Reason{stopReason},
+		Reason: fmt.Sprintf("%s; %s", cl.Reason, stopText(stopReason))}
+}
+
+// retrySlot picks when the next attempt may start, or says why none may.
+func retrySlot(in DecideInput, cl Classification) (time.Time, bool, Reason) {
+	op := in.Op
+	max := op.MaxAttempts
+	if max <= 0 {
+		max = DefaultMaxAttempts
+	}
+	if in.N >= max {
+		return time.Time{}, true, ReasonBudgetExhausted
+	}
+	if op.CostBudget != nil && op.CostSpent+in.Outcome.Cost >= *op.CostBudget {
+		return time.Time{}, true, ReasonBudgetExhausted
+	}
+	wait := Backoff(in.N, in.Rand)
+	if cl.HasRetryAfter && cl.RetryAfter > wait {
+		wait = cl.RetryAfter
+	}
+	at := in.Now.Add(wait).UTC().Truncate(time.Microsecond)
+	if !op.Deadline.IsZero() && at.After(op.Deadline) {
+		return time.Time{}, true, ReasonDeadlineExpired
+	}
+	return at, false, ""
+}
+
+func stopText(r Reason) string {
+	if r == ReasonDeadlineExpired {
+		return "the next retry would pass the deadline"
+	}
+	return "attempt or cost budget exhausted"
+}
+
+func flagReasons(op *Operation) []Reason {
+	var rs []Reason
+	for _, f := range op.Flags {
+		rs = append(rs, Reason(f))
+	}
+	return rs
+}
+
+// LeaseExpired is the outcome the sweeper records for an attempt whose lease
+// ran out without a report: nobody knows whether the request was sent.
+func LeaseExpired() Outcome {
+	return Outcome{Result: ResultUnknown, Phase: PhaseUnknown}
+}

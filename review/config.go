@@ -1,0 +1,213 @@
+package review
+
+import (
+	"bytes"
+	"fmt"
+	"sort"
+	"strconv"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Defaults applied when an operation or the configuration does not say.
+const (
+	DefaultMaxAttempts = 5
+	DefaultDeadline    = 24 * time.Hour
+	DefaultLease       = 60 * time.Second
+	// DefaultRetryRatio: retries may be at most 10 % of first attempts per
+	// destination over the window...
+	DefaultRetryRatio = 0.10
+	// DefaultRetryFloor: ...but a quiet destination still gets this many
+	// retries per window, or one failure would block all retries.
+	DefaultRetryFloor  = 10
+	DefaultRetryWindow = time.Minute
+)
+
+// ErrorClass is how an error status is treated (SPEC "Error classification").
+type ErrorClass string
+
+const (
+	// ClassRetry: the request was not processed; retry after backoff.
+	ClassRetry ErrorClass = "retry"
+	// ClassUnknown: the effect may have happened.
+	ClassUnknown ErrorClass = "unknown"
+	// ClassFail: repeating identical data cannot help.
+	ClassFail ErrorClass = "fail"
+)
+
+// Config is the parsed configuration file (see limbo.example.yaml).
+type Config struct {
+	// Destinations by name, as operations name them in `destination`.
+	Destinations map[string]Destination `yaml:"destinations"`
+	// RetryBudget limits retries per destination over a sliding window.
+	RetryBudget RetryBudget `yaml:"retry_budget"`
+}
+
+// RetryBudget is the per-destination retry budget: retries ≤ Ratio × first
+// attempts over Window, but always at least Floor.
+type RetryBudget struct {
+	Ratio  float64       `yaml:"ratio"`
+	Floor  int           `yaml:"floor"`
+	Window time.Duration `yaml:"window"`
+}
+
+// Destination is what a destination guarantees and how to treat it.
+type Destination struct {
+	// HonoursKeys: the destination deduplicates requests by idempotency key.
+	// When false, idempotent_write is handled as compensable_write.
+	HonoursKeys bool `yaml:"honours_keys"`
+	// KeyRetention is how long the destination remembers a key (0: forever).
+	// Past it, a retry could create a second effect, so idempotent_write is
+	// handled as compensable_write.
+	KeyRetention time.Duration `yaml:"key_retention"`
+	// ConflictMeansInProgress: a 409 means "same key in progress" and is
+	// retried later. Otherwise a 409 is a business error.
+	ConflictMeansInProgress bool `yaml:"conflict_means_in_progress"`
+	// QuotaCodes are provider codes that, on a 429, mean the quota is
+	// exhausted (not transient).
+	QuotaCodes []string `yaml:"quota_codes"`
+	// Errors overrides the class of an HTTP status ("404": retry).
+	Errors map[string]ErrorClass `yaml:"errors"`
+	// Actions holds per-action overrides.
+	Actions map[string]ActionConfig `yaml:"actions"`
+	// Concurrency limits in-flight attempts to this destination (0: none).
+	Concurrency int `yaml:"concurrency"`
+	// PerCredential limits in-flight attempts per credential (0: none).
+	PerCredential int `yaml:"per_credential"`
+	// PerModel limits in-flight attempts per model (0: none).
+	PerModel int `yaml:"per_model"`
+	// Lease is how long an attempt may run before it is presumed lost.
+	Lease time.Duration `yaml:"lease"`
+	// SearchLag is how long after a write the metadata search may not show it.
+	SearchLag time.Duration `yaml:"search_lag"`
+	// Probes configure reconciliation against this destination.
+	Probes Probes `yaml:"probes"`
+}
+
+// ActionConfig overrides classification for one action.
+type ActionConfig struct {
+	Errors map[string]ErrorClass `yaml:"errors"`
+	// RequiresApproval: operations of this action start awaiting_approval.
+	RequiresApproval bool `yaml:"requires_approval"`
+}
+
+// Probes are the HTTP requests the reconciler sends to settle an ambiguous
+// operation. URLs are templates over the operation's fields.
+type Probes struct {
+	Status *Probe `yaml:"status"`
+	Search *Probe `yaml:"search"`
+}
+
+// Probe is one configured HTTP request and how to read its answer.
+type Probe struct {
+	Method string `yaml:"method"`
+	URL    string `yaml:"url"`
+	// AuthHeader is sent with the value of the environment variable AuthEnv.
+	AuthHeader string        `yaml:"auth_header"`
+	AuthEnv    string        `yaml:"auth_env"`
+	Timeout    time.Duration `yaml:"timeout"`
+	// Candidates is the JSON path of the candidate list in the answer.
+	Candidates string `yaml:"candidates"`
+}
+
+// SafeDestination is what an unconfigured destination gets: nothing is
+// assumed, so keys are not honoured and a 409 is not retried.
+func SafeDestination() Destination {
+	return Destination{Lease: DefaultLease}
+}
+
+// Destination returns the settings for name, or the safe defaults.
+func (c *Config) Destination(name string) Destination {
+	if c != nil {
+		if d, ok := c.Destinations[name]; ok {
+			return d
+		}
+	}
+	return SafeDestination()
+}
+
+// Budget returns the retry budget with defaults filled in.
+func (c *Config) Budget() RetryBudget {
+	b := RetryBudget{Ratio: DefaultRetryRatio, Floor: DefaultRetryFloor, Window: DefaultRetryWindow}
+	if c == nil {
+		return b
+	}
+	if c.RetryBudget.Ratio > 0 {
+		b.Ratio = c.RetryBudget.Ratio
+	}
+	if c.RetryBudget.Floor > 0 {
+		b.Floor = c.RetryBudget.Floor
+	}
+	if c.RetryBudget.Window > 0 {
+		b.Window = c.RetryBudget.Window
+	}
+	return b
+}
+
+// RequiresApproval reports whether operations of action at destination must
+// be approved before their first attempt.
+func (d Destination) RequiresApproval(action string) bool {
+	return d.Actions[action].RequiresApproval
+}
+
+// ParseConfig reads a YAML configuration strictly: unknown keys are errors,
+// so a typo cannot silently fall back to a default.
+func ParseConfig(data []byte) (*Config, error) {
+	var c Config
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(&c); err != nil && err.Error() != "EOF" {
+		return nil, fmt.Errorf("%w: config: %v", ErrInvalid, err)
+	}
+	if err := c.validate(); err != nil {
+		return nil, err
+	}
+	return &c, nil
+}
+
+func (c *Config) validate() error {
+	if c.RetryBudget.Ratio < 0 || c.RetryBudget.Ratio > 1 {
+		return fmt.Errorf("%w: config: retry_budget.ratio must be between 0 and 1", ErrInvalid)
+	}
+	names := make([]string, 0, len(c.Destinations))
+	for n := range c.Destinations {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		d := c.Destinations[n]
+		if d.Lease == 0 {
+			d.Lease = DefaultLease
+		}
+		if d.Lease < time.Second {
+			return fmt.Errorf("%w: config: destination %q: lease must be at least 1s", ErrInvalid, n)
+		}
+		if d.Concurrency < 0 || d.PerCredential < 0 || d.PerModel < 0 {
+			return fmt.Errorf("%w: config: destination %q: limits must not be negative", ErrInvalid, n)
+		}
+		if err := checkErrors(d.Errors); err != nil {
+			return fmt.Errorf("%w: config: destination %q: %v", ErrInvalid, n, err)
+		}
+		for a, ac := range d.Actions {
+			if err := checkErrors(ac.Errors); err != nil {
+				return fmt.Errorf("%w: config: destination %q action %q: %v", ErrInvalid, n, a, err)
+			}
+		}
+		c.Destinations[n] = d
+	}
+	return nil
+}
+
+func checkErrors(m map[string]ErrorClass) error {
+	for k, v := range m {
+		s, err := strconv.Atoi(k)
+		if err != nil || s < 100 || s > 599 {
+			return fmt.Errorf("errors: %q is not an HTTP status", k)
+		}
+		if v != ClassRetry && v != ClassUnknown && v != ClassFail {
+			return fmt.Errorf("errors: %q: class must be retry, unknown or fail, got %q", k, v)
+		}
+	}
+	return nil
+}

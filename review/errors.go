@@ -1,0 +1,47 @@
+package review
+
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
+// NotAttemptableError: the operation's state forbids a new attempt
+// (ambiguous, in review, in flight, awaiting approval or terminal).
+type NotAttemptableError struct {
+	Operation *Operation
+}
+
+func (e *NotAttemptableError) Error() string {
+	return fmt.Sprintf("operation %s is %s: no attempt may start", e.Operation.ID, e.Operation.State)
+}
+
+// WaitError: an attempt may start later — backoff, a concurrency limit or
+// the retry budget says wait until Until.
+type WaitError struct {
+	Until  time.Time
+	Reason string
+}
+
+func (e *WaitError) Error() string { return "wait: " + e.Reason }
+
+// PayloadMismatchError: the key is taken by an operation with a different
+// payload. The stored operation is returned so the caller can see which.
+type PayloadMismatchError struct {
+	Operation *Operation
+	// Fields lists what differs: "payload", "action", …
+	Fields []string
+}
+
+func (e *PayloadMismatchError) Error() string {
+	return fmt.Sprintf("key is already used by operation %s with a different %s", e.Operation.ID, strings.Join(e.Fields, ", "))
+}
+
+// OutcomeConflictError: the attempt already has a different outcome (or the
+// lease sweeper closed it). The late report is kept as evidence.
+type OutcomeConflictError struct {
+	Operation *Operation
+	Reason    string
+}
+
+func (e *OutcomeConflictError) Error() string { return e.Reason }

@@ -1,0 +1,132 @@
+package review
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+// Registration is a request to record a new operation. Payload must already
+// be canonical (see Canonicalize).
+type Registration struct {
+	Tenant         string
+	SourceRef      string
+	LogicalVersion string
+	Action         string
+	Destination    string
+	Risk           Risk
+	Flags          []Flag
+	Payload        json.RawMessage
+	// Key is the caller's idempotency key; empty means DeriveKey.
+	Key         string
+	Deadline    *time.Time
+	MaxAttempts *int
+	CostBudget  *float64
+	// Actor is who registers (for the audit trail).
+	Actor string
+}
+
+// Limits on registration fields.
+const (
+	MaxFieldLen    = 255
+	MaxAttemptsCap = 100
+)
+
+// Normalize validates r and fills defaults: the derived key, the default
+// deadline and attempt budget, sorted unique flags. Errors wrap ErrInvalid
+// and name the field.
+func (r *Registration) Normalize(now time.Time) error {
+	for _, f := range []struct{ name, v string }{
+		{"source_ref", r.SourceRef}, {"logical_version", r.LogicalVersion},
+		{"action", r.Action}, {"destination", r.Destination},
+	} {
+		if err := checkText(f.name, f.v); err != nil {
+			return err
+		}
+	}
+	if !r.Risk.Valid() {
+		return fmt.Errorf("%w: field \"risk\": must be one of read, generate, idempotent_write, compensable_write, irreversible", ErrInvalid)
+	}
+	seen := map[Flag]bool{}
+	var flags []Flag
+	for _, f := range r.Flags {
+		if !f.Valid() {
+			return fmt.Errorf("%w: field \"flags\": %q is not one of financial, irreversible, regulated", ErrInvalid, f)
+		}
+		if !seen[f] {
+			seen[f] = true
+			flags = append(flags, f)
+		}
+	}
+	sort.Slice(flags, func(i, j int) bool { return flags[i] < flags[j] })
+	r.Flags = flags
+	if len(r.Payload) == 0 {
+		return fmt.Errorf("%w: field \"payload\": required", ErrInvalid)
+	}
+	if r.Key == "" {
+		r.Key = DeriveKey(r.Tenant, r.SourceRef, r.Action, r.LogicalVersion)
+	} else if err := ValidateKey(r.Key); err != nil {
+		return fmt.Errorf("field \"key\": %w", err)
+	}
+	if r.Deadline == nil {
+		d := now.Add(DefaultDeadline)
+		r.Deadline = &d
+	} else if !r.Deadline.After(now) {
+		return fmt.Errorf("%w: field \"deadline\": must be in the future", ErrInvalid)
+	}
+	if r.MaxAttempts == nil {
+		m := DefaultMaxAttempts
+		r.MaxAttempts = &m
+	} else if *r.MaxAttempts < 1 || *r.MaxAttempts > MaxAttemptsCap {
+		return fmt.Errorf("%w: field \"max_attempts\": must be between 1 and %d", ErrInvalid, MaxAttemptsCap)
+	}
+	if r.CostBudget != nil && !(*r.CostBudget > 0) {
+		return fmt.Errorf("%w: field \"cost_budget\": must be greater than 0", ErrInvalid)
+	}
+	return nil
+}
+
+func checkText(name, v string) error {
+	switch {
+	case strings.TrimSpace(v) == "":
+		return fmt.Errorf("%w: field %q: required", ErrInvalid, name)
+	case len(v) > MaxFieldLen:
+		return fmt.Errorf("%w: field %q: at most %d bytes", ErrInvalid, name, MaxFieldLen)
+	case !utf8.ValidString(v):
+		return fmt.Errorf("%w: field %q: not valid UTF-8", ErrInvalid, name)
+	}
+	for _, c := range v {
+		if c < 0x20 || c == 0x7f {
+			return fmt.Errorf("%w: field %q: control characters are not allowed", ErrInvalid, name)
+		}
+	}
+	return nil
+}
+
+// SameIntention reports which fields differ between a stored operation and a
+// registration under the same key (empty when it is the same intention).
+func (r *Registration) SameIntention(op *Operation, payloadHash string) []string {
+	var diff []string
+	if op.PayloadHash != payloadHash {
+		diff = append(diff, "payload")
+	}
+	if op.SourceRef != r.SourceRef {
+		diff = append(diff, "source_ref")
+	}
+	if op.LogicalVersion != r.LogicalVersion {
+		diff = append(diff, "logical_version")
+	}
+	if op.Action != r.Action {
+		diff = append(diff, "action")
+	}
+	if op.Destination != r.Destination {
+		diff = append(diff, "destination")
+	}
+	if op.Risk != r.Risk {
+		diff = append(diff, "risk")
+	}
+	return diff
+}

@@ -1,0 +1,256 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/limbo-dev/limbo/review"
+)
+
+// AttemptRequest asks for permission to send one request.
+type AttemptRequest struct {
+	Tenant      string
+	OperationID string
+	// Credential and Model, when named, get their own concurrency limits.
+	Credential string
+	Model      string
+	Actor      string
+}
+
+// Grant is a granted attempt: send the request with Key before LeaseExpiresAt.
+type Grant struct {
+	OperationID    string    `json:"operation_id"`
+	N              int       `json:"n"`
+	Key            string    `json:"key"`
+	Generation     int64     `json:"generation"`
+	LeaseExpiresAt time.Time `json:"lease_expires_at"`
+}
+
+// limitWait is how long a caller held back by a concurrency limit or the
+// retry budget is asked to wait: attempts usually finish within seconds.
+const limitWait = time.Second
+
+const (
+	/* Store.StartAttempt: concurrency limits hold across instances because
+	   every counting attempt start takes this row lock first. */
+	insertDestinationLock = `INSERT INTO destination_locks (destination) VALUES (?) ON CONFLICT (destination) DO NOTHING`
+	/* Store.StartAttempt */
+	lockDestination = `SELECT destination FROM destination_locks WHERE destination = ? FOR UPDATE`
+	/* Store.StartAttempt */
+	countOpenAttempts = `
+SELECT COUNT(*) FROM attempts
+WHERE destination = ? AND finished_at IS NULL AND lease_expires_at > ?`
+	/* Store.StartAttempt: the retry budget over the sliding window. */
+	countWindowAttempts = `
+SELECT COALESCE(SUM(CASE WHEN n = 1 THEN 1 ELSE 0 END), 0) AS firsts,
+       COALESCE(SUM(CASE WHEN n > 1 THEN 1 ELSE 0 END), 0) AS retries
+FROM attempts WHERE destination = ? AND started_at > ?`
+	/* Store.StartAttempt */
+	insertAttempt = `
+INSERT INTO attempts (operation_id, n, generation, destination, credential, model, started_at, lease_expires_at)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?)`
+	/* Store.StartAttempt: guarded by state and version. */
+	updateOpInFlight = `
+UPDATE operations SET state = 'in_flight', state_reason = ?, attempt_count = ?, next_attempt_at = NULL,
+    first_attempt_at = COALESCE(first_attempt_at, ?), version = version + 1, updated_at = ?
+WHERE id = ? AND state = ? AND version = ?`
+)
+
+// StartAttempt grants attempt n+1 when the state, backoff, budgets,
+// concurrency limits and the retry budget allow it. Otherwise it returns a
+// *review.NotAttemptableError (the state forbids it) or a *review.WaitError
+// (try again later).
+func (s *Store) StartAttempt(ctx context.Context, req AttemptRequest) (*Grant, error) {
+	var grant *Grant
+	var refused error
+	err := s.WithTx(ctx, func(tx *sqlx.Tx) error {
+		grant, refused = nil, nil
+		now := s.now()
+		row, err := s.lockOperation(ctx, tx, req.Tenant, req.OperationID)
+		if err != nil {
+			return err
+		}
+		op := row.operation()
+		if !op.State.Attemptable() {
+			refused = &review.NotAttemptableError{Operation: op}
+			return nil
+		}
+		if op.AttemptCount >= op.MaxAttempts || !now.Before(op.Deadline) {
+			// Out of budget while no effect can be pending: failed, audited,
+			// and the caller is told so.
+			reason := "the deadline has passed"
+			if op.AttemptCount >= op.MaxAttempts {
+				reason = "the attempt budget is exhausted"
+			}
+			if err := s.transition(ctx, tx, row, review.Failed, reason, req.Actor, "operation.failed", nil); err != nil {
+				return err
+			}
+			op.State, op.StateReason = review.Failed, reason
+			refused = &review.NotAttemptableError{Operation: op}
+			return nil
+		}
+		if op.NextAttemptAt != nil && now.Before(*op.NextAttemptAt) {
+			refused = &review.WaitError{Until: *op.NextAttemptAt, Reason: "backoff: the next attempt may start at " + op.NextAttemptAt.Format(time.RFC3339Nano)}
+			return nil
+		}
+		n := op.AttemptCount + 1
+		dest := s.cfg.Destination(op.Destination)
+		if w, err := s.checkLimits(ctx, tx, op.Destination, dest, n, req, now); err != nil || w != nil {
+			refused = w
+			return err
+		}
+		lease := dest.Lease
+		if lease <= 0 {
+			lease = review.DefaultLease
+		}
+		grant = &Grant{OperationID: op.ID, N: n, Key: op.Key, Generation: op.Version + 1, LeaseExpiresAt: now.Add(lease)}
+		if _, err := tx.ExecContext(ctx, s.rebind(insertAttempt), op.ID, n, grant.Generation, op.Destination,
+			req.Credential, req.Model, now, grant.LeaseExpiresAt); err != nil {
+			return fmt.Errorf("insert attempt: %w", err)
+		}
+		reason := fmt.Sprintf("attempt %d granted", n)
+		res, err := tx.ExecContext(ctx, s.rebind(updateOpInFlight), reason, n, now, now, op.ID, string(op.State), op.Version)
+		if err != nil {
+			return fmt.Errorf("update operation: %w", err)
+		}
+		if k, _ := res.RowsAffected(); k != 1 {
+			return review.ErrConflict
+		}
+		return s.appendEvent(ctx, tx, &AuditEvent{
+			At: now, Actor: req.Actor, Tenant: op.Tenant, OperationID: op.ID, Action: "attempt.started",
+			FromState: string(op.State), ToState: string(review.InFlight),
+			Detail: detailJSON(map[string]any{"n": n, "credential": req.Credential, "model": req.Model, "lease_expires_at": grant.LeaseExpiresAt}),
+		})
+	})
+	if err != nil {
+		if errors.Is(err, review.ErrNotFound) || errors.Is(err, review.ErrConflict) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("store.StartAttempt: %w", err)
+	}
+	if refused != nil {
+		return nil, refused
+	}
+	return grant, nil
+}
+
+// checkLimits enforces the destination's concurrency limits and retry
+// budget. On PostgreSQL it first locks the destination's row, so two
+// instances cannot both take the last slot; SQLite's single writer already
+// serialises the whole transaction.
+func (s *Store) checkLimits(ctx context.Context, tx *sqlx.Tx, name string, d review.Destination, n int, req AttemptRequest, now time.Time) (*review.WaitError, error) {
+	limited := d.Concurrency > 0 || (d.PerCredential > 0 && req.Credential != "") || (d.PerModel > 0 && req.Model != "")
+	if !limited && n == 1 {
+		return nil, nil
+	}
+	if s.engine == Postgres {
+		if _, err := tx.ExecContext(ctx, s.rebind(insertDestinationLock), name); err != nil {
+			return nil, fmt.Errorf("destination lock: %w", err)
+		}
+		var got string
+		if err := tx.GetContext(ctx, &got, s.rebind(lockDestination), name); err != nil {
+			return nil, fmt.Errorf("destination lock: %w", err)
+		}
+	}
+	wait := func(why string) *review.WaitError {
+		return &review.WaitError{Until: now.Add(limitWait), Reason: why}
+	}
+	for _, l := range []struct {
+		limit int
+		extra string
+		arg   string
+		what  string
+	}{
+		{d.Concurrency, "", "", "destination " + name},
+		{d.PerCredential, " AND credential = ?", req.Credential, "credential " + req.Credential},
+		{d.PerModel, " AND model = ?", req.Model, "model " + req.Model},
+	} {
+		if l.limit <= 0 || (l.extra != "" && l.arg == "") {
+			continue
+		}
+		args := []any{name, now}
+		if l.extra != "" {
+			args = append(args, l.arg)
+		}
+		var open int
+		if err := tx.GetContext(ctx, &open, s.rebind(countOpenAttempts+l.extra), args...); err != nil {
+			return nil, fmt.Errorf("count open attempts: %w", err)
+		}
+		if open >= l.limit {
+			return wait(fmt.Sprintf("concurrency limit: %d of %d attempts in flight for %s", open, l.limit, l.what)), nil
+		}
+	}
+	if n > 1 {
+		b := s.cfg.Budget()
+		var c struct {
+			Firsts  int64 `db:"firsts"`
+			Retries int64 `db:"retries"`
+		}
+		if err := tx.GetContext(ctx, &c, s.rebind(countWindowAttempts), name, now.Add(-b.Window)); err != nil {
+			return nil, fmt.Errorf("count retries: %w", err)
+		}
+		allowed := max(int64(b.Floor), int64(b.Ratio*float64(c.Firsts)))
+		if c.Retries >= allowed {
+			return wait(fmt.Sprintf("retry budget: %d retries for %d first attempts to %s in the last %s", c.Retries, c.Firsts, name, b.Window)), nil
+		}
+	}
+	return nil, nil
+}
+
+const (
+	/* Store.transition: every state change checks the state and version it read. */
+	updateOpState = `
+UPDATE operations SET state = ?, state_reason = ?, version = version + 1, updated_at = ?
+WHERE id = ? AND state = ? AND version = ?`
+)
+
+// transition moves an operation between states with its audit event, guarded
+// by the table in review and by state and version in SQL.
+func (s *Store) transition(ctx context.Context, tx *sqlx.Tx, row *opRow, to review.State, reason, actor, action string, detail map[string]any) error {
+	from := review.State(row.State)
+	if err := review.CheckTransition(from, to); err != nil {
+		return err
+	}
+	now := s.now()
+	res, err := tx.ExecContext(ctx, s.rebind(updateOpState), string(to), reason, now, row.ID, row.State, row.Version)
+	if err != nil {
+		return fmt.Errorf("transition: %w", err)
+	}
+	if k, _ := res.RowsAffected(); k != 1 {
+		return review.ErrConflict
+	}
+	if detail == nil {
+		detail = map[string]any{}
+	}
+	detail["reason"] = reason
+	row.State, row.StateReason, row.Version = string(to), reason, row.Version+1
+	return s.appendEvent(ctx, tx, &AuditEvent{
+		At: now, Actor: actor, Tenant: row.Tenant, OperationID: row.ID, Action: action,
+		FromState: string(from), ToState: string(to), Detail: detailJSON(detail),
+	})
+}
+
+// selectAttempt reads one attempt (locked on PostgreSQL).
+func (s *Store) selectAttempt(ctx context.Context, tx *sqlx.Tx, opID string, n int) (*review.Attempt, error) {
+	q := `
+SELECT operation_id, n, generation, credential, model, started_at, lease_expires_at, finished_at, result,
+    phase, http_status, provider_code, provider_request_id, retry_after, cost, next, next_reason, retry_at, outcome_hash
+FROM attempts WHERE operation_id = ? AND n = ?`
+	if s.engine == Postgres {
+		q += " FOR UPDATE"
+	}
+	var a review.Attempt
+	err := tx.GetContext(ctx, &a, s.rebind(q), opID, n)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, review.ErrNotFound
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &a, nil
+}

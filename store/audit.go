@@ -1,0 +1,130 @@
+package store
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+)
+
+// AuditEvent is one append-only record of a state change, decision, login
+// or admin act.
+type AuditEvent struct {
+	Seq         int64     `json:"seq" db:"seq"`
+	TxID        int64     `json:"-" db:"txid"`
+	At          time.Time `json:"at" db:"at"`
+	Actor       string    `json:"actor" db:"actor"`
+	Tenant      string    `json:"tenant,omitempty" db:"tenant"`
+	OperationID string    `json:"operation_id,omitempty" db:"operation_id"`
+	Action      string    `json:"action" db:"action"`
+	FromState   string    `json:"from_state,omitempty" db:"from_state"`
+	ToState     string    `json:"to_state,omitempty" db:"to_state"`
+	// Detail is a JSON object with whatever else explains the event.
+	Detail string `json:"detail" db:"detail"`
+	Hash   string `json:"hash" db:"hash"`
+}
+
+// eventHash is the SHA-256 of an event's content, seq included, so a row
+// that is edited or moved to another seq no longer matches its hash.
+// encoding/json marshals struct fields in declaration order: stable bytes.
+func eventHash(e *AuditEvent) string {
+	content := struct {
+		Seq         int64  `json:"seq"`
+		At          string `json:"at"`
+		Actor       string `json:"actor"`
+		Tenant      string `json:"tenant"`
+		OperationID string `json:"operation_id"`
+		Action      string `json:"action"`
+		FromState   string `json:"from_state"`
+		ToState     string `json:"to_state"`
+		Detail      string `json:"detail"`
+	}{e.Seq, e.At.UTC().Format(time.RFC3339Nano), e.Actor, e.Tenant, e.OperationID, e.Action, e.FromState, e.ToState, e.Detail}
+	b, _ := json.Marshal(content)
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+// detailJSON marshals an event detail; a map marshals with sorted keys.
+func detailJSON(v any) string {
+	if v == nil {
+		return "{}"
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return "{}"
+	}
+	return string(b)
+}
+
+const (
+	/* Store.appendEvent: SQLite has one writer, so max+1 inside the write transaction is gap-free. */
+	nextSeqSQLite = `SELECT COALESCE(MAX(seq), 0) + 1 FROM audit_events`
+	/* Store.appendEvent */
+	nextSeqPostgres = `SELECT nextval('audit_events_seq')`
+	/* Store.appendEvent */
+	insertEventSQLite = `
+INSERT INTO audit_events (seq, txid, at, actor, tenant, operation_id, action, from_state, to_state, detail, hash)
+VALUES (?, 0, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	/* Store.appendEvent: txid lets the sealer wait for transactions still running. */
+	insertEventPostgres = `
+INSERT INTO audit_events (seq, txid, at, actor, tenant, operation_id, action, from_state, to_state, detail, hash)
+VALUES ($1, pg_current_xact_id()::text::bigint, $2, $3, $4, $5, $6, $7, $8, $9, $10)`
+)
+
+// appendEvent writes e inside tx, the transaction that makes the change it
+// records. It fills Seq, At (when zero) and Hash.
+func (s *Store) appendEvent(ctx context.Context, tx sqlx.ExtContext, e *AuditEvent) error {
+	if e.At.IsZero() {
+		e.At = s.now()
+	}
+	e.At = dbTime(e.At)
+	if e.Detail == "" {
+		e.Detail = "{}"
+	}
+	nextSeq, insert := nextSeqSQLite, insertEventSQLite
+	if s.engine == Postgres {
+		nextSeq, insert = nextSeqPostgres, insertEventPostgres
+	}
+	if err := sqlx.GetContext(ctx, tx, &e.Seq, nextSeq); err != nil {
+		return fmt.Errorf("store.appendEvent: seq: %w", err)
+	}
+	e.Hash = eventHash(e)
+	if _, err := tx.ExecContext(ctx, insert, e.Seq, e.At, e.Actor, e.Tenant, e.OperationID, e.Action,
+		e.FromState, e.ToState, e.Detail, e.Hash); err != nil {
+		return fmt.Errorf("store.appendEvent: %w", err)
+	}
+	return nil
+}
+
+const (
+	/* Store.OperationHistory */
+	selectOperationEvents = `
+SELECT seq, txid, at, actor, tenant, operation_id, action, from_state, to_state, detail, hash
+FROM audit_events WHERE operation_id = ? ORDER BY seq`
+	/* Store.AuditEvents */
+	selectEventsAfter = `
+SELECT seq, txid, at, actor, tenant, operation_id, action, from_state, to_state, detail, hash
+FROM audit_events WHERE seq > ? ORDER BY seq LIMIT ?`
+)
+
+// OperationHistory returns an operation's audit events in order.
+func (s *Store) OperationHistory(ctx context.Context, opID string) ([]AuditEvent, error) {
+	var evs []AuditEvent
+	if err := s.db.SelectContext(ctx, &evs, s.rebind(selectOperationEvents), opID); err != nil {
+		return nil, fmt.Errorf("store.OperationHistory: %w", err)
+	}
+	return evs, nil
+}
+
+// AuditEvents returns up to limit events after seq, in order.
+func (s *Store) AuditEvents(ctx context.Context, after int64, limit int) ([]AuditEvent, error) {
+	var evs []AuditEvent
+	if err := s.db.SelectContext(ctx, &evs, s.rebind(selectEventsAfter), after, limit); err != nil {
+		return nil, fmt.Errorf("store.AuditEvents: %w", err)
+	}
+	return evs, nil
+}

@@ -1,0 +1,174 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/limbo-dev/limbo/review"
+)
+
+// AddEvidence records what an integrator observed about an operation's
+// effect and, for an ambiguous operation, applies what review.Judge says.
+func (s *Store) AddEvidence(ctx context.Context, tenant, opID string, ev review.Evidence, actor string) (*review.Operation, error) {
+	if !ev.Source.Valid() {
+		return nil, fmt.Errorf("%w: field \"source\": must be one of response, status_lookup, metadata_search, webhook, reviewer", review.ErrInvalid)
+	}
+	if ev.Source == review.SourceReviewer {
+		return nil, fmt.Errorf("%w: field \"source\": reviewer evidence comes from decisions, not the API", review.ErrInvalid)
+	}
+	for i, c := range ev.Candidates {
+		if c.Ref == "" {
+			return nil, fmt.Errorf("%w: field \"candidates[%d].ref\": required", review.ErrInvalid, i)
+		}
+	}
+	err := s.WithTx(ctx, func(tx *sqlx.Tx) error {
+		row, err := s.lockOperation(ctx, tx, tenant, opID)
+		if err != nil {
+			return err
+		}
+		op := row.operation()
+		ev.ObservedAt = s.now()
+		verdict, to, reasons, why := review.Judge(op, ev)
+		ev.Verdict, ev.Note = verdict, why
+		if err := s.insertEvidence(ctx, tx, op.ID, ev); err != nil {
+			return err
+		}
+		detail := map[string]any{"source": ev.Source, "authoritative": ev.Authoritative, "verdict": verdict, "candidates": len(ev.Candidates)}
+		if to == "" {
+			return s.appendEvent(ctx, tx, &AuditEvent{Actor: actor, Tenant: op.Tenant, OperationID: op.ID,
+				Action: "evidence.recorded", Detail: detailJSON(detail)})
+		}
+		if len(reasons) > 0 {
+			detail["escalation"] = reasons
+		}
+		switch to {
+		case review.RetryWait:
+			to, why = review.AfterAbsence(op, s.clock)
+			if err := s.transition(ctx, tx, row, to, why, actor, "evidence.settled", detail); err != nil {
+				return err
+			}
+			if to == review.RetryWait {
+				return s.setNextAttempt(ctx, tx, op.ID)
+			}
+			return nil
+		case review.Confirmed:
+			for _, c := range ev.Candidates {
+				if c.OperationID == op.ID {
+					if err := s.setResource(ctx, tx, op.ID, review.ResourceRef{Ref: c.Ref, Kind: c.Kind, Version: c.Version}); err != nil {
+						return err
+					}
+				}
+			}
+		}
+		return s.transition(ctx, tx, row, to, why, actor, "evidence.settled", detail)
+	})
+	if err != nil {
+		if errors.Is(err, review.ErrNotFound) || errors.Is(err, review.ErrConflict) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("store.AddEvidence: %w", err)
+	}
+	return s.GetOperation(ctx, tenant, opID, "")
+}
+
+const (
+	/* Store.setResource */
+	updateOpResource = `UPDATE operations SET resource_ref = ?, resource_kind = ?, resource_version = ? WHERE id = ?`
+	/* Store.setNextAttempt: a proven absence may retry at once. */
+	updateOpNextAttempt = `UPDATE operations SET next_attempt_at = ? WHERE id = ?`
+	/* Store.PutJob */
+	selectJob = `SELECT operation_id, ref, status, input_version, output_ref, created_at, updated_at FROM jobs WHERE operation_id = ? AND ref = ?`
+)
+
+func (s *Store) setResource(ctx context.Context, tx *sqlx.Tx, opID string, r review.ResourceRef) error {
+	if _, err := tx.ExecContext(ctx, s.rebind(updateOpResource), r.Ref, r.Kind, r.Version, opID); err != nil {
+		return fmt.Errorf("set resource: %w", err)
+	}
+	return nil
+}
+
+func (s *Store) setNextAttempt(ctx context.Context, tx *sqlx.Tx, opID string) error {
+	if _, err := tx.ExecContext(ctx, s.rebind(updateOpNextAttempt), s.now(), opID); err != nil {
+		return fmt.Errorf("set next attempt: %w", err)
+	}
+	return nil
+}
+
+// PutJob records or updates a transformation job. When the job of an
+// accepted operation finishes, the operation follows: succeeded for the
+// operation's logical version → confirmed; for another version → review;
+// failed or canceled → failed. A finished job cannot change status again.
+func (s *Store) PutJob(ctx context.Context, tenant, opID string, j review.Job, actor string) (*review.Operation, error) {
+	if !j.Status.Valid() {
+		return nil, fmt.Errorf("%w: field \"status\": must be queued, running, succeeded, failed or canceled", review.ErrInvalid)
+	}
+	if j.Ref == "" || len(j.Ref) > review.MaxFieldLen {
+		return nil, fmt.Errorf("%w: job ref must be 1–%d bytes", review.ErrInvalid, review.MaxFieldLen)
+	}
+	err := s.WithTx(ctx, func(tx *sqlx.Tx) error {
+		row, err := s.lockOperation(ctx, tx, tenant, opID)
+		if err != nil {
+			return err
+		}
+		var old review.Job
+		err = tx.GetContext(ctx, &old, s.rebind(selectJob), opID, j.Ref)
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+		case err != nil:
+			return err
+		case old.Status.Done() && old.Status != j.Status:
+			return fmt.Errorf("%w: job %s already ended %s", review.ErrConflict, j.Ref, old.Status)
+		case old.Status == j.Status && (j.OutputRef == "" || j.OutputRef == old.OutputRef) && (j.InputVersion == "" || j.InputVersion == old.InputVersion):
+			return nil // the same report again
+		}
+		now := s.now()
+		if err := s.upsertJob(ctx, tx, opID, j, now); err != nil {
+			return err
+		}
+		detail := map[string]any{"job": j.Ref, "status": j.Status}
+		if err := s.appendEvent(ctx, tx, &AuditEvent{At: now, Actor: actor, Tenant: tenant, OperationID: opID,
+			Action: "job.updated", Detail: detailJSON(detail)}); err != nil {
+			return err
+		}
+		if row.State != string(review.Accepted) || !j.Status.Done() {
+			return nil
+		}
+		version := j.InputVersion
+		if version == "" {
+			version = old.InputVersion
+		}
+		switch {
+		case j.Status != review.JobSucceeded:
+			return s.transition(ctx, tx, row, review.Failed, fmt.Sprintf("job %s ended %s", j.Ref, j.Status), actor, "job.settled", detail)
+		case version != "" && version != row.LogicalVersion:
+			detail["escalation"] = []review.Reason{review.ReasonVersionMismatch}
+			return s.transition(ctx, tx, row, review.NeedsReview,
+				fmt.Sprintf("job %s completed for version %s, expected %s", j.Ref, version, row.LogicalVersion), actor, "job.settled", detail)
+		}
+		ref := j.OutputRef
+		if ref == "" {
+			ref = j.Ref
+		}
+		ev := review.Evidence{Source: review.SourceStatusLookup, Authoritative: true, Verdict: review.VerdictConfirms, ObservedAt: now,
+			Candidates: []review.Candidate{{Ref: ref, Kind: "job_output", Version: version, OperationID: opID}},
+			Note:       fmt.Sprintf("job %s succeeded", j.Ref)}
+		if err := s.insertEvidence(ctx, tx, opID, ev); err != nil {
+			return err
+		}
+		if err := s.setResource(ctx, tx, opID, review.ResourceRef{Ref: ref, Kind: "job_output", Version: version}); err != nil {
+			return err
+		}
+		return s.transition(ctx, tx, row, review.Confirmed, fmt.Sprintf("job %s succeeded", j.Ref), actor, "job.settled", detail)
+	})
+	if err != nil {
+		if errors.Is(err, review.ErrNotFound) || errors.Is(err, review.ErrConflict) || errors.Is(err, review.ErrInvalid) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("store.PutJob: %w", err)
+	}
+	return s.GetOperation(ctx, tenant, opID, "")
+}

@@ -1,0 +1,322 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/limbo-dev/limbo/review"
+)
+
+// opRow is an operations row as stored.
+type opRow struct {
+	ID              string          `db:"id"`
+	Tenant          string          `db:"tenant"`
+	Key             string          `db:"key"`
+	SourceRef       string          `db:"source_ref"`
+	LogicalVersion  string          `db:"logical_version"`
+	Action          string          `db:"action"`
+	Destination     string          `db:"destination"`
+	Risk            string          `db:"risk"`
+	Flags           string          `db:"flags"`
+	Payload         string          `db:"payload"`
+	PayloadHash     string          `db:"payload_hash"`
+	State           string          `db:"state"`
+	StateReason     string          `db:"state_reason"`
+	Deadline        time.Time       `db:"deadline"`
+	MaxAttempts     int             `db:"max_attempts"`
+	CostBudget      sql.NullFloat64 `db:"cost_budget"`
+	CostSpent       float64         `db:"cost_spent"`
+	AttemptCount    int             `db:"attempt_count"`
+	NextAttemptAt   sql.NullTime    `db:"next_attempt_at"`
+	FirstAttemptAt  sql.NullTime    `db:"first_attempt_at"`
+	ResourceRef     sql.NullString  `db:"resource_ref"`
+	ResourceKind    sql.NullString  `db:"resource_kind"`
+	ResourceVersion sql.NullString  `db:"resource_version"`
+	Version         int64           `db:"version"`
+	CreatedAt       time.Time       `db:"created_at"`
+	UpdatedAt       time.Time       `db:"updated_at"`
+}
+
+const opColumns = `id, tenant, key, source_ref, logical_version, action, destination, risk, flags,
+payload, payload_hash, state, state_reason, deadline, max_attempts, cost_budget, cost_spent,
+attempt_count, next_attempt_at, first_attempt_at, resource_ref, resource_kind, resource_version,
+version, created_at, updated_at`
+
+func (r *opRow) operation() *review.Operation {
+	op := &review.Operation{
+		ID: r.ID, Tenant: r.Tenant, Key: r.Key, SourceRef: r.SourceRef, LogicalVersion: r.LogicalVersion,
+		Action: r.Action, Destination: r.Destination, Risk: review.Risk(r.Risk), Flags: []review.Flag{},
+		Payload: json.RawMessage(r.Payload), PayloadHash: r.PayloadHash, State: review.State(r.State),
+		StateReason: r.StateReason, Deadline: r.Deadline.UTC(), MaxAttempts: r.MaxAttempts,
+		CostSpent: r.CostSpent, AttemptCount: r.AttemptCount, Version: r.Version,
+		CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(),
+		Attempts: []review.Attempt{}, Evidence: []review.Evidence{}, Jobs: []review.Job{},
+	}
+	if r.Flags != "" {
+		for _, f := range strings.Split(r.Flags, ",") {
+			op.Flags = append(op.Flags, review.Flag(f))
+		}
+	}
+	if r.CostBudget.Valid {
+		v := r.CostBudget.Float64
+		op.CostBudget = &v
+	}
+	if r.NextAttemptAt.Valid {
+		t := r.NextAttemptAt.Time.UTC()
+		op.NextAttemptAt = &t
+	}
+	if r.ResourceRef.Valid {
+		op.Resource = &review.ResourceRef{Ref: r.ResourceRef.String, Kind: r.ResourceKind.String, Version: r.ResourceVersion.String}
+	}
+	return op
+}
+
+func joinFlags(fs []review.Flag) string {
+	ss := make([]string, len(fs))
+	for i, f := range fs {
+		ss[i] = string(f)
+	}
+	return strings.Join(ss, ",")
+}
+
+const (
+	/* Store.Register: DO NOTHING keeps a concurrent duplicate from aborting the transaction. */
+	insertOperation = `
+INSERT INTO operations (id, tenant, key, source_ref, logical_version, action, destination, risk, flags,
+    payload, payload_hash, state, state_reason, deadline, max_attempts, cost_budget, cost_spent,
+    attempt_count, version, created_at, updated_at)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, 0, 1, ?, ?)
+ON CONFLICT (tenant, key) DO NOTHING`
+	/* Store.Register */
+	selectOperationByKey = `SELECT ` + opColumns + ` FROM operations WHERE tenant = ? AND key = ?`
+	/* Store.GetOperation */
+	selectOperation = `SELECT ` + opColumns + ` FROM operations WHERE tenant = ? AND id = ?`
+	/* Store.ensureTenant */
+	insertTenant = `INSERT INTO tenants (name, created_at) VALUES (?, ?) ON CONFLICT (name) DO NOTHING`
+)
+
+// Register records a new operation, or returns the stored one when the same
+// key arrives with the same intention (created is then false). The same key
+// with a different payload or intention is a *review.PayloadMismatchError.
+func (s *Store) Register(ctx context.Context, r review.Registration) (op *review.Operation, created bool, err error) {
+	now := s.now()
+	if err := r.Normalize(now); err != nil {
+		return nil, false, err
+	}
+	hash := review.PayloadHash(r.Payload)
+	state, reason := review.Pending, "registered"
+	if s.cfg.Destination(r.Destination).RequiresApproval(r.Action) {
+		state, reason = review.AwaitingApproval, "the action requires approval before any attempt"
+	}
+	err = s.WithTx(ctx, func(tx *sqlx.Tx) error {
+		if err := s.ensureTenant(ctx, tx, r.Tenant, now); err != nil {
+			return err
+		}
+		id := newID("op_", now)
+		var budget any
+		if r.CostBudget != nil {
+			budget = *r.CostBudget
+		}
+		res, err := tx.ExecContext(ctx, s.rebind(insertOperation), id, r.Tenant, r.Key, r.SourceRef,
+			r.LogicalVersion, r.Action, r.Destination, string(r.Risk), joinFlags(r.Flags), string(r.Payload),
+			hash, string(state), reason, dbTime(*r.Deadline), *r.MaxAttempts, budget, now, now)
+		if err != nil {
+			return fmt.Errorf("insert: %w", err)
+		}
+		if n, _ := res.RowsAffected(); n == 1 {
+			created = true
+			return s.appendEvent(ctx, tx, &AuditEvent{
+				At: now, Actor: r.Actor, Tenant: r.Tenant, OperationID: id, Action: "operation.registered",
+				ToState: string(state), Detail: detailJSON(map[string]any{"key": r.Key, "payload_hash": hash, "risk": r.Risk, "reason": reason}),
+			})
+		}
+		var row opRow
+		if err := tx.GetContext(ctx, &row, s.rebind(selectOperationByKey), r.Tenant, r.Key); err != nil {
+			return fmt.Errorf("select existing: %w", err)
+		}
+		op = row.operation()
+		if diff := r.SameIntention(op, hash); len(diff) > 0 {
+			return &review.PayloadMismatchError{Operation: op, Fields: diff}
+		}
+		return nil
+	})
+	var mismatch *review.PayloadMismatchError
+	if errors.As(err, &mismatch) {
+		return nil, false, err
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("store.Register: %w", err)
+	}
+	if created {
+		op, err = s.GetOperation(ctx, r.Tenant, "", r.Key)
+		return op, true, err
+	}
+	op, err = s.loadDetails(ctx, s.db, op)
+	return op, false, err
+}
+
+func (s *Store) ensureTenant(ctx context.Context, tx sqlx.ExtContext, tenant string, now time.Time) error {
+	if _, err := tx.ExecContext(ctx, s.rebind(insertTenant), tenant, now); err != nil {
+		return fmt.Errorf("tenant: %w", err)
+	}
+	return nil
+}
+
+// GetOperation returns the tenant's operation by id (or, when id is empty,
+// by key) with its attempts, evidence and jobs. Another tenant's operation
+// is review.ErrNotFound.
+func (s *Store) GetOperation(ctx context.Context, tenant, id, key string) (*review.Operation, error) {
+	var row opRow
+	var err error
+	if id != "" {
+		err = s.db.GetContext(ctx, &row, s.rebind(selectOperation), tenant, id)
+	} else {
+		err = s.db.GetContext(ctx, &row, s.rebind(selectOperationByKey), tenant, key)
+	}
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, review.ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("store.GetOperation: %w", err)
+	}
+	op := row.operation()
+	return s.loadDetails(ctx, s.db, op)
+}
+
+// lockOperation reads the tenant's operation inside tx, locked against
+// concurrent writers until the transaction ends.
+func (s *Store) lockOperation(ctx context.Context, tx *sqlx.Tx, tenant, id string) (*opRow, error) {
+	q := selectOperation
+	if s.engine == Postgres {
+		q += " FOR UPDATE"
+	}
+	var row opRow
+	err := tx.GetContext(ctx, &row, s.rebind(q), tenant, id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, review.ErrNotFound
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &row, nil
+}
+
+const (
+	/* Store.loadDetails */
+	selectAttempts = `
+SELECT operation_id, n, generation, credential, model, started_at, lease_expires_at, finished_at, result,
+    phase, http_status, provider_code, provider_request_id, retry_after, cost, next, next_reason, retry_at, outcome_hash
+FROM attempts WHERE operation_id IN (?) ORDER BY operation_id, n`
+	/* Store.loadDetails */
+	selectEvidence = `
+SELECT id, operation_id, source, authoritative, candidates, verdict, note, observed_at
+FROM evidence WHERE operation_id IN (?) ORDER BY operation_id, id`
+	/* Store.loadDetails */
+	selectJobs = `
+SELECT operation_id, ref, status, input_version, output_ref, created_at, updated_at
+FROM jobs WHERE operation_id IN (?) ORDER BY operation_id, created_at, ref`
+)
+
+type evidenceRow struct {
+	review.Evidence
+	CandidatesJSON string `db:"candidates"`
+}
+
+// loadDetails fills attempts, evidence and jobs of ops with three queries,
+// whatever the number of operations (no N+1).
+func (s *Store) loadDetails(ctx context.Context, q sqlx.QueryerContext, op *review.Operation) (*review.Operation, error) {
+	if err := s.loadDetailsMany(ctx, q, []*review.Operation{op}); err != nil {
+		return nil, err
+	}
+	return op, nil
+}
+
+func (s *Store) loadDetailsMany(ctx context.Context, q sqlx.QueryerContext, ops []*review.Operation) error {
+	if len(ops) == 0 {
+		return nil
+	}
+	ids := make([]string, len(ops))
+	byID := map[string]*review.Operation{}
+	for i, op := range ops {
+		ids[i] = op.ID
+		byID[op.ID] = op
+	}
+	in := func(query string) (string, []any, error) {
+		qs, args, err := sqlx.In(query, ids)
+		return s.rebind(qs), args, err
+	}
+	qs, args, err := in(selectAttempts)
+	if err != nil {
+		return err
+	}
+	var atts []review.Attempt
+	if err := sqlx.SelectContext(ctx, q, &atts, qs, args...); err != nil {
+		return fmt.Errorf("store.loadDetails: attempts: %w", err)
+	}
+	for _, a := range atts {
+		a.StartedAt, a.LeaseExpiresAt = a.StartedAt.UTC(), a.LeaseExpiresAt.UTC()
+		byID[a.OperationID].Attempts = append(byID[a.OperationID].Attempts, a)
+	}
+	if qs, args, err = in(selectEvidence); err != nil {
+		return err
+	}
+	var evs []evidenceRow
+	if err := sqlx.SelectContext(ctx, q, &evs, qs, args...); err != nil {
+		return fmt.Errorf("store.loadDetails: evidence: %w", err)
+	}
+	for _, e := range evs {
+		ev := e.Evidence
+		ev.Candidates = []review.Candidate{}
+		_ = json.Unmarshal([]byte(e.CandidatesJSON), &ev.Candidates)
+		ev.ObservedAt = ev.ObservedAt.UTC()
+		byID[ev.OperationID].Evidence = append(byID[ev.OperationID].Evidence, ev)
+	}
+	if qs, args, err = in(selectJobs); err != nil {
+		return err
+	}
+	var jobs []review.Job
+	if err := sqlx.SelectContext(ctx, q, &jobs, qs, args...); err != nil {
+		return fmt.Errorf("store.loadDetails: jobs: %w", err)
+	}
+	for _, j := range jobs {
+		byID[j.OperationID].Jobs = append(byID[j.OperationID].Jobs, j)
+	}
+	return nil
+}
+
+// ListOperations returns up to limit of the tenant's operations after the
+// cursor (an operation id), optionally in one state, oldest first. next is
+// the cursor of the following page, empty at the end.
+func (s *Store) ListOperations(ctx context.Context, tenant string, state review.State, cursor string, limit int) (ops []*review.Operation, next string, err error) {
+	q := `SELECT ` + opColumns + ` FROM operations WHERE tenant = ? AND id > ?`
+	args := []any{tenant, cursor}
+	if state != "" {
+		q += ` AND state = ?`
+		args = append(args, string(state))
+	}
+	q += ` ORDER BY id LIMIT ?`
+	args = append(args, limit+1)
+	var rows []opRow
+	if err := s.db.SelectContext(ctx, &rows, s.rebind(q), args...); err != nil {
+		return nil, "", fmt.Errorf("store.ListOperations: %w", err)
+	}
+	if len(rows) > limit {
+		rows = rows[:limit]
+		next = rows[limit-1].ID
+	}
+	ops = make([]*review.Operation, len(rows))
+	for i := range rows {
+		ops[i] = rows[i].operation()
+	}
+	if err := s.loadDetailsMany(ctx, s.db, ops); err != nil {
+		return nil, "", err
+	}
+	return ops, next, nil
+}

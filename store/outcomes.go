@@ -1,0 +1,281 @@
+package store
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/limbo-dev/limbo/review"
+)
+
+// OutcomeResult is what an outcome report led to.
+type OutcomeResult struct {
+	Operation *review.Operation
+	Next      review.Next
+	RetryAt   *time.Time
+	Reason    string
+	// Unchanged: the same report was already applied; nothing was written.
+	Unchanged bool
+}
+
+// OutcomeHash identifies an outcome report, so that the same report sent
+// twice is recognised and a different one is refused.
+func OutcomeHash(o review.Outcome) string {
+	b, _ := json.Marshal(o)
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+const (
+	/* Store.applyOutcome: fenced by generation; a closed attempt is never rewritten. */
+	finishAttempt = `
+UPDATE attempts SET finished_at = ?, result = ?, phase = ?, http_status = ?, provider_code = ?,
+    provider_request_id = ?, retry_after = ?, cost = ?, next = ?, next_reason = ?, retry_at = ?, outcome_hash = ?
+WHERE operation_id = ? AND n = ? AND generation = ? AND finished_at IS NULL`
+	/* Store.applyOutcome: guarded by state and version. */
+	updateOpOutcome = `
+UPDATE operations SET state = ?, state_reason = ?, cost_spent = cost_spent + ?, next_attempt_at = ?,
+    resource_ref = COALESCE(?, resource_ref), resource_kind = COALESCE(?, resource_kind),
+    resource_version = COALESCE(?, resource_version), version = version + 1, updated_at = ?
+WHERE id = ? AND state = 'in_flight' AND version = ?`
+	/* Store.insertEvidence */
+	insertEvidence = `
+INSERT INTO evidence (operation_id, source, authoritative, candidates, verdict, note, observed_at)
+VALUES (?, ?, ?, ?, ?, ?, ?)`
+	/* Store.upsertJob */
+	upsertJob = `
+INSERT INTO jobs (operation_id, ref, status, input_version, output_ref, created_at, updated_at)
+VALUES (?, ?, ?, ?, ?, ?, ?)
+ON CONFLICT (operation_id, ref) DO UPDATE SET status = excluded.status,
+    input_version = CASE WHEN excluded.input_version = '' THEN jobs.input_version ELSE excluded.input_version END,
+    output_ref = CASE WHEN excluded.output_ref = '' THEN jobs.output_ref ELSE excluded.output_ref END,
+    updated_at = excluded.updated_at`
+)
+
+// RecordOutcome applies an integrator's report for attempt n. The same
+// report again answers unchanged; a different one, or one for an attempt
+// the sweeper already closed, is a *review.OutcomeConflictError (the late
+// report is kept as evidence).
+func (s *Store) RecordOutcome(ctx context.Context, tenant, opID string, n int, o review.Outcome, actor string) (*OutcomeResult, error) {
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	hash := OutcomeHash(o)
+	var res *OutcomeResult
+	var refused error
+	err := s.WithTx(ctx, func(tx *sqlx.Tx) error {
+		res, refused = nil, nil
+		row, err := s.lockOperation(ctx, tx, tenant, opID)
+		if err != nil {
+			return err
+		}
+		att, err := s.selectAttempt(ctx, tx, opID, n)
+		if err != nil {
+			return err
+		}
+		if att.FinishedAt != nil {
+			switch {
+			case att.OutcomeHash == hash:
+				res = &OutcomeResult{Next: att.Next, RetryAt: att.RetryAt, Reason: att.NextReason, Unchanged: true}
+				return nil
+			case att.Result == review.ResultUnknown:
+				refused = &review.OutcomeConflictError{Operation: row.operation(),
+					Reason: fmt.Sprintf("attempt %d's lease expired before this report; the operation went %s. The report is kept as evidence for reconciliation", n, row.State)}
+				return s.lateReport(ctx, tx, row, n, o, actor)
+			default:
+				refused = &review.OutcomeConflictError{Operation: row.operation(),
+					Reason: fmt.Sprintf("attempt %d already has a different outcome (%s)", n, att.Result)}
+				return nil
+			}
+		}
+		res, err = s.applyOutcome(ctx, tx, row, att, o, hash, actor)
+		return err
+	})
+	if err != nil {
+		if errors.Is(err, review.ErrNotFound) || errors.Is(err, review.ErrConflict) || errors.Is(err, review.ErrInvalidTransition) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("store.RecordOutcome: %w", err)
+	}
+	if refused != nil {
+		return nil, refused
+	}
+	if res.Operation, err = s.GetOperation(ctx, tenant, opID, ""); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// applyOutcome closes an open attempt with o, moves the operation where
+// review.Decide says, and writes evidence, job and audit event — all in tx.
+func (s *Store) applyOutcome(ctx context.Context, tx *sqlx.Tx, row *opRow, att *review.Attempt, o review.Outcome, hash, actor string) (*OutcomeResult, error) {
+	now := s.now()
+	op := row.operation()
+	if op.State != review.InFlight || att.Generation != op.Version {
+		// The operation moved on since this attempt was granted: fenced off.
+		return nil, review.ErrConflict
+	}
+	first := now
+	if row.FirstAttemptAt.Valid {
+		first = row.FirstAttemptAt.Time
+	}
+	d := review.Decide(review.DecideInput{Op: op, N: att.N, FirstAttemptAt: first, Outcome: o,
+		Destination: s.cfg.Destination(op.Destination), Now: now, Rand: s})
+	if err := review.CheckTransition(op.State, d.State); err != nil {
+		return nil, err
+	}
+	var retryAt any
+	if d.RetryAt != nil {
+		retryAt = dbTime(*d.RetryAt)
+	}
+	r, err := tx.ExecContext(ctx, s.rebind(finishAttempt), now, string(o.Result), string(o.Phase), o.HTTPStatus,
+		o.ProviderCode, o.ProviderRequestID, o.RetryAfter, o.Cost, string(d.Next), d.Reason, retryAt, hash,
+		op.ID, att.N, att.Generation)
+	if err != nil {
+		return nil, fmt.Errorf("finish attempt: %w", err)
+	}
+	if k, _ := r.RowsAffected(); k != 1 {
+		return nil, review.ErrConflict
+	}
+	var resRef, resKind, resVersion any
+	if o.Resource != nil && d.State == review.Confirmed {
+		resRef, resKind, resVersion = o.Resource.Ref, o.Resource.Kind, o.Resource.Version
+	}
+	r, err = tx.ExecContext(ctx, s.rebind(updateOpOutcome), string(d.State), d.Reason, o.Cost, retryAt,
+		resRef, resKind, resVersion, now, op.ID, op.Version)
+	if err != nil {
+		return nil, fmt.Errorf("update operation: %w", err)
+	}
+	if k, _ := r.RowsAffected(); k != 1 {
+		return nil, review.ErrConflict
+	}
+	if o.Result == review.ResultSuccess {
+		// The response is the evidence a confirmation rests on (I7).
+		ev := review.Evidence{Source: review.SourceResponse, Authoritative: true, ObservedAt: now}
+		if o.Resource != nil {
+			ev.Candidates = []review.Candidate{{Ref: o.Resource.Ref, Kind: o.Resource.Kind, Version: o.Resource.Version, OperationID: op.ID}}
+		}
+		ev.Verdict = review.VerdictConfirms
+		if d.State != review.Confirmed && d.State != review.Accepted {
+			ev.Verdict = review.VerdictInconclusive
+		}
+		ev.Note = fmt.Sprintf("attempt %d: %s", att.N, d.Reason)
+		if err := s.insertEvidence(ctx, tx, op.ID, ev); err != nil {
+			return nil, err
+		}
+	}
+	if o.Job != nil {
+		status := review.JobStatus(o.Job.Status)
+		if status == "" {
+			status = review.JobQueued
+		}
+		if err := s.upsertJob(ctx, tx, op.ID, review.Job{Ref: o.Job.Ref, Status: status, InputVersion: op.LogicalVersion}, now); err != nil {
+			return nil, err
+		}
+	}
+	detail := map[string]any{"n": att.N, "result": o.Result, "phase": o.Phase, "next": d.Next, "reason": d.Reason}
+	if o.HTTPStatus != 0 {
+		detail["http_status"] = o.HTTPStatus
+	}
+	if len(d.Escalation) > 0 {
+		detail["escalation"] = d.Escalation
+	}
+	if err := s.appendEvent(ctx, tx, &AuditEvent{
+		At: now, Actor: actor, Tenant: op.Tenant, OperationID: op.ID, Action: "attempt.outcome",
+		FromState: string(op.State), ToState: string(d.State), Detail: detailJSON(detail),
+	}); err != nil {
+		return nil, err
+	}
+	return &OutcomeResult{Next: d.Next, RetryAt: d.RetryAt, Reason: d.Reason}, nil
+}
+
+// lateReport keeps an outcome that arrived after the sweeper closed its
+// attempt: it is evidence (never authoritative on its own) for reconciliation.
+func (s *Store) lateReport(ctx context.Context, tx *sqlx.Tx, row *opRow, n int, o review.Outcome, actor string) error {
+	ev := review.Evidence{Source: review.SourceResponse, Verdict: review.VerdictInconclusive, ObservedAt: s.now(),
+		Note: fmt.Sprintf("late report for attempt %d after its lease expired: %s", n, o.Result)}
+	if o.Resource != nil {
+		ev.Candidates = []review.Candidate{{Ref: o.Resource.Ref, Kind: o.Resource.Kind, Version: o.Resource.Version, OperationID: row.ID}}
+	}
+	if err := s.insertEvidence(ctx, tx, row.ID, ev); err != nil {
+		return err
+	}
+	return s.appendEvent(ctx, tx, &AuditEvent{Actor: actor, Tenant: row.Tenant, OperationID: row.ID,
+		Action: "evidence.recorded", Detail: detailJSON(map[string]any{"source": ev.Source, "note": ev.Note})})
+}
+
+func (s *Store) insertEvidence(ctx context.Context, tx sqlx.ExtContext, opID string, ev review.Evidence) error {
+	if ev.Candidates == nil {
+		ev.Candidates = []review.Candidate{}
+	}
+	cands, err := json.Marshal(ev.Candidates)
+	if err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, s.rebind(insertEvidence), opID, string(ev.Source), ev.Authoritative,
+		string(cands), string(ev.Verdict), ev.Note, dbTime(ev.ObservedAt)); err != nil {
+		return fmt.Errorf("insert evidence: %w", err)
+	}
+	return nil
+}
+
+func (s *Store) upsertJob(ctx context.Context, tx sqlx.ExtContext, opID string, j review.Job, now time.Time) error {
+	if _, err := tx.ExecContext(ctx, s.rebind(upsertJob), opID, j.Ref, string(j.Status), j.InputVersion,
+		j.OutputRef, now, now); err != nil {
+		return fmt.Errorf("upsert job: %w", err)
+	}
+	return nil
+}
+
+const (
+	/* Store.SweepLeases */
+	selectExpiredAttempts = `
+SELECT a.operation_id, o.tenant, a.n FROM attempts a JOIN operations o ON o.id = a.operation_id
+WHERE a.finished_at IS NULL AND a.lease_expires_at <= ? ORDER BY a.lease_expires_at LIMIT ?`
+)
+
+// SweepLeases closes attempts whose lease expired without an outcome: each
+// gets outcome unknown, and its operation goes where an unknown outcome
+// leads for its risk class. It returns how many it closed.
+func (s *Store) SweepLeases(ctx context.Context) (int, error) {
+	var expired []struct {
+		OperationID string `db:"operation_id"`
+		Tenant      string `db:"tenant"`
+		N           int    `db:"n"`
+	}
+	if err := s.db.SelectContext(ctx, &expired, s.rebind(selectExpiredAttempts), s.now(), 500); err != nil {
+		return 0, fmt.Errorf("store.SweepLeases: %w", err)
+	}
+	closed := 0
+	for _, e := range expired {
+		err := s.WithTx(ctx, func(tx *sqlx.Tx) error {
+			row, err := s.lockOperation(ctx, tx, e.Tenant, e.OperationID)
+			if err != nil {
+				return err
+			}
+			att, err := s.selectAttempt(ctx, tx, e.OperationID, e.N)
+			if err != nil {
+				return err
+			}
+			if att.FinishedAt != nil || att.LeaseExpiresAt.After(s.now()) {
+				return nil // reported meanwhile
+			}
+			o := review.LeaseExpired()
+			if _, err := s.applyOutcome(ctx, tx, row, att, o, OutcomeHash(o), "system:lease-sweeper"); err != nil {
+				return err
+			}
+			closed++
+			return nil
+		})
+		if err != nil && !errors.Is(err, review.ErrConflict) {
+			return closed, fmt.Errorf("store.SweepLeases: %s/%d: %w", e.OperationID, e.N, err)
+		}
+	}
+	return closed, nil
+}

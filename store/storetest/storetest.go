@@ -1,0 +1,219 @@
+// Package storetest opens fresh, migrated databases for tests, on every
+// engine available: SQLite always; PostgreSQL when reachable, and required
+// when LIMBO_REQUIRE_POSTGRES=1 (set by .ci/run, where a skip is a failure).
+//
+// PostgreSQL is found at LIMBO_TEST_POSTGRES, default
+// postgres://postgres:postgres@127.0.0.1:5432/postgres?sslmode=disable;
+// every test gets its own database, dropped afterwards.
+package storetest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+	_ "github.com/lib/pq" // the PostgreSQL driver for admin connections
+
+	"github.com/limbo-dev/limbo/store"
+)
+
+// DefaultPostgres is where tests look for PostgreSQL when LIMBO_TEST_POSTGRES is unset.
+const DefaultPostgres = "postgres://postgres:postgres@127.0.0.1:5432/postgres?sslmode=disable"
+
+// Engines lists the engines to run store tests on.
+func Engines(t testing.TB) []store.Engine {
+	if pgAvailable(t) {
+		return []store.Engine{store.SQLite, store.Postgres}
+	}
+	return []store.Engine{store.SQLite}
+}
+
+var (
+	pgOnce sync.Once
+	pgErr  error
+
+	dbOnce sync.Once
+	dbURL  string
+	dbErr  error
+)
+
+// testDatabase makes sure the shared test database exists and returns its URL.
+func testDatabase(t testing.TB) string {
+	dbOnce.Do(func() {
+		admin, err := sqlx.Open("postgres", adminURL())
+		if err != nil {
+			dbErr = err
+			return
+		}
+		defer admin.Close()
+		var n int
+		if dbErr = admin.Get(&n, `SELECT COUNT(*) FROM pg_database WHERE datname = 'limbo_test'`); dbErr != nil {
+			return
+		}
+		if n == 0 {
+			if _, err := admin.Exec(`CREATE DATABASE limbo_test`); err != nil {
+				// Another test binary may have created it meanwhile.
+				if dbErr = admin.Get(&n, `SELECT COUNT(*) FROM pg_database WHERE datname = 'limbo_test'`); dbErr == nil && n == 0 {
+					dbErr = err
+				}
+			}
+		}
+		u, _ := url.Parse(adminURL())
+		u.Path = "/limbo_test"
+		dbURL = u.String()
+	})
+	if dbErr != nil {
+		t.Fatalf("storetest: test database: %v", dbErr)
+	}
+	return dbURL
+}
+
+func adminURL() string {
+	if u := os.Getenv("LIMBO_TEST_POSTGRES"); u != "" {
+		return u
+	}
+	return DefaultPostgres
+}
+
+func pgAvailable(t testing.TB) bool {
+	pgOnce.Do(func() {
+		db, err := sqlx.Open("postgres", adminURL())
+		if err != nil {
+			pgErr = err
+			return
+		}
+		defer db.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		defer cancel()
+		pgErr = db.PingContext(ctx)
+	})
+	if pgErr != nil {
+		if os.Getenv("LIMBO_REQUIRE_POSTGRES") == "1" {
+			t.Fatalf("storetest: PostgreSQL is required (LIMBO_REQUIRE_POSTGRES=1) but unreachable at %s: %v", adminURL(), pgErr)
+		}
+		t.Logf("storetest: PostgreSQL unreachable, running SQLite only: %v", pgErr)
+		return false
+	}
+	return true
+}
+
+// URL creates a fresh, empty database on engine and returns its URL. It is
+// removed when the test ends.
+func URL(t testing.TB, engine store.Engine) string {
+	t.Helper()
+	switch engine {
+	case store.SQLite:
+		return "sqlite:" + filepath.Join(t.TempDir(), "limbo.db")
+	case store.Postgres:
+		if !pgAvailable(t) {
+			t.Skip("PostgreSQL unavailable")
+		}
+		// A schema per test in one shared database: CREATE DATABASE takes
+		// a second or two, CREATE SCHEMA a millisecond.
+		base := testDatabase(t)
+		var b [6]byte
+		rand.Read(b[:])
+		schema := "t_" + hex.EncodeToString(b[:])
+		db, err := sqlx.Open("postgres", base)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := db.Exec(`CREATE SCHEMA ` + schema); err != nil {
+			db.Close()
+			t.Fatalf("storetest: create schema: %v", err)
+		}
+		t.Cleanup(func() {
+			defer db.Close()
+			db.Exec(`DROP SCHEMA IF EXISTS ` + schema + ` CASCADE`)
+		})
+		u, _ := url.Parse(base)
+		q := u.Query()
+		q.Set("search_path", schema)
+		u.RawQuery = q.Encode()
+		return u.String()
+	}
+	t.Fatalf("storetest: unknown engine %q", engine)
+	return ""
+}
+
+// Open returns a migrated store on a fresh database, closed at cleanup.
+func Open(t testing.TB, engine store.Engine, opt store.Options) *store.Store {
+	t.Helper()
+	ctx := context.Background()
+	s, err := store.Open(ctx, URL(t, engine), opt)
+	if err != nil {
+		t.Fatalf("storetest: open %s: %v", engine, err)
+	}
+	t.Cleanup(func() { s.Close() })
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatalf("storetest: migrate %s: %v", engine, err)
+	}
+	return s
+}
+
+// Each runs fn as a parallel subtest per engine.
+func Each(t *testing.T, fn func(t *testing.T, engine store.Engine)) {
+	for _, e := range Engines(t) {
+		t.Run(string(e), func(t *testing.T) {
+			t.Parallel()
+			fn(t, e)
+		})
+	}
+}
+
+// Clock is a settable clock for deterministic tests.
+type Clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+// NewClock starts a clock at t.
+func NewClock(t time.Time) *Clock { return &Clock{now: t} }
+
+// Now tells the clock's time.
+func (c *Clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+// Advance moves the clock forward.
+func (c *Clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+// String names the clock's time (for test logs).
+func (c *Clock) String() string { return fmt.Sprint(c.Now()) }
+
+// Sealed seals the audit trail until every committed event is covered and
+// returns the verification report. On PostgreSQL a checkpoint only covers
+// transactions older than every running one (in any test sharing the
+// server), so sealing may take a few rounds.
+func Sealed(t testing.TB, s *store.Store) *store.VerifyReport {
+	t.Helper()
+	ctx := context.Background()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if err := s.SealAll(ctx); err != nil {
+			t.Fatalf("storetest: seal: %v", err)
+		}
+		rep, err := s.VerifyAudit(ctx, nil)
+		if err != nil {
+			t.Fatalf("storetest: verify: %v", err)
+		}
+		if rep.Unsealed == 0 || !rep.OK || time.Now().After(deadline) {
+			return rep
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
