@@ -274,3 +274,6 @@ func newID(prefix string, now time.Time) string {
 }
 
 var idEncoding = base32.NewEncoding("0123456789ABCDEFGHJKMNPQRSTVWXYZ").WithPadding(base32.NoPadding)
+
+// Now is the store's clock (tests inject a fake one).
+func (s *Store) Now() time.Time { return s.clock() }

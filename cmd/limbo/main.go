@@ -1,0 +1,64 @@
+// Command limbo is the ledger and review desk for operations whose outcome
+// is unknown. See README.md; `limbo help` lists the commands.
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	os.Exit(run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+}
+
+const usage = `limbo — the ledger and review desk for operations whose outcome is unknown
+
+Usage:
+  limbo serve [--addr 127.0.0.1:8080] [--db URL] [--config FILE] [--demo]
+  limbo migrate [--db URL]
+  limbo token create --tenant NAME [--name LABEL] [--db URL]
+  limbo audit verify [--db URL] [--checkpoint FILE]
+  limbo audit export [--db URL]
+
+--db also reads LIMBO_DB (default sqlite:limbo.db); --addr reads LIMBO_ADDR;
+--config reads LIMBO_CONFIG. Database URL: sqlite:PATH or postgres://…
+`
+
+// run dispatches a command line and returns the exit code: 0 success, 1 the
+// command's own "no" (a broken audit chain), 2 usage or infrastructure errors.
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	var err error
+	code := 0
+	switch cmd, rest := args[0], args[1:]; {
+	case cmd == "serve":
+		err = cmdServe(ctx, rest, stdout, stderr)
+	case cmd == "migrate":
+		err = cmdMigrate(ctx, rest, stderr)
+	case cmd == "token" && len(rest) > 0 && rest[0] == "create":
+		err = cmdTokenCreate(ctx, rest[1:], stdout, stderr)
+	case cmd == "audit" && len(rest) > 0 && rest[0] == "verify":
+		code, err = cmdAuditVerify(ctx, rest[1:], stdout, stderr)
+	case cmd == "audit" && len(rest) > 0 && rest[0] == "export":
+		err = cmdAuditExport(ctx, rest[1:], stdout, stderr)
+	case cmd == "help" || cmd == "-h" || cmd == "--help":
+		fmt.Fprint(stdout, usage)
+	default:
+		fmt.Fprintf(stderr, "limbo: unknown command %q\n\n%s", args[0], usage)
+		return 2
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "limbo: %v\n", err)
+		return 2
+	}
+	return code
+}

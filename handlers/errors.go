@@ -1,0 +1,122 @@
+package handlers
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/limbo-dev/limbo/review"
+)
+
+// Problem is an RFC 9457 problem detail. Type is a stable slug; clients
+// switch on it, never on Title or Detail.
+type Problem struct {
+	Type        string              `json:"type"`
+	Title       string              `json:"title"`
+	Status      int                 `json:"status"`
+	Detail      string              `json:"detail,omitempty"`
+	Field       string              `json:"field,omitempty"`
+	OperationID string              `json:"operation_id,omitempty"`
+	State       review.State        `json:"state,omitempty"`
+	Resource    *review.ResourceRef `json:"resource,omitempty"`
+	RetryAfter  int                 `json:"retry_after,omitempty"`
+
+	header map[string]string
+}
+
+func (p *Problem) Error() string { return p.Type + ": " + p.Detail }
+
+func problemf(status int, typ, title, format string, args ...any) *Problem {
+	return &Problem{Type: typ, Title: title, Status: status, Detail: fmt.Sprintf(format, args...)}
+}
+
+// HandleError is the one place errors become HTTP answers: review's
+// sentinel and typed errors map to problem+json; anything unexpected is
+// logged once and answered 500 without internals.
+func (h *Handlers) HandleError(err error, c echo.Context) {
+	if c.Response().Committed {
+		return
+	}
+	p := h.toProblem(err, c)
+	for k, v := range p.header {
+		c.Response().Header().Set(k, v)
+	}
+	if p.Status == http.StatusUnauthorized {
+		c.Response().Header().Set("WWW-Authenticate", `Bearer realm="limbo"`)
+	}
+	c.Response().Header().Set(echo.HeaderContentType, "application/problem+json")
+	c.Response().WriteHeader(p.Status)
+	if c.Request().Method == http.MethodHead {
+		return
+	}
+	_ = jsonEncode(c.Response(), p)
+}
+
+func (h *Handlers) toProblem(err error, c echo.Context) *Problem {
+	var (
+		p        *Problem
+		field    *FieldError
+		mismatch *review.PayloadMismatchError
+		notAtt   *review.NotAttemptableError
+		wait     *review.WaitError
+		outcome  *review.OutcomeConflictError
+		he       *echo.HTTPError
+	)
+	switch {
+	case errors.As(err, &p):
+		return p
+	case errors.As(err, &field):
+		return &Problem{Type: "invalid-request", Title: "Invalid request", Status: http.StatusBadRequest, Detail: field.Error(), Field: field.Field}
+	case errors.As(err, &mismatch):
+		return &Problem{Type: "payload-mismatch", Title: "Key already used with a different payload", Status: http.StatusUnprocessableEntity,
+			Detail: mismatch.Error(), OperationID: mismatch.Operation.ID, State: mismatch.Operation.State}
+	case errors.As(err, &notAtt):
+		op := notAtt.Operation
+		return &Problem{Type: "not-attemptable", Title: "No attempt may start", Status: http.StatusConflict,
+			Detail: fmt.Sprintf("operation is %s: %s", op.State, op.StateReason), OperationID: op.ID, State: op.State, Resource: op.Resource}
+	case errors.As(err, &wait):
+		secs := int(math.Ceil(time.Until(wait.Until).Seconds()))
+		if d := wait.Until.Sub(h.Store.Now()); d > 0 {
+			secs = int(math.Ceil(d.Seconds()))
+		}
+		secs = max(secs, 1)
+		return &Problem{Type: "retry-later", Title: "Wait before the next attempt", Status: http.StatusTooManyRequests,
+			Detail: wait.Reason, RetryAfter: secs, header: map[string]string{"Retry-After": strconv.Itoa(secs)}}
+	case errors.As(err, &outcome):
+		return &Problem{Type: "outcome-conflict", Title: "The attempt already has another outcome", Status: http.StatusConflict,
+			Detail: outcome.Reason, OperationID: outcome.Operation.ID, State: outcome.Operation.State}
+	case errors.Is(err, review.ErrNotFound):
+		return &Problem{Type: "not-found", Title: "Not found", Status: http.StatusNotFound, Detail: "no such resource"}
+	case errors.Is(err, review.ErrInvalid):
+		return &Problem{Type: "invalid-request", Title: "Invalid request", Status: http.StatusBadRequest, Detail: err.Error()}
+	case errors.Is(err, review.ErrInvalidTransition):
+		return &Problem{Type: "invalid-transition", Title: "Transition not allowed", Status: http.StatusConflict, Detail: err.Error()}
+	case errors.Is(err, review.ErrConflict):
+		return &Problem{Type: "conflict", Title: "Changed concurrently", Status: http.StatusConflict, Detail: err.Error()}
+	case errors.As(err, &he):
+		return httpProblem(he)
+	}
+	h.Log.ErrorContext(c.Request().Context(), "request failed", "method", c.Request().Method,
+		"path", c.Path(), "op_id", c.Param("id"), "err", err)
+	return &Problem{Type: "internal", Title: "Internal error", Status: http.StatusInternalServerError,
+		Detail: "the server failed; the request may be retried"}
+}
+
+func httpProblem(he *echo.HTTPError) *Problem {
+	switch he.Code {
+	case http.StatusRequestEntityTooLarge:
+		return &Problem{Type: "payload-too-large", Title: "Request body too large", Status: he.Code, Detail: "request bodies are limited to 1 MiB"}
+	case http.StatusNotFound:
+		return &Problem{Type: "not-found", Title: "Not found", Status: he.Code, Detail: "no such route"}
+	case http.StatusMethodNotAllowed:
+		return &Problem{Type: "method-not-allowed", Title: "Method not allowed", Status: he.Code, Detail: "this route does not accept that method"}
+	case http.StatusUnauthorized:
+		return &Problem{Type: "unauthorized", Title: "Unauthorized", Status: he.Code, Detail: fmt.Sprint(he.Message)}
+	}
+	return &Problem{Type: "http-" + strconv.Itoa(he.Code), Title: http.StatusText(he.Code), Status: he.Code, Detail: fmt.Sprint(he.Message)}
+}

@@ -1,0 +1,26 @@
+// Package handlers is Limbo's HTTP surface: the integration API (JSON,
+// problem+json errors) and, later, the console. Handlers are short: they
+// bind and validate, call review and store, and return errors to the one
+// error handler in errors.go.
+package handlers
+
+import (
+	"log/slog"
+
+	"github.com/limbo-dev/limbo/store"
+)
+
+// Handlers holds what the HTTP handlers need. Build it in cmd and pass it
+// down; there are no package-level globals.
+type Handlers struct {
+	Store *store.Store
+	Log   *slog.Logger
+}
+
+// New returns Handlers over s, logging to log.
+func New(s *store.Store, log *slog.Logger) *Handlers {
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Handlers{Store: s, Log: log}
+}

@@ -1,0 +1,240 @@
+package handlers
+
+import (
+	"encoding/json"
+	"io"
+	"mime"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/limbo-dev/limbo/review"
+	"github.com/limbo-dev/limbo/store"
+)
+
+// registerRequest is the body of POST /api/v1/operations.
+type registerRequest struct {
+	SourceRef      string          `json:"source_ref"`
+	LogicalVersion string          `json:"logical_version"`
+	Action         string          `json:"action"`
+	Destination    string          `json:"destination"`
+	Risk           review.Risk     `json:"risk"`
+	Flags          []review.Flag   `json:"flags"`
+	Payload        json.RawMessage `json:"payload"`
+	Key            string          `json:"key"`
+	Deadline       *time.Time      `json:"deadline"`
+	MaxAttempts    *int            `json:"max_attempts"`
+	CostBudget     *float64        `json:"cost_budget"`
+}
+
+// RegisterOperation records an operation before its first call: 201 new,
+// 200 the stored one for the same key and payload, 422 for the same key
+// with a different payload.
+func (h *Handlers) RegisterOperation(c echo.Context) error {
+	var req registerRequest
+	if err := bindJSON(c, &req); err != nil {
+		return err
+	}
+	if len(req.Payload) == 0 || string(req.Payload) == "null" {
+		return &FieldError{Field: "payload", Problem: "required"}
+	}
+	payload, err := review.Canonicalize(req.Payload)
+	if err != nil {
+		return &FieldError{Field: "payload", Problem: err.Error()}
+	}
+	op, created, err := h.Store.Register(c.Request().Context(), review.Registration{
+		Tenant: caller(c).Tenant, SourceRef: req.SourceRef, LogicalVersion: req.LogicalVersion,
+		Action: req.Action, Destination: req.Destination, Risk: req.Risk, Flags: req.Flags,
+		Payload: payload, Key: req.Key, Deadline: req.Deadline, MaxAttempts: req.MaxAttempts,
+		CostBudget: req.CostBudget, Actor: actor(c),
+	})
+	if err != nil {
+		return err
+	}
+	status := http.StatusOK
+	if created {
+		status = http.StatusCreated
+		c.Response().Header().Set(echo.HeaderLocation, "/api/v1/operations/"+op.ID)
+	}
+	return c.JSON(status, op)
+}
+
+// GetOperation answers the tenant's operation with attempts, evidence and jobs.
+func (h *Handlers) GetOperation(c echo.Context) error {
+	op, err := h.Store.GetOperation(c.Request().Context(), caller(c).Tenant, c.Param("id"), "")
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, op)
+}
+
+// operationPage is one keyset page of operations.
+type operationPage struct {
+	Operations []*review.Operation `json:"operations"`
+	NextCursor string              `json:"next_cursor,omitempty"`
+}
+
+// ListOperations pages through the tenant's operations, optionally by state.
+func (h *Handlers) ListOperations(c echo.Context) error {
+	state := review.State(c.QueryParam("state"))
+	if state != "" && !state.Valid() {
+		return &FieldError{Field: "state", Problem: "not a known state"}
+	}
+	limit := 50
+	if v := c.QueryParam("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 500 {
+			return &FieldError{Field: "limit", Problem: "must be an integer between 1 and 500"}
+		}
+		limit = n
+	}
+	ops, next, err := h.Store.ListOperations(c.Request().Context(), caller(c).Tenant, state, c.QueryParam("cursor"), limit)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, operationPage{Operations: ops, NextCursor: next})
+}
+
+// attemptRequest is the body of POST /operations/{id}/attempts (optional).
+type attemptRequest struct {
+	Credential string `json:"credential"`
+	Model      string `json:"model"`
+}
+
+// StartAttempt asks permission to send: 201 with n, lease and key; 429 with
+// Retry-After while something says wait; 409 when the state forbids it.
+func (h *Handlers) StartAttempt(c echo.Context) error {
+	var req attemptRequest
+	if err := bindOptionalJSON(c, &req); err != nil {
+		return err
+	}
+	g, err := h.Store.StartAttempt(c.Request().Context(), store.AttemptRequest{
+		Tenant: caller(c).Tenant, OperationID: c.Param("id"),
+		Credential: req.Credential, Model: req.Model, Actor: actor(c),
+	})
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusCreated, g)
+}
+
+// outcomeResponse tells the integrator what comes next.
+type outcomeResponse struct {
+	Operation *review.Operation `json:"operation"`
+	Next      review.Next       `json:"next"`
+	RetryAt   *time.Time        `json:"retry_at,omitempty"`
+	Reason    string            `json:"reason"`
+}
+
+// RecordOutcome applies the report of attempt n: 200 with the operation and
+// what comes next; the same report again → 200 unchanged; another → 409.
+func (h *Handlers) RecordOutcome(c echo.Context) error {
+	n, err := strconv.Atoi(c.Param("n"))
+	if err != nil || n < 1 {
+		return review.ErrNotFound
+	}
+	var o review.Outcome
+	if err := bindJSON(c, &o); err != nil {
+		return err
+	}
+	if err := o.Validate(); err != nil {
+		return err
+	}
+	res, err := h.Store.RecordOutcome(c.Request().Context(), caller(c).Tenant, c.Param("id"), n, o, actor(c))
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, outcomeResponse{Operation: res.Operation, Next: res.Next, RetryAt: res.RetryAt, Reason: res.Reason})
+}
+
+// evidenceRequest is the body of POST /operations/{id}/evidence.
+type evidenceRequest struct {
+	Source        review.EvidenceSource `json:"source"`
+	Authoritative bool                  `json:"authoritative"`
+	Candidates    []review.Candidate    `json:"candidates"`
+}
+
+// AddEvidence records what the integrator observed; 200 with the new state.
+func (h *Handlers) AddEvidence(c echo.Context) error {
+	var req evidenceRequest
+	if err := bindJSON(c, &req); err != nil {
+		return err
+	}
+	op, err := h.Store.AddEvidence(c.Request().Context(), caller(c).Tenant, c.Param("id"), review.Evidence{
+		Source: req.Source, Authoritative: req.Authoritative, Candidates: req.Candidates,
+	}, actor(c))
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, op)
+}
+
+// jobRequest is the body of PUT /operations/{id}/jobs/{ref}.
+type jobRequest struct {
+	Status       review.JobStatus `json:"status"`
+	InputVersion string           `json:"input_version"`
+	OutputRef    string           `json:"output_ref"`
+}
+
+// PutJob records or updates a transformation job; 200 with the operation.
+func (h *Handlers) PutJob(c echo.Context) error {
+	var req jobRequest
+	if err := bindJSON(c, &req); err != nil {
+		return err
+	}
+	op, err := h.Store.PutJob(c.Request().Context(), caller(c).Tenant, c.Param("id"), review.Job{
+		Ref: c.Param("ref"), Status: req.Status, InputVersion: req.InputVersion, OutputRef: req.OutputRef,
+	}, actor(c))
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, op)
+}
+
+// bindJSON reads the whole body (the BodyLimit middleware turns an oversize
+// body into 413) and decodes it strictly.
+func bindJSON(c echo.Context, v any) error {
+	if err := checkContentType(c); err != nil {
+		return err
+	}
+	body, err := io.ReadAll(c.Request().Body)
+	if err != nil {
+		return err
+	}
+	return DecodeJSON(body, v)
+}
+
+// bindOptionalJSON is bindJSON for calls whose body may be empty.
+func bindOptionalJSON(c echo.Context, v any) error {
+	body, err := io.ReadAll(c.Request().Body)
+	if err != nil {
+		return err
+	}
+	if len(body) == 0 {
+		return nil
+	}
+	if err := checkContentType(c); err != nil {
+		return err
+	}
+	return DecodeJSON(body, v)
+}
+
+// checkContentType accepts JSON, or no declared type at all.
+func checkContentType(c echo.Context) error {
+	ct := c.Request().Header.Get(echo.HeaderContentType)
+	if ct == "" {
+		return nil
+	}
+	mt, _, err := mime.ParseMediaType(ct)
+	if err != nil || (mt != "application/json" && mt != "application/problem+json") {
+		return problemf(http.StatusUnsupportedMediaType, "unsupported-media-type", "Unsupported media type", "send Content-Type: application/json")
+	}
+	return nil
+}
+
+func jsonEncode(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	return enc.Encode(v)
+}

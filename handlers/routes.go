@@ -1,0 +1,62 @@
+package handlers
+
+import (
+	"net/http"
+
+	"github.com/labstack/echo/v4"
+	"github.com/labstack/echo/v4/middleware"
+)
+
+// MaxBodyBytes is the largest request body the API reads (1 MiB → 413 beyond).
+const MaxBodyBytes = 1 << 20
+
+// NewServer returns an Echo server with every route of Limbo registered.
+func NewServer(h *Handlers) *echo.Echo {
+	e := echo.New()
+	e.HideBanner, e.HidePort = true, true
+	e.HTTPErrorHandler = h.HandleError
+	e.Use(middleware.Recover())
+	h.Routes(e)
+	return e
+}
+
+// Routes is the route table: every route Limbo serves, with who may call it.
+func (h *Handlers) Routes(e *echo.Echo) {
+	// Public: probes for load balancers and orchestrators, and the API's
+	// own description.
+	e.GET("/healthz", h.Healthz)
+	e.GET("/readyz", h.Readyz)
+	e.GET("/api/v1/openapi.json", h.OpenAPI)
+
+	// Integration API: a bearer token belongs to one tenant; everything
+	// below is scoped to it.
+	api := e.Group("/api/v1", middleware.BodyLimit("1M"), h.requireToken)
+	api.POST("/operations", h.RegisterOperation)
+	api.GET("/operations", h.ListOperations)
+	api.GET("/operations/:id", h.GetOperation)
+	api.POST("/operations/:id/attempts", h.StartAttempt)
+	api.POST("/operations/:id/attempts/:n/outcome", h.RecordOutcome)
+	api.POST("/operations/:id/evidence", h.AddEvidence)
+	api.PUT("/operations/:id/jobs/:ref", h.PutJob)
+
+	// Anything else under /api answers a problem, not an HTML page.
+	api.Any("/*", func(c echo.Context) error { return echo.ErrNotFound })
+}
+
+// Healthz answers 200 while the process is up.
+func (h *Handlers) Healthz(c echo.Context) error {
+	return c.JSON(http.StatusOK, map[string]string{"status": "ok"})
+}
+
+// Readyz answers 200 when the database is reachable and its schema current.
+func (h *Handlers) Readyz(c echo.Context) error {
+	ctx := c.Request().Context()
+	if err := h.Store.Ping(ctx); err != nil {
+		return problemf(http.StatusServiceUnavailable, "not-ready", "Not ready", "database unreachable")
+	}
+	ok, err := h.Store.SchemaCurrent(ctx)
+	if err != nil || !ok {
+		return problemf(http.StatusServiceUnavailable, "not-ready", "Not ready", "database schema is not current; run limbo migrate")
+	}
+	return c.JSON(http.StatusOK, map[string]string{"status": "ready"})
+}
