@@ -5,6 +5,8 @@ import (
 
 	"github.com/labstack/echo/v4"
 	"github.com/labstack/echo/v4/middleware"
+
+	"github.com/limbo-dev/limbo/static"
 )
 
 // MaxBodyBytes is the largest request body the API reads (1 MiB → 413 beyond).
@@ -15,7 +17,7 @@ func NewServer(h *Handlers) *echo.Echo {
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = h.HandleError
-	e.Use(middleware.Recover())
+	e.Use(middleware.Recover(), securityHeaders)
 	h.Routes(e)
 	return e
 }
@@ -24,6 +26,8 @@ func NewServer(h *Handlers) *echo.Echo {
 func (h *Handlers) Routes(e *echo.Echo) {
 	// Public: probes for load balancers and orchestrators, and the API's
 	// own description.
+	e.GET("/", h.Home)
+	e.StaticFS("/static", static.FS)
 	e.GET("/healthz", h.Healthz)
 	e.GET("/readyz", h.Readyz)
 	e.GET("/api/v1/openapi.json", h.OpenAPI)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/limbo-dev/limbo/handlers"
+	"github.com/limbo-dev/limbo/review"
 	"github.com/limbo-dev/limbo/store"
 )
 
@@ -118,6 +119,9 @@ func seedDemo(ctx context.Context, st *store.Store, url string, stdout io.Writer
 	if err != nil {
 		return err
 	}
+	if err := seedDemoOperations(ctx, st); err != nil {
+		return err
+	}
 	fmt.Fprintf(stdout, `Limbo is running at %s
 
 Demo tenant "demo", API token (shown once):
@@ -127,5 +131,43 @@ Try:
   export LIMBO_TOKEN=%s
   curl -s -H "Authorization: Bearer $LIMBO_TOKEN" %s/api/v1/operations
 `, url, token, token, url)
+	return nil
+}
+
+// seedDemoOperations runs a few operations through the real ledger so the
+// demo shows every kind of ending: confirmed, ambiguous, waiting to retry,
+// failed, and an accepted job. Already seeded operations are left alone.
+func seedDemoOperations(ctx context.Context, st *store.Store) error {
+	demos := []struct {
+		source, action string
+		risk           review.Risk
+		outcome        review.Outcome
+	}{
+		{"contract-583", "render_pdf", review.RiskCompensableWrite, review.Outcome{Result: review.ResultSuccess, Phase: review.PhaseAfterSend, HTTPStatus: 201,
+			Resource: &review.ResourceRef{Ref: "file-9f2c", Kind: "file", Version: "7"}}},
+		{"contract-584", "create_folder", review.RiskCompensableWrite, review.Outcome{Result: review.ResultTimeout, Phase: review.PhaseAfterSend}},
+		{"invoice-1204", "send_email", review.RiskIrreversible, review.Outcome{Result: review.ResultError, Phase: review.PhaseAfterSend, HTTPStatus: 502}},
+		{"summary-77", "generate_summary", review.RiskGenerate, review.Outcome{Result: review.ResultError, Phase: review.PhaseAfterSend, HTTPStatus: 429, RetryAfter: "30"}},
+		{"contract-585", "render_pdf", review.RiskCompensableWrite, review.Outcome{Result: review.ResultError, Phase: review.PhaseAfterSend, HTTPStatus: 422, ProviderCode: "unsupported_font"}},
+		{"contract-586", "transform_docx", review.RiskCompensableWrite, review.Outcome{Result: review.ResultSuccess, Phase: review.PhaseAfterSend, HTTPStatus: 202,
+			Job: &review.JobRef{Ref: "job-31", Status: "queued"}}},
+	}
+	for _, d := range demos {
+		op, created, err := st.Register(ctx, review.Registration{Tenant: "demo", SourceRef: d.source, LogicalVersion: "7",
+			Action: d.action, Destination: "sandbox", Risk: d.risk, Payload: []byte(`{"source":"` + d.source + `","version":7}`), Actor: "cli:demo"})
+		if err != nil {
+			return err
+		}
+		if !created {
+			continue
+		}
+		g, err := st.StartAttempt(ctx, store.AttemptRequest{Tenant: "demo", OperationID: op.ID, Actor: "cli:demo"})
+		if err != nil {
+			return err
+		}
+		if _, err := st.RecordOutcome(ctx, "demo", op.ID, g.N, d.outcome, "cli:demo"); err != nil {
+			return err
+		}
+	}
 	return nil
 }

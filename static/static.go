@@ -1,0 +1,9 @@
+// Package static embeds Limbo's front-end assets.
+package static
+
+import "embed"
+
+// FS holds the assets served under /static/.
+//
+//go:embed *.css
+var FS embed.FS
