@@ -1,0 +1,102 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/limbo-dev/limbo/review"
+	"github.com/limbo-dev/limbo/store"
+	"github.com/limbo-dev/limbo/store/storetest"
+)
+
+// limbo runs the command line in-process and returns exit code and output.
+func limbo(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code := run(context.Background(), args, strings.NewReader(""), &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+func TestCLIUsage(t *testing.T) {
+	t.Parallel()
+	if code, _, errOut := limbo(t); code != 2 || !strings.Contains(errOut, "Usage") {
+		t.Errorf("no args: code %d, stderr %q", code, errOut)
+	}
+	if code, _, errOut := limbo(t, "frobnicate"); code != 2 || !strings.Contains(errOut, "unknown command") {
+		t.Errorf("unknown command: code %d, stderr %q", code, errOut)
+	}
+	if code, _, errOut := limbo(t, "token", "create", "--db", "sqlite:"+filepath.Join(t.TempDir(), "x.db")); code != 2 || !strings.Contains(errOut, "--tenant") {
+		t.Errorf("token create without tenant: code %d, stderr %q", code, errOut)
+	}
+	if code, _, errOut := limbo(t, "migrate", "--db", "mysql://nope"); code != 2 || !strings.Contains(errOut, "sqlite:") {
+		t.Errorf("bad db url: code %d, stderr %q", code, errOut)
+	}
+}
+
+func TestCLITokenAndAudit(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		db := storetest.URL(t, e)
+		if code, _, errOut := limbo(t, "migrate", "--db", db); code != 0 {
+			t.Fatalf("migrate: %d %s", code, errOut)
+		}
+		code, out, errOut := limbo(t, "token", "create", "--tenant", "acme", "--name", "ci", "--db", db)
+		if code != 0 || !regexp.MustCompile(`^limbo_[0-9a-f]{64}\n$`).MatchString(out) {
+			t.Fatalf("token create: code %d, stdout %q, stderr %q", code, out, errOut)
+		}
+
+		ctx := context.Background()
+		st, err := store.Open(ctx, db, store.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer st.Close()
+		ti, err := st.TenantForToken(ctx, strings.TrimSpace(out))
+		if err != nil || ti.Tenant != "acme" {
+			t.Fatalf("token does not resolve to acme: %v %+v", err, ti)
+		}
+		for i := 0; i < 3; i++ {
+			if _, _, err := st.Register(ctx, review.Registration{Tenant: "acme", SourceRef: "doc-" + string(rune('a'+i)),
+				LogicalVersion: "1", Action: "render", Destination: "files", Risk: review.RiskCompensableWrite,
+				Payload: []byte(`{"i":1}`), Actor: "test"}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if rep := storetest.Sealed(t, st); !rep.OK {
+			t.Fatalf("sealed trail does not verify: %+v", rep)
+		}
+		if code, out, errOut := limbo(t, "audit", "verify", "--db", db); code != 0 || !strings.Contains(out, "holds") {
+			t.Fatalf("verify: code %d, stdout %q, stderr %q", code, out, errOut)
+		}
+		code, out, _ = limbo(t, "audit", "export", "--db", db)
+		if code != 0 || !strings.Contains(out, `"events_digest"`) {
+			t.Fatalf("export: code %d, %q", code, out)
+		}
+		anchor := filepath.Join(t.TempDir(), "checkpoint.json")
+		if err := os.WriteFile(anchor, []byte(out), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if code, _, errOut := limbo(t, "audit", "verify", "--db", db, "--checkpoint", anchor); code != 0 {
+			t.Fatalf("verify against exported checkpoint: %d %s", code, errOut)
+		}
+
+		// Edit a sealed event: verify must exit 1 naming its seq.
+		var seq int64
+		if err := st.DB().Get(&seq, `SELECT MIN(seq) FROM audit_events WHERE action = 'operation.registered'`); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.DB().Exec(st.DB().Rebind(`UPDATE audit_events SET actor = 'mallory' WHERE seq = ?`), seq); err != nil {
+			t.Fatal(err)
+		}
+		code, _, errOut = limbo(t, "audit", "verify", "--db", db)
+		if want := "broken at seq " + strconv.FormatInt(seq, 10); code != 1 || !strings.Contains(errOut, want) {
+			t.Fatalf("tampered verify: code %d, stderr %q, want %q", code, errOut, want)
+		}
+	})
+}
+
