@@ -99,4 +99,3 @@ func TestCLITokenAndAudit(t *testing.T) {
 		}
 	})
 }
-
