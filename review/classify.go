@@ -118,10 +118,10 @@ func Classify(o Outcome, d Destination, action string, now time.Time) Classifica
 		return c.with(ClassFail, fmt.Sprintf("HTTP 429 %s: quota exhausted, not transient", o.ProviderCode))
 	case s == 408 || s == 429 || s == 503:
 		return c.with(ClassRetry, fmt.Sprintf("HTTP %d: not processed", s))
-	case s == 409 && d.ConflictMeansInProgress:
+	case s == 409 && d.HonoursKeys && d.ConflictMeansInProgress:
 		return c.with(ClassRetry, "HTTP 409: same key in progress")
 	case s == 409:
-		return c.with(ClassFail, "HTTP 409: conflict (the destination does not use 409 for a key in progress)")
+		return c.with(ClassFail, "HTTP 409: conflict (the destination is not configured as honouring keys with 409 for a key in progress)")
 	case s >= 500:
 		return c.with(ClassUnknown, fmt.Sprintf("HTTP %d after send: outcome unknown", s))
 	case s >= 400:
@@ -256,7 +256,12 @@ func retrySlot(in DecideInput, cl Classification) (time.Time, bool, Reason) {
 	if cl.HasRetryAfter && cl.RetryAfter > wait {
 		wait = cl.RetryAfter
 	}
-	at := in.Now.Add(wait).UTC().Truncate(time.Microsecond)
+	// Round up to the microsecond the store keeps, never down: rounding
+	// down could grant an attempt up to 999 ns before Retry-After allows.
+	at := in.Now.Add(wait).UTC()
+	if t := at.Truncate(time.Microsecond); t.Before(at) {
+		at = t.Add(time.Microsecond)
+	}
 	if !op.Deadline.IsZero() && at.After(op.Deadline) {
 		return time.Time{}, true, ReasonDeadlineExpired
 	}

@@ -170,6 +170,9 @@ func (c *Config) validate() error {
 	if c.RetryBudget.Ratio < 0 || c.RetryBudget.Ratio > 1 {
 		return fmt.Errorf("%w: config: retry_budget.ratio must be between 0 and 1", ErrInvalid)
 	}
+	if c.RetryBudget.Floor < 0 || c.RetryBudget.Window < 0 {
+		return fmt.Errorf("%w: config: retry_budget.floor and retry_budget.window must not be negative", ErrInvalid)
+	}
 	names := make([]string, 0, len(c.Destinations))
 	for n := range c.Destinations {
 		names = append(names, n)
@@ -185,6 +188,14 @@ func (c *Config) validate() error {
 		}
 		if d.Concurrency < 0 || d.PerCredential < 0 || d.PerModel < 0 {
 			return fmt.Errorf("%w: config: destination %q: limits must not be negative", ErrInvalid, n)
+		}
+		if d.KeyRetention < 0 || d.SearchLag < 0 {
+			return fmt.Errorf("%w: config: destination %q: key_retention and search_lag must not be negative", ErrInvalid, n)
+		}
+		for _, p := range []*Probe{d.Probes.Status, d.Probes.Search} {
+			if p != nil && p.Timeout < 0 {
+				return fmt.Errorf("%w: config: destination %q: probe timeout must not be negative", ErrInvalid, n)
+			}
 		}
 		if err := checkErrors(d.Errors); err != nil {
 			return fmt.Errorf("%w: config: destination %q: %v", ErrInvalid, n, err)
@@ -202,7 +213,9 @@ func (c *Config) validate() error {
 func checkErrors(m map[string]ErrorClass) error {
 	for k, v := range m {
 		s, err := strconv.Atoi(k)
-		if err != nil || s < 100 || s > 599 {
+		// The key must be written exactly as Classify looks it up ("404",
+		// not "0404" or "+404"), or the override would never apply.
+		if err != nil || s < 100 || s > 599 || strconv.Itoa(s) != k {
 			return fmt.Errorf("errors: %q is not an HTTP status", k)
 		}
 		if v != ClassRetry && v != ClassUnknown && v != ClassFail {

@@ -41,8 +41,12 @@ func Judge(op *Operation, ev Evidence) (Verdict, State, []Reason, string) {
 		return verdict, RetryWait, nil, fmt.Sprintf("%s authoritatively found no effect; retry with the same key", ev.Source)
 	case len(match) > 1 || len(ev.Candidates) > 1:
 		return verdict, NeedsReview, []Reason{ReasonMultipleCands}, fmt.Sprintf("%s found %d candidates", ev.Source, len(ev.Candidates))
+	case len(match) == 0 && ev.Candidates[0].OperationID == op.ID:
+		return verdict, NeedsReview, []Reason{ReasonVersionMismatch}, fmt.Sprintf("%s found %s for version %s, expected %s", ev.Source, ev.Candidates[0].Ref, ev.Candidates[0].Version, op.LogicalVersion)
 	default:
-		return verdict, NeedsReview, []Reason{ReasonVersionMismatch}, fmt.Sprintf("%s found %s, which belongs to another operation or version", ev.Source, ev.Candidates[0].Ref)
+		// A resource whose metadata does not name this operation may or may
+		// not be its effect: nothing proves either way.
+		return verdict, NeedsReview, []Reason{ReasonNoDedupEvidence}, fmt.Sprintf("%s found %s, whose metadata does not name this operation", ev.Source, ev.Candidates[0].Ref)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -99,7 +100,7 @@ func checkText(name, v string) error {
 		return fmt.Errorf("%w: field %q: not valid UTF-8", ErrInvalid, name)
 	}
 	for _, c := range v {
-		if c < 0x20 || c == 0x7f {
+		if unicode.IsControl(c) || c == '\u2028' || c == '\u2029' {
 			return fmt.Errorf("%w: field %q: control characters are not allowed", ErrInvalid, name)
 		}
 	}

@@ -1,0 +1,341 @@
+package review
+
+import (
+	"errors"
+	"os"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+const fullConfig = `
+destinations:
+  files:
+    honours_keys: true
+    key_retention: 24h
+    conflict_means_in_progress: true
+    quota_codes: [quota_exceeded]
+    errors:
+      "404": retry
+      "502": unknown
+    actions:
+      convert_pdf:
+        errors:
+          "422": retry
+        requires_approval: false
+      delete_folder:
+        requires_approval: true
+    concurrency: 20
+    per_credential: 5
+    per_model: 2
+    lease: 2m
+    search_lag: 30s
+    probes:
+      status:
+        method: GET
+        url: https://files.example.com/v1/jobs/{{.Resource.Ref}}
+        auth_header: Authorization
+        auth_env: FILES_API_TOKEN
+        timeout: 10s
+        candidates: $.items
+      search:
+        method: POST
+        url: https://files.example.com/v1/search
+        timeout: 15s
+        candidates: $.results
+  mail:
+    honours_keys: false
+retry_budget:
+  ratio: 0.2
+  floor: 3
+  window: 5m
+`
+
+func TestParseConfigFull(t *testing.T) {
+	c, err := ParseConfig([]byte(fullConfig))
+	if err != nil {
+		t.Fatalf("ParseConfig: %v", err)
+	}
+	want := Destination{
+		HonoursKeys:             true,
+		KeyRetention:            24 * time.Hour,
+		ConflictMeansInProgress: true,
+		QuotaCodes:              []string{"quota_exceeded"},
+		Errors:                  map[string]ErrorClass{"404": ClassRetry, "502": ClassUnknown},
+		Actions: map[string]ActionConfig{
+			"convert_pdf":   {Errors: map[string]ErrorClass{"422": ClassRetry}},
+			"delete_folder": {RequiresApproval: true},
+		},
+		Concurrency:   20,
+		PerCredential: 5,
+		PerModel:      2,
+		Lease:         2 * time.Minute,
+		SearchLag:     30 * time.Second,
+		Probes: Probes{
+			Status: &Probe{Method: "GET", URL: "https://files.example.com/v1/jobs/{{.Resource.Ref}}",
+				AuthHeader: "Authorization", AuthEnv: "FILES_API_TOKEN", Timeout: 10 * time.Second, Candidates: "$.items"},
+			Search: &Probe{Method: "POST", URL: "https://files.example.com/v1/search", Timeout: 15 * time.Second, Candidates: "$.results"},
+		},
+	}
+	if got := c.Destination("files"); !reflect.DeepEqual(got, want) {
+		t.Errorf("Destination(files) =\n%+v\nwant\n%+v", got, want)
+	}
+	mail := c.Destination("mail")
+	if mail.HonoursKeys || mail.Lease != DefaultLease {
+		t.Errorf("Destination(mail) = %+v, want keys not honoured and the default lease", mail)
+	}
+	if got, want := c.Budget(), (RetryBudget{Ratio: 0.2, Floor: 3, Window: 5 * time.Minute}); got != want {
+		t.Errorf("Budget() = %+v, want %+v", got, want)
+	}
+	if !c.Destination("files").RequiresApproval("delete_folder") {
+		t.Errorf("delete_folder should require approval")
+	}
+	if c.Destination("files").RequiresApproval("convert_pdf") || c.Destination("files").RequiresApproval("nope") {
+		t.Errorf("only delete_folder requires approval")
+	}
+}
+
+func TestParseConfigExampleFile(t *testing.T) {
+	data, err := os.ReadFile("../limbo.example.yaml")
+	if err != nil {
+		t.Fatalf("read example: %v", err)
+	}
+	c, err := ParseConfig(data)
+	if err != nil {
+		t.Fatalf("ParseConfig(limbo.example.yaml): %v", err)
+	}
+	files, ok := c.Destinations["files"]
+	if !ok {
+		t.Fatalf("example has no destination files: %+v", c.Destinations)
+	}
+	// Every field is set somewhere in the example, so its documentation is
+	// exercised by the parser.
+	switch {
+	case !files.HonoursKeys, files.KeyRetention == 0, !files.ConflictMeansInProgress, len(files.QuotaCodes) == 0,
+		len(files.Errors) == 0, len(files.Actions) == 0, files.Concurrency == 0, files.PerCredential == 0,
+		files.Lease == 0, files.SearchLag == 0, files.Probes.Status == nil, files.Probes.Search == nil:
+		t.Errorf("example destination files leaves a field unset: %+v", files)
+	}
+	for name, p := range map[string]*Probe{"status": files.Probes.Status, "search": files.Probes.Search} {
+		if p == nil {
+			continue
+		}
+		if p.Method == "" || p.URL == "" || p.AuthHeader == "" || p.AuthEnv == "" || p.Timeout == 0 || p.Candidates == "" {
+			t.Errorf("example probe %s leaves a field unset: %+v", name, p)
+		}
+	}
+	var approval, actionErrors bool
+	for _, a := range files.Actions {
+		approval = approval || a.RequiresApproval
+		actionErrors = actionErrors || len(a.Errors) > 0
+	}
+	if !approval || !actionErrors {
+		t.Errorf("example actions should show requires_approval and errors: %+v", files.Actions)
+	}
+	if c.RetryBudget == (RetryBudget{}) {
+		t.Errorf("example has no retry_budget")
+	}
+	if got, want := c.Budget(), (RetryBudget{Ratio: DefaultRetryRatio, Floor: DefaultRetryFloor, Window: DefaultRetryWindow}); got != want {
+		t.Errorf("example retry_budget = %+v, want the documented defaults %+v", got, want)
+	}
+}
+
+func TestParseConfigRejects(t *testing.T) {
+	tests := []struct {
+		name string
+		yaml string
+		want string // a fragment of the error
+	}{
+		{"unknown top-level key", "destinatons: {}", "destinatons"},
+		{"unknown destination key", "destinations:\n  files:\n    honors_keys: true", "honors_keys"},
+		{"unknown action key", "destinations:\n  files:\n    actions:\n      a:\n        require_approval: true", "require_approval"},
+		{"unknown probe key", "destinations:\n  files:\n    probes:\n      status:\n        verb: GET", "verb"},
+		{"unknown probe kind", "destinations:\n  files:\n    probes:\n      lookup: {}", "lookup"},
+		{"unknown retry_budget key", "retry_budget:\n  ratio_pct: 10", "ratio_pct"},
+		{"status not a number", "destinations:\n  files:\n    errors:\n      \"5xx\": retry", "5xx"},
+		{"status too low", "destinations:\n  files:\n    errors:\n      \"99\": retry", "99"},
+		{"status too high", "destinations:\n  files:\n    errors:\n      \"600\": fail", "600"},
+		{"bad class", "destinations:\n  files:\n    errors:\n      \"404\": ignore", "ignore"},
+		{"empty class", "destinations:\n  files:\n    errors:\n      \"404\": \"\"", "404"},
+		{"bad action status", "destinations:\n  files:\n    actions:\n      a:\n        errors:\n          \"abc\": retry", "abc"},
+		{"bad action class", "destinations:\n  files:\n    actions:\n      a:\n        errors:\n          \"404\": maybe", "maybe"},
+		{"lease too short", "destinations:\n  files:\n    lease: 500ms", "lease"},
+		{"negative lease", "destinations:\n  files:\n    lease: -1s", "lease"},
+		{"negative concurrency", "destinations:\n  files:\n    concurrency: -1", "limits"},
+		{"negative per_credential", "destinations:\n  files:\n    per_credential: -1", "limits"},
+		{"negative per_model", "destinations:\n  files:\n    per_model: -2", "limits"},
+		{"ratio above 1", "retry_budget:\n  ratio: 1.5", "ratio"},
+		{"negative ratio", "retry_budget:\n  ratio: -0.1", "ratio"},
+		{"bad duration", "destinations:\n  files:\n    key_retention: one day", "line 3"},
+		{"wrong type", "destinations:\n  files:\n    honours_keys: sometimes", "line 3"},
+		{"status as a YAML number is rejected, not misread", "destinations:\n  files:\n    errors:\n      4.04: retry", "4.04"},
+		{"not a mapping", "- a\n- b", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := ParseConfig([]byte(tt.yaml))
+			if !errors.Is(err, ErrInvalid) {
+				t.Fatalf("ParseConfig = %+v, %v; want an error wrapping ErrInvalid", c, err)
+			}
+			if !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("error %q does not mention %q", err, tt.want)
+			}
+		})
+	}
+}
+
+// TestParseConfigStatusKeysMatchClassify: every status key ParseConfig
+// accepts must be one Classify can look up, or the override is silently dead.
+func TestParseConfigStatusKeysMatchClassify(t *testing.T) {
+	for _, key := range []string{`"404"`, `404`, `"+404"`, `"0404"`, `" 404"`, `0x194`} {
+		c, err := ParseConfig([]byte("destinations:\n  files:\n    errors:\n      " + key + ": retry\n"))
+		if err != nil {
+			continue // rejected: fine
+		}
+		got := Classify(httpErr(404), c.Destination("files"), "upload", classifyNow)
+		if got.Effect != EffectNone {
+			t.Errorf("errors key %s accepted but ignored: 404 classified %s, want %s", key, got.Effect, EffectNone)
+		}
+	}
+}
+
+func TestParseConfigDefaults(t *testing.T) {
+	tests := []struct {
+		name string
+		yaml string
+	}{
+		{"empty file", ""},
+		{"comments only", "# nothing configured\n"},
+		{"empty mapping", "{}"},
+		{"empty destinations", "destinations: {}\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := ParseConfig([]byte(tt.yaml))
+			if err != nil {
+				t.Fatalf("ParseConfig: %v", err)
+			}
+			if got := c.Destination("anything"); !reflect.DeepEqual(got, SafeDestination()) {
+				t.Errorf("unconfigured destination = %+v, want SafeDestination()", got)
+			}
+			if got, want := c.Budget(), (RetryBudget{Ratio: 0.1, Floor: 10, Window: time.Minute}); got != want {
+				t.Errorf("Budget() = %+v, want %+v", got, want)
+			}
+		})
+	}
+}
+
+func TestSafeDestination(t *testing.T) {
+	d := SafeDestination()
+	if d.HonoursKeys {
+		t.Errorf("SafeDestination honours keys")
+	}
+	if d.ConflictMeansInProgress {
+		t.Errorf("SafeDestination retries 409")
+	}
+	if d.Lease != DefaultLease {
+		t.Errorf("SafeDestination lease = %v, want 60s", d.Lease)
+	}
+	if d.RequiresApproval("anything") {
+		t.Errorf("SafeDestination requires approval")
+	}
+	// What the safe defaults mean for classification.
+	if got := EffectiveRisk(RiskIdempotentWrite, d, classifyNow, classifyNow); got != RiskCompensableWrite {
+		t.Errorf("idempotent_write on SafeDestination is %s, want %s", got, RiskCompensableWrite)
+	}
+	if got := Classify(httpErr(409), d, "upload", classifyNow); got.Effect != EffectRejected {
+		t.Errorf("409 on SafeDestination = %s, want %s", got.Effect, EffectRejected)
+	}
+}
+
+func TestConfigNilAndPartial(t *testing.T) {
+	var nilCfg *Config
+	if got := nilCfg.Destination("x"); !reflect.DeepEqual(got, SafeDestination()) {
+		t.Errorf("nil Config Destination = %+v", got)
+	}
+	if got, want := nilCfg.Budget(), (RetryBudget{Ratio: 0.1, Floor: 10, Window: time.Minute}); got != want {
+		t.Errorf("nil Config Budget = %+v, want %+v", got, want)
+	}
+	tests := []struct {
+		name string
+		yaml string
+		want RetryBudget
+	}{
+		{"ratio only", "retry_budget:\n  ratio: 0.5", RetryBudget{Ratio: 0.5, Floor: 10, Window: time.Minute}},
+		{"floor only", "retry_budget:\n  floor: 2", RetryBudget{Ratio: 0.1, Floor: 2, Window: time.Minute}},
+		{"window only", "retry_budget:\n  window: 30s", RetryBudget{Ratio: 0.1, Floor: 10, Window: 30 * time.Second}},
+		{"ratio exactly 1", "retry_budget:\n  ratio: 1", RetryBudget{Ratio: 1, Floor: 10, Window: time.Minute}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := ParseConfig([]byte(tt.yaml))
+			if err != nil {
+				t.Fatalf("ParseConfig: %v", err)
+			}
+			if got := c.Budget(); got != tt.want {
+				t.Errorf("Budget() = %+v, want %+v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestParseConfigLeaseDefault(t *testing.T) {
+	c, err := ParseConfig([]byte("destinations:\n  files:\n    honours_keys: true\n  bare:\n"))
+	if err != nil {
+		t.Fatalf("ParseConfig: %v", err)
+	}
+	for _, n := range []string{"files", "bare"} {
+		if got := c.Destination(n).Lease; got != DefaultLease {
+			t.Errorf("Destination(%s).Lease = %v, want %v", n, got, DefaultLease)
+		}
+	}
+	if c.Destination("bare").HonoursKeys {
+		t.Errorf("an empty destination must not honour keys")
+	}
+}
+
+// TestParseConfigRejectsNegativeValues: a negative duration or limit is a
+// typo, and must not silently become a default. A negative key_retention is
+// the dangerous one: EffectiveRisk reads it as "keys remembered forever".
+func TestParseConfigRejectsNegativeValues(t *testing.T) {
+	tests := []struct {
+		name string
+		yaml string
+	}{
+		{"negative key_retention", "destinations:\n  files:\n    honours_keys: true\n    key_retention: -24h"},
+		{"negative search_lag", "destinations:\n  files:\n    search_lag: -30s"},
+		{"negative probe timeout", "destinations:\n  files:\n    probes:\n      status:\n        url: https://x.example/{{.ID}}\n        timeout: -1s"},
+		{"negative retry_budget.floor", "retry_budget:\n  floor: -1"},
+		{"negative retry_budget.window", "retry_budget:\n  window: -1m"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := ParseConfig([]byte(tt.yaml))
+			if !errors.Is(err, ErrInvalid) {
+				t.Errorf("ParseConfig accepted it (%+v), want an error wrapping ErrInvalid", c)
+			}
+		})
+	}
+}
+
+// TestParseConfig409NeedsKeys: SPEC "409: for a destination that supports
+// keys, 'same key in progress' → retry later". A destination that does not
+// honour keys cannot mean "same key in progress", and retrying there could
+// create a second effect: the configuration must be refused, or the 409 not
+// retried.
+func TestParseConfig409NeedsKeys(t *testing.T) {
+	c, err := ParseConfig([]byte("destinations:\n  files:\n    honours_keys: false\n    conflict_means_in_progress: true\n"))
+	if err != nil {
+		if !errors.Is(err, ErrInvalid) {
+			t.Fatalf("ParseConfig = %v, want an error wrapping ErrInvalid", err)
+		}
+		return // refused: fine
+	}
+	for _, risk := range []Risk{RiskCompensableWrite, RiskIrreversible, RiskIdempotentWrite} {
+		in := decideIn(testOp(risk), c.Destination("files"), httpErr(409))
+		if got := Decide(in); got.State == RetryWait {
+			t.Errorf("%s: 409 on a destination that does not honour keys is retried (%s)", risk, got.Reason)
+		}
+	}
+}
