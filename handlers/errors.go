@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -100,6 +101,10 @@ func (h *Handlers) toProblem(err error, c echo.Context) *Problem {
 		return &Problem{Type: "conflict", Title: "Changed concurrently", Status: http.StatusConflict, Detail: err.Error()}
 	case errors.As(err, &he):
 		return httpProblem(he)
+	case errors.Is(err, context.Canceled) && c.Request().Context().Err() != nil:
+		// The client went away; nobody reads this answer, nothing to alarm on.
+		h.Log.DebugContext(c.Request().Context(), "client closed request", "path", c.Path())
+		return &Problem{Type: "client-closed-request", Title: "Client closed request", Status: 499}
 	}
 	h.Log.ErrorContext(c.Request().Context(), "request failed", "method", c.Request().Method,
 		"path", c.Path(), "op_id", c.Param("id"), "err", err)

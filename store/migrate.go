@@ -79,6 +79,13 @@ func (s *Store) Migrate(ctx context.Context) error {
 	}
 	defer conn.Close()
 	if s.engine == Postgres {
+		var schema *string
+		if err := conn.GetContext(ctx, &schema, `SELECT current_schema()`); err != nil {
+			return fmt.Errorf("store.Migrate: %w", err)
+		}
+		if schema == nil {
+			return fmt.Errorf("store.Migrate: no schema on the search_path exists; create it or fix search_path in the database URL")
+		}
 		if _, err := conn.ExecContext(ctx, `SELECT pg_advisory_lock(hashtext('migrate:' || current_schema()))`); err != nil {
 			return fmt.Errorf("store.Migrate: lock: %w", err)
 		}

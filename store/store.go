@@ -216,9 +216,17 @@ func (s *Store) withTxOnce(ctx context.Context, fn func(tx *sqlx.Tx) error) erro
 	}
 	if err := fn(tx); err != nil {
 		_ = tx.Rollback()
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
 		return err
 	}
 	if err := tx.Commit(); err != nil {
+		if ctx.Err() != nil {
+			// database/sql rolled back when the context ended; say so
+			// rather than "already committed or rolled back".
+			return fmt.Errorf("store.WithTx: rolled back: %w", ctx.Err())
+		}
 		return fmt.Errorf("store.WithTx: commit: %w", err)
 	}
 	return nil
