@@ -295,6 +295,9 @@ func (s *Store) loadDetailsMany(ctx context.Context, q sqlx.QueryerContext, ops 
 // cursor (an operation id), optionally in one state, oldest first. next is
 // the cursor of the following page, empty at the end.
 func (s *Store) ListOperations(ctx context.Context, tenant string, state review.State, cursor string, limit int) (ops []*review.Operation, next string, err error) {
+	if limit < 1 {
+		return nil, "", fmt.Errorf("%w: limit must be at least 1", review.ErrInvalid)
+	}
 	q := `SELECT ` + opColumns + ` FROM operations WHERE tenant = ? AND id > ?`
 	args := []any{tenant, cursor}
 	if state != "" {
