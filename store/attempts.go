@@ -229,10 +229,19 @@ func (s *Store) transition(ctx context.Context, tx *sqlx.Tx, row *opRow, to revi
 	}
 	detail["reason"] = reason
 	row.State, row.StateReason, row.Version = string(to), reason, row.Version+1
-	return s.appendEvent(ctx, tx, &AuditEvent{
+	if err := s.appendEvent(ctx, tx, &AuditEvent{
 		At: now, Actor: actor, Tenant: row.Tenant, OperationID: row.ID, Action: action,
 		FromState: string(from), ToState: string(to), Detail: detailJSON(detail),
-	})
+	}); err != nil {
+		return err
+	}
+	if to == review.NeedsReview {
+		esc, _ := detail["escalation"].([]review.Reason)
+		if _, err := s.openCase(ctx, tx, row.ID, row.Tenant, esc, actor); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // selectAttempt reads one attempt (locked on PostgreSQL).

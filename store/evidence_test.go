@@ -96,8 +96,18 @@ func TestEvidenceSettlesAmbiguity(t *testing.T) {
 					t.Errorf("stored evidence = %+v, want source %s, verdict %s, %d candidates", stored, tt.source, tt.verdict, len(ev.Candidates))
 				}
 				hist := b.history(t, op.ID)
-				if len(hist) != events+1 {
-					t.Fatalf("audit events %d → %d, want exactly one more", events, len(hist))
+				// One event for the evidence or its transition; a move to
+				// needs_review also opens a case, audited on its own.
+				wantEvents := events + 1
+				if tt.want == review.NeedsReview {
+					wantEvents++
+					if last := hist[len(hist)-1]; last.Action != "case.opened" {
+						t.Fatalf("last event = %+v, want case.opened", last)
+					}
+					hist = hist[:len(hist)-1]
+				}
+				if len(hist)+boolInt(tt.want == review.NeedsReview) != wantEvents {
+					t.Fatalf("audit events %d → %d, want %d", events, len(hist), wantEvents)
 				}
 				lastEv := hist[len(hist)-1]
 				if tt.want == review.Ambiguous {
@@ -222,4 +232,11 @@ func TestEvidenceValidation(t *testing.T) {
 			t.Errorf("refused evidence was audited: %v", actions)
 		}
 	})
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

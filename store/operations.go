@@ -115,7 +115,9 @@ func (s *Store) Register(ctx context.Context, r review.Registration) (op *review
 	if s.cfg.Destination(r.Destination).RequiresApproval(r.Action) {
 		state, reason = review.AwaitingApproval, "the action requires approval before any attempt"
 	}
+	var mismatch *review.PayloadMismatchError
 	err = s.WithTx(ctx, func(tx *sqlx.Tx) error {
+		mismatch = nil
 		if err := s.ensureTenant(ctx, tx, r.Tenant, now); err != nil {
 			return err
 		}
@@ -143,13 +145,20 @@ func (s *Store) Register(ctx context.Context, r review.Registration) (op *review
 		}
 		op = row.operation()
 		if diff := r.SameIntention(op, hash); len(diff) > 0 {
-			return &review.PayloadMismatchError{Operation: op, Fields: diff}
+			// Refused, but a person must know: the same key arrived with a
+			// different payload. The case is committed with the refusal.
+			mismatch = &review.PayloadMismatchError{Operation: op, Fields: diff}
+			if err := s.appendEvent(ctx, tx, &AuditEvent{At: now, Actor: r.Actor, Tenant: r.Tenant, OperationID: op.ID,
+				Action: "operation.payload_mismatch", Detail: detailJSON(map[string]any{"fields": diff, "payload_hash": hash})}); err != nil {
+				return err
+			}
+			_, err := s.openCase(ctx, tx, op.ID, op.Tenant, []review.Reason{review.ReasonPayloadMismatch}, r.Actor)
+			return err
 		}
 		return nil
 	})
-	var mismatch *review.PayloadMismatchError
-	if errors.As(err, &mismatch) {
-		return nil, false, err
+	if err == nil && mismatch != nil {
+		return nil, false, mismatch
 	}
 	if err != nil {
 		return nil, false, fmt.Errorf("store.Register: %w", err)

@@ -192,6 +192,11 @@ func (s *Store) applyOutcome(ctx context.Context, tx *sqlx.Tx, row *opRow, att *
 	}); err != nil {
 		return nil, err
 	}
+	if d.State == review.NeedsReview {
+		if _, err := s.openCase(ctx, tx, op.ID, op.Tenant, d.Escalation, actor); err != nil {
+			return nil, err
+		}
+	}
 	return &OutcomeResult{Next: d.Next, RetryAt: d.RetryAt, Reason: d.Reason}, nil
 }
 

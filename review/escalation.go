@@ -1,0 +1,193 @@
+package review
+
+import (
+	"fmt"
+	"slices"
+	"time"
+)
+
+// Recommended actions on a case (SPEC "Escalation reasons").
+const (
+	RecommendConfirm        = "confirm"
+	RecommendCompensate     = "compensate"
+	RecommendApproveRetry   = "approve_retry"
+	RecommendReconcileAgain = "reconcile_again"
+	RecommendFail           = "fail"
+)
+
+// Recommendation is the action a case suggests, with a one-line rationale.
+type Recommendation struct {
+	Action string `json:"action"`
+	// Ref is the resource to confirm or compensate, when the action names one.
+	Ref       string `json:"ref,omitempty"`
+	Rationale string `json:"rationale"`
+}
+
+// String renders the action as SPEC writes it: "confirm file-9", "fail".
+func (r Recommendation) String() string {
+	if r.Ref != "" {
+		return r.Action + " " + r.Ref
+	}
+	return r.Action
+}
+
+// Assessment is what escalation rules make of an operation: why a person
+// must look, how urgent it is, and what they should probably do.
+type Assessment struct {
+	Reasons        []Reason
+	Priority       int
+	Recommendation Recommendation
+}
+
+// Assess derives a case's reasons, priority and recommended action from
+// the operation (with its attempts, evidence and jobs), the reasons the
+// trigger already knows (extra), and the time. Pure and deterministic.
+func Assess(op *Operation, extra []Reason, now time.Time) Assessment {
+	set := map[Reason]bool{}
+	for _, r := range extra {
+		set[r] = true
+	}
+	for _, f := range op.Flags {
+		set[Reason(f)] = true
+	}
+	if op.Risk == RiskIrreversible {
+		set[ReasonIrreversible] = true
+	}
+	if !op.Deadline.IsZero() && !now.Before(op.Deadline) {
+		set[ReasonDeadlineExpired] = true
+	}
+	if op.MaxAttempts > 0 && op.AttemptCount >= op.MaxAttempts || op.CostBudget != nil && op.CostSpent >= *op.CostBudget {
+		set[ReasonBudgetExhausted] = true
+	}
+
+	f := weigh(op)
+	if len(f.matching) > 1 {
+		set[ReasonMultipleCands] = true
+	}
+	if len(f.otherVersion) > 0 {
+		set[ReasonVersionMismatch] = true
+	}
+	if len(f.foreign) > 0 && len(f.matching) == 0 {
+		set[ReasonNoDedupEvidence] = true
+	}
+	if f.confirms && f.refutes {
+		set[ReasonSourcesDisagree] = true
+	}
+	if op.State.Terminal() && op.State != Confirmed && len(f.matching) > 0 {
+		set[ReasonStateConflict] = true
+	}
+	if len(f.matching) == 0 && len(f.otherVersion) == 0 && len(f.foreign) == 0 && !f.refutes {
+		set[ReasonNoDedupEvidence] = true
+	}
+
+	a := Assessment{}
+	for r := range set {
+		a.Reasons = append(a.Reasons, r)
+	}
+	slices.Sort(a.Reasons)
+	a.Priority = priority(op, set, now)
+	a.Recommendation = recommend(op, set, f)
+	return a
+}
+
+// findings sorts every candidate seen in the evidence and jobs.
+type findings struct {
+	matching     []string // name this operation and its logical version
+	otherVersion []string // name this operation, another version
+	foreign      []string // do not name this operation
+	confirms     bool     // some authoritative source confirmed
+	refutes      bool     // some authoritative source proved absence
+}
+
+func weigh(op *Operation) findings {
+	var f findings
+	seen := map[string]bool{}
+	add := func(list *[]string, ref string) {
+		if !seen[ref] {
+			seen[ref] = true
+			*list = append(*list, ref)
+		}
+	}
+	for _, e := range op.Evidence {
+		if e.Authoritative && e.Source != SourceWebhook {
+			f.confirms = f.confirms || e.Verdict == VerdictConfirms
+			f.refutes = f.refutes || e.Verdict == VerdictRefutes
+		}
+		for _, c := range e.Candidates {
+			switch {
+			case c.OperationID == op.ID && (c.Version == "" || c.Version == op.LogicalVersion):
+				add(&f.matching, c.Ref)
+			case c.OperationID == op.ID:
+				add(&f.otherVersion, c.Ref)
+			default:
+				add(&f.foreign, c.Ref)
+			}
+		}
+	}
+	for _, j := range op.Jobs {
+		if j.Status == JobSucceeded && j.InputVersion != "" && j.InputVersion != op.LogicalVersion {
+			ref := j.OutputRef
+			if ref == "" {
+				ref = j.Ref
+			}
+			add(&f.otherVersion, ref)
+		}
+	}
+	return f
+}
+
+// priority: higher is more urgent. Flags weigh most, then the deadline,
+// then age (a point per hour waiting, up to 24).
+func priority(op *Operation, set map[Reason]bool, now time.Time) int {
+	p := 10
+	if set[ReasonFinancial] {
+		p += 40
+	}
+	if set[ReasonIrreversible] {
+		p += 30
+	}
+	if set[ReasonRegulated] {
+		p += 20
+	}
+	if set[ReasonMultipleCands] || set[ReasonStateConflict] || set[ReasonSourcesDisagree] {
+		p += 15
+	}
+	switch left := op.Deadline.Sub(now); {
+	case op.Deadline.IsZero():
+	case left <= 0:
+		p += 30
+	case left < time.Hour:
+		p += 20
+	case left < 6*time.Hour:
+		p += 10
+	}
+	if age := now.Sub(op.CreatedAt); age > 0 {
+		p += min(int(age/time.Hour), 24)
+	}
+	return p
+}
+
+func recommend(op *Operation, set map[Reason]bool, f findings) Recommendation {
+	switch {
+	case len(f.matching) > 1:
+		return Recommendation{Action: RecommendCompensate, Ref: f.matching[1],
+			Rationale: fmt.Sprintf("%d resources name this operation and version: keep %s, compensate %s", len(f.matching), f.matching[0], f.matching[1])}
+	case len(f.matching) == 1 && !set[ReasonSourcesDisagree]:
+		return Recommendation{Action: RecommendConfirm, Ref: f.matching[0],
+			Rationale: fmt.Sprintf("exactly one resource, %s, names this operation and version %s", f.matching[0], op.LogicalVersion)}
+	case len(f.otherVersion) > 0:
+		return Recommendation{Action: RecommendCompensate, Ref: f.otherVersion[0],
+			Rationale: fmt.Sprintf("%s is a result for another logical version than %s; undo it before retrying", f.otherVersion[0], op.LogicalVersion)}
+	case set[ReasonSourcesDisagree]:
+		return Recommendation{Action: RecommendReconcileAgain, Rationale: "authoritative sources disagree; probe again before deciding"}
+	case f.refutes && (set[ReasonDeadlineExpired] || set[ReasonBudgetExhausted]):
+		return Recommendation{Action: RecommendFail, Rationale: "the destination holds no effect and the budget or deadline is spent"}
+	case f.refutes:
+		return Recommendation{Action: RecommendApproveRetry, Rationale: "the destination authoritatively holds no effect; a retry with the same key is safe"}
+	case set[ReasonPayloadMismatch]:
+		return Recommendation{Action: RecommendReconcileAgain, Rationale: "the key was reused with a different payload; check which payload is meant — a new version needs a new key"}
+	case set[ReasonDeadlineExpired]:
+		return Recommendation{Action: RecommendReconcileAgain, Rationale: "the deadline passed with the outcome unknown; search the destination once more, then fail or confirm"}
+	}
+	return Recommendation{Action: RecommendReconcileAgain, Rationale: "no evidence settles the outcome yet; probe the destination again"}
+}

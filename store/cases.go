@@ -1,0 +1,177 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/limbo-dev/limbo/review"
+)
+
+// Case is an operation escalated to people.
+type Case struct {
+	ID                string          `json:"id" db:"id"`
+	Tenant            string          `json:"tenant" db:"tenant"`
+	OperationID       string          `json:"operation_id" db:"operation_id"`
+	Status            string          `json:"status" db:"status"`
+	ReasonsText       string          `json:"-" db:"reasons"`
+	Reasons           []review.Reason `json:"reasons" db:"-"`
+	Priority          int             `json:"priority" db:"priority"`
+	RecommendedAction string          `json:"recommended_action" db:"recommended_action"`
+	RecommendedRef    string          `json:"recommended_ref,omitempty" db:"recommended_ref"`
+	Rationale         string          `json:"rationale" db:"rationale"`
+	Destination       string          `json:"destination" db:"destination"`
+	Action            string          `json:"action" db:"action"`
+	Flags             string          `json:"flags" db:"flags"`
+	ClaimedBy         string          `json:"claimed_by,omitempty" db:"claimed_by"`
+	ClaimUntil        *time.Time      `json:"claim_until,omitempty" db:"claim_until"`
+	OpenedAt          time.Time       `json:"opened_at" db:"opened_at"`
+	ResolvedAt        *time.Time      `json:"resolved_at,omitempty" db:"resolved_at"`
+	ResolvedBy        string          `json:"resolved_by,omitempty" db:"resolved_by"`
+	Resolution        string          `json:"resolution,omitempty" db:"resolution"`
+	Version           int64           `json:"version" db:"version"`
+}
+
+// Case statuses.
+const (
+	CaseOpen     = "open"
+	CaseResolved = "resolved"
+)
+
+func (c *Case) fill() {
+	c.Reasons = nil
+	for _, r := range strings.Split(c.ReasonsText, ",") {
+		if r != "" {
+			c.Reasons = append(c.Reasons, review.Reason(r))
+		}
+	}
+	c.OpenedAt = c.OpenedAt.UTC()
+}
+
+func joinReasons(rs []review.Reason) string {
+	ss := make([]string, len(rs))
+	for i, r := range rs {
+		ss[i] = string(r)
+	}
+	return strings.Join(ss, ",")
+}
+
+const caseColumns = `id, tenant, operation_id, status, reasons, priority, recommended_action, recommended_ref,
+rationale, destination, action, flags, claimed_by, claim_until, opened_at, resolved_at, resolved_by, resolution, version`
+
+const (
+	/* Store.openCase */
+	selectOpenCase = `SELECT ` + caseColumns + ` FROM cases WHERE operation_id = ? AND status = 'open'`
+	/* Store.openCase */
+	insertCase = `
+INSERT INTO cases (id, tenant, operation_id, status, reasons, priority, recommended_action, recommended_ref,
+    rationale, destination, action, flags, opened_at, version)
+VALUES (?, ?, ?, 'open', ?, ?, ?, ?, ?, ?, ?, ?, ?, 1)`
+	/* Store.openCase: new findings join an open case rather than opening a second one. */
+	updateCaseAssessment = `
+UPDATE cases SET reasons = ?, priority = ?, recommended_action = ?, recommended_ref = ?, rationale = ?, version = version + 1
+WHERE id = ? AND version = ?`
+)
+
+// openCase opens (or refreshes) the operation's case inside tx, assessing it
+// with review.Assess over everything known about the operation.
+func (s *Store) openCase(ctx context.Context, tx *sqlx.Tx, opID, tenant string, extra []review.Reason, actor string) (*Case, error) {
+	var row opRow
+	if err := tx.GetContext(ctx, &row, s.rebind(selectOperation), tenant, opID); err != nil {
+		return nil, fmt.Errorf("open case: %w", err)
+	}
+	op, err := s.loadDetails(ctx, tx, row.operation())
+	if err != nil {
+		return nil, err
+	}
+	now := s.now()
+	var existing Case
+	err = tx.GetContext(ctx, &existing, s.rebind(selectOpenCase), opID)
+	if err == nil {
+		existing.fill()
+		extra = append(extra, existing.Reasons...)
+	} else if !errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("open case: %w", err)
+	}
+	a := review.Assess(op, extra, now)
+	if err == nil {
+		if _, err := tx.ExecContext(ctx, s.rebind(updateCaseAssessment), joinReasons(a.Reasons), a.Priority,
+			a.Recommendation.Action, a.Recommendation.Ref, a.Recommendation.Rationale, existing.ID, existing.Version); err != nil {
+			return nil, fmt.Errorf("update case: %w", err)
+		}
+		if err := s.appendEvent(ctx, tx, &AuditEvent{At: now, Actor: actor, Tenant: tenant, OperationID: opID,
+			Action: "case.updated", Detail: detailJSON(map[string]any{"case_id": existing.ID, "reasons": a.Reasons,
+				"recommendation": a.Recommendation.String()})}); err != nil {
+			return nil, err
+		}
+		return s.caseByID(ctx, tx, existing.ID)
+	}
+	id := newID("case_", now)
+	if _, err := tx.ExecContext(ctx, s.rebind(insertCase), id, tenant, opID, joinReasons(a.Reasons), a.Priority,
+		a.Recommendation.Action, a.Recommendation.Ref, a.Recommendation.Rationale, op.Destination, op.Action,
+		joinFlags(op.Flags), now); err != nil {
+		return nil, fmt.Errorf("insert case: %w", err)
+	}
+	if err := s.appendEvent(ctx, tx, &AuditEvent{At: now, Actor: actor, Tenant: tenant, OperationID: opID,
+		Action: "case.opened", Detail: detailJSON(map[string]any{"case_id": id, "reasons": a.Reasons,
+			"priority": a.Priority, "recommendation": a.Recommendation.String(), "rationale": a.Recommendation.Rationale})}); err != nil {
+		return nil, err
+	}
+	return s.caseByID(ctx, tx, id)
+}
+
+func (s *Store) caseByID(ctx context.Context, q sqlx.QueryerContext, id string) (*Case, error) {
+	var c Case
+	err := sqlx.GetContext(ctx, q, &c, s.rebind(`SELECT `+caseColumns+` FROM cases WHERE id = ?`), id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, review.ErrNotFound
+	}
+	if err != nil {
+		return nil, err
+	}
+	c.fill()
+	return &c, nil
+}
+
+// GetCase returns a case, if its tenant is in scope (nil scope: all tenants).
+func (s *Store) GetCase(ctx context.Context, id string, scope []string) (*Case, error) {
+	c, err := s.caseByID(ctx, s.db, id)
+	if err != nil {
+		return nil, err
+	}
+	if scope != nil && !slices.Contains(scope, c.Tenant) {
+		return nil, review.ErrNotFound
+	}
+	return c, nil
+}
+
+// CasesForOperation returns every case of an operation, oldest first.
+func (s *Store) CasesForOperation(ctx context.Context, opID string) ([]Case, error) {
+	var cs []Case
+	if err := s.db.SelectContext(ctx, &cs, s.rebind(`SELECT `+caseColumns+` FROM cases WHERE operation_id = ? ORDER BY opened_at, id`), opID); err != nil {
+		return nil, fmt.Errorf("store.CasesForOperation: %w", err)
+	}
+	for i := range cs {
+		cs[i].fill()
+	}
+	return cs, nil
+}
+
+// OpenCases returns up to limit open cases, most urgent first (the queue
+// proper, with filters, comes with the console).
+func (s *Store) OpenCases(ctx context.Context, limit int) ([]Case, error) {
+	var cs []Case
+	if err := s.db.SelectContext(ctx, &cs, s.rebind(`SELECT `+caseColumns+` FROM cases WHERE status = 'open' ORDER BY priority DESC, opened_at, id LIMIT ?`), limit); err != nil {
+		return nil, fmt.Errorf("store.OpenCases: %w", err)
+	}
+	for i := range cs {
+		cs[i].fill()
+	}
+	return cs, nil
+}
