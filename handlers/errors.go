@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"regexp"
 	"strconv"
-	"time"
 
 	"github.com/labstack/echo/v4"
 
@@ -81,11 +81,7 @@ func (h *Handlers) toProblem(err error, c echo.Context) *Problem {
 		return &Problem{Type: "not-attemptable", Title: "No attempt may start", Status: http.StatusConflict,
 			Detail: fmt.Sprintf("operation is %s: %s", op.State, op.StateReason), OperationID: op.ID, State: op.State, Resource: op.Resource}
 	case errors.As(err, &wait):
-		secs := int(math.Ceil(time.Until(wait.Until).Seconds()))
-		if d := wait.Until.Sub(h.Store.Now()); d > 0 {
-			secs = int(math.Ceil(d.Seconds()))
-		}
-		secs = max(secs, 1)
+		secs := max(int(math.Ceil(wait.Until.Sub(h.Store.Now()).Seconds())), 1)
 		return &Problem{Type: "retry-later", Title: "Wait before the next attempt", Status: http.StatusTooManyRequests,
 			Detail: wait.Reason, RetryAfter: secs, header: map[string]string{"Retry-After": strconv.Itoa(secs)}}
 	case errors.As(err, &outcome):
@@ -94,7 +90,12 @@ func (h *Handlers) toProblem(err error, c echo.Context) *Problem {
 	case errors.Is(err, review.ErrNotFound):
 		return &Problem{Type: "not-found", Title: "Not found", Status: http.StatusNotFound, Detail: "no such resource"}
 	case errors.Is(err, review.ErrInvalid):
-		return &Problem{Type: "invalid-request", Title: "Invalid request", Status: http.StatusBadRequest, Detail: err.Error()}
+		p := &Problem{Type: "invalid-request", Title: "Invalid request", Status: http.StatusBadRequest, Detail: err.Error()}
+		// review and store name the field as `field "x":` in their messages.
+		if m := fieldInMessage.FindStringSubmatch(err.Error()); m != nil {
+			p.Field = m[1]
+		}
+		return p
 	case errors.Is(err, review.ErrInvalidTransition):
 		return &Problem{Type: "invalid-transition", Title: "Transition not allowed", Status: http.StatusConflict, Detail: err.Error()}
 	case errors.Is(err, review.ErrConflict):
@@ -111,6 +112,8 @@ func (h *Handlers) toProblem(err error, c echo.Context) *Problem {
 	return &Problem{Type: "internal", Title: "Internal error", Status: http.StatusInternalServerError,
 		Detail: "the server failed; the request may be retried"}
 }
+
+var fieldInMessage = regexp.MustCompile(`field "([^"]+)"`)
 
 func httpProblem(he *echo.HTTPError) *Problem {
 	switch he.Code {

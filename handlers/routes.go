@@ -2,6 +2,7 @@ package handlers
 
 import (
 	"net/http"
+	"strconv"
 
 	"github.com/labstack/echo/v4"
 	"github.com/labstack/echo/v4/middleware"
@@ -34,7 +35,7 @@ func (h *Handlers) Routes(e *echo.Echo) {
 
 	// Integration API: a bearer token belongs to one tenant; everything
 	// below is scoped to it.
-	api := e.Group("/api/v1", middleware.BodyLimit("1M"), h.requireToken)
+	api := e.Group("/api/v1", middleware.BodyLimit(strconv.Itoa(MaxBodyBytes)), h.requireToken)
 	api.POST("/operations", h.RegisterOperation)
 	api.GET("/operations", h.ListOperations)
 	api.GET("/operations/:id", h.GetOperation)

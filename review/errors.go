@@ -1,6 +1,7 @@
 package review
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -45,3 +46,24 @@ type OutcomeConflictError struct {
 }
 
 func (e *OutcomeConflictError) Error() string { return e.Reason }
+
+// AlreadyDecidedError: the case was resolved (or changed) by someone else
+// first. It says who decided what, so the loser sees it and nothing is
+// overwritten.
+type AlreadyDecidedError struct {
+	CaseID string
+	By     string
+	Action string
+	At     time.Time
+}
+
+func (e *AlreadyDecidedError) Error() string {
+	if e.By == "" {
+		return fmt.Sprintf("case %s changed meanwhile; reload it", e.CaseID)
+	}
+	return fmt.Sprintf("case %s was already decided: %s by %s at %s", e.CaseID, e.Action, e.By, e.At.UTC().Format(time.RFC3339))
+}
+
+// ErrSecondApprover: the second approval of a four-eyes decision must come
+// from a different person than the first.
+var ErrSecondApprover = errors.New("a second, different reviewer must approve")

@@ -1,0 +1,315 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/limbo-dev/limbo/review"
+)
+
+// Decision is a reviewer's act on a case, as integrators read it.
+type Decision struct {
+	Seq          int64     `json:"-" db:"seq"`
+	TxID         int64     `json:"-" db:"txid"`
+	ID           string    `json:"id" db:"id"`
+	Tenant       string    `json:"tenant" db:"tenant"`
+	CaseID       string    `json:"case_id" db:"case_id"`
+	OperationID  string    `json:"operation_id" db:"operation_id"`
+	Action       string    `json:"action" db:"action"`
+	ResourceRef  string    `json:"resource_ref,omitempty" db:"resource_ref"`
+	Compensation string    `json:"compensation,omitempty" db:"compensation"`
+	Reason       string    `json:"reason" db:"reason"`
+	Actor        string    `json:"actor" db:"actor"`
+	PayloadHash  string    `json:"payload_hash" db:"payload_hash"`
+	Key          string    `json:"key" db:"key"`
+	Status       string    `json:"status" db:"status"`
+	FromState    string    `json:"from_state" db:"from_state"`
+	ToState      string    `json:"to_state" db:"to_state"`
+	DecidedAt    time.Time `json:"decided_at" db:"decided_at"`
+}
+
+// Decision statuses.
+const (
+	DecisionApplied       = "applied"
+	DecisionFirstApproval = "first_approval"
+	DecisionVoid          = "void"
+)
+
+// DecisionRequest is a reviewer's decision on a case.
+type DecisionRequest struct {
+	CaseID string
+	// Scope limits the tenants the reviewer may act on; nil means all.
+	Scope        []string
+	Action       string
+	Ref          string
+	Compensation string
+	Reason       string
+	Actor        string
+	// CaseVersion, when not zero, is the case version the reviewer saw:
+	// a case changed since is refused rather than decided blind.
+	CaseVersion int64
+}
+
+const decisionColumns = `seq, txid, id, tenant, case_id, operation_id, action, resource_ref, compensation, reason,
+actor, payload_hash, key, status, from_state, to_state, decided_at`
+
+const (
+	/* Store.Decide */
+	insertDecision = `
+INSERT INTO decisions (seq, txid, id, tenant, case_id, operation_id, action, resource_ref, compensation, reason,
+    actor, payload_hash, key, status, from_state, to_state, decided_at)
+VALUES (?, %s, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	/* Store.Decide */
+	selectFirstApproval = `SELECT ` + decisionColumns + ` FROM decisions WHERE case_id = ? AND status = 'first_approval' ORDER BY seq DESC LIMIT 1`
+	/* Store.Decide */
+	voidDecision = `UPDATE decisions SET status = 'void' WHERE seq = ? AND status = 'first_approval'`
+	/* Store.Decide: guarded by version and status, so two reviewers cannot both win. */
+	resolveCase = `
+UPDATE cases SET status = 'resolved', resolved_at = ?, resolved_by = ?, resolution = ?, claimed_by = '', claim_until = NULL,
+    version = version + 1
+WHERE id = ? AND status = 'open' AND version = ?`
+	/* Store.Decide */
+	bumpCase = `UPDATE cases SET version = version + 1 WHERE id = ? AND status = 'open' AND version = ?`
+	/* Store.Decide: an approved retry gets room to run. */
+	updateOpRetryBudget = `UPDATE operations SET max_attempts = ?, deadline = ?, next_attempt_at = ? WHERE id = ?`
+	/* Store.lockCase */
+	selectCaseForUpdate = `SELECT ` + caseColumns + ` FROM cases WHERE id = ?`
+)
+
+// Decide applies a reviewer's decision. Exactly one of several concurrent
+// deciders wins; the others get a *review.AlreadyDecidedError naming who
+// decided what. An approve_retry on a financial or irreversible operation
+// needs two different reviewers: the first approval is recorded, bound to
+// the payload hash and key, and the case stays open.
+func (s *Store) Decide(ctx context.Context, req DecisionRequest) (*Decision, error) {
+	if err := review.ValidateDecision(req.Action, req.Ref, req.Compensation, req.Reason); err != nil {
+		return nil, err
+	}
+	to, _ := review.DecisionTarget(req.Action)
+	var out *Decision
+	err := s.WithTx(ctx, func(tx *sqlx.Tx) error {
+		out = nil
+		c, err := s.lockCase(ctx, tx, req.CaseID)
+		if err != nil {
+			return err
+		}
+		if req.Scope != nil && !slices.Contains(req.Scope, c.Tenant) {
+			return review.ErrNotFound
+		}
+		if c.Status != CaseOpen || (req.CaseVersion != 0 && req.CaseVersion != c.Version) {
+			return &review.AlreadyDecidedError{CaseID: c.ID, By: c.ResolvedBy, Action: c.Resolution, At: deref(c.ResolvedAt)}
+		}
+		row, err := s.lockOperation(ctx, tx, c.Tenant, c.OperationID)
+		if err != nil {
+			return err
+		}
+		op := row.operation()
+		now := s.now()
+		d := &Decision{ID: newID("dec_", now), Tenant: c.Tenant, CaseID: c.ID, OperationID: op.ID, Action: req.Action,
+			ResourceRef: req.Ref, Compensation: req.Compensation, Reason: req.Reason, Actor: req.Actor,
+			PayloadHash: op.PayloadHash, Key: op.Key, Status: DecisionApplied, FromState: string(op.State), ToState: string(to), DecidedAt: now}
+
+		if review.NeedsTwoApprovers(op, req.Action) {
+			first, err := s.firstApproval(ctx, tx, c.ID)
+			if err != nil {
+				return err
+			}
+			if first != nil && (first.PayloadHash != op.PayloadHash || first.Key != op.Key) {
+				// The approval was for something else: void, start over.
+				if _, err := tx.ExecContext(ctx, s.rebind(voidDecision), first.Seq); err != nil {
+					return err
+				}
+				first = nil
+			}
+			if first != nil && first.Actor == req.Actor {
+				return fmt.Errorf("%w: %s already gave the first approval", review.ErrSecondApprover, req.Actor)
+			}
+			if first == nil {
+				d.Status, d.ToState = DecisionFirstApproval, string(op.State)
+				if err := s.insertDecision(ctx, tx, d); err != nil {
+					return err
+				}
+				if res, err := tx.ExecContext(ctx, s.rebind(bumpCase), c.ID, c.Version); err != nil {
+					return err
+				} else if k, _ := res.RowsAffected(); k != 1 {
+					return &review.AlreadyDecidedError{CaseID: c.ID}
+				}
+				out = d
+				return s.appendEvent(ctx, tx, &AuditEvent{At: now, Actor: req.Actor, Tenant: c.Tenant, OperationID: op.ID,
+					Action: "decision.first_approval", Detail: detailJSON(map[string]any{"case_id": c.ID, "decision_id": d.ID,
+						"reason": req.Reason, "payload_hash": op.PayloadHash, "key": op.Key})})
+			}
+		}
+
+		if op.State != to {
+			if err := review.CheckTransition(op.State, to); err != nil {
+				return err
+			}
+		}
+		res, err := tx.ExecContext(ctx, s.rebind(resolveCase), now, req.Actor, req.Action, c.ID, c.Version)
+		if err != nil {
+			return err
+		}
+		if k, _ := res.RowsAffected(); k != 1 {
+			return &review.AlreadyDecidedError{CaseID: c.ID}
+		}
+		if err := s.insertDecision(ctx, tx, d); err != nil {
+			return err
+		}
+		if err := s.applyDecision(ctx, tx, row, d, to, now); err != nil {
+			return err
+		}
+		out = d
+		return s.appendEvent(ctx, tx, &AuditEvent{At: now, Actor: req.Actor, Tenant: c.Tenant, OperationID: op.ID,
+			Action: "case.resolved", Detail: detailJSON(map[string]any{"case_id": c.ID, "decision_id": d.ID, "resolution": req.Action})})
+	})
+	if err != nil {
+		var already *review.AlreadyDecidedError
+		if errors.As(err, &already) && already.By == "" {
+			// Say who won, read after the winner committed.
+			if c, gerr := s.caseByID(ctx, s.db, req.CaseID); gerr == nil {
+				already.By, already.Action, already.At = c.ResolvedBy, c.Resolution, deref(c.ResolvedAt)
+			}
+		}
+		if errors.As(err, &already) || errors.Is(err, review.ErrNotFound) || errors.Is(err, review.ErrInvalid) ||
+			errors.Is(err, review.ErrInvalidTransition) || errors.Is(err, review.ErrSecondApprover) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("store.Decide: %w", err)
+	}
+	return out, nil
+}
+
+// applyDecision moves the operation as decided, with the evidence a
+// reviewer's decision is (I7: a confirmation rests on it).
+func (s *Store) applyDecision(ctx context.Context, tx *sqlx.Tx, row *opRow, d *Decision, to review.State, now time.Time) error {
+	detail := map[string]any{"decision_id": d.ID, "case_id": d.CaseID, "action": d.Action}
+	switch d.Action {
+	case review.DecideConfirm:
+		ev := review.Evidence{Source: review.SourceReviewer, Authoritative: true, Verdict: review.VerdictConfirms, ObservedAt: now,
+			Candidates: []review.Candidate{{Ref: d.ResourceRef, OperationID: row.ID}}, Note: d.Actor + ": " + d.Reason}
+		if err := s.insertEvidence(ctx, tx, row.ID, ev); err != nil {
+			return err
+		}
+		if err := s.setResource(ctx, tx, row.ID, review.ResourceRef{Ref: d.ResourceRef}); err != nil {
+			return err
+		}
+	case review.DecideCompensate:
+		detail["compensation"] = d.Compensation
+		detail["resource_ref"] = d.ResourceRef
+	case review.DecideApproveRetry:
+		max := row.MaxAttempts
+		if row.AttemptCount >= max {
+			max = row.AttemptCount + 1
+		}
+		deadline := row.Deadline
+		if !now.Before(deadline) {
+			deadline = now.Add(time.Hour) // a retry approved after the deadline gets an hour to run
+		}
+		if _, err := tx.ExecContext(ctx, s.rebind(updateOpRetryBudget), max, dbTime(deadline), now, row.ID); err != nil {
+			return err
+		}
+	}
+	if review.State(row.State) == to {
+		return nil // already there (a case opened on a settled operation)
+	}
+	reason := fmt.Sprintf("%s by %s: %s", d.Action, d.Actor, d.Reason)
+	return s.transition(ctx, tx, row, to, reason, d.Actor, "decision."+d.Action, detail)
+}
+
+func (s *Store) lockCase(ctx context.Context, tx *sqlx.Tx, id string) (*Case, error) {
+	q := selectCaseForUpdate
+	if s.engine == Postgres {
+		q += " FOR UPDATE"
+	}
+	var c Case
+	err := tx.GetContext(ctx, &c, s.rebind(q), id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, review.ErrNotFound
+	}
+	if err != nil {
+		return nil, err
+	}
+	c.fill()
+	return &c, nil
+}
+
+func (s *Store) firstApproval(ctx context.Context, tx *sqlx.Tx, caseID string) (*Decision, error) {
+	var d Decision
+	err := tx.GetContext(ctx, &d, s.rebind(selectFirstApproval), caseID)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &d, nil
+}
+
+func (s *Store) insertDecision(ctx context.Context, tx *sqlx.Tx, d *Decision) error {
+	seqQ, txid := `SELECT COALESCE(MAX(seq), 0) + 1 FROM decisions`, "0"
+	if s.engine == Postgres {
+		seqQ, txid = `SELECT nextval('decisions_seq')`, "pg_current_xact_id()::text::bigint"
+	}
+	if err := tx.GetContext(ctx, &d.Seq, seqQ); err != nil {
+		return fmt.Errorf("decision seq: %w", err)
+	}
+	if _, err := tx.ExecContext(ctx, s.rebind(fmt.Sprintf(insertDecision, txid)), d.Seq, d.ID, d.Tenant, d.CaseID, d.OperationID,
+		d.Action, d.ResourceRef, d.Compensation, d.Reason, d.Actor, d.PayloadHash, d.Key, d.Status, d.FromState, d.ToState, d.DecidedAt); err != nil {
+		return fmt.Errorf("insert decision: %w", err)
+	}
+	return nil
+}
+
+// Decisions returns the tenant's decisions after cursor, in order. On
+// PostgreSQL only decisions of transactions older than every running one
+// are listed, ordered by transaction then sequence: a decision that
+// commits late can never appear before a cursor already handed out.
+func (s *Store) Decisions(ctx context.Context, tenant, cursor string, limit int) ([]Decision, string, error) {
+	var afterTx, afterSeq int64
+	if cursor != "" {
+		a, b, ok := strings.Cut(cursor, "-")
+		var err1, err2 error
+		afterTx, err1 = strconv.ParseInt(a, 10, 64)
+		afterSeq, err2 = strconv.ParseInt(b, 10, 64)
+		if !ok || err1 != nil || err2 != nil {
+			return nil, "", fmt.Errorf("%w: field \"cursor\": not a cursor this server issued", review.ErrInvalid)
+		}
+	}
+	q := `SELECT ` + decisionColumns + ` FROM decisions WHERE tenant = ? AND seq > ? ORDER BY seq LIMIT ?`
+	args := []any{tenant, afterSeq, limit}
+	if s.engine == Postgres {
+		q = `SELECT ` + decisionColumns + ` FROM decisions
+WHERE tenant = ? AND (txid > ? OR (txid = ? AND seq > ?)) AND txid < pg_snapshot_xmin(pg_current_snapshot())::text::bigint
+ORDER BY txid, seq LIMIT ?`
+		args = []any{tenant, afterTx, afterTx, afterSeq, limit}
+	}
+	var ds []Decision
+	if err := s.db.SelectContext(ctx, &ds, s.rebind(q), args...); err != nil {
+		return nil, "", fmt.Errorf("store.Decisions: %w", err)
+	}
+	next := cursor
+	if len(ds) > 0 {
+		last := ds[len(ds)-1]
+		next = strconv.FormatInt(last.TxID, 10) + "-" + strconv.FormatInt(last.Seq, 10)
+	}
+	for i := range ds {
+		ds[i].DecidedAt = ds[i].DecidedAt.UTC()
+	}
+	return ds, next, nil
+}
+
+func deref(t *time.Time) time.Time {
+	if t == nil {
+		return time.Time{}
+	}
+	return *t
+}
