@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
+	"strings"
+	"text/template"
 	"time"
 
 	"go.yaml.in/yaml/v3"
@@ -83,6 +85,12 @@ type Destination struct {
 	SearchLag time.Duration `yaml:"search_lag"`
 	// Probes configure reconciliation against this destination.
 	Probes Probes `yaml:"probes"`
+	// ProbeConcurrency is the probe traffic reserved for this destination,
+	// apart from attempts, so a retry storm cannot starve reconciliation.
+	ProbeConcurrency int `yaml:"probe_concurrency"`
+	// AllowLinkLocal lets probes reach link-local addresses (cloud metadata
+	// services live there); off by default.
+	AllowLinkLocal bool `yaml:"allow_link_local"`
 }
 
 // ActionConfig overrides classification for one action.
@@ -193,8 +201,14 @@ func (c *Config) validate() error {
 			return fmt.Errorf("%w: config: destination %q: key_retention and search_lag must not be negative", ErrInvalid, n)
 		}
 		for _, p := range []*Probe{d.Probes.Status, d.Probes.Search} {
-			if p != nil && p.Timeout < 0 {
+			if p == nil {
+				continue
+			}
+			if p.Timeout < 0 {
 				return fmt.Errorf("%w: config: destination %q: probe timeout must not be negative", ErrInvalid, n)
+			}
+			if err := p.check(); err != nil {
+				return fmt.Errorf("%w: config: destination %q: probe: %v", ErrInvalid, n, err)
 			}
 		}
 		if err := checkErrors(d.Errors); err != nil {
@@ -221,6 +235,20 @@ func checkErrors(m map[string]ErrorClass) error {
 		if v != ClassRetry && v != ClassUnknown && v != ClassFail {
 			return fmt.Errorf("errors: %q: class must be retry, unknown or fail, got %q", k, v)
 		}
+	}
+	return nil
+}
+
+// check validates a probe's URL template and method.
+func (p *Probe) check() error {
+	if p.Method != "" && p.Method != "GET" && p.Method != "POST" {
+		return fmt.Errorf("method must be GET or POST, got %q", p.Method)
+	}
+	if _, err := template.New("url").Parse(p.URL); err != nil {
+		return fmt.Errorf("url template: %v", err)
+	}
+	if !strings.HasPrefix(p.URL, "http://") && !strings.HasPrefix(p.URL, "https://") {
+		return fmt.Errorf("url must start with http:// or https://, got %q", p.URL)
 	}
 	return nil
 }

@@ -8,10 +8,12 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"sync"
 	"time"
 
 	"github.com/limbo-dev/limbo/handlers"
+	"github.com/limbo-dev/limbo/reconcile"
 	"github.com/limbo-dev/limbo/review"
 	"github.com/limbo-dev/limbo/store"
 )
@@ -20,8 +22,9 @@ import (
 // once a second, so an expired attempt is closed within lease + 1 s (I4)
 // and an event is chained within a second or two.
 const (
-	sweepEvery = time.Second
-	sealEvery  = time.Second
+	sweepEvery     = time.Second
+	sealEvery      = time.Second
+	reconcileEvery = 500 * time.Millisecond
 )
 
 func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -60,7 +63,10 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	srv := &http.Server{Handler: e, ReadHeaderTimeout: 10 * time.Second}
 	workCtx, stopWork := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
-	wg.Add(2)
+	host, _ := os.Hostname()
+	rec := reconcile.New(st, cfg, fmt.Sprintf("%s/%d", host, os.Getpid()), log)
+	wg.Add(3)
+	go func() { defer wg.Done(); rec.Run(workCtx, reconcileEvery) }()
 	go func() {
 		defer wg.Done()
 		every(workCtx, sweepEvery, log, "lease sweep", func(c context.Context) error { _, err := st.SweepLeases(c); return err })

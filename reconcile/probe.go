@@ -1,0 +1,213 @@
+package reconcile
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"syscall"
+	"text/template"
+	"time"
+
+	"github.com/limbo-dev/limbo/review"
+)
+
+// Prober sends the configured probes.
+type Prober struct {
+	cfg    *review.Config
+	strict *http.Client // refuses link-local addresses
+	open   *http.Client // for destinations that allow them
+}
+
+// NewProber returns a prober for cfg's destinations.
+func NewProber(cfg *review.Config) *Prober {
+	return &Prober{cfg: cfg, strict: newClient(false), open: newClient(true)}
+}
+
+// errLinkLocal: probe URLs may not reach link-local addresses (where cloud
+// metadata services answer) unless the destination allows it.
+var errLinkLocal = errors.New("probe address is link-local; set allow_link_local to permit it")
+
+func newClient(allowLinkLocal bool) *http.Client {
+	d := &net.Dialer{Timeout: 5 * time.Second}
+	if !allowLinkLocal {
+		// Checked on the address actually dialled, after DNS, so a name
+		// that resolves to 169.254.169.254 is refused too.
+		d.Control = func(_, address string, _ syscall.RawConn) error {
+			host, _, err := net.SplitHostPort(address)
+			if err != nil {
+				return err
+			}
+			ip := net.ParseIP(host)
+			if ip == nil || ip.IsLinkLocalUnicast() || ip.IsLinkLocalMulticast() || ip.IsUnspecified() || ip.IsMulticast() {
+				return errLinkLocal
+			}
+			return nil
+		}
+	}
+	tr := &http.Transport{DialContext: d.DialContext, MaxIdleConnsPerHost: 16, IdleConnTimeout: 30 * time.Second}
+	return &http.Client{Transport: tr, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+}
+
+// probeFields are the operation's fields a probe URL template may use,
+// URL-escaped: {{.ID}}, {{.Key}}, {{.ResourceRef}}, {{.JobRef}}, …
+type probeFields struct {
+	ID, Tenant, Key, SourceRef, LogicalVersion, Action, Destination, ResourceRef, JobRef string
+}
+
+func fieldsOf(op *review.Operation) probeFields {
+	esc := func(s string) string { return strings.ReplaceAll(url.QueryEscape(s), "+", "%20") }
+	f := probeFields{ID: esc(op.ID), Tenant: esc(op.Tenant), Key: esc(op.Key), SourceRef: esc(op.SourceRef),
+		LogicalVersion: esc(op.LogicalVersion), Action: esc(op.Action), Destination: esc(op.Destination)}
+	if op.Resource != nil {
+		f.ResourceRef = esc(op.Resource.Ref)
+	}
+	if n := len(op.Jobs); n > 0 {
+		f.JobRef = esc(op.Jobs[n-1].Ref)
+	}
+	return f
+}
+
+// Probe runs the hierarchy's probes for op: a status lookup when a
+// resource or job ref is known and the destination offers one, then the
+// metadata search. A destination without probes yields no results.
+func (p *Prober) Probe(ctx context.Context, op *review.Operation, d review.Destination) []review.ProbeResult {
+	var out []review.ProbeResult
+	f := fieldsOf(op)
+	if pr := d.Probes.Status; pr != nil && (f.ResourceRef != "" || f.JobRef != "") {
+		out = append(out, p.send(ctx, review.ProbeStatus, pr, f, d.AllowLinkLocal))
+	}
+	if pr := d.Probes.Search; pr != nil {
+		out = append(out, p.send(ctx, review.ProbeSearch, pr, f, d.AllowLinkLocal))
+	}
+	return out
+}
+
+func (p *Prober) send(ctx context.Context, kind review.ProbeKind, pr *review.Probe, f probeFields, allowLinkLocal bool) review.ProbeResult {
+	res := review.ProbeResult{Kind: kind, At: time.Now().UTC()}
+	fail := func(format string, args ...any) review.ProbeResult {
+		res.Err = fmt.Sprintf(format, args...)
+		return res
+	}
+	tmpl, err := template.New("url").Option("missingkey=error").Parse(pr.URL)
+	if err != nil {
+		return fail("url template: %v", err)
+	}
+	var u bytes.Buffer
+	if err := tmpl.Execute(&u, f); err != nil {
+		return fail("url template: %v", err)
+	}
+	timeout := pr.Timeout
+	if timeout <= 0 {
+		timeout = 5 * time.Second
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	method := pr.Method
+	if method == "" {
+		method = http.MethodGet
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u.String(), nil)
+	if err != nil {
+		return fail("request: %v", err)
+	}
+	req.Header.Set("Accept", "application/json")
+	if pr.AuthHeader != "" && pr.AuthEnv != "" {
+		req.Header.Set(pr.AuthHeader, os.Getenv(pr.AuthEnv))
+	}
+	client := p.strict
+	if allowLinkLocal {
+		client = p.open
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return fail("%v", err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
+	if err != nil {
+		return fail("reading answer: %v", err)
+	}
+	switch {
+	case resp.StatusCode == http.StatusNotFound && kind == review.ProbeStatus:
+		res.NotFound = true
+		return res
+	case resp.StatusCode < 200 || resp.StatusCode > 299:
+		return fail("HTTP %d", resp.StatusCode)
+	}
+	cands, err := candidates(body, pr.Candidates)
+	if err != nil {
+		return fail("answer: %v", err)
+	}
+	res.Candidates = cands
+	return res
+}
+
+// candidates reads the candidate list at path (dot-separated; empty: the
+// answer itself, an object or an array). Each candidate names its ref
+// ("ref" or "id"), kind, version ("version" or "logical_version") and
+// operation_id.
+func candidates(body []byte, path string) ([]review.Candidate, error) {
+	var v any
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	if err := dec.Decode(&v); err != nil {
+		return nil, fmt.Errorf("not JSON: %v", err)
+	}
+	for _, part := range strings.Split(strings.TrimPrefix(path, "$."), ".") {
+		if part == "" || part == "$" {
+			continue
+		}
+		m, ok := v.(map[string]any)
+		if !ok {
+			return nil, fmt.Errorf("no %q in the answer", part)
+		}
+		if v, ok = m[part]; !ok {
+			return nil, fmt.Errorf("no %q in the answer", part)
+		}
+	}
+	var items []any
+	switch t := v.(type) {
+	case []any:
+		items = t
+	case map[string]any:
+		items = []any{t}
+	case nil:
+		return nil, nil
+	default:
+		return nil, errors.New("candidates are neither a list nor an object")
+	}
+	out := make([]review.Candidate, 0, len(items))
+	for i, it := range items {
+		m, ok := it.(map[string]any)
+		if !ok {
+			return nil, fmt.Errorf("candidate %d is not an object", i)
+		}
+		c := review.Candidate{Ref: str(m, "ref", "id"), Kind: str(m, "kind"), Version: str(m, "version", "logical_version"),
+			OperationID: str(m, "operation_id")}
+		if c.Ref == "" {
+			return nil, fmt.Errorf("candidate %d has no ref", i)
+		}
+		out = append(out, c)
+	}
+	return out, nil
+}
+
+func str(m map[string]any, keys ...string) string {
+	for _, k := range keys {
+		switch v := m[k].(type) {
+		case string:
+			return v
+		case json.Number:
+			return v.String()
+		}
+	}
+	return ""
+}

@@ -1,0 +1,122 @@
+// Package reconcile is the background worker that settles ambiguous
+// operations: it claims them with a fenced lease in the store, probes the
+// destination over HTTP as configured (status lookup, then metadata
+// search), and applies review.Settle's verdict. Several instances may run
+// against one PostgreSQL: claims are disjoint and a late one is fenced.
+package reconcile
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/limbo-dev/limbo/review"
+	"github.com/limbo-dev/limbo/store"
+)
+
+// Reconciler settles ambiguous operations.
+type Reconciler struct {
+	Store  *store.Store
+	Config *review.Config
+	Prober *Prober
+	// Owner names this reconciler in claims (host and process, say).
+	Owner string
+	// Lease is how long a claim holds; a round that outlives it is fenced.
+	Lease time.Duration
+	// Batch is how many operations one round claims.
+	Batch int
+	Log   *slog.Logger
+
+	mu   sync.Mutex
+	sems map[string]chan struct{}
+}
+
+// New returns a reconciler with sensible defaults.
+func New(st *store.Store, cfg *review.Config, owner string, log *slog.Logger) *Reconciler {
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Reconciler{Store: st, Config: cfg, Prober: NewProber(cfg), Owner: owner, Lease: 30 * time.Second, Batch: 64, Log: log,
+		sems: map[string]chan struct{}{}}
+}
+
+// Run reconciles every interval until ctx ends.
+func (r *Reconciler) Run(ctx context.Context, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			for {
+				n, err := r.RunOnce(ctx)
+				if err != nil && ctx.Err() == nil {
+					r.Log.Error("reconcile round failed", "err", err)
+				}
+				if n < r.Batch || err != nil || ctx.Err() != nil {
+					break
+				}
+			}
+		}
+	}
+}
+
+// RunOnce claims a batch of due ambiguous operations and runs one
+// reconciliation round on each, concurrently within each destination's
+// reserved probe concurrency. It returns how many it claimed.
+func (r *Reconciler) RunOnce(ctx context.Context) (int, error) {
+	claims, err := r.Store.ClaimAmbiguous(ctx, r.Owner, r.Batch, r.Lease)
+	if err != nil {
+		return 0, err
+	}
+	var wg sync.WaitGroup
+	for _, c := range claims {
+		sem := r.sem(c.Op.Destination)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			select {
+			case sem <- struct{}{}:
+			case <-ctx.Done():
+				return
+			}
+			defer func() { <-sem }()
+			r.round(ctx, c)
+		}()
+	}
+	wg.Wait()
+	return len(claims), nil
+}
+
+func (r *Reconciler) round(ctx context.Context, c store.ProbeClaim) {
+	dest := r.Config.Destination(c.Op.Destination)
+	results := r.Prober.Probe(ctx, c.Op, dest)
+	st := review.Settle(review.SettleInput{Op: c.Op, Destination: dest, LastSend: c.LastSend, Results: results,
+		Round: c.Round, Now: r.Store.Now()})
+	if err := r.Store.ApplySettlement(ctx, c, st); err != nil {
+		if ctx.Err() == nil {
+			r.Log.Warn("reconcile: settlement not applied", "op_id", c.Op.ID, "err", err)
+		}
+		return
+	}
+	if st.State != "" {
+		r.Log.Info("reconciled", "op_id", c.Op.ID, "state", st.State, "reason", st.Reason)
+	}
+}
+
+func (r *Reconciler) sem(dest string) chan struct{} {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s, ok := r.sems[dest]
+	if !ok {
+		n := r.Config.Destination(dest).ProbeConcurrency
+		if n <= 0 {
+			n = 4
+		}
+		s = make(chan struct{}, n)
+		r.sems[dest] = s
+	}
+	return s
+}

@@ -1,0 +1,193 @@
+package review
+
+import (
+	"fmt"
+	"time"
+)
+
+// ProbeKind says which step of the reconciliation hierarchy a probe is.
+type ProbeKind string
+
+const (
+	// ProbeStatus looks the known resource or job up by its ref.
+	ProbeStatus ProbeKind = "status"
+	// ProbeSearch searches the destination for the operation id in metadata.
+	ProbeSearch ProbeKind = "search"
+)
+
+// ProbeResult is one probe's answer.
+type ProbeResult struct {
+	Kind ProbeKind
+	// Err is set when the probe failed (timeout, 5xx, unreadable answer):
+	// a failed probe proves nothing either way.
+	Err string
+	// NotFound: a status lookup answered that the ref does not exist.
+	NotFound   bool
+	Candidates []Candidate
+	At         time.Time
+}
+
+// Evidence turns a probe result into the evidence row that records it.
+func (p ProbeResult) Evidence(op *Operation, verdict Verdict, note string) Evidence {
+	src := SourceMetadataSearch
+	if p.Kind == ProbeStatus {
+		src = SourceStatusLookup
+	}
+	cands := p.Candidates
+	if cands == nil {
+		cands = []Candidate{}
+	}
+	return Evidence{Source: src, Authoritative: p.Err == "", Candidates: cands, Verdict: verdict, Note: note, ObservedAt: p.At}
+}
+
+// Reconciliation limits.
+const (
+	// MaxProbeRounds: after this many inconclusive rounds a person decides.
+	MaxProbeRounds = 8
+	// ProbeBackoffBase and ProbeBackoffCap space the rounds.
+	ProbeBackoffBase = time.Second
+	ProbeBackoffCap  = 5 * time.Minute
+	// EvidenceWait is how long an ambiguous operation on a destination
+	// without probes waits for the integrator's evidence before escalating.
+	EvidenceWait = 2 * time.Minute
+)
+
+// Settlement is what a reconciliation round concludes.
+type Settlement struct {
+	// State is where the operation goes; "" means it stays ambiguous and is
+	// probed again at NextProbe.
+	State     State
+	Reasons   []Reason
+	Reason    string
+	Resource  *ResourceRef
+	NextProbe time.Time
+	// Evidence are the rows to record, one per probe.
+	Evidence []Evidence
+}
+
+// SettleInput is one reconciliation round's facts.
+type SettleInput struct {
+	Op          *Operation
+	Destination Destination
+	// LastSend is when the last attempt started: a search only counts as
+	// absence once the destination's search lag has passed since then.
+	LastSend time.Time
+	Results  []ProbeResult
+	// Round is the number of rounds already run.
+	Round int
+	Now   time.Time
+}
+
+// Settle applies SPEC's reconciliation hierarchy to one round of probes:
+// status lookup, then metadata search; exactly one candidate matching the
+// operation id and logical version confirms; authoritative, fresh absence
+// allows a retry with the same key (or, for financial and irreversible
+// operations, a reviewer's approval); anything else goes to a person.
+// Never assume absence: a failed probe or a search inside the freshness
+// window leaves the operation ambiguous, to be probed again.
+func Settle(in SettleInput) Settlement {
+	op, now := in.Op, in.Now
+	var st Settlement
+	var matching, otherVersion, foreign []Candidate
+	failed, absent := 0, false
+	for _, r := range in.Results {
+		if r.Err != "" {
+			failed++
+			st.Evidence = append(st.Evidence, r.Evidence(op, VerdictInconclusive, fmt.Sprintf("%s probe failed: %s", r.Kind, r.Err)))
+			continue
+		}
+		m, o, f := sortCandidates(op, r.Candidates)
+		matching, otherVersion, foreign = append(matching, m...), append(otherVersion, o...), append(foreign, f...)
+		switch {
+		case len(m) == 1 && len(o) == 0 && len(f) == 0:
+			st.Evidence = append(st.Evidence, r.Evidence(op, VerdictConfirms, fmt.Sprintf("%s found %s", r.Kind, m[0].Ref)))
+		case r.Kind == ProbeSearch && len(r.Candidates) == 0:
+			fresh := in.LastSend.IsZero() || now.Sub(in.LastSend) >= in.Destination.SearchLag
+			if fresh {
+				absent = true
+				st.Evidence = append(st.Evidence, r.Evidence(op, VerdictRefutes, "search found nothing, after the search lag"))
+			} else {
+				ev := r.Evidence(op, VerdictInconclusive, fmt.Sprintf("search found nothing, but within the %s search lag: not proof of absence", in.Destination.SearchLag))
+				ev.Authoritative = false
+				st.Evidence = append(st.Evidence, ev)
+			}
+		default:
+			st.Evidence = append(st.Evidence, r.Evidence(op, VerdictInconclusive, fmt.Sprintf("%s found %d candidates", r.Kind, len(r.Candidates))))
+		}
+	}
+	matching = uniqueRefs(matching)
+	switch {
+	case len(matching) > 1:
+		return st.escalate(ReasonMultipleCands, fmt.Sprintf("%d resources name this operation and version", len(matching)))
+	case len(otherVersion) > 0:
+		return st.escalate(ReasonVersionMismatch, fmt.Sprintf("%s belongs to version %s, expected %s", otherVersion[0].Ref, otherVersion[0].Version, op.LogicalVersion))
+	case len(matching) == 1 && absent:
+		return st.escalate(ReasonSourcesDisagree, "status lookup and search disagree")
+	case len(matching) == 1:
+		c := matching[0]
+		st.State, st.Reason = Confirmed, fmt.Sprintf("reconciled: exactly one resource %s names this operation and version", c.Ref)
+		st.Resource = &ResourceRef{Ref: c.Ref, Kind: c.Kind, Version: c.Version}
+		return st
+	case len(foreign) > 0:
+		return st.escalate(ReasonNoDedupEvidence, fmt.Sprintf("%s was found but its metadata does not name this operation", foreign[0].Ref))
+	case absent && (op.HasFlag(FlagFinancial) || op.HasFlag(FlagIrreversible) || op.Risk == RiskIrreversible):
+		return st.escalate("", "the destination holds no effect; a financial or irreversible action is never retried without a reviewer")
+	case absent:
+		st.State, st.Reason = AfterAbsence(op, func() time.Time { return now })
+		return st
+	}
+	// Nothing settled. Probe again, unless the deadline or rounds are spent.
+	round := in.Round + 1
+	wait := min(ProbeBackoffBase<<min(round, 20), ProbeBackoffCap)
+	if lag := in.Destination.SearchLag; lag > 0 && !in.LastSend.IsZero() {
+		if untilFresh := in.LastSend.Add(lag).Sub(now); untilFresh > 0 && untilFresh < wait {
+			wait = untilFresh + 10*time.Millisecond
+		}
+	}
+	next := now.Add(wait)
+	switch {
+	case !op.Deadline.IsZero() && next.After(op.Deadline):
+		return st.escalate(ReasonDeadlineExpired, "the deadline comes before the outcome could be settled")
+	case round >= MaxProbeRounds:
+		return st.escalate(ReasonNoDedupEvidence, fmt.Sprintf("%d reconciliation rounds settled nothing", round))
+	case len(in.Results) == 0 && now.Sub(in.LastSend) >= EvidenceWait:
+		return st.escalate(ReasonNoDedupEvidence, "the destination has no probes and no evidence arrived")
+	}
+	st.NextProbe = next
+	st.Reason = fmt.Sprintf("inconclusive (%d of %d probes failed); probing again", failed, len(in.Results))
+	return st
+}
+
+func (st Settlement) escalate(r Reason, why string) Settlement {
+	st.State, st.Reason = NeedsReview, why
+	if r != "" {
+		st.Reasons = []Reason{r}
+	}
+	return st
+}
+
+func sortCandidates(op *Operation, cs []Candidate) (matching, otherVersion, foreign []Candidate) {
+	for _, c := range cs {
+		switch {
+		case c.OperationID == op.ID && (c.Version == "" || c.Version == op.LogicalVersion):
+			matching = append(matching, c)
+		case c.OperationID == op.ID:
+			otherVersion = append(otherVersion, c)
+		default:
+			foreign = append(foreign, c)
+		}
+	}
+	return
+}
+
+func uniqueRefs(cs []Candidate) []Candidate {
+	seen := map[string]bool{}
+	var out []Candidate
+	for _, c := range cs {
+		if !seen[c.Ref] {
+			seen[c.Ref] = true
+			out = append(out, c)
+		}
+	}
+	return out
+}

@@ -1,0 +1,162 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/limbo-dev/limbo/review"
+)
+
+// ProbeClaim is an ambiguous operation claimed by one reconciler for one
+// round. Generation fences the round's completion write.
+type ProbeClaim struct {
+	Op         *review.Operation
+	Owner      string
+	Generation int64
+	Round      int
+	// LastSend is when the operation's last attempt started.
+	LastSend time.Time
+}
+
+const (
+	/* Store.ClaimAmbiguous: due, unclaimed (or claim expired) ambiguous operations. */
+	selectDueAmbiguous = `
+SELECT id FROM operations
+WHERE state = 'ambiguous' AND (next_probe_at IS NULL OR next_probe_at <= ?)
+  AND (probe_until IS NULL OR probe_until <= ?)
+ORDER BY next_probe_at LIMIT ?`
+	/* Store.ClaimAmbiguous: PostgreSQL lets several instances claim disjoint sets. */
+	selectDueAmbiguousSkipLocked = selectDueAmbiguous + ` FOR UPDATE SKIP LOCKED`
+	/* Store.ClaimAmbiguous */
+	claimOperation = `
+UPDATE operations SET probe_owner = ?, probe_until = ?, probe_generation = probe_generation + 1
+WHERE id = ? AND state = 'ambiguous' AND (probe_until IS NULL OR probe_until <= ?)`
+	/* Store.ClaimAmbiguous */
+	selectClaimed = `SELECT ` + opColumns + `, probe_generation, probe_round FROM operations WHERE id = ?`
+	/* Store.ClaimAmbiguous */
+	selectLastSend = `SELECT MAX(started_at) FROM attempts WHERE operation_id = ?`
+	/* Store.ApplySettlement: fenced — only the current claim may complete the round. */
+	releaseProbe = `
+UPDATE operations SET probe_owner = NULL, probe_until = NULL, probe_round = probe_round + 1, next_probe_at = ?
+WHERE id = ? AND state = 'ambiguous' AND probe_owner = ? AND probe_generation = ?`
+)
+
+// ClaimAmbiguous claims up to n ambiguous operations due for probing, for
+// lease. Each claim bumps the operation's probe generation.
+func (s *Store) ClaimAmbiguous(ctx context.Context, owner string, n int, lease time.Duration) ([]ProbeClaim, error) {
+	var ids []string
+	err := s.WithTx(ctx, func(tx *sqlx.Tx) error {
+		ids = ids[:0]
+		now := s.now()
+		q := selectDueAmbiguous
+		if s.engine == Postgres {
+			q = selectDueAmbiguousSkipLocked
+		}
+		var due []string
+		if err := tx.SelectContext(ctx, &due, s.rebind(q), now, now, n); err != nil {
+			return err
+		}
+		for _, id := range due {
+			res, err := tx.ExecContext(ctx, s.rebind(claimOperation), owner, now.Add(lease), id, now)
+			if err != nil {
+				return err
+			}
+			if k, _ := res.RowsAffected(); k == 1 {
+				ids = append(ids, id)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store.ClaimAmbiguous: %w", err)
+	}
+	claims := make([]ProbeClaim, 0, len(ids))
+	for _, id := range ids {
+		var r struct {
+			opRow
+			Generation int64 `db:"probe_generation"`
+			Round      int   `db:"probe_round"`
+		}
+		if err := s.db.GetContext(ctx, &r, s.rebind(selectClaimed), id); err != nil {
+			return nil, fmt.Errorf("store.ClaimAmbiguous: %w", err)
+		}
+		op, err := s.loadDetails(ctx, s.db, r.opRow.operation())
+		if err != nil {
+			return nil, err
+		}
+		var last sql.NullTime
+		if err := s.db.GetContext(ctx, &last, s.rebind(selectLastSend), id); err != nil {
+			return nil, fmt.Errorf("store.ClaimAmbiguous: %w", err)
+		}
+		claims = append(claims, ProbeClaim{Op: op, Owner: owner, Generation: r.Generation, Round: r.Round, LastSend: last.Time.UTC()})
+	}
+	return claims, nil
+}
+
+// ErrFenced: the claim was superseded (its lease expired and another
+// reconciler claimed the operation, or the operation moved on).
+var ErrFenced = errors.New("probe claim superseded")
+
+// ApplySettlement completes a reconciliation round: records every probe's
+// evidence and moves the operation where review.Settle says — or, when it
+// settled nothing, schedules the next round. It is fenced by the claim's
+// generation: a reconciler that paused past its lease gets ErrFenced and
+// writes nothing.
+func (s *Store) ApplySettlement(ctx context.Context, c ProbeClaim, st review.Settlement) error {
+	err := s.WithTx(ctx, func(tx *sqlx.Tx) error {
+		row, err := s.lockOperation(ctx, tx, c.Op.Tenant, c.Op.ID)
+		if err != nil {
+			return err
+		}
+		var next any
+		if !st.NextProbe.IsZero() {
+			next = dbTime(st.NextProbe)
+		}
+		res, err := tx.ExecContext(ctx, s.rebind(releaseProbe), next, c.Op.ID, c.Owner, c.Generation)
+		if err != nil {
+			return err
+		}
+		if k, _ := res.RowsAffected(); k != 1 {
+			return ErrFenced
+		}
+		for _, ev := range st.Evidence {
+			ev.ObservedAt = s.now()
+			if err := s.insertEvidence(ctx, tx, c.Op.ID, ev); err != nil {
+				return err
+			}
+		}
+		actor := "system:reconciler"
+		if st.State == "" {
+			return s.appendEvent(ctx, tx, &AuditEvent{Actor: actor, Tenant: row.Tenant, OperationID: row.ID,
+				Action: "reconcile.inconclusive", Detail: detailJSON(map[string]any{"reason": st.Reason, "probes": len(st.Evidence), "next_probe_at": st.NextProbe})})
+		}
+		if st.Resource != nil {
+			if err := s.setResource(ctx, tx, row.ID, *st.Resource); err != nil {
+				return err
+			}
+		}
+		detail := map[string]any{"probes": len(st.Evidence)}
+		if len(st.Reasons) > 0 {
+			detail["escalation"] = st.Reasons
+		}
+		if err := s.transition(ctx, tx, row, st.State, st.Reason, actor, "reconcile.settled", detail); err != nil {
+			return err
+		}
+		if st.State == review.RetryWait {
+			return s.setNextAttempt(ctx, tx, row.ID)
+		}
+		return nil
+	})
+	if err != nil {
+		if errors.Is(err, ErrFenced) {
+			return err
+		}
+		return fmt.Errorf("store.ApplySettlement: %w", err)
+	}
+	return nil
+}
