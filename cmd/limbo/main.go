@@ -25,6 +25,7 @@ Usage:
   limbo token create --tenant NAME [--name LABEL] [--db URL]
   limbo audit verify [--db URL] [--checkpoint FILE]
   limbo audit export [--db URL]
+  limbo sandbox [--addr 127.0.0.1:8090] [fault flags]   (see limbo sandbox --help)
 
 --db also reads LIMBO_DB (default sqlite:limbo.db); --addr reads LIMBO_ADDR;
 --config reads LIMBO_CONFIG. Database URL: sqlite:PATH or postgres://…
@@ -50,6 +51,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		code, err = cmdAuditVerify(ctx, rest[1:], stdout, stderr)
 	case cmd == "audit" && len(rest) > 0 && rest[0] == "export":
 		err = cmdAuditExport(ctx, rest[1:], stdout, stderr)
+	case cmd == "sandbox":
+		err = cmdSandbox(ctx, rest, stdout, stderr)
 	case cmd == "help" || cmd == "-h" || cmd == "--help":
 		fmt.Fprint(stdout, usage)
 	default:

@@ -1,0 +1,88 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/limbo-dev/limbo/sandbox"
+)
+
+const sandboxUsage = `Usage: limbo sandbox [--addr 127.0.0.1:8090] [fault flags]
+
+Runs the sandbox destination on its own: a small file and transformation API
+(POST /folders /files /jobs /links /emails /charges, DELETE /resources/{ref};
+probes GET /resources/{ref} /jobs/{ref} /search?operation_id= /truth) with
+faults injected into mutating requests. Probes are never faulted.
+
+Flags:
+`
+
+// cmdSandbox serves the sandbox destination until ctx ends.
+func cmdSandbox(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("sandbox", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	addr := fs.String("addr", envOr("LIMBO_SANDBOX_ADDR", "127.0.0.1:8090"), "listen address (env LIMBO_SANDBOX_ADDR)")
+	var opts sandbox.Options
+	opts.RegisterFlags(fs)
+	usage := func(w io.Writer) {
+		fmt.Fprint(w, sandboxUsage)
+		fs.SetOutput(w)
+		fs.PrintDefaults()
+		fs.SetOutput(stderr)
+	}
+	// flag would print the usage on its own; we print it where it belongs:
+	// stdout for --help (which succeeds), stderr after a mistake.
+	fs.Usage = func() {}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			usage(stdout)
+			return nil
+		}
+		usage(stderr)
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("sandbox: unexpected argument %q", fs.Arg(0))
+	}
+	if err := opts.Validate(); err != nil {
+		return fmt.Errorf("sandbox: %w", err)
+	}
+	log := slog.New(slog.NewTextHandler(stderr, nil))
+	opts.Logger = log
+
+	ln, err := net.Listen("tcp", *addr)
+	if err != nil {
+		return err
+	}
+	sb := sandbox.New(opts)
+	defer sb.Close()
+	srv := &http.Server{Handler: sb.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- srv.Serve(ln) }()
+
+	fmt.Fprintf(stdout, "sandbox listening on http://%s\n", ln.Addr())
+	log.Info("sandbox faults",
+		"loss", opts.Loss, "rate_limited", opts.RateLimited, "unavailable", opts.Unavailable,
+		"error_after_commit", opts.ErrorAfterCommit, "delay", opts.Delay, "search_lag", opts.SearchLag,
+		"no_key_support", opts.NoKeySupport, "seed", sb.Seed(), "job_duration", opts.JobDuration,
+		"webhook_url", opts.WebhookURL)
+
+	select {
+	case err := <-serveErr:
+		return err
+	case <-ctx.Done():
+	}
+	shutCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(shutCtx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}

@@ -1,0 +1,112 @@
+package sandbox
+
+import (
+	"net/http"
+	"time"
+)
+
+// Probes never fault and never lag (except search, by design): they are
+// how a reconciler learns the truth.
+
+func (s *Sandbox) getResource(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	res, ok := s.resources[r.PathValue("ref")]
+	var v map[string]any
+	if ok {
+		v = res.view()
+	}
+	s.mu.Unlock()
+	if !ok {
+		writeJSON(w, http.StatusNotFound, apiError{Error: "not_found"})
+		return
+	}
+	writeJSON(w, http.StatusOK, v)
+}
+
+// jobView is a job as GET /jobs/{ref} shows it.
+type jobView struct {
+	Ref            string `json:"ref"`
+	Status         string `json:"status"`
+	OutputRef      string `json:"output_ref,omitempty"`
+	OperationID    string `json:"operation_id"`
+	LogicalVersion string `json:"logical_version"`
+	InputRef       string `json:"input_ref"`
+	Format         string `json:"format"`
+	Compensated    bool   `json:"compensated"`
+}
+
+func (s *Sandbox) getJob(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	res, ok := s.resources[r.PathValue("ref")]
+	ok = ok && res.job != nil
+	var v jobView
+	if ok {
+		v = jobView{
+			Ref: res.ref, Status: res.job.status, OutputRef: res.job.outputRef,
+			OperationID: res.operationID, LogicalVersion: res.logicalVersion,
+			InputRef: res.job.inputRef, Format: res.job.format, Compensated: res.compensated,
+		}
+	}
+	s.mu.Unlock()
+	if !ok {
+		writeJSON(w, http.StatusNotFound, apiError{Error: "not_found"})
+		return
+	}
+	writeJSON(w, http.StatusOK, v)
+}
+
+// searchItem is one hit of GET /search.
+type searchItem struct {
+	Ref            string `json:"ref"`
+	Kind           string `json:"kind"`
+	Version        string `json:"version"`
+	OperationID    string `json:"operation_id"`
+	LogicalVersion string `json:"logical_version"`
+}
+
+// search lists the resources whose metadata names an operation:
+// GET /search?operation_id=X[&kind=K][&include_outputs=true]. A resource
+// shows up only SearchLag after its creation, and no longer once
+// compensated. Job outputs are left out unless asked for, so that one effect
+// is one hit.
+func (s *Sandbox) search(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	opID, kind := q.Get("operation_id"), q.Get("kind")
+	outputs := q.Get("include_outputs") == "true" || q.Get("include_outputs") == "1"
+	if opID == "" {
+		writeJSON(w, http.StatusBadRequest, apiError{Error: "invalid_request", Detail: "operation_id: required"})
+		return
+	}
+	items := []searchItem{}
+	s.mu.Lock()
+	visibleBefore := s.now().Add(-s.opts.SearchLag)
+	for _, res := range s.order {
+		switch {
+		case res.operationID != opID, res.compensated, res.createdAt.After(visibleBefore),
+			kind != "" && res.kind != kind, res.jobRef != "" && !outputs:
+			continue
+		}
+		items = append(items, searchItem{Ref: res.ref, Kind: res.kind, Version: res.logicalVersion, OperationID: res.operationID, LogicalVersion: res.logicalVersion})
+	}
+	s.mu.Unlock()
+	writeJSON(w, http.StatusOK, map[string]any{"items": items})
+}
+
+// truthItem is one effect as GET /truth shows it.
+type truthItem struct {
+	OperationID    string    `json:"operation_id"`
+	LogicalVersion string    `json:"logical_version"`
+	ResourceRef    string    `json:"resource_ref"`
+	Kind           string    `json:"kind"`
+	Compensated    bool      `json:"compensated"`
+	At             time.Time `json:"at"`
+}
+
+func (s *Sandbox) truth(w http.ResponseWriter, _ *http.Request) {
+	effects := s.Truth()
+	items := make([]truthItem, len(effects))
+	for i, e := range effects {
+		items[i] = truthItem{OperationID: e.OperationID, LogicalVersion: e.LogicalVersion, ResourceRef: e.ResourceRef, Kind: e.Kind, Compensated: e.Compensated, At: e.At.UTC()}
+	}
+	writeJSON(w, http.StatusOK, items)
+}
