@@ -33,6 +33,9 @@ func (h *Handlers) Routes(e *echo.Echo) {
 	e.GET("/readyz", h.Readyz)
 	e.GET("/api/v1/openapi.json", h.OpenAPI)
 
+	// Destination webhooks: authenticated by their signature, not a token.
+	e.POST("/api/v1/inbound/:source", h.Inbound, middleware.BodyLimit(strconv.Itoa(MaxBodyBytes)))
+
 	// Integration API: a bearer token belongs to one tenant; everything
 	// below is scoped to it.
 	api := e.Group("/api/v1", middleware.BodyLimit(strconv.Itoa(MaxBodyBytes)), h.requireToken)
@@ -43,6 +46,7 @@ func (h *Handlers) Routes(e *echo.Echo) {
 	api.POST("/operations/:id/attempts/:n/outcome", h.RecordOutcome)
 	api.POST("/operations/:id/evidence", h.AddEvidence)
 	api.PUT("/operations/:id/jobs/:ref", h.PutJob)
+	api.GET("/decisions", h.ListDecisions)
 
 	// Anything else under /api answers a problem, not an HTML page.
 	api.Any("/*", func(c echo.Context) error { return echo.ErrNotFound })

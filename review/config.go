@@ -91,6 +91,11 @@ type Destination struct {
 	// AllowLinkLocal lets probes reach link-local addresses (cloud metadata
 	// services live there); off by default.
 	AllowLinkLocal bool `yaml:"allow_link_local"`
+	// WebhookSecrets verify the destination's signed webhooks at
+	// POST /api/v1/inbound/{destination} (several, for key rotation).
+	// WebhookSecretEnv names an environment variable holding one more.
+	WebhookSecrets   []string `yaml:"webhook_secrets"`
+	WebhookSecretEnv string   `yaml:"webhook_secret_env"`
 }
 
 // ActionConfig overrides classification for one action.
@@ -105,6 +110,9 @@ type ActionConfig struct {
 type Probes struct {
 	Status *Probe `yaml:"status"`
 	Search *Probe `yaml:"search"`
+	// Job looks up an accepted operation's job ({{.JobRef}}); its answer
+	// names status, output_ref and logical_version.
+	Job *Probe `yaml:"job"`
 }
 
 // Probe is one configured HTTP request and how to read its answer.
@@ -200,7 +208,7 @@ func (c *Config) validate() error {
 		if d.KeyRetention < 0 || d.SearchLag < 0 {
 			return fmt.Errorf("%w: config: destination %q: key_retention and search_lag must not be negative", ErrInvalid, n)
 		}
-		for _, p := range []*Probe{d.Probes.Status, d.Probes.Search} {
+		for _, p := range []*Probe{d.Probes.Status, d.Probes.Search, d.Probes.Job} {
 			if p == nil {
 				continue
 			}

@@ -1,0 +1,117 @@
+package handlers
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"os"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/limbo-dev/limbo/review"
+	"github.com/limbo-dev/limbo/store"
+	"github.com/limbo-dev/limbo/webhook"
+)
+
+// inboundBody is what Limbo reads from a destination's webhook: the
+// operation it concerns (top level or under "data") and what it reports.
+type inboundBody struct {
+	Type           string `json:"type"`
+	OperationID    string `json:"operation_id"`
+	LogicalVersion string `json:"logical_version"`
+	Ref            string `json:"ref"`
+	JobRef         string `json:"job_ref"`
+	Status         string `json:"status"`
+	OutputRef      string `json:"output_ref"`
+	Data           *struct {
+		OperationID    string `json:"operation_id"`
+		LogicalVersion string `json:"logical_version"`
+		Ref            string `json:"ref"`
+	} `json:"data"`
+}
+
+// Inbound receives a destination's signed webhook (Standard Webhooks):
+// verified against the destination's secrets, deduplicated by event id,
+// attached to its operation as evidence, and a probe is triggered. A
+// webhook alone never confirms a write.
+func (h *Handlers) Inbound(c echo.Context) error {
+	source := c.Param("source")
+	cfg := h.Store.Config()
+	if cfg == nil {
+		return review.ErrNotFound
+	}
+	dest, ok := cfg.Destinations[source]
+	if !ok {
+		return review.ErrNotFound
+	}
+	secrets := dest.WebhookSecrets
+	if dest.WebhookSecretEnv != "" {
+		if v := os.Getenv(dest.WebhookSecretEnv); v != "" {
+			secrets = append(append([]string{}, secrets...), v)
+		}
+	}
+	if len(secrets) == 0 {
+		return review.ErrNotFound // no webhooks configured for this source
+	}
+	body, err := io.ReadAll(c.Request().Body)
+	if err != nil {
+		return err
+	}
+	id, err := webhook.Verify(secrets, c.Request().Header, body, h.Store.Now(), 0)
+	if err != nil {
+		return problemf(http.StatusUnauthorized, "invalid-signature", "Invalid webhook signature", "%v", err)
+	}
+	var in inboundBody
+	if err := json.Unmarshal(body, &in); err != nil {
+		return &FieldError{Problem: "webhook body is not JSON: " + err.Error()}
+	}
+	ev := store.InboundEvent{Source: source, EventID: id, OperationID: in.OperationID, Body: string(body), Note: in.Type}
+	ref, version := in.Ref, in.LogicalVersion
+	if in.Data != nil {
+		ev.OperationID = firstNonEmpty(ev.OperationID, in.Data.OperationID)
+		ref, version = firstNonEmpty(ref, in.Data.Ref), firstNonEmpty(version, in.Data.LogicalVersion)
+	}
+	if ref = firstNonEmpty(in.OutputRef, ref, in.JobRef); ref != "" {
+		ev.Candidates = []review.Candidate{{Ref: ref, Version: version, OperationID: ev.OperationID}}
+	}
+	if ev.OperationID == "" {
+		return &FieldError{Field: "operation_id", Problem: "the webhook names no operation"}
+	}
+	dup, err := h.Store.Inbound(c.Request().Context(), ev)
+	if errors.Is(err, review.ErrNotFound) {
+		return problemf(http.StatusNotFound, "not-found", "Not found", "no operation %s at destination %s", ev.OperationID, source)
+	}
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, map[string]any{"event_id": id, "duplicate": dup})
+}
+
+func firstNonEmpty(ss ...string) string {
+	for _, s := range ss {
+		if s != "" {
+			return s
+		}
+	}
+	return ""
+}
+
+// decisionPage is one page of the decisions feed.
+type decisionPage struct {
+	Decisions  []store.Decision `json:"decisions"`
+	NextCursor string           `json:"next_cursor"`
+}
+
+// ListDecisions is the feed of reviewer decisions on the tenant's
+// operations, in order; pass next_cursor back to continue.
+func (h *Handlers) ListDecisions(c echo.Context) error {
+	ds, next, err := h.Store.Decisions(c.Request().Context(), caller(c).Tenant, c.QueryParam("cursor"), 100)
+	if err != nil {
+		return err
+	}
+	if ds == nil {
+		ds = []store.Decision{}
+	}
+	return c.JSON(http.StatusOK, decisionPage{Decisions: ds, NextCursor: next})
+}

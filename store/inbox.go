@@ -1,0 +1,68 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/limbo-dev/limbo/review"
+)
+
+// InboundEvent is a verified destination webhook.
+type InboundEvent struct {
+	Source      string
+	EventID     string
+	OperationID string
+	Body        string
+	Candidates  []review.Candidate
+	Note        string
+}
+
+const (
+	/* Store.Inbound: the primary key deduplicates by (source, event id). */
+	insertInbox = `INSERT INTO inbox (source, event_id, received_at, operation_id, body) VALUES (?, ?, ?, ?, ?)
+ON CONFLICT (source, event_id) DO NOTHING`
+	/* Store.Inbound */
+	selectOpTenant = `SELECT tenant FROM operations WHERE id = ? AND destination = ?`
+	/* Store.Inbound: a webhook makes the reconciler look now. */
+	triggerProbe = `UPDATE operations SET next_probe_at = ? WHERE id = ? AND state IN ('ambiguous', 'accepted')`
+)
+
+// Inbound records a verified webhook once per event id, attaches it to its
+// operation as (never authoritative) evidence and asks the reconciler to
+// probe now. duplicate reports an event id already seen. An operation that
+// does not exist at that destination is review.ErrNotFound.
+func (s *Store) Inbound(ctx context.Context, ev InboundEvent) (duplicate bool, err error) {
+	err = s.WithTx(ctx, func(tx *sqlx.Tx) error {
+		duplicate = false
+		var tenant string
+		if err := tx.GetContext(ctx, &tenant, s.rebind(selectOpTenant), ev.OperationID, ev.Source); err != nil {
+			return review.ErrNotFound
+		}
+		now := s.now()
+		res, err := tx.ExecContext(ctx, s.rebind(insertInbox), ev.Source, ev.EventID, now, ev.OperationID, ev.Body)
+		if err != nil {
+			return err
+		}
+		if k, _ := res.RowsAffected(); k == 0 {
+			duplicate = true
+			return nil
+		}
+		e := review.Evidence{Source: review.SourceWebhook, Verdict: review.VerdictInconclusive, Candidates: ev.Candidates,
+			ObservedAt: now, Note: "webhook " + ev.EventID + ": " + ev.Note}
+		if err := s.insertEvidence(ctx, tx, ev.OperationID, e); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, s.rebind(triggerProbe), now, ev.OperationID); err != nil {
+			return err
+		}
+		return s.appendEvent(ctx, tx, &AuditEvent{At: now, Actor: "webhook:" + ev.Source, Tenant: tenant, OperationID: ev.OperationID,
+			Action: "evidence.recorded", Detail: detailJSON(map[string]any{"source": "webhook", "event_id": ev.EventID})})
+	})
+	if err != nil && !errors.Is(err, review.ErrNotFound) {
+		return false, fmt.Errorf("store.Inbound: %w", err)
+	}
+	return duplicate, err
+}
