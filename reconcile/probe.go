@@ -96,51 +96,16 @@ func (p *Prober) send(ctx context.Context, kind review.ProbeKind, pr *review.Pro
 		res.Err = fmt.Sprintf(format, args...)
 		return res
 	}
-	tmpl, err := template.New("url").Option("missingkey=error").Parse(pr.URL)
-	if err != nil {
-		return fail("url template: %v", err)
-	}
-	var u bytes.Buffer
-	if err := tmpl.Execute(&u, f); err != nil {
-		return fail("url template: %v", err)
-	}
-	timeout := pr.Timeout
-	if timeout <= 0 {
-		timeout = 5 * time.Second
-	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	method := pr.Method
-	if method == "" {
-		method = http.MethodGet
-	}
-	req, err := http.NewRequestWithContext(ctx, method, u.String(), nil)
-	if err != nil {
-		return fail("request: %v", err)
-	}
-	req.Header.Set("Accept", "application/json")
-	if pr.AuthHeader != "" && pr.AuthEnv != "" {
-		req.Header.Set(pr.AuthHeader, os.Getenv(pr.AuthEnv))
-	}
-	client := p.strict
-	if allowLinkLocal {
-		client = p.open
-	}
-	resp, err := client.Do(req)
+	body, status, err := p.get(ctx, pr, f, allowLinkLocal)
 	if err != nil {
 		return fail("%v", err)
 	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
-	if err != nil {
-		return fail("reading answer: %v", err)
-	}
 	switch {
-	case resp.StatusCode == http.StatusNotFound && kind == review.ProbeStatus:
+	case status == http.StatusNotFound && kind == review.ProbeStatus:
 		res.NotFound = true
 		return res
-	case resp.StatusCode < 200 || resp.StatusCode > 299:
-		return fail("HTTP %d", resp.StatusCode)
+	case status < 200 || status > 299:
+		return fail("HTTP %d", status)
 	}
 	cands, err := candidates(body, pr.Candidates)
 	if err != nil {
@@ -210,4 +175,90 @@ func str(m map[string]any, keys ...string) string {
 		}
 	}
 	return ""
+}
+
+// Job polls the accepted operation's latest job with the destination's job
+// probe. The answer names status, output_ref and logical_version (or
+// input_version). No probe, or no job known, is an error.
+func (p *Prober) Job(ctx context.Context, op *review.Operation, d review.Destination) (*review.Job, error) {
+	pr := d.Probes.Job
+	f := fieldsOf(op)
+	if pr == nil || f.JobRef == "" {
+		return nil, errors.New("no job probe or no job ref")
+	}
+	body, status, err := p.get(ctx, pr, f, d.AllowLinkLocal)
+	if err != nil {
+		return nil, err
+	}
+	if status < 200 || status > 299 {
+		return nil, fmt.Errorf("HTTP %d", status)
+	}
+	var ans struct {
+		Status         string `json:"status"`
+		OutputRef      string `json:"output_ref"`
+		LogicalVersion string `json:"logical_version"`
+		InputVersion   string `json:"input_version"`
+	}
+	if err := json.Unmarshal(body, &ans); err != nil {
+		return nil, fmt.Errorf("answer: %v", err)
+	}
+	js := review.JobStatus(ans.Status)
+	if !js.Valid() {
+		return nil, fmt.Errorf("answer: unknown job status %q", ans.Status)
+	}
+	return &review.Job{Ref: op.Jobs[len(op.Jobs)-1].Ref, Status: js, OutputRef: ans.OutputRef,
+		InputVersion: firstNonEmpty(ans.InputVersion, ans.LogicalVersion)}, nil
+}
+
+func firstNonEmpty(ss ...string) string {
+	for _, s := range ss {
+		if s != "" {
+			return s
+		}
+	}
+	return ""
+}
+
+// get sends one probe request and reads its answer (at most 4 MiB).
+func (p *Prober) get(ctx context.Context, pr *review.Probe, f probeFields, allowLinkLocal bool) ([]byte, int, error) {
+	tmpl, err := template.New("url").Option("missingkey=error").Parse(pr.URL)
+	if err != nil {
+		return nil, 0, fmt.Errorf("url template: %v", err)
+	}
+	var u bytes.Buffer
+	if err := tmpl.Execute(&u, f); err != nil {
+		return nil, 0, fmt.Errorf("url template: %v", err)
+	}
+	timeout := pr.Timeout
+	if timeout <= 0 {
+		timeout = 5 * time.Second
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	method := pr.Method
+	if method == "" {
+		method = http.MethodGet
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u.String(), nil)
+	if err != nil {
+		return nil, 0, fmt.Errorf("request: %v", err)
+	}
+	req.Header.Set("Accept", "application/json")
+	if pr.AuthHeader != "" && pr.AuthEnv != "" {
+		req.Header.Set(pr.AuthHeader, os.Getenv(pr.AuthEnv))
+	}
+	client := p.strict
+	if allowLinkLocal {
+		client = p.open
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
+	if err != nil {
+		return nil, resp.StatusCode, fmt.Errorf("reading answer: %v", err)
+	}
+	return body, resp.StatusCode, nil
 }

@@ -71,6 +71,11 @@ func (r *Reconciler) RunOnce(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	jobs, err := r.Store.ClaimAccepted(ctx, r.Owner, r.Batch, r.Lease)
+	if err != nil {
+		return 0, err
+	}
+	claims = append(claims, jobs...)
 	var wg sync.WaitGroup
 	for _, c := range claims {
 		sem := r.sem(c.Op.Destination)
@@ -92,6 +97,10 @@ func (r *Reconciler) RunOnce(ctx context.Context) (int, error) {
 
 func (r *Reconciler) round(ctx context.Context, c store.ProbeClaim) {
 	dest := r.Config.Destination(c.Op.Destination)
+	if c.Op.State == review.Accepted {
+		r.pollJob(ctx, c, dest)
+		return
+	}
 	results := r.Prober.Probe(ctx, c.Op, dest)
 	st := review.Settle(review.SettleInput{Op: c.Op, Destination: dest, LastSend: c.LastSend, Results: results,
 		Round: c.Round, Now: r.Store.Now()})
@@ -119,4 +128,19 @@ func (r *Reconciler) sem(dest string) chan struct{} {
 		r.sems[dest] = s
 	}
 	return s
+}
+
+// pollJob asks the destination how an accepted operation's job is doing
+// and records the answer; a finished job settles the operation. Polls back
+// off from a second to a minute; a webhook brings the next one forward.
+func (r *Reconciler) pollJob(ctx context.Context, c store.ProbeClaim, dest review.Destination) {
+	next := r.Store.Now().Add(min(time.Second<<min(c.Round, 6), time.Minute))
+	job, err := r.Prober.Job(ctx, c.Op, dest)
+	if err != nil {
+		r.Log.Debug("job poll failed", "op_id", c.Op.ID, "err", err)
+		job = nil
+	}
+	if err := r.Store.ApplyJobPoll(ctx, c, job, next); err != nil && ctx.Err() == nil {
+		r.Log.Warn("reconcile: job poll not applied", "op_id", c.Op.ID, "err", err)
+	}
 }

@@ -110,59 +110,7 @@ func (s *Store) PutJob(ctx context.Context, tenant, opID string, j review.Job, a
 		return nil, fmt.Errorf("%w: job ref must be 1–%d bytes", review.ErrInvalid, review.MaxFieldLen)
 	}
 	err := s.WithTx(ctx, func(tx *sqlx.Tx) error {
-		row, err := s.lockOperation(ctx, tx, tenant, opID)
-		if err != nil {
-			return err
-		}
-		var old review.Job
-		err = tx.GetContext(ctx, &old, s.rebind(selectJob), opID, j.Ref)
-		switch {
-		case errors.Is(err, sql.ErrNoRows):
-		case err != nil:
-			return err
-		case old.Status.Done() && old.Status != j.Status:
-			return fmt.Errorf("%w: job %s already ended %s", review.ErrConflict, j.Ref, old.Status)
-		case old.Status == j.Status && (j.OutputRef == "" || j.OutputRef == old.OutputRef) && (j.InputVersion == "" || j.InputVersion == old.InputVersion):
-			return nil // the same report again
-		}
-		now := s.now()
-		if err := s.upsertJob(ctx, tx, opID, j, now); err != nil {
-			return err
-		}
-		detail := map[string]any{"job": j.Ref, "status": j.Status}
-		if err := s.appendEvent(ctx, tx, &AuditEvent{At: now, Actor: actor, Tenant: tenant, OperationID: opID,
-			Action: "job.updated", Detail: detailJSON(detail)}); err != nil {
-			return err
-		}
-		if row.State != string(review.Accepted) || !j.Status.Done() {
-			return nil
-		}
-		version := j.InputVersion
-		if version == "" {
-			version = old.InputVersion
-		}
-		switch {
-		case j.Status != review.JobSucceeded:
-			return s.transition(ctx, tx, row, review.Failed, fmt.Sprintf("job %s ended %s", j.Ref, j.Status), actor, "job.settled", detail)
-		case version != "" && version != row.LogicalVersion:
-			detail["escalation"] = []review.Reason{review.ReasonVersionMismatch}
-			return s.transition(ctx, tx, row, review.NeedsReview,
-				fmt.Sprintf("job %s completed for version %s, expected %s", j.Ref, version, row.LogicalVersion), actor, "job.settled", detail)
-		}
-		ref := j.OutputRef
-		if ref == "" {
-			ref = j.Ref
-		}
-		ev := review.Evidence{Source: review.SourceStatusLookup, Authoritative: true, Verdict: review.VerdictConfirms, ObservedAt: now,
-			Candidates: []review.Candidate{{Ref: ref, Kind: "job_output", Version: version, OperationID: opID}},
-			Note:       fmt.Sprintf("job %s succeeded", j.Ref)}
-		if err := s.insertEvidence(ctx, tx, opID, ev); err != nil {
-			return err
-		}
-		if err := s.setResource(ctx, tx, opID, review.ResourceRef{Ref: ref, Kind: "job_output", Version: version}); err != nil {
-			return err
-		}
-		return s.transition(ctx, tx, row, review.Confirmed, fmt.Sprintf("job %s succeeded", j.Ref), actor, "job.settled", detail)
+		return s.putJobTx(ctx, tx, tenant, opID, j, actor)
 	})
 	if err != nil {
 		if errors.Is(err, review.ErrNotFound) || errors.Is(err, review.ErrConflict) || errors.Is(err, review.ErrInvalid) {
@@ -171,4 +119,61 @@ func (s *Store) PutJob(ctx context.Context, tenant, opID string, j review.Job, a
 		return nil, fmt.Errorf("store.PutJob: %w", err)
 	}
 	return s.GetOperation(ctx, tenant, opID, "")
+}
+
+// putJobTx is PutJob inside an open transaction.
+func (s *Store) putJobTx(ctx context.Context, tx *sqlx.Tx, tenant, opID string, j review.Job, actor string) error {
+	row, err := s.lockOperation(ctx, tx, tenant, opID)
+	if err != nil {
+		return err
+	}
+	var old review.Job
+	err = tx.GetContext(ctx, &old, s.rebind(selectJob), opID, j.Ref)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+	case err != nil:
+		return err
+	case old.Status.Done() && old.Status != j.Status:
+		return fmt.Errorf("%w: job %s already ended %s", review.ErrConflict, j.Ref, old.Status)
+	case old.Status == j.Status && (j.OutputRef == "" || j.OutputRef == old.OutputRef) && (j.InputVersion == "" || j.InputVersion == old.InputVersion):
+		return nil // the same report again
+	}
+	now := s.now()
+	if err := s.upsertJob(ctx, tx, opID, j, now); err != nil {
+		return err
+	}
+	detail := map[string]any{"job": j.Ref, "status": j.Status}
+	if err := s.appendEvent(ctx, tx, &AuditEvent{At: now, Actor: actor, Tenant: tenant, OperationID: opID,
+		Action: "job.updated", Detail: detailJSON(detail)}); err != nil {
+		return err
+	}
+	if row.State != string(review.Accepted) || !j.Status.Done() {
+		return nil
+	}
+	version := j.InputVersion
+	if version == "" {
+		version = old.InputVersion
+	}
+	switch {
+	case j.Status != review.JobSucceeded:
+		return s.transition(ctx, tx, row, review.Failed, fmt.Sprintf("job %s ended %s", j.Ref, j.Status), actor, "job.settled", detail)
+	case version != "" && version != row.LogicalVersion:
+		detail["escalation"] = []review.Reason{review.ReasonVersionMismatch}
+		return s.transition(ctx, tx, row, review.NeedsReview,
+			fmt.Sprintf("job %s completed for version %s, expected %s", j.Ref, version, row.LogicalVersion), actor, "job.settled", detail)
+	}
+	ref := j.OutputRef
+	if ref == "" {
+		ref = j.Ref
+	}
+	ev := review.Evidence{Source: review.SourceStatusLookup, Authoritative: true, Verdict: review.VerdictConfirms, ObservedAt: now,
+		Candidates: []review.Candidate{{Ref: ref, Kind: "job_output", Version: version, OperationID: opID}},
+		Note:       fmt.Sprintf("job %s succeeded", j.Ref)}
+	if err := s.insertEvidence(ctx, tx, opID, ev); err != nil {
+		return err
+	}
+	if err := s.setResource(ctx, tx, opID, review.ResourceRef{Ref: ref, Kind: "job_output", Version: version}); err != nil {
+		return err
+	}
+	return s.transition(ctx, tx, row, review.Confirmed, fmt.Sprintf("job %s succeeded", j.Ref), actor, "job.settled", detail)
 }

@@ -25,17 +25,17 @@ type ProbeClaim struct {
 
 const (
 	/* Store.ClaimAmbiguous: due, unclaimed (or claim expired) ambiguous operations. */
-	selectDueAmbiguous = `
+	selectDue = `
 SELECT id FROM operations
-WHERE state = 'ambiguous' AND (next_probe_at IS NULL OR next_probe_at <= ?)
+WHERE state = ? AND (next_probe_at IS NULL OR next_probe_at <= ?)
   AND (probe_until IS NULL OR probe_until <= ?)
 ORDER BY next_probe_at LIMIT ?`
 	/* Store.ClaimAmbiguous: PostgreSQL lets several instances claim disjoint sets. */
-	selectDueAmbiguousSkipLocked = selectDueAmbiguous + ` FOR UPDATE SKIP LOCKED`
+	selectDueSkipLocked = selectDue + ` FOR UPDATE SKIP LOCKED`
 	/* Store.ClaimAmbiguous */
 	claimOperation = `
 UPDATE operations SET probe_owner = ?, probe_until = ?, probe_generation = probe_generation + 1
-WHERE id = ? AND state = 'ambiguous' AND (probe_until IS NULL OR probe_until <= ?)`
+WHERE id = ? AND state = ? AND (probe_until IS NULL OR probe_until <= ?)`
 	/* Store.ClaimAmbiguous */
 	selectClaimed = `SELECT ` + opColumns + `, probe_generation, probe_round FROM operations WHERE id = ?`
 	/* Store.ClaimAmbiguous */
@@ -49,20 +49,30 @@ WHERE id = ? AND state = 'ambiguous' AND probe_owner = ? AND probe_generation = 
 // ClaimAmbiguous claims up to n ambiguous operations due for probing, for
 // lease. Each claim bumps the operation's probe generation.
 func (s *Store) ClaimAmbiguous(ctx context.Context, owner string, n int, lease time.Duration) ([]ProbeClaim, error) {
+	return s.claim(ctx, review.Ambiguous, owner, n, lease)
+}
+
+// ClaimAccepted claims up to n accepted operations due for a job status
+// poll, the same way.
+func (s *Store) ClaimAccepted(ctx context.Context, owner string, n int, lease time.Duration) ([]ProbeClaim, error) {
+	return s.claim(ctx, review.Accepted, owner, n, lease)
+}
+
+func (s *Store) claim(ctx context.Context, state review.State, owner string, n int, lease time.Duration) ([]ProbeClaim, error) {
 	var ids []string
 	err := s.WithTx(ctx, func(tx *sqlx.Tx) error {
 		ids = ids[:0]
 		now := s.now()
-		q := selectDueAmbiguous
+		q := selectDue
 		if s.engine == Postgres {
-			q = selectDueAmbiguousSkipLocked
+			q = selectDueSkipLocked
 		}
 		var due []string
-		if err := tx.SelectContext(ctx, &due, s.rebind(q), now, now, n); err != nil {
+		if err := tx.SelectContext(ctx, &due, s.rebind(q), string(state), now, now, n); err != nil {
 			return err
 		}
 		for _, id := range due {
-			res, err := tx.ExecContext(ctx, s.rebind(claimOperation), owner, now.Add(lease), id, now)
+			res, err := tx.ExecContext(ctx, s.rebind(claimOperation), owner, now.Add(lease), id, string(state), now)
 			if err != nil {
 				return err
 			}
@@ -73,7 +83,7 @@ func (s *Store) ClaimAmbiguous(ctx context.Context, owner string, n int, lease t
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("store.ClaimAmbiguous: %w", err)
+		return nil, fmt.Errorf("store.claim: %w", err)
 	}
 	claims := make([]ProbeClaim, 0, len(ids))
 	for _, id := range ids {
@@ -157,6 +167,43 @@ func (s *Store) ApplySettlement(ctx context.Context, c ProbeClaim, st review.Set
 			return err
 		}
 		return fmt.Errorf("store.ApplySettlement: %w", err)
+	}
+	return nil
+}
+
+const (
+	/* Store.ApplyJobPoll: fenced like ApplySettlement. */
+	releaseJobPoll = `
+UPDATE operations SET probe_owner = NULL, probe_until = NULL, probe_round = probe_round + 1, next_probe_at = ?
+WHERE id = ? AND state = 'accepted' AND probe_owner = ? AND probe_generation = ?`
+)
+
+// ApplyJobPoll completes a job status poll of an accepted operation: the
+// job as the destination reports it (nil when the poll failed) is recorded
+// as PutJob would, which confirms, fails or escalates the operation when
+// the job has finished; otherwise the next poll is scheduled at next.
+func (s *Store) ApplyJobPoll(ctx context.Context, c ProbeClaim, job *review.Job, next time.Time) error {
+	err := s.WithTx(ctx, func(tx *sqlx.Tx) error {
+		if _, err := s.lockOperation(ctx, tx, c.Op.Tenant, c.Op.ID); err != nil {
+			return err
+		}
+		res, err := tx.ExecContext(ctx, s.rebind(releaseJobPoll), dbTime(next), c.Op.ID, c.Owner, c.Generation)
+		if err != nil {
+			return err
+		}
+		if k, _ := res.RowsAffected(); k != 1 {
+			return ErrFenced
+		}
+		if job == nil {
+			return nil
+		}
+		return s.putJobTx(ctx, tx, c.Op.Tenant, c.Op.ID, *job, "system:reconciler")
+	})
+	if err != nil {
+		if errors.Is(err, ErrFenced) || errors.Is(err, review.ErrConflict) {
+			return err
+		}
+		return fmt.Errorf("store.ApplyJobPoll: %w", err)
 	}
 	return nil
 }
