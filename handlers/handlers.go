@@ -7,6 +7,7 @@ package handlers
 import (
 	"log/slog"
 
+	"github.com/limbo-dev/limbo/metrics"
 	"github.com/limbo-dev/limbo/store"
 )
 
@@ -15,6 +16,8 @@ import (
 type Handlers struct {
 	Store *store.Store
 	Log   *slog.Logger
+	// Metrics, when set, times requests and serves GET /metrics.
+	Metrics *metrics.Metrics
 }
 
 // New returns Handlers over s, logging to log.

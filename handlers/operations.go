@@ -146,6 +146,9 @@ func (h *Handlers) RecordOutcome(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	if !res.Unchanged {
+		h.Metrics.ObserveOutcome(res.Next, res.Operation.Destination)
+	}
 	return c.JSON(http.StatusOK, outcomeResponse{Operation: res.Operation, Next: res.Next, RetryAt: res.RetryAt, Reason: res.Reason})
 }
 

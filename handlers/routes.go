@@ -19,6 +19,9 @@ func NewServer(h *Handlers) *echo.Echo {
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = h.HandleError
 	e.Use(middleware.Recover(), securityHeaders)
+	if h.Metrics != nil {
+		e.Use(h.Metrics.Middleware)
+	}
 	h.Routes(e)
 	return e
 }
@@ -32,6 +35,10 @@ func (h *Handlers) Routes(e *echo.Echo) {
 	e.GET("/healthz", h.Healthz)
 	e.GET("/readyz", h.Readyz)
 	e.GET("/api/v1/openapi.json", h.OpenAPI)
+	if h.Metrics != nil {
+		// Prometheus exposition: counts and latencies, no tenant data.
+		e.GET("/metrics", echo.WrapHandler(h.Metrics.Handler()))
+	}
 
 	// Destination webhooks: authenticated by their signature, not a token.
 	e.POST("/api/v1/inbound/:source", h.Inbound, middleware.BodyLimit(strconv.Itoa(MaxBodyBytes)))

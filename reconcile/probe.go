@@ -81,11 +81,17 @@ func fieldsOf(op *review.Operation) probeFields {
 func (p *Prober) Probe(ctx context.Context, op *review.Operation, d review.Destination) []review.ProbeResult {
 	var out []review.ProbeResult
 	f := fieldsOf(op)
+	timed := func(kind review.ProbeKind, pr *review.Probe) review.ProbeResult {
+		start := time.Now()
+		r := p.send(ctx, kind, pr, f, d.AllowLinkLocal)
+		r.Took = time.Since(start)
+		return r
+	}
 	if pr := d.Probes.Status; pr != nil && (f.ResourceRef != "" || f.JobRef != "") {
-		out = append(out, p.send(ctx, review.ProbeStatus, pr, f, d.AllowLinkLocal))
+		out = append(out, timed(review.ProbeStatus, pr))
 	}
 	if pr := d.Probes.Search; pr != nil {
-		out = append(out, p.send(ctx, review.ProbeSearch, pr, f, d.AllowLinkLocal))
+		out = append(out, timed(review.ProbeSearch, pr))
 	}
 	return out
 }

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/limbo-dev/limbo/metrics"
 	"github.com/limbo-dev/limbo/review"
 	"github.com/limbo-dev/limbo/store"
 )
@@ -27,6 +28,8 @@ type Reconciler struct {
 	// Batch is how many operations one round claims.
 	Batch int
 	Log   *slog.Logger
+	// Metrics, when set, counts verdicts and times probes.
+	Metrics *metrics.Metrics
 
 	mu   sync.Mutex
 	sems map[string]chan struct{}
@@ -109,6 +112,18 @@ func (r *Reconciler) round(ctx context.Context, c store.ProbeClaim) {
 			r.Log.Warn("reconcile: settlement not applied", "op_id", c.Op.ID, "err", err)
 		}
 		return
+	}
+	if m := r.Metrics; m != nil {
+		for _, res := range results {
+			m.ProbeSeconds.WithLabelValues(c.Op.Destination, string(res.Kind)).Observe(res.Took.Seconds())
+		}
+		verdict := string(st.State)
+		if verdict == "" {
+			verdict = "inconclusive"
+		} else {
+			m.AmbiguousSeconds.WithLabelValues(c.Op.Destination).Observe(r.Store.Now().Sub(c.Op.UpdatedAt).Seconds())
+		}
+		m.Verdicts.WithLabelValues(verdict, c.Op.Destination).Inc()
 	}
 	if st.State != "" {
 		r.Log.Info("reconciled", "op_id", c.Op.ID, "state", st.State, "reason", st.Reason)

@@ -25,6 +25,8 @@ type ProbeResult struct {
 	NotFound   bool
 	Candidates []Candidate
 	At         time.Time
+	// Took is how long the probe took.
+	Took time.Duration
 }
 
 // Evidence turns a probe result into the evidence row that records it.

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/limbo-dev/limbo/handlers"
+	"github.com/limbo-dev/limbo/metrics"
 	"github.com/limbo-dev/limbo/reconcile"
 	"github.com/limbo-dev/limbo/review"
 	"github.com/limbo-dev/limbo/store"
@@ -59,12 +60,15 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 	}
 
-	e := handlers.NewServer(handlers.New(st, log))
+	h := handlers.New(st, log)
+	h.Metrics = metrics.New(st, log)
+	e := handlers.NewServer(h)
 	srv := &http.Server{Handler: e, ReadHeaderTimeout: 10 * time.Second}
 	workCtx, stopWork := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
 	host, _ := os.Hostname()
 	rec := reconcile.New(st, cfg, fmt.Sprintf("%s/%d", host, os.Getpid()), log)
+	rec.Metrics = h.Metrics
 	wg.Add(3)
 	go func() { defer wg.Done(); rec.Run(workCtx, reconcileEvery) }()
 	go func() {
