@@ -114,7 +114,8 @@ func TestParseConfigExampleFile(t *testing.T) {
 	switch {
 	case !files.HonoursKeys, files.KeyRetention == 0, !files.ConflictMeansInProgress, len(files.QuotaCodes) == 0,
 		len(files.Errors) == 0, len(files.Actions) == 0, files.Concurrency == 0, files.PerCredential == 0,
-		files.Lease == 0, files.SearchLag == 0, files.Probes.Status == nil, files.Probes.Search == nil:
+		files.Lease == 0, files.SearchLag == 0, files.Probes.Status == nil, files.Probes.Search == nil,
+		files.Probes.Job == nil, files.ProbeConcurrency == 0, len(files.WebhookSecrets) == 0, files.WebhookSecretEnv == "":
 		t.Errorf("example destination files leaves a field unset: %+v", files)
 	}
 	for name, p := range map[string]*Probe{"status": files.Probes.Status, "search": files.Probes.Search} {
