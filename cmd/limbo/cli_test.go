@@ -99,3 +99,32 @@ func TestCLITokenAndAudit(t *testing.T) {
 		}
 	})
 }
+
+func TestCLIUserAdd(t *testing.T) {
+	t.Parallel()
+	db := "sqlite:" + filepath.Join(t.TempDir(), "users.db")
+	var out, errb bytes.Buffer
+	code := run(context.Background(), []string{"user", "add", "--email", "rev@example.com", "--role", "reviewer", "--db", db},
+		strings.NewReader(""), &out, &errb)
+	if code != 0 || !regexp.MustCompile(`password \(shown once\): \S{20,}`).MatchString(out.String()) {
+		t.Fatalf("generated password: code %d, %q %q", code, out.String(), errb.String())
+	}
+	out.Reset()
+	code = run(context.Background(), []string{"user", "add", "--email", "sup@example.com", "--role", "support", "--tenants", "acme,beta", "--db", db},
+		strings.NewReader("a password from stdin\n"), &out, &errb)
+	if code != 0 || strings.Contains(out.String(), "password") || !strings.Contains(out.String(), "acme,beta") {
+		t.Fatalf("stdin password: code %d, %q", code, out.String())
+	}
+	ctx := context.Background()
+	st, err := store.Open(ctx, db, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if _, _, err := st.Login(ctx, "sup@example.com", "a password from stdin", "127.0.0.1", store.SessionPolicy{}); err != nil {
+		t.Fatalf("login with the piped password: %v", err)
+	}
+	if code, _, errOut := limbo(t, "user", "add", "--email", "x@example.com", "--role", "boss", "--db", db); code != 2 || !strings.Contains(errOut, "role") {
+		t.Fatalf("bad role: %d %q", code, errOut)
+	}
+}

@@ -23,6 +23,7 @@ Usage:
   limbo serve [--addr 127.0.0.1:8080] [--db URL] [--config FILE] [--demo]
   limbo migrate [--db URL]
   limbo token create --tenant NAME [--name LABEL] [--db URL]
+  limbo user add --email E --role reviewer|support|manager|admin [--tenants a,b|*] [--db URL]
   limbo audit verify [--db URL] [--checkpoint FILE]
   limbo audit export [--db URL]
   limbo sandbox [--addr 127.0.0.1:8090] [fault flags]   (see limbo sandbox --help)
@@ -47,6 +48,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		err = cmdMigrate(ctx, rest, stderr)
 	case cmd == "token" && len(rest) > 0 && rest[0] == "create":
 		err = cmdTokenCreate(ctx, rest[1:], stdout, stderr)
+	case cmd == "user" && len(rest) > 0 && rest[0] == "add":
+		err = cmdUserAdd(ctx, rest[1:], stdin, stdout, stderr)
 	case cmd == "audit" && len(rest) > 0 && rest[0] == "verify":
 		code, err = cmdAuditVerify(ctx, rest[1:], stdout, stderr)
 	case cmd == "audit" && len(rest) > 0 && rest[0] == "export":

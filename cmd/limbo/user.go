@@ -1,0 +1,70 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/limbo-dev/limbo/review"
+	"github.com/limbo-dev/limbo/store"
+)
+
+// cmdUserAdd adds a console user. The password is read from stdin (first
+// line) when stdin is not a terminal and not empty; otherwise one is
+// generated and printed once.
+func cmdUserAdd(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	var s settings
+	fs := newFlags("user add", stderr, &s)
+	email := fs.String("email", "", "the user's email, used to sign in")
+	role := fs.String("role", "", "reviewer, support, manager or admin")
+	tenants := fs.String("tenants", "*", "tenants the user may see: a,b or * for all")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if *email == "" || *role == "" {
+		return errors.New("user add: --email and --role are required")
+	}
+	scope, err := review.ParseScope(*tenants)
+	if err != nil {
+		return fmt.Errorf("user add: %w", err)
+	}
+	password, generated, err := readPassword(stdin)
+	if err != nil {
+		return err
+	}
+	st, err := openStore(ctx, s.DB, nil)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	u, err := st.AddUser(ctx, store.NewUser{Email: *email, Password: password, Role: review.Role(*role), Scope: scope, Actor: "cli:" + osUser()})
+	if err != nil {
+		return err
+	}
+	if generated {
+		fmt.Fprintf(stdout, "user %s (%s, tenants %s) added; password (shown once): %s\n", u.Email, u.Role, u.TenantsText, password)
+	} else {
+		fmt.Fprintf(stdout, "user %s (%s, tenants %s) added\n", u.Email, u.Role, u.TenantsText)
+	}
+	return nil
+}
+
+func readPassword(stdin io.Reader) (string, bool, error) {
+	if f, ok := stdin.(*os.File); ok {
+		if fi, err := f.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
+			return store.GeneratePassword(), true, nil // a terminal: nothing piped in
+		}
+	}
+	line, err := bufio.NewReader(stdin).ReadString('\n')
+	if err != nil && !errors.Is(err, io.EOF) {
+		return "", false, err
+	}
+	if p := strings.TrimRight(line, "\r\n"); p != "" {
+		return p, false, nil
+	}
+	return store.GeneratePassword(), true, nil
+}

@@ -1,0 +1,153 @@
+package store
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"database/sql"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/mail"
+	"strings"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+	"golang.org/x/crypto/bcrypt"
+
+	"github.com/limbo-dev/limbo/review"
+)
+
+// BcryptCost is the password hashing cost (≥ 10 per RELIABILITY.md).
+const BcryptCost = 12
+
+// User is a console user.
+type User struct {
+	ID           string      `db:"id"`
+	Email        string      `db:"email"`
+	PasswordHash string      `db:"password_hash"`
+	Role         review.Role `db:"role"`
+	TenantsText  string      `db:"tenants"`
+	DisabledAt   *time.Time  `db:"disabled_at"`
+	CreatedAt    time.Time   `db:"created_at"`
+	UpdatedAt    time.Time   `db:"updated_at"`
+}
+
+// Scope is the tenants the user may see.
+func (u *User) Scope() review.Scope {
+	sc, err := review.ParseScope(u.TenantsText)
+	if err != nil {
+		return review.Scope{} // an unreadable scope allows nothing
+	}
+	return sc
+}
+
+// NewUser is a user to add.
+type NewUser struct {
+	Email    string
+	Password string
+	Role     review.Role
+	Scope    review.Scope
+	Actor    string
+}
+
+// MinPasswordLen is the shortest password accepted.
+const MinPasswordLen = 12
+
+// GeneratePassword returns a random password (for `limbo user add` without stdin).
+func GeneratePassword() string {
+	var b [18]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(err)
+	}
+	return base64.RawURLEncoding.EncodeToString(b[:])
+}
+
+const userColumns = `id, email, password_hash, role, tenants, disabled_at, created_at, updated_at`
+
+const (
+	/* Store.AddUser */
+	insertUser = `INSERT INTO users (id, email, password_hash, role, tenants, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?)`
+	/* Store.UserByEmail */
+	selectUserByEmail = `SELECT ` + userColumns + ` FROM users WHERE email = ?`
+	/* Store.UserByID */
+	selectUserByID = `SELECT ` + userColumns + ` FROM users WHERE id = ?`
+)
+
+// AddUser creates a console user. The email is unique (case-insensitive).
+func (s *Store) AddUser(ctx context.Context, nu NewUser) (*User, error) {
+	addr, err := mail.ParseAddress(nu.Email)
+	if err != nil || addr.Address != strings.TrimSpace(nu.Email) {
+		return nil, fmt.Errorf("%w: field \"email\": not an email address", review.ErrInvalid)
+	}
+	email := strings.ToLower(addr.Address)
+	if !nu.Role.Valid() {
+		return nil, fmt.Errorf("%w: field \"role\": must be reviewer, support, manager or admin", review.ErrInvalid)
+	}
+	if len(nu.Password) < MinPasswordLen {
+		return nil, fmt.Errorf("%w: field \"password\": at least %d characters", review.ErrInvalid, MinPasswordLen)
+	}
+	if !nu.Scope.All && len(nu.Scope.Tenants) == 0 {
+		return nil, fmt.Errorf("%w: field \"tenants\": give tenants, or * for all", review.ErrInvalid)
+	}
+	hash, err := bcrypt.GenerateFromPassword([]byte(nu.Password), BcryptCost)
+	if err != nil {
+		return nil, fmt.Errorf("%w: field \"password\": %v", review.ErrInvalid, err)
+	}
+	now := s.now()
+	u := &User{ID: newID("usr_", now), Email: email, PasswordHash: string(hash), Role: nu.Role, TenantsText: nu.Scope.String(), CreatedAt: now, UpdatedAt: now}
+	err = s.WithTx(ctx, func(tx *sqlx.Tx) error {
+		if _, err := tx.ExecContext(ctx, s.rebind(insertUser), u.ID, u.Email, u.PasswordHash, string(u.Role), u.TenantsText, now, now); err != nil {
+			if isUnique(err) {
+				return fmt.Errorf("%w: a user with email %s exists", review.ErrConflict, email)
+			}
+			return err
+		}
+		return s.appendEvent(ctx, tx, &AuditEvent{At: now, Actor: nu.Actor, Action: "user.added",
+			Detail: detailJSON(map[string]any{"user_id": u.ID, "email": email, "role": u.Role, "tenants": u.TenantsText})})
+	})
+	if err != nil {
+		if errors.Is(err, review.ErrConflict) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("store.AddUser: %w", err)
+	}
+	return u, nil
+}
+
+// UserByEmail finds a user; unknown is review.ErrNotFound.
+func (s *Store) UserByEmail(ctx context.Context, email string) (*User, error) {
+	return s.getUser(ctx, selectUserByEmail, strings.ToLower(strings.TrimSpace(email)))
+}
+
+// UserByID finds a user; unknown is review.ErrNotFound.
+func (s *Store) UserByID(ctx context.Context, id string) (*User, error) {
+	return s.getUser(ctx, selectUserByID, id)
+}
+
+func (s *Store) getUser(ctx context.Context, q string, arg string) (*User, error) {
+	var u User
+	err := s.db.GetContext(ctx, &u, s.rebind(q), arg)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, review.ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("store.getUser: %w", err)
+	}
+	return &u, nil
+}
+
+// hashSessionID is what the sessions table stores for a cookie's id.
+func hashSessionID(id string) string {
+	sum := sha256.Sum256([]byte(id))
+	return hex.EncodeToString(sum[:])
+}
+
+func mailAddress(e string) (string, error) {
+	a, err := mail.ParseAddress(strings.TrimSpace(e))
+	if err != nil {
+		return "", err
+	}
+	return strings.ToLower(a.Address), nil
+}

@@ -1,0 +1,118 @@
+package store_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/limbo-dev/limbo/review"
+	"github.com/limbo-dev/limbo/store"
+	"github.com/limbo-dev/limbo/store/storetest"
+)
+
+func TestUsersAndSessions(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		ctx := context.Background()
+		clk := storetest.NewClock(time.Date(2026, 11, 29, 9, 0, 0, 0, time.UTC))
+		s := storetest.Open(t, e, store.Options{Clock: clk.Now})
+		pol := store.SessionPolicy{Idle: 30 * time.Minute, Absolute: 12 * time.Hour}
+
+		for _, bad := range []store.NewUser{
+			{Email: "not-an-email", Password: "long enough pass", Role: review.RoleSupport, Scope: review.Scope{All: true}},
+			{Email: "a@example.com", Password: "short", Role: review.RoleSupport, Scope: review.Scope{All: true}},
+			{Email: "a@example.com", Password: "long enough pass", Role: "boss", Scope: review.Scope{All: true}},
+			{Email: "a@example.com", Password: "long enough pass", Role: review.RoleSupport},
+		} {
+			if _, err := s.AddUser(ctx, bad); !errors.Is(err, review.ErrInvalid) {
+				t.Errorf("AddUser(%+v) = %v, want ErrInvalid", bad, err)
+			}
+		}
+		u, err := s.AddUser(ctx, store.NewUser{Email: "Sam@Example.com", Password: "correct horse battery", Role: review.RoleSupport,
+			Scope: review.Scope{Tenants: []string{"acme"}}, Actor: "test"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if u.Email != "sam@example.com" || u.Scope().Allows("other") || !u.Scope().Allows("acme") {
+			t.Fatalf("user = %+v", u)
+		}
+		if _, err := s.AddUser(ctx, store.NewUser{Email: "sam@example.com", Password: "another long one", Role: review.RoleAdmin,
+			Scope: review.Scope{All: true}}); !errors.Is(err, review.ErrConflict) {
+			t.Fatalf("duplicate email: %v", err)
+		}
+
+		if _, _, err := s.Login(ctx, "sam@example.com", "wrong password!", "10.0.0.1", pol); !errors.Is(err, store.ErrBadCredentials) {
+			t.Fatalf("wrong password: %v", err)
+		}
+		if _, _, err := s.Login(ctx, "nobody@example.com", "whatever pass", "10.0.0.1", pol); !errors.Is(err, store.ErrBadCredentials) {
+			t.Fatalf("unknown user: %v", err)
+		}
+		id, sess, err := s.Login(ctx, "SAM@example.com", "correct horse battery", "10.0.0.1", pol)
+		if err != nil || sess.User.ID != u.ID || sess.CSRFToken == "" {
+			t.Fatalf("login: %v %+v", err, sess)
+		}
+		id2, _, err := s.Login(ctx, "sam@example.com", "correct horse battery", "10.0.0.1", pol)
+		if err != nil || id2 == id {
+			t.Fatalf("a new sign-in must get a new session id: %v", err)
+		}
+		if got, err := s.Session(ctx, id, pol); err != nil || got.User.ID != u.ID {
+			t.Fatalf("session: %v", err)
+		}
+
+		// Idle timeout: 29 minutes of use keeps it, 30 idle ends it.
+		clk.Advance(29 * time.Minute)
+		if _, err := s.Session(ctx, id, pol); err != nil {
+			t.Fatalf("session after 29 min: %v", err)
+		}
+		clk.Advance(30 * time.Minute)
+		if _, err := s.Session(ctx, id, pol); !errors.Is(err, review.ErrNotFound) {
+			t.Fatalf("idle session still valid: %v", err)
+		}
+
+		// Logout ends the session even if the cookie is replayed.
+		id3, _, err := s.Login(ctx, "sam@example.com", "correct horse battery", "10.0.0.1", pol)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Logout(ctx, id3, u.Email); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Session(ctx, id3, pol); !errors.Is(err, review.ErrNotFound) {
+			t.Fatalf("session after logout: %v", err)
+		}
+
+		// Absolute timeout, however active.
+		id4, _, err := s.Login(ctx, "sam@example.com", "correct horse battery", "10.0.0.1", pol)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i < 25; i++ {
+			clk.Advance(29 * time.Minute)
+			if _, err := s.Session(ctx, id4, pol); err != nil {
+				if i*29 < 12*60-29 {
+					t.Fatalf("active session ended after %d min: %v", (i+1)*29, err)
+				}
+				break
+			}
+			if (i+1)*29 >= 12*60 {
+				t.Fatalf("session outlived the absolute timeout")
+			}
+		}
+
+		// Throttling: 5 failures lock the account, even with the right password.
+		for i := 0; i < 5; i++ {
+			s.Login(ctx, "sam@example.com", "wrong again!!", "10.0.0.2", pol)
+		}
+		var th *store.ThrottledError
+		if _, _, err := s.Login(ctx, "sam@example.com", "correct horse battery", "10.0.0.3", pol); !errors.As(err, &th) {
+			t.Fatalf("sixth try: %v, want throttled", err)
+		}
+		clk.Advance(16 * time.Minute)
+		if _, _, err := s.Login(ctx, "sam@example.com", "correct horse battery", "10.0.0.3", pol); err != nil {
+			t.Fatalf("after the window: %v", err)
+		}
+		if rep := storetest.Sealed(t, s); !rep.OK {
+			t.Fatalf("audit: %+v", rep)
+		}
+	})
+}
