@@ -43,6 +43,11 @@ func (h *Handlers) HandleError(err error, c echo.Context) {
 	if c.Response().Committed {
 		return
 	}
+	if isConsolePath(c.Request().URL.Path) {
+		status, msg := h.consoleStatus(err, c)
+		h.renderConsoleError(c, status, msg)
+		return
+	}
 	p := h.toProblem(err, c)
 	for k, v := range p.header {
 		c.Response().Header().Set(k, v)
@@ -127,4 +132,31 @@ func httpProblem(he *echo.HTTPError) *Problem {
 		return &Problem{Type: "unauthorized", Title: "Unauthorized", Status: he.Code, Detail: fmt.Sprint(he.Message)}
 	}
 	return &Problem{Type: "http-" + strconv.Itoa(he.Code), Title: http.StatusText(he.Code), Status: he.Code, Detail: fmt.Sprint(he.Message)}
+}
+
+// consoleStatus maps an error to a status and a message a person can read.
+func (h *Handlers) consoleStatus(err error, c echo.Context) (int, string) {
+	var (
+		ce      *ConsoleError
+		already *review.AlreadyDecidedError
+		he      *echo.HTTPError
+	)
+	switch {
+	case errors.As(err, &ce):
+		return ce.Status, ce.Message
+	case errors.As(err, &already):
+		return http.StatusConflict, already.Error()
+	case errors.Is(err, review.ErrNotFound):
+		return http.StatusNotFound, "Not found."
+	case errors.Is(err, review.ErrInvalid), errors.Is(err, review.ErrInvalidTransition), errors.Is(err, review.ErrSecondApprover):
+		return http.StatusBadRequest, err.Error()
+	case errors.Is(err, review.ErrConflict):
+		return http.StatusConflict, err.Error()
+	case errors.As(err, &he):
+		return he.Code, http.StatusText(he.Code)
+	case errors.Is(err, context.Canceled):
+		return 499, "request cancelled"
+	}
+	h.Log.ErrorContext(c.Request().Context(), "console request failed", "method", c.Request().Method, "path", c.Path(), "err", err)
+	return http.StatusInternalServerError, "Something failed on our side; nothing was changed. Try again."
 }

@@ -18,6 +18,9 @@ type Handlers struct {
 	Log   *slog.Logger
 	// Metrics, when set, times requests and serves GET /metrics.
 	Metrics *metrics.Metrics
+	// Console, when set, serves the review console; without it the
+	// console routes answer 404.
+	Console *Console
 }
 
 // New returns Handlers over s, logging to log.

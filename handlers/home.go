@@ -2,18 +2,10 @@ package handlers
 
 import (
 	"bytes"
-	"net/http"
 
 	"github.com/a-h/templ"
 	"github.com/labstack/echo/v4"
-
-	"github.com/limbo-dev/limbo/web"
 )
-
-// Home renders the landing page.
-func (h *Handlers) Home(c echo.Context) error {
-	return render(c, http.StatusOK, web.Home(string(h.Store.Engine())))
-}
 
 // render buffers a component, then writes it, so a failing template never
 // leaves half a page behind.

@@ -7,6 +7,7 @@ import (
 	"github.com/labstack/echo/v4"
 	"github.com/labstack/echo/v4/middleware"
 
+	"github.com/limbo-dev/limbo/review"
 	"github.com/limbo-dev/limbo/static"
 )
 
@@ -30,8 +31,20 @@ func NewServer(h *Handlers) *echo.Echo {
 func (h *Handlers) Routes(e *echo.Echo) {
 	// Public: probes for load balancers and orchestrators, and the API's
 	// own description.
-	e.GET("/", h.Home)
 	e.StaticFS("/static", static.FS)
+
+	// Console: a signed-in user with a live server-side session; every
+	// mutating route checks the CSRF token; each route names the
+	// permission its role needs (deny by default).
+	e.GET("/login", h.LoginForm)
+	e.POST("/login", h.Login)
+	ui := e.Group("", h.requireUser, requireCSRF)
+	ui.POST("/logout", h.Logout)
+	ui.GET("/", h.Queue, requirePerm(review.PermRead))
+	ui.GET("/cases/:id", h.CasePage, requirePerm(review.PermRead))
+	ui.POST("/cases/:id/claim", h.ClaimCase, requirePerm(review.PermClaim))
+	ui.POST("/cases/:id/release", h.ReleaseCase, requirePerm(review.PermClaim))
+	ui.POST("/cases/:id/decision", h.Decide, requirePerm(review.PermDecide))
 	e.GET("/healthz", h.Healthz)
 	e.GET("/readyz", h.Readyz)
 	e.GET("/api/v1/openapi.json", h.OpenAPI)

@@ -5,5 +5,5 @@ import "embed"
 
 // FS holds the assets served under /static/.
 //
-//go:embed *.css
+//go:embed *.css *.js
 var FS embed.FS

@@ -62,6 +62,15 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 
 	h := handlers.New(st, log)
 	h.Metrics = metrics.New(st, log)
+	hashKey, err := st.Secret(ctx, "session_hash_key", 64)
+	if err != nil {
+		return err
+	}
+	blockKey, err := st.Secret(ctx, "session_block_key", 32)
+	if err != nil {
+		return err
+	}
+	h.Console = handlers.NewConsole(hashKey, blockKey, false, store.SessionPolicy{})
 	e := handlers.NewServer(h)
 	srv := &http.Server{Handler: e, ReadHeaderTimeout: 10 * time.Second}
 	workCtx, stopWork := context.WithCancel(context.WithoutCancel(ctx))

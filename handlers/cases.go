@@ -1,0 +1,134 @@
+package handlers
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strconv"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/limbo-dev/limbo/review"
+	"github.com/limbo-dev/limbo/store"
+	"github.com/limbo-dev/limbo/web"
+)
+
+// CasePage renders a case with its operation, evidence and decision form.
+func (h *Handlers) CasePage(c echo.Context) error {
+	v, err := h.caseView(c, c.Param("id"))
+	if err != nil {
+		return err
+	}
+	return render(c, http.StatusOK, web.CasePage(*v))
+}
+
+func (h *Handlers) caseView(c echo.Context, id string) (*web.CaseView, error) {
+	ctx := c.Request().Context()
+	s := session(c)
+	scope := s.User.Scope().List()
+	cs, err := h.Store.GetCase(ctx, id, scope)
+	if err != nil {
+		return nil, err
+	}
+	op, err := h.Store.OperationByID(ctx, cs.OperationID, scope)
+	if err != nil {
+		return nil, err
+	}
+	hist, err := h.Store.OperationHistory(ctx, op.ID)
+	if err != nil {
+		return nil, err
+	}
+	ds, err := h.Store.CaseDecisions(ctx, cs.ID)
+	if err != nil {
+		return nil, err
+	}
+	var pretty bytes.Buffer
+	if err := json.Indent(&pretty, op.Payload, "", "  "); err != nil {
+		pretty.Write(op.Payload)
+	}
+	v := &web.CaseView{Nav: nav(c), Case: cs, Op: op, Payload: pretty.String(), History: hist, Decisions: ds,
+		Me: s.User.Email, Now: h.Store.Now()}
+	for _, a := range []string{review.DecideConfirm, review.DecideCompensate, review.DecideApproveRetry, review.DecideFail} {
+		if s.User.Role.CanDecide(op, a) {
+			v.Actions = append(v.Actions, a)
+		}
+	}
+	return v, nil
+}
+
+// ClaimCase gives the case to the signed-in user for a while.
+func (h *Handlers) ClaimCase(c echo.Context) error {
+	s := session(c)
+	_, err := h.Store.ClaimCase(c.Request().Context(), c.Param("id"), s.User.Email, s.User.Scope().List())
+	return h.afterCaseAction(c, err)
+}
+
+// ReleaseCase gives the claim up.
+func (h *Handlers) ReleaseCase(c echo.Context) error {
+	s := session(c)
+	_, err := h.Store.ReleaseCase(c.Request().Context(), c.Param("id"), s.User.Email, s.User.Scope().List())
+	return h.afterCaseAction(c, err)
+}
+
+// afterCaseAction redirects to the case page (303) or, for a refusal a
+// person can act on, re-renders it with the reason.
+func (h *Handlers) afterCaseAction(c echo.Context, err error) error {
+	var already *review.AlreadyDecidedError
+	switch {
+	case err == nil:
+		return c.Redirect(http.StatusSeeOther, "/cases/"+c.Param("id"))
+	case errors.As(err, &already), errors.Is(err, review.ErrConflict):
+		v, verr := h.caseView(c, c.Param("id"))
+		if verr != nil {
+			return verr
+		}
+		v.Nav.Flash = err.Error()
+		return render(c, http.StatusConflict, web.CasePage(*v))
+	}
+	return err
+}
+
+// Decide applies a reviewer's decision. Validation problems and losing a
+// race re-render the decision panel with the reason (nothing is
+// overwritten); success redirects to the case (or, for htmx, answers the
+// updated panel).
+func (h *Handlers) Decide(c echo.Context) error {
+	ctx := c.Request().Context()
+	s := session(c)
+	form := web.DecisionForm{Action: c.FormValue("action"), Reason: c.FormValue("reason"),
+		Candidate: c.FormValue("candidate"), Compensation: c.FormValue("compensation")}
+	v, err := h.caseView(c, c.Param("id"))
+	if err != nil {
+		return err
+	}
+	if !s.User.Role.CanDecide(v.Op, form.Action) {
+		return consoleError(http.StatusForbidden, "Your role may not take this action on this case.")
+	}
+	version, _ := strconv.ParseInt(c.FormValue("version"), 10, 64)
+	_, err = h.Store.Decide(ctx, store.DecisionRequest{CaseID: v.Case.ID, Scope: s.User.Scope().List(), Action: form.Action,
+		Ref: form.Candidate, Compensation: form.Compensation, Reason: form.Reason, Actor: s.User.Email, CaseVersion: version})
+	status := http.StatusOK
+	var already *review.AlreadyDecidedError
+	switch {
+	case err == nil:
+		if c.Request().Header.Get("HX-Request") != "true" {
+			return c.Redirect(http.StatusSeeOther, "/cases/"+v.Case.ID)
+		}
+	case errors.As(err, &already):
+		status, v.Problem = http.StatusConflict, already.Error()
+	case errors.Is(err, review.ErrInvalid), errors.Is(err, review.ErrInvalidTransition), errors.Is(err, review.ErrSecondApprover):
+		status, v.Problem, v.Form = http.StatusUnprocessableEntity, err.Error(), form
+	default:
+		return err
+	}
+	fresh, verr := h.caseView(c, v.Case.ID)
+	if verr != nil {
+		return verr
+	}
+	fresh.Problem, fresh.Form = v.Problem, v.Form
+	if c.Request().Header.Get("HX-Request") == "true" {
+		return render(c, status, web.DecisionPanel(*fresh))
+	}
+	return render(c, status, web.CasePage(*fresh))
+}

@@ -1,0 +1,155 @@
+package handlers
+
+import (
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/base64"
+	"errors"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/gorilla/sessions"
+	"github.com/labstack/echo/v4"
+
+	"github.com/limbo-dev/limbo/review"
+	"github.com/limbo-dev/limbo/store"
+	"github.com/limbo-dev/limbo/web"
+)
+
+// Console holds what the console needs beyond the API: the cookie store
+// and the session policy.
+type Console struct {
+	Cookies *sessions.CookieStore
+	Policy  store.SessionPolicy
+	// SecureCookies marks cookies Secure (set when served over TLS).
+	SecureCookies bool
+}
+
+const (
+	sessionCookie = "limbo_session"
+	loginCSRF     = "limbo_login_csrf"
+	sessionKey    = "limbo.session"
+)
+
+// NewConsole builds the cookie store from keys every instance shares.
+func NewConsole(hashKey, blockKey []byte, secure bool, pol store.SessionPolicy) *Console {
+	cs := sessions.NewCookieStore(hashKey, blockKey)
+	cs.Options = &sessions.Options{Path: "/", HttpOnly: true, Secure: secure, SameSite: http.SameSiteLaxMode, MaxAge: 12 * 3600}
+	return &Console{Cookies: cs, Policy: pol, SecureCookies: secure}
+}
+
+// session is the signed-in user's session (set by requireUser).
+func session(c echo.Context) *store.Session {
+	s, _ := c.Get(sessionKey).(*store.Session)
+	return s
+}
+
+func nav(c echo.Context) web.Nav {
+	s := session(c)
+	if s == nil {
+		return web.Nav{}
+	}
+	return web.Nav{Email: s.User.Email, Role: string(s.User.Role), CSRF: s.CSRFToken}
+}
+
+// requireUser resolves the session cookie to a live server-side session.
+// Without one, a page request is sent to the login form and an htmx
+// request is told to go there (HX-Redirect).
+func (h *Handlers) requireUser(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		if h.Console == nil {
+			return echo.ErrNotFound
+		}
+		cs, _ := h.Console.Cookies.Get(c.Request(), sessionCookie)
+		id, _ := cs.Values["sid"].(string)
+		if id != "" {
+			sess, err := h.Store.Session(c.Request().Context(), id, h.Console.Policy)
+			if err == nil {
+				c.Set(sessionKey, sess)
+				c.Response().Header().Set("Cache-Control", "no-store")
+				return next(c)
+			}
+			if !errors.Is(err, review.ErrNotFound) {
+				return err
+			}
+		}
+		to := "/login?next=" + url.QueryEscape(c.Request().URL.RequestURI())
+		if c.Request().Header.Get("HX-Request") == "true" {
+			c.Response().Header().Set("HX-Redirect", to)
+			return c.NoContent(http.StatusUnauthorized)
+		}
+		return c.Redirect(http.StatusSeeOther, to)
+	}
+}
+
+// requireCSRF refuses a mutating console request whose token (form field
+// "csrf" or header X-CSRF-Token) is not the session's: 403.
+func requireCSRF(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		if c.Request().Method == http.MethodGet || c.Request().Method == http.MethodHead {
+			return next(c)
+		}
+		s := session(c)
+		got := c.Request().Header.Get("X-CSRF-Token")
+		if got == "" {
+			got = c.FormValue("csrf")
+		}
+		if s == nil || got == "" || subtle.ConstantTimeCompare([]byte(got), []byte(s.CSRFToken)) != 1 {
+			return consoleError(http.StatusForbidden, "The form was stale or forged (CSRF token missing or wrong). Reload the page and try again.")
+		}
+		return next(c)
+	}
+}
+
+// requirePerm refuses users whose role lacks p: 403, deny by default.
+func requirePerm(p review.Permission) echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			s := session(c)
+			if s == nil || !s.User.Role.Can(p) {
+				return consoleError(http.StatusForbidden, "Your role may not do this.")
+			}
+			return next(c)
+		}
+	}
+}
+
+// ConsoleError is an error answered as a readable page or fragment.
+type ConsoleError struct {
+	Status  int
+	Message string
+}
+
+func (e *ConsoleError) Error() string { return e.Message }
+
+func consoleError(status int, msg string) error { return &ConsoleError{Status: status, Message: msg} }
+
+// renderConsoleError answers a console error as HTML: the message alone for
+// htmx, or inside the layout.
+func (h *Handlers) renderConsoleError(c echo.Context, status int, msg string) {
+	n := nav(c)
+	n.Flash = msg
+	var err error
+	if c.Request().Header.Get("HX-Request") == "true" {
+		err = render(c, status, web.ErrorFragment(msg))
+	} else {
+		err = render(c, status, web.ErrorPage(n, status, msg))
+	}
+	if err != nil {
+		h.Log.Error("rendering error page", "err", err)
+	}
+}
+
+// isConsolePath tells console requests (HTML answers) from API requests.
+func isConsolePath(p string) bool {
+	return !strings.HasPrefix(p, "/api/") && p != "/healthz" && p != "/readyz" && p != "/metrics"
+}
+
+func randomCSRF() string {
+	var b [24]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(err)
+	}
+	return base64.RawURLEncoding.EncodeToString(b[:])
+}

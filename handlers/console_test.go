@@ -1,0 +1,193 @@
+package handlers_test
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"net/http/httptest"
+	"net/url"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/limbo-dev/limbo/handlers"
+	"github.com/limbo-dev/limbo/review"
+	"github.com/limbo-dev/limbo/store"
+	"github.com/limbo-dev/limbo/store/storetest"
+)
+
+// consoleServer starts a server with the console on a fresh database and
+// one user per role (password "correct horse battery").
+func consoleServer(t *testing.T, e store.Engine) (*httptest.Server, *store.Store) {
+	t.Helper()
+	st := storetest.Open(t, e, store.Options{})
+	h := handlers.New(st, nil)
+	h.Console = handlers.NewConsole(make([]byte, 64), make([]byte, 32), false, store.SessionPolicy{})
+	srv := httptest.NewServer(handlers.NewServer(h))
+	t.Cleanup(srv.Close)
+	for _, r := range review.AllRoles() {
+		if _, err := st.AddUser(context.Background(), store.NewUser{Email: string(r) + "@example.com", Password: "correct horse battery",
+			Role: r, Scope: review.Scope{All: true}, Actor: "test"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return srv, st
+}
+
+// browser is a cookie-keeping client that does not follow redirects.
+type browser struct {
+	t    *testing.T
+	c    *http.Client
+	base string
+	csrf string
+}
+
+func newBrowser(t *testing.T, base string) *browser {
+	jar, _ := cookiejar.New(nil)
+	return &browser{t: t, base: base, c: &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
+}
+
+var csrfField = regexp.MustCompile(`name="csrf" value="([^"]+)"`)
+
+func (b *browser) get(path string) (int, string) {
+	b.t.Helper()
+	resp, err := b.c.Get(b.base + path)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if m := csrfField.FindStringSubmatch(string(body)); m != nil {
+		b.csrf = m[1]
+	}
+	return resp.StatusCode, string(body)
+}
+
+func (b *browser) post(path string, form url.Values) (int, string, http.Header) {
+	b.t.Helper()
+	resp, err := b.c.PostForm(b.base+path, form)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body), resp.Header
+}
+
+func (b *browser) login(email string) {
+	b.t.Helper()
+	b.get("/login")
+	code, body, hdr := b.post("/login", url.Values{"email": {email}, "password": {"correct horse battery"}, "csrf": {b.csrf}, "next": {"/"}})
+	if code != http.StatusSeeOther || hdr.Get("Location") != "/" {
+		b.t.Fatalf("login as %s: %d %s", email, code, body)
+	}
+	b.get("/")
+}
+
+// needsReview makes an operation whose result is for another version, so
+// a case opens.
+func needsReview(t *testing.T, st *store.Store, source string) string {
+	t.Helper()
+	ctx := context.Background()
+	op, _, err := st.Register(ctx, review.Registration{Tenant: "acme", SourceRef: source, LogicalVersion: "7", Action: "render",
+		Destination: "files", Risk: review.RiskCompensableWrite, Payload: []byte(`{"note":"<script>alert(1)</script>\"><img src=x onerror=alert(2)>"}`), Actor: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := st.StartAttempt(ctx, store.AttemptRequest{Tenant: "acme", OperationID: op.ID, Actor: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.RecordOutcome(ctx, "acme", op.ID, g.N, review.Outcome{Result: review.ResultSuccess, Phase: review.PhaseAfterSend,
+		Resource: &review.ResourceRef{Ref: "file-" + source, Kind: "file", Version: "6"}}, "test"); err != nil {
+		t.Fatal(err)
+	}
+	cs, err := st.CasesForOperation(ctx, op.ID)
+	if err != nil || len(cs) != 1 {
+		t.Fatalf("cases: %v %+v", err, cs)
+	}
+	return cs[0].ID
+}
+
+func TestConsoleFlow(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		srv, st := consoleServer(t, e)
+		caseID := needsReview(t, st, "doc-1")
+
+		anon := newBrowser(t, srv.URL)
+		if code, _ := anon.get("/"); code != http.StatusSeeOther {
+			t.Fatalf("anonymous queue: %d, want a redirect to /login", code)
+		}
+		anon.get("/login")
+		if code, body, _ := anon.post("/login", url.Values{"email": {"support@example.com"}, "password": {"nope nope nope"}, "csrf": {anon.csrf}}); code != http.StatusUnauthorized || !strings.Contains(body, "Wrong email or password") {
+			t.Fatalf("bad password: %d", code)
+		}
+		if code, _, _ := anon.post("/login", url.Values{"email": {"support@example.com"}, "password": {"correct horse battery"}}); code != http.StatusForbidden {
+			t.Fatalf("login without its CSRF token: %d, want 403", code)
+		}
+
+		sup := newBrowser(t, srv.URL)
+		sup.login("support@example.com")
+		code, body := sup.get("/?reason=version_mismatch")
+		if code != 200 || !strings.Contains(body, caseID) {
+			t.Fatalf("queue: %d, case %s missing", code, caseID)
+		}
+		code, body = sup.get("/cases/" + caseID)
+		if code != 200 || strings.Contains(body, "<script>alert(1)") || !strings.Contains(body, "&lt;script&gt;") {
+			t.Fatalf("case page: %d; the payload must render inert", code)
+		}
+		// Mutations need the session's CSRF token.
+		if code, _, _ := sup.post("/cases/"+caseID+"/claim", url.Values{}); code != http.StatusForbidden {
+			t.Fatalf("claim without CSRF: %d, want 403", code)
+		}
+		if code, _, _ := sup.post("/cases/"+caseID+"/claim", url.Values{"csrf": {"forged"}}); code != http.StatusForbidden {
+			t.Fatalf("claim with a wrong CSRF: %d, want 403", code)
+		}
+		if code, _, _ := sup.post("/cases/"+caseID+"/claim", url.Values{"csrf": {sup.csrf}}); code != http.StatusSeeOther {
+			t.Fatalf("claim: %d", code)
+		}
+		if code, body, _ := sup.post("/cases/"+caseID+"/decision", url.Values{"csrf": {sup.csrf}, "action": {"confirm"}, "reason": {"x"}}); code != http.StatusUnprocessableEntity || !strings.Contains(body, "reason") {
+			t.Fatalf("decision without a reason: %d", code)
+		}
+		if code, _, _ := sup.post("/cases/"+caseID+"/decision", url.Values{"csrf": {sup.csrf}, "action": {"confirm"}, "candidate": {"file-doc-1"},
+			"reason": {"the v6 file is what the customer wanted"}}); code != http.StatusSeeOther {
+			t.Fatalf("confirm: %d", code)
+		}
+		if _, body := sup.get("/"); strings.Contains(body, caseID) {
+			t.Fatalf("a decided case stays in the queue")
+		}
+		// A second decision on the same case is refused with who decided.
+		if code, body, _ := sup.post("/cases/"+caseID+"/decision", url.Values{"csrf": {sup.csrf}, "action": {"fail"}, "reason": {"second thoughts"}}); code != http.StatusConflict || !strings.Contains(body, "support@example.com") {
+			t.Fatalf("second decision: %d", code)
+		}
+
+		// A manager may read but not decide.
+		mgr := newBrowser(t, srv.URL)
+		mgr.login("manager@example.com")
+		other := needsReview(t, st, "doc-2")
+		if code, _ := mgr.get("/cases/" + other); code != 200 {
+			t.Fatalf("manager reads a case: %d", code)
+		}
+		if code, _, _ := mgr.post("/cases/"+other+"/claim", url.Values{"csrf": {mgr.csrf}}); code != http.StatusForbidden {
+			t.Fatalf("manager claims: %d, want 403", code)
+		}
+
+		// Logout ends the session; the old cookie is dead.
+		jarCookies := sup.c.Jar.Cookies(mustURL(srv.URL))
+		if code, _, _ := sup.post("/logout", url.Values{"csrf": {sup.csrf}}); code != http.StatusSeeOther {
+			t.Fatalf("logout: %d", code)
+		}
+		replay := newBrowser(t, srv.URL)
+		replay.c.Jar.SetCookies(mustURL(srv.URL), jarCookies)
+		if code, _ := replay.get("/"); code != http.StatusSeeOther {
+			t.Fatalf("replayed cookie after logout: %d, want a redirect to /login", code)
+		}
+	})
+}
+
+func mustURL(s string) *url.URL {
+	u, _ := url.Parse(s)
+	return u
+}

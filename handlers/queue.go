@@ -1,0 +1,74 @@
+package handlers
+
+import (
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/limbo-dev/limbo/review"
+	"github.com/limbo-dev/limbo/store"
+	"github.com/limbo-dev/limbo/web"
+)
+
+// queuePageSize is how many cases one queue page shows.
+const queuePageSize = 50
+
+var allReasons = []string{
+	string(review.ReasonFinancial), string(review.ReasonIrreversible), string(review.ReasonRegulated),
+	string(review.ReasonSourcesDisagree), string(review.ReasonDeadlineExpired), string(review.ReasonNoDedupEvidence),
+	string(review.ReasonPayloadMismatch), string(review.ReasonMultipleCands), string(review.ReasonVersionMismatch),
+	string(review.ReasonStateConflict), string(review.ReasonBudgetExhausted),
+}
+
+// Queue renders the review queue: the whole page, or for htmx (the live
+// poll) only the table fragment.
+func (h *Handlers) Queue(c echo.Context) error {
+	v, err := h.queueView(c)
+	if err != nil {
+		return err
+	}
+	if c.Request().Header.Get("HX-Request") == "true" {
+		return render(c, http.StatusOK, web.QueueTable(*v))
+	}
+	return render(c, http.StatusOK, web.QueuePage(*v))
+}
+
+func (h *Handlers) queueView(c echo.Context) (*web.QueueView, error) {
+	s := session(c)
+	form := web.QueueForm{Tenant: c.QueryParam("tenant"), Destination: c.QueryParam("destination"), Action: c.QueryParam("action"),
+		Reason: c.QueryParam("reason"), Flag: c.QueryParam("flag"), Claimed: c.QueryParam("claimed"), Age: c.QueryParam("age"), Q: c.QueryParam("q")}
+	f := store.QueueFilter{Scope: s.User.Scope().List(), Tenant: form.Tenant, Destination: form.Destination, Action: form.Action,
+		Reason: form.Reason, Flag: form.Flag, Search: form.Q, After: c.QueryParam("after")}
+	switch form.Claimed {
+	case "me":
+		f.ClaimedBy = s.User.Email
+	case "none":
+		f.Unclaimed = true
+	}
+	if form.Age != "" {
+		d, err := time.ParseDuration(form.Age)
+		if err != nil || d < 0 {
+			return nil, consoleError(http.StatusBadRequest, "Age must be a duration such as 1h or 24h.")
+		}
+		f.MinAge = d
+	}
+	page, err := h.Store.Queue(c.Request().Context(), f, queuePageSize)
+	if err != nil {
+		return nil, err
+	}
+	q := c.QueryParams()
+	q.Del("after")
+	v := &web.QueueView{Nav: nav(c), Filter: form, Page: page, Reasons: allReasons, Now: h.Store.Now(),
+		RowsURL: "/?" + q.Encode()}
+	if page.Next != "" {
+		nq := url.Values{}
+		for k, vs := range q {
+			nq[k] = vs
+		}
+		nq.Set("after", page.Next)
+		v.NextURL = "/?" + nq.Encode()
+	}
+	return v, nil
+}

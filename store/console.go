@@ -1,0 +1,251 @@
+package store
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/limbo-dev/limbo/review"
+)
+
+const (
+	/* Store.Secret */
+	insertSecret = `INSERT INTO app_secrets (name, value, created_at) VALUES (?, ?, ?) ON CONFLICT (name) DO NOTHING`
+	/* Store.Secret */
+	selectSecret = `SELECT value FROM app_secrets WHERE name = ?`
+)
+
+// Secret returns the named random secret of n bytes, creating it on first
+// use. Every instance sharing the database gets the same bytes.
+func (s *Store) Secret(ctx context.Context, name string, n int) ([]byte, error) {
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		return nil, err
+	}
+	if _, err := s.db.ExecContext(ctx, s.rebind(insertSecret), name, hex.EncodeToString(b), s.now()); err != nil {
+		return nil, fmt.Errorf("store.Secret: %w", err)
+	}
+	var v string
+	if err := s.db.GetContext(ctx, &v, s.rebind(selectSecret), name); err != nil {
+		return nil, fmt.Errorf("store.Secret: %w", err)
+	}
+	return hex.DecodeString(v)
+}
+
+// QueueFilter selects open cases for the review queue.
+type QueueFilter struct {
+	// Scope limits tenants; nil means all.
+	Scope       []string
+	Tenant      string
+	Destination string
+	Action      string
+	Reason      string
+	Flag        string
+	// ClaimedBy shows only cases claimed by this user; Unclaimed only
+	// cases nobody holds.
+	ClaimedBy string
+	Unclaimed bool
+	// MinAge shows only cases open at least this long.
+	MinAge time.Duration
+	// Search matches tenant, operation id, key, source ref or resource ref.
+	Search string
+	// After is the keyset cursor of the previous page.
+	After string
+}
+
+// QueuePage is one page of the queue with counts per reason.
+type QueuePage struct {
+	Cases    []Case
+	Next     string
+	Counts   map[string]int
+	Total    int
+	Filtered bool
+}
+
+// Queue lists open cases, most urgent first (priority, then age), with
+// keyset pagination and counts per reason over the open cases in scope.
+func (s *Store) Queue(ctx context.Context, f QueueFilter, limit int) (*QueuePage, error) {
+	now := s.now()
+	where := []string{"c.status = 'open'"}
+	var args []any
+	if f.Scope != nil {
+		if len(f.Scope) == 0 {
+			return &QueuePage{Counts: map[string]int{}}, nil
+		}
+		q, a, _ := sqlx.In("c.tenant IN (?)", f.Scope)
+		where, args = append(where, q), append(args, a...)
+	}
+	add := func(cond string, v any) {
+		where, args = append(where, cond), append(args, v)
+	}
+	if f.Tenant != "" {
+		add("c.tenant = ?", f.Tenant)
+	}
+	if f.Destination != "" {
+		add("c.destination = ?", f.Destination)
+	}
+	if f.Action != "" {
+		add("c.action = ?", f.Action)
+	}
+	if f.Reason != "" {
+		add("(',' || c.reasons || ',') LIKE ?", "%,"+f.Reason+",%")
+	}
+	if f.Flag != "" {
+		add("(',' || c.flags || ',') LIKE ?", "%,"+f.Flag+",%")
+	}
+	if f.ClaimedBy != "" {
+		where, args = append(where, "c.claimed_by = ? AND c.claim_until > ?"), append(args, f.ClaimedBy, now)
+	}
+	if f.Unclaimed {
+		add("(c.claimed_by = '' OR c.claim_until IS NULL OR c.claim_until <= ?)", now)
+	}
+	if f.MinAge > 0 {
+		add("c.opened_at <= ?", now.Add(-f.MinAge))
+	}
+	if q := strings.TrimSpace(f.Search); q != "" {
+		where = append(where, "(c.tenant = ? OR c.operation_id = ? OR o.key = ? OR o.source_ref = ? OR o.resource_ref = ? OR c.id = ?)")
+		args = append(args, q, q, q, q, q, q)
+	}
+	base := " FROM cases c JOIN operations o ON o.id = c.operation_id WHERE " + strings.Join(where, " AND ")
+
+	// Counts per reason over the filtered open cases (never the ledger).
+	var reasons []string
+	if err := s.db.SelectContext(ctx, &reasons, s.rebind("SELECT c.reasons"+base), args...); err != nil {
+		return nil, fmt.Errorf("store.Queue: counts: %w", err)
+	}
+	page := &QueuePage{Counts: map[string]int{}, Total: len(reasons)}
+	for _, rs := range reasons {
+		for _, r := range strings.Split(rs, ",") {
+			if r != "" {
+				page.Counts[r]++
+			}
+		}
+	}
+	if f.After != "" {
+		p, at, id, err := parseQueueCursor(f.After)
+		if err != nil {
+			return nil, err
+		}
+		base += " AND (c.priority < ? OR (c.priority = ? AND (c.opened_at > ? OR (c.opened_at = ? AND c.id > ?))))"
+		args = append(args, p, p, at, at, id)
+	}
+	q := "SELECT " + prefixed("c.", caseColumns) + base + " ORDER BY c.priority DESC, c.opened_at, c.id LIMIT ?"
+	args = append(args, limit+1)
+	if err := s.db.SelectContext(ctx, &page.Cases, s.rebind(q), args...); err != nil {
+		return nil, fmt.Errorf("store.Queue: %w", err)
+	}
+	if len(page.Cases) > limit {
+		page.Cases = page.Cases[:limit]
+		last := page.Cases[limit-1]
+		page.Next = fmt.Sprintf("%d.%d.%s", last.Priority, last.OpenedAt.UnixMicro(), last.ID)
+	}
+	for i := range page.Cases {
+		page.Cases[i].fill()
+	}
+	return page, nil
+}
+
+func parseQueueCursor(c string) (int, time.Time, string, error) {
+	parts := strings.SplitN(c, ".", 3)
+	if len(parts) != 3 {
+		return 0, time.Time{}, "", fmt.Errorf("%w: field \"after\": not a queue cursor", review.ErrInvalid)
+	}
+	p, err1 := strconv.Atoi(parts[0])
+	us, err2 := strconv.ParseInt(parts[1], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0, time.Time{}, "", fmt.Errorf("%w: field \"after\": not a queue cursor", review.ErrInvalid)
+	}
+	return p, time.UnixMicro(us).UTC(), parts[2], nil
+}
+
+func prefixed(prefix, cols string) string {
+	fields := strings.Split(cols, ",")
+	for i, f := range fields {
+		fields[i] = prefix + strings.TrimSpace(f)
+	}
+	return strings.Join(fields, ", ")
+}
+
+// ClaimTTL is how long a claim holds a case for one person.
+const ClaimTTL = 30 * time.Minute
+
+const (
+	/* Store.ClaimCase: free, expired, or already mine. */
+	claimCase = `
+UPDATE cases SET claimed_by = ?, claim_until = ?, version = version + 1
+WHERE id = ? AND status = 'open' AND (claimed_by = '' OR claimed_by = ? OR claim_until IS NULL OR claim_until <= ?)`
+	/* Store.ReleaseCase */
+	releaseCase = `UPDATE cases SET claimed_by = '', claim_until = NULL, version = version + 1 WHERE id = ? AND status = 'open' AND claimed_by = ?`
+)
+
+// ClaimCase gives the case to actor for ClaimTTL. A case someone else holds
+// is review.ErrConflict; out of scope is review.ErrNotFound.
+func (s *Store) ClaimCase(ctx context.Context, id, actor string, scope []string) (*Case, error) {
+	return s.claimOrRelease(ctx, id, actor, scope, true)
+}
+
+// ReleaseCase gives actor's claim up.
+func (s *Store) ReleaseCase(ctx context.Context, id, actor string, scope []string) (*Case, error) {
+	return s.claimOrRelease(ctx, id, actor, scope, false)
+}
+
+func (s *Store) claimOrRelease(ctx context.Context, id, actor string, scope []string, claim bool) (*Case, error) {
+	err := s.WithTx(ctx, func(tx *sqlx.Tx) error {
+		c, err := s.lockCase(ctx, tx, id)
+		if err != nil {
+			return err
+		}
+		if scope != nil && !slices.Contains(scope, c.Tenant) {
+			return review.ErrNotFound
+		}
+		now := s.now()
+		q, args, what := releaseCase, []any{id, actor}, "case.released"
+		if claim {
+			q, args, what = claimCase, []any{actor, now.Add(ClaimTTL), id, actor, now}, "case.claimed"
+		}
+		res, err := tx.ExecContext(ctx, s.rebind(q), args...)
+		if err != nil {
+			return err
+		}
+		if k, _ := res.RowsAffected(); k != 1 {
+			if c.Status != CaseOpen {
+				return &review.AlreadyDecidedError{CaseID: c.ID, By: c.ResolvedBy, Action: c.Resolution, At: deref(c.ResolvedAt)}
+			}
+			return fmt.Errorf("%w: case is claimed by %s until %s", review.ErrConflict, c.ClaimedBy, deref(c.ClaimUntil).Format(time.RFC3339))
+		}
+		return s.appendEvent(ctx, tx, &AuditEvent{At: now, Actor: actor, Tenant: c.Tenant, OperationID: c.OperationID,
+			Action: what, Detail: detailJSON(map[string]any{"case_id": c.ID})})
+	})
+	if err != nil {
+		return nil, err
+	}
+	return s.caseByID(ctx, s.db, id)
+}
+
+// CaseDecisions returns the decisions on a case, in order.
+func (s *Store) CaseDecisions(ctx context.Context, caseID string) ([]Decision, error) {
+	var ds []Decision
+	if err := s.db.SelectContext(ctx, &ds, s.rebind(`SELECT `+decisionColumns+` FROM decisions WHERE case_id = ? ORDER BY seq`), caseID); err != nil {
+		return nil, fmt.Errorf("store.CaseDecisions: %w", err)
+	}
+	return ds, nil
+}
+
+// OperationByID returns any tenant's operation (console use, after a scope check on its case).
+func (s *Store) OperationByID(ctx context.Context, id string, scope []string) (*review.Operation, error) {
+	var tenant string
+	if err := s.db.GetContext(ctx, &tenant, s.rebind(`SELECT tenant FROM operations WHERE id = ?`), id); err != nil {
+		return nil, review.ErrNotFound
+	}
+	if scope != nil && !slices.Contains(scope, tenant) {
+		return nil, review.ErrNotFound
+	}
+	return s.GetOperation(ctx, tenant, id, "")
+}
