@@ -38,13 +38,21 @@ func (h *Handlers) Routes(e *echo.Echo) {
 	// permission its role needs (deny by default).
 	e.GET("/login", h.LoginForm)
 	e.POST("/login", h.Login)
-	ui := e.Group("", h.requireUser, requireCSRF)
-	ui.POST("/logout", h.Logout)
-	ui.GET("/", h.Queue, requirePerm(review.PermRead))
-	ui.GET("/cases/:id", h.CasePage, requirePerm(review.PermRead))
-	ui.POST("/cases/:id/claim", h.ClaimCase, requirePerm(review.PermClaim))
-	ui.POST("/cases/:id/release", h.ReleaseCase, requirePerm(review.PermClaim))
-	ui.POST("/cases/:id/decision", h.Decide, requirePerm(review.PermDecide))
+	// (Not an Echo group: a group with middleware catches every unmatched
+	// path, which would turn an API 405 into a console redirect.)
+	ui := func(method, path string, fn echo.HandlerFunc, p review.Permission) {
+		mw := []echo.MiddlewareFunc{h.requireUser, requireCSRF}
+		if p != "" {
+			mw = append(mw, requirePerm(p))
+		}
+		e.Add(method, path, fn, mw...)
+	}
+	ui(http.MethodPost, "/logout", h.Logout, "")
+	ui(http.MethodGet, "/", h.Queue, review.PermRead)
+	ui(http.MethodGet, "/cases/:id", h.CasePage, review.PermRead)
+	ui(http.MethodPost, "/cases/:id/claim", h.ClaimCase, review.PermClaim)
+	ui(http.MethodPost, "/cases/:id/release", h.ReleaseCase, review.PermClaim)
+	ui(http.MethodPost, "/cases/:id/decision", h.Decide, review.PermDecide)
 	e.GET("/healthz", h.Healthz)
 	e.GET("/readyz", h.Readyz)
 	e.GET("/api/v1/openapi.json", h.OpenAPI)
