@@ -191,3 +191,33 @@ func mustURL(s string) *url.URL {
 	u, _ := url.Parse(s)
 	return u
 }
+
+func TestConsoleAudit(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		srv, st := consoleServer(t, e)
+		needsReview(t, st, "doc-1")
+		// An actor name a spreadsheet would run as a formula.
+		if _, err := st.CreateToken(context.Background(), "acme", "=cmd|' /C calc'!A0", "=HYPERLINK(\"x\")"); err != nil {
+			t.Fatal(err)
+		}
+		mgr := newBrowser(t, srv.URL)
+		mgr.login("manager@example.com")
+		code, body := mgr.get("/audit?action=case.")
+		if code != 200 || !strings.Contains(body, "case.opened") || strings.Contains(body, "attempt.started") {
+			t.Fatalf("audit search: %d", code)
+		}
+		code, body = mgr.get("/audit.csv")
+		if code != 200 || !strings.Contains(body, "'=HYPERLINK") || strings.Contains(body, "\n=") || strings.Contains(body, ",=") {
+			t.Fatalf("CSV export must neutralise formulas: %d\n%s", code, body)
+		}
+		if code, body := mgr.get("/audit/verify"); code != 200 || !strings.Contains(body, "The chain holds") {
+			t.Fatalf("verify: %d", code)
+		}
+		sup := newBrowser(t, srv.URL)
+		sup.login("support@example.com")
+		if code, _ := sup.get("/audit"); code != http.StatusForbidden {
+			t.Fatalf("support reads the audit history: %d, want 403", code)
+		}
+	})
+}

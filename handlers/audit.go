@@ -1,0 +1,116 @@
+package handlers
+
+import (
+	"encoding/csv"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/limbo-dev/limbo/store"
+	"github.com/limbo-dev/limbo/web"
+)
+
+// auditFilter reads the audit search from the query string.
+func auditFilter(c echo.Context) (store.AuditFilter, web.AuditForm, error) {
+	form := web.AuditForm{Actor: c.QueryParam("actor"), Tenant: c.QueryParam("tenant"), Operation: c.QueryParam("operation"),
+		Action: c.QueryParam("action"), From: c.QueryParam("from"), To: c.QueryParam("to")}
+	f := store.AuditFilter{Scope: session(c).User.Scope().List(), Actor: form.Actor, Tenant: form.Tenant,
+		OperationID: form.Operation, Action: form.Action}
+	for _, d := range []struct {
+		v   string
+		dst *time.Time
+		add time.Duration
+	}{{form.From, &f.From, 0}, {form.To, &f.To, 24 * time.Hour}} {
+		if d.v == "" {
+			continue
+		}
+		t, err := time.Parse("2006-01-02", d.v)
+		if err != nil {
+			return f, form, consoleError(http.StatusBadRequest, "Dates are written 2026-11-29.")
+		}
+		*d.dst = t.Add(d.add)
+	}
+	if b := c.QueryParam("before"); b != "" {
+		n, err := strconv.ParseInt(b, 10, 64)
+		if err != nil {
+			return f, form, consoleError(http.StatusBadRequest, "That page link is broken.")
+		}
+		f.Before = n
+	}
+	return f, form, nil
+}
+
+// AuditPage shows the audit history, newest first.
+func (h *Handlers) AuditPage(c echo.Context) error {
+	f, form, err := auditFilter(c)
+	if err != nil {
+		return err
+	}
+	evs, next, err := h.Store.SearchAudit(c.Request().Context(), f, 100)
+	if err != nil {
+		return err
+	}
+	q := c.QueryParams()
+	q.Del("before")
+	v := web.AuditView{Nav: nav(c), Form: form, Events: evs, CSVURL: "/audit.csv?" + q.Encode()}
+	if next > 0 {
+		nq := url.Values{}
+		for k, vs := range q {
+			nq[k] = vs
+		}
+		nq.Set("before", strconv.FormatInt(next, 10))
+		v.NextURL = "/audit?" + nq.Encode()
+	}
+	return render(c, http.StatusOK, web.AuditPage(v))
+}
+
+// AuditVerify checks the chain and shows the result above the history.
+func (h *Handlers) AuditVerify(c echo.Context) error {
+	rep, err := h.Store.VerifyAudit(c.Request().Context(), nil)
+	if err != nil {
+		return err
+	}
+	f, form, _ := auditFilter(c)
+	evs, _, err := h.Store.SearchAudit(c.Request().Context(), f, 100)
+	if err != nil {
+		return err
+	}
+	return render(c, http.StatusOK, web.AuditPage(web.AuditView{Nav: nav(c), Form: form, Events: evs, CSVURL: "/audit.csv", Verify: rep}))
+}
+
+// AuditCSV streams the matching events as CSV, oldest first. Cells that a
+// spreadsheet would run as a formula are neutralised.
+func (h *Handlers) AuditCSV(c echo.Context) error {
+	f, _, err := auditFilter(c)
+	if err != nil {
+		return err
+	}
+	w := c.Response()
+	w.Header().Set(echo.HeaderContentType, "text/csv; charset=utf-8")
+	w.Header().Set(echo.HeaderContentDisposition, `attachment; filename="limbo-audit.csv"`)
+	w.WriteHeader(http.StatusOK)
+	cw := csv.NewWriter(w)
+	_ = cw.Write([]string{"seq", "at", "actor", "tenant", "operation_id", "action", "from_state", "to_state", "detail", "hash"})
+	err = h.Store.EachAudit(c.Request().Context(), f, func(e store.AuditEvent) error {
+		return cw.Write([]string{strconv.FormatInt(e.Seq, 10), e.At.Format(time.RFC3339Nano), CSVCell(e.Actor), CSVCell(e.Tenant),
+			CSVCell(e.OperationID), CSVCell(e.Action), e.FromState, e.ToState, CSVCell(e.Detail), e.Hash})
+	})
+	cw.Flush()
+	if err != nil {
+		h.Log.Error("audit export interrupted", "err", err)
+	}
+	return nil
+}
+
+// CSVCell neutralises a cell a spreadsheet would evaluate (=, +, -, @, and
+// tab or carriage return that some treat alike) by prefixing a quote.
+func CSVCell(s string) string {
+	if s != "" && strings.ContainsRune("=+-@\t\r", rune(s[0])) {
+		return "'" + s
+	}
+	return s
+}
