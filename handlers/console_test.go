@@ -221,3 +221,20 @@ func TestConsoleAudit(t *testing.T) {
 		}
 	})
 }
+
+func TestConsoleDashboard(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		srv, st := consoleServer(t, e)
+		needsReview(t, st, "doc-1")
+		mgr := newBrowser(t, srv.URL)
+		mgr.login("manager@example.com")
+		code, body := mgr.get("/dashboard?window=24h")
+		if code != 200 || !strings.Contains(body, "<svg") || !strings.Contains(body, "files") {
+			t.Fatalf("dashboard: %d", code)
+		}
+		if code, _ := mgr.get("/dashboard?window=forever"); code != http.StatusBadRequest {
+			t.Fatalf("bad window: %d, want 400", code)
+		}
+	})
+}
