@@ -238,3 +238,65 @@ func TestConsoleDashboard(t *testing.T) {
 		}
 	})
 }
+
+func TestConsoleAdmin(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		srv, st := consoleServer(t, e)
+		ctx := context.Background()
+		adm := newBrowser(t, srv.URL)
+		adm.login("admin@example.com")
+		code, body, _ := adm.post("/admin/users", url.Values{"csrf": {adm.csrf}, "email": {"new@example.com"}, "role": {"support"}, "tenants": {"acme"}})
+		m := regexp.MustCompile(`Password \(shown once\): <code>([^<]+)</code>`).FindStringSubmatch(body)
+		if code != 200 || m == nil {
+			t.Fatalf("add user: %d", code)
+		}
+		if code, body, _ := adm.post("/admin/users", url.Values{"csrf": {adm.csrf}, "email": {"new@example.com"}, "role": {"support"}, "tenants": {"acme"}}); code != http.StatusUnprocessableEntity || !strings.Contains(body, "exists") {
+			t.Fatalf("duplicate user: %d", code)
+		}
+		// The new user signs in; disabling them ends that session at once.
+		nu := newBrowser(t, srv.URL)
+		nu.get("/login")
+		if code, _, _ := nu.post("/login", url.Values{"email": {"new@example.com"}, "password": {m[1]}, "csrf": {nu.csrf}, "next": {"/"}}); code != http.StatusSeeOther {
+			t.Fatalf("new user login: %d", code)
+		}
+		if code, _ := nu.get("/"); code != 200 {
+			t.Fatalf("new user queue: %d", code)
+		}
+		u, err := st.UserByEmail(ctx, "new@example.com")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if code, _, _ := adm.post("/admin/users/"+u.ID, url.Values{"csrf": {adm.csrf}, "role": {"support"}, "tenants": {"acme"}, "disabled": {"1"}}); code != http.StatusSeeOther {
+			t.Fatalf("disable: %d", code)
+		}
+		if code, _ := nu.get("/"); code != http.StatusSeeOther {
+			t.Fatalf("disabled user's session still works: %d", code)
+		}
+		// Tokens: created and shown once, then revoked.
+		code, body, _ = adm.post("/admin/tokens", url.Values{"csrf": {adm.csrf}, "tenant": {"acme"}, "name": {"ci"}})
+		tm := regexp.MustCompile(`<code>(limbo_[0-9a-f]{64})</code>`).FindStringSubmatch(body)
+		if code != 200 || tm == nil {
+			t.Fatalf("create token: %d", code)
+		}
+		ti, err := st.TenantForToken(ctx, tm[1])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if code, _, _ := adm.post("/admin/tokens/"+ti.ID+"/revoke", url.Values{"csrf": {adm.csrf}}); code != http.StatusSeeOther {
+			t.Fatalf("revoke: %d", code)
+		}
+		if _, err := st.TenantForToken(ctx, tm[1]); err == nil {
+			t.Fatalf("revoked token still resolves")
+		}
+		if code, _ := adm.get("/admin/destinations"); code != 200 {
+			t.Fatalf("destinations: %d", code)
+		}
+		// Other roles may not administer.
+		rev := newBrowser(t, srv.URL)
+		rev.login("reviewer@example.com")
+		if code, _ := rev.get("/admin/users"); code != http.StatusForbidden {
+			t.Fatalf("reviewer on admin: %d, want 403", code)
+		}
+	})
+}

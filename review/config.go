@@ -44,6 +44,8 @@ type Config struct {
 	Destinations map[string]Destination `yaml:"destinations"`
 	// RetryBudget limits retries per destination over a sliding window.
 	RetryBudget RetryBudget `yaml:"retry_budget"`
+	// Source is the file's text as read (for the read-only admin view).
+	Source string `yaml:"-"`
 }
 
 // RetryBudget is the per-destination retry budget: retries ≤ Ratio × first
@@ -179,6 +181,7 @@ func ParseConfig(data []byte) (*Config, error) {
 	if err := c.validate(); err != nil {
 		return nil, err
 	}
+	c.Source = string(data)
 	return &c, nil
 }
 
