@@ -44,6 +44,9 @@ type Config struct {
 	Destinations map[string]Destination `yaml:"destinations"`
 	// RetryBudget limits retries per destination over a sliding window.
 	RetryBudget RetryBudget `yaml:"retry_budget"`
+	// RedactFields are payload members shown redacted on case pages until
+	// a person asks (audited) to reveal them: card numbers, emails, …
+	RedactFields []string `yaml:"redact_fields"`
 	// Source is the file's text as read (for the read-only admin view).
 	Source string `yaml:"-"`
 }

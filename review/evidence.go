@@ -37,6 +37,8 @@ func Judge(op *Operation, ev Evidence) (Verdict, State, []Reason, string) {
 	switch {
 	case verdict == VerdictConfirms:
 		return verdict, Confirmed, nil, fmt.Sprintf("%s found exactly one resource %s for this operation and version", ev.Source, match[0].Ref)
+	case verdict == VerdictRefutes && (op.HasFlag(FlagFinancial) || op.HasFlag(FlagIrreversible) || op.Risk == RiskIrreversible):
+		return verdict, NeedsReview, nil, fmt.Sprintf("%s authoritatively found no effect; a financial or irreversible action is never retried without a reviewer", ev.Source)
 	case verdict == VerdictRefutes:
 		return verdict, RetryWait, nil, fmt.Sprintf("%s authoritatively found no effect; retry with the same key", ev.Source)
 	case len(match) > 1 || len(ev.Candidates) > 1:

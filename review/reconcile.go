@@ -91,7 +91,7 @@ func Settle(in SettleInput) Settlement {
 	op, now := in.Op, in.Now
 	var st Settlement
 	var matching, otherVersion, foreign []Candidate
-	failed, absent := 0, false
+	failed, absent, withinLag := 0, false, false
 	for _, r := range in.Results {
 		if r.Err != "" {
 			failed++
@@ -109,6 +109,7 @@ func Settle(in SettleInput) Settlement {
 				absent = true
 				st.Evidence = append(st.Evidence, r.Evidence(op, VerdictRefutes, "search found nothing, after the search lag"))
 			} else {
+				withinLag = true
 				ev := r.Evidence(op, VerdictInconclusive, fmt.Sprintf("search found nothing, but within the %s search lag: not proof of absence", in.Destination.SearchLag))
 				ev.Authoritative = false
 				st.Evidence = append(st.Evidence, ev)
@@ -141,16 +142,16 @@ func Settle(in SettleInput) Settlement {
 	// Nothing settled. Probe again, unless the deadline or rounds are spent.
 	round := in.Round + 1
 	wait := min(ProbeBackoffBase<<min(round, 20), ProbeBackoffCap)
-	if lag := in.Destination.SearchLag; lag > 0 && !in.LastSend.IsZero() {
-		if untilFresh := in.LastSend.Add(lag).Sub(now); untilFresh > 0 && untilFresh < wait {
-			wait = untilFresh + 10*time.Millisecond
-		}
+	if withinLag {
+		// A search inside the lag proves nothing: look again when it can,
+		// and do not count the round against the limit.
+		wait = in.LastSend.Add(in.Destination.SearchLag).Sub(now) + 10*time.Millisecond
 	}
 	next := now.Add(wait)
 	switch {
 	case !op.Deadline.IsZero() && next.After(op.Deadline):
 		return st.escalate(ReasonDeadlineExpired, "the deadline comes before the outcome could be settled")
-	case round >= MaxProbeRounds:
+	case round >= MaxProbeRounds && !withinLag:
 		return st.escalate(ReasonNoDedupEvidence, fmt.Sprintf("%d reconciliation rounds settled nothing", round))
 	case len(in.Results) == 0 && now.Sub(in.LastSend) >= EvidenceWait:
 		return st.escalate(ReasonNoDedupEvidence, "the destination has no probes and no evidence arrived")

@@ -57,7 +57,8 @@ VALUES (?, ?, ?, ?, ?, ?, ?, ?)`
 	/* Store.StartAttempt: guarded by state and version. */
 	updateOpInFlight = `
 UPDATE operations SET state = 'in_flight', state_reason = ?, attempt_count = ?, next_attempt_at = NULL,
-    first_attempt_at = COALESCE(first_attempt_at, ?), version = version + 1, updated_at = ?
+    first_attempt_at = COALESCE(first_attempt_at, ?), version = version + 1, updated_at = ?,
+    probe_owner = NULL, probe_until = NULL, probe_generation = probe_generation + 1
 WHERE id = ? AND state = ? AND version = ?`
 )
 
@@ -203,9 +204,12 @@ func (s *Store) checkLimits(ctx context.Context, tx *sqlx.Tx, name string, d rev
 }
 
 const (
-	/* Store.transition: every state change checks the state and version it read. */
+	/* Store.transition: every state change checks the state and version it
+	   read, and ends any probe claim: a round probed before the change must
+	   not apply after it (fencing). */
 	updateOpState = `
-UPDATE operations SET state = ?, state_reason = ?, version = version + 1, updated_at = ?
+UPDATE operations SET state = ?, state_reason = ?, version = version + 1, updated_at = ?,
+    probe_owner = NULL, probe_until = NULL, probe_generation = probe_generation + 1
 WHERE id = ? AND state = ? AND version = ?`
 )
 

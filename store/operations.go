@@ -98,6 +98,9 @@ ON CONFLICT (tenant, key) DO NOTHING`
 	selectOperationByKey = `SELECT ` + opColumns + ` FROM operations WHERE tenant = ? AND key = ?`
 	/* Store.GetOperation */
 	selectOperation = `SELECT ` + opColumns + ` FROM operations WHERE tenant = ? AND id = ?`
+	/* Store.Register: the refused payload, for the reviewer's diff. */
+	insertRejectedPayload = `INSERT INTO rejected_payloads (case_id, payload_hash, payload, received_at) VALUES (?, ?, ?, ?)
+ON CONFLICT (case_id, payload_hash) DO NOTHING`
 	/* Store.ensureTenant */
 	insertTenant = `INSERT INTO tenants (name, created_at) VALUES (?, ?) ON CONFLICT (name) DO NOTHING`
 )
@@ -152,7 +155,11 @@ func (s *Store) Register(ctx context.Context, r review.Registration) (op *review
 				Action: "operation.payload_mismatch", Detail: detailJSON(map[string]any{"fields": diff, "payload_hash": hash})}); err != nil {
 				return err
 			}
-			_, err := s.openCase(ctx, tx, op.ID, op.Tenant, []review.Reason{review.ReasonPayloadMismatch}, r.Actor)
+			c, err := s.openCase(ctx, tx, op.ID, op.Tenant, []review.Reason{review.ReasonPayloadMismatch}, r.Actor)
+			if err != nil {
+				return err
+			}
+			_, err = tx.ExecContext(ctx, s.rebind(insertRejectedPayload), c.ID, hash, string(r.Payload), now)
 			return err
 		}
 		return nil
@@ -331,4 +338,20 @@ func (s *Store) ListOperations(ctx context.Context, tenant string, state review.
 		return nil, "", err
 	}
 	return ops, next, nil
+}
+
+// RejectedPayload is a payload refused for reusing a key.
+type RejectedPayload struct {
+	PayloadHash string    `db:"payload_hash"`
+	Payload     string    `db:"payload"`
+	ReceivedAt  time.Time `db:"received_at"`
+}
+
+// RejectedPayloads returns the payloads refused under a case's key, oldest first.
+func (s *Store) RejectedPayloads(ctx context.Context, caseID string) ([]RejectedPayload, error) {
+	var ps []RejectedPayload
+	if err := s.db.SelectContext(ctx, &ps, s.rebind(`SELECT payload_hash, payload, received_at FROM rejected_payloads WHERE case_id = ? ORDER BY received_at`), caseID); err != nil {
+		return nil, fmt.Errorf("store.RejectedPayloads: %w", err)
+	}
+	return ps, nil
 }

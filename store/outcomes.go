@@ -43,6 +43,7 @@ WHERE operation_id = ? AND n = ? AND generation = ? AND finished_at IS NULL`
 UPDATE operations SET state = ?, state_reason = ?, cost_spent = cost_spent + ?, next_attempt_at = ?,
     resource_ref = COALESCE(?, resource_ref), resource_kind = COALESCE(?, resource_kind),
     resource_version = COALESCE(?, resource_version), probe_round = 0, next_probe_at = NULL,
+    probe_owner = NULL, probe_until = NULL, probe_generation = probe_generation + 1,
     version = version + 1, updated_at = ?
 WHERE id = ? AND state = 'in_flight' AND version = ?`
 	/* Store.insertEvidence */

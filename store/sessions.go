@@ -68,7 +68,7 @@ const (
 	/* Store.Login */
 	countFailures = `SELECT COUNT(*) FROM login_failures WHERE key = ? AND at > ?`
 	/* Store.Login */
-	oldestFailure = `SELECT MIN(at) FROM login_failures WHERE key = ? AND at > ?`
+	oldestFailure = `SELECT at FROM login_failures WHERE key = ? AND at > ? ORDER BY at LIMIT 1`
 	/* Store.Login */
 	insertFailure = `INSERT INTO login_failures (key, at) VALUES (?, ?)`
 	/* Store.Login */
