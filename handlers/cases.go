@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"slices"
 	"strconv"
 
 	"github.com/labstack/echo/v4"
@@ -24,6 +25,11 @@ func (h *Handlers) CasePage(c echo.Context) error {
 }
 
 func (h *Handlers) caseView(c echo.Context, id string) (*web.CaseView, error) {
+	return h.caseViewRevealed(c, id, false)
+}
+
+// caseViewRevealed builds the case page; reveal shows redacted fields.
+func (h *Handlers) caseViewRevealed(c echo.Context, id string, reveal bool) (*web.CaseView, error) {
 	ctx := c.Request().Context()
 	s := session(c)
 	scope := s.User.Scope().List()
@@ -43,12 +49,31 @@ func (h *Handlers) caseView(c echo.Context, id string) (*web.CaseView, error) {
 	if err != nil {
 		return nil, err
 	}
-	var pretty bytes.Buffer
-	if err := json.Indent(&pretty, op.Payload, "", "  "); err != nil {
-		pretty.Write(op.Payload)
+	payload := []byte(op.Payload)
+	var fields []string
+	if cfg := h.Store.Config(); cfg != nil {
+		fields = cfg.RedactFields
 	}
-	v := &web.CaseView{Nav: nav(c), Case: cs, Op: op, Payload: pretty.String(), History: hist, Decisions: ds,
-		Me: s.User.Email, Now: h.Store.Now()}
+	redacted := review.Redact(payload, fields)
+	v := &web.CaseView{Nav: nav(c), Case: cs, Op: op, History: hist, Decisions: ds,
+		Me: s.User.Email, Now: h.Store.Now(), Redacted: !bytes.Equal(redacted, payload)}
+	if v.Redacted && !reveal {
+		payload = redacted
+	}
+	var pretty bytes.Buffer
+	if err := json.Indent(&pretty, payload, "", "  "); err != nil {
+		pretty.Write(payload)
+	}
+	v.Payload = pretty.String()
+	if slices.Contains(cs.Reasons, review.ReasonPayloadMismatch) {
+		rejected, err := h.Store.RejectedPayloads(ctx, cs.ID)
+		if err != nil {
+			return nil, err
+		}
+		if n := len(rejected); n > 0 {
+			v.Diffs = review.DiffJSON(review.Redact(op.Payload, fields), review.Redact([]byte(rejected[n-1].Payload), fields))
+		}
+	}
 	for _, a := range []string{review.DecideConfirm, review.DecideCompensate, review.DecideApproveRetry, review.DecideFail} {
 		if s.User.Role.CanDecide(op, a) {
 			v.Actions = append(v.Actions, a)
@@ -131,4 +156,18 @@ func (h *Handlers) Decide(c echo.Context) error {
 		return render(c, status, web.DecisionPanel(*fresh))
 	}
 	return render(c, status, web.CasePage(*fresh))
+}
+
+// RevealPayload shows the case's payload with its redacted fields, and
+// records who looked in the audit trail.
+func (h *Handlers) RevealPayload(c echo.Context) error {
+	v, err := h.caseViewRevealed(c, c.Param("id"), true)
+	if err != nil {
+		return err
+	}
+	if err := h.Store.RecordReveal(c.Request().Context(), v.Op, session(c).User.Email); err != nil {
+		return err
+	}
+	c.Response().Header().Set("Cache-Control", "no-store")
+	return render(c, http.StatusOK, web.CasePage(*v))
 }

@@ -300,3 +300,47 @@ func TestConsoleAdmin(t *testing.T) {
 		}
 	})
 }
+
+func TestConsoleMismatchAndReveal(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		st := storetest.Open(t, e, store.Options{Config: &review.Config{RedactFields: []string{"card"}}})
+		h := handlers.New(st, nil)
+		h.Console = handlers.NewConsole(make([]byte, 64), make([]byte, 32), false, store.SessionPolicy{})
+		srv := httptest.NewServer(handlers.NewServer(h))
+		defer srv.Close()
+		ctx := context.Background()
+		if _, err := st.AddUser(ctx, store.NewUser{Email: "support@example.com", Password: "correct horse battery", Role: review.RoleSupport,
+			Scope: review.Scope{All: true}}); err != nil {
+			t.Fatal(err)
+		}
+		reg := review.Registration{Tenant: "acme", SourceRef: "inv-1", LogicalVersion: "1", Action: "charge", Destination: "pay",
+			Risk: review.RiskCompensableWrite, Payload: []byte(`{"amount":100,"card":"4242424242424242"}`), Actor: "test"}
+		op, _, err := st.Register(ctx, reg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		reg.Payload = []byte(`{"amount":250,"card":"4242424242424242"}`)
+		if _, _, err := st.Register(ctx, reg); err == nil {
+			t.Fatal("a different payload under the same key was accepted")
+		}
+		cs, err := st.CasesForOperation(ctx, op.ID)
+		if err != nil || len(cs) != 1 {
+			t.Fatalf("payload_mismatch case: %v %+v", err, cs)
+		}
+		b := newBrowser(t, srv.URL)
+		b.login("support@example.com")
+		code, body := b.get("/cases/" + cs[0].ID)
+		if code != 200 || !strings.Contains(body, "$.amount") || !strings.Contains(body, "250") || strings.Contains(body, "4242424242424242") {
+			t.Fatalf("case page: %d; want the amount diff and the card redacted", code)
+		}
+		code, body, _ = b.post("/cases/"+cs[0].ID+"/reveal", url.Values{"csrf": {b.csrf}})
+		if code != 200 || !strings.Contains(body, "4242424242424242") {
+			t.Fatalf("reveal: %d", code)
+		}
+		hist, _ := st.OperationHistory(ctx, op.ID)
+		if last := hist[len(hist)-1]; last.Action != "payload.revealed" || last.Actor != "support@example.com" {
+			t.Fatalf("reveal not audited: %+v", last)
+		}
+	})
+}

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/jmoiron/sqlx"
+
+	"github.com/limbo-dev/limbo/review"
 )
 
 // AuditFilter selects audit events.
@@ -101,4 +103,11 @@ func (s *Store) EachAudit(ctx context.Context, f AuditFilter, fn func(AuditEvent
 		}
 	}
 	return rows.Err()
+}
+
+// RecordReveal audits that actor looked at op's redacted payload fields.
+func (s *Store) RecordReveal(ctx context.Context, op *review.Operation, actor string) error {
+	return s.WithTx(ctx, func(tx *sqlx.Tx) error {
+		return s.appendEvent(ctx, tx, &AuditEvent{Actor: actor, Tenant: op.Tenant, OperationID: op.ID, Action: "payload.revealed"})
+	})
 }
