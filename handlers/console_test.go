@@ -344,3 +344,44 @@ func TestConsoleMismatchAndReveal(t *testing.T) {
 		}
 	})
 }
+
+func TestConsoleBulk(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		srv, st := consoleServer(t, e)
+		ids := []string{needsReview(t, st, "b-1"), needsReview(t, st, "b-2"), needsReview(t, st, "b-3")}
+		sup := newBrowser(t, srv.URL)
+		sup.login("support@example.com")
+		form := url.Values{"csrf": {sup.csrf}, "reason_filter": {"version_mismatch"}, "action": {"fail"}, "reason": {"wrong version rendered"}}
+		code, body, _ := sup.post("/bulk", form)
+		if code != 200 || !strings.Contains(body, "3 open cases match") {
+			t.Fatalf("dry run: %d", code)
+		}
+		for _, id := range ids {
+			if c, _ := st.GetCase(context.Background(), id, nil); c.Status != "open" {
+				t.Fatalf("the dry run decided %s", id)
+			}
+		}
+		form.Set("confirm", "1")
+		code, body, _ = sup.post("/bulk", form)
+		if code != 200 || !strings.Contains(body, "Applied to 3 cases") {
+			t.Fatalf("apply: %d", code)
+		}
+		for _, id := range ids {
+			c, _ := st.GetCase(context.Background(), id, nil)
+			if c.Status != "resolved" || c.Resolution != "fail" {
+				t.Fatalf("case %s after bulk: %+v", id, c)
+			}
+			hist, _ := st.OperationHistory(context.Background(), c.OperationID)
+			n := 0
+			for _, ev := range hist {
+				if ev.Action == "decision.fail" {
+					n++
+				}
+			}
+			if n != 1 {
+				t.Fatalf("case %s: %d decision events, want 1", id, n)
+			}
+		}
+	})
+}

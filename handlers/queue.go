@@ -61,7 +61,7 @@ func (h *Handlers) queueView(c echo.Context) (*web.QueueView, error) {
 	q := c.QueryParams()
 	q.Del("after")
 	v := &web.QueueView{Nav: nav(c), Filter: form, Page: page, Reasons: allReasons, Now: h.Store.Now(),
-		RowsURL: "/?" + q.Encode()}
+		RowsURL: "/?" + q.Encode(), CanBulk: s.User.Role.Can(review.PermDecide)}
 	if page.Next != "" {
 		nq := url.Values{}
 		for k, vs := range q {

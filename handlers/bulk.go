@@ -1,0 +1,90 @@
+package handlers
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/limbo-dev/limbo/review"
+	"github.com/limbo-dev/limbo/store"
+	"github.com/limbo-dev/limbo/web"
+)
+
+// bulkLimit bounds one bulk decision; a bigger set is narrowed first.
+const bulkLimit = 500
+
+// Bulk applies one decision to every open case the queue filter selects:
+// first a dry-run count, then, confirmed, one decision (and its audit
+// events) per case. Cases the user may not decide are skipped, never forced.
+func (h *Handlers) Bulk(c echo.Context) error {
+	s := session(c)
+	form := web.QueueForm{Tenant: c.FormValue("tenant"), Destination: c.FormValue("destination"), Action: c.FormValue("action_filter"),
+		Reason: c.FormValue("reason_filter"), Flag: c.FormValue("flag"), Claimed: c.FormValue("claimed"), Age: c.FormValue("age"), Q: c.FormValue("q")}
+	v := web.BulkView{Nav: nav(c), Filter: form, Action: c.FormValue("action"), Reason: c.FormValue("reason"), Compensation: c.FormValue("compensation")}
+	if v.Action == review.DecideApproveRetry {
+		return consoleError(http.StatusBadRequest, "Retries are approved one case at a time.")
+	}
+	if err := review.ValidateDecision(v.Action, "bulk", v.Compensation, v.Reason); err != nil {
+		return consoleError(http.StatusBadRequest, err.Error())
+	}
+	f := store.QueueFilter{Scope: s.User.Scope().List(), Tenant: form.Tenant, Destination: form.Destination, Action: form.Action,
+		Reason: form.Reason, Flag: form.Flag, Search: form.Q}
+	switch form.Claimed {
+	case "me":
+		f.ClaimedBy = s.User.Email
+	case "none":
+		f.Unclaimed = true
+	}
+	if form.Age != "" {
+		d, err := time.ParseDuration(form.Age)
+		if err != nil {
+			return consoleError(http.StatusBadRequest, "Age must be a duration such as 1h.")
+		}
+		f.MinAge = d
+	}
+	page, err := h.Store.Queue(c.Request().Context(), f, bulkLimit)
+	if err != nil {
+		return err
+	}
+	if c.FormValue("confirm") != "1" {
+		v.Matching = page.Total
+		return render(c, http.StatusOK, web.BulkPage(v))
+	}
+	v.Done = true
+	for _, cs := range page.Cases {
+		op, err := h.Store.OperationByID(c.Request().Context(), cs.OperationID, f.Scope)
+		if err != nil {
+			return err
+		}
+		ref := ""
+		if v.Action == review.DecideConfirm {
+			if cs.RecommendedAction != review.RecommendConfirm || cs.RecommendedRef == "" {
+				v.Skipped++
+				v.Problems = append(v.Problems, fmt.Sprintf("%s: no single resource is recommended to confirm", cs.ID))
+				continue
+			}
+			ref = cs.RecommendedRef
+		}
+		if !s.User.Role.CanDecide(op, v.Action) {
+			v.Skipped++
+			v.Problems = append(v.Problems, fmt.Sprintf("%s: your role may not decide this case", cs.ID))
+			continue
+		}
+		_, err = h.Store.Decide(c.Request().Context(), store.DecisionRequest{CaseID: cs.ID, Scope: f.Scope, Action: v.Action, Ref: ref,
+			Compensation: v.Compensation, Reason: v.Reason + " (bulk)", Actor: s.User.Email, CaseVersion: cs.Version})
+		var already *review.AlreadyDecidedError
+		switch {
+		case err == nil:
+			v.Applied++
+		case errors.As(err, &already), errors.Is(err, review.ErrInvalidTransition), errors.Is(err, review.ErrInvalid):
+			v.Skipped++
+			v.Problems = append(v.Problems, fmt.Sprintf("%s: %v", cs.ID, err))
+		default:
+			return err
+		}
+	}
+	return render(c, http.StatusOK, web.BulkPage(v))
+}
