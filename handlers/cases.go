@@ -171,3 +171,30 @@ func (h *Handlers) RevealPayload(c echo.Context) error {
 	c.Response().Header().Set("Cache-Control", "no-store")
 	return render(c, http.StatusOK, web.CasePage(*v))
 }
+
+// OperationPage shows an operation in the user's scope, its cases and history.
+func (h *Handlers) OperationPage(c echo.Context) error {
+	ctx := c.Request().Context()
+	op, err := h.Store.OperationByID(ctx, c.Param("id"), session(c).User.Scope().List())
+	if err != nil {
+		return err
+	}
+	cases, err := h.Store.CasesForOperation(ctx, op.ID)
+	if err != nil {
+		return err
+	}
+	hist, err := h.Store.OperationHistory(ctx, op.ID)
+	if err != nil {
+		return err
+	}
+	var fields []string
+	if cfg := h.Store.Config(); cfg != nil {
+		fields = cfg.RedactFields
+	}
+	var pretty bytes.Buffer
+	payload := review.Redact(op.Payload, fields)
+	if err := json.Indent(&pretty, payload, "", "  "); err != nil {
+		pretty.Write(payload)
+	}
+	return render(c, http.StatusOK, web.OperationPage(web.OperationView{Nav: nav(c), Op: op, Payload: pretty.String(), Cases: cases, History: hist}))
+}

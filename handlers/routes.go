@@ -3,6 +3,7 @@ package handlers
 import (
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/labstack/echo/v4"
 	"github.com/labstack/echo/v4/middleware"
@@ -31,7 +32,8 @@ func NewServer(h *Handlers) *echo.Echo {
 func (h *Handlers) Routes(e *echo.Echo) {
 	// Public: probes for load balancers and orchestrators, and the API's
 	// own description.
-	e.StaticFS("/static", static.FS)
+	// Assets: htmx carries its version in its name; the rest changes rarely.
+	e.Group("/static", cacheFor(24*time.Hour)).StaticFS("/", static.FS)
 
 	// Console: a signed-in user with a live server-side session; every
 	// mutating route checks the CSRF token; each route names the
@@ -50,6 +52,7 @@ func (h *Handlers) Routes(e *echo.Echo) {
 	ui(http.MethodPost, "/logout", h.Logout, "")
 	ui(http.MethodGet, "/", h.Queue, review.PermRead)
 	ui(http.MethodGet, "/cases/:id", h.CasePage, review.PermRead)
+	ui(http.MethodGet, "/operations/:id", h.OperationPage, review.PermRead)
 	ui(http.MethodPost, "/cases/:id/claim", h.ClaimCase, review.PermClaim)
 	ui(http.MethodPost, "/cases/:id/release", h.ReleaseCase, review.PermClaim)
 	ui(http.MethodPost, "/cases/:id/decision", h.Decide, review.PermDecide)
@@ -110,4 +113,15 @@ func (h *Handlers) Readyz(c echo.Context) error {
 		return problemf(http.StatusServiceUnavailable, "not-ready", "Not ready", "database schema is not current; run limbo migrate")
 	}
 	return c.JSON(http.StatusOK, map[string]string{"status": "ready"})
+}
+
+// cacheFor sets Cache-Control on what it wraps.
+func cacheFor(d time.Duration) echo.MiddlewareFunc {
+	v := "public, max-age=" + strconv.Itoa(int(d.Seconds()))
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			c.Response().Header().Set("Cache-Control", v)
+			return next(c)
+		}
+	}
 }
