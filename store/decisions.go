@@ -164,6 +164,9 @@ func (s *Store) Decide(ctx context.Context, req DecisionRequest) (*Decision, err
 		if err := s.insertDecision(ctx, tx, d); err != nil {
 			return err
 		}
+		if err := s.enqueueDecision(ctx, tx, d); err != nil { // outbound webhooks, same transaction
+			return err
+		}
 		if err := s.applyDecision(ctx, tx, row, d, to, now); err != nil {
 			return err
 		}

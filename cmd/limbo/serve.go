@@ -14,6 +14,7 @@ import (
 
 	"github.com/limbo-dev/limbo/handlers"
 	"github.com/limbo-dev/limbo/metrics"
+	"github.com/limbo-dev/limbo/outbox"
 	"github.com/limbo-dev/limbo/reconcile"
 	"github.com/limbo-dev/limbo/review"
 	"github.com/limbo-dev/limbo/store"
@@ -78,8 +79,10 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	host, _ := os.Hostname()
 	rec := reconcile.New(st, cfg, fmt.Sprintf("%s/%d", host, os.Getpid()), log)
 	rec.Metrics = h.Metrics
-	wg.Add(3)
+	wg.Add(4)
 	go func() { defer wg.Done(); rec.Run(workCtx, reconcileEvery) }()
+	hooks := outbox.New(st, rec.Owner, log, nil)
+	go func() { defer wg.Done(); hooks.Run(workCtx, time.Second) }()
 	go func() {
 		defer wg.Done()
 		every(workCtx, sweepEvery, log, "lease sweep", func(c context.Context) error { _, err := st.SweepLeases(c); return err })

@@ -1,0 +1,179 @@
+// Package outbox is the background worker that delivers decision webhooks
+// from the store's transactional outbox: it claims due messages with a
+// fenced lease, POSTs each one signed the Standard Webhooks way, and records
+// the try, which delivers the message or schedules the next one. Several
+// workers may run against one PostgreSQL: claims are disjoint, and a worker
+// that wakes up after its lease was taken over is fenced.
+package outbox
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/limbo-dev/limbo/store"
+	"github.com/limbo-dev/limbo/webhook"
+)
+
+// Timeout bounds one delivery, connection included.
+const Timeout = 10 * time.Second
+
+// Worker delivers outbox messages.
+type Worker struct {
+	Store *store.Store
+	// Owner names this worker in claims (host and process, say).
+	Owner string
+	// Client sends the requests; it must not follow redirects.
+	Client *http.Client
+	// Lease is how long a claim holds; it outlasts Timeout so that a try
+	// in progress is not claimed again by another worker.
+	Lease time.Duration
+	// Batch is how many messages one round claims.
+	Batch int
+	// Concurrency is how many deliveries run at once.
+	Concurrency int
+	Log         *slog.Logger
+}
+
+// New returns a worker with sensible defaults. A nil client means
+// NewClient(): 10 s timeout, no redirects, link-local addresses refused.
+func New(st *store.Store, owner string, log *slog.Logger, client *http.Client) *Worker {
+	if log == nil {
+		log = slog.Default()
+	}
+	if client == nil {
+		client = NewClient()
+	}
+	return &Worker{Store: st, Owner: owner, Client: client, Lease: 3 * Timeout, Batch: 32, Concurrency: 8, Log: log}
+}
+
+// errLinkLocal: a webhook may not reach a link-local address, where cloud
+// metadata services answer.
+var errLinkLocal = errors.New("webhook address is link-local, unspecified or multicast: refused")
+
+// NewClient returns the HTTP client deliveries use: Timeout per request,
+// redirects answered as they are (a 3xx is not a delivery), and dialling
+// refused to link-local, unspecified and multicast addresses — checked on
+// the address actually dialled, after DNS.
+func NewClient() *http.Client {
+	d := &net.Dialer{Timeout: 5 * time.Second}
+	d.Control = func(_, address string, _ syscall.RawConn) error {
+		host, _, err := net.SplitHostPort(address)
+		if err != nil {
+			return err
+		}
+		ip := net.ParseIP(host)
+		if ip == nil || ip.IsLinkLocalUnicast() || ip.IsLinkLocalMulticast() || ip.IsUnspecified() || ip.IsMulticast() {
+			return errLinkLocal
+		}
+		return nil
+	}
+	tr := &http.Transport{DialContext: d.DialContext, Proxy: nil, MaxIdleConnsPerHost: 4, IdleConnTimeout: 30 * time.Second,
+		TLSHandshakeTimeout: 5 * time.Second, ResponseHeaderTimeout: Timeout}
+	return &http.Client{Transport: tr, Timeout: Timeout,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+}
+
+// Run delivers every interval until ctx ends, draining full batches at once.
+func (w *Worker) Run(ctx context.Context, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			for {
+				n, err := w.RunOnce(ctx)
+				if err != nil && ctx.Err() == nil {
+					w.Log.Error("outbox round failed", "err", err)
+				}
+				if n < w.Batch || err != nil || ctx.Err() != nil {
+					break
+				}
+			}
+		}
+	}
+}
+
+// RunOnce claims a batch of due messages and tries each once. It returns
+// how many it claimed.
+func (w *Worker) RunOnce(ctx context.Context) (int, error) {
+	claims, err := w.Store.ClaimDeliveries(ctx, w.Owner, w.Batch, w.Lease)
+	if err != nil {
+		return 0, err
+	}
+	sem := make(chan struct{}, max(1, w.Concurrency))
+	var wg sync.WaitGroup
+	for _, c := range claims {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			w.deliver(ctx, c)
+		}()
+	}
+	wg.Wait()
+	return len(claims), nil
+}
+
+// deliver makes one try and records it.
+func (w *Worker) deliver(ctx context.Context, c store.DeliveryClaim) {
+	start := time.Now()
+	status, sendErr := w.send(ctx, c)
+	took := time.Since(start)
+	if ctx.Err() != nil {
+		// Shutting down: the try says nothing about the receiver. The
+		// lease expires and the message is tried again.
+		return
+	}
+	m, err := w.Store.CompleteDelivery(ctx, c, status, sendErr, took)
+	if err != nil {
+		w.Log.Warn("outbox: delivery not recorded", "outbox_id", c.ID, "endpoint_id", c.EndpointID, "err", err)
+		return
+	}
+	switch m.Status {
+	case store.OutboxFailed:
+		w.Log.Warn("outbox: gave up on a webhook", "outbox_id", c.ID, "endpoint_id", c.EndpointID, "attempts", m.Attempts,
+			"status_code", m.LastStatusCode, "err", m.LastError)
+	case store.OutboxPending:
+		w.Log.Info("outbox: webhook not delivered, will retry", "outbox_id", c.ID, "endpoint_id", c.EndpointID,
+			"attempts", m.Attempts, "next_attempt_at", m.NextAttemptAt, "status_code", m.LastStatusCode, "err", m.LastError)
+	}
+}
+
+// send POSTs the message, signed at the store's clock, and returns the
+// receiver's status code (0 when none came) or the error.
+func (w *Worker) send(ctx context.Context, c store.DeliveryClaim) (int, error) {
+	body := []byte(c.Payload)
+	h, err := webhook.Headers(c.Secret, c.EventID, w.Store.Now(), body)
+	if err != nil {
+		return 0, fmt.Errorf("sign: %w", err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, Timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.URL, bytes.NewReader(body))
+	if err != nil {
+		return 0, err
+	}
+	req.Header = h
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("User-Agent", "Limbo-Webhooks/1")
+	resp, err := w.Client.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	// Read a little so the connection can be reused; the body says nothing.
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	return resp.StatusCode, nil
+}

@@ -1,0 +1,252 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/limbo-dev/limbo/review"
+	"github.com/limbo-dev/limbo/webhook"
+)
+
+// WebhookEndpoint is one of a tenant's receivers of decision webhooks.
+type WebhookEndpoint struct {
+	ID     string `json:"id" db:"id"`
+	Tenant string `json:"tenant" db:"tenant"`
+	URL    string `json:"url" db:"url"`
+	// Secret ("whsec_…") is filled only by AddWebhookEndpoint (shown once)
+	// and RevealWebhookSecret (audited); listings leave it empty.
+	Secret      string     `json:"-" db:"secret"`
+	Description string     `json:"description" db:"description"`
+	DisabledAt  *time.Time `json:"disabled_at,omitempty" db:"disabled_at"`
+	CreatedAt   time.Time  `json:"created_at" db:"created_at"`
+}
+
+// NewWebhookEndpoint is an endpoint to add.
+type NewWebhookEndpoint struct {
+	Tenant string
+	URL    string
+	// Secret may be empty: a fresh one is generated.
+	Secret      string
+	Description string
+	Actor       string
+	// Scope limits the tenants the actor may manage; nil means all.
+	Scope []string
+}
+
+const endpointColumns = `id, tenant, url, secret, description, disabled_at, created_at`
+
+const (
+	/* Store.AddWebhookEndpoint */
+	insertEndpoint = `INSERT INTO webhook_endpoints (id, tenant, url, secret, description, created_at) VALUES (?, ?, ?, ?, ?, ?)`
+	/* Store.ListWebhookEndpoints */
+	selectEndpoints = `SELECT ` + endpointColumns + ` FROM webhook_endpoints`
+	/* Store.GetWebhookEndpoint */
+	selectEndpoint = `SELECT ` + endpointColumns + ` FROM webhook_endpoints WHERE id = ?`
+	/* Store.DisableWebhookEndpoint */
+	disableEndpoint = `UPDATE webhook_endpoints SET disabled_at = ? WHERE id = ? AND disabled_at IS NULL`
+	/* Store.DisableWebhookEndpoint: unleased pending messages stop at once; a try in flight completes first. */
+	failEndpointMessages = `
+UPDATE outbox SET status = 'failed', last_error = 'endpoint disabled', lease_owner = NULL, lease_until = NULL
+WHERE endpoint_id = ? AND status = 'pending' AND (lease_until IS NULL OR lease_until <= ?)`
+)
+
+// AddWebhookEndpoint adds a receiver of the tenant's decision webhooks and
+// returns it with its secret, generated when none is given: the one time
+// a listing shows it. The URL must be absolute http(s).
+func (s *Store) AddWebhookEndpoint(ctx context.Context, ne NewWebhookEndpoint) (*WebhookEndpoint, error) {
+	tenant := strings.TrimSpace(ne.Tenant)
+	if tenant == "" || len(tenant) > review.MaxFieldLen || strings.ContainsAny(tenant, ",*\n\r\t") {
+		return nil, fmt.Errorf("%w: field \"tenant\": 1–%d characters without commas, '*' or control characters", review.ErrInvalid, review.MaxFieldLen)
+	}
+	if ne.Scope != nil && !slices.Contains(ne.Scope, tenant) {
+		return nil, review.ErrNotFound
+	}
+	u, err := validateWebhookURL(ne.URL)
+	if err != nil {
+		return nil, err
+	}
+	desc := strings.TrimSpace(ne.Description)
+	if len(desc) > 500 {
+		return nil, fmt.Errorf("%w: field \"description\": at most 500 bytes", review.ErrInvalid)
+	}
+	secret := strings.TrimSpace(ne.Secret)
+	if secret == "" {
+		if secret, err = webhook.NewSecret(); err != nil {
+			return nil, fmt.Errorf("store.AddWebhookEndpoint: %w", err)
+		}
+	} else if key, err := webhook.ParseSecret(secret); err != nil || len(key) < 24 || len(key) > 64 {
+		return nil, fmt.Errorf("%w: field \"secret\": give whsec_ and base64 of 24–64 random bytes, or leave it empty", review.ErrInvalid)
+	}
+	now := s.now()
+	ep := &WebhookEndpoint{ID: newID("whe_", now), Tenant: tenant, URL: u, Secret: secret, Description: desc, CreatedAt: now}
+	err = s.WithTx(ctx, func(tx *sqlx.Tx) error {
+		if err := s.ensureTenant(ctx, tx, tenant, now); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, s.rebind(insertEndpoint), ep.ID, ep.Tenant, ep.URL, ep.Secret, ep.Description, now); err != nil {
+			return err
+		}
+		return s.appendEvent(ctx, tx, &AuditEvent{At: now, Actor: ne.Actor, Tenant: tenant, Action: "webhook.endpoint_added",
+			Detail: detailJSON(map[string]any{"endpoint_id": ep.ID, "url": ep.URL, "description": ep.Description})})
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store.AddWebhookEndpoint: %w", err)
+	}
+	return ep, nil
+}
+
+// validateWebhookURL accepts an absolute http or https URL with a host; an
+// IP literal that is link-local (cloud metadata), unspecified or multicast
+// is refused here already, as the worker would refuse to dial it.
+func validateWebhookURL(raw string) (string, error) {
+	raw = strings.TrimSpace(raw)
+	bad := func(why string) (string, error) {
+		return "", fmt.Errorf("%w: field \"url\": %s", review.ErrInvalid, why)
+	}
+	if raw == "" || len(raw) > 2048 {
+		return bad("give an http(s) URL of at most 2048 bytes")
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return bad("not a URL")
+	}
+	if scheme := strings.ToLower(u.Scheme); scheme != "http" && scheme != "https" {
+		return bad("must start with http:// or https://")
+	}
+	if u.Hostname() == "" {
+		return bad("needs a host")
+	}
+	if u.Fragment != "" {
+		return bad("must not carry a #fragment")
+	}
+	if ip := net.ParseIP(u.Hostname()); ip != nil &&
+		(ip.IsLinkLocalUnicast() || ip.IsLinkLocalMulticast() || ip.IsUnspecified() || ip.IsMulticast()) {
+		return bad("link-local, unspecified and multicast addresses are refused")
+	}
+	return u.String(), nil
+}
+
+// ListWebhookEndpoints lists the endpoints of the tenants in scope (nil:
+// all), enabled and disabled, by tenant then age. Secrets are left out.
+func (s *Store) ListWebhookEndpoints(ctx context.Context, scope []string) ([]WebhookEndpoint, error) {
+	q, args := selectEndpoints, []any{}
+	if scope != nil {
+		if len(scope) == 0 {
+			return nil, nil
+		}
+		in, a, err := sqlx.In(" WHERE tenant IN (?)", scope)
+		if err != nil {
+			return nil, fmt.Errorf("store.ListWebhookEndpoints: %w", err)
+		}
+		q, args = q+in, a
+	}
+	var eps []WebhookEndpoint
+	if err := s.db.SelectContext(ctx, &eps, s.rebind(q+" ORDER BY tenant, id"), args...); err != nil {
+		return nil, fmt.Errorf("store.ListWebhookEndpoints: %w", err)
+	}
+	for i := range eps {
+		eps[i].Secret = ""
+		eps[i].fill()
+	}
+	return eps, nil
+}
+
+// GetWebhookEndpoint returns one endpoint, without its secret. Unknown or
+// out of scope is review.ErrNotFound.
+func (s *Store) GetWebhookEndpoint(ctx context.Context, id string, scope []string) (*WebhookEndpoint, error) {
+	ep, err := s.endpoint(ctx, s.db, id, scope)
+	if err != nil {
+		return nil, err
+	}
+	ep.Secret = ""
+	return ep, nil
+}
+
+// RevealWebhookSecret returns an endpoint's signing secret, and audits
+// that actor saw it.
+func (s *Store) RevealWebhookSecret(ctx context.Context, id string, scope []string, actor string) (string, error) {
+	var secret string
+	err := s.WithTx(ctx, func(tx *sqlx.Tx) error {
+		ep, err := s.endpoint(ctx, tx, id, scope)
+		if err != nil {
+			return err
+		}
+		secret = ep.Secret
+		return s.appendEvent(ctx, tx, &AuditEvent{Actor: actor, Tenant: ep.Tenant, Action: "webhook.secret_revealed",
+			Detail: detailJSON(map[string]any{"endpoint_id": ep.ID})})
+	})
+	if err != nil {
+		if errors.Is(err, review.ErrNotFound) {
+			return "", err
+		}
+		return "", fmt.Errorf("store.RevealWebhookSecret: %w", err)
+	}
+	return secret, nil
+}
+
+// DisableWebhookEndpoint stops deliveries to an endpoint: no new messages
+// are enqueued for it, and its pending ones are marked failed (a try in
+// flight completes first). Disabling a disabled endpoint changes nothing.
+func (s *Store) DisableWebhookEndpoint(ctx context.Context, id string, scope []string, actor string) error {
+	err := s.WithTx(ctx, func(tx *sqlx.Tx) error {
+		ep, err := s.endpoint(ctx, tx, id, scope)
+		if err != nil {
+			return err
+		}
+		now := s.now()
+		res, err := tx.ExecContext(ctx, s.rebind(disableEndpoint), now, ep.ID)
+		if err != nil {
+			return err
+		}
+		if k, _ := res.RowsAffected(); k == 0 {
+			return nil // already disabled
+		}
+		res, err = tx.ExecContext(ctx, s.rebind(failEndpointMessages), ep.ID, now)
+		if err != nil {
+			return err
+		}
+		dropped, _ := res.RowsAffected()
+		return s.appendEvent(ctx, tx, &AuditEvent{At: now, Actor: actor, Tenant: ep.Tenant, Action: "webhook.endpoint_disabled",
+			Detail: detailJSON(map[string]any{"endpoint_id": ep.ID, "url": ep.URL, "pending_failed": dropped})})
+	})
+	if err != nil {
+		if errors.Is(err, review.ErrNotFound) {
+			return err
+		}
+		return fmt.Errorf("store.DisableWebhookEndpoint: %w", err)
+	}
+	return nil
+}
+
+func (s *Store) endpoint(ctx context.Context, q sqlx.QueryerContext, id string, scope []string) (*WebhookEndpoint, error) {
+	var ep WebhookEndpoint
+	err := sqlx.GetContext(ctx, q, &ep, s.rebind(selectEndpoint), id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, review.ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("store.endpoint: %w", err)
+	}
+	if scope != nil && !slices.Contains(scope, ep.Tenant) {
+		return nil, review.ErrNotFound
+	}
+	ep.fill()
+	return &ep, nil
+}
+
+func (ep *WebhookEndpoint) fill() {
+	ep.CreatedAt = ep.CreatedAt.UTC()
+	if ep.DisabledAt != nil {
+		t := ep.DisabledAt.UTC()
+		ep.DisabledAt = &t
+	}
+}
