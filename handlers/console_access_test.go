@@ -41,6 +41,10 @@ var consoleRoutes = []struct {
 	{"POST", "/admin/tokens", review.PermAdmin},
 	{"POST", "/admin/tokens/{token}/revoke", review.PermAdmin},
 	{"GET", "/admin/destinations", review.PermAdmin},
+	{"GET", "/admin/webhooks", review.PermAdmin},
+	{"POST", "/admin/webhooks", review.PermAdmin},
+	{"GET", "/admin/webhooks/{hook}", review.PermAdmin},
+	{"POST", "/admin/webhooks/{hook}/disable", review.PermAdmin},
 	{"POST", "/logout", ""},
 }
 
@@ -53,7 +57,7 @@ func TestConsoleAccessMatrix(t *testing.T) {
 		c, _ := st.GetCase(ctx, caseID, nil)
 		u, _ := st.UserByEmail(ctx, "support@example.com")
 		fill := func(p string) string {
-			return strings.NewReplacer("{case}", caseID, "{op}", c.OperationID, "{user}", u.ID, "{token}", "tok_nope").Replace(p)
+			return strings.NewReplacer("{case}", caseID, "{op}", c.OperationID, "{user}", u.ID, "{token}", "tok_nope", "{hook}", "wh_nope").Replace(p)
 		}
 		for _, role := range review.AllRoles() {
 			b := newBrowser(t, srv.URL)
@@ -127,7 +131,7 @@ func TestConsoleCSRFEveryMutation(t *testing.T) {
 				if r.method != "POST" {
 					continue
 				}
-				p := strings.NewReplacer("{case}", caseID, "{user}", "usr_x", "{token}", "tok_x").Replace(r.path)
+				p := strings.NewReplacer("{case}", caseID, "{user}", "usr_x", "{token}", "tok_x", "{hook}", "wh_x").Replace(r.path)
 				for _, tok := range []string{"", "forged-token"} {
 					form := url.Values{"action": {"fail"}, "reason": {"csrf test"}}
 					if tok != "" {
@@ -199,7 +203,7 @@ func TestConsoleRoutesListed(t *testing.T) {
 	listed := map[string]bool{}
 	for _, r := range consoleRoutes {
 		p := r.path
-		for _, ph := range []string{"{case}", "{op}", "{user}", "{token}"} {
+		for _, ph := range []string{"{case}", "{op}", "{user}", "{token}", "{hook}"} {
 			p = strings.ReplaceAll(p, ph, ":id")
 		}
 		listed[r.method+" "+p] = true

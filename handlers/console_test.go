@@ -385,3 +385,33 @@ func TestConsoleBulk(t *testing.T) {
 		}
 	})
 }
+
+func TestConsoleWebhookEndpoints(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		srv, st := consoleServer(t, e)
+		ctx := context.Background()
+		if _, err := st.CreateToken(ctx, "acme", "t", "test"); err != nil {
+			t.Fatal(err)
+		}
+		adm := newBrowser(t, srv.URL)
+		adm.login("admin@example.com")
+		code, body, _ := adm.post("/admin/webhooks", url.Values{"csrf": {adm.csrf}, "tenant": {"acme"}, "url": {"https://hooks.example.com/limbo"}})
+		if code != 200 || !regexp.MustCompile(`Signing secret \(shown once\): <code>whsec_`).MatchString(body) {
+			t.Fatalf("add endpoint: %d", code)
+		}
+		if code, body, _ := adm.post("/admin/webhooks", url.Values{"csrf": {adm.csrf}, "tenant": {"acme"}, "url": {"ftp://nope"}}); code != http.StatusUnprocessableEntity {
+			t.Fatalf("bad URL: %d %s", code, body)
+		}
+		es, err := st.ListWebhookEndpoints(ctx, nil)
+		if err != nil || len(es) != 1 {
+			t.Fatalf("endpoints: %v %+v", err, es)
+		}
+		if code, body := adm.get("/admin/webhooks/" + es[0].ID); code != 200 || !strings.Contains(body, "Nothing delivered yet") {
+			t.Fatalf("history: %d", code)
+		}
+		if code, _, _ := adm.post("/admin/webhooks/"+es[0].ID+"/disable", url.Values{"csrf": {adm.csrf}}); code != http.StatusSeeOther {
+			t.Fatalf("disable: %d", code)
+		}
+	})
+}

@@ -1,0 +1,68 @@
+package handlers
+
+import (
+	"errors"
+	"net/http"
+	"net/url"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/limbo-dev/limbo/review"
+	"github.com/limbo-dev/limbo/store"
+	"github.com/limbo-dev/limbo/web"
+)
+
+// AdminWebhooks lists webhook endpoints in the admin's scope.
+func (h *Handlers) AdminWebhooks(c echo.Context) error {
+	return h.renderWebhooks(c, http.StatusOK, web.AdminWebhooksView{})
+}
+
+func (h *Handlers) renderWebhooks(c echo.Context, status int, v web.AdminWebhooksView) error {
+	es, err := h.Store.ListWebhookEndpoints(c.Request().Context(), session(c).User.Scope().List())
+	if err != nil {
+		return err
+	}
+	v.Nav, v.Endpoints = nav(c), es
+	return render(c, status, web.AdminWebhooksPage(v))
+}
+
+// AdminAddWebhook adds an endpoint and shows its signing secret once.
+func (h *Handlers) AdminAddWebhook(c echo.Context) error {
+	e, err := h.Store.AddWebhookEndpoint(c.Request().Context(), store.NewWebhookEndpoint{Tenant: c.FormValue("tenant"),
+		URL: c.FormValue("url"), Description: c.FormValue("description"), Actor: session(c).User.Email, Scope: session(c).User.Scope().List()})
+	if errors.Is(err, review.ErrInvalid) || errors.Is(err, review.ErrNotFound) {
+		return h.renderWebhooks(c, http.StatusUnprocessableEntity, web.AdminWebhooksView{Problem: err.Error()})
+	}
+	if err != nil {
+		return err
+	}
+	c.Response().Header().Set("Cache-Control", "no-store")
+	return h.renderWebhooks(c, http.StatusOK, web.AdminWebhooksView{NewSecret: e.Secret, NewURL: e.URL})
+}
+
+// AdminDisableWebhook stops deliveries to an endpoint.
+func (h *Handlers) AdminDisableWebhook(c echo.Context) error {
+	if err := h.Store.DisableWebhookEndpoint(c.Request().Context(), c.Param("id"), session(c).User.Scope().List(), session(c).User.Email); err != nil {
+		return err
+	}
+	return c.Redirect(http.StatusSeeOther, "/admin/webhooks")
+}
+
+// AdminDeliveries shows one endpoint's delivery history.
+func (h *Handlers) AdminDeliveries(c echo.Context) error {
+	ctx := c.Request().Context()
+	scope := session(c).User.Scope().List()
+	e, err := h.Store.GetWebhookEndpoint(ctx, c.Param("id"), scope)
+	if err != nil {
+		return err
+	}
+	page, err := h.Store.DeliveryHistory(ctx, e.ID, scope, c.QueryParam("cursor"), 100)
+	if err != nil {
+		return err
+	}
+	next := ""
+	if page.Next != "" {
+		next = "/admin/webhooks/" + e.ID + "?cursor=" + url.QueryEscape(page.Next)
+	}
+	return render(c, http.StatusOK, web.DeliveriesPage(nav(c), e, page, next))
+}
