@@ -113,19 +113,31 @@ func (s *Store) Queue(ctx context.Context, f QueueFilter, limit int) (*QueuePage
 		where = append(where, "(c.tenant = ? OR c.operation_id = ? OR o.key = ? OR o.source_ref = ? OR o.resource_ref = ? OR c.id = ?)")
 		args = append(args, q, q, q, q, q, q)
 	}
-	base := " FROM cases c JOIN operations o ON o.id = c.operation_id WHERE " + strings.Join(where, " AND ")
+	// The operations join is only needed to search by key, source or resource.
+	from := " FROM cases c"
+	if strings.TrimSpace(f.Search) != "" {
+		from += " JOIN operations o ON o.id = c.operation_id"
+	}
+	base := from + " WHERE " + strings.Join(where, " AND ")
 
-	// Counts per reason over the filtered open cases (never the ledger).
-	var reasons []string
-	if err := s.db.SelectContext(ctx, &reasons, s.rebind("SELECT c.reasons"+base), args...); err != nil {
+	// Counts per reason over the filtered open cases (never the ledger), in
+	// one aggregate pass rather than shipping every row to Go.
+	sel := "SELECT COUNT(*)"
+	for _, r := range allReasons {
+		sel += fmt.Sprintf(", COALESCE(SUM(CASE WHEN (',' || c.reasons || ',') LIKE '%%,%s,%%' THEN 1 ELSE 0 END), 0)", r)
+	}
+	counts := make([]any, len(allReasons)+1)
+	vals := make([]int64, len(allReasons)+1)
+	for i := range vals {
+		counts[i] = &vals[i]
+	}
+	if err := s.db.QueryRowxContext(ctx, s.rebind(sel+base), args...).Scan(counts...); err != nil {
 		return nil, fmt.Errorf("store.Queue: counts: %w", err)
 	}
-	page := &QueuePage{Counts: map[string]int{}, Total: len(reasons)}
-	for _, rs := range reasons {
-		for _, r := range strings.Split(rs, ",") {
-			if r != "" {
-				page.Counts[r]++
-			}
+	page := &QueuePage{Counts: map[string]int{}, Total: int(vals[0])}
+	for i, r := range allReasons {
+		if vals[i+1] > 0 {
+			page.Counts[string(r)] = int(vals[i+1])
 		}
 	}
 	if f.After != "" {
@@ -249,3 +261,8 @@ func (s *Store) OperationByID(ctx context.Context, id string, scope []string) (*
 	}
 	return s.GetOperation(ctx, tenant, id, "")
 }
+
+// allReasons are the escalation reasons the queue counts.
+var allReasons = []review.Reason{review.ReasonFinancial, review.ReasonIrreversible, review.ReasonRegulated,
+	review.ReasonSourcesDisagree, review.ReasonDeadlineExpired, review.ReasonNoDedupEvidence, review.ReasonPayloadMismatch,
+	review.ReasonMultipleCands, review.ReasonVersionMismatch, review.ReasonStateConflict, review.ReasonBudgetExhausted}
