@@ -52,7 +52,7 @@ func (h *Handlers) HandleError(err error, c echo.Context) {
 	for k, v := range p.header {
 		c.Response().Header().Set(k, v)
 	}
-	if p.Status == http.StatusUnauthorized {
+	if p.Status == http.StatusUnauthorized && p.Type == "unauthorized" {
 		c.Response().Header().Set("WWW-Authenticate", `Bearer realm="limbo"`)
 	}
 	c.Response().Header().Set(echo.HeaderContentType, "application/problem+json")

@@ -1,0 +1,123 @@
+package review
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+func TestDecisionTarget(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name   string
+		action string
+		want   State
+	}{
+		{"confirm", DecideConfirm, Confirmed},
+		{"compensate", DecideCompensate, Compensated},
+		{"approve_retry", DecideApproveRetry, RetryWait},
+		{"fail", DecideFail, Failed},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := DecisionTarget(tt.action)
+			if err != nil || got != tt.want {
+				t.Fatalf("DecisionTarget(%q) = %q, %v; want %q", tt.action, got, err, tt.want)
+			}
+			// Every decision is a legal move out of review.
+			if err := CheckTransition(NeedsReview, got); err != nil {
+				t.Errorf("%s: %v", tt.action, err)
+			}
+		})
+	}
+	for _, bad := range []string{"", "approve", "Confirm", "retry", "compensate "} {
+		if _, err := DecisionTarget(bad); !errors.Is(err, ErrInvalid) {
+			t.Errorf("DecisionTarget(%q) error = %v, want ErrInvalid", bad, err)
+		}
+	}
+}
+
+func TestValidateDecision(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name                              string
+		action, ref, compensation, reason string
+		// wantField is the field the error names; "" means valid.
+		wantField string
+	}{
+		{name: "confirm with ref and reason", action: DecideConfirm, ref: "fld-1", reason: "search shows exactly this folder"},
+		{name: "compensate with what and how", action: DecideCompensate, ref: "fld-2", compensation: "deleted fld-2 via DELETE /resources", reason: "duplicate"},
+		{name: "compensate without a ref", action: DecideCompensate, compensation: "refunded the charge by hand", reason: "duplicate charge"},
+		{name: "approve_retry", action: DecideApproveRetry, reason: "search proves nothing was created"},
+		{name: "fail", action: DecideFail, reason: "customer cancelled"},
+		{name: "reason of three bytes", action: DecideFail, reason: "dup"},
+		{name: "unknown action", action: "approve", reason: "looks fine", wantField: ""},
+		{name: "no reason", action: DecideFail, reason: "", wantField: "reason"},
+		{name: "reason too short", action: DecideApproveRetry, reason: "ok", wantField: "reason"},
+		{name: "confirm without a ref", action: DecideConfirm, reason: "it is there", wantField: "candidate"},
+		{name: "compensate without saying how", action: DecideCompensate, ref: "fld-2", reason: "duplicate", wantField: "compensation"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := ValidateDecision(tt.action, tt.ref, tt.compensation, tt.reason)
+			valid := tt.wantField == "" && tt.action != "approve"
+			switch {
+			case valid && err != nil:
+				t.Fatalf("ValidateDecision = %v, want nil", err)
+			case !valid && !errors.Is(err, ErrInvalid):
+				t.Fatalf("ValidateDecision = %v, want ErrInvalid", err)
+			case tt.wantField != "" && !strings.Contains(err.Error(), `field "`+tt.wantField+`"`):
+				t.Errorf("error %q does not name field %q", err, tt.wantField)
+			}
+		})
+	}
+}
+
+func TestNeedsTwoApprovers(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name   string
+		op     *Operation
+		action string
+		want   bool
+	}{
+		{"financial approve_retry", caseOp(RiskCompensableWrite, FlagFinancial), DecideApproveRetry, true},
+		{"irreversible flag approve_retry", caseOp(RiskCompensableWrite, FlagIrreversible), DecideApproveRetry, true},
+		{"irreversible risk approve_retry", caseOp(RiskIrreversible), DecideApproveRetry, true},
+		{"financial irreversible approve_retry", caseOp(RiskIrreversible, FlagFinancial), DecideApproveRetry, true},
+		{"regulated approve_retry", caseOp(RiskCompensableWrite, FlagRegulated), DecideApproveRetry, false},
+		{"plain approve_retry", caseOp(RiskCompensableWrite), DecideApproveRetry, false},
+		{"idempotent approve_retry", caseOp(RiskIdempotentWrite), DecideApproveRetry, false},
+		{"financial confirm", caseOp(RiskCompensableWrite, FlagFinancial), DecideConfirm, false},
+		{"financial compensate", caseOp(RiskCompensableWrite, FlagFinancial), DecideCompensate, false},
+		{"irreversible fail", caseOp(RiskIrreversible), DecideFail, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := NeedsTwoApprovers(tt.op, tt.action); got != tt.want {
+				t.Errorf("NeedsTwoApprovers = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestAlreadyDecidedErrorNamesTheWinner(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		err  *AlreadyDecidedError
+		want []string
+	}{
+		{"decided", &AlreadyDecidedError{CaseID: "case_1", By: "alice", Action: DecideConfirm, At: settleNow}, []string{"case_1", "alice", "confirm", "2030-05-06T07:08:09Z"}},
+		{"changed", &AlreadyDecidedError{CaseID: "case_2"}, []string{"case_2", "reload"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			for _, w := range tt.want {
+				if !strings.Contains(tt.err.Error(), w) {
+					t.Errorf("%q does not mention %q", tt.err.Error(), w)
+				}
+			}
+		})
+	}
+}

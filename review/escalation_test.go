@@ -1,0 +1,275 @@
+package review
+
+import (
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// caseOp is an operation in review, created an hour before settleNow, one
+// attempt spent of five, its deadline a day away.
+func caseOp(risk Risk, flags ...Flag) *Operation {
+	op := ambiguousOp(risk, flags...)
+	op.State = NeedsReview
+	return op
+}
+
+// Evidence as the reconciler and integrators record it.
+func evRefutes() Evidence {
+	return Evidence{Source: SourceMetadataSearch, Authoritative: true, Verdict: VerdictRefutes, Candidates: []Candidate{}}
+}
+
+func evFound(src EvidenceSource, cs ...Candidate) Evidence {
+	v := VerdictInconclusive
+	if len(cs) == 1 && cs[0].OperationID == "op-9" && cs[0].Version == "v3" {
+		v = VerdictConfirms
+	}
+	return Evidence{Source: src, Authoritative: true, Verdict: v, Candidates: cs}
+}
+
+// withEv returns op with evidence appended and f applied.
+func withEv(op *Operation, f func(*Operation), evs ...Evidence) *Operation {
+	op.Evidence = append(op.Evidence, evs...)
+	if f != nil {
+		f(op)
+	}
+	return op
+}
+
+// assessCase is one operation and what Assess should make of it.
+type assessCase struct {
+	name  string
+	op    *Operation
+	extra []Reason
+	// want lists the reasons exactly (sorted, as Assess returns them).
+	want       []Reason
+	wantAction string
+	wantRef    string
+	// rationale must mention each of these.
+	rationale []string
+}
+
+func assessCases() []assessCase {
+	expired := func(op *Operation) { op.Deadline = settleNow.Add(-time.Minute) }
+	deadlineNow := func(op *Operation) { op.Deadline = settleNow }
+	attemptsSpent := func(op *Operation) { op.AttemptCount = op.MaxAttempts }
+	costSpent := func(op *Operation) { b := 1.0; op.CostBudget, op.CostSpent = &b, 1.0 }
+	failed := func(op *Operation) { op.State = Failed }
+	compensated := func(op *Operation) { op.State = Compensated }
+	pending := func(op *Operation) { op.State, op.AttemptCount = Pending, 0 }
+	otherVersion := Candidate{Ref: "fld-2", Kind: "folder", Version: "v2", OperationID: "op-9"}
+	foreign := Candidate{Ref: "fld-3", Kind: "folder", Version: "v3", OperationID: "op-other"}
+
+	return []assessCase{
+		{name: "financial, absence proven",
+			op:   withEv(caseOp(RiskCompensableWrite, FlagFinancial), nil, evRefutes()),
+			want: []Reason{ReasonFinancial}, wantAction: RecommendApproveRetry, rationale: []string{"same key"}},
+		{name: "irreversible flag, absence proven",
+			op:   withEv(caseOp(RiskCompensableWrite, FlagIrreversible), nil, evRefutes()),
+			want: []Reason{ReasonIrreversible}, wantAction: RecommendApproveRetry},
+		{name: "irreversible risk, absence proven",
+			op:   withEv(caseOp(RiskIrreversible), nil, evRefutes()),
+			want: []Reason{ReasonIrreversible}, wantAction: RecommendApproveRetry},
+		{name: "financial and irreversible",
+			op:   withEv(caseOp(RiskIrreversible, FlagFinancial, FlagIrreversible), nil, evRefutes()),
+			want: []Reason{ReasonFinancial, ReasonIrreversible}, wantAction: RecommendApproveRetry},
+		{name: "regulated, exactly one match",
+			op:   withEv(caseOp(RiskCompensableWrite, FlagRegulated), nil, evFound(SourceMetadataSearch, ours("fld-1"))),
+			want: []Reason{ReasonRegulated}, wantAction: RecommendConfirm, wantRef: "fld-1", rationale: []string{"fld-1", "v3"}},
+		{name: "status lookup confirms, search refutes",
+			op: withEv(caseOp(RiskCompensableWrite), nil,
+				evFound(SourceStatusLookup, ours("fld-1")), evRefutes()),
+			want: []Reason{ReasonSourcesDisagree}, wantAction: RecommendReconcileAgain, rationale: []string{"disagree"}},
+		{name: "a webhook does not make sources disagree",
+			op: withEv(caseOp(RiskCompensableWrite), nil, evRefutes(),
+				Evidence{Source: SourceWebhook, Authoritative: true, Verdict: VerdictConfirms}),
+			want: nil, wantAction: RecommendApproveRetry},
+		{name: "deadline passed, nothing known",
+			op:   withEv(caseOp(RiskCompensableWrite), expired),
+			want: []Reason{ReasonDeadlineExpired, ReasonNoDedupEvidence}, wantAction: RecommendReconcileAgain, rationale: []string{"deadline"}},
+		{name: "deadline is now",
+			op:   withEv(caseOp(RiskCompensableWrite), deadlineNow, evFound(SourceMetadataSearch, foreign)),
+			want: []Reason{ReasonDeadlineExpired, ReasonNoDedupEvidence}, wantAction: RecommendReconcileAgain},
+		{name: "deadline passed, absence proven",
+			op:   withEv(caseOp(RiskCompensableWrite), expired, evRefutes()),
+			want: []Reason{ReasonDeadlineExpired}, wantAction: RecommendFail, rationale: []string{"no effect"}},
+		{name: "a resource that does not name the operation",
+			op:   withEv(caseOp(RiskCompensableWrite), nil, evFound(SourceMetadataSearch, foreign)),
+			want: []Reason{ReasonNoDedupEvidence}, wantAction: RecommendReconcileAgain},
+		{name: "no evidence at all",
+			op:   caseOp(RiskCompensableWrite),
+			want: []Reason{ReasonNoDedupEvidence}, wantAction: RecommendReconcileAgain},
+		{name: "same key, different payload",
+			op: withEv(caseOp(RiskCompensableWrite), pending), extra: []Reason{ReasonPayloadMismatch},
+			want: []Reason{ReasonNoDedupEvidence, ReasonPayloadMismatch}, wantAction: RecommendReconcileAgain, rationale: []string{"new key"}},
+		{name: "two resources name the operation and version",
+			op:   withEv(caseOp(RiskCompensableWrite), nil, evFound(SourceMetadataSearch, ours("fld-1"), ours("fld-2"))),
+			want: []Reason{ReasonMultipleCands}, wantAction: RecommendCompensate, wantRef: "fld-2", rationale: []string{"keep fld-1", "fld-2"}},
+		{name: "two resources over two rounds",
+			op: withEv(caseOp(RiskCompensableWrite), nil,
+				evFound(SourceStatusLookup, ours("fld-1")), evFound(SourceMetadataSearch, ours("fld-1"), ours("fld-5"))),
+			want: []Reason{ReasonMultipleCands}, wantAction: RecommendCompensate, wantRef: "fld-5"},
+		{name: "the same resource seen twice is one candidate",
+			op: withEv(caseOp(RiskCompensableWrite), nil,
+				evFound(SourceStatusLookup, ours("fld-1")), evFound(SourceMetadataSearch, ours("fld-1"))),
+			want: nil, wantAction: RecommendConfirm, wantRef: "fld-1"},
+		{name: "a result for another logical version",
+			op:   withEv(caseOp(RiskCompensableWrite), nil, evFound(SourceMetadataSearch, otherVersion)),
+			want: []Reason{ReasonVersionMismatch}, wantAction: RecommendCompensate, wantRef: "fld-2", rationale: []string{"fld-2", "v3"}},
+		{name: "a job that completed for another version",
+			op: withEv(caseOp(RiskCompensableWrite), func(op *Operation) {
+				op.Jobs = []Job{{Ref: "job-1", Status: JobSucceeded, InputVersion: "v2", OutputRef: "file-out"}}
+			}),
+			want: []Reason{ReasonVersionMismatch}, wantAction: RecommendCompensate, wantRef: "file-out"},
+		{name: "a job for our version is no mismatch",
+			op: withEv(caseOp(RiskCompensableWrite), func(op *Operation) {
+				op.Jobs = []Job{{Ref: "job-1", Status: JobSucceeded, InputVersion: "v3", OutputRef: "file-out"}}
+			}, evFound(SourceStatusLookup, ours("file-out"))),
+			want: nil, wantAction: RecommendConfirm, wantRef: "file-out"},
+		{name: "failed in the ledger, present at the destination",
+			op:   withEv(caseOp(RiskCompensableWrite), failed, evFound(SourceMetadataSearch, ours("fld-1"))),
+			want: []Reason{ReasonStateConflict}, wantAction: RecommendConfirm, wantRef: "fld-1"},
+		{name: "compensated in the ledger, two present at the destination",
+			op:   withEv(caseOp(RiskCompensableWrite), compensated, evFound(SourceMetadataSearch, ours("fld-1"), ours("fld-2"))),
+			want: []Reason{ReasonMultipleCands, ReasonStateConflict}, wantAction: RecommendCompensate, wantRef: "fld-2"},
+		{name: "attempts spent, absence proven",
+			op:   withEv(caseOp(RiskCompensableWrite), attemptsSpent, evRefutes()),
+			want: []Reason{ReasonBudgetExhausted}, wantAction: RecommendFail},
+		{name: "cost spent, absence proven",
+			op:   withEv(caseOp(RiskCompensableWrite), costSpent, evRefutes()),
+			want: []Reason{ReasonBudgetExhausted}, wantAction: RecommendFail},
+		{name: "trigger reasons are kept",
+			op: withEv(caseOp(RiskCompensableWrite), nil, evRefutes()), extra: []Reason{ReasonBudgetExhausted, ReasonBudgetExhausted},
+			want: []Reason{ReasonBudgetExhausted}, wantAction: RecommendFail},
+	}
+}
+
+func TestAssessReasons(t *testing.T) {
+	t.Parallel()
+	for _, tt := range assessCases() {
+		t.Run(tt.name, func(t *testing.T) {
+			before := *tt.op
+			got := Assess(tt.op, tt.extra, settleNow)
+			if !slices.Equal(got.Reasons, tt.want) {
+				t.Errorf("reasons = %v, want %v", got.Reasons, tt.want)
+			}
+			if !slices.IsSorted(got.Reasons) {
+				t.Errorf("reasons %v are not sorted", got.Reasons)
+			}
+			rec := got.Recommendation
+			if rec.Action != tt.wantAction || rec.Ref != tt.wantRef {
+				t.Errorf("recommendation = %q (%s), want %q", rec.String(), rec.Rationale, strings.TrimSpace(tt.wantAction+" "+tt.wantRef))
+			}
+			if rec.Rationale == "" || strings.Contains(rec.Rationale, "\n") {
+				t.Errorf("rationale %q, want one line", rec.Rationale)
+			}
+			for _, w := range tt.rationale {
+				if !strings.Contains(rec.Rationale, w) {
+					t.Errorf("rationale %q does not mention %q", rec.Rationale, w)
+				}
+			}
+			if got.Priority <= 0 {
+				t.Errorf("priority %d, want positive", got.Priority)
+			}
+			// Pure: the same input gives the same answer and is not modified.
+			again := Assess(tt.op, tt.extra, settleNow)
+			if !slices.Equal(again.Reasons, got.Reasons) || again.Priority != got.Priority || again.Recommendation != got.Recommendation {
+				t.Errorf("Assess is not deterministic: %+v then %+v", got, again)
+			}
+			if tt.op.State != before.State || len(tt.op.Evidence) != len(before.Evidence) {
+				t.Errorf("Assess modified the operation")
+			}
+		})
+	}
+}
+
+// TestAssessEveryReasonAndAction: the cases above make every escalation
+// reason and every recommended action of SPEC arise.
+func TestAssessEveryReasonAndAction(t *testing.T) {
+	t.Parallel()
+	reasons, actions := map[Reason]bool{}, map[string]bool{}
+	for _, tt := range assessCases() {
+		a := Assess(tt.op, tt.extra, settleNow)
+		for _, r := range a.Reasons {
+			reasons[r] = true
+		}
+		actions[a.Recommendation.Action] = true
+	}
+	for _, r := range []Reason{ReasonFinancial, ReasonIrreversible, ReasonRegulated, ReasonSourcesDisagree, ReasonDeadlineExpired,
+		ReasonNoDedupEvidence, ReasonPayloadMismatch, ReasonMultipleCands, ReasonVersionMismatch, ReasonStateConflict,
+		ReasonBudgetExhausted} {
+		if !reasons[r] {
+			t.Errorf("no case makes reason %s arise", r)
+		}
+	}
+	for _, a := range []string{RecommendConfirm, RecommendCompensate, RecommendApproveRetry, RecommendReconcileAgain, RecommendFail} {
+		if !actions[a] {
+			t.Errorf("no case recommends %s", a)
+		}
+	}
+	for rec, want := range map[Recommendation]string{
+		{Action: RecommendConfirm, Ref: "fld-1"}: "confirm fld-1", {Action: RecommendCompensate, Ref: "fld-2"}: "compensate fld-2",
+		{Action: RecommendApproveRetry}: "approve_retry", {Action: RecommendReconcileAgain}: "reconcile_again", {Action: RecommendFail}: "fail",
+	} {
+		if rec.String() != want {
+			t.Errorf("Recommendation%+v.String() = %q, want %q", rec, rec.String(), want)
+		}
+	}
+}
+
+func TestAssessPriority(t *testing.T) {
+	t.Parallel()
+	refuted := func(op *Operation) *Operation { return withEv(op, nil, evRefutes()) }
+	deadlineIn := func(d time.Duration) func(*Operation) {
+		return func(op *Operation) { op.Deadline = settleNow.Add(d) }
+	}
+	createdAgo := func(d time.Duration) func(*Operation) {
+		return func(op *Operation) { op.CreatedAt = settleNow.Add(-d) }
+	}
+	tests := []struct {
+		name          string
+		higher, lower *Operation
+	}{
+		{"financial above plain", refuted(caseOp(RiskCompensableWrite, FlagFinancial)), refuted(caseOp(RiskCompensableWrite))},
+		{"irreversible above plain", refuted(caseOp(RiskIrreversible)), refuted(caseOp(RiskCompensableWrite))},
+		{"regulated above plain", refuted(caseOp(RiskCompensableWrite, FlagRegulated)), refuted(caseOp(RiskCompensableWrite))},
+		{"financial above irreversible", refuted(caseOp(RiskCompensableWrite, FlagFinancial)), refuted(caseOp(RiskIrreversible))},
+		{"financial far deadline above plain near deadline",
+			withEv(caseOp(RiskCompensableWrite, FlagFinancial), deadlineIn(48*time.Hour), evRefutes()),
+			withEv(caseOp(RiskCompensableWrite), deadlineIn(30*time.Minute), evRefutes())},
+		{"deadline in 30 minutes above deadline in 48 hours",
+			withEv(caseOp(RiskCompensableWrite), deadlineIn(30*time.Minute), evRefutes()),
+			withEv(caseOp(RiskCompensableWrite), deadlineIn(48*time.Hour), evRefutes())},
+		{"deadline in 3 hours above deadline in 48 hours",
+			withEv(caseOp(RiskCompensableWrite), deadlineIn(3*time.Hour), evRefutes()),
+			withEv(caseOp(RiskCompensableWrite), deadlineIn(48*time.Hour), evRefutes())},
+		{"deadline in 30 minutes above deadline in 3 hours",
+			withEv(caseOp(RiskCompensableWrite), deadlineIn(30*time.Minute), evRefutes()),
+			withEv(caseOp(RiskCompensableWrite), deadlineIn(3*time.Hour), evRefutes())},
+		{"deadline passed above deadline near",
+			withEv(caseOp(RiskCompensableWrite), deadlineIn(-time.Minute), evRefutes()),
+			withEv(caseOp(RiskCompensableWrite), deadlineIn(30*time.Minute), evRefutes())},
+		{"duplicates above a plain case",
+			withEv(caseOp(RiskCompensableWrite), nil, evFound(SourceMetadataSearch, ours("fld-1"), ours("fld-2"))),
+			refuted(caseOp(RiskCompensableWrite))},
+		{"waiting five hours above waiting one",
+			withEv(caseOp(RiskCompensableWrite), createdAgo(5*time.Hour), evRefutes()),
+			withEv(caseOp(RiskCompensableWrite), createdAgo(time.Hour), evRefutes())},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			hi, lo := Assess(tt.higher, nil, settleNow).Priority, Assess(tt.lower, nil, settleNow).Priority
+			if hi <= lo {
+				t.Errorf("priority %d, want above %d", hi, lo)
+			}
+		})
+	}
+	// Age counts, but never outweighs a flag: a plain case waiting for days
+	// stays below a fresh financial one.
+	old := withEv(caseOp(RiskCompensableWrite), createdAgo(30*24*time.Hour), evRefutes())
+	fresh := withEv(caseOp(RiskCompensableWrite, FlagFinancial), createdAgo(0), evRefutes())
+	if o, f := Assess(old, nil, settleNow).Priority, Assess(fresh, nil, settleNow).Priority; o >= f {
+		t.Errorf("a month-old plain case has priority %d, a fresh financial one %d", o, f)
+	}
+}

@@ -1,0 +1,462 @@
+package store_test
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/limbo-dev/limbo/review"
+	"github.com/limbo-dev/limbo/store"
+	"github.com/limbo-dev/limbo/store/storetest"
+)
+
+// inReview registers r, lets its first attempt time out and escalates it:
+// with two candidates naming it (duplicates) unless absent is set, in which
+// case the reconciler proves absence (which sends financial and
+// irreversible operations to review). It returns the operation and its
+// open case.
+func (b *bundle) inReview(t testing.TB, r review.Registration, absent bool) (*review.Operation, *store.Case) {
+	t.Helper()
+	op := b.register(t, r)
+	b.start(t, op)
+	wantState(t, b.report(t, op, 1, timeoutAfterSend).Operation, review.Ambiguous)
+	if absent {
+		op = b.escalate(t, op, found())
+	} else {
+		got, err := b.s.AddEvidence(b.ctx, r.Tenant, op.ID, review.Evidence{Source: review.SourceMetadataSearch, Authoritative: true,
+			Candidates: []review.Candidate{mine(op, "fld-1"), mine(op, "fld-2")}}, "integrator")
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantState(t, got, review.NeedsReview)
+		op = got
+	}
+	cs, err := b.s.CasesForOperation(b.ctx, op.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cs) != 1 || cs[0].Status != store.CaseOpen {
+		t.Fatalf("cases = %+v, want one open case", cs)
+	}
+	return op, &cs[0]
+}
+
+// decideReq is a valid request for action on c by actor.
+func decideReq(c *store.Case, action, actor string) store.DecisionRequest {
+	req := store.DecisionRequest{CaseID: c.ID, Action: action, Actor: actor, Reason: "checked the destination by hand"}
+	switch action {
+	case review.DecideConfirm:
+		req.Ref = "fld-1"
+	case review.DecideCompensate:
+		req.Ref, req.Compensation = "fld-2", "deleted fld-2 with DELETE /resources/fld-2"
+	}
+	return req
+}
+
+// TestDecideTransitions: each decision moves the operation, resolves the
+// case, records the decision and audits both.
+func TestDecideTransitions(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		action string
+		want   review.State
+	}{
+		{review.DecideConfirm, review.Confirmed},
+		{review.DecideCompensate, review.Compensated},
+		{review.DecideFail, review.Failed},
+		{review.DecideApproveRetry, review.RetryWait},
+	}
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		b := setup(t, e, nil)
+		for i, tt := range tests {
+			t.Run(tt.action, func(t *testing.T) {
+				op, c := b.inReview(t, intention(fmt.Sprintf("doc-%d", i), review.RiskCompensableWrite, "plain"), false)
+				b.clk.Advance(time.Second)
+				d, err := b.s.Decide(b.ctx, decideReq(c, tt.action, "alice"))
+				if err != nil {
+					t.Fatalf("Decide: %v", err)
+				}
+				if d.Status != store.DecisionApplied || d.Action != tt.action || d.Actor != "alice" || d.CaseID != c.ID ||
+					d.OperationID != op.ID || d.Tenant != tenantA || d.FromState != string(review.NeedsReview) ||
+					d.ToState != string(tt.want) || d.PayloadHash != op.PayloadHash || d.Key != op.Key || d.Reason == "" ||
+					!d.DecidedAt.Equal(b.clk.Now()) || d.ID == "" {
+					t.Errorf("decision = %+v", d)
+				}
+				got := b.get(t, op)
+				wantState(t, got, tt.want)
+
+				rc, err := b.s.GetCase(b.ctx, c.ID, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if rc.Status != store.CaseResolved || rc.ResolvedBy != "alice" || rc.Resolution != tt.action ||
+					rc.ResolvedAt == nil || !rc.ResolvedAt.Equal(b.clk.Now()) || rc.Version <= c.Version {
+					t.Errorf("case after decision = %+v", rc)
+				}
+				hist := b.history(t, op.ID)
+				acts := countActions(hist)
+				if acts["decision."+tt.action] != 1 || acts["case.resolved"] != 1 {
+					t.Errorf("audit = %v, want one decision.%s and one case.resolved", acts, tt.action)
+				}
+				for _, ev := range hist {
+					if ev.Action == "decision."+tt.action && (ev.Actor != "alice" || ev.FromState != string(review.NeedsReview) || ev.ToState != string(tt.want)) {
+						t.Errorf("decision event = %+v", ev)
+					}
+				}
+
+				switch tt.action {
+				case review.DecideConfirm:
+					// I7: the confirmation rests on the reviewer's evidence.
+					last := got.Evidence[len(got.Evidence)-1]
+					if got.Resource == nil || got.Resource.Ref != "fld-1" || last.Source != review.SourceReviewer ||
+						!last.Authoritative || last.Verdict != review.VerdictConfirms {
+						t.Errorf("confirmed with resource %+v and last evidence %+v", got.Resource, last)
+					}
+				case review.DecideApproveRetry:
+					g, err := b.tryStart(op, "", "")
+					if err != nil || g.N != 2 || g.Key != op.Key {
+						t.Errorf("attempt after approve_retry = %+v, %v; want attempt 2 with the same key", g, err)
+					}
+				default:
+					_, err := b.tryStart(op, "", "")
+					errAs[*review.NotAttemptableError](t, err)
+				}
+
+				// A second decision on the resolved case is refused, naming the first.
+				_, err = b.s.Decide(b.ctx, decideReq(c, review.DecideFail, "bob"))
+				ad := errAs[*review.AlreadyDecidedError](t, err)
+				if ad.By != "alice" || ad.Action != tt.action || ad.CaseID != c.ID || ad.At.IsZero() {
+					t.Errorf("AlreadyDecidedError = %+v, want alice's %s", ad, tt.action)
+				}
+			})
+		}
+		if !storetest.Sealed(t, b.s).OK {
+			t.Error("audit trail does not verify")
+		}
+	})
+}
+
+// TestDecideRefusals: invalid requests, cases out of scope or unknown, and
+// a case changed since the reviewer saw it.
+func TestDecideRefusals(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		b := setup(t, e, nil)
+		op, c := b.inReview(t, intention("doc-1", review.RiskCompensableWrite, "plain"), false)
+		tests := []struct {
+			name string
+			req  store.DecisionRequest
+			want error
+		}{
+			{"no reason", store.DecisionRequest{CaseID: c.ID, Action: review.DecideFail, Actor: "alice"}, review.ErrInvalid},
+			{"confirm without a ref", store.DecisionRequest{CaseID: c.ID, Action: review.DecideConfirm, Actor: "alice", Reason: "it is there"}, review.ErrInvalid},
+			{"unknown action", store.DecisionRequest{CaseID: c.ID, Action: "delete", Actor: "alice", Reason: "gone"}, review.ErrInvalid},
+			{"unknown case", decideReq(&store.Case{ID: "case_nope"}, review.DecideFail, "alice"), review.ErrNotFound},
+			{"out of scope", func() store.DecisionRequest {
+				r := decideReq(c, review.DecideFail, "alice")
+				r.Scope = []string{tenantB}
+				return r
+			}(), review.ErrNotFound},
+		}
+		for _, tt := range tests {
+			t.Run(tt.name, func(t *testing.T) {
+				if _, err := b.s.Decide(b.ctx, tt.req); !errors.Is(err, tt.want) {
+					t.Errorf("Decide = %v, want %v", err, tt.want)
+				}
+			})
+		}
+		t.Run("stale case version", func(t *testing.T) {
+			req := decideReq(c, review.DecideFail, "alice")
+			req.CaseVersion = c.Version + 7
+			_, err := b.s.Decide(b.ctx, req)
+			errAs[*review.AlreadyDecidedError](t, err)
+		})
+		wantState(t, b.get(t, op), review.NeedsReview)
+		if rc, _ := b.s.GetCase(b.ctx, c.ID, nil); rc.Status != store.CaseOpen {
+			t.Errorf("refused decisions resolved the case: %+v", rc)
+		}
+		if n := countRows(t, b.s, `SELECT COUNT(*) FROM decisions`); n != 0 {
+			t.Errorf("%d decisions recorded by refused requests", n)
+		}
+		// In scope, with the version the reviewer saw: applied.
+		req := decideReq(c, review.DecideFail, "alice")
+		req.Scope, req.CaseVersion = []string{tenantA}, c.Version
+		if _, err := b.s.Decide(b.ctx, req); err != nil {
+			t.Fatalf("Decide in scope: %v", err)
+		}
+	})
+}
+
+// TestDecideConcurrently: 2–8 reviewers decide one case at the same
+// moment, 20 rounds: exactly one decision applies each round; every other
+// reviewer is told who decided what.
+func TestDecideConcurrently(t *testing.T) {
+	t.Parallel()
+	actions := []string{review.DecideConfirm, review.DecideCompensate, review.DecideFail, review.DecideApproveRetry}
+	targets := map[string]review.State{review.DecideConfirm: review.Confirmed, review.DecideCompensate: review.Compensated,
+		review.DecideFail: review.Failed, review.DecideApproveRetry: review.RetryWait}
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		b := setup(t, e, nil)
+		for round := range 20 {
+			deciders := 2 + round%7
+			op, c := b.inReview(t, intention(fmt.Sprintf("doc-%d", round), review.RiskCompensableWrite, "plain"), false)
+			var wg sync.WaitGroup
+			ready := make(chan struct{})
+			decs := make([]*store.Decision, deciders)
+			errs := make([]error, deciders)
+			for i := range deciders {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					<-ready
+					decs[i], errs[i] = b.s.Decide(b.ctx, decideReq(c, actions[(i+round)%len(actions)], fmt.Sprintf("reviewer-%d", i)))
+				}()
+			}
+			close(ready)
+			wg.Wait()
+
+			var winner *store.Decision
+			for i, err := range errs {
+				if err == nil {
+					if winner != nil {
+						t.Fatalf("round %d: two decisions applied: %+v and %+v", round, winner, decs[i])
+					}
+					winner = decs[i]
+				}
+			}
+			if winner == nil {
+				t.Fatalf("round %d: no decision applied: %v", round, errs)
+			}
+			for i, err := range errs {
+				if err == nil {
+					continue
+				}
+				var ad *review.AlreadyDecidedError
+				if !errors.As(err, &ad) {
+					t.Errorf("round %d, reviewer %d: %v, want AlreadyDecidedError", round, i, err)
+					continue
+				}
+				if ad.By != winner.Actor || ad.Action != winner.Action {
+					t.Errorf("round %d, reviewer %d: told %s by %s, but %s by %s won", round, i, ad.Action, ad.By, winner.Action, winner.Actor)
+				}
+			}
+			wantState(t, b.get(t, op), targets[winner.Action])
+			if n := countRows(t, b.s, `SELECT COUNT(*) FROM decisions WHERE case_id = ?`, c.ID); n != 1 {
+				t.Errorf("round %d: %d decisions recorded, want 1", round, n)
+			}
+			if n := countActions(b.history(t, op.ID))["case.resolved"]; n != 1 {
+				t.Errorf("round %d: %d case.resolved events, want 1", round, n)
+			}
+		}
+		if !storetest.Sealed(t, b.s).OK {
+			t.Error("audit trail does not verify")
+		}
+	})
+}
+
+// TestDecideFourEyes: approving a retry of a financial or irreversible
+// operation takes two different reviewers.
+func TestDecideFourEyes(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name       string
+		risk       review.Risk
+		flags      []review.Flag
+		wantReason review.Reason
+	}{
+		{"financial", review.RiskCompensableWrite, []review.Flag{review.FlagFinancial}, review.ReasonFinancial},
+		{"irreversible flag", review.RiskCompensableWrite, []review.Flag{review.FlagIrreversible}, review.ReasonIrreversible},
+		{"irreversible risk", review.RiskIrreversible, nil, review.ReasonIrreversible},
+	}
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		b := setup(t, e, nil)
+		for i, tt := range tests {
+			t.Run(tt.name, func(t *testing.T) {
+				r := intention(fmt.Sprintf("charge-%d", i), tt.risk, "plain")
+				r.Flags = tt.flags
+				op, c := b.inReview(t, r, true)
+				if !slices.Contains(c.Reasons, tt.wantReason) || c.RecommendedAction != review.RecommendApproveRetry {
+					t.Errorf("case = %v, %s; want reason %s and approve_retry recommended", c.Reasons, c.RecommendedAction, tt.wantReason)
+				}
+
+				first, err := b.s.Decide(b.ctx, decideReq(c, review.DecideApproveRetry, "alice"))
+				if err != nil {
+					t.Fatalf("first approval: %v", err)
+				}
+				if first.Status != store.DecisionFirstApproval || first.ToState != string(review.NeedsReview) ||
+					first.PayloadHash != op.PayloadHash || first.Key != op.Key {
+					t.Errorf("first approval = %+v", first)
+				}
+				rc, _ := b.s.GetCase(b.ctx, c.ID, nil)
+				if rc.Status != store.CaseOpen || rc.Version <= c.Version {
+					t.Errorf("case after the first approval = %+v, want still open with a new version", rc)
+				}
+				wantState(t, b.get(t, op), review.NeedsReview)
+				_, err = b.tryStart(op, "", "")
+				errAs[*review.NotAttemptableError](t, err)
+
+				// The same reviewer again: refused, nothing recorded.
+				if _, err := b.s.Decide(b.ctx, decideReq(c, review.DecideApproveRetry, "alice")); !errors.Is(err, review.ErrSecondApprover) {
+					t.Fatalf("same reviewer twice = %v, want ErrSecondApprover", err)
+				}
+				wantState(t, b.get(t, op), review.NeedsReview)
+
+				second, err := b.s.Decide(b.ctx, decideReq(c, review.DecideApproveRetry, "bob"))
+				if err != nil {
+					t.Fatalf("second approval: %v", err)
+				}
+				if second.Status != store.DecisionApplied || second.Actor != "bob" || second.ToState != string(review.RetryWait) {
+					t.Errorf("second approval = %+v", second)
+				}
+				wantState(t, b.get(t, op), review.RetryWait)
+				rc, _ = b.s.GetCase(b.ctx, c.ID, nil)
+				if rc.Status != store.CaseResolved || rc.ResolvedBy != "bob" {
+					t.Errorf("case after the second approval = %+v", rc)
+				}
+				g, err := b.tryStart(op, "", "")
+				if err != nil || g.N != 2 || g.Key != op.Key {
+					t.Errorf("attempt after approval = %+v, %v; want attempt 2 with the same key", g, err)
+				}
+				acts := countActions(b.history(t, op.ID))
+				if acts["decision.first_approval"] != 1 || acts["decision.approve_retry"] != 1 || acts["case.resolved"] != 1 {
+					t.Errorf("audit = %v", acts)
+				}
+				if n := countRows(t, b.s, `SELECT COUNT(*) FROM decisions WHERE case_id = ?`, c.ID); n != 2 {
+					t.Errorf("%d decisions recorded, want the first approval and the applied one", n)
+				}
+			})
+		}
+		t.Run("other decisions need one reviewer", func(t *testing.T) {
+			r := intention("charge-fail", review.RiskCompensableWrite, "plain")
+			r.Flags = []review.Flag{review.FlagFinancial}
+			op, c := b.inReview(t, r, true)
+			d, err := b.s.Decide(b.ctx, decideReq(c, review.DecideFail, "alice"))
+			if err != nil || d.Status != store.DecisionApplied {
+				t.Fatalf("fail on a financial case = %+v, %v; want applied", d, err)
+			}
+			wantState(t, b.get(t, op), review.Failed)
+		})
+		if !storetest.Sealed(t, b.s).OK {
+			t.Error("audit trail does not verify")
+		}
+	})
+}
+
+// feedAll reads tenant's decisions feed from cursor, limit at a time,
+// until want decisions arrived (PostgreSQL lists a decision only once
+// every older transaction on the server has ended, so it may take a few
+// reads) and returns them with the last cursor.
+func (b *bundle) feedAll(t testing.TB, tenant, cursor string, limit, want int) ([]store.Decision, string) {
+	t.Helper()
+	var all []store.Decision
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		page, next, err := b.s.Decisions(b.ctx, tenant, cursor, limit)
+		if err != nil {
+			t.Fatalf("Decisions(%s, %q): %v", tenant, cursor, err)
+		}
+		if len(page) > limit {
+			t.Fatalf("page of %d, limit %d", len(page), limit)
+		}
+		if len(page) == 0 && next != cursor {
+			t.Fatalf("empty page moved the cursor %q → %q", cursor, next)
+		}
+		all = append(all, page...)
+		cursor = next
+		if len(all) >= want && len(page) == 0 {
+			return all, cursor
+		}
+		if len(page) == 0 {
+			if time.Now().After(deadline) {
+				return all, cursor
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+}
+
+// TestDecisionsFeed: the feed lists each applied and first-approval
+// decision once, in order, to its own tenant only, page by page.
+func TestDecisionsFeed(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		b := setup(t, e, nil)
+		_, c1 := b.inReview(t, intention("doc-1", review.RiskCompensableWrite, "plain"), false)
+		fin := intention("charge-1", review.RiskCompensableWrite, "plain")
+		fin.Flags = []review.Flag{review.FlagFinancial}
+		_, c2 := b.inReview(t, fin, true)
+		other := intention("doc-b", review.RiskCompensableWrite, "plain")
+		other.Tenant = tenantB
+		_, cb := b.inReview(t, other, false)
+
+		var want []*store.Decision
+		for _, req := range []store.DecisionRequest{
+			decideReq(c1, review.DecideConfirm, "alice"),
+			decideReq(c2, review.DecideApproveRetry, "alice"),
+			decideReq(cb, review.DecideFail, "carol"),
+			decideReq(c2, review.DecideApproveRetry, "bob"),
+		} {
+			b.clk.Advance(time.Second)
+			d, err := b.s.Decide(b.ctx, req)
+			if err != nil {
+				t.Fatalf("Decide(%s by %s): %v", req.Action, req.Actor, err)
+			}
+			want = append(want, d)
+		}
+		wantA := []*store.Decision{want[0], want[1], want[3]}
+
+		for _, limit := range []int{1, 2, 100} {
+			got, cursor := b.feedAll(t, tenantA, "", limit, len(wantA))
+			if len(got) != len(wantA) {
+				t.Fatalf("limit %d: feed has %d decisions, want %d: %+v", limit, len(got), len(wantA), got)
+			}
+			for i, d := range got {
+				w := wantA[i]
+				if d.ID != w.ID || d.Status != w.Status || d.Action != w.Action || d.Actor != w.Actor || d.Tenant != tenantA ||
+					d.CaseID != w.CaseID || d.OperationID != w.OperationID || !d.DecidedAt.Equal(w.DecidedAt) {
+					t.Errorf("limit %d: decision %d = %+v, want %+v", limit, i, d, w)
+				}
+			}
+			if got[1].Status != store.DecisionFirstApproval || got[2].Status != store.DecisionApplied {
+				t.Errorf("statuses %s, %s; want first_approval then applied", got[1].Status, got[2].Status)
+			}
+			// Nothing new: the cursor stays and the page is empty.
+			if page, next, err := b.s.Decisions(b.ctx, tenantA, cursor, limit); err != nil || len(page) != 0 || next != cursor {
+				t.Errorf("after the end: %d decisions, cursor %q → %q, %v", len(page), cursor, next, err)
+			}
+		}
+
+		gotB, _ := b.feedAll(t, tenantB, "", 10, 1)
+		if len(gotB) != 1 || gotB[0].ID != want[2].ID || gotB[0].Tenant != tenantB {
+			t.Errorf("tenant B's feed = %+v, want carol's decision alone", gotB)
+		}
+		if none, _, err := b.s.Decisions(b.ctx, "tenant-nobody", "", 10); err != nil || len(none) != 0 {
+			t.Errorf("a tenant without decisions sees %d, %v", len(none), err)
+		}
+
+		// A decision made after a reader caught up comes next, once.
+		_, cursor := b.feedAll(t, tenantA, "", 100, len(wantA))
+		_, c3 := b.inReview(t, intention("doc-3", review.RiskCompensableWrite, "plain"), false)
+		late, err := b.s.Decide(b.ctx, decideReq(c3, review.DecideCompensate, "dave"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		more, _ := b.feedAll(t, tenantA, cursor, 100, 1)
+		if len(more) != 1 || more[0].ID != late.ID {
+			t.Errorf("after the cursor: %+v, want dave's decision alone", more)
+		}
+
+		for _, bad := range []string{"x", "1-", "-1", "a-b", "1"} {
+			if _, _, err := b.s.Decisions(b.ctx, tenantA, bad, 10); !errors.Is(err, review.ErrInvalid) || !strings.Contains(err.Error(), "cursor") {
+				t.Errorf("cursor %q: %v, want ErrInvalid naming the cursor", bad, err)
+			}
+		}
+		if !storetest.Sealed(t, b.s).OK {
+			t.Error("audit trail does not verify")
+		}
+	})
+}
