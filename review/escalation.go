@@ -76,7 +76,7 @@ func Assess(op *Operation, extra []Reason, now time.Time) Assessment {
 	if op.State.Terminal() && op.State != Confirmed && len(f.matching) > 0 {
 		set[ReasonStateConflict] = true
 	}
-	if len(f.matching) == 0 && len(f.otherVersion) == 0 && len(f.foreign) == 0 && !f.refutes {
+	if op.AttemptCount > 0 && len(f.matching) == 0 && len(f.otherVersion) == 0 && len(f.foreign) == 0 && !f.refutes {
 		set[ReasonNoDedupEvidence] = true
 	}
 
@@ -112,6 +112,9 @@ func weigh(op *Operation) findings {
 		if e.Authoritative && e.Source != SourceWebhook {
 			f.confirms = f.confirms || e.Verdict == VerdictConfirms
 			f.refutes = f.refutes || e.Verdict == VerdictRefutes
+		}
+		if e.Source == SourceWebhook {
+			continue // a webhook is a hint to probe, not a finding
 		}
 		for _, c := range e.Candidates {
 			switch {
