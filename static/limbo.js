@@ -17,9 +17,12 @@
     if (t && (t.tagName === "INPUT" || t.tagName === "TEXTAREA" || t.tagName === "SELECT")) { return; }
     if (e.key === "j") { mark(current + 1); e.preventDefault(); }
     if (e.key === "k") { mark(current - 1); e.preventDefault(); }
-    if (e.key === "Enter" && current >= 0) {
+    // Enter opens the selected row, unless focus is on another control
+    // (a button or link elsewhere keeps its own Enter). The default is
+    // prevented so the focused row link does not start a second navigation.
+    if (e.key === "Enter" && current >= 0 && (t === document.body || (t.closest && t.closest("tr.row.current")))) {
       var link = rows()[current] && rows()[current].querySelector("a");
-      if (link) { window.location.href = link.getAttribute("href"); }
+      if (link) { e.preventDefault(); window.location.href = link.getAttribute("href"); }
     }
   });
   // The live queue is replaced every few seconds; keep the selection.
