@@ -19,7 +19,7 @@ import (
 
 // consoleServer starts a server with the console on a fresh database and
 // one user per role (password "correct horse battery").
-func consoleServer(t *testing.T, e store.Engine) (*httptest.Server, *store.Store) {
+func consoleServer(t testing.TB, e store.Engine) (*httptest.Server, *store.Store) {
 	t.Helper()
 	st := storetest.Open(t, e, store.Options{})
 	h := handlers.New(st, nil)
@@ -37,13 +37,13 @@ func consoleServer(t *testing.T, e store.Engine) (*httptest.Server, *store.Store
 
 // browser is a cookie-keeping client that does not follow redirects.
 type browser struct {
-	t    *testing.T
+	t    testing.TB
 	c    *http.Client
 	base string
 	csrf string
 }
 
-func newBrowser(t *testing.T, base string) *browser {
+func newBrowser(t testing.TB, base string) *browser {
 	jar, _ := cookiejar.New(nil)
 	return &browser{t: t, base: base, c: &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
 }

@@ -1,0 +1,71 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"strings"
+)
+
+// BulkLoad fills an empty database quickly for benchmarks: n operations
+// spread over 10 tenants and 5 destinations, the first open of them in
+// review with an open case each (reasons and priorities spread), the rest
+// confirmed. It writes no audit events: benchmark data, not history.
+func (s *Store) BulkLoad(ctx context.Context, n, open int) error {
+	if open > n {
+		return fmt.Errorf("store.BulkLoad: open (%d) > operations (%d)", open, n)
+	}
+	reasons := make([]string, len(allReasons))
+	for i, r := range allReasons {
+		reasons[i] = "'" + string(r) + "'"
+	}
+	// One statement per table, the rows generated in the database.
+	series, pad, ts, ago := "generate_series(0, %d) AS g(x)", "lpad(x::text, 10, '0')", "now() AT TIME ZONE 'UTC'", "(x || ' seconds')::interval"
+	reasonExpr := "(ARRAY[" + strings.Join(reasons, ",") + "])[1 + x %% 11]"
+	if s.engine == SQLite {
+		series = "(WITH RECURSIVE g(x) AS (SELECT 0 UNION ALL SELECT x + 1 FROM g WHERE x < %d) SELECT x FROM g)"
+		pad, ts = "printf('%%010d', x)", "strftime('%%Y-%%m-%%d %%H:%%M:%%f', 'now')"
+		ago = ""
+		reasonExpr = "CASE x %% 11 " + caseList(reasons) + " END"
+	}
+	opened := ts
+	if ago != "" {
+		opened = "(" + ts + " - " + ago + ")"
+	} else {
+		opened = "strftime('%%Y-%%m-%%d %%H:%%M:%%f', 'now', '-' || x || ' seconds')"
+	}
+	stmts := []string{
+		fmt.Sprintf(`INSERT INTO tenants (name, created_at) SELECT 'bench-' || x, `+ts+` FROM `+series+` WHERE 1 = 1 ON CONFLICT (name) DO NOTHING`, 9), // WHERE: SQLite's upsert-after-SELECT rule
+		fmt.Sprintf(`INSERT INTO operations (id, tenant, key, source_ref, logical_version, action, destination, risk, flags,
+    payload, payload_hash, state, state_reason, deadline, max_attempts, cost_spent, attempt_count, version, created_at, updated_at)
+SELECT 'op_bench' || `+pad+`, 'bench-' || (x %% 10), 'key-' || x, 'src-' || x, '1', 'render', 'dest-' || (x %% 5),
+    'compensable_write', '', '{"bench":true}', 'hash', CASE WHEN x < %d THEN 'needs_review' ELSE 'confirmed' END,
+    'bench', `+ts+`, 5, 0, 1, 1, `+opened+`, `+ts+`
+FROM `+series, open, n-1),
+	}
+	if open > 0 {
+		stmts = append(stmts, fmt.Sprintf(`INSERT INTO cases (id, tenant, operation_id, status, reasons, priority, recommended_action,
+    recommended_ref, rationale, destination, action, flags, opened_at, version)
+SELECT 'case_bench' || `+pad+`, 'bench-' || (x %% 10), 'op_bench' || `+pad+`, 'open', `+reasonExpr+`, x %% 100,
+    'reconcile_again', '', 'bench', 'dest-' || (x %% 5), 'render', '', `+opened+`, 1
+FROM `+series, open-1))
+	}
+	for _, q := range stmts {
+		if _, err := s.db.ExecContext(ctx, q); err != nil {
+			return fmt.Errorf("store.BulkLoad: %w", err)
+		}
+	}
+	if s.engine == Postgres {
+		_, err := s.db.ExecContext(ctx, `ANALYZE`)
+		return err
+	}
+	_, err := s.db.ExecContext(ctx, `ANALYZE`)
+	return err
+}
+
+func caseList(vals []string) string {
+	var b strings.Builder
+	for i, v := range vals {
+		fmt.Fprintf(&b, "WHEN %d THEN %s ", i, v)
+	}
+	return b.String()
+}
