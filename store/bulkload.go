@@ -43,9 +43,9 @@ SELECT 'op_bench' || `+pad+`, 'bench-' || (x %% 10), 'key-' || x, 'src-' || x, '
 FROM `+series, open, n-1),
 	}
 	if open > 0 {
-		stmts = append(stmts, fmt.Sprintf(`INSERT INTO cases (id, tenant, operation_id, status, reasons, priority, recommended_action,
+		stmts = append(stmts, fmt.Sprintf(`INSERT INTO cases (id, tenant, operation_id, status, reasons, reason_bits, priority, recommended_action,
     recommended_ref, rationale, destination, action, flags, opened_at, version)
-SELECT 'case_bench' || `+pad+`, 'bench-' || (x %% 10), 'op_bench' || `+pad+`, 'open', `+reasonExpr+`, x %% 100,
+SELECT 'case_bench' || `+pad+`, 'bench-' || (x %% 10), 'op_bench' || `+pad+`, 'open', `+reasonExpr+`, 1 << (x %% 11), x %% 100,
     'reconcile_again', '', 'bench', 'dest-' || (x %% 5), 'render', '', `+opened+`, 1
 FROM `+series, open-1))
 	}

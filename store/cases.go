@@ -70,12 +70,12 @@ const (
 	selectOpenCase = `SELECT ` + caseColumns + ` FROM cases WHERE operation_id = ? AND status = 'open'`
 	/* Store.openCase */
 	insertCase = `
-INSERT INTO cases (id, tenant, operation_id, status, reasons, priority, recommended_action, recommended_ref,
+INSERT INTO cases (id, tenant, operation_id, status, reasons, reason_bits, priority, recommended_action, recommended_ref,
     rationale, destination, action, flags, opened_at, version)
-VALUES (?, ?, ?, 'open', ?, ?, ?, ?, ?, ?, ?, ?, ?, 1)`
+VALUES (?, ?, ?, 'open', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1)`
 	/* Store.openCase: new findings join an open case rather than opening a second one. */
 	updateCaseAssessment = `
-UPDATE cases SET reasons = ?, priority = ?, recommended_action = ?, recommended_ref = ?, rationale = ?, version = version + 1
+UPDATE cases SET reasons = ?, reason_bits = ?, priority = ?, recommended_action = ?, recommended_ref = ?, rationale = ?, version = version + 1
 WHERE id = ? AND version = ?`
 )
 
@@ -101,7 +101,7 @@ func (s *Store) openCase(ctx context.Context, tx *sqlx.Tx, opID, tenant string, 
 	}
 	a := review.Assess(op, extra, now)
 	if err == nil {
-		if _, err := tx.ExecContext(ctx, s.rebind(updateCaseAssessment), joinReasons(a.Reasons), a.Priority,
+		if _, err := tx.ExecContext(ctx, s.rebind(updateCaseAssessment), joinReasons(a.Reasons), reasonBits(a.Reasons), a.Priority,
 			a.Recommendation.Action, a.Recommendation.Ref, a.Recommendation.Rationale, existing.ID, existing.Version); err != nil {
 			return nil, fmt.Errorf("update case: %w", err)
 		}
@@ -113,7 +113,7 @@ func (s *Store) openCase(ctx context.Context, tx *sqlx.Tx, opID, tenant string, 
 		return s.caseByID(ctx, tx, existing.ID)
 	}
 	id := newID("case_", now)
-	if _, err := tx.ExecContext(ctx, s.rebind(insertCase), id, tenant, opID, joinReasons(a.Reasons), a.Priority,
+	if _, err := tx.ExecContext(ctx, s.rebind(insertCase), id, tenant, opID, joinReasons(a.Reasons), reasonBits(a.Reasons), a.Priority,
 		a.Recommendation.Action, a.Recommendation.Ref, a.Recommendation.Rationale, op.Destination, op.Action,
 		joinFlags(op.Flags), now); err != nil {
 		return nil, fmt.Errorf("insert case: %w", err)

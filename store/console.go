@@ -95,7 +95,11 @@ func (s *Store) Queue(ctx context.Context, f QueueFilter, limit int) (*QueuePage
 		add("c.action = ?", f.Action)
 	}
 	if f.Reason != "" {
-		add("(',' || c.reasons || ',') LIKE ?", "%,"+f.Reason+",%")
+		bit := reasonBit(review.Reason(f.Reason))
+		if bit == 0 {
+			return nil, fmt.Errorf("%w: field \"reason\": not an escalation reason", review.ErrInvalid)
+		}
+		add("(c.reason_bits & ?) <> 0", bit)
 	}
 	if f.Flag != "" {
 		add("(',' || c.flags || ',') LIKE ?", "%,"+f.Flag+",%")
@@ -123,8 +127,8 @@ func (s *Store) Queue(ctx context.Context, f QueueFilter, limit int) (*QueuePage
 	// Counts per reason over the filtered open cases (never the ledger), in
 	// one aggregate pass rather than shipping every row to Go.
 	sel := "SELECT COUNT(*)"
-	for _, r := range allReasons {
-		sel += fmt.Sprintf(", COALESCE(SUM(CASE WHEN (',' || c.reasons || ',') LIKE '%%,%s,%%' THEN 1 ELSE 0 END), 0)", r)
+	for i := range allReasons {
+		sel += fmt.Sprintf(", COALESCE(SUM((c.reason_bits >> %d) & 1), 0)", i)
 	}
 	counts := make([]any, len(allReasons)+1)
 	vals := make([]int64, len(allReasons)+1)
@@ -262,7 +266,26 @@ func (s *Store) OperationByID(ctx context.Context, id string, scope []string) (*
 	return s.GetOperation(ctx, tenant, id, "")
 }
 
-// allReasons are the escalation reasons the queue counts.
+// reasonBit is r's bit in cases.reason_bits (0 for an unknown reason).
+func reasonBit(r review.Reason) int64 {
+	for i, x := range allReasons {
+		if x == r {
+			return 1 << i
+		}
+	}
+	return 0
+}
+
+func reasonBits(rs []review.Reason) int64 {
+	var b int64
+	for _, r := range rs {
+		b |= reasonBit(r)
+	}
+	return b
+}
+
+// allReasons are the escalation reasons the queue counts; reason i is bit i
+// of cases.reason_bits, so this order never changes (append only).
 var allReasons = []review.Reason{review.ReasonFinancial, review.ReasonIrreversible, review.ReasonRegulated,
 	review.ReasonSourcesDisagree, review.ReasonDeadlineExpired, review.ReasonNoDedupEvidence, review.ReasonPayloadMismatch,
 	review.ReasonMultipleCands, review.ReasonVersionMismatch, review.ReasonStateConflict, review.ReasonBudgetExhausted}
