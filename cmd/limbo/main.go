@@ -27,6 +27,8 @@ Usage:
   limbo audit verify [--db URL] [--checkpoint FILE]
   limbo audit export [--db URL]
   limbo sandbox [--addr 127.0.0.1:8090] [fault flags]   (see limbo sandbox --help)
+  limbo chaos [fault flags] [--ops N] [--integrators N] [--kills K] [--db URL]
+              [--truth-out FILE] [--settle D]            (see limbo chaos --help)
 
 --db also reads LIMBO_DB (default sqlite:limbo.db); --addr reads LIMBO_ADDR;
 --config reads LIMBO_CONFIG. Database URL: sqlite:PATH or postgres://…
@@ -56,6 +58,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		err = cmdAuditExport(ctx, rest[1:], stdout, stderr)
 	case cmd == "sandbox":
 		err = cmdSandbox(ctx, rest, stdout, stderr)
+	case cmd == "chaos":
+		code, err = cmdChaos(ctx, rest, stdout, stderr)
 	case cmd == "help" || cmd == "-h" || cmd == "--help":
 		fmt.Fprint(stdout, usage)
 	default:

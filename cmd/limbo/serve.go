@@ -16,7 +16,6 @@ import (
 	"github.com/limbo-dev/limbo/metrics"
 	"github.com/limbo-dev/limbo/outbox"
 	"github.com/limbo-dev/limbo/reconcile"
-	"github.com/limbo-dev/limbo/review"
 	"github.com/limbo-dev/limbo/store"
 )
 
@@ -34,7 +33,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs := newFlags("serve", stderr, &s)
 	fs.StringVar(&s.Addr, "addr", envOr("LIMBO_ADDR", "127.0.0.1:8080"), "listen address (env LIMBO_ADDR)")
 	fs.StringVar(&s.Config, "config", envOr("LIMBO_CONFIG", ""), "destination configuration file (env LIMBO_CONFIG); see limbo.example.yaml")
-	fs.BoolVar(&s.Demo, "demo", false, "create a demo tenant with a token and sample operations, and print how to use them")
+	fs.BoolVar(&s.Demo, "demo", false, "run the sandbox destination in process with demo traffic for a few tenants, create a demo tenant with a token and sample operations, and print how to use them")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -42,6 +41,14 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	cfg, err := loadConfig(s.Config)
 	if err != nil {
 		return err
+	}
+	var sandboxDemo *demo
+	if s.Demo {
+		// Before the store opens: the demo adds the sandbox destination to cfg.
+		if sandboxDemo, err = newDemo(cfg, log); err != nil {
+			return fmt.Errorf("demo: %w", err)
+		}
+		defer sandboxDemo.close()
 	}
 	st, err := openStore(ctx, s.DB, cfg)
 	if err != nil {
@@ -54,8 +61,8 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	url := "http://" + ln.Addr().String()
-	if s.Demo {
-		if err := seedDemo(ctx, st, url, stdout); err != nil {
+	if sandboxDemo != nil {
+		if err := sandboxDemo.start(ctx, st, url, stdout); err != nil {
 			ln.Close()
 			return fmt.Errorf("demo: %w", err)
 		}
@@ -91,6 +98,13 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		defer wg.Done()
 		every(workCtx, sealEvery, log, "audit seal", func(c context.Context) error { return st.SealAll(c) })
 	}()
+	if sandboxDemo != nil {
+		// The traffic stops at the signal, before the server shuts down.
+		trafficCtx, stopTraffic := context.WithCancel(workCtx)
+		stopOnSignal := context.AfterFunc(ctx, stopTraffic)
+		wg.Add(1)
+		go func() { defer wg.Done(); defer stopOnSignal(); sandboxDemo.traffic(trafficCtx, url) }()
+	}
 
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
@@ -133,63 +147,4 @@ func every(ctx context.Context, d time.Duration, log *slog.Logger, name string, 
 			}
 		}
 	}
-}
-
-// seedDemo creates the demo tenant's token and prints how to use it.
-func seedDemo(ctx context.Context, st *store.Store, url string, stdout io.Writer) error {
-	token, err := st.CreateToken(ctx, "demo", "demo", "cli:demo")
-	if err != nil {
-		return err
-	}
-	if err := seedDemoOperations(ctx, st); err != nil {
-		return err
-	}
-	fmt.Fprintf(stdout, `Limbo is running at %s
-
-Demo tenant "demo", API token (shown once):
-  %s
-
-Try:
-  export LIMBO_TOKEN=%s
-  curl -s -H "Authorization: Bearer $LIMBO_TOKEN" %s/api/v1/operations
-`, url, token, token, url)
-	return nil
-}
-
-// seedDemoOperations runs a few operations through the real ledger so the
-// demo shows every kind of ending: confirmed, ambiguous, waiting to retry,
-// failed, and an accepted job. Already seeded operations are left alone.
-func seedDemoOperations(ctx context.Context, st *store.Store) error {
-	demos := []struct {
-		source, action string
-		risk           review.Risk
-		outcome        review.Outcome
-	}{
-		{"contract-583", "render_pdf", review.RiskCompensableWrite, review.Outcome{Result: review.ResultSuccess, Phase: review.PhaseAfterSend, HTTPStatus: 201,
-			Resource: &review.ResourceRef{Ref: "file-9f2c", Kind: "file", Version: "7"}}},
-		{"contract-584", "create_folder", review.RiskCompensableWrite, review.Outcome{Result: review.ResultTimeout, Phase: review.PhaseAfterSend}},
-		{"invoice-1204", "send_email", review.RiskIrreversible, review.Outcome{Result: review.ResultError, Phase: review.PhaseAfterSend, HTTPStatus: 502}},
-		{"summary-77", "generate_summary", review.RiskGenerate, review.Outcome{Result: review.ResultError, Phase: review.PhaseAfterSend, HTTPStatus: 429, RetryAfter: "30"}},
-		{"contract-585", "render_pdf", review.RiskCompensableWrite, review.Outcome{Result: review.ResultError, Phase: review.PhaseAfterSend, HTTPStatus: 422, ProviderCode: "unsupported_font"}},
-		{"contract-586", "transform_docx", review.RiskCompensableWrite, review.Outcome{Result: review.ResultSuccess, Phase: review.PhaseAfterSend, HTTPStatus: 202,
-			Job: &review.JobRef{Ref: "job-31", Status: "queued"}}},
-	}
-	for _, d := range demos {
-		op, created, err := st.Register(ctx, review.Registration{Tenant: "demo", SourceRef: d.source, LogicalVersion: "7",
-			Action: d.action, Destination: "sandbox", Risk: d.risk, Payload: []byte(`{"source":"` + d.source + `","version":7}`), Actor: "cli:demo"})
-		if err != nil {
-			return err
-		}
-		if !created {
-			continue
-		}
-		g, err := st.StartAttempt(ctx, store.AttemptRequest{Tenant: "demo", OperationID: op.ID, Actor: "cli:demo"})
-		if err != nil {
-			return err
-		}
-		if _, err := st.RecordOutcome(ctx, "demo", op.ID, g.N, d.outcome, "cli:demo"); err != nil {
-			return err
-		}
-	}
-	return nil
 }

@@ -1,0 +1,370 @@
+package main
+
+// `limbo serve --demo`: the sandbox destination in process, a demo tenant
+// with a token, a few seeded operations, and a traffic generator built on
+// client/ that runs realistic flows for a few tenants against the sandbox
+// with moderate faults, so the console fills with confirmed,
+// auto-reconciled and escalated operations.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/limbo-dev/limbo/client"
+	"github.com/limbo-dev/limbo/review"
+	"github.com/limbo-dev/limbo/sandbox"
+	"github.com/limbo-dev/limbo/store"
+	"github.com/limbo-dev/limbo/webhook"
+)
+
+// demoTenants run traffic; "demo" is the tenant whose token is printed.
+var demoTenants = []string{"demo", "acme", "globex"}
+
+// demoFaults are the sandbox's faults in the demo: enough to see lost
+// answers reconciled and 503s retried, few enough to read the console.
+var demoFaults = sandbox.Options{Loss: 0.10, Unavailable: 0.05, RateLimited: 0.03, ErrorAfterCommit: 0.02, SearchLag: 2 * time.Second}
+
+// demoLease is the attempt lease of the demo's sandbox destination.
+const demoLease = 15 * time.Second
+
+// demo is the in-process sandbox and the traffic that runs against it.
+type demo struct {
+	log    *slog.Logger
+	ln     net.Listener
+	sbURL  string
+	secret string
+	// configured: the demo configured the "sandbox" destination (the
+	// --config file did not name one), so its webhooks can be signed.
+	configured bool
+	sb         *sandbox.Sandbox
+	srv        *http.Server
+	tokens     map[string]string
+}
+
+// newDemo listens for the sandbox on a loopback port and, unless cfg
+// already names a "sandbox" destination, configures it there: keys
+// honoured, 409 for a key in progress, the search lag, status, search and
+// job probes, and a webhook secret. Call it before the store opens: the
+// store keeps cfg.
+func newDemo(cfg *review.Config, log *slog.Logger) (*demo, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	d := &demo{log: log, ln: ln, sbURL: "http://" + ln.Addr().String(), tokens: map[string]string{}}
+	if _, named := cfg.Destinations[sandboxDest]; named {
+		return d, nil
+	}
+	if d.secret, err = webhook.NewSecret(); err != nil {
+		ln.Close()
+		return nil, err
+	}
+	own, err := sandboxConfig(d.sbURL, true, demoFaults.SearchLag, demoLease, d.secret, review.DefaultRetryRatio)
+	if err != nil {
+		ln.Close()
+		return nil, err
+	}
+	if cfg.Destinations == nil {
+		cfg.Destinations = map[string]review.Destination{}
+	}
+	cfg.Destinations[sandboxDest] = own.Destinations[sandboxDest]
+	d.configured = true
+	return d, nil
+}
+
+// start serves the sandbox (its job webhooks signed for limboURL), creates
+// the tenants' tokens, seeds the demo operations and prints how to use
+// the demo tenant's token.
+func (d *demo) start(ctx context.Context, st *store.Store, limboURL string, stdout io.Writer) error {
+	opts := demoFaults
+	opts.Logger = d.log
+	if d.configured {
+		opts.WebhookURL, opts.WebhookSecret = limboURL+"/api/v1/inbound/"+sandboxDest, d.secret
+	}
+	d.sb = sandbox.New(opts)
+	d.srv = &http.Server{Handler: d.sb.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	go d.srv.Serve(d.ln)
+	for _, tenant := range demoTenants[1:] {
+		tok, err := st.CreateToken(ctx, tenant, "demo traffic", "cli:demo")
+		if err != nil {
+			return err
+		}
+		d.tokens[tenant] = tok
+	}
+	token, err := seedDemo(ctx, st, limboURL, stdout)
+	if err != nil {
+		return err
+	}
+	d.tokens["demo"] = token
+	fmt.Fprintf(stdout, `
+Sandbox destination at %s (faults: %.0f %% lost answers, %.0f %% 503, %.0f %% 429, %.0f %% 500 after commit, %s search lag).
+Demo traffic runs for tenants %v: upload, transform to PDF, share link, send email, charge.
+`, d.sbURL, 100*opts.Loss, 100*opts.Unavailable, 100*opts.RateLimited, 100*opts.ErrorAfterCommit, opts.SearchLag, demoTenants)
+	if !d.configured {
+		fmt.Fprintf(stdout, "The configuration names its own %q destination: its probes are used as configured.\n", sandboxDest)
+	}
+	return nil
+}
+
+// close stops the sandbox.
+func (d *demo) close() {
+	if d.srv != nil {
+		d.srv.Close()
+	}
+	if d.sb != nil {
+		d.sb.Close()
+	}
+	d.ln.Close()
+}
+
+// traffic runs two flows at a time per tenant until ctx ends.
+func (d *demo) traffic(ctx context.Context, limboURL string) {
+	var wg sync.WaitGroup
+	for i, tenant := range demoTenants {
+		tok := d.tokens[tenant]
+		if tok == "" {
+			continue
+		}
+		for w := range 2 {
+			f := &demoFlow{
+				tenant: tenant,
+				c:      client.New(limboURL, tok, &http.Client{Timeout: 10 * time.Second}),
+				dest:   destClient(5 * time.Second),
+				sbURL:  d.sbURL,
+				rng:    rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), uint64(i*2+w))),
+				log:    d.log.With("tenant", tenant),
+				prefix: fmt.Sprintf("%s-%d-%d", tenant, time.Now().Unix()%100000, w),
+			}
+			wg.Go(func() { f.loop(ctx) })
+		}
+	}
+	wg.Wait()
+}
+
+// demoFlow is one line of a tenant's work: documents uploaded,
+// transformed, shared, announced and charged for, in that order.
+type demoFlow struct {
+	tenant string
+	c      *client.Client
+	dest   *http.Client
+	sbURL  string
+	rng    *rand.Rand
+	log    *slog.Logger
+	prefix string
+	docs   int
+}
+
+// flavour returns the catalogue's flavour for an action.
+func flavourOf(action string) flavour {
+	for _, f := range chaosFlavours {
+		if f.action == action {
+			return f
+		}
+	}
+	panic("demo: no flavour " + action)
+}
+
+func (f *demoFlow) loop(ctx context.Context) {
+	// Stagger the flows so the first operations do not arrive at once.
+	pause(ctx, time.Duration(f.rng.IntN(3000))*time.Millisecond)
+	for ctx.Err() == nil {
+		f.docs++
+		source := fmt.Sprintf("contract-%s-%d", f.prefix, f.docs)
+		f.document(ctx, source, "1")
+		// Now and then a new version of the same document: a new key for
+		// every step.
+		if f.rng.IntN(4) == 0 {
+			f.document(ctx, source, "2")
+		}
+		pause(ctx, time.Duration(1000+f.rng.IntN(2000))*time.Millisecond)
+	}
+}
+
+// document runs the seeds' order for one version of a document: upload,
+// transform to PDF, and — only once the transformation is confirmed for
+// this version — share a link to the PDF, send the email, and sometimes
+// charge for it.
+func (f *demoFlow) document(ctx context.Context, source, version string) {
+	step := func() { pause(ctx, time.Duration(300+f.rng.IntN(700))*time.Millisecond) }
+	file := f.run(ctx, "upload_file", source, version, nil)
+	if file == nil || file.State != review.Confirmed || file.Resource == nil {
+		return
+	}
+	step()
+	pdf := f.run(ctx, "transform_pdf", source, version, map[string]any{"input_ref": file.Resource.Ref, "format": "pdf"})
+	output := f.transformedFor(ctx, pdf, version)
+	if output == "" {
+		return // not confirmed for this version: nothing is published
+	}
+	step()
+	if f.rng.IntN(12) == 0 {
+		// An integration that crashes between its grant and its send: the
+		// lease expires, reconciliation finds nothing, a reviewer decides.
+		f.abandon(ctx, "share_link", source, version, map[string]any{"file_ref": output})
+	} else {
+		f.run(ctx, "share_link", source, version, map[string]any{"file_ref": output})
+	}
+	step()
+	f.run(ctx, "send_email", source, version, nil)
+	if f.rng.IntN(3) == 0 {
+		step()
+		f.run(ctx, "charge", source, version, map[string]any{"amount": 9.5 + float64(f.rng.IntN(40)), "currency": "EUR"})
+	}
+}
+
+// transformedFor is the ref of the PDF that op's transformation produced,
+// when op is confirmed and the transformation is for version; "" otherwise.
+// A transformation confirmed by reconciliation names the job, whose output
+// the sandbox tells.
+func (f *demoFlow) transformedFor(ctx context.Context, op *review.Operation, version string) string {
+	if op == nil || op.State != review.Confirmed || op.Resource == nil || op.Resource.Version != version {
+		return ""
+	}
+	if op.Resource.Kind != sandbox.KindJob {
+		return op.Resource.Ref
+	}
+	for ctx.Err() == nil {
+		j, err := lookupJob(ctx, f.dest, f.sbURL, op.Resource.Ref)
+		switch {
+		case err != nil || j.LogicalVersion != version || j.Status == sandbox.JobCanceled:
+			return ""
+		case j.Status == sandbox.JobSucceeded:
+			return j.OutputRef
+		}
+		pause(ctx, 200*time.Millisecond)
+	}
+	return ""
+}
+
+// run registers an operation of action and carries it until it settles:
+// confirmed, failed, or handed to a reviewer (then the flow moves on).
+func (f *demoFlow) run(ctx context.Context, action, source, version string, body map[string]any) *review.Operation {
+	fl := flavourOf(action)
+	if body == nil && fl.body != nil {
+		body = fl.body(source, version)
+	}
+	op, _, err := f.c.Register(ctx, fl.registration(source, version, body))
+	if err != nil {
+		f.trouble(ctx, action, err)
+		return nil
+	}
+	deadline := time.Now().Add(2 * time.Minute)
+	for ctx.Err() == nil && time.Now().Before(deadline) {
+		switch op.State {
+		case review.Pending, review.RetryWait:
+			res, err := f.c.Do(ctx, op.ID, client.AttemptOptions{}, sender(f.dest, f.sbURL, fl, op, body))
+			if err == nil {
+				op = res.Operation
+				continue
+			}
+			if !client.IsProblem(err, "not-attemptable") {
+				f.trouble(ctx, action, err)
+			}
+		case review.Accepted:
+			if next, err := followJob(ctx, f.c, f.dest, f.sbURL, op); err == nil && next.State != review.Accepted {
+				op = next
+				continue
+			}
+		case review.InFlight, review.Ambiguous:
+			// Reconciliation's turn.
+		default:
+			return op
+		}
+		pause(ctx, 500*time.Millisecond)
+		if next, err := f.c.Get(ctx, op.ID); err == nil {
+			op = next
+		}
+	}
+	return op
+}
+
+// abandon registers an operation and takes an attempt it never sends nor
+// reports, as an integration that crashed right after its grant.
+func (f *demoFlow) abandon(ctx context.Context, action, source, version string, body map[string]any) {
+	fl := flavourOf(action)
+	op, _, err := f.c.Register(ctx, fl.registration(source, version, body))
+	if err != nil {
+		f.trouble(ctx, action, err)
+		return
+	}
+	if _, err := f.c.StartAttempt(ctx, op.ID, client.AttemptOptions{}); err != nil {
+		f.trouble(ctx, action, err)
+		return
+	}
+	f.log.Info("demo: an integration crashed after its grant", "op_id", op.ID, "action", action)
+}
+
+func (f *demoFlow) trouble(ctx context.Context, action string, err error) {
+	if ctx.Err() != nil || errors.Is(err, context.Canceled) {
+		return
+	}
+	f.log.Warn("demo: traffic error", "action", action, "err", err)
+}
+
+// seedDemo creates the demo tenant's token, seeds the demo operations and
+// prints how to use the token. It returns the token.
+func seedDemo(ctx context.Context, st *store.Store, url string, stdout io.Writer) (string, error) {
+	token, err := st.CreateToken(ctx, "demo", "demo", "cli:demo")
+	if err != nil {
+		return "", err
+	}
+	if err := seedDemoOperations(ctx, st); err != nil {
+		return "", err
+	}
+	fmt.Fprintf(stdout, `Limbo is running at %s
+
+Demo tenant "demo", API token (shown once):
+  %s
+
+Try:
+  export LIMBO_TOKEN=%s
+  curl -s -H "Authorization: Bearer $LIMBO_TOKEN" %s/api/v1/operations
+`, url, token, token, url)
+	return token, nil
+}
+
+// seedDemoOperations runs a few operations through the real ledger so the
+// demo shows every kind of ending: confirmed, ambiguous, waiting to retry,
+// failed, and an accepted job. Already seeded operations are left alone.
+func seedDemoOperations(ctx context.Context, st *store.Store) error {
+	demos := []struct {
+		source, action string
+		risk           review.Risk
+		outcome        review.Outcome
+	}{
+		{"contract-583", "render_pdf", review.RiskCompensableWrite, review.Outcome{Result: review.ResultSuccess, Phase: review.PhaseAfterSend, HTTPStatus: 201,
+			Resource: &review.ResourceRef{Ref: "file-9f2c", Kind: "file", Version: "7"}}},
+		{"contract-584", "create_folder", review.RiskCompensableWrite, review.Outcome{Result: review.ResultTimeout, Phase: review.PhaseAfterSend}},
+		{"invoice-1204", "send_email", review.RiskIrreversible, review.Outcome{Result: review.ResultError, Phase: review.PhaseAfterSend, HTTPStatus: 502}},
+		{"summary-77", "generate_summary", review.RiskGenerate, review.Outcome{Result: review.ResultError, Phase: review.PhaseAfterSend, HTTPStatus: 429, RetryAfter: "30"}},
+		{"contract-585", "render_pdf", review.RiskCompensableWrite, review.Outcome{Result: review.ResultError, Phase: review.PhaseAfterSend, HTTPStatus: 422, ProviderCode: "unsupported_font"}},
+		{"contract-586", "transform_docx", review.RiskCompensableWrite, review.Outcome{Result: review.ResultSuccess, Phase: review.PhaseAfterSend, HTTPStatus: 202,
+			Job: &review.JobRef{Ref: "job-31", Status: "queued"}}},
+	}
+	for _, d := range demos {
+		op, created, err := st.Register(ctx, review.Registration{Tenant: "demo", SourceRef: d.source, LogicalVersion: "7",
+			Action: d.action, Destination: sandboxDest, Risk: d.risk, Payload: []byte(`{"source":"` + d.source + `","version":7}`), Actor: "cli:demo"})
+		if err != nil {
+			return err
+		}
+		if !created {
+			continue
+		}
+		g, err := st.StartAttempt(ctx, store.AttemptRequest{Tenant: "demo", OperationID: op.ID, Actor: "cli:demo"})
+		if err != nil {
+			return err
+		}
+		if _, err := st.RecordOutcome(ctx, "demo", op.ID, g.N, d.outcome, "cli:demo"); err != nil {
+			return err
+		}
+	}
+	return nil
+}
