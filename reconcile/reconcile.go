@@ -7,6 +7,7 @@ package reconcile
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"sync"
 	"time"
@@ -108,7 +109,12 @@ func (r *Reconciler) round(ctx context.Context, c store.ProbeClaim) {
 	st := review.Settle(review.SettleInput{Op: c.Op, Destination: dest, LastSend: c.LastSend, Results: results,
 		Round: c.Round, Now: r.Store.Now()})
 	if err := r.Store.ApplySettlement(ctx, c, st); err != nil {
-		if ctx.Err() == nil {
+		switch {
+		case errors.Is(err, store.ErrFenced):
+			// The operation moved on meanwhile (an outcome, a job report):
+			// the normal race, not a fault.
+			r.Log.Debug("reconcile: settlement fenced", "op_id", c.Op.ID)
+		case ctx.Err() == nil:
 			r.Log.Warn("reconcile: settlement not applied", "op_id", c.Op.ID, "err", err)
 		}
 		return
@@ -156,6 +162,10 @@ func (r *Reconciler) pollJob(ctx context.Context, c store.ProbeClaim, dest revie
 		job = nil
 	}
 	if err := r.Store.ApplyJobPoll(ctx, c, job, next); err != nil && ctx.Err() == nil {
+		if errors.Is(err, store.ErrFenced) || errors.Is(err, review.ErrConflict) {
+			r.Log.Debug("reconcile: job poll fenced", "op_id", c.Op.ID)
+			return
+		}
 		r.Log.Warn("reconcile: job poll not applied", "op_id", c.Op.ID, "err", err)
 	}
 }

@@ -185,6 +185,20 @@ type DecideInput struct {
 	Destination    Destination
 	Now            time.Time
 	Rand           Rand
+	// PriorMayHaveEffect: an earlier attempt of this operation ended with
+	// its effect unknown (see MayHaveHadEffect), so running out of budget
+	// now cannot prove that nothing happened.
+	PriorMayHaveEffect bool
+}
+
+// MayHaveHadEffect reports whether an attempt that ended with o may have
+// had its effect at the destination.
+func MayHaveHadEffect(o Outcome, d Destination, action string, now time.Time) bool {
+	switch Classify(o, d, action, now).Effect {
+	case EffectNone, EffectRejected:
+		return false
+	}
+	return true
 }
 
 // Decide turns an outcome into the operation's next state. Budgets count the
@@ -230,8 +244,9 @@ func Decide(in DecideInput) Decision {
 		return Decision{Next: NextRetryAt, State: RetryWait, RetryAt: &retryAt,
 			Reason: fmt.Sprintf("%s; retry at %s", cl.Reason, retryAt.UTC().Format(time.RFC3339Nano))}
 	}
-	if cl.Effect == EffectUnknown && risk == RiskIdempotentWrite {
-		// The write may have happened and no retry will settle it: reconcile.
+	if (cl.Effect == EffectUnknown || in.PriorMayHaveEffect) && risk != RiskRead && risk != RiskGenerate {
+		// The write may have happened (now or in an earlier attempt) and no
+		// retry will settle it: reconcile, never declare it failed.
 		return Decision{Next: NextReconcile, State: Ambiguous, Escalation: []Reason{stopReason},
 			Reason: fmt.Sprintf("%s; %s, effect unknown", cl.Reason, stopText(stopReason))}
 	}

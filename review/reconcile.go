@@ -58,10 +58,12 @@ const (
 type Settlement struct {
 	// State is where the operation goes; "" means it stays ambiguous and is
 	// probed again at NextProbe.
-	State     State
-	Reasons   []Reason
-	Reason    string
-	Resource  *ResourceRef
+	State    State
+	Reasons  []Reason
+	Reason   string
+	Resource *ResourceRef
+	// Job is the job found, when the operation goes to accepted.
+	Job       *Job
 	NextProbe time.Time
 	// Evidence are the rows to record, one per probe.
 	Evidence []Evidence
@@ -126,6 +128,13 @@ func Settle(in SettleInput) Settlement {
 		return st.escalate(ReasonVersionMismatch, fmt.Sprintf("%s belongs to version %s, expected %s", otherVersion[0].Ref, otherVersion[0].Version, op.LogicalVersion))
 	case len(matching) == 1 && absent:
 		return st.escalate(ReasonSourcesDisagree, "status lookup and search disagree")
+	case len(matching) == 1 && matching[0].Kind == "job":
+		// The destination accepted a job for this operation: it is not done
+		// until the job is. Follow the job (accepted) rather than confirm.
+		c := matching[0]
+		st.State, st.Reason = Accepted, fmt.Sprintf("reconciled: the destination holds job %s for this operation; confirmed when it completes", c.Ref)
+		st.Job = &Job{Ref: c.Ref, Status: JobQueued, InputVersion: c.Version}
+		return st
 	case len(matching) == 1:
 		c := matching[0]
 		st.State, st.Reason = Confirmed, fmt.Sprintf("reconciled: exactly one resource %s names this operation and version", c.Ref)

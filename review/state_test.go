@@ -14,9 +14,9 @@ var legalTransitions = map[State][]State{
 	// An outcome: done, async job, retryable, unknown, version mismatch, rejected.
 	InFlight: {Confirmed, Accepted, RetryWait, Ambiguous, NeedsReview, Failed},
 	// Another attempt; escalation (e.g. payload mismatch); budget ends.
-	RetryWait: {InFlight, NeedsReview, Failed},
+	RetryWait: {InFlight, Ambiguous, NeedsReview, Failed},
 	// Reconciliation: exactly one match, proof of absence, anything else.
-	Ambiguous: {Confirmed, RetryWait, NeedsReview, Failed},
+	Ambiguous: {Confirmed, Accepted, RetryWait, NeedsReview, Failed},
 	// The job completes, its lease or status becomes unknown, disagrees, fails.
 	Accepted: {Confirmed, Ambiguous, NeedsReview, Failed},
 	// Reviewer decisions: confirm, compensate, approve_retry, fail.

@@ -88,10 +88,22 @@ func (s *Store) StartAttempt(ctx context.Context, req AttemptRequest) (*Grant, e
 			if op.AttemptCount >= op.MaxAttempts {
 				reason = "the attempt budget is exhausted"
 			}
-			if err := s.transition(ctx, tx, row, review.Failed, reason, req.Actor, "operation.failed", nil); err != nil {
+			// An earlier attempt whose effect is unknown means the budget
+			// ending proves nothing: reconcile instead of failing.
+			to, action, detail := review.Failed, "operation.failed", map[string]any(nil)
+			prior, err := s.priorMayHaveEffect(ctx, tx, op, op.AttemptCount+1)
+			if err != nil {
 				return err
 			}
-			op.State, op.StateReason = review.Failed, reason
+			if prior && op.Risk != review.RiskRead && op.Risk != review.RiskGenerate {
+				to, action = review.Ambiguous, "operation.ambiguous"
+				reason += "; an earlier attempt may have had its effect"
+				detail = map[string]any{"escalation": []review.Reason{review.ReasonBudgetExhausted}}
+			}
+			if err := s.transition(ctx, tx, row, to, reason, req.Actor, action, detail); err != nil {
+				return err
+			}
+			op.State, op.StateReason = to, reason
 			refused = &review.NotAttemptableError{Operation: op}
 			return nil
 		}

@@ -127,8 +127,12 @@ func (s *Store) applyOutcome(ctx context.Context, tx *sqlx.Tx, row *opRow, att *
 	if row.FirstAttemptAt.Valid {
 		first = row.FirstAttemptAt.Time
 	}
+	prior, err := s.priorMayHaveEffect(ctx, tx, op, att.N)
+	if err != nil {
+		return nil, err
+	}
 	d := review.Decide(review.DecideInput{Op: op, N: att.N, FirstAttemptAt: first, Outcome: o,
-		Destination: s.cfg.Destination(op.Destination), Now: now, Rand: s})
+		Destination: s.cfg.Destination(op.Destination), Now: now, Rand: s, PriorMayHaveEffect: prior})
 	if err := review.CheckTransition(op.State, d.State); err != nil {
 		return nil, err
 	}
@@ -285,4 +289,34 @@ func (s *Store) SweepLeases(ctx context.Context) (int, error) {
 		}
 	}
 	return closed, nil
+}
+
+/* Store.priorMayHaveEffect */
+const selectPriorOutcomes = `
+SELECT result, phase, http_status, provider_code, retry_after FROM attempts
+WHERE operation_id = ? AND n < ? AND finished_at IS NOT NULL`
+
+// priorMayHaveEffect reports whether an attempt before n ended with its
+// effect unknown, by classifying each stored outcome again (pure, so the
+// answer is the one given at the time).
+func (s *Store) priorMayHaveEffect(ctx context.Context, tx *sqlx.Tx, op *review.Operation, n int) (bool, error) {
+	var prior []struct {
+		Result       string `db:"result"`
+		Phase        string `db:"phase"`
+		HTTPStatus   int    `db:"http_status"`
+		ProviderCode string `db:"provider_code"`
+		RetryAfter   string `db:"retry_after"`
+	}
+	if err := tx.SelectContext(ctx, &prior, s.rebind(selectPriorOutcomes), op.ID, n); err != nil {
+		return false, fmt.Errorf("prior outcomes: %w", err)
+	}
+	d := s.cfg.Destination(op.Destination)
+	for _, p := range prior {
+		o := review.Outcome{Result: review.Result(p.Result), Phase: review.Phase(p.Phase), HTTPStatus: p.HTTPStatus,
+			ProviderCode: p.ProviderCode, RetryAfter: p.RetryAfter}
+		if review.MayHaveHadEffect(o, d, op.Action, s.now()) {
+			return true, nil
+		}
+	}
+	return false, nil
 }

@@ -152,6 +152,11 @@ func (s *Store) ApplySettlement(ctx context.Context, c ProbeClaim, st review.Set
 				return err
 			}
 		}
+		if st.Job != nil {
+			if err := s.upsertJob(ctx, tx, row.ID, *st.Job, s.now()); err != nil {
+				return err
+			}
+		}
 		detail := map[string]any{"probes": len(st.Evidence)}
 		if len(st.Reasons) > 0 {
 			detail["escalation"] = st.Reasons
