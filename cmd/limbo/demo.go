@@ -15,6 +15,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -319,16 +320,37 @@ func seedDemo(ctx context.Context, st *store.Store, url string, stdout io.Writer
 	if err := seedDemoOperations(ctx, st); err != nil {
 		return "", err
 	}
+	logins, err := seedDemoUsers(ctx, st)
+	if err != nil {
+		return "", err
+	}
 	fmt.Fprintf(stdout, `Limbo is running at %s
 
+Console: %s/login — one user per role (demo passwords; never use them elsewhere):
+%s
 Demo tenant "demo", API token (shown once):
   %s
 
 Try:
   export LIMBO_TOKEN=%s
   curl -s -H "Authorization: Bearer $LIMBO_TOKEN" %s/api/v1/operations
-`, url, token, token, url)
+`, url, url, logins, token, token, url)
 	return token, nil
+}
+
+// seedDemoUsers makes one console user per role with a fixed demo password
+// (so a second --demo run on the same database prints logins that work).
+func seedDemoUsers(ctx context.Context, st *store.Store) (string, error) {
+	var b strings.Builder
+	for _, r := range review.AllRoles() {
+		email, pw := string(r)+"@demo.example", string(r)+"-demo-password"
+		_, err := st.AddUser(ctx, store.NewUser{Email: email, Password: pw, Role: r, Scope: review.Scope{All: true}, Actor: "cli:demo"})
+		if err != nil && !errors.Is(err, review.ErrConflict) {
+			return "", err
+		}
+		fmt.Fprintf(&b, "  %-9s %-26s %s\n", r, email, pw)
+	}
+	return b.String(), nil
 }
 
 // seedDemoOperations runs a few operations through the real ledger so the
