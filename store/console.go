@@ -124,24 +124,23 @@ func (s *Store) Queue(ctx context.Context, f QueueFilter, limit int) (*QueuePage
 	}
 	base := from + " WHERE " + strings.Join(where, " AND ")
 
-	// Counts per reason over the filtered open cases (never the ledger), in
-	// one aggregate pass rather than shipping every row to Go.
-	sel := "SELECT COUNT(*)"
-	for i := range allReasons {
-		sel += fmt.Sprintf(", COALESCE(SUM((c.reason_bits >> %d) & 1), 0)", i)
+	// Counts per reason over the filtered open cases (never the ledger):
+	// grouped by the reason bit set — a few hundred groups at most, read
+	// from the open-cases index — and summed per reason here.
+	var groups []struct {
+		Bits int64 `db:"reason_bits"`
+		N    int   `db:"n"`
 	}
-	counts := make([]any, len(allReasons)+1)
-	vals := make([]int64, len(allReasons)+1)
-	for i := range vals {
-		counts[i] = &vals[i]
-	}
-	if err := s.db.QueryRowxContext(ctx, s.rebind(sel+base), args...).Scan(counts...); err != nil {
+	if err := s.db.SelectContext(ctx, &groups, s.rebind("SELECT c.reason_bits, COUNT(*) AS n"+base+" GROUP BY c.reason_bits"), args...); err != nil {
 		return nil, fmt.Errorf("store.Queue: counts: %w", err)
 	}
-	page := &QueuePage{Counts: map[string]int{}, Total: int(vals[0])}
-	for i, r := range allReasons {
-		if vals[i+1] > 0 {
-			page.Counts[string(r)] = int(vals[i+1])
+	page := &QueuePage{Counts: map[string]int{}}
+	for _, g := range groups {
+		page.Total += g.N
+		for i, r := range allReasons {
+			if g.Bits&(1<<i) != 0 {
+				page.Counts[string(r)] += g.N
+			}
 		}
 	}
 	if f.After != "" {
