@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/gorilla/sessions"
 	"github.com/labstack/echo/v4"
@@ -35,7 +36,11 @@ const (
 // NewConsole builds the cookie store from keys every instance shares.
 func NewConsole(hashKey, blockKey []byte, secure bool, pol store.SessionPolicy) *Console {
 	cs := sessions.NewCookieStore(hashKey, blockKey)
-	cs.Options = &sessions.Options{Path: "/", HttpOnly: true, Secure: secure, SameSite: http.SameSiteLaxMode, MaxAge: 12 * 3600}
+	absolute := pol.Absolute
+	if absolute <= 0 {
+		absolute = 12 * time.Hour
+	}
+	cs.Options = &sessions.Options{Path: "/", HttpOnly: true, Secure: secure, SameSite: http.SameSiteLaxMode, MaxAge: int(absolute.Seconds())}
 	return &Console{Cookies: cs, Policy: pol, SecureCookies: secure}
 }
 

@@ -34,8 +34,14 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.StringVar(&s.Addr, "addr", envOr("LIMBO_ADDR", "127.0.0.1:8080"), "listen address (env LIMBO_ADDR)")
 	fs.StringVar(&s.Config, "config", envOr("LIMBO_CONFIG", ""), "destination configuration file (env LIMBO_CONFIG); see limbo.example.yaml")
 	fs.BoolVar(&s.Demo, "demo", false, "run the sandbox destination in process with demo traffic for a few tenants, create a demo tenant with a token and sample operations, and print how to use them")
+	secure := fs.Bool("secure-cookies", envOr("LIMBO_SECURE_COOKIES", "") == "1", "mark session cookies Secure: set it when users reach Limbo over HTTPS, e.g. behind a TLS proxy (env LIMBO_SECURE_COOKIES=1)")
+	idle := fs.Duration("session-idle", 30*time.Minute, "a console session ends after this long unused")
+	maxAge := fs.Duration("session-max", 12*time.Hour, "a console session ends this long after sign-in, however active")
 	if err := parse(fs, args); err != nil {
 		return err
+	}
+	if *idle <= 0 || *maxAge <= 0 || *idle > *maxAge {
+		return fmt.Errorf("serve: --session-idle and --session-max must be positive, idle no longer than max")
 	}
 	log := slog.New(slog.NewTextHandler(stderr, nil))
 	cfg, err := loadConfig(s.Config)
@@ -78,7 +84,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	h.Console = handlers.NewConsole(hashKey, blockKey, false, store.SessionPolicy{})
+	h.Console = handlers.NewConsole(hashKey, blockKey, *secure, store.SessionPolicy{Idle: *idle, Absolute: *maxAge})
 	e := handlers.NewServer(h)
 	srv := &http.Server{Handler: e, ReadHeaderTimeout: 10 * time.Second}
 	workCtx, stopWork := context.WithCancel(context.WithoutCancel(ctx))
