@@ -9,16 +9,14 @@ package outbox
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"sync"
-	"syscall"
 	"time"
 
+	"github.com/limbo-dev/limbo/netguard"
 	"github.com/limbo-dev/limbo/store"
 	"github.com/limbo-dev/limbo/webhook"
 )
@@ -55,27 +53,11 @@ func New(st *store.Store, owner string, log *slog.Logger, client *http.Client) *
 	return &Worker{Store: st, Owner: owner, Client: client, Lease: 3 * Timeout, Batch: 32, Concurrency: 8, Log: log}
 }
 
-// errLinkLocal: a webhook may not reach a link-local address, where cloud
-// metadata services answer.
-var errLinkLocal = errors.New("webhook address is link-local, unspecified or multicast: refused")
-
 // NewClient returns the HTTP client deliveries use: Timeout per request,
 // redirects answered as they are (a 3xx is not a delivery), and dialling
-// refused to link-local, unspecified and multicast addresses — checked on
-// the address actually dialled, after DNS.
+// refused to link-local, unspecified and multicast addresses (netguard).
 func NewClient() *http.Client {
-	d := &net.Dialer{Timeout: 5 * time.Second}
-	d.Control = func(_, address string, _ syscall.RawConn) error {
-		host, _, err := net.SplitHostPort(address)
-		if err != nil {
-			return err
-		}
-		ip := net.ParseIP(host)
-		if ip == nil || ip.IsLinkLocalUnicast() || ip.IsLinkLocalMulticast() || ip.IsUnspecified() || ip.IsMulticast() {
-			return errLinkLocal
-		}
-		return nil
-	}
+	d := netguard.Dialer(5 * time.Second)
 	tr := &http.Transport{DialContext: d.DialContext, Proxy: nil, MaxIdleConnsPerHost: 4, IdleConnTimeout: 30 * time.Second,
 		TLSHandshakeTimeout: 5 * time.Second, ResponseHeaderTimeout: Timeout}
 	return &http.Client{Transport: tr, Timeout: Timeout,

@@ -12,10 +12,10 @@ import (
 	"net/url"
 	"os"
 	"strings"
-	"syscall"
 	"text/template"
 	"time"
 
+	"github.com/limbo-dev/limbo/netguard"
 	"github.com/limbo-dev/limbo/review"
 )
 
@@ -31,26 +31,10 @@ func NewProber(cfg *review.Config) *Prober {
 	return &Prober{cfg: cfg, strict: newClient(false), open: newClient(true)}
 }
 
-// errLinkLocal: probe URLs may not reach link-local addresses (where cloud
-// metadata services answer) unless the destination allows it.
-var errLinkLocal = errors.New("probe address is link-local; set allow_link_local to permit it")
-
 func newClient(allowLinkLocal bool) *http.Client {
 	d := &net.Dialer{Timeout: 5 * time.Second}
 	if !allowLinkLocal {
-		// Checked on the address actually dialled, after DNS, so a name
-		// that resolves to 169.254.169.254 is refused too.
-		d.Control = func(_, address string, _ syscall.RawConn) error {
-			host, _, err := net.SplitHostPort(address)
-			if err != nil {
-				return err
-			}
-			ip := net.ParseIP(host)
-			if ip == nil || ip.IsLinkLocalUnicast() || ip.IsLinkLocalMulticast() || ip.IsUnspecified() || ip.IsMulticast() {
-				return errLinkLocal
-			}
-			return nil
-		}
+		d = netguard.Dialer(5 * time.Second)
 	}
 	tr := &http.Transport{DialContext: d.DialContext, MaxIdleConnsPerHost: 16, IdleConnTimeout: 30 * time.Second}
 	return &http.Client{Transport: tr, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
