@@ -98,7 +98,13 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	go func() { defer wg.Done(); hooks.Run(workCtx, time.Second) }()
 	go func() {
 		defer wg.Done()
-		every(workCtx, sweepEvery, log, "lease sweep", func(c context.Context) error { _, err := st.SweepLeases(c); return err })
+		every(workCtx, sweepEvery, log, "lease sweep", func(c context.Context) error {
+			if _, err := st.SweepLeases(c); err != nil {
+				return err
+			}
+			_, err := st.ExpireDeadlines(c)
+			return err
+		})
 	}()
 	go func() {
 		defer wg.Done()
