@@ -29,6 +29,8 @@ Usage:
   limbo sandbox [--addr 127.0.0.1:8090] [fault flags]   (see limbo sandbox --help)
   limbo chaos [fault flags] [--ops N] [--integrators N] [--kills K] [--db URL]
               [--truth-out FILE] [--settle D]            (see limbo chaos --help)
+  limbo bench [--db URL] [--duration D] [--concurrency N] [--queue-ops N] [--open-cases M]
+                                                         (see limbo bench --help)
 
 --db also reads LIMBO_DB (default sqlite:limbo.db); --addr reads LIMBO_ADDR;
 --config reads LIMBO_CONFIG. Database URL: sqlite:PATH or postgres://…
@@ -60,6 +62,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		err = cmdSandbox(ctx, rest, stdout, stderr)
 	case cmd == "chaos":
 		code, err = cmdChaos(ctx, rest, stdout, stderr)
+	case cmd == "bench":
+		err = cmdBench(ctx, rest, stdout, stderr)
 	case cmd == "help" || cmd == "-h" || cmd == "--help":
 		fmt.Fprint(stdout, usage)
 	default:

@@ -1,0 +1,423 @@
+package main
+
+// `limbo bench`: the performance harness of issue 5. It measures, in one
+// process and one run, the attempt cycle through the real HTTP API
+// (bench_cycle.go) against two floors that do the same writes straight on
+// the database (bench_floor.go), interleaved so that drift on a shared
+// machine hits all three alike; then the reconciler against a slow sandbox
+// (bench_reconcile.go), optionally the console's queue and case pages over
+// a bulk-loaded ledger (bench_queue.go), and the process's peak memory.
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/limbo-dev/limbo/handlers"
+	"github.com/limbo-dev/limbo/metrics"
+	"github.com/limbo-dev/limbo/store"
+)
+
+const benchUsage = `Usage: limbo bench [--db URL] [--duration D] [--concurrency N] [--rounds R]
+                   [--queue-ops N] [--open-cases M] [--reconcile-ops K] [--keep]
+
+Measures Limbo on this machine and prints one JSON object:
+  cycle_per_s, call_p50_ms, call_p99_ms   register → attempt → outcome through
+      the HTTP API (JSON, bearer auth, validation) by --concurrency clients,
+      each on its own keep-alive connection, on an in-process server;
+  floor_plain_per_s, floor_min_per_s      the same writes with no HTTP, JSON
+      or validation: a transaction of plain statements per call, and one
+      statement (one round trip) per call; ratio_plain, ratio_min =
+      cycle_per_s over each. API and floors run interleaved, --rounds times
+      each for --duration, and the medians are reported;
+  queue_p50_ms, queue_p99_ms, case_p99_ms with --queue-ops: the console's
+      queue and case pages over a bulk-loaded ledger;
+  reconcile_per_min   ambiguous operations settled per minute against the
+      sandbox with 50 ms per call;
+  rss_mb              the process's peak resident memory.
+
+--db: default a fresh SQLite file in a temporary directory. A postgres://
+URL without search_path gets a fresh schema, dropped afterwards; with
+search_path, that schema is used and must hold no operations. LIMBO_DB is
+not read: the run writes many synthetic rows.
+
+Flags:
+`
+
+// benchOptions configure one bench run.
+type benchOptions struct {
+	DB            string
+	Duration      time.Duration
+	Concurrency   int
+	Rounds        int
+	Warmup        time.Duration
+	QueueOps      int
+	OpenCases     int
+	QueueRequests int
+	ReconcileOps  int
+	ProbeDelay    time.Duration
+	Keep          bool
+	// CPUProfile, when set, receives a CPU profile of the first timed API run.
+	CPUProfile string
+	Log        *slog.Logger
+	// Stderr receives progress lines (nil: none).
+	Stderr io.Writer
+}
+
+func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	o := benchOptions{}
+	fs.StringVar(&o.DB, "db", "", "database URL (sqlite:PATH or postgres://…); default: a fresh SQLite file in a temporary directory")
+	fs.DurationVar(&o.Duration, "duration", 10*time.Second, "length of each timed run (API and each floor, per round)")
+	fs.IntVar(&o.Concurrency, "concurrency", 16, "concurrent clients")
+	fs.IntVar(&o.Rounds, "rounds", 3, "rounds of API, plain floor and min floor, interleaved; medians are reported")
+	fs.DurationVar(&o.Warmup, "warmup", -1, "untimed warm-up of each mode before the first round (default: a fifth of --duration, at most 2s)")
+	fs.IntVar(&o.QueueOps, "queue-ops", 0, "bulk-load this many operations and time the queue and case pages (0: skip)")
+	fs.IntVar(&o.OpenCases, "open-cases", -1, "open cases among --queue-ops (default 5%)")
+	fs.IntVar(&o.QueueRequests, "queue-requests", 400, "queue page requests, and as many case page requests, with --queue-ops")
+	fs.IntVar(&o.ReconcileOps, "reconcile-ops", 500, "ambiguous operations for reconcile_per_min (0: skip)")
+	fs.DurationVar(&o.ProbeDelay, "sandbox-delay", 50*time.Millisecond, "latency the sandbox adds to every call, probes included")
+	fs.StringVar(&o.CPUProfile, "cpuprofile", "", "write a CPU profile of the first timed API run to this file (go tool pprof)")
+	fs.BoolVar(&o.Keep, "keep", false, "keep the database (the temporary SQLite file, or the fresh PostgreSQL schema)")
+	fs.Usage = func() {}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprint(stdout, benchUsage)
+			fs.SetOutput(stdout)
+			fs.PrintDefaults()
+			return nil
+		}
+		fmt.Fprint(stderr, benchUsage)
+		fs.PrintDefaults()
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("bench: unexpected argument %q", fs.Arg(0))
+	}
+	o.Log = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	o.Stderr = stderr
+	rep, err := runBench(ctx, o)
+	if err != nil {
+		return err
+	}
+	enc := json.NewEncoder(stdout)
+	enc.SetIndent("", "  ")
+	return enc.Encode(rep)
+}
+
+func (o *benchOptions) validate() error {
+	switch {
+	case o.Duration <= 0:
+		return errors.New("bench: --duration must be positive")
+	case o.Concurrency < 1:
+		return errors.New("bench: --concurrency must be at least 1")
+	case o.Rounds < 1:
+		return errors.New("bench: --rounds must be at least 1")
+	case o.QueueOps < 0 || o.ReconcileOps < 0 || o.QueueRequests < 1:
+		return errors.New("bench: --queue-ops and --reconcile-ops must not be negative, --queue-requests positive")
+	case o.OpenCases > o.QueueOps:
+		return errors.New("bench: --open-cases must not exceed --queue-ops")
+	case o.ProbeDelay < 0:
+		return errors.New("bench: --sandbox-delay must not be negative")
+	}
+	return nil
+}
+
+// benchReport is what `limbo bench` prints. Rates are medians over rounds;
+// call latencies pool every call of every round.
+type benchReport struct {
+	Engine      string `json:"engine"`
+	Concurrency int    `json:"concurrency"`
+	Duration    string `json:"duration"`
+	Rounds      int    `json:"rounds"`
+
+	CyclePerS      float64 `json:"cycle_per_s"`
+	CallP50Ms      float64 `json:"call_p50_ms"`
+	CallP99Ms      float64 `json:"call_p99_ms"`
+	FloorPlainPerS float64 `json:"floor_plain_per_s"`
+	FloorMinPerS   float64 `json:"floor_min_per_s"`
+	RatioPlain     float64 `json:"ratio_plain"`
+	RatioMin       float64 `json:"ratio_min"`
+
+	FloorPlainCallP99Ms float64   `json:"floor_plain_call_p99_ms"`
+	FloorMinCallP99Ms   float64   `json:"floor_min_call_p99_ms"`
+	CycleRounds         []float64 `json:"cycle_per_s_rounds"`
+	FloorPlainRounds    []float64 `json:"floor_plain_per_s_rounds"`
+	FloorMinRounds      []float64 `json:"floor_min_per_s_rounds"`
+	// FloorMinNote says how floor min was measured on this engine.
+	FloorMinNote string `json:"floor_min_note"`
+
+	QueueOps   *int     `json:"queue_ops,omitempty"`
+	OpenCases  *int     `json:"open_cases,omitempty"`
+	QueueLoadS *float64 `json:"queue_load_s,omitempty"`
+	QueueP50Ms *float64 `json:"queue_p50_ms,omitempty"`
+	QueueP99Ms *float64 `json:"queue_p99_ms,omitempty"`
+	CaseP50Ms  *float64 `json:"case_p50_ms,omitempty"`
+	CaseP99Ms  *float64 `json:"case_p99_ms,omitempty"`
+
+	ReconcileOps              int      `json:"reconcile_ops,omitempty"`
+	ReconcilePerMin           *float64 `json:"reconcile_per_min,omitempty"`
+	ReconcileConfirmed        int      `json:"reconcile_confirmed,omitempty"`
+	ReconcileProbeConcurrency int      `json:"reconcile_probe_concurrency,omitempty"`
+	SandboxDelayMs            float64  `json:"sandbox_delay_ms,omitempty"`
+
+	RSSMb float64 `json:"rss_mb"`
+
+	GoVersion  string `json:"go_version"`
+	CPUs       int    `json:"cpus"`
+	GOMAXPROCS int    `json:"gomaxprocs"`
+	Started    string `json:"started"`
+	Elapsed    string `json:"elapsed"`
+}
+
+const (
+	/* bench: a fresh PostgreSQL schema per run unless the URL names one. */
+	benchCreateSchema = `CREATE SCHEMA %s`
+	/* bench */
+	benchDropSchema = `DROP SCHEMA IF EXISTS %s CASCADE`
+	/* bench: the run writes synthetic rows; it refuses a ledger in use. */
+	benchAnyOperation = `SELECT COUNT(*) FROM (SELECT 1 FROM operations LIMIT 1) x`
+)
+
+// benchTenant is the tenant of the API and floor cycles.
+const benchTenant = "limbo-bench"
+
+func runBench(ctx context.Context, o benchOptions) (*benchReport, error) {
+	began := time.Now()
+	if o.Log == nil {
+		o.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if o.OpenCases < 0 {
+		o.OpenCases = o.QueueOps / 20
+	}
+	if o.Warmup < 0 {
+		o.Warmup = min(o.Duration/5, 2*time.Second)
+	}
+	if err := o.validate(); err != nil {
+		return nil, err
+	}
+	dbURL, cleanup, err := benchDatabase(ctx, o.DB, o.Keep, o.Stderr)
+	if err != nil {
+		return nil, err
+	}
+	defer cleanup()
+
+	// The sandbox first: the destination configuration names its address.
+	sb, err := startBenchSandbox(o.ProbeDelay)
+	if err != nil {
+		return nil, err
+	}
+	defer sb.close()
+	st, err := openStore(ctx, dbURL, sb.cfg)
+	if err != nil {
+		return nil, err
+	}
+	defer st.Close()
+	var used int
+	if err := st.DB().GetContext(ctx, &used, benchAnyOperation); err != nil {
+		return nil, fmt.Errorf("bench: %w", err)
+	}
+	if used > 0 {
+		return nil, errors.New("bench: the database already holds operations; give bench an empty one (or no --db)")
+	}
+
+	srv, err := startBenchServer(ctx, st, o.Log)
+	if err != nil {
+		return nil, err
+	}
+	defer srv.close()
+
+	rep := &benchReport{Engine: string(st.Engine()), Concurrency: o.Concurrency, Duration: o.Duration.String(), Rounds: o.Rounds,
+		GoVersion: runtime.Version(), CPUs: runtime.NumCPU(), GOMAXPROCS: runtime.GOMAXPROCS(0), Started: began.UTC().Format(time.RFC3339)}
+	if err := benchCycles(ctx, st, srv, o, rep); err != nil {
+		return nil, err
+	}
+	if o.ReconcileOps > 0 {
+		progress(o.Stderr, "reconcile: %d ambiguous operations, %s per sandbox call", o.ReconcileOps, o.ProbeDelay)
+		r, err := benchReconcile(ctx, st, sb, o.ReconcileOps, o.Log)
+		if err != nil {
+			return nil, err
+		}
+		rep.ReconcileOps, rep.ReconcilePerMin, rep.ReconcileConfirmed = o.ReconcileOps, ptr(round(r.perMin, 0)), r.confirmed
+		rep.ReconcileProbeConcurrency, rep.SandboxDelayMs = r.probeConcurrency, ms(o.ProbeDelay)
+	}
+	if o.QueueOps > 0 {
+		progress(o.Stderr, "queue: bulk-loading %d operations, %d open cases", o.QueueOps, o.OpenCases)
+		q, err := benchQueue(ctx, st, srv.url, o.QueueOps, o.OpenCases, o.QueueRequests)
+		if err != nil {
+			return nil, err
+		}
+		rep.QueueOps, rep.OpenCases, rep.QueueLoadS = ptr(o.QueueOps), ptr(o.OpenCases), ptr(round(q.load.Seconds(), 1))
+		rep.QueueP50Ms, rep.QueueP99Ms = ptr(ms(pct(q.queue, 50))), ptr(ms(pct(q.queue, 99)))
+		rep.CaseP50Ms, rep.CaseP99Ms = ptr(ms(pct(q.cases, 50))), ptr(ms(pct(q.cases, 99)))
+	}
+	rep.RSSMb = peakRSSMb()
+	rep.Elapsed = time.Since(began).Round(time.Millisecond).String()
+	return rep, nil
+}
+
+// benchDatabase resolves --db to the URL the run uses and what to do
+// afterwards: remove the temporary SQLite file, or drop the fresh schema.
+func benchDatabase(ctx context.Context, dbURL string, keep bool, stderr io.Writer) (string, func(), error) {
+	noop := func() {}
+	switch {
+	case dbURL == "":
+		dir, err := os.MkdirTemp("", "limbo-bench-")
+		if err != nil {
+			return "", nil, err
+		}
+		if keep {
+			progress(stderr, "database kept at %s", dir)
+			return "sqlite:" + filepath.Join(dir, "limbo.db"), noop, nil
+		}
+		return "sqlite:" + filepath.Join(dir, "limbo.db"), func() { os.RemoveAll(dir) }, nil
+	case strings.HasPrefix(dbURL, "postgres://"), strings.HasPrefix(dbURL, "postgresql://"):
+		u, err := url.Parse(dbURL)
+		if err != nil {
+			return "", nil, fmt.Errorf("bench: --db: %w", err)
+		}
+		q := u.Query()
+		if q.Get("search_path") != "" {
+			return dbURL, noop, nil
+		}
+		var b [6]byte
+		rand.Read(b[:])
+		schema := "limbo_bench_" + hex.EncodeToString(b[:])
+		admin, err := store.Open(ctx, dbURL, store.Options{})
+		if err != nil {
+			return "", nil, err
+		}
+		if _, err := admin.DB().ExecContext(ctx, fmt.Sprintf(benchCreateSchema, schema)); err != nil {
+			admin.Close()
+			return "", nil, fmt.Errorf("bench: %w", err)
+		}
+		q.Set("search_path", schema)
+		u.RawQuery = q.Encode()
+		if keep {
+			admin.Close()
+			progress(stderr, "schema %s kept", schema)
+			return u.String(), noop, nil
+		}
+		return u.String(), func() {
+			defer admin.Close()
+			admin.DB().ExecContext(context.WithoutCancel(ctx), fmt.Sprintf(benchDropSchema, schema))
+		}, nil
+	}
+	return dbURL, noop, nil
+}
+
+// benchServer is Limbo's HTTP surface in process, as `limbo serve` builds
+// it (API, console, metrics), on a loopback listener.
+type benchServer struct {
+	url   string
+	srv   *http.Server
+	token string
+	// actor is how the API names the token in audit events; the floors
+	// write the same.
+	actor string
+}
+
+func startBenchServer(ctx context.Context, st *store.Store, log *slog.Logger) (*benchServer, error) {
+	h := handlers.New(st, log)
+	h.Metrics = metrics.New(st, log)
+	keys := make([]byte, 96)
+	rand.Read(keys)
+	h.Console = handlers.NewConsole(keys[:64], keys[64:], false, store.SessionPolicy{})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	s := &benchServer{url: "http://" + ln.Addr().String(),
+		srv: &http.Server{Handler: handlers.NewServer(h), ReadHeaderTimeout: 10 * time.Second}}
+	go s.srv.Serve(ln)
+	if s.token, err = st.CreateToken(ctx, benchTenant, "bench", "cli:bench"); err != nil {
+		s.close()
+		return nil, err
+	}
+	ti, err := st.TenantForToken(ctx, s.token)
+	if err != nil {
+		s.close()
+		return nil, err
+	}
+	s.actor = "token:" + ti.ID + " (" + ti.Name + ")"
+	return s, nil
+}
+
+func (s *benchServer) close() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	s.srv.Shutdown(ctx)
+}
+
+// peakRSSMb is the process's peak resident set (VmHWM), 0 where /proc is missing.
+func peakRSSMb() float64 {
+	data, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for line := range strings.SplitSeq(string(data), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, err := strconv.ParseFloat(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 64)
+			if err == nil {
+				return round(kb/1024, 1)
+			}
+		}
+	}
+	return 0
+}
+
+// pct is the p-th percentile of sorted latencies.
+func pct(sorted []time.Duration, p int) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	return sorted[(len(sorted)-1)*p/100]
+}
+
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return round((s[len(s)/2-1]+s[len(s)/2])/2, 1)
+}
+
+// ms is d in milliseconds, to the hundredth.
+func ms(d time.Duration) float64 { return round(float64(d.Microseconds())/1000, 2) }
+
+func round(x float64, digits int) float64 {
+	p := 1.0
+	for range digits {
+		p *= 10
+	}
+	return float64(int64(x*p+0.5)) / p
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func progress(w io.Writer, format string, args ...any) {
+	if w != nil {
+		fmt.Fprintf(w, "bench: "+format+"\n", args...)
+	}
+}

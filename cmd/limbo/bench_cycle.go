@@ -1,0 +1,270 @@
+package main
+
+// The attempt cycle rounds of `limbo bench`: the API through real HTTP
+// clients and the two floors, interleaved, timed the same way.
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"runtime/pprof"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/limbo-dev/limbo/review"
+	"github.com/limbo-dev/limbo/store"
+)
+
+// benchMode is one of the three things timed per round.
+type benchMode string
+
+const (
+	modeAPI   benchMode = "api"
+	modePlain benchMode = "plain"
+	modeMin   benchMode = "min"
+)
+
+// benchCycles warms up, then runs the rounds — API, plain floor and min
+// floor, the order rotating each round — and fills rep's cycle figures.
+func benchCycles(ctx context.Context, st *store.Store, srv *benchServer, o benchOptions, rep *benchReport) error {
+	plain, err := newFloor(ctx, st, floorPlain, benchTenant, srv.actor)
+	if err != nil {
+		return err
+	}
+	defer plain.Close()
+	minFloor, err := newFloor(ctx, st, floorMin, benchTenant, srv.actor)
+	if err != nil {
+		return err
+	}
+	defer minFloor.Close()
+	modes := []benchMode{modeAPI, modePlain, modeMin}
+	rep.FloorMinNote = "one statement per call: a prepared writable CTE (PostgreSQL)"
+	if st.Engine() == store.SQLite {
+		// In process there are no round trips to save: min is plain.
+		modes = modes[:2]
+		rep.FloorMinNote = "SQLite runs in process, with no round trips to save: floor min is floor plain"
+	}
+	var seq atomic.Int64
+	newCycle := func(m benchMode) func() (cycleFunc, func()) {
+		switch m {
+		case modePlain:
+			return func() (cycleFunc, func()) { return plain.cycle, func() {} }
+		case modeMin:
+			return func() (cycleFunc, func()) { return minFloor.cycle, func() {} }
+		}
+		return func() (cycleFunc, func()) {
+			c := newAPIClient(srv.url, srv.token)
+			return c.cycle, c.hc.CloseIdleConnections
+		}
+	}
+	if o.Warmup > 0 {
+		for _, m := range modes {
+			if _, err := runCycles(ctx, o.Warmup, o.Concurrency, &seq, newCycle(m)); err != nil {
+				return fmt.Errorf("bench: warm-up %s: %w", m, err)
+			}
+		}
+	}
+	runs := map[benchMode][]benchRun{}
+	for r := range o.Rounds {
+		for i := range modes {
+			m := modes[(r+i)%len(modes)]
+			stopProfile, err := startProfile(o.CPUProfile, m == modeAPI && len(runs[modeAPI]) == 0)
+			if err != nil {
+				return err
+			}
+			res, err := runCycles(ctx, o.Duration, o.Concurrency, &seq, newCycle(m))
+			stopProfile()
+			if err != nil {
+				return fmt.Errorf("bench: round %d, %s: %w", r+1, m, err)
+			}
+			progress(o.Stderr, "round %d/%d %-5s %8.1f cycles/s  p50 %6.2f ms  p99 %6.2f ms", r+1, o.Rounds, m,
+				res.perSecond(), ms(pct(res.lat, 50)), ms(pct(res.lat, 99)))
+			runs[m] = append(runs[m], res)
+		}
+	}
+	if st.Engine() == store.SQLite {
+		runs[modeMin] = runs[modePlain]
+	}
+	rates := func(m benchMode) []float64 {
+		var out []float64
+		for _, r := range runs[m] {
+			out = append(out, round(r.perSecond(), 1))
+		}
+		return out
+	}
+	pooled := func(m benchMode) []time.Duration {
+		var all []time.Duration
+		for _, r := range runs[m] {
+			all = append(all, r.lat...)
+		}
+		slices.Sort(all)
+		return all
+	}
+	rep.CycleRounds, rep.FloorPlainRounds, rep.FloorMinRounds = rates(modeAPI), rates(modePlain), rates(modeMin)
+	rep.CyclePerS, rep.FloorPlainPerS, rep.FloorMinPerS = median(rep.CycleRounds), median(rep.FloorPlainRounds), median(rep.FloorMinRounds)
+	api := pooled(modeAPI)
+	rep.CallP50Ms, rep.CallP99Ms = ms(pct(api, 50)), ms(pct(api, 99))
+	rep.FloorPlainCallP99Ms, rep.FloorMinCallP99Ms = ms(pct(pooled(modePlain), 99)), ms(pct(pooled(modeMin), 99))
+	if rep.FloorPlainPerS > 0 {
+		rep.RatioPlain = round(rep.CyclePerS/rep.FloorPlainPerS, 3)
+	}
+	if rep.FloorMinPerS > 0 {
+		rep.RatioMin = round(rep.CyclePerS/rep.FloorMinPerS, 3)
+	}
+	return nil
+}
+
+// startProfile starts a CPU profile into path when on, and returns what
+// stops it.
+func startProfile(path string, on bool) (func(), error) {
+	if path == "" || !on {
+		return func() {}, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
+}
+
+// cycleFunc runs attempt cycle i, reporting each call's latency to rec.
+type cycleFunc func(ctx context.Context, i int64, rec func(time.Duration)) error
+
+// benchRun is one timed run of one mode.
+type benchRun struct {
+	cycles  int64
+	elapsed time.Duration
+	// lat holds every call's latency, sorted.
+	lat []time.Duration
+}
+
+func (r benchRun) perSecond() float64 {
+	if r.elapsed <= 0 {
+		return 0
+	}
+	return float64(r.cycles) / r.elapsed.Seconds()
+}
+
+// runCycles runs n workers, each doing whole cycles one after the other
+// until d has passed. Elapsed runs to the end of the last cycle, so a cycle
+// in progress at the deadline is counted in full, with its time. The first
+// error stops the run.
+func runCycles(ctx context.Context, d time.Duration, n int, seq *atomic.Int64, newWorker func() (cycleFunc, func())) (benchRun, error) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	var (
+		wg     sync.WaitGroup
+		mu     sync.Mutex
+		run    benchRun
+		cycles atomic.Int64
+	)
+	start := time.Now()
+	deadline := start.Add(d)
+	for range n {
+		cycle, done := newWorker()
+		wg.Go(func() {
+			defer done()
+			var lat []time.Duration
+			rec := func(l time.Duration) { lat = append(lat, l) }
+			for time.Now().Before(deadline) && ctx.Err() == nil {
+				if err := cycle(ctx, seq.Add(1), rec); err != nil {
+					cancel(err)
+					return
+				}
+				cycles.Add(1)
+			}
+			mu.Lock()
+			run.lat = append(run.lat, lat...)
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	if err := context.Cause(ctx); err != nil {
+		return benchRun{}, err
+	}
+	run.cycles, run.elapsed = cycles.Load(), time.Since(start)
+	slices.Sort(run.lat)
+	return run, nil
+}
+
+// apiClient is one integration: its own keep-alive connection and token.
+type apiClient struct {
+	hc    *http.Client
+	base  string
+	token string
+}
+
+func newAPIClient(base, token string) *apiClient {
+	tr := &http.Transport{MaxIdleConnsPerHost: 1, IdleConnTimeout: time.Minute}
+	return &apiClient{hc: &http.Client{Timeout: 30 * time.Second, Transport: tr}, base: base, token: token}
+}
+
+// cycle registers operation i, takes an attempt and reports its success,
+// as an integration does (the bodies handlers/bench_test.go sends).
+func (c *apiClient) cycle(ctx context.Context, i int64, rec func(time.Duration)) error {
+	ref := fmt.Sprintf("bench/%d", i)
+	var op struct {
+		ID string `json:"id"`
+	}
+	reg := fmt.Sprintf(`{"source_ref":%q,"logical_version":"v1","action":"transform","destination":"files",`+
+		`"risk":"compensable_write","payload":{"document":%d,"format":"pdf"}}`, ref, i)
+	if err := c.post(ctx, "/api/v1/operations", reg, http.StatusCreated, &op, rec); err != nil {
+		return err
+	}
+	var g struct {
+		N int `json:"n"`
+	}
+	if err := c.post(ctx, "/api/v1/operations/"+op.ID+"/attempts", `{}`, http.StatusCreated, &g, rec); err != nil {
+		return err
+	}
+	var res struct {
+		Next review.Next `json:"next"`
+	}
+	out := fmt.Sprintf(`{"result":"success","phase":"after_send","http_status":201,`+
+		`"resource":{"ref":"file:%s","kind":"file","version":"v1"}}`, ref)
+	if err := c.post(ctx, "/api/v1/operations/"+op.ID+"/attempts/"+strconv.Itoa(g.N)+"/outcome", out, http.StatusOK, &res, rec); err != nil {
+		return err
+	}
+	if res.Next != review.NextDone {
+		return fmt.Errorf("operation %s: next %q after a success, want done", op.ID, res.Next)
+	}
+	return nil
+}
+
+// post sends a JSON body with the bearer token, reads the whole answer (so
+// the connection is reused), times the call and decodes the answer.
+func (c *apiClient) post(ctx context.Context, path, body string, want int, out any, rec func(time.Duration)) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+path, strings.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+c.token)
+	req.Header.Set("Content-Type", "application/json")
+	t0 := time.Now()
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return err
+	}
+	data, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		return err
+	}
+	rec(time.Since(t0))
+	if resp.StatusCode != want {
+		return fmt.Errorf("POST %s: %d, want %d: %s", path, resp.StatusCode, want, bytes.TrimSpace(data))
+	}
+	return json.Unmarshal(data, out)
+}

@@ -1,0 +1,224 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/limbo-dev/limbo/store"
+	"github.com/limbo-dev/limbo/store/storetest"
+)
+
+// TestBenchFloorsWriteWhatTheAPIWrites runs one attempt cycle through the
+// API and one through each floor, and checks that each floor wrote the
+// same rows as the API — as many per table, every table of the schema, and
+// the same content apart from ids and times — so no floor is faster for
+// skipping work. The floors' audit events must verify like the store's.
+func TestBenchFloorsWriteWhatTheAPIWrites(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		ctx := context.Background()
+		st, err := openStore(ctx, storetest.URL(t, e), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer st.Close()
+		srv, err := startBenchServer(ctx, st, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer srv.close()
+		api := newAPIClient(srv.url, srv.token)
+		defer api.hc.CloseIdleConnections()
+		plain, err := newFloor(ctx, st, floorPlain, benchTenant, srv.actor)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer plain.Close()
+		minFloor, err := newFloor(ctx, st, floorMin, benchTenant, srv.actor)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer minFloor.Close()
+
+		tables := tableNames(t, st)
+		var calls atomic.Int64
+		rec := func(time.Duration) { calls.Add(1) }
+		cycles := []struct {
+			name      string
+			cycle     cycleFunc
+			sourceRef string
+		}{
+			{"api", api.cycle, "bench/1"},
+			{"plain", plain.cycle, "floor-plain/2"},
+			{"min", minFloor.cycle, "floor-min/3"},
+		}
+		var want map[string]int64
+		var wantRows string
+		for i, c := range cycles {
+			before := countRows(t, st.DB(), tables)
+			calls.Store(0)
+			if err := c.cycle(ctx, int64(i+1), rec); err != nil {
+				t.Fatalf("%s cycle: %v", c.name, err)
+			}
+			if calls.Load() != 3 {
+				t.Errorf("%s cycle timed %d calls, want 3", c.name, calls.Load())
+			}
+			after := countRows(t, st.DB(), tables)
+			delta := map[string]int64{}
+			for _, tb := range tables {
+				if d := after[tb] - before[tb]; d != 0 {
+					delta[tb] = d
+				}
+			}
+			rows := cycleRows(t, st, c.sourceRef)
+			if i == 0 {
+				want, wantRows = delta, rows
+				// The API's own writes, to be sure the comparison compares something.
+				if fmt.Sprint(delta) != "map[attempts:1 audit_events:3 evidence:1 operations:1]" {
+					t.Fatalf("the API cycle wrote %v", delta)
+				}
+				continue
+			}
+			if !maps.Equal(delta, want) {
+				t.Errorf("%s floor wrote %v rows per table, the API %v", c.name, delta, want)
+			}
+			if rows != wantRows {
+				t.Errorf("%s floor wrote\n%s\nthe API\n%s", c.name, rows, wantRows)
+			}
+		}
+		if err := st.SealAll(ctx); err != nil {
+			t.Fatal(err)
+		}
+		rep, err := st.VerifyAudit(ctx, nil)
+		if err != nil || !rep.OK {
+			t.Fatalf("audit after the floors: %v %+v", err, rep)
+		}
+	})
+}
+
+// tableNames lists every table of the schema.
+func tableNames(t *testing.T, st *store.Store) []string {
+	t.Helper()
+	q := `SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name`
+	if st.Engine() == store.Postgres {
+		q = `SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema() AND table_type = 'BASE TABLE' ORDER BY table_name`
+	}
+	var names []string
+	if err := st.DB().Select(&names, q); err != nil {
+		t.Fatal(err)
+	}
+	if len(names) < 10 {
+		t.Fatalf("tables: %v", names)
+	}
+	return names
+}
+
+func countRows(t *testing.T, db *sqlx.DB, tables []string) map[string]int64 {
+	t.Helper()
+	n := map[string]int64{}
+	for _, tb := range tables {
+		var c int64
+		if err := db.Get(&c, `SELECT COUNT(*) FROM `+tb); err != nil {
+			t.Fatal(err)
+		}
+		n[tb] = c
+	}
+	return n
+}
+
+// cycleRows renders what a cycle wrote for the operation with sourceRef,
+// leaving out ids, keys, hashes of per-operation content and times.
+func cycleRows(t *testing.T, st *store.Store, sourceRef string) string {
+	t.Helper()
+	db := st.DB()
+	var id string
+	if err := db.Get(&id, db.Rebind(`SELECT id FROM operations WHERE source_ref = ?`), sourceRef); err != nil {
+		t.Fatalf("operation %s: %v", sourceRef, err)
+	}
+	var b strings.Builder
+	dump := func(label, q string) {
+		rows, err := db.Queryx(db.Rebind(q), id)
+		if err != nil {
+			t.Fatalf("%s: %v", label, err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			vals, err := rows.SliceScan()
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, v := range vals {
+				if bs, ok := v.([]byte); ok {
+					vals[i] = string(bs)
+				}
+			}
+			fmt.Fprintf(&b, "%s %v\n", label, vals)
+		}
+		if err := rows.Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dump("operation", `SELECT tenant, action, destination, risk, flags, logical_version, state, state_reason,
+    max_attempts, cost_budget IS NULL, cost_spent, attempt_count, next_attempt_at IS NULL, first_attempt_at IS NOT NULL,
+    resource_kind, resource_version, resource_ref IS NOT NULL, version, probe_owner IS NULL, probe_until IS NULL,
+    probe_generation, probe_round, next_probe_at IS NULL, length(key), length(payload_hash)
+FROM operations WHERE id = ?`)
+	dump("attempt", `SELECT n, generation, destination, credential, model, finished_at IS NOT NULL, result, phase,
+    http_status, provider_code, provider_request_id, retry_after, cost, next, next_reason, retry_at IS NULL, length(outcome_hash)
+FROM attempts WHERE operation_id = ? ORDER BY n`)
+	dump("evidence", `SELECT source, authoritative, verdict, note, length(candidates) > 2 FROM evidence WHERE operation_id = ? ORDER BY id`)
+	dump("audit", `SELECT actor, tenant, action, from_state, to_state, length(detail) > 2 FROM audit_events WHERE operation_id = ? ORDER BY seq`)
+	return b.String()
+}
+
+// TestBenchCommand runs `limbo bench` for a moment on each engine and
+// checks every figure is there.
+func TestBenchCommand(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		db := storetest.URL(t, e)
+		args := []string{"bench", "--db", db, "--duration", "200ms", "--warmup", "0", "--concurrency", "2", "--rounds", "1",
+			"--reconcile-ops", "4", "--queue-ops", "200", "--queue-requests", "4"}
+		code, out, errOut := limbo(t, args...)
+		if code != 0 {
+			t.Fatalf("bench: %d\n%s", code, errOut)
+		}
+		var rep map[string]any
+		if err := json.Unmarshal([]byte(out), &rep); err != nil {
+			t.Fatalf("bench output is not one JSON object: %v\n%s", err, out)
+		}
+		for _, f := range []string{"cycle_per_s", "call_p50_ms", "call_p99_ms", "floor_plain_per_s", "floor_min_per_s",
+			"ratio_plain", "ratio_min", "queue_p50_ms", "queue_p99_ms", "case_p99_ms", "reconcile_per_min", "rss_mb"} {
+			if v, ok := rep[f].(float64); !ok || v <= 0 {
+				t.Errorf("%s = %v, want a positive number", f, rep[f])
+			}
+		}
+		if rep["engine"] != string(e) {
+			t.Errorf("engine %v, want %s", rep["engine"], e)
+		}
+		if rep["reconcile_confirmed"] != 4.0 {
+			t.Errorf("reconcile_confirmed = %v, want 4", rep["reconcile_confirmed"])
+		}
+		// The run wrote operations: bench refuses to write into them again.
+		if code, _, errOut := limbo(t, args...); code != 2 || !strings.Contains(errOut, "already holds operations") {
+			t.Errorf("bench on a used database: %d %s", code, errOut)
+		}
+	})
+}
+
+func TestBenchUsage(t *testing.T) {
+	t.Parallel()
+	if code, out, _ := limbo(t, "bench", "--help"); code != 0 || !strings.Contains(out, "floor_plain_per_s") {
+		t.Errorf("bench --help: %d %q", code, out)
+	}
+	if code, _, errOut := limbo(t, "bench", "--concurrency", "0", "--db", "sqlite:"+filepath.Join(t.TempDir(), "x.db")); code != 2 || !strings.Contains(errOut, "--concurrency") {
+		t.Errorf("bench --concurrency 0: %d %q", code, errOut)
+	}
+}
