@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"time"
 
 	"github.com/labstack/echo/v4"
 
@@ -30,20 +29,9 @@ func (h *Handlers) Bulk(c echo.Context) error {
 	if err := review.ValidateDecision(v.Action, "bulk", v.Compensation, v.Reason); err != nil {
 		return consoleError(http.StatusBadRequest, err.Error())
 	}
-	f := store.QueueFilter{Scope: s.User.Scope().List(), Tenant: form.Tenant, Destination: form.Destination, Action: form.Action,
-		Reason: form.Reason, Flag: form.Flag, Search: form.Q}
-	switch form.Claimed {
-	case "me":
-		f.ClaimedBy = s.User.Email
-	case "none":
-		f.Unclaimed = true
-	}
-	if form.Age != "" {
-		d, err := time.ParseDuration(form.Age)
-		if err != nil {
-			return consoleError(http.StatusBadRequest, "Age must be a duration such as 1h.")
-		}
-		f.MinAge = d
+	f, err := queueFilter(form, s)
+	if err != nil {
+		return err
 	}
 	page, err := h.Store.Queue(c.Request().Context(), f, bulkLimit)
 	if err != nil {

@@ -49,22 +49,14 @@ func (h *Handlers) caseViewRevealed(c echo.Context, id string, reveal bool) (*we
 	if err != nil {
 		return nil, err
 	}
-	payload := []byte(op.Payload)
-	var fields []string
-	if cfg := h.Store.Config(); cfg != nil {
-		fields = cfg.RedactFields
-	}
-	redacted := review.Redact(payload, fields)
+	fields := h.redactFields()
 	v := &web.CaseView{Nav: nav(c), Case: cs, Op: op, History: hist, Decisions: ds,
-		Me: s.User.Email, Now: h.Store.Now(), Redacted: !bytes.Equal(redacted, payload)}
-	if v.Redacted && !reveal {
-		payload = redacted
+		Me: s.User.Email, Now: h.Store.Now(), Redacted: !bytes.Equal(review.Redact(op.Payload, fields), op.Payload)}
+	if reveal {
+		v.Payload = pretty(op.Payload, nil)
+	} else {
+		v.Payload = pretty(op.Payload, fields)
 	}
-	var pretty bytes.Buffer
-	if err := json.Indent(&pretty, payload, "", "  "); err != nil {
-		pretty.Write(payload)
-	}
-	v.Payload = pretty.String()
 	if slices.Contains(cs.Reasons, review.ReasonPayloadMismatch) {
 		rejected, err := h.Store.RejectedPayloads(ctx, cs.ID)
 		if err != nil {
@@ -187,14 +179,24 @@ func (h *Handlers) OperationPage(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	var fields []string
+	return render(c, http.StatusOK, web.OperationPage(web.OperationView{Nav: nav(c), Op: op, Payload: pretty(op.Payload, h.redactFields()),
+		Cases: cases, History: hist}))
+}
+
+// redactFields are the payload members the configuration hides.
+func (h *Handlers) redactFields() []string {
 	if cfg := h.Store.Config(); cfg != nil {
-		fields = cfg.RedactFields
+		return cfg.RedactFields
 	}
-	var pretty bytes.Buffer
-	payload := review.Redact(op.Payload, fields)
-	if err := json.Indent(&pretty, payload, "", "  "); err != nil {
-		pretty.Write(payload)
+	return nil
+}
+
+// pretty indents a payload for reading, with the named fields redacted.
+func pretty(payload []byte, redact []string) string {
+	p := review.Redact(payload, redact)
+	var b bytes.Buffer
+	if err := json.Indent(&b, p, "", "  "); err != nil {
+		return string(p)
 	}
-	return render(c, http.StatusOK, web.OperationPage(web.OperationView{Nav: nav(c), Op: op, Payload: pretty.String(), Cases: cases, History: hist}))
+	return b.String()
 }

@@ -39,21 +39,11 @@ func (h *Handlers) queueView(c echo.Context) (*web.QueueView, error) {
 	s := session(c)
 	form := web.QueueForm{Tenant: c.QueryParam("tenant"), Destination: c.QueryParam("destination"), Action: c.QueryParam("action"),
 		Reason: c.QueryParam("reason"), Flag: c.QueryParam("flag"), Claimed: c.QueryParam("claimed"), Age: c.QueryParam("age"), Q: c.QueryParam("q")}
-	f := store.QueueFilter{Scope: s.User.Scope().List(), Tenant: form.Tenant, Destination: form.Destination, Action: form.Action,
-		Reason: form.Reason, Flag: form.Flag, Search: form.Q, After: c.QueryParam("after")}
-	switch form.Claimed {
-	case "me":
-		f.ClaimedBy = s.User.Email
-	case "none":
-		f.Unclaimed = true
+	f, err := queueFilter(form, s)
+	if err != nil {
+		return nil, err
 	}
-	if form.Age != "" {
-		d, err := time.ParseDuration(form.Age)
-		if err != nil || d < 0 {
-			return nil, consoleError(http.StatusBadRequest, "Age must be a duration such as 1h or 24h.")
-		}
-		f.MinAge = d
-	}
+	f.After = c.QueryParam("after")
 	page, err := h.Store.Queue(c.Request().Context(), f, queuePageSize)
 	if err != nil {
 		return nil, err
@@ -71,4 +61,25 @@ func (h *Handlers) queueView(c echo.Context) (*web.QueueView, error) {
 		v.NextURL = "/?" + nq.Encode()
 	}
 	return v, nil
+}
+
+// queueFilter turns the queue form into the store's filter, within the
+// user's scope. The queue page and bulk decisions read it the same way.
+func queueFilter(form web.QueueForm, s *store.Session) (store.QueueFilter, error) {
+	f := store.QueueFilter{Scope: s.User.Scope().List(), Tenant: form.Tenant, Destination: form.Destination, Action: form.Action,
+		Reason: form.Reason, Flag: form.Flag, Search: form.Q}
+	switch form.Claimed {
+	case "me":
+		f.ClaimedBy = s.User.Email
+	case "none":
+		f.Unclaimed = true
+	}
+	if form.Age != "" {
+		d, err := time.ParseDuration(form.Age)
+		if err != nil || d < 0 {
+			return f, consoleError(http.StatusBadRequest, "Age must be a duration such as 1h or 24h.")
+		}
+		f.MinAge = d
+	}
+	return f, nil
 }
