@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"io"
@@ -69,10 +70,10 @@ func (h *Handlers) Inbound(c echo.Context) error {
 	ev := store.InboundEvent{Source: source, EventID: id, OperationID: in.OperationID, Body: string(body), Note: in.Type}
 	ref, version := in.Ref, in.LogicalVersion
 	if in.Data != nil {
-		ev.OperationID = firstNonEmpty(ev.OperationID, in.Data.OperationID)
-		ref, version = firstNonEmpty(ref, in.Data.Ref), firstNonEmpty(version, in.Data.LogicalVersion)
+		ev.OperationID = cmp.Or(ev.OperationID, in.Data.OperationID)
+		ref, version = cmp.Or(ref, in.Data.Ref), cmp.Or(version, in.Data.LogicalVersion)
 	}
-	if ref = firstNonEmpty(in.OutputRef, ref, in.JobRef); ref != "" {
+	if ref = cmp.Or(in.OutputRef, ref, in.JobRef); ref != "" {
 		ev.Candidates = []review.Candidate{{Ref: ref, Version: version, OperationID: ev.OperationID}}
 	}
 	if ev.OperationID == "" {
@@ -86,15 +87,6 @@ func (h *Handlers) Inbound(c echo.Context) error {
 		return err
 	}
 	return c.JSON(http.StatusOK, map[string]any{"event_id": id, "duplicate": dup})
-}
-
-func firstNonEmpty(ss ...string) string {
-	for _, s := range ss {
-		if s != "" {
-			return s
-		}
-	}
-	return ""
 }
 
 // decisionPage is one page of the decisions feed.

@@ -2,6 +2,7 @@ package reconcile
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -197,16 +198,7 @@ func (p *Prober) Job(ctx context.Context, op *review.Operation, d review.Destina
 		return nil, fmt.Errorf("answer: unknown job status %q", ans.Status)
 	}
 	return &review.Job{Ref: op.Jobs[len(op.Jobs)-1].Ref, Status: js, OutputRef: ans.OutputRef,
-		InputVersion: firstNonEmpty(ans.InputVersion, ans.LogicalVersion)}, nil
-}
-
-func firstNonEmpty(ss ...string) string {
-	for _, s := range ss {
-		if s != "" {
-			return s
-		}
-	}
-	return ""
+		InputVersion: cmp.Or(ans.InputVersion, ans.LogicalVersion)}, nil
 }
 
 // get sends one probe request and reads its answer (at most 4 MiB).

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jmoiron/sqlx"
@@ -106,7 +107,7 @@ func (s *Store) RevokeToken(ctx context.Context, id string, scope []string, acto
 		if err := tx.GetContext(ctx, &t, s.rebind(`SELECT id, tenant, name, created_at, revoked_at FROM api_tokens WHERE id = ?`), id); err != nil {
 			return review.ErrNotFound
 		}
-		if scope != nil && !contains(scope, t.Tenant) {
+		if scope != nil && !slices.Contains(scope, t.Tenant) {
 			return review.ErrNotFound
 		}
 		if t.RevokedAt != nil {
@@ -119,13 +120,4 @@ func (s *Store) RevokeToken(ctx context.Context, id string, scope []string, acto
 		return s.appendEvent(ctx, tx, &AuditEvent{At: now, Actor: actor, Tenant: t.Tenant, Action: "token.revoked",
 			Detail: detailJSON(map[string]any{"token_id": id, "name": t.Name})})
 	})
-}
-
-func contains(ss []string, s string) bool {
-	for _, x := range ss {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }

@@ -28,10 +28,11 @@ type AuditEvent struct {
 	Hash   string `json:"hash" db:"hash"`
 }
 
-// eventHash is the SHA-256 of an event's content, seq included, so a row
+// EventHash is the SHA-256 of an event's content, seq included, so a row
 // that is edited or moved to another seq no longer matches its hash.
 // encoding/json marshals struct fields in declaration order: stable bytes.
-func eventHash(e *AuditEvent) string {
+// Exported for tools that write events without the store (the bench floors).
+func EventHash(e *AuditEvent) string {
 	content := struct {
 		Seq         int64  `json:"seq"`
 		At          string `json:"at"`
@@ -92,7 +93,7 @@ func (s *Store) appendEvent(ctx context.Context, tx sqlx.ExtContext, e *AuditEve
 	if err := sqlx.GetContext(ctx, tx, &e.Seq, nextSeq); err != nil {
 		return fmt.Errorf("store.appendEvent: seq: %w", err)
 	}
-	e.Hash = eventHash(e)
+	e.Hash = EventHash(e)
 	if _, err := tx.ExecContext(ctx, insert, e.Seq, e.At, e.Actor, e.Tenant, e.OperationID, e.Action,
 		e.FromState, e.ToState, e.Detail, e.Hash); err != nil {
 		return fmt.Errorf("store.appendEvent: %w", err)

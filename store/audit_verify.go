@@ -136,7 +136,7 @@ func (s *Store) VerifyAudit(ctx context.Context, anchor *Checkpoint) (*VerifyRep
 			return nil, fmt.Errorf("store.VerifyAudit: %w", err)
 		}
 		rep.Events++
-		if eventHash(&e) != e.Hash {
+		if EventHash(&e) != e.Hash {
 			rep.fail(e.Seq, "event %d does not match its hash (edited or moved)", e.Seq)
 		}
 		for ip < len(ranges) && ranges[ip].hi < e.Seq {

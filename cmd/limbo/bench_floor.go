@@ -27,11 +27,9 @@ package main
 import (
 	"context"
 	"crypto/rand"
-	"crypto/sha256"
 	"database/sql"
 	"encoding/base32"
 	"encoding/binary"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -415,7 +413,7 @@ func oneRow(res sql.Result, err error) error {
 
 // floorEvent is an audit event as the floors write it. Its hash is the
 // store's: SHA-256 over the JSON of the same fields in the same order
-// (store/audit.go, eventHash), so `limbo audit verify` holds over a
+// (store.EventHash), so `limbo audit verify` holds over a
 // database the floors wrote to.
 type floorEvent struct {
 	Seq                                                    int64
@@ -425,20 +423,8 @@ type floorEvent struct {
 }
 
 func (e *floorEvent) hash() string {
-	content := struct {
-		Seq         int64  `json:"seq"`
-		At          string `json:"at"`
-		Actor       string `json:"actor"`
-		Tenant      string `json:"tenant"`
-		OperationID string `json:"operation_id"`
-		Action      string `json:"action"`
-		FromState   string `json:"from_state"`
-		ToState     string `json:"to_state"`
-		Detail      string `json:"detail"`
-	}{e.Seq, e.At.UTC().Format(time.RFC3339Nano), e.Actor, e.Tenant, e.OperationID, e.Action, e.FromState, e.ToState, e.Detail}
-	b, _ := json.Marshal(content)
-	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:])
+	return store.EventHash(&store.AuditEvent{Seq: e.Seq, At: e.At, Actor: e.Actor, Tenant: e.Tenant, OperationID: e.OperationID,
+		Action: e.Action, FromState: e.FromState, ToState: e.ToState, Detail: e.Detail})
 }
 
 // floorNow is the time in the form the store writes: UTC, microseconds.
