@@ -16,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/limbo-dev/limbo/loop"
 	"github.com/limbo-dev/limbo/netguard"
 	"github.com/limbo-dev/limbo/store"
 	"github.com/limbo-dev/limbo/webhook"
@@ -66,24 +67,7 @@ func NewClient() *http.Client {
 
 // Run delivers every interval until ctx ends, draining full batches at once.
 func (w *Worker) Run(ctx context.Context, every time.Duration) {
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			for {
-				n, err := w.RunOnce(ctx)
-				if err != nil && ctx.Err() == nil {
-					w.Log.Error("outbox round failed", "err", err)
-				}
-				if n < w.Batch || err != nil || ctx.Err() != nil {
-					break
-				}
-			}
-		}
-	}
+	loop.Drain(ctx, every, w.Log, "outbox round", w.Batch, w.RunOnce)
 }
 
 // RunOnce claims a batch of due messages and tries each once. It returns

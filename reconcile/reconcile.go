@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/limbo-dev/limbo/loop"
 	"github.com/limbo-dev/limbo/metrics"
 	"github.com/limbo-dev/limbo/review"
 	"github.com/limbo-dev/limbo/store"
@@ -47,24 +48,7 @@ func New(st *store.Store, cfg *review.Config, owner string, log *slog.Logger) *R
 
 // Run reconciles every interval until ctx ends.
 func (r *Reconciler) Run(ctx context.Context, every time.Duration) {
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			for {
-				n, err := r.RunOnce(ctx)
-				if err != nil && ctx.Err() == nil {
-					r.Log.Error("reconcile round failed", "err", err)
-				}
-				if n < r.Batch || err != nil || ctx.Err() != nil {
-					break
-				}
-			}
-		}
-	}
+	loop.Drain(ctx, every, r.Log, "reconcile round", r.Batch, r.RunOnce)
 }
 
 // RunOnce claims a batch of due ambiguous operations and runs one

@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/limbo-dev/limbo/handlers"
+	"github.com/limbo-dev/limbo/loop"
 	"github.com/limbo-dev/limbo/reconcile"
 	"github.com/limbo-dev/limbo/review"
 	"github.com/limbo-dev/limbo/sandbox"
@@ -346,7 +347,7 @@ func startLimbo(st *store.Store, cfg *review.Config, ln net.Listener, log *slog.
 	rec := reconcile.New(st, cfg, owner, log)
 	wg.Go(func() { rec.Run(workCtx, reconcileEvery) })
 	wg.Go(func() {
-		every(workCtx, sweepEvery, log, "lease sweep", func(c context.Context) error {
+		loop.Every(workCtx, sweepEvery, log, "lease sweep", func(c context.Context) error {
 			start := time.Now()
 			_, err := st.SweepLeases(c)
 			if err == nil {
@@ -356,7 +357,7 @@ func startLimbo(st *store.Store, cfg *review.Config, ln net.Listener, log *slog.
 		})
 	})
 	wg.Go(func() {
-		every(workCtx, sealEvery, log, "audit seal", func(c context.Context) error { return st.SealAll(c) })
+		loop.Every(workCtx, sealEvery, log, "audit seal", func(c context.Context) error { return st.SealAll(c) })
 	})
 	var once sync.Once
 	p.stop = func() {

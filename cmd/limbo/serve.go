@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/limbo-dev/limbo/handlers"
+	"github.com/limbo-dev/limbo/loop"
 	"github.com/limbo-dev/limbo/metrics"
 	"github.com/limbo-dev/limbo/outbox"
 	"github.com/limbo-dev/limbo/reconcile"
@@ -98,7 +99,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	go func() { defer wg.Done(); hooks.Run(workCtx, time.Second) }()
 	go func() {
 		defer wg.Done()
-		every(workCtx, sweepEvery, log, "lease sweep", func(c context.Context) error {
+		loop.Every(workCtx, sweepEvery, log, "lease sweep", func(c context.Context) error {
 			if _, err := st.SweepLeases(c); err != nil {
 				return err
 			}
@@ -108,7 +109,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}()
 	go func() {
 		defer wg.Done()
-		every(workCtx, sealEvery, log, "audit seal", func(c context.Context) error { return st.SealAll(c) })
+		loop.Every(workCtx, sealEvery, log, "audit seal", func(c context.Context) error { return st.SealAll(c) })
 	}()
 	if sandboxDemo != nil {
 		// The traffic stops at the signal, before the server shuts down.
@@ -143,20 +144,4 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	log.Info("limbo stopped")
 	return nil
-}
-
-// every runs fn on a ticker until ctx ends, logging failures once each.
-func every(ctx context.Context, d time.Duration, log *slog.Logger, name string, fn func(context.Context) error) {
-	t := time.NewTicker(d)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			if err := fn(ctx); err != nil && ctx.Err() == nil {
-				log.Error(name+" failed", "err", err)
-			}
-		}
-	}
 }
