@@ -102,6 +102,7 @@ func (s *Store) ListTokens(ctx context.Context, scope []string) ([]Token, error)
 
 // RevokeToken ends an API token at once.
 func (s *Store) RevokeToken(ctx context.Context, id string, scope []string, actor string) error {
+	defer s.tokens.forget(id) // after the commit, so no lookup can re-cache it as valid
 	return s.WithTx(ctx, func(tx *sqlx.Tx) error {
 		var t Token
 		if err := tx.GetContext(ctx, &t, s.rebind(`SELECT id, tenant, name, created_at, revoked_at FROM api_tokens WHERE id = ?`), id); err != nil {

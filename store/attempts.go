@@ -67,6 +67,13 @@ WHERE id = ? AND state = ? AND version = ?`
 // *review.NotAttemptableError (the state forbids it) or a *review.WaitError
 // (try again later).
 func (s *Store) StartAttempt(ctx context.Context, req AttemptRequest) (*Grant, error) {
+	if g, ok, err := s.startAttemptFast(ctx, req); ok || err != nil {
+		if err != nil {
+			return nil, fmt.Errorf("store.StartAttempt: %w", err)
+		}
+		return g, nil
+	}
+	defer s.snaps.drop(req.OperationID)
 	var grant *Grant
 	var refused error
 	err := s.WithTx(ctx, func(tx *sqlx.Tx) error {
@@ -91,7 +98,7 @@ func (s *Store) StartAttempt(ctx context.Context, req AttemptRequest) (*Grant, e
 			// An earlier attempt whose effect is unknown means the budget
 			// ending proves nothing: reconcile instead of failing.
 			to, action, detail := review.Failed, "operation.failed", map[string]any(nil)
-			prior, err := s.priorMayHaveEffect(ctx, tx, op, op.AttemptCount+1)
+			prior, err := s.loadPriorEffect(ctx, tx, op, op.AttemptCount+1)
 			if err != nil {
 				return err
 			}
@@ -122,12 +129,12 @@ func (s *Store) StartAttempt(ctx context.Context, req AttemptRequest) (*Grant, e
 			lease = review.DefaultLease
 		}
 		grant = &Grant{OperationID: op.ID, N: n, Key: op.Key, Generation: op.Version + 1, LeaseExpiresAt: now.Add(lease)}
-		if _, err := tx.ExecContext(ctx, s.rebind(insertAttempt), op.ID, n, grant.Generation, op.Destination,
+		if _, err := s.exec(ctx, tx, insertAttempt, op.ID, n, grant.Generation, op.Destination,
 			req.Credential, req.Model, now, grant.LeaseExpiresAt); err != nil {
 			return fmt.Errorf("insert attempt: %w", err)
 		}
 		reason := fmt.Sprintf("attempt %d granted", n)
-		res, err := tx.ExecContext(ctx, s.rebind(updateOpInFlight), reason, n, now, now, op.ID, string(op.State), op.Version)
+		res, err := s.exec(ctx, tx, updateOpInFlight, reason, n, now, now, op.ID, string(op.State), op.Version)
 		if err != nil {
 			return fmt.Errorf("update operation: %w", err)
 		}
@@ -152,13 +159,19 @@ func (s *Store) StartAttempt(ctx context.Context, req AttemptRequest) (*Grant, e
 	return grant, nil
 }
 
+// limitsApply reports whether attempt n must be counted against the
+// destination's concurrency limits or, being a retry, its retry budget.
+func limitsApply(d review.Destination, n int, req AttemptRequest) bool {
+	limited := d.Concurrency > 0 || (d.PerCredential > 0 && req.Credential != "") || (d.PerModel > 0 && req.Model != "")
+	return limited || n > 1
+}
+
 // checkLimits enforces the destination's concurrency limits and retry
 // budget. On PostgreSQL it first locks the destination's row, so two
 // instances cannot both take the last slot; SQLite's single writer already
 // serialises the whole transaction.
 func (s *Store) checkLimits(ctx context.Context, tx *sqlx.Tx, name string, d review.Destination, n int, req AttemptRequest, now time.Time) (*review.WaitError, error) {
-	limited := d.Concurrency > 0 || (d.PerCredential > 0 && req.Credential != "") || (d.PerModel > 0 && req.Model != "")
-	if !limited && n == 1 {
+	if !limitsApply(d, n, req) {
 		return nil, nil
 	}
 	if s.engine == Postgres {
@@ -233,7 +246,7 @@ func (s *Store) transition(ctx context.Context, tx *sqlx.Tx, row *opRow, to revi
 		return err
 	}
 	now := s.now()
-	res, err := tx.ExecContext(ctx, s.rebind(updateOpState), string(to), reason, now, row.ID, row.State, row.Version)
+	res, err := s.exec(ctx, tx, updateOpState, string(to), reason, now, row.ID, row.State, row.Version)
 	if err != nil {
 		return fmt.Errorf("transition: %w", err)
 	}
@@ -270,7 +283,7 @@ FROM attempts WHERE operation_id = ? AND n = ?`
 		q += " FOR UPDATE"
 	}
 	var a review.Attempt
-	err := tx.GetContext(ctx, &a, s.rebind(q), opID, n)
+	err := s.get(ctx, tx, &a, q, opID, n)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, review.ErrNotFound
 	}

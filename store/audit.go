@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/jmoiron/sqlx"
@@ -28,13 +29,25 @@ type AuditEvent struct {
 	Hash   string `json:"hash" db:"hash"`
 }
 
-// EventHash is the SHA-256 of an event's content, seq included, so a row
-// that is edited or moved to another seq no longer matches its hash.
-// encoding/json marshals struct fields in declaration order: stable bytes.
-// Exported for tools that write events without the store (the bench floors).
+// EventHash is the hash stored with an event: SHA-256 over "seq:" and the
+// hash of its content (ContentHash), so a row that is edited or moved to
+// another seq no longer matches it. The two steps let PostgreSQL finish the
+// hash in the INSERT that draws seq from the sequence (one round trip): Go
+// hashes the content, SQL adds the seq. Exported for tools that write
+// events without the store (the bench floors).
 func EventHash(e *AuditEvent) string {
+	return hashWithSeq(e.Seq, ContentHash(e))
+}
+
+func hashWithSeq(seq int64, contentHash string) string {
+	sum := sha256.Sum256([]byte(strconv.FormatInt(seq, 10) + ":" + contentHash))
+	return hex.EncodeToString(sum[:])
+}
+
+// ContentHash is the SHA-256 of an event's content without its seq.
+// encoding/json marshals struct fields in declaration order: stable bytes.
+func ContentHash(e *AuditEvent) string {
 	content := struct {
-		Seq         int64  `json:"seq"`
 		At          string `json:"at"`
 		Actor       string `json:"actor"`
 		Tenant      string `json:"tenant"`
@@ -43,7 +56,7 @@ func EventHash(e *AuditEvent) string {
 		FromState   string `json:"from_state"`
 		ToState     string `json:"to_state"`
 		Detail      string `json:"detail"`
-	}{e.Seq, e.At.UTC().Format(time.RFC3339Nano), e.Actor, e.Tenant, e.OperationID, e.Action, e.FromState, e.ToState, e.Detail}
+	}{e.At.UTC().Format(time.RFC3339Nano), e.Actor, e.Tenant, e.OperationID, e.Action, e.FromState, e.ToState, e.Detail}
 	b, _ := json.Marshal(content)
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:])
@@ -65,20 +78,23 @@ const (
 	/* Store.appendEvent: SQLite has one writer, so max+1 inside the write transaction is gap-free. */
 	nextSeqSQLite = `SELECT COALESCE(MAX(seq), 0) + 1 FROM audit_events`
 	/* Store.appendEvent */
-	nextSeqPostgres = `SELECT nextval('audit_events_seq')`
-	/* Store.appendEvent */
 	insertEventSQLite = `
 INSERT INTO audit_events (seq, txid, at, actor, tenant, operation_id, action, from_state, to_state, detail, hash)
 VALUES (?, 0, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
-	/* Store.appendEvent: txid lets the sealer wait for transactions still running. */
+	/* Store.appendEvent: seq from the sequence and the hash finished in SQL
+	   (the SQL twin of EventHash), so one round trip. txid lets the sealer wait for
+	   transactions still running. */
 	insertEventPostgres = `
 INSERT INTO audit_events (seq, txid, at, actor, tenant, operation_id, action, from_state, to_state, detail, hash)
-VALUES ($1, pg_current_xact_id()::text::bigint, $2, $3, $4, $5, $6, $7, $8, $9, $10)`
+SELECT q.seq, pg_current_xact_id()::text::bigint, $1::timestamp, $2, $3, $4, $5, $6, $7, $8,
+    encode(sha256(convert_to(q.seq::text || ':' || $9::text, 'UTF8')), 'hex')
+FROM (SELECT nextval('audit_events_seq') AS seq) q
+RETURNING seq, hash`
 )
 
 // appendEvent writes e inside tx, the transaction that makes the change it
 // records. It fills Seq, At (when zero) and Hash.
-func (s *Store) appendEvent(ctx context.Context, tx sqlx.ExtContext, e *AuditEvent) error {
+func (s *Store) appendEvent(ctx context.Context, tx *sqlx.Tx, e *AuditEvent) error {
 	if e.At.IsZero() {
 		e.At = s.now()
 	}
@@ -86,15 +102,23 @@ func (s *Store) appendEvent(ctx context.Context, tx sqlx.ExtContext, e *AuditEve
 	if e.Detail == "" {
 		e.Detail = "{}"
 	}
-	nextSeq, insert := nextSeqSQLite, insertEventSQLite
 	if s.engine == Postgres {
-		nextSeq, insert = nextSeqPostgres, insertEventPostgres
+		var r struct {
+			Seq  int64  `db:"seq"`
+			Hash string `db:"hash"`
+		}
+		if err := s.get(ctx, tx, &r, insertEventPostgres, e.At, e.Actor, e.Tenant, e.OperationID, e.Action,
+			e.FromState, e.ToState, e.Detail, ContentHash(e)); err != nil {
+			return fmt.Errorf("store.appendEvent: %w", err)
+		}
+		e.Seq, e.Hash = r.Seq, r.Hash
+		return nil
 	}
-	if err := sqlx.GetContext(ctx, tx, &e.Seq, nextSeq); err != nil {
+	if err := s.get(ctx, tx, &e.Seq, nextSeqSQLite); err != nil {
 		return fmt.Errorf("store.appendEvent: seq: %w", err)
 	}
 	e.Hash = EventHash(e)
-	if _, err := tx.ExecContext(ctx, insert, e.Seq, e.At, e.Actor, e.Tenant, e.OperationID, e.Action,
+	if _, err := s.exec(ctx, tx, insertEventSQLite, e.Seq, e.At, e.Actor, e.Tenant, e.OperationID, e.Action,
 		e.FromState, e.ToState, e.Detail, e.Hash); err != nil {
 		return fmt.Errorf("store.appendEvent: %w", err)
 	}

@@ -47,7 +47,7 @@ func (s *Store) ExpireDeadlines(ctx context.Context) (int, error) {
 			detail := map[string]any{"escalation": []review.Reason{review.ReasonDeadlineExpired}}
 			switch op.State {
 			case review.RetryWait:
-				prior, err := s.priorMayHaveEffect(ctx, tx, op, op.AttemptCount+1)
+				prior, err := s.loadPriorEffect(ctx, tx, op, op.AttemptCount+1)
 				if err != nil {
 					return err
 				}

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -206,7 +207,6 @@ func success(ref string) review.Outcome {
 // agrees with the store.
 func forgeHash(e store.AuditEvent) string {
 	content := struct {
-		Seq         int64  `json:"seq"`
 		At          string `json:"at"`
 		Actor       string `json:"actor"`
 		Tenant      string `json:"tenant"`
@@ -215,8 +215,9 @@ func forgeHash(e store.AuditEvent) string {
 		FromState   string `json:"from_state"`
 		ToState     string `json:"to_state"`
 		Detail      string `json:"detail"`
-	}{e.Seq, e.At.UTC().Format(time.RFC3339Nano), e.Actor, e.Tenant, e.OperationID, e.Action, e.FromState, e.ToState, e.Detail}
+	}{e.At.UTC().Format(time.RFC3339Nano), e.Actor, e.Tenant, e.OperationID, e.Action, e.FromState, e.ToState, e.Detail}
 	b, _ := json.Marshal(content)
 	sum := sha256.Sum256(b)
+	sum = sha256.Sum256([]byte(fmt.Sprintf("%d:%s", e.Seq, hex.EncodeToString(sum[:]))))
 	return hex.EncodeToString(sum[:])
 }

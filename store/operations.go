@@ -40,6 +40,7 @@ type opRow struct {
 	ResourceKind    sql.NullString  `db:"resource_kind"`
 	ResourceVersion sql.NullString  `db:"resource_version"`
 	Version         int64           `db:"version"`
+	DetailVersion   int64           `db:"detail_version"`
 	CreatedAt       time.Time       `db:"created_at"`
 	UpdatedAt       time.Time       `db:"updated_at"`
 }
@@ -47,7 +48,7 @@ type opRow struct {
 const opColumns = `id, tenant, key, source_ref, logical_version, action, destination, risk, flags,
 payload, payload_hash, state, state_reason, deadline, max_attempts, cost_budget, cost_spent,
 attempt_count, next_attempt_at, first_attempt_at, resource_ref, resource_kind, resource_version,
-version, created_at, updated_at`
+version, detail_version, created_at, updated_at`
 
 func (r *opRow) operation() *review.Operation {
 	op := &review.Operation{
@@ -118,18 +119,25 @@ func (s *Store) Register(ctx context.Context, r review.Registration) (op *review
 	if s.cfg.Destination(r.Destination).RequiresApproval(r.Action) {
 		state, reason = review.AwaitingApproval, "the action requires approval before any attempt"
 	}
+	if err := s.knownTenant(ctx, r.Tenant, now); err != nil {
+		return nil, false, fmt.Errorf("store.Register: %w", err)
+	}
+	if op, err := s.registerFast(ctx, r, hash, state, reason, now); err != nil || op != nil {
+		if err != nil {
+			return nil, false, fmt.Errorf("store.Register: %w", err)
+		}
+		return op, true, nil
+	}
+	// The key exists (or just appeared): compare intentions under a lock.
 	var mismatch *review.PayloadMismatchError
 	err = s.WithTx(ctx, func(tx *sqlx.Tx) error {
-		mismatch = nil
-		if err := s.ensureTenant(ctx, tx, r.Tenant, now); err != nil {
-			return err
-		}
+		mismatch, created = nil, false
 		id := newID("op_", now)
 		var budget any
 		if r.CostBudget != nil {
 			budget = *r.CostBudget
 		}
-		res, err := tx.ExecContext(ctx, s.rebind(insertOperation), id, r.Tenant, r.Key, r.SourceRef,
+		res, err := s.exec(ctx, tx, insertOperation, id, r.Tenant, r.Key, r.SourceRef,
 			r.LogicalVersion, r.Action, r.Destination, string(r.Risk), joinFlags(r.Flags), string(r.Payload),
 			hash, string(state), reason, dbTime(*r.Deadline), *r.MaxAttempts, budget, now, now)
 		if err != nil {
@@ -143,7 +151,7 @@ func (s *Store) Register(ctx context.Context, r review.Registration) (op *review
 			})
 		}
 		var row opRow
-		if err := tx.GetContext(ctx, &row, s.rebind(selectOperationByKey), r.Tenant, r.Key); err != nil {
+		if err := s.get(ctx, tx, &row, selectOperationByKey, r.Tenant, r.Key); err != nil {
 			return fmt.Errorf("select existing: %w", err)
 		}
 		op = row.operation()
@@ -178,6 +186,19 @@ func (s *Store) Register(ctx context.Context, r review.Registration) (op *review
 	return op, false, err
 }
 
+// knownTenant makes sure the tenant exists, asking the database once per
+// tenant and process (tenants are never deleted).
+func (s *Store) knownTenant(ctx context.Context, tenant string, now time.Time) error {
+	if _, ok := s.tenants.Load(tenant); ok {
+		return nil
+	}
+	if err := s.WithTx(ctx, func(tx *sqlx.Tx) error { return s.ensureTenant(ctx, tx, tenant, now) }); err != nil {
+		return err
+	}
+	s.tenants.Store(tenant, struct{}{})
+	return nil
+}
+
 func (s *Store) ensureTenant(ctx context.Context, tx sqlx.ExtContext, tenant string, now time.Time) error {
 	if _, err := tx.ExecContext(ctx, s.rebind(insertTenant), tenant, now); err != nil {
 		return fmt.Errorf("tenant: %w", err)
@@ -192,9 +213,9 @@ func (s *Store) GetOperation(ctx context.Context, tenant, id, key string) (*revi
 	var row opRow
 	var err error
 	if id != "" {
-		err = s.db.GetContext(ctx, &row, s.rebind(selectOperation), tenant, id)
+		err = s.get(ctx, nil, &row, selectOperation, tenant, id)
 	} else {
-		err = s.db.GetContext(ctx, &row, s.rebind(selectOperationByKey), tenant, key)
+		err = s.get(ctx, nil, &row, selectOperationByKey, tenant, key)
 	}
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, review.ErrNotFound
@@ -202,8 +223,19 @@ func (s *Store) GetOperation(ctx context.Context, tenant, id, key string) (*revi
 	if err != nil {
 		return nil, fmt.Errorf("store.GetOperation: %w", err)
 	}
-	op := row.operation()
-	return s.loadDetails(ctx, s.db, op)
+	op, err := s.loadDetails(ctx, s.db, row.operation())
+	if err != nil {
+		return nil, err
+	}
+	// Read row first, details after: a detail newer than the row means the
+	// row's version has moved too, and the snapshot's guard will fail.
+	sn := &snapshot{op: copyOperation(op), detailVersion: row.DetailVersion}
+	if row.FirstAttemptAt.Valid {
+		t := row.FirstAttemptAt.Time.UTC()
+		sn.firstAttemptAt = &t
+	}
+	s.snaps.put(sn)
+	return op, nil
 }
 
 // lockOperation reads the tenant's operation inside tx, locked against
@@ -214,7 +246,7 @@ func (s *Store) lockOperation(ctx context.Context, tx *sqlx.Tx, tenant, id strin
 		q += " FOR UPDATE"
 	}
 	var row opRow
-	err := tx.GetContext(ctx, &row, s.rebind(q), tenant, id)
+	err := s.get(ctx, tx, &row, q, tenant, id)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, review.ErrNotFound
 	}

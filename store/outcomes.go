@@ -50,6 +50,9 @@ WHERE id = ? AND state = 'in_flight' AND version = ?`
 	insertEvidence = `
 INSERT INTO evidence (operation_id, source, authoritative, candidates, verdict, note, observed_at)
 VALUES (?, ?, ?, ?, ?, ?, ?)`
+	/* Store.bumpDetails: evidence and jobs change what the API answers
+	   without moving the version; see migration 0013. */
+	updateOpDetailVersion = `UPDATE operations SET detail_version = detail_version + 1 WHERE id = ?`
 	/* Store.upsertJob */
 	upsertJob = `
 INSERT INTO jobs (operation_id, ref, status, input_version, output_ref, created_at, updated_at)
@@ -69,6 +72,13 @@ func (s *Store) RecordOutcome(ctx context.Context, tenant, opID string, n int, o
 		return nil, err
 	}
 	hash := OutcomeHash(o)
+	if res, ok, err := s.recordOutcomeFast(ctx, tenant, opID, n, o, hash, actor); ok || err != nil {
+		if err != nil && !errors.Is(err, review.ErrInvalidTransition) {
+			err = fmt.Errorf("store.RecordOutcome: %w", err)
+		}
+		return res, err
+	}
+	s.snaps.drop(opID) // GetOperation below takes a new one
 	var res *OutcomeResult
 	var refused error
 	err := s.WithTx(ctx, func(tx *sqlx.Tx) error {
@@ -127,7 +137,7 @@ func (s *Store) applyOutcome(ctx context.Context, tx *sqlx.Tx, row *opRow, att *
 	if row.FirstAttemptAt.Valid {
 		first = row.FirstAttemptAt.Time
 	}
-	prior, err := s.priorMayHaveEffect(ctx, tx, op, att.N)
+	prior, err := s.loadPriorEffect(ctx, tx, op, att.N)
 	if err != nil {
 		return nil, err
 	}
@@ -140,7 +150,7 @@ func (s *Store) applyOutcome(ctx context.Context, tx *sqlx.Tx, row *opRow, att *
 	if d.RetryAt != nil {
 		retryAt = dbTime(*d.RetryAt)
 	}
-	r, err := tx.ExecContext(ctx, s.rebind(finishAttempt), now, string(o.Result), string(o.Phase), o.HTTPStatus,
+	r, err := s.exec(ctx, tx, finishAttempt, now, string(o.Result), string(o.Phase), o.HTTPStatus,
 		o.ProviderCode, o.ProviderRequestID, o.RetryAfter, o.Cost, string(d.Next), d.Reason, retryAt, hash,
 		op.ID, att.N, att.Generation)
 	if err != nil {
@@ -153,7 +163,7 @@ func (s *Store) applyOutcome(ctx context.Context, tx *sqlx.Tx, row *opRow, att *
 	if o.Resource != nil && d.State == review.Confirmed {
 		resRef, resKind, resVersion = o.Resource.Ref, o.Resource.Kind, o.Resource.Version
 	}
-	r, err = tx.ExecContext(ctx, s.rebind(updateOpOutcome), string(d.State), d.Reason, o.Cost, retryAt,
+	r, err = s.exec(ctx, tx, updateOpOutcome, string(d.State), d.Reason, o.Cost, retryAt,
 		resRef, resKind, resVersion, now, op.ID, op.Version)
 	if err != nil {
 		return nil, fmt.Errorf("update operation: %w", err)
@@ -162,17 +172,7 @@ func (s *Store) applyOutcome(ctx context.Context, tx *sqlx.Tx, row *opRow, att *
 		return nil, review.ErrConflict
 	}
 	if o.Result == review.ResultSuccess {
-		// The response is the evidence a confirmation rests on (I7).
-		ev := review.Evidence{Source: review.SourceResponse, Authoritative: true, ObservedAt: now}
-		if o.Resource != nil {
-			ev.Candidates = []review.Candidate{{Ref: o.Resource.Ref, Kind: o.Resource.Kind, Version: o.Resource.Version, OperationID: op.ID}}
-		}
-		ev.Verdict = review.VerdictConfirms
-		if d.State != review.Confirmed && d.State != review.Accepted {
-			ev.Verdict = review.VerdictInconclusive
-		}
-		ev.Note = fmt.Sprintf("attempt %d: %s", att.N, d.Reason)
-		if err := s.insertEvidence(ctx, tx, op.ID, ev); err != nil {
+		if err := s.insertEvidence(ctx, tx, op.ID, *responseEvidence(op.ID, att.N, o, d, now)); err != nil {
 			return nil, err
 		}
 	}
@@ -185,16 +185,9 @@ func (s *Store) applyOutcome(ctx context.Context, tx *sqlx.Tx, row *opRow, att *
 			return nil, err
 		}
 	}
-	detail := map[string]any{"n": att.N, "result": o.Result, "phase": o.Phase, "next": d.Next, "reason": d.Reason}
-	if o.HTTPStatus != 0 {
-		detail["http_status"] = o.HTTPStatus
-	}
-	if len(d.Escalation) > 0 {
-		detail["escalation"] = d.Escalation
-	}
 	if err := s.appendEvent(ctx, tx, &AuditEvent{
 		At: now, Actor: actor, Tenant: op.Tenant, OperationID: op.ID, Action: "attempt.outcome",
-		FromState: string(op.State), ToState: string(d.State), Detail: detailJSON(detail),
+		FromState: string(op.State), ToState: string(d.State), Detail: detailJSON(outcomeDetail(att.N, o, d)),
 	}); err != nil {
 		return nil, err
 	}
@@ -204,6 +197,32 @@ func (s *Store) applyOutcome(ctx context.Context, tx *sqlx.Tx, row *opRow, att *
 		}
 	}
 	return &OutcomeResult{Next: d.Next, RetryAt: d.RetryAt, Reason: d.Reason}, nil
+}
+
+// responseEvidence is the evidence a reported success leaves: the response
+// is what a confirmation rests on (I7).
+func responseEvidence(opID string, n int, o review.Outcome, d review.Decision, now time.Time) *review.Evidence {
+	ev := &review.Evidence{OperationID: opID, Source: review.SourceResponse, Authoritative: true, ObservedAt: now,
+		Candidates: []review.Candidate{}, Verdict: review.VerdictConfirms, Note: fmt.Sprintf("attempt %d: %s", n, d.Reason)}
+	if o.Resource != nil {
+		ev.Candidates = []review.Candidate{{Ref: o.Resource.Ref, Kind: o.Resource.Kind, Version: o.Resource.Version, OperationID: opID}}
+	}
+	if d.State != review.Confirmed && d.State != review.Accepted {
+		ev.Verdict = review.VerdictInconclusive
+	}
+	return ev
+}
+
+// outcomeDetail is the audit detail of an attempt's outcome.
+func outcomeDetail(n int, o review.Outcome, d review.Decision) map[string]any {
+	detail := map[string]any{"n": n, "result": o.Result, "phase": o.Phase, "next": d.Next, "reason": d.Reason}
+	if o.HTTPStatus != 0 {
+		detail["http_status"] = o.HTTPStatus
+	}
+	if len(d.Escalation) > 0 {
+		detail["escalation"] = d.Escalation
+	}
+	return detail
 }
 
 // lateReport keeps an outcome that arrived after the sweeper closed its
@@ -221,7 +240,7 @@ func (s *Store) lateReport(ctx context.Context, tx *sqlx.Tx, row *opRow, n int, 
 		Action: "evidence.recorded", Detail: detailJSON(map[string]any{"source": ev.Source, "note": ev.Note})})
 }
 
-func (s *Store) insertEvidence(ctx context.Context, tx sqlx.ExtContext, opID string, ev review.Evidence) error {
+func (s *Store) insertEvidence(ctx context.Context, tx *sqlx.Tx, opID string, ev review.Evidence) error {
 	if ev.Candidates == nil {
 		ev.Candidates = []review.Candidate{}
 	}
@@ -229,15 +248,28 @@ func (s *Store) insertEvidence(ctx context.Context, tx sqlx.ExtContext, opID str
 	if err != nil {
 		return err
 	}
-	if _, err := tx.ExecContext(ctx, s.rebind(insertEvidence), opID, string(ev.Source), ev.Authoritative,
+	if err := s.bumpDetails(ctx, tx, opID); err != nil {
+		return err
+	}
+	if _, err := s.exec(ctx, tx, insertEvidence, opID, string(ev.Source), ev.Authoritative,
 		string(cands), string(ev.Verdict), ev.Note, dbTime(ev.ObservedAt)); err != nil {
 		return fmt.Errorf("insert evidence: %w", err)
 	}
 	return nil
 }
 
-func (s *Store) upsertJob(ctx context.Context, tx sqlx.ExtContext, opID string, j review.Job, now time.Time) error {
-	if _, err := tx.ExecContext(ctx, s.rebind(upsertJob), opID, j.Ref, string(j.Status), j.InputVersion,
+func (s *Store) bumpDetails(ctx context.Context, tx *sqlx.Tx, opID string) error {
+	if _, err := s.exec(ctx, tx, updateOpDetailVersion, opID); err != nil {
+		return fmt.Errorf("detail version: %w", err)
+	}
+	return nil
+}
+
+func (s *Store) upsertJob(ctx context.Context, tx *sqlx.Tx, opID string, j review.Job, now time.Time) error {
+	if err := s.bumpDetails(ctx, tx, opID); err != nil {
+		return err
+	}
+	if _, err := s.exec(ctx, tx, upsertJob, opID, j.Ref, string(j.Status), j.InputVersion,
 		j.OutputRef, now, now); err != nil {
 		return fmt.Errorf("upsert job: %w", err)
 	}
@@ -291,32 +323,34 @@ func (s *Store) SweepLeases(ctx context.Context) (int, error) {
 	return closed, nil
 }
 
-/* Store.priorMayHaveEffect */
+/* Store.loadPriorEffect */
 const selectPriorOutcomes = `
-SELECT result, phase, http_status, provider_code, retry_after FROM attempts
+SELECT n, finished_at, result, phase, http_status, provider_code, retry_after FROM attempts
 WHERE operation_id = ? AND n < ? AND finished_at IS NOT NULL`
 
-// priorMayHaveEffect reports whether an attempt before n ended with its
-// effect unknown, by classifying each stored outcome again (pure, so the
-// answer is the one given at the time).
-func (s *Store) priorMayHaveEffect(ctx context.Context, tx *sqlx.Tx, op *review.Operation, n int) (bool, error) {
-	var prior []struct {
-		Result       string `db:"result"`
-		Phase        string `db:"phase"`
-		HTTPStatus   int    `db:"http_status"`
-		ProviderCode string `db:"provider_code"`
-		RetryAfter   string `db:"retry_after"`
-	}
-	if err := tx.SelectContext(ctx, &prior, s.rebind(selectPriorOutcomes), op.ID, n); err != nil {
+// loadPriorEffect reports whether an attempt before n ended with its
+// effect unknown (see priorMayHaveEffect), reading the attempts in tx.
+func (s *Store) loadPriorEffect(ctx context.Context, tx *sqlx.Tx, op *review.Operation, n int) (bool, error) {
+	var prior []review.Attempt
+	if err := s.sel(ctx, tx, &prior, selectPriorOutcomes, op.ID, n); err != nil {
 		return false, fmt.Errorf("prior outcomes: %w", err)
 	}
-	d := s.cfg.Destination(op.Destination)
-	for _, p := range prior {
-		o := review.Outcome{Result: review.Result(p.Result), Phase: review.Phase(p.Phase), HTTPStatus: p.HTTPStatus,
-			ProviderCode: p.ProviderCode, RetryAfter: p.RetryAfter}
-		if review.MayHaveHadEffect(o, d, op.Action, s.now()) {
-			return true, nil
+	return priorMayHaveEffect(prior, n, s.cfg.Destination(op.Destination), op.Action, s.now()), nil
+}
+
+// priorMayHaveEffect reports whether a finished attempt before n ended with
+// its effect unknown, by classifying each stored outcome again (pure, so
+// the answer is the one given at the time).
+func priorMayHaveEffect(attempts []review.Attempt, n int, d review.Destination, action string, now time.Time) bool {
+	for _, a := range attempts {
+		if a.N >= n || a.FinishedAt == nil {
+			continue
+		}
+		o := review.Outcome{Result: a.Result, Phase: a.Phase, HTTPStatus: a.HTTPStatus,
+			ProviderCode: a.ProviderCode, RetryAfter: a.RetryAfter}
+		if review.MayHaveHadEffect(o, d, action, now) {
+			return true
 		}
 	}
-	return false, nil
+	return false
 }

@@ -62,6 +62,11 @@ type Store struct {
 	// SQLite has one writer, and queueing here is fairer and faster than
 	// spinning on the busy timeout. Other processes still meet busy_timeout.
 	writeMu sync.Mutex
+
+	stmts   stmtCache
+	tokens  tokenCache
+	tenants sync.Map // tenant name → struct{}: known to exist (tenants are never deleted)
+	snaps   snapshots
 }
 
 // Open connects to url: "sqlite:PATH" or "postgres://…". It asserts the
@@ -160,7 +165,10 @@ func redact(u string) string {
 }
 
 // Close closes the database.
-func (s *Store) Close() error { return s.db.Close() }
+func (s *Store) Close() error {
+	s.closeStmts()
+	return s.db.Close()
+}
 
 // Engine reports which database engine the store runs on.
 func (s *Store) Engine() Engine { return s.engine }

@@ -9,6 +9,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/jmoiron/sqlx"
 
@@ -69,18 +71,73 @@ type TokenInfo struct {
 }
 
 // TenantForToken resolves a bearer token; unknown or revoked tokens are
-// review.ErrNotFound.
+// review.ErrNotFound. A valid token is remembered for tokenTTL, so the
+// integration's hot path does not look it up on every call: a token revoked
+// through this store stops at once, one revoked through another instance
+// within tokenTTL.
 func (s *Store) TenantForToken(ctx context.Context, token string) (*TokenInfo, error) {
 	if !strings.HasPrefix(token, tokenPrefix) {
 		return nil, review.ErrNotFound
 	}
+	h := hashToken(token)
+	if ti := s.tokens.get(h, s.clock()); ti != nil {
+		return ti, nil
+	}
 	var ti TokenInfo
-	err := s.db.GetContext(ctx, &ti, s.rebind(selectTokenTenant), hashToken(token))
+	err := s.get(ctx, nil, &ti, selectTokenTenant, h)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, review.ErrNotFound
 	}
 	if err != nil {
 		return nil, fmt.Errorf("store.TenantForToken: %w", err)
 	}
+	s.tokens.put(h, &ti, s.clock())
+	s.tenants.Store(ti.Tenant, struct{}{})
 	return &ti, nil
+}
+
+// tokenTTL is how long a resolved token is trusted without asking the
+// database again: the longest a revocation on another instance takes.
+const tokenTTL = time.Second
+
+// tokenCache remembers recently resolved tokens by hash.
+type tokenCache struct {
+	mu sync.Mutex
+	m  map[string]cachedToken
+}
+
+type cachedToken struct {
+	info    TokenInfo
+	expires time.Time
+}
+
+func (c *tokenCache) get(hash string, now time.Time) *TokenInfo {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t, ok := c.m[hash]
+	if !ok || !now.Before(t.expires) {
+		return nil
+	}
+	ti := t.info
+	return &ti
+}
+
+func (c *tokenCache) put(hash string, ti *TokenInfo, now time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil || len(c.m) >= 10000 {
+		c.m = map[string]cachedToken{} // bounded: start over rather than track age
+	}
+	c.m[hash] = cachedToken{info: *ti, expires: now.Add(tokenTTL)}
+}
+
+// forget drops a token (by id) at once: it was revoked here.
+func (c *tokenCache) forget(id string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for h, t := range c.m {
+		if t.info.ID == id {
+			delete(c.m, h)
+		}
+	}
 }

@@ -1,0 +1,379 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/limbo-dev/limbo/review"
+)
+
+// The fast path of the attempt cycle: one statement per call.
+//
+// Register, StartAttempt and RecordOutcome are on the path of every external
+// call an integration makes. On PostgreSQL each round trip costs more than
+// the work it carries, so when this process holds an exact snapshot of the
+// operation (snapshots.go) these calls decide in Go, with the same review
+// functions as the ordinary path, and write everything — the operation, the
+// attempt, the evidence and the audit event — with one guarded statement: a
+// writable CTE on PostgreSQL, a short transaction of the same statements on
+// SQLite (in process, nothing to save but the reads). No transaction is
+// opened on PostgreSQL: one statement is atomic on its own.
+//
+// The fast path covers the common case only; anything else returns ok=false
+// and the ordinary path (a transaction that reads under a lock) runs, so
+// refusals, limits, cases and jobs have exactly one implementation:
+//   - register: a new key (an existing one needs the comparison);
+//   - attempt: a first attempt that no concurrency limit counts (limits and
+//     the retry budget count other operations' attempts under a lock);
+//   - outcome: one that neither opens a case nor reports a job.
+
+// errGuard: a fast write's guard matched nothing; the ordinary path decides.
+var errGuard = errors.New("store: fast path guard failed")
+
+const (
+	/* Store.registerFast (PostgreSQL): the operation and its audit event in
+	   one statement. ON CONFLICT: an existing key inserts nothing at all. */
+	fastRegisterPostgres = `
+WITH o AS (
+    INSERT INTO operations (id, tenant, key, source_ref, logical_version, action, destination, risk, flags,
+        payload, payload_hash, state, state_reason, deadline, max_attempts, cost_budget, cost_spent,
+        attempt_count, version, created_at, updated_at)
+    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, 0, 0, 1, $17, $17)
+    ON CONFLICT (tenant, key) DO NOTHING
+    RETURNING id
+), q AS (SELECT nextval('audit_events_seq') AS seq FROM o)
+INSERT INTO audit_events (seq, txid, at, actor, tenant, operation_id, action, from_state, to_state, detail, hash)
+SELECT q.seq, pg_current_xact_id()::text::bigint, $17::timestamp, $18::text, $2::text, $1::text,
+    'operation.registered', '', $12::text, $19::text,
+    encode(sha256(convert_to(q.seq::text || ':' || $20::text, 'UTF8')), 'hex')
+FROM q`
+
+	/* Store.startAttemptFast (PostgreSQL): guarded by state, version and
+	   detail_version; the attempt and the event follow the guard. */
+	fastAttemptPostgres = `
+WITH u AS (
+    UPDATE operations SET state = 'in_flight', state_reason = $1, attempt_count = $2, next_attempt_at = NULL,
+        first_attempt_at = COALESCE(first_attempt_at, $3), version = version + 1, updated_at = $3,
+        probe_owner = NULL, probe_until = NULL, probe_generation = probe_generation + 1
+    WHERE id = $4 AND state = $5 AND version = $6 AND detail_version = $7
+    RETURNING id
+), a AS (
+    INSERT INTO attempts (operation_id, n, generation, destination, credential, model, started_at, lease_expires_at)
+    SELECT u.id, $2::integer, $8::bigint, $9::text, $10::text, $11::text, $3::timestamp, $12::timestamp FROM u
+), q AS (SELECT nextval('audit_events_seq') AS seq FROM u)
+INSERT INTO audit_events (seq, txid, at, actor, tenant, operation_id, action, from_state, to_state, detail, hash)
+SELECT q.seq, pg_current_xact_id()::text::bigint, $3::timestamp, $13::text, $14::text, $4::text,
+    'attempt.started', $5::text, 'in_flight', $15::text,
+    encode(sha256(convert_to(q.seq::text || ':' || $16::text, 'UTF8')), 'hex')
+FROM q`
+
+	/* Store.recordOutcomeFast (PostgreSQL): the operation guarded as above;
+	   the attempt closed only with it (fenced by generation); the response
+	   as evidence when $8 > 0. An attempt found closed while the operation
+	   matched would be a broken invariant: the cast fails and the whole
+	   statement rolls back (a subquery, so the planner cannot fold it). */
+	fastOutcomePostgres = `
+WITH u AS (
+    UPDATE operations SET state = $1, state_reason = $2, cost_spent = cost_spent + $3, next_attempt_at = $4,
+        resource_ref = COALESCE($5, resource_ref), resource_kind = COALESCE($6, resource_kind),
+        resource_version = COALESCE($7, resource_version), probe_round = 0, next_probe_at = NULL,
+        probe_owner = NULL, probe_until = NULL, probe_generation = probe_generation + 1,
+        version = version + 1, detail_version = detail_version + $8, updated_at = $9
+    WHERE id = $10 AND state = 'in_flight' AND version = $11 AND detail_version = $12
+    RETURNING id
+), a AS (
+    UPDATE attempts SET finished_at = $9, result = $13, phase = $14, http_status = $15, provider_code = $16,
+        provider_request_id = $17, retry_after = $18, cost = $3, next = $19, next_reason = $2, retry_at = $4,
+        outcome_hash = $20
+    WHERE operation_id = (SELECT id FROM u) AND n = $21 AND generation = $11 AND finished_at IS NULL
+    RETURNING n
+), e AS (
+    INSERT INTO evidence (operation_id, source, authoritative, candidates, verdict, note, observed_at)
+    SELECT u.id, 'response', TRUE, $22::text, $23::text, $24::text, $9::timestamp FROM u WHERE $8 > 0
+    RETURNING id
+), q AS (SELECT nextval('audit_events_seq') AS seq FROM u
+), ev AS (
+    INSERT INTO audit_events (seq, txid, at, actor, tenant, operation_id, action, from_state, to_state, detail, hash)
+    SELECT q.seq, pg_current_xact_id()::text::bigint, $9::timestamp, $25::text, $26::text, $10::text,
+        'attempt.outcome', 'in_flight', $1::text, $27::text,
+        encode(sha256(convert_to(q.seq::text || ':' || $28::text, 'UTF8')), 'hex')
+    FROM q
+)
+SELECT (SELECT count(*) FROM u) AS ops, COALESCE((SELECT id FROM e), 0) AS evidence_id,
+    CASE WHEN (SELECT count(*) FROM a) = (SELECT count(*) FROM u) THEN 0
+         ELSE ((SELECT count(*) FROM a)::text || ' attempts closed for ' || (SELECT count(*) FROM u)::text || ' operations')::integer
+    END AS guard`
+
+	/* Store.startAttemptFast (SQLite) */
+	fastOpInFlightSQLite = `
+UPDATE operations SET state = 'in_flight', state_reason = ?, attempt_count = ?, next_attempt_at = NULL,
+    first_attempt_at = COALESCE(first_attempt_at, ?), version = version + 1, updated_at = ?,
+    probe_owner = NULL, probe_until = NULL, probe_generation = probe_generation + 1
+WHERE id = ? AND state = ? AND version = ? AND detail_version = ?`
+	/* Store.recordOutcomeFast (SQLite) */
+	fastOpOutcomeSQLite = `
+UPDATE operations SET state = ?, state_reason = ?, cost_spent = cost_spent + ?, next_attempt_at = ?,
+    resource_ref = COALESCE(?, resource_ref), resource_kind = COALESCE(?, resource_kind),
+    resource_version = COALESCE(?, resource_version), probe_round = 0, next_probe_at = NULL,
+    probe_owner = NULL, probe_until = NULL, probe_generation = probe_generation + 1,
+    version = version + 1, detail_version = detail_version + ?, updated_at = ?
+WHERE id = ? AND state = 'in_flight' AND version = ? AND detail_version = ?`
+	/* Store.recordOutcomeFast (SQLite) */
+	fastEvidenceSQLite = `
+INSERT INTO evidence (operation_id, source, authoritative, candidates, verdict, note, observed_at)
+VALUES (?, 'response', TRUE, ?, ?, ?, ?)`
+)
+
+// registerFast records a new operation with one statement. It returns nil
+// when the key already exists: the ordinary path compares intentions.
+func (s *Store) registerFast(ctx context.Context, r review.Registration, hash string, state review.State, reason string, now time.Time) (*review.Operation, error) {
+	row := opRow{ID: newID("op_", now), Tenant: r.Tenant, Key: r.Key, SourceRef: r.SourceRef, LogicalVersion: r.LogicalVersion,
+		Action: r.Action, Destination: r.Destination, Risk: string(r.Risk), Flags: joinFlags(r.Flags), Payload: string(r.Payload),
+		PayloadHash: hash, State: string(state), StateReason: reason, Deadline: dbTime(*r.Deadline), MaxAttempts: *r.MaxAttempts,
+		Version: 1, CreatedAt: now, UpdatedAt: now}
+	var budget any
+	if r.CostBudget != nil {
+		budget = *r.CostBudget
+		row.CostBudget = sql.NullFloat64{Float64: *r.CostBudget, Valid: true}
+	}
+	ev := &AuditEvent{At: now, Actor: r.Actor, Tenant: r.Tenant, OperationID: row.ID, Action: "operation.registered",
+		ToState: string(state), Detail: detailJSON(map[string]any{"key": r.Key, "payload_hash": hash, "risk": r.Risk, "reason": reason})}
+	var created bool
+	if s.engine == Postgres {
+		res, err := s.exec(ctx, nil, fastRegisterPostgres, row.ID, row.Tenant, row.Key, row.SourceRef, row.LogicalVersion,
+			row.Action, row.Destination, row.Risk, row.Flags, row.Payload, row.PayloadHash, row.State, row.StateReason,
+			row.Deadline, row.MaxAttempts, budget, now, ev.Actor, ev.Detail, ContentHash(ev))
+		if err != nil {
+			return nil, err
+		}
+		created = rowsAffected(res) == 1
+	} else {
+		err := s.WithTx(ctx, func(tx *sqlx.Tx) error {
+			res, err := s.exec(ctx, tx, insertOperation, row.ID, row.Tenant, row.Key, row.SourceRef, row.LogicalVersion,
+				row.Action, row.Destination, row.Risk, row.Flags, row.Payload, row.PayloadHash, row.State, row.StateReason,
+				row.Deadline, row.MaxAttempts, budget, now, now)
+			if err != nil {
+				return err
+			}
+			if created = rowsAffected(res) == 1; !created {
+				return nil
+			}
+			return s.appendEvent(ctx, tx, ev)
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	if !created {
+		return nil, nil
+	}
+	op := row.operation()
+	s.snaps.put(&snapshot{op: op})
+	return copyOperation(op), nil
+}
+
+// startAttemptFast grants a first attempt from the snapshot with one
+// statement; ok is false when the ordinary path must decide.
+func (s *Store) startAttemptFast(ctx context.Context, req AttemptRequest) (g *Grant, ok bool, err error) {
+	sn := s.snaps.get(req.Tenant, req.OperationID)
+	if sn == nil {
+		return nil, false, nil
+	}
+	op, now := sn.op, s.now()
+	n := op.AttemptCount + 1
+	dest := s.cfg.Destination(op.Destination)
+	if !op.State.Attemptable() || op.AttemptCount >= op.MaxAttempts || !now.Before(op.Deadline) ||
+		(op.NextAttemptAt != nil && now.Before(*op.NextAttemptAt)) || limitsApply(dest, n, req) {
+		return nil, false, nil // a refusal, a wait or a limit: the ordinary path says which
+	}
+	lease := dest.Lease
+	if lease <= 0 {
+		lease = review.DefaultLease
+	}
+	g = &Grant{OperationID: op.ID, N: n, Key: op.Key, Generation: op.Version + 1, LeaseExpiresAt: now.Add(lease)}
+	reason := fmt.Sprintf("attempt %d granted", n)
+	ev := &AuditEvent{At: now, Actor: req.Actor, Tenant: op.Tenant, OperationID: op.ID, Action: "attempt.started",
+		FromState: string(op.State), ToState: string(review.InFlight),
+		Detail: detailJSON(map[string]any{"n": n, "credential": req.Credential, "model": req.Model, "lease_expires_at": g.LeaseExpiresAt})}
+	if s.engine == Postgres {
+		var res sql.Result
+		if res, err = s.exec(ctx, nil, fastAttemptPostgres, reason, n, now, op.ID, string(op.State), op.Version, sn.detailVersion,
+			g.Generation, op.Destination, req.Credential, req.Model, g.LeaseExpiresAt, ev.Actor, ev.Tenant, ev.Detail,
+			ContentHash(ev)); err == nil && rowsAffected(res) != 1 {
+			err = errGuard
+		}
+	} else {
+		err = s.WithTx(ctx, func(tx *sqlx.Tx) error {
+			res, err := s.exec(ctx, tx, fastOpInFlightSQLite, reason, n, now, now, op.ID, string(op.State), op.Version, sn.detailVersion)
+			if err != nil {
+				return err
+			}
+			if rowsAffected(res) != 1 {
+				return errGuard
+			}
+			if _, err := s.exec(ctx, tx, insertAttempt, op.ID, n, g.Generation, op.Destination, req.Credential, req.Model,
+				now, g.LeaseExpiresAt); err != nil {
+				return fmt.Errorf("insert attempt: %w", err)
+			}
+			return s.appendEvent(ctx, tx, ev)
+		})
+	}
+	if errors.Is(err, errGuard) {
+		s.snaps.drop(op.ID)
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	next := copyOperation(op)
+	next.State, next.StateReason, next.AttemptCount, next.NextAttemptAt = review.InFlight, reason, n, nil
+	next.Version, next.UpdatedAt = g.Generation, now
+	next.Attempts = append(next.Attempts, review.Attempt{OperationID: op.ID, N: n, Generation: g.Generation,
+		Credential: req.Credential, Model: req.Model, StartedAt: now, LeaseExpiresAt: g.LeaseExpiresAt})
+	first := sn.firstAttemptAt
+	if first == nil {
+		first = &now
+	}
+	s.snaps.put(&snapshot{op: next, firstAttemptAt: first, detailVersion: sn.detailVersion})
+	return g, true, nil
+}
+
+// recordOutcomeFast applies a first report for attempt n from the snapshot
+// with one statement; ok is false when the ordinary path must decide.
+func (s *Store) recordOutcomeFast(ctx context.Context, tenant, opID string, n int, o review.Outcome, hash, actor string) (res *OutcomeResult, ok bool, err error) {
+	sn := s.snaps.get(tenant, opID)
+	if sn == nil || sn.op.State != review.InFlight || o.Job != nil {
+		return nil, false, nil
+	}
+	op, now := sn.op, s.now()
+	ai := -1
+	for i, a := range op.Attempts {
+		if a.N == n {
+			ai = i
+		}
+	}
+	if ai < 0 || op.Attempts[ai].FinishedAt != nil || op.Attempts[ai].Generation != op.Version {
+		return nil, false, nil // unknown, repeated, late or fenced: the ordinary path answers
+	}
+	att := op.Attempts[ai]
+	first := now
+	if sn.firstAttemptAt != nil {
+		first = *sn.firstAttemptAt
+	}
+	dest := s.cfg.Destination(op.Destination)
+	prior := priorMayHaveEffect(op.Attempts, n, dest, op.Action, now)
+	d := review.Decide(review.DecideInput{Op: op, N: n, FirstAttemptAt: first, Outcome: o,
+		Destination: dest, Now: now, Rand: s, PriorMayHaveEffect: prior})
+	if d.State == review.NeedsReview {
+		return nil, false, nil // opens a case: the ordinary path
+	}
+	if err := review.CheckTransition(op.State, d.State); err != nil {
+		return nil, false, err
+	}
+	var retryAt any
+	if d.RetryAt != nil {
+		t := dbTime(*d.RetryAt)
+		d.RetryAt = &t
+		retryAt = t
+	}
+	var resRef, resKind, resVersion any
+	if o.Resource != nil && d.State == review.Confirmed {
+		resRef, resKind, resVersion = o.Resource.Ref, o.Resource.Kind, o.Resource.Version
+	}
+	var ev *review.Evidence
+	var cands string
+	bump := 0
+	if o.Result == review.ResultSuccess {
+		ev = responseEvidence(op.ID, n, o, d, now)
+		b, err := json.Marshal(ev.Candidates)
+		if err != nil {
+			return nil, false, err
+		}
+		cands, bump = string(b), 1
+	}
+	audit := &AuditEvent{At: now, Actor: actor, Tenant: op.Tenant, OperationID: op.ID, Action: "attempt.outcome",
+		FromState: string(op.State), ToState: string(d.State), Detail: detailJSON(outcomeDetail(n, o, d))}
+	var evID int64
+	if s.engine == Postgres {
+		var r struct {
+			Ops        int64 `db:"ops"`
+			EvidenceID int64 `db:"evidence_id"`
+			Guard      int64 `db:"guard"`
+		}
+		var verdict, note string
+		if ev != nil {
+			verdict, note = string(ev.Verdict), ev.Note
+		}
+		if err = s.get(ctx, nil, &r, fastOutcomePostgres, string(d.State), d.Reason, o.Cost, retryAt, resRef, resKind, resVersion,
+			bump, now, op.ID, op.Version, sn.detailVersion, string(o.Result), string(o.Phase), o.HTTPStatus, o.ProviderCode,
+			o.ProviderRequestID, o.RetryAfter, string(d.Next), hash, n, cands, verdict, note, actor, op.Tenant, audit.Detail,
+			ContentHash(audit)); err == nil && r.Ops != 1 {
+			err = errGuard
+		}
+		evID = r.EvidenceID
+	} else {
+		err = s.WithTx(ctx, func(tx *sqlx.Tx) error {
+			res, err := s.exec(ctx, tx, fastOpOutcomeSQLite, string(d.State), d.Reason, o.Cost, retryAt, resRef, resKind, resVersion,
+				bump, now, op.ID, op.Version, sn.detailVersion)
+			if err != nil {
+				return err
+			}
+			if rowsAffected(res) != 1 {
+				return errGuard
+			}
+			if res, err = s.exec(ctx, tx, finishAttempt, now, string(o.Result), string(o.Phase), o.HTTPStatus, o.ProviderCode,
+				o.ProviderRequestID, o.RetryAfter, o.Cost, string(d.Next), d.Reason, retryAt, hash, op.ID, n, att.Generation); err != nil {
+				return fmt.Errorf("finish attempt: %w", err)
+			}
+			if rowsAffected(res) != 1 {
+				return errGuard
+			}
+			if ev != nil {
+				if res, err = s.exec(ctx, tx, fastEvidenceSQLite, op.ID, cands, string(ev.Verdict), ev.Note, now); err != nil {
+					return fmt.Errorf("insert evidence: %w", err)
+				}
+				if evID, err = res.LastInsertId(); err != nil {
+					return err
+				}
+			}
+			return s.appendEvent(ctx, tx, audit)
+		})
+	}
+	if errors.Is(err, errGuard) {
+		s.snaps.drop(op.ID)
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	next := copyOperation(op)
+	next.State, next.StateReason, next.CostSpent, next.NextAttemptAt = d.State, d.Reason, op.CostSpent+o.Cost, d.RetryAt
+	next.Version, next.UpdatedAt = op.Version+1, now
+	if resRef != nil {
+		next.Resource = &review.ResourceRef{Ref: o.Resource.Ref, Kind: o.Resource.Kind, Version: o.Resource.Version}
+	}
+	a := &next.Attempts[ai]
+	a.FinishedAt, a.Result, a.Phase, a.HTTPStatus, a.ProviderCode = &now, o.Result, o.Phase, o.HTTPStatus, o.ProviderCode
+	a.ProviderReqID, a.RetryAfter, a.Cost, a.Next, a.NextReason = o.ProviderRequestID, o.RetryAfter, o.Cost, d.Next, d.Reason
+	a.RetryAt, a.OutcomeHash = d.RetryAt, hash
+	if ev != nil {
+		ev.ID = evID
+		next.Evidence = append(next.Evidence, *ev)
+	}
+	s.snaps.put(&snapshot{op: next, firstAttemptAt: sn.firstAttemptAt, detailVersion: sn.detailVersion + int64(bump)})
+	return &OutcomeResult{Operation: copyOperation(next), Next: d.Next, RetryAt: d.RetryAt, Reason: d.Reason}, true, nil
+}
+
+func rowsAffected(res sql.Result) int64 {
+	n, err := res.RowsAffected()
+	if err != nil {
+		return -1
+	}
+	return n
+}
