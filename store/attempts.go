@@ -71,8 +71,10 @@ func (s *Store) StartAttempt(ctx context.Context, req AttemptRequest) (*Grant, e
 		if err != nil {
 			return nil, fmt.Errorf("store.StartAttempt: %w", err)
 		}
+		s.fastHits.Add(1)
 		return g, nil
 	}
+	s.fastMisses.Add(1)
 	defer s.snaps.drop(req.OperationID)
 	var grant *Grant
 	var refused error

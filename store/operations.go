@@ -126,8 +126,10 @@ func (s *Store) Register(ctx context.Context, r review.Registration) (op *review
 		if err != nil {
 			return nil, false, fmt.Errorf("store.Register: %w", err)
 		}
+		s.fastHits.Add(1)
 		return op, true, nil
 	}
+	s.fastMisses.Add(1)
 	// The key exists (or just appeared): compare intentions under a lock.
 	var mismatch *review.PayloadMismatchError
 	err = s.WithTx(ctx, func(tx *sqlx.Tx) error {

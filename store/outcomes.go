@@ -76,8 +76,10 @@ func (s *Store) RecordOutcome(ctx context.Context, tenant, opID string, n int, o
 		if err != nil && !errors.Is(err, review.ErrInvalidTransition) {
 			err = fmt.Errorf("store.RecordOutcome: %w", err)
 		}
+		s.fastHits.Add(1)
 		return res, err
 	}
+	s.fastMisses.Add(1)
 	s.snaps.drop(opID) // GetOperation below takes a new one
 	var res *OutcomeResult
 	var refused error

@@ -14,6 +14,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jmoiron/sqlx"
@@ -67,7 +68,16 @@ type Store struct {
 	tokens  tokenCache
 	tenants sync.Map // tenant name → struct{}: known to exist (tenants are never deleted)
 	snaps   snapshots
+
+	// fastHits and fastMisses count attempt-cycle calls that took the fast
+	// path and those that fell back to the ordinary one (FastPath).
+	fastHits, fastMisses atomic.Int64
 }
+
+// FastPath reports how many attempt-cycle calls (register, attempt,
+// outcome) this store answered with one guarded statement, and how many
+// took the ordinary locked path instead.
+func (s *Store) FastPath() (hits, misses int64) { return s.fastHits.Load(), s.fastMisses.Load() }
 
 // Open connects to url: "sqlite:PATH" or "postgres://…". It asserts the
 // durability settings Limbo relies on; it does not migrate.
