@@ -4,10 +4,11 @@ package main
 // attempt → outcome success) written straight to the database, with no
 // HTTP, no JSON bodies and no validation, on the store's own pool (same
 // driver, same durability settings). They write exactly the rows the API
-// writes per cycle — the tenant upsert, one operation inserted and updated
-// twice, one attempt inserted and closed, one evidence row, three audit
-// events hashed in Go as the store hashes them — and bench_test.go checks
-// that against the API, table by table.
+// writes per cycle — one operation inserted and updated twice, one attempt
+// inserted and closed, one evidence row, three audit events hashed in Go as
+// the store hashes them — and bench_test.go checks that against the API,
+// table by table. The tenant exists beforehand, as it does for the API
+// (its token names it).
 //
 //   - plain: each call is one transaction of plain parameterised
 //     statements, as an ordinary hand-written client would send them. It
@@ -43,8 +44,6 @@ import (
 )
 
 const (
-	/* floor plain, register: the same upsert the store runs on every registration. */
-	floorUpsertTenant = `INSERT INTO tenants (name, created_at) VALUES (?, ?) ON CONFLICT (name) DO NOTHING`
 	/* floor plain, register */
 	floorInsertOperation = `
 INSERT INTO operations (id, tenant, key, source_ref, logical_version, action, destination, risk, flags,
@@ -104,9 +103,7 @@ const (
 	   $8 destination, $9 risk, $10 payload, $11 payload_hash, $12 reason, $13 deadline, $14 max_attempts,
 	   $15 seq, $16 actor, $17 detail, $18 hash */
 	floorMinRegister = `
-WITH t AS (
-    INSERT INTO tenants (name, created_at) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING
-), o AS (
+WITH o AS (
     INSERT INTO operations (id, tenant, key, source_ref, logical_version, action, destination, risk, flags,
         payload, payload_hash, state, state_reason, deadline, max_attempts, cost_budget, cost_spent,
         attempt_count, version, created_at, updated_at)
@@ -264,9 +261,6 @@ func (f *floor) register(ctx context.Context, op *floorOp) error {
 			ev.Seq, ev.Actor, ev.Detail, ev.hash()))
 	}
 	return f.tx(ctx, func(tx *sql.Tx) error {
-		if _, err := tx.ExecContext(ctx, f.rebind(floorUpsertTenant), f.tenant, now); err != nil {
-			return err
-		}
 		if err := oneRow(tx.ExecContext(ctx, f.rebind(floorInsertOperation), op.id, f.tenant, op.key, op.sourceRef, floorVersion,
 			floorAction, floorDestination, string(floorRisk), op.payload, op.payloadHash, reason, deadline,
 			review.DefaultMaxAttempts, now, now)); err != nil {
