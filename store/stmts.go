@@ -24,11 +24,13 @@ const maxPrepared = 512
 
 type stmtCache struct {
 	mu sync.RWMutex
-	m  map[string]*sqlx.Stmt
+	// m is keyed by the query as written (with "?"): rebinding on every
+	// call would allocate a new string each time.
+	m map[string]*sqlx.Stmt
 }
 
-// prepared returns the prepared statement for q (already in the engine's
-// placeholder form), or nil when the cache is full.
+// prepared returns the prepared statement for q (written with "?"), or nil
+// when the cache is full.
 func (s *Store) prepared(ctx context.Context, q string) (*sqlx.Stmt, error) {
 	s.stmts.mu.RLock()
 	st := s.stmts.m[q]
@@ -44,7 +46,7 @@ func (s *Store) prepared(ctx context.Context, q string) (*sqlx.Stmt, error) {
 	if len(s.stmts.m) >= maxPrepared {
 		return nil, nil
 	}
-	st, err := s.db.PreparexContext(ctx, q)
+	st, err := s.db.PreparexContext(ctx, s.rebind(q))
 	if err != nil {
 		return nil, fmt.Errorf("prepare: %w", err)
 	}
@@ -68,10 +70,9 @@ func (s *Store) closeStmts() {
 // q cannot be cached, so the caller runs it unprepared. q uses "?" and is
 // rebound here.
 func (s *Store) stmt(ctx context.Context, tx *sqlx.Tx, q string) (*sqlx.Stmt, string, error) {
-	q = s.rebind(q)
 	st, err := s.prepared(ctx, q)
 	if err != nil || st == nil {
-		return nil, q, err
+		return nil, s.rebind(q), err
 	}
 	if tx != nil {
 		return tx.StmtxContext(ctx, st), q, nil

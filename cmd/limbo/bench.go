@@ -156,6 +156,12 @@ type benchReport struct {
 	RatioPlain     float64 `json:"ratio_plain"`
 	RatioMin       float64 `json:"ratio_min"`
 
+	// CPU time of this process (clients, server, driver; not the database
+	// server) per cycle, medians over rounds: the cost a run's ratio hides.
+	CPUMsPerCycle           float64 `json:"cpu_ms_per_cycle"`
+	FloorPlainCPUMsPerCycle float64 `json:"floor_plain_cpu_ms_per_cycle"`
+	FloorMinCPUMsPerCycle   float64 `json:"floor_min_cpu_ms_per_cycle"`
+
 	FloorPlainCallP99Ms float64   `json:"floor_plain_call_p99_ms"`
 	FloorMinCallP99Ms   float64   `json:"floor_min_call_p99_ms"`
 	CycleRounds         []float64 `json:"cycle_per_s_rounds"`

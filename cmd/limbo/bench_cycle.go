@@ -17,6 +17,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/limbo-dev/limbo/review"
@@ -110,6 +111,16 @@ func benchCycles(ctx context.Context, st *store.Store, srv *benchServer, o bench
 	}
 	rep.CycleRounds, rep.FloorPlainRounds, rep.FloorMinRounds = rates(modeAPI), rates(modePlain), rates(modeMin)
 	rep.CyclePerS, rep.FloorPlainPerS, rep.FloorMinPerS = median(rep.CycleRounds), median(rep.FloorPlainRounds), median(rep.FloorMinRounds)
+	cpu := func(m benchMode) float64 {
+		var out []float64
+		for _, r := range runs[m] {
+			if r.cycles > 0 {
+				out = append(out, float64(r.cpu.Microseconds())/1000/float64(r.cycles))
+			}
+		}
+		return round(median(out), 3)
+	}
+	rep.CPUMsPerCycle, rep.FloorPlainCPUMsPerCycle, rep.FloorMinCPUMsPerCycle = cpu(modeAPI), cpu(modePlain), cpu(modeMin)
 	api := pooled(modeAPI)
 	rep.CallP50Ms, rep.CallP99Ms = ms(pct(api, 50)), ms(pct(api, 99))
 	rep.FloorPlainCallP99Ms, rep.FloorMinCallP99Ms = ms(pct(pooled(modePlain), 99)), ms(pct(pooled(modeMin), 99))
@@ -120,6 +131,15 @@ func benchCycles(ctx context.Context, st *store.Store, srv *benchServer, o bench
 		rep.RatioMin = round(rep.CyclePerS/rep.FloorMinPerS, 3)
 	}
 	return nil
+}
+
+// processCPU is the CPU time this process has used so far.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // startProfile starts a CPU profile into path when on, and returns what
@@ -146,6 +166,9 @@ type cycleFunc func(ctx context.Context, i int64, rec func(time.Duration)) error
 type benchRun struct {
 	cycles  int64
 	elapsed time.Duration
+	// cpu is this process's CPU time (user + system) during the run:
+	// clients, server and driver, not the database server.
+	cpu time.Duration
 	// lat holds every call's latency, sorted.
 	lat []time.Duration
 }
@@ -170,7 +193,7 @@ func runCycles(ctx context.Context, d time.Duration, n int, seq *atomic.Int64, n
 		run    benchRun
 		cycles atomic.Int64
 	)
-	start := time.Now()
+	start, cpu0 := time.Now(), processCPU()
 	deadline := start.Add(d)
 	for range n {
 		cycle, done := newWorker()
@@ -194,7 +217,7 @@ func runCycles(ctx context.Context, d time.Duration, n int, seq *atomic.Int64, n
 	if err := context.Cause(ctx); err != nil {
 		return benchRun{}, err
 	}
-	run.cycles, run.elapsed = cycles.Load(), time.Since(start)
+	run.cycles, run.elapsed, run.cpu = cycles.Load(), time.Since(start), processCPU()-cpu0
 	slices.Sort(run.lat)
 	return run, nil
 }
