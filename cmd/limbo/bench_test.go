@@ -195,7 +195,8 @@ func TestBenchCommand(t *testing.T) {
 			t.Fatalf("bench output is not one JSON object: %v\n%s", err, out)
 		}
 		for _, f := range []string{"cycle_per_s", "call_p50_ms", "call_p99_ms", "floor_plain_per_s", "floor_min_per_s",
-			"ratio_plain", "ratio_min", "queue_p50_ms", "queue_p99_ms", "case_p99_ms", "reconcile_per_min", "rss_mb"} {
+			"ratio_plain", "ratio_min", "queue_p50_ms", "queue_p99_ms", "case_p99_ms", "reconcile_per_min", "rss_mb",
+			"cpu_ms_per_cycle", "floor_plain_cpu_ms_per_cycle", "floor_min_cpu_ms_per_cycle"} {
 			if v, ok := rep[f].(float64); !ok || v <= 0 {
 				t.Errorf("%s = %v, want a positive number", f, rep[f])
 			}
