@@ -69,6 +69,10 @@ const (
 	selectLastCheckpoint = `
 SELECT id, sealed_at, seqs, event_count, horizon, events_digest, event_hashes, prev_hash, hash
 FROM audit_checkpoints ORDER BY id DESC LIMIT 1`
+	/* Store.Seal (SQLite): anything after the last checkpoint's horizon? */
+	selectAnyUnsealedSQLite = `
+SELECT EXISTS (SELECT 1 FROM audit_events
+    WHERE seq > COALESCE((SELECT horizon FROM audit_checkpoints ORDER BY id DESC LIMIT 1), 0))`
 	/* Store.Seal (SQLite): seqs commit in order, so "after the horizon" is exact. */
 	selectUnsealedSQLite = `SELECT seq, hash FROM audit_events WHERE seq > ? ORDER BY seq LIMIT ?`
 	/* Store.Seal (PostgreSQL): transactions below xmin have all ended, so no
@@ -94,6 +98,17 @@ type seqHash struct {
 // instances may call it: the checkpoint id is a primary key, so a racing
 // sealer fails cleanly and the next round picks up.
 func (s *Store) Seal(ctx context.Context) (*Checkpoint, error) {
+	if s.engine == SQLite {
+		// Nothing new since the last checkpoint: no write transaction (see
+		// Store.claim). Seqs commit in order on SQLite, so this is exact.
+		var pending bool
+		if err := s.get(ctx, nil, &pending, selectAnyUnsealedSQLite); err != nil {
+			return nil, fmt.Errorf("store.Seal: %w", err)
+		}
+		if !pending {
+			return nil, nil
+		}
+	}
 	var out *Checkpoint
 	err := s.WithTx(ctx, func(tx *sqlx.Tx) error {
 		if s.engine == Postgres {

@@ -194,6 +194,13 @@ func (s *Store) enqueueDecision(ctx context.Context, tx *sqlx.Tx, d *Decision) e
 // claim bumps the message's lease generation, which fences its completion.
 // Messages whose endpoint was disabled are marked failed instead.
 func (s *Store) ClaimDeliveries(ctx context.Context, owner string, n int, lease time.Duration) ([]DeliveryClaim, error) {
+	var probe []struct {
+		ID         string     `db:"id"`
+		DisabledAt *time.Time `db:"disabled_at"`
+	}
+	if now := s.now(); s.sel(ctx, nil, &probe, selectDueDeliveries, now, now, 1) == nil && len(probe) == 0 {
+		return nil, nil // nothing due: no write transaction (see Store.claim)
+	}
 	var claims []DeliveryClaim
 	err := s.WithTx(ctx, func(tx *sqlx.Tx) error {
 		claims = claims[:0]

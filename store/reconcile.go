@@ -59,6 +59,16 @@ func (s *Store) ClaimAccepted(ctx context.Context, owner string, n int, lease ti
 }
 
 func (s *Store) claim(ctx context.Context, state review.State, owner string, n int, lease time.Duration) ([]ProbeClaim, error) {
+	now := s.now()
+	var probe []string
+	if err := s.sel(ctx, nil, &probe, selectDue, string(state), now, now, 1); err != nil {
+		return nil, fmt.Errorf("store.claim: %w", err)
+	}
+	if len(probe) == 0 {
+		// Nothing due: an idle tick reads and takes no write lock (SQLite
+		// has one writer, which the API's calls need).
+		return nil, nil
+	}
 	var ids []string
 	err := s.WithTx(ctx, func(tx *sqlx.Tx) error {
 		ids = ids[:0]
