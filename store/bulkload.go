@@ -49,6 +49,8 @@ SELECT 'case_bench' || `+pad+`, 'bench-' || (x %% 10), 'op_bench' || `+pad+`, 'o
     'reconcile_again', '', 'bench', 'dest-' || (x %% 5), 'render', '', `+opened+`, 1
 FROM `+series, open-1))
 	}
+	// The queue's counts, recounted from scratch: bulk rows bypass openCase.
+	stmts = append(stmts, `DELETE FROM open_case_counts`, recountOpenCases)
 	for _, q := range stmts {
 		if _, err := s.db.ExecContext(ctx, q); err != nil {
 			return fmt.Errorf("store.BulkLoad: %w", err)

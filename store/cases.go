@@ -79,6 +79,29 @@ UPDATE cases SET reasons = ?, reason_bits = ?, priority = ?, recommended_action 
 WHERE id = ? AND version = ?`
 )
 
+const (
+	/* Store.countOpenCase: delta is +1 or -1. */
+	upsertOpenCaseCount = `
+INSERT INTO open_case_counts (tenant, destination, action, flags, reason_bits, n) VALUES (?, ?, ?, ?, ?, ?)
+ON CONFLICT (tenant, destination, action, flags, reason_bits) DO UPDATE SET n = open_case_counts.n + excluded.n`
+	/* Store.BulkLoad, and the test that checks the counts */
+	recountOpenCases = `
+INSERT INTO open_case_counts (tenant, destination, action, flags, reason_bits, n)
+SELECT tenant, destination, action, flags, reason_bits, COUNT(*)
+FROM cases WHERE status = 'open'
+GROUP BY tenant, destination, action, flags, reason_bits`
+)
+
+// countOpenCase adds delta to the open cases counted for c's tenant,
+// destination, action, flags and reasons (open_case_counts), in the
+// transaction that opens, re-assesses or resolves the case.
+func (s *Store) countOpenCase(ctx context.Context, tx *sqlx.Tx, tenant, destination, action, flags string, bits int64, delta int) error {
+	if _, err := s.exec(ctx, tx, upsertOpenCaseCount, tenant, destination, action, flags, bits, delta); err != nil {
+		return fmt.Errorf("count open cases: %w", err)
+	}
+	return nil
+}
+
 // openCase opens (or refreshes) the operation's case inside tx, assessing it
 // with review.Assess over everything known about the operation.
 func (s *Store) openCase(ctx context.Context, tx *sqlx.Tx, opID, tenant string, extra []review.Reason, actor string) (*Case, error) {
@@ -100,8 +123,17 @@ func (s *Store) openCase(ctx context.Context, tx *sqlx.Tx, opID, tenant string, 
 		return nil, fmt.Errorf("open case: %w", err)
 	}
 	a := review.Assess(op, extra, now)
+	bits := reasonBits(a.Reasons)
 	if err == nil {
-		if _, err := tx.ExecContext(ctx, s.rebind(updateCaseAssessment), joinReasons(a.Reasons), reasonBits(a.Reasons), a.Priority,
+		if old := reasonBits(existing.Reasons); old != bits {
+			if err := s.countOpenCase(ctx, tx, existing.Tenant, existing.Destination, existing.Action, existing.Flags, old, -1); err != nil {
+				return nil, err
+			}
+			if err := s.countOpenCase(ctx, tx, existing.Tenant, existing.Destination, existing.Action, existing.Flags, bits, 1); err != nil {
+				return nil, err
+			}
+		}
+		if _, err := tx.ExecContext(ctx, s.rebind(updateCaseAssessment), joinReasons(a.Reasons), bits, a.Priority,
 			a.Recommendation.Action, a.Recommendation.Ref, a.Recommendation.Rationale, existing.ID, existing.Version); err != nil {
 			return nil, fmt.Errorf("update case: %w", err)
 		}
@@ -113,10 +145,13 @@ func (s *Store) openCase(ctx context.Context, tx *sqlx.Tx, opID, tenant string, 
 		return s.caseByID(ctx, tx, existing.ID)
 	}
 	id := newID("case_", now)
-	if _, err := tx.ExecContext(ctx, s.rebind(insertCase), id, tenant, opID, joinReasons(a.Reasons), reasonBits(a.Reasons), a.Priority,
+	if _, err := tx.ExecContext(ctx, s.rebind(insertCase), id, tenant, opID, joinReasons(a.Reasons), bits, a.Priority,
 		a.Recommendation.Action, a.Recommendation.Ref, a.Recommendation.Rationale, op.Destination, op.Action,
 		joinFlags(op.Flags), now); err != nil {
 		return nil, fmt.Errorf("insert case: %w", err)
+	}
+	if err := s.countOpenCase(ctx, tx, tenant, op.Destination, op.Action, joinFlags(op.Flags), bits, 1); err != nil {
+		return nil, err
 	}
 	if err := s.appendEvent(ctx, tx, &AuditEvent{At: now, Actor: actor, Tenant: tenant, OperationID: opID,
 		Action: "case.opened", Detail: detailJSON(map[string]any{"case_id": id, "reasons": a.Reasons,

@@ -124,14 +124,24 @@ func (s *Store) Queue(ctx context.Context, f QueueFilter, limit int) (*QueuePage
 	}
 	base := from + " WHERE " + strings.Join(where, " AND ")
 
-	// Counts per reason over the filtered open cases (never the ledger):
-	// grouped by the reason bit set — a few hundred groups at most, read
-	// from the open-cases index — and summed per reason here.
+	// Counts per reason over the filtered open cases, never the ledger. The
+	// filters open_case_counts carries (scope, tenant, destination, action,
+	// reason, flag) sum its kept counts, a few hundred rows at most; the
+	// others (claims, age, search) group the open cases themselves by
+	// their reason bit set. Either way, summed per reason here.
+	countQ := "SELECT c.reason_bits, COUNT(*) AS n" + base + " GROUP BY c.reason_bits"
+	if f.ClaimedBy == "" && !f.Unclaimed && f.MinAge == 0 && strings.TrimSpace(f.Search) == "" {
+		countQ = "SELECT c.reason_bits, SUM(c.n) AS n FROM open_case_counts c"
+		if conds := where[1:]; len(conds) > 0 { // where[0] is the status: every counted case is open
+			countQ += " WHERE " + strings.Join(conds, " AND ")
+		}
+		countQ += " GROUP BY c.reason_bits"
+	}
 	var groups []struct {
 		Bits int64 `db:"reason_bits"`
 		N    int   `db:"n"`
 	}
-	if err := s.db.SelectContext(ctx, &groups, s.rebind("SELECT c.reason_bits, COUNT(*) AS n"+base+" GROUP BY c.reason_bits"), args...); err != nil {
+	if err := s.db.SelectContext(ctx, &groups, s.rebind(countQ), args...); err != nil {
 		return nil, fmt.Errorf("store.Queue: counts: %w", err)
 	}
 	page := &QueuePage{Counts: map[string]int{}}

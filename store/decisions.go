@@ -161,6 +161,9 @@ func (s *Store) Decide(ctx context.Context, req DecisionRequest) (*Decision, err
 		if k, _ := res.RowsAffected(); k != 1 {
 			return &review.AlreadyDecidedError{CaseID: c.ID}
 		}
+		if err := s.countOpenCase(ctx, tx, c.Tenant, c.Destination, c.Action, c.Flags, reasonBits(c.Reasons), -1); err != nil {
+			return err
+		}
 		if err := s.insertDecision(ctx, tx, d); err != nil {
 			return err
 		}

@@ -460,3 +460,75 @@ func TestDecisionsFeed(t *testing.T) {
 		}
 	})
 }
+
+// TestOpenCaseCountsFollowCases: the queue's kept counts (open_case_counts)
+// equal a count of the open cases after cases open, gain a reason and are
+// resolved, and the queue's counts read from them agree with counting the
+// cases themselves.
+func TestOpenCaseCountsFollowCases(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		b := setup(t, e, nil)
+		check := func(step string) {
+			t.Helper()
+			type group struct {
+				Tenant      string `db:"tenant"`
+				Destination string `db:"destination"`
+				Action      string `db:"action"`
+				Flags       string `db:"flags"`
+				Bits        int64  `db:"reason_bits"`
+				N           int64  `db:"n"`
+			}
+			var kept, counted []group
+			if err := b.s.DB().Select(&kept, `SELECT tenant, destination, action, flags, reason_bits, n FROM open_case_counts
+WHERE n <> 0 ORDER BY tenant, destination, action, flags, reason_bits`); err != nil {
+				t.Fatal(err)
+			}
+			if err := b.s.DB().Select(&counted, `SELECT tenant, destination, action, flags, reason_bits, COUNT(*) AS n FROM cases
+WHERE status = 'open' GROUP BY tenant, destination, action, flags, reason_bits ORDER BY tenant, destination, action, flags, reason_bits`); err != nil {
+				t.Fatal(err)
+			}
+			if fmt.Sprint(kept) != fmt.Sprint(counted) {
+				t.Errorf("%s: kept counts %v, open cases %v", step, kept, counted)
+			}
+			// Served from the kept counts vs grouped over the cases (a claim
+			// filter forces the latter; nobody holds a claim here).
+			for _, f := range []store.QueueFilter{{}, {Tenant: tenantB}, {Destination: "plain", Flag: "financial"}} {
+				kept, err := b.s.Queue(b.ctx, f, 10)
+				if err != nil {
+					t.Fatal(err)
+				}
+				f.Unclaimed = true
+				counted, err := b.s.Queue(b.ctx, f, 10)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if kept.Total != counted.Total || fmt.Sprint(kept.Counts) != fmt.Sprint(counted.Counts) {
+					t.Errorf("%s, filter %+v: queue counts %d %v from kept counts, %d %v from the cases", step, f,
+						kept.Total, kept.Counts, counted.Total, counted.Counts)
+				}
+			}
+		}
+		check("empty")
+		var cases []*store.Case
+		for i, r := range []review.Registration{
+			intention("counts-1", review.RiskCompensableWrite, "plain"),
+			intention("counts-2", review.RiskCompensableWrite, "plain"),
+			{Tenant: tenantB, SourceRef: "counts-3", LogicalVersion: "v1", Action: "charge", Destination: "plain",
+				Risk: review.RiskCompensableWrite, Flags: []review.Flag{review.FlagFinancial}, Actor: "test", Payload: canonical(t, `{"n":3}`)},
+		} {
+			_, c := b.inReview(t, r, i == 2)
+			cases = append(cases, c)
+		}
+		check("three opened")
+		// The same key with another payload: the open case gains a reason.
+		r := intention("counts-1", review.RiskCompensableWrite, "plain")
+		r.Payload = canonical(t, `{"other":true}`)
+		if _, _, err := b.s.Register(b.ctx, r); err == nil {
+			t.Fatal("a different payload under the same key was accepted")
+		}
+		check("a reason added")
+		b.confirm(t, cases[1])
+		check("one resolved")
+	})
+}
