@@ -94,6 +94,9 @@ var (
 	descCases    = prometheus.NewDesc("limbo_open_cases", "Open review cases by escalation reason.", []string{"reason"}, nil)
 	descInFlight = prometheus.NewDesc("limbo_attempts_in_flight", "Attempts holding a live lease, by destination (concurrency in use).", []string{"destination"}, nil)
 	descBudget   = prometheus.NewDesc("limbo_retry_budget_left", "Retries still allowed in the sliding window, by destination.", []string{"destination"}, nil)
+	descFastPath = prometheus.NewDesc("limbo_store_fast_path_total",
+		"Attempt-cycle calls (register, attempt, outcome) this process wrote with one guarded statement (path=fast) or through the ordinary locked path (path=ordinary). Many ordinary ones with several instances mean calls for one operation are spread across instances.",
+		[]string{"path"}, nil)
 )
 
 // ledger reads gauges from the database at scrape time.
@@ -107,9 +110,13 @@ func (l *ledger) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descCases
 	ch <- descInFlight
 	ch <- descBudget
+	ch <- descFastPath
 }
 
 func (l *ledger) Collect(ch chan<- prometheus.Metric) {
+	hits, misses := l.st.FastPath()
+	ch <- prometheus.MustNewConstMetric(descFastPath, prometheus.CounterValue, float64(hits), "fast")
+	ch <- prometheus.MustNewConstMetric(descFastPath, prometheus.CounterValue, float64(misses), "ordinary")
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	g, err := l.st.Gauges(ctx)
