@@ -74,9 +74,11 @@ func (s *Store) RecordOutcome(ctx context.Context, tenant, opID string, n int, o
 	hash := OutcomeHash(o)
 	if res, ok, err := s.recordOutcomeFast(ctx, tenant, opID, n, o, hash, actor); ok || err != nil {
 		if err != nil && !errors.Is(err, review.ErrInvalidTransition) {
-			err = fmt.Errorf("store.RecordOutcome: %w", err)
+			return nil, fmt.Errorf("store.RecordOutcome: %w", err)
 		}
-		s.fastHits.Add(1)
+		if err == nil {
+			s.fastHits.Add(1)
+		}
 		return res, err
 	}
 	s.fastMisses.Add(1)
