@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -450,6 +451,44 @@ func TestListOperationsNonPositiveLimit(t *testing.T) {
 					t.Errorf("ListOperations(limit %d) = %d operations", limit, len(ops))
 				}
 			}()
+		}
+	})
+}
+
+// TestConcurrentCallsOnASmallPool: transactions that each hold a pooled
+// connection never wait for another one (preparing a statement on the pool
+// inside a transaction did, and with every connection held that way nobody
+// got one: a deadlock under load).
+func TestConcurrentCallsOnASmallPool(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		b := setup(t, e, nil)
+		b.s.DB().SetMaxOpenConns(2)
+		ctx, cancel := context.WithTimeout(b.ctx, 30*time.Second)
+		defer cancel()
+		var wg sync.WaitGroup
+		errs := make([]error, 20)
+		for i := range errs {
+			wg.Go(func() {
+				// The same key: one registers, the others compare under a lock.
+				_, _, errs[i] = b.s.Register(ctx, intention("small-pool", review.RiskIrreversible, "mail"))
+				if errs[i] == nil {
+					op, err := b.s.GetOperation(ctx, tenantA, "", review.DeriveKey(tenantA, "small-pool", "transform", "v1"))
+					if err == nil {
+						_, errs[i] = b.s.RecordOutcome(ctx, tenantA, op.ID, 1, success("x"), "test")
+					}
+				}
+			})
+		}
+		wg.Wait()
+		for i, err := range errs {
+			var ce *review.OutcomeConflictError
+			if err != nil && !errors.Is(err, review.ErrNotFound) && !errors.As(err, &ce) && !errors.Is(err, review.ErrConflict) {
+				t.Errorf("caller %d: %v", i, err)
+			}
+			if ctx.Err() != nil {
+				t.Fatalf("calls did not finish within 30 s on a pool of 2 connections: deadlocked")
+			}
 		}
 	})
 }

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/jmoiron/sqlx"
 )
@@ -27,28 +28,49 @@ type stmtCache struct {
 	// m is keyed by the query as written (with "?"): rebinding on every
 	// call would allocate a new string each time.
 	m map[string]*sqlx.Stmt
+	// pending: queries being prepared in the background.
+	pending map[string]bool
+	closed  bool
 }
 
 // prepared returns the prepared statement for q (written with "?"), or nil
-// when the cache is full.
-func (s *Store) prepared(ctx context.Context, q string) (*sqlx.Stmt, error) {
+// when it is not prepared (yet): the caller then runs q unprepared.
+//
+// Inside a transaction nothing is prepared on the spot: preparing on the
+// pool takes a second connection while the transaction holds one, and with
+// every connection held by a transaction doing the same, nobody would ever
+// get one. So q is prepared in the background and the call runs unprepared.
+// No lock is held while waiting for a connection.
+func (s *Store) prepared(ctx context.Context, q string, inTx bool) (*sqlx.Stmt, error) {
 	s.stmts.mu.RLock()
 	st := s.stmts.m[q]
 	s.stmts.mu.RUnlock()
 	if st != nil {
 		return st, nil
 	}
-	s.stmts.mu.Lock()
-	defer s.stmts.mu.Unlock()
-	if st = s.stmts.m[q]; st != nil {
-		return st, nil
+	if inTx {
+		s.prepareLater(q)
+		return nil, nil
 	}
-	if len(s.stmts.m) >= maxPrepared {
+	return s.prepareNow(ctx, q)
+}
+
+func (s *Store) prepareNow(ctx context.Context, q string) (*sqlx.Stmt, error) {
+	s.stmts.mu.RLock()
+	full := len(s.stmts.m) >= maxPrepared || s.stmts.closed
+	s.stmts.mu.RUnlock()
+	if full {
 		return nil, nil
 	}
 	st, err := s.db.PreparexContext(ctx, s.rebind(q))
 	if err != nil {
 		return nil, fmt.Errorf("prepare: %w", err)
+	}
+	s.stmts.mu.Lock()
+	defer s.stmts.mu.Unlock()
+	if old := s.stmts.m[q]; old != nil || s.stmts.closed {
+		st.Close() // prepared twice at once, or the store closed meanwhile
+		return old, nil
 	}
 	if s.stmts.m == nil {
 		s.stmts.m = map[string]*sqlx.Stmt{}
@@ -57,20 +79,41 @@ func (s *Store) prepared(ctx context.Context, q string) (*sqlx.Stmt, error) {
 	return st, nil
 }
 
+// prepareLater prepares q in the background, once.
+func (s *Store) prepareLater(q string) {
+	s.stmts.mu.Lock()
+	defer s.stmts.mu.Unlock()
+	if s.stmts.pending[q] || s.stmts.closed || len(s.stmts.m) >= maxPrepared {
+		return
+	}
+	if s.stmts.pending == nil {
+		s.stmts.pending = map[string]bool{}
+	}
+	s.stmts.pending[q] = true
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_, _ = s.prepareNow(ctx, q) // on failure the query keeps running unprepared
+		s.stmts.mu.Lock()
+		delete(s.stmts.pending, q)
+		s.stmts.mu.Unlock()
+	}()
+}
+
 func (s *Store) closeStmts() {
 	s.stmts.mu.Lock()
 	defer s.stmts.mu.Unlock()
 	for _, st := range s.stmts.m {
 		st.Close()
 	}
-	s.stmts.m = nil
+	s.stmts.m, s.stmts.closed = nil, true
 }
 
 // stmt returns q prepared for tx (or for the pool when tx is nil); nil when
-// q cannot be cached, so the caller runs it unprepared. q uses "?" and is
+// q is not prepared, so the caller runs it unprepared. q uses "?" and is
 // rebound here.
 func (s *Store) stmt(ctx context.Context, tx *sqlx.Tx, q string) (*sqlx.Stmt, string, error) {
-	st, err := s.prepared(ctx, q)
+	st, err := s.prepared(ctx, q, tx != nil)
 	if err != nil || st == nil {
 		return nil, s.rebind(q), err
 	}

@@ -162,6 +162,10 @@ type benchReport struct {
 	FloorPlainCPUMsPerCycle float64 `json:"floor_plain_cpu_ms_per_cycle"`
 	FloorMinCPUMsPerCycle   float64 `json:"floor_min_cpu_ms_per_cycle"`
 
+	// FastPathShare is the share of the API's calls the store wrote with
+	// one guarded statement (store.FastPath); 1 when nothing else ran.
+	FastPathShare float64 `json:"fast_path_share"`
+
 	FloorPlainCallP99Ms float64   `json:"floor_plain_call_p99_ms"`
 	FloorMinCallP99Ms   float64   `json:"floor_min_call_p99_ms"`
 	CycleRounds         []float64 `json:"cycle_per_s_rounds"`

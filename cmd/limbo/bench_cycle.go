@@ -74,6 +74,7 @@ func benchCycles(ctx context.Context, st *store.Store, srv *benchServer, o bench
 		}
 	}
 	runs := map[benchMode][]benchRun{}
+	var fastHits, fastMisses int64 // the API's calls on the store's fast path, and the others
 	for r := range o.Rounds {
 		for i := range modes {
 			m := modes[(r+i)%len(modes)]
@@ -81,8 +82,13 @@ func benchCycles(ctx context.Context, st *store.Store, srv *benchServer, o bench
 			if err != nil {
 				return err
 			}
+			hits0, misses0 := st.FastPath()
 			res, err := runCycles(ctx, o.Duration, o.Concurrency, &seq, newCycle(m))
 			stopProfile()
+			if m == modeAPI {
+				hits, misses := st.FastPath()
+				fastHits, fastMisses = fastHits+hits-hits0, fastMisses+misses-misses0
+			}
 			if err != nil {
 				return fmt.Errorf("bench: round %d, %s: %w", r+1, m, err)
 			}
@@ -108,6 +114,9 @@ func benchCycles(ctx context.Context, st *store.Store, srv *benchServer, o bench
 		}
 		slices.Sort(all)
 		return all
+	}
+	if fastHits+fastMisses > 0 {
+		rep.FastPathShare = round(float64(fastHits)/float64(fastHits+fastMisses), 4)
 	}
 	rep.CycleRounds, rep.FloorPlainRounds, rep.FloorMinRounds = rates(modeAPI), rates(modePlain), rates(modeMin)
 	rep.CyclePerS, rep.FloorPlainPerS, rep.FloorMinPerS = median(rep.CycleRounds), median(rep.FloorPlainRounds), median(rep.FloorMinRounds)

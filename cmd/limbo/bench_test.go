@@ -201,6 +201,9 @@ func TestBenchCommand(t *testing.T) {
 				t.Errorf("%s = %v, want a positive number", f, rep[f])
 			}
 		}
+		if rep["fast_path_share"] != 1.0 {
+			t.Errorf("fast_path_share = %v, want 1: every API call of the cycle takes the one-statement path", rep["fast_path_share"])
+		}
 		if rep["engine"] != string(e) {
 			t.Errorf("engine %v, want %s", rep["engine"], e)
 		}
