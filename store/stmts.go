@@ -28,8 +28,10 @@ type stmtCache struct {
 	// m is keyed by the query as written (with "?"): rebinding on every
 	// call would allocate a new string each time.
 	m map[string]*sqlx.Stmt
-	// pending: queries being prepared in the background.
+	// pending: queries being prepared in the background; bg waits for
+	// them, so Close never leaves one holding a connection.
 	pending map[string]bool
+	bg      sync.WaitGroup
 	closed  bool
 }
 
@@ -90,7 +92,9 @@ func (s *Store) prepareLater(q string) {
 		s.stmts.pending = map[string]bool{}
 	}
 	s.stmts.pending[q] = true
+	s.stmts.bg.Add(1)
 	go func() {
+		defer s.stmts.bg.Done()
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		_, _ = s.prepareNow(ctx, q) // on failure the query keeps running unprepared
@@ -101,6 +105,10 @@ func (s *Store) prepareLater(q string) {
 }
 
 func (s *Store) closeStmts() {
+	s.stmts.mu.Lock()
+	s.stmts.closed = true // no new background prepares
+	s.stmts.mu.Unlock()
+	s.stmts.bg.Wait()
 	s.stmts.mu.Lock()
 	defer s.stmts.mu.Unlock()
 	for _, st := range s.stmts.m {
