@@ -54,12 +54,13 @@ FROM attempts WHERE destination = ? AND started_at > ?`
 	insertAttempt = `
 INSERT INTO attempts (operation_id, n, generation, destination, credential, model, started_at, lease_expires_at)
 VALUES (?, ?, ?, ?, ?, ?, ?, ?)`
-	/* Store.StartAttempt: guarded by state and version. */
+	/* Store.StartAttempt and startAttemptFast (SQLite): guarded by state,
+	   version and detail_version (what the fast path's snapshot is). */
 	updateOpInFlight = `
 UPDATE operations SET state = 'in_flight', state_reason = ?, attempt_count = ?, next_attempt_at = NULL,
     first_attempt_at = COALESCE(first_attempt_at, ?), version = version + 1, updated_at = ?,
     probe_owner = NULL, probe_until = NULL, probe_generation = probe_generation + 1
-WHERE id = ? AND state = ? AND version = ?`
+WHERE id = ? AND state = ? AND version = ? AND detail_version = ?`
 )
 
 // StartAttempt grants attempt n+1 when the state, backoff, budgets,
@@ -136,7 +137,7 @@ func (s *Store) StartAttempt(ctx context.Context, req AttemptRequest) (*Grant, e
 			return fmt.Errorf("insert attempt: %w", err)
 		}
 		reason := fmt.Sprintf("attempt %d granted", n)
-		res, err := s.exec(ctx, tx, updateOpInFlight, reason, n, now, now, op.ID, string(op.State), op.Version)
+		res, err := s.exec(ctx, tx, updateOpInFlight, reason, n, now, now, op.ID, string(op.State), op.Version, row.DetailVersion)
 		if err != nil {
 			return fmt.Errorf("update operation: %w", err)
 		}

@@ -109,25 +109,6 @@ SELECT (SELECT count(*) FROM u) AS ops, COALESCE((SELECT id FROM e), 0) AS evide
     CASE WHEN (SELECT count(*) FROM a) = (SELECT count(*) FROM u) THEN 0
          ELSE ((SELECT count(*) FROM a)::text || ' attempts closed for ' || (SELECT count(*) FROM u)::text || ' operations')::integer
     END AS guard`
-
-	/* Store.startAttemptFast (SQLite) */
-	fastOpInFlightSQLite = `
-UPDATE operations SET state = 'in_flight', state_reason = ?, attempt_count = ?, next_attempt_at = NULL,
-    first_attempt_at = COALESCE(first_attempt_at, ?), version = version + 1, updated_at = ?,
-    probe_owner = NULL, probe_until = NULL, probe_generation = probe_generation + 1
-WHERE id = ? AND state = ? AND version = ? AND detail_version = ?`
-	/* Store.recordOutcomeFast (SQLite) */
-	fastOpOutcomeSQLite = `
-UPDATE operations SET state = ?, state_reason = ?, cost_spent = cost_spent + ?, next_attempt_at = ?,
-    resource_ref = COALESCE(?, resource_ref), resource_kind = COALESCE(?, resource_kind),
-    resource_version = COALESCE(?, resource_version), probe_round = 0, next_probe_at = NULL,
-    probe_owner = NULL, probe_until = NULL, probe_generation = probe_generation + 1,
-    version = version + 1, detail_version = detail_version + ?, updated_at = ?
-WHERE id = ? AND state = 'in_flight' AND version = ? AND detail_version = ?`
-	/* Store.recordOutcomeFast (SQLite) */
-	fastEvidenceSQLite = `
-INSERT INTO evidence (operation_id, source, authoritative, candidates, verdict, note, observed_at)
-VALUES (?, 'response', TRUE, ?, ?, ?, ?)`
 )
 
 // registerFast records a new operation with one statement. It returns nil
@@ -210,7 +191,7 @@ func (s *Store) startAttemptFast(ctx context.Context, req AttemptRequest) (g *Gr
 		}
 	} else {
 		err = s.WithTx(ctx, func(tx *sqlx.Tx) error {
-			res, err := s.exec(ctx, tx, fastOpInFlightSQLite, reason, n, now, now, op.ID, string(op.State), op.Version, sn.detailVersion)
+			res, err := s.exec(ctx, tx, updateOpInFlight, reason, n, now, now, op.ID, string(op.State), op.Version, sn.detailVersion)
 			if err != nil {
 				return err
 			}
@@ -319,7 +300,7 @@ func (s *Store) recordOutcomeFast(ctx context.Context, tenant, opID string, n in
 		evID = r.EvidenceID
 	} else {
 		err = s.WithTx(ctx, func(tx *sqlx.Tx) error {
-			res, err := s.exec(ctx, tx, fastOpOutcomeSQLite, string(d.State), d.Reason, o.Cost, retryAt, resRef, resKind, resVersion,
+			res, err := s.exec(ctx, tx, updateOpOutcome, string(d.State), d.Reason, o.Cost, retryAt, resRef, resKind, resVersion,
 				bump, now, op.ID, op.Version, sn.detailVersion)
 			if err != nil {
 				return err
@@ -335,7 +316,7 @@ func (s *Store) recordOutcomeFast(ctx context.Context, tenant, opID string, n in
 				return errGuard
 			}
 			if ev != nil {
-				if res, err = s.exec(ctx, tx, fastEvidenceSQLite, op.ID, cands, string(ev.Verdict), ev.Note, now); err != nil {
+				if res, err = s.exec(ctx, tx, insertEvidence, op.ID, string(ev.Source), ev.Authoritative, cands, string(ev.Verdict), ev.Note, now); err != nil {
 					return fmt.Errorf("insert evidence: %w", err)
 				}
 				if evID, err = res.LastInsertId(); err != nil {

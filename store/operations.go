@@ -88,7 +88,7 @@ func joinFlags(fs []review.Flag) string {
 }
 
 const (
-	/* Store.Register: DO NOTHING keeps a concurrent duplicate from aborting the transaction. */
+	/* Store.registerFast (SQLite): DO NOTHING keeps an existing key from aborting the transaction. */
 	insertOperation = `
 INSERT INTO operations (id, tenant, key, source_ref, logical_version, action, destination, risk, flags,
     payload, payload_hash, state, state_reason, deadline, max_attempts, cost_budget, cost_spent,
@@ -130,28 +130,12 @@ func (s *Store) Register(ctx context.Context, r review.Registration) (op *review
 		return op, true, nil
 	}
 	s.fastMisses.Add(1)
-	// The key exists (or just appeared): compare intentions under a lock.
+	// The key exists (registerFast's insert met it, committed: rows are
+	// never deleted): compare intentions, and record a refusal with its case
+	// in one transaction.
 	var mismatch *review.PayloadMismatchError
 	err = s.WithTx(ctx, func(tx *sqlx.Tx) error {
-		mismatch, created = nil, false
-		id := newID("op_", now)
-		var budget any
-		if r.CostBudget != nil {
-			budget = *r.CostBudget
-		}
-		res, err := s.exec(ctx, tx, insertOperation, id, r.Tenant, r.Key, r.SourceRef,
-			r.LogicalVersion, r.Action, r.Destination, string(r.Risk), joinFlags(r.Flags), string(r.Payload),
-			hash, string(state), reason, dbTime(*r.Deadline), *r.MaxAttempts, budget, now, now)
-		if err != nil {
-			return fmt.Errorf("insert: %w", err)
-		}
-		if n, _ := res.RowsAffected(); n == 1 {
-			created = true
-			return s.appendEvent(ctx, tx, &AuditEvent{
-				At: now, Actor: r.Actor, Tenant: r.Tenant, OperationID: id, Action: "operation.registered",
-				ToState: string(state), Detail: detailJSON(map[string]any{"key": r.Key, "payload_hash": hash, "risk": r.Risk, "reason": reason}),
-			})
-		}
+		mismatch = nil
 		var row opRow
 		if err := s.get(ctx, tx, &row, selectOperationByKey, r.Tenant, r.Key); err != nil {
 			return fmt.Errorf("select existing: %w", err)
@@ -179,10 +163,6 @@ func (s *Store) Register(ctx context.Context, r review.Registration) (op *review
 	}
 	if err != nil {
 		return nil, false, fmt.Errorf("store.Register: %w", err)
-	}
-	if created {
-		op, err = s.GetOperation(ctx, r.Tenant, "", r.Key)
-		return op, true, err
 	}
 	op, err = s.loadDetails(ctx, s.db, op)
 	return op, false, err

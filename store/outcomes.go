@@ -38,14 +38,17 @@ const (
 UPDATE attempts SET finished_at = ?, result = ?, phase = ?, http_status = ?, provider_code = ?,
     provider_request_id = ?, retry_after = ?, cost = ?, next = ?, next_reason = ?, retry_at = ?, outcome_hash = ?
 WHERE operation_id = ? AND n = ? AND generation = ? AND finished_at IS NULL`
-	/* Store.applyOutcome: guarded by state and version. */
+	/* Store.applyOutcome and recordOutcomeFast (SQLite): guarded by state,
+	   version and detail_version; the fast path bumps detail_version here
+	   for the evidence it inserts (the ordinary path bumps it with the
+	   evidence, so passes 0). */
 	updateOpOutcome = `
 UPDATE operations SET state = ?, state_reason = ?, cost_spent = cost_spent + ?, next_attempt_at = ?,
     resource_ref = COALESCE(?, resource_ref), resource_kind = COALESCE(?, resource_kind),
     resource_version = COALESCE(?, resource_version), probe_round = 0, next_probe_at = NULL,
     probe_owner = NULL, probe_until = NULL, probe_generation = probe_generation + 1,
-    version = version + 1, updated_at = ?
-WHERE id = ? AND state = 'in_flight' AND version = ?`
+    version = version + 1, detail_version = detail_version + ?, updated_at = ?
+WHERE id = ? AND state = 'in_flight' AND version = ? AND detail_version = ?`
 	/* Store.insertEvidence */
 	insertEvidence = `
 INSERT INTO evidence (operation_id, source, authoritative, candidates, verdict, note, observed_at)
@@ -168,7 +171,7 @@ func (s *Store) applyOutcome(ctx context.Context, tx *sqlx.Tx, row *opRow, att *
 		resRef, resKind, resVersion = o.Resource.Ref, o.Resource.Kind, o.Resource.Version
 	}
 	r, err = s.exec(ctx, tx, updateOpOutcome, string(d.State), d.Reason, o.Cost, retryAt,
-		resRef, resKind, resVersion, now, op.ID, op.Version)
+		resRef, resKind, resVersion, 0, now, op.ID, op.Version, row.DetailVersion)
 	if err != nil {
 		return nil, fmt.Errorf("update operation: %w", err)
 	}
