@@ -117,61 +117,72 @@ func (s *Store) closeStmts() {
 	s.stmts.m, s.stmts.closed = nil, true
 }
 
-// stmt returns q prepared for tx (or for the pool when tx is nil); nil when
-// q is not prepared, so the caller runs it unprepared. q uses "?" and is
-// rebound here.
-func (s *Store) stmt(ctx context.Context, tx *sqlx.Tx, q string) (*sqlx.Stmt, string, error) {
-	st, err := s.prepared(ctx, q, tx != nil)
-	if err != nil || st == nil {
-		return nil, s.rebind(q), err
-	}
-	if tx != nil {
-		return tx.StmtxContext(ctx, st), q, nil
-	}
-	return st, q, nil
+// runner runs one query: a prepared *sqlx.Stmt, or an unprepared one.
+type runner interface {
+	ExecContext(ctx context.Context, args ...any) (sql.Result, error)
+	GetContext(ctx context.Context, dest any, args ...any) error
+	SelectContext(ctx context.Context, dest any, args ...any) error
 }
 
-// exec runs a prepared statement in tx (nil: on the pool).
-func (s *Store) exec(ctx context.Context, tx *sqlx.Tx, q string, args ...any) (sql.Result, error) {
-	st, q, err := s.stmt(ctx, tx, q)
+// unprepared runs query on a transaction or the pool, unprepared.
+type unprepared struct {
+	on    sqlx.ExtContext
+	query string
+}
+
+func (u unprepared) ExecContext(ctx context.Context, args ...any) (sql.Result, error) {
+	return u.on.ExecContext(ctx, u.query, args...)
+}
+
+func (u unprepared) GetContext(ctx context.Context, dest any, args ...any) error {
+	return sqlx.GetContext(ctx, u.on, dest, u.query, args...)
+}
+
+func (u unprepared) SelectContext(ctx context.Context, dest any, args ...any) error {
+	return sqlx.SelectContext(ctx, u.on, dest, u.query, args...)
+}
+
+// stmt returns q ready to run in tx (or on the pool when tx is nil):
+// prepared when it is, unprepared otherwise. q uses "?" and is rebound here.
+func (s *Store) stmt(ctx context.Context, tx *sqlx.Tx, q string) (runner, error) {
+	st, err := s.prepared(ctx, q, tx != nil)
 	switch {
 	case err != nil:
 		return nil, err
+	case st != nil && tx != nil:
+		return tx.StmtxContext(ctx, st), nil
 	case st != nil:
-		return st.ExecContext(ctx, args...)
+		return st, nil
 	case tx != nil:
-		return tx.ExecContext(ctx, q, args...)
+		return unprepared{tx, s.rebind(q)}, nil
 	default:
-		return s.db.ExecContext(ctx, q, args...)
+		return unprepared{s.db, s.rebind(q)}, nil
 	}
 }
 
-// get scans one row of a prepared query into dest (sql.ErrNoRows if none).
+// exec runs q in tx (nil: on the pool).
+func (s *Store) exec(ctx context.Context, tx *sqlx.Tx, q string, args ...any) (sql.Result, error) {
+	r, err := s.stmt(ctx, tx, q)
+	if err != nil {
+		return nil, err
+	}
+	return r.ExecContext(ctx, args...)
+}
+
+// get scans one row of q into dest (sql.ErrNoRows if none).
 func (s *Store) get(ctx context.Context, tx *sqlx.Tx, dest any, q string, args ...any) error {
-	st, q, err := s.stmt(ctx, tx, q)
-	switch {
-	case err != nil:
+	r, err := s.stmt(ctx, tx, q)
+	if err != nil {
 		return err
-	case st != nil:
-		return st.GetContext(ctx, dest, args...)
-	case tx != nil:
-		return tx.GetContext(ctx, dest, q, args...)
-	default:
-		return s.db.GetContext(ctx, dest, q, args...)
 	}
+	return r.GetContext(ctx, dest, args...)
 }
 
-// sel scans every row of a prepared query into dest, a pointer to a slice.
+// sel scans every row of q into dest, a pointer to a slice.
 func (s *Store) sel(ctx context.Context, tx *sqlx.Tx, dest any, q string, args ...any) error {
-	st, q, err := s.stmt(ctx, tx, q)
-	switch {
-	case err != nil:
+	r, err := s.stmt(ctx, tx, q)
+	if err != nil {
 		return err
-	case st != nil:
-		return st.SelectContext(ctx, dest, args...)
-	case tx != nil:
-		return tx.SelectContext(ctx, dest, q, args...)
-	default:
-		return s.db.SelectContext(ctx, dest, q, args...)
 	}
+	return r.SelectContext(ctx, dest, args...)
 }
