@@ -136,8 +136,14 @@ func (s *Store) Register(ctx context.Context, r review.Registration) (op *review
 	var mismatch *review.PayloadMismatchError
 	err = s.WithTx(ctx, func(tx *sqlx.Tx) error {
 		mismatch = nil
+		// Locked: concurrent refusals under one key queue here, so the
+		// second finds the first one's case and joins it.
+		q := selectOperationByKey
+		if s.engine == Postgres {
+			q += " FOR UPDATE"
+		}
 		var row opRow
-		if err := s.get(ctx, tx, &row, selectOperationByKey, r.Tenant, r.Key); err != nil {
+		if err := s.get(ctx, tx, &row, q, r.Tenant, r.Key); err != nil {
 			return fmt.Errorf("select existing: %w", err)
 		}
 		op = row.operation()

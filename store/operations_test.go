@@ -492,3 +492,33 @@ func TestConcurrentCallsOnASmallPool(t *testing.T) {
 		}
 	})
 }
+
+// TestConcurrentPayloadMismatches: integrators reuse one key with other
+// payloads at the same moment; each is refused as a mismatch (never an
+// internal error) and the operation has exactly one open case.
+func TestConcurrentPayloadMismatches(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		b := setup(t, e, nil)
+		op := b.newOp(t, "reused", review.RiskCompensableWrite, "plain")
+		var wg sync.WaitGroup
+		errs := make([]error, 10)
+		for i := range errs {
+			wg.Go(func() {
+				r := intention("reused", review.RiskCompensableWrite, "plain")
+				r.Payload = canonical(t, fmt.Sprintf(`{"n":%d}`, i))
+				_, _, errs[i] = b.s.Register(b.ctx, r)
+			})
+		}
+		wg.Wait()
+		for i, err := range errs {
+			var pm *review.PayloadMismatchError
+			if !errors.As(err, &pm) {
+				t.Errorf("caller %d: %v, want a payload mismatch", i, err)
+			}
+		}
+		if n := countRows(t, b.s, `SELECT COUNT(*) FROM cases WHERE operation_id = ? AND status = 'open'`, op.ID); n != 1 {
+			t.Errorf("%d open cases, want 1", n)
+		}
+	})
+}
