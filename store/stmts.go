@@ -69,15 +69,23 @@ func (s *Store) prepareNow(ctx context.Context, q string) (*sqlx.Stmt, error) {
 		return nil, fmt.Errorf("prepare: %w", err)
 	}
 	s.stmts.mu.Lock()
-	defer s.stmts.mu.Unlock()
-	if old := s.stmts.m[q]; old != nil || s.stmts.closed {
-		st.Close() // prepared twice at once, or the store closed meanwhile
+	old := s.stmts.m[q]
+	kept := old == nil && !s.stmts.closed
+	if kept {
+		if s.stmts.m == nil {
+			s.stmts.m = map[string]*sqlx.Stmt{}
+		}
+		s.stmts.m[q] = st
+	}
+	s.stmts.mu.Unlock()
+	if !kept {
+		// Prepared twice at once, or the store closed meanwhile. Closed
+		// outside the lock: closing waits for every connection the
+		// statement is on, and a query on one of them may wait for a row
+		// lock held by a transaction that waits for this lock.
+		st.Close()
 		return old, nil
 	}
-	if s.stmts.m == nil {
-		s.stmts.m = map[string]*sqlx.Stmt{}
-	}
-	s.stmts.m[q] = st
 	return st, nil
 }
 
@@ -110,11 +118,12 @@ func (s *Store) closeStmts() {
 	s.stmts.mu.Unlock()
 	s.stmts.bg.Wait()
 	s.stmts.mu.Lock()
-	defer s.stmts.mu.Unlock()
-	for _, st := range s.stmts.m {
+	m := s.stmts.m
+	s.stmts.m = nil
+	s.stmts.mu.Unlock()
+	for _, st := range m { // outside the lock, as in prepareNow
 		st.Close()
 	}
-	s.stmts.m, s.stmts.closed = nil, true
 }
 
 // runner runs one query: a prepared *sqlx.Stmt, or an unprepared one.
