@@ -9,6 +9,7 @@ package main
 // a bulk-loaded ledger (bench_queue.go), and the process's peak memory.
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -73,6 +74,9 @@ type benchOptions struct {
 	ReconcileOps  int
 	ProbeDelay    time.Duration
 	Keep          bool
+	// HTTPClient is the API clients' kind: clientLean ("" too) or
+	// clientNetHTTP.
+	HTTPClient string
 	// CPUProfile, when set, receives a CPU profile of the first timed API run.
 	CPUProfile string
 	Log        *slog.Logger
@@ -95,6 +99,7 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.IntVar(&o.ReconcileOps, "reconcile-ops", 500, "ambiguous operations for reconcile_per_min (0: skip)")
 	fs.DurationVar(&o.ProbeDelay, "sandbox-delay", 50*time.Millisecond, "latency the sandbox adds to every call, probes included")
 	fs.StringVar(&o.CPUProfile, "cpuprofile", "", "write a CPU profile of the first timed API run to this file (go tool pprof)")
+	fs.StringVar(&o.HTTPClient, "http-client", clientLean, "the API clients: lean (HTTP/1.1 by the calling goroutine) or net/http (net/http.Client)")
 	fs.BoolVar(&o.Keep, "keep", false, "keep the database (the temporary SQLite file, or the fresh PostgreSQL schema)")
 	fs.Usage = func() {}
 	if err := fs.Parse(args); err != nil {
@@ -136,6 +141,8 @@ func (o *benchOptions) validate() error {
 		return errors.New("bench: --open-cases must not exceed --queue-ops")
 	case o.ProbeDelay < 0:
 		return errors.New("bench: --sandbox-delay must not be negative")
+	case o.HTTPClient != "" && o.HTTPClient != clientLean && o.HTTPClient != clientNetHTTP:
+		return fmt.Errorf("bench: --http-client %q: want %s or %s", o.HTTPClient, clientLean, clientNetHTTP)
 	}
 	return nil
 }
@@ -147,6 +154,7 @@ type benchReport struct {
 	Concurrency int    `json:"concurrency"`
 	Duration    string `json:"duration"`
 	Rounds      int    `json:"rounds"`
+	HTTPClient  string `json:"http_client"`
 
 	CyclePerS      float64 `json:"cycle_per_s"`
 	CallP50Ms      float64 `json:"call_p50_ms"`
@@ -161,6 +169,12 @@ type benchReport struct {
 	CPUMsPerCycle           float64 `json:"cpu_ms_per_cycle"`
 	FloorPlainCPUMsPerCycle float64 `json:"floor_plain_cpu_ms_per_cycle"`
 	FloorMinCPUMsPerCycle   float64 `json:"floor_min_cpu_ms_per_cycle"`
+	// The database server's CPU time per cycle, when it runs on this
+	// machine (PostgreSQL on a loopback address or a Unix socket; SQLite
+	// runs inside the process and is counted above).
+	DBCPUMsPerCycle           *float64 `json:"db_cpu_ms_per_cycle,omitempty"`
+	FloorPlainDBCPUMsPerCycle *float64 `json:"floor_plain_db_cpu_ms_per_cycle,omitempty"`
+	FloorMinDBCPUMsPerCycle   *float64 `json:"floor_min_db_cpu_ms_per_cycle,omitempty"`
 
 	// FastPathShare is the share of the API's calls the store wrote with
 	// one guarded statement (store.FastPath); 1 when nothing else ran.
@@ -254,9 +268,9 @@ func runBench(ctx context.Context, o benchOptions) (*benchReport, error) {
 	}
 	defer srv.close()
 
-	rep := &benchReport{Engine: string(st.Engine()), Concurrency: o.Concurrency, Duration: o.Duration.String(), Rounds: o.Rounds,
+	rep := &benchReport{Engine: string(st.Engine()), Concurrency: o.Concurrency, Duration: o.Duration.String(), Rounds: o.Rounds, HTTPClient: cmp.Or(o.HTTPClient, clientLean),
 		GoVersion: runtime.Version(), CPUs: runtime.NumCPU(), GOMAXPROCS: runtime.GOMAXPROCS(0), Started: began.UTC().Format(time.RFC3339)}
-	if err := benchCycles(ctx, st, srv, o, rep); err != nil {
+	if err := benchCycles(ctx, st, srv, o, dbURL, rep); err != nil {
 		return nil, err
 	}
 	if o.ReconcileOps > 0 {

@@ -8,13 +8,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"runtime/pprof"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -35,7 +33,7 @@ const (
 
 // benchCycles warms up, then runs the rounds — API, plain floor and min
 // floor, the order rotating each round — and fills rep's cycle figures.
-func benchCycles(ctx context.Context, st *store.Store, srv *benchServer, o benchOptions, rep *benchReport) error {
+func benchCycles(ctx context.Context, st *store.Store, srv *benchServer, o benchOptions, dbURL string, rep *benchReport) error {
 	plain, err := newFloor(ctx, st, floorPlain, benchTenant, srv.actor)
 	if err != nil {
 		return err
@@ -53,6 +51,11 @@ func benchCycles(ctx context.Context, st *store.Store, srv *benchServer, o bench
 		modes = modes[:2]
 		rep.FloorMinNote = "SQLite runs in process, with no round trips to save: floor min is floor plain"
 	}
+	// The database server's CPU, when it runs on this machine.
+	var dbCPU func() time.Duration
+	if _, ok := postgresCPU(); ok && localPostgres(dbURL) {
+		dbCPU = func() time.Duration { cpu, _ := postgresCPU(); return cpu }
+	}
 	var seq atomic.Int64
 	newCycle := func(m benchMode) func() (cycleFunc, func()) {
 		switch m {
@@ -62,13 +65,13 @@ func benchCycles(ctx context.Context, st *store.Store, srv *benchServer, o bench
 			return func() (cycleFunc, func()) { return minFloor.cycle, func() {} }
 		}
 		return func() (cycleFunc, func()) {
-			c := newAPIClient(srv.url, srv.token)
-			return c.cycle, c.hc.CloseIdleConnections
+			c, _ := newAPIClient(o.HTTPClient, srv.url, srv.token) // the kind is checked before the runs
+			return c.cycle, c.http.close
 		}
 	}
 	if o.Warmup > 0 {
 		for _, m := range modes {
-			if _, err := runCycles(ctx, o.Warmup, o.Concurrency, &seq, newCycle(m)); err != nil {
+			if _, err := runCycles(ctx, o.Warmup, o.Concurrency, &seq, newCycle(m), nil); err != nil {
 				return fmt.Errorf("bench: warm-up %s: %w", m, err)
 			}
 		}
@@ -83,7 +86,7 @@ func benchCycles(ctx context.Context, st *store.Store, srv *benchServer, o bench
 				return err
 			}
 			hits0, misses0 := st.FastPath()
-			res, err := runCycles(ctx, o.Duration, o.Concurrency, &seq, newCycle(m))
+			res, err := runCycles(ctx, o.Duration, o.Concurrency, &seq, newCycle(m), dbCPU)
 			stopProfile()
 			if m == modeAPI {
 				hits, misses := st.FastPath()
@@ -120,16 +123,24 @@ func benchCycles(ctx context.Context, st *store.Store, srv *benchServer, o bench
 	}
 	rep.CycleRounds, rep.FloorPlainRounds, rep.FloorMinRounds = rates(modeAPI), rates(modePlain), rates(modeMin)
 	rep.CyclePerS, rep.FloorPlainPerS, rep.FloorMinPerS = median(rep.CycleRounds), median(rep.FloorPlainRounds), median(rep.FloorMinRounds)
-	cpu := func(m benchMode) float64 {
+	perCycle := func(m benchMode, of func(benchRun) time.Duration) float64 {
 		var out []float64
 		for _, r := range runs[m] {
 			if r.cycles > 0 {
-				out = append(out, float64(r.cpu.Microseconds())/1000/float64(r.cycles))
+				out = append(out, float64(of(r).Microseconds())/1000/float64(r.cycles))
 			}
 		}
 		return round(median(out), 3)
 	}
-	rep.CPUMsPerCycle, rep.FloorPlainCPUMsPerCycle, rep.FloorMinCPUMsPerCycle = cpu(modeAPI), cpu(modePlain), cpu(modeMin)
+	cpu := func(r benchRun) time.Duration { return r.cpu }
+	rep.CPUMsPerCycle, rep.FloorPlainCPUMsPerCycle, rep.FloorMinCPUMsPerCycle = perCycle(modeAPI, cpu), perCycle(modePlain, cpu), perCycle(modeMin, cpu)
+	if dbCPU != nil {
+		db := func(m benchMode) *float64 {
+			v := perCycle(m, func(r benchRun) time.Duration { return r.dbCPU })
+			return &v
+		}
+		rep.DBCPUMsPerCycle, rep.FloorPlainDBCPUMsPerCycle, rep.FloorMinDBCPUMsPerCycle = db(modeAPI), db(modePlain), db(modeMin)
+	}
 	api := pooled(modeAPI)
 	rep.CallP50Ms, rep.CallP99Ms = ms(pct(api, 50)), ms(pct(api, 99))
 	rep.FloorPlainCallP99Ms, rep.FloorMinCallP99Ms = ms(pct(pooled(modePlain), 99)), ms(pct(pooled(modeMin), 99))
@@ -178,6 +189,9 @@ type benchRun struct {
 	// cpu is this process's CPU time (user + system) during the run:
 	// clients, server and driver, not the database server.
 	cpu time.Duration
+	// dbCPU is the database server's CPU time during the run, when it runs
+	// on this machine (see postgresCPU).
+	dbCPU time.Duration
 	// lat holds every call's latency, sorted.
 	lat []time.Duration
 }
@@ -192,8 +206,9 @@ func (r benchRun) perSecond() float64 {
 // runCycles runs n workers, each doing whole cycles one after the other
 // until d has passed. Elapsed runs to the end of the last cycle, so a cycle
 // in progress at the deadline is counted in full, with its time. The first
-// error stops the run.
-func runCycles(ctx context.Context, d time.Duration, n int, seq *atomic.Int64, newWorker func() (cycleFunc, func())) (benchRun, error) {
+// error stops the run. dbCPU, when not nil, reads the database server's
+// CPU time.
+func runCycles(ctx context.Context, d time.Duration, n int, seq *atomic.Int64, newWorker func() (cycleFunc, func()), dbCPU func() time.Duration) (benchRun, error) {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	var (
@@ -202,6 +217,10 @@ func runCycles(ctx context.Context, d time.Duration, n int, seq *atomic.Int64, n
 		run    benchRun
 		cycles atomic.Int64
 	)
+	var db0 time.Duration
+	if dbCPU != nil {
+		db0 = dbCPU()
+	}
 	start, cpu0 := time.Now(), processCPU()
 	deadline := start.Add(d)
 	for range n {
@@ -227,20 +246,25 @@ func runCycles(ctx context.Context, d time.Duration, n int, seq *atomic.Int64, n
 		return benchRun{}, err
 	}
 	run.cycles, run.elapsed, run.cpu = cycles.Load(), time.Since(start), processCPU()-cpu0
+	if dbCPU != nil {
+		run.dbCPU = dbCPU() - db0
+	}
 	slices.Sort(run.lat)
 	return run, nil
 }
 
 // apiClient is one integration: its own keep-alive connection and token.
 type apiClient struct {
-	hc    *http.Client
-	base  string
+	http  httpDoer
 	token string
 }
 
-func newAPIClient(base, token string) *apiClient {
-	tr := &http.Transport{MaxIdleConnsPerHost: 1, IdleConnTimeout: time.Minute}
-	return &apiClient{hc: &http.Client{Timeout: 30 * time.Second, Transport: tr}, base: base, token: token}
+func newAPIClient(kind, base, token string) (*apiClient, error) {
+	d, err := newHTTPDoer(kind, base)
+	if err != nil {
+		return nil, err
+	}
+	return &apiClient{http: d, token: token}, nil
 }
 
 // cycle registers operation i, takes an attempt and reports its success,
@@ -278,25 +302,14 @@ func (c *apiClient) cycle(ctx context.Context, i int64, rec func(time.Duration))
 // post sends a JSON body with the bearer token, reads the whole answer (so
 // the connection is reused), times the call and decodes the answer.
 func (c *apiClient) post(ctx context.Context, path, body string, want int, out any, rec func(time.Duration)) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+path, strings.NewReader(body))
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Authorization", "Bearer "+c.token)
-	req.Header.Set("Content-Type", "application/json")
 	t0 := time.Now()
-	resp, err := c.hc.Do(req)
-	if err != nil {
-		return err
-	}
-	data, err := io.ReadAll(resp.Body)
-	resp.Body.Close()
+	status, data, err := c.http.post(ctx, path, c.token, body)
 	if err != nil {
 		return err
 	}
 	rec(time.Since(t0))
-	if resp.StatusCode != want {
-		return fmt.Errorf("POST %s: %d, want %d: %s", path, resp.StatusCode, want, bytes.TrimSpace(data))
+	if status != want {
+		return fmt.Errorf("POST %s: %d, want %d: %s", path, status, want, bytes.TrimSpace(data))
 	}
 	return json.Unmarshal(data, out)
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"path/filepath"
@@ -35,8 +36,11 @@ func TestBenchFloorsWriteWhatTheAPIWrites(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer srv.close()
-		api := newAPIClient(srv.url, srv.token)
-		defer api.hc.CloseIdleConnections()
+		api, err := newAPIClient(clientLean, srv.url, srv.token)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer api.http.close()
 		plain, err := newFloor(ctx, st, floorPlain, benchTenant, srv.actor)
 		if err != nil {
 			t.Fatal(err)
@@ -201,6 +205,20 @@ func TestBenchCommand(t *testing.T) {
 				t.Errorf("%s = %v, want a positive number", f, rep[f])
 			}
 		}
+		// The database server's CPU is measured when it runs here.
+		_, procOK := postgresCPU()
+		for _, f := range []string{"db_cpu_ms_per_cycle", "floor_plain_db_cpu_ms_per_cycle", "floor_min_db_cpu_ms_per_cycle"} {
+			v, ok := rep[f].(float64)
+			switch {
+			case e == store.Postgres && localPostgres(db) && procOK && (!ok || v < 0):
+				t.Errorf("%s = %v, want a number for a PostgreSQL on this machine", f, rep[f])
+			case e == store.SQLite && rep[f] != nil:
+				t.Errorf("%s = %v on SQLite, want none (its CPU is the process's)", f, rep[f])
+			}
+		}
+		if rep["http_client"] != clientLean {
+			t.Errorf("http_client = %v, want %s by default", rep["http_client"], clientLean)
+		}
 		if rep["fast_path_share"] != 1.0 {
 			t.Errorf("fast_path_share = %v, want 1: every API call of the cycle takes the one-statement path", rep["fast_path_share"])
 		}
@@ -217,6 +235,53 @@ func TestBenchCommand(t *testing.T) {
 	})
 }
 
+// TestBenchHTTPClients runs attempt cycles through both kinds of bench
+// client, and checks the lean one dials again when the server closes its
+// connection.
+func TestBenchHTTPClients(t *testing.T) {
+	ctx := context.Background()
+	st, err := openStore(ctx, storetest.URL(t, store.SQLite), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	srv, err := startBenchServer(ctx, st, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.close()
+	var seq int64
+	for _, kind := range []string{clientLean, clientNetHTTP} {
+		c, err := newAPIClient(kind, srv.url, srv.token)
+		if err != nil {
+			t.Fatal(err)
+		}
+		calls := 0
+		rec := func(time.Duration) { calls++ }
+		for i := range 4 {
+			// The second cycle's answers say "Connection: close".
+			srv.srv.SetKeepAlivesEnabled(i != 1)
+			seq++
+			if err := c.cycle(ctx, seq, rec); err != nil {
+				t.Fatalf("%s, cycle %d: %v", kind, i, err)
+			}
+		}
+		c.http.close()
+		if calls != 12 {
+			t.Errorf("%s: %d calls timed, want 12", kind, calls)
+		}
+	}
+	if _, err := newAPIClient("curl", srv.url, srv.token); err == nil {
+		t.Error("an unknown client kind was accepted")
+	}
+	cancelled, cancel := context.WithCancel(ctx)
+	cancel()
+	c, _ := newAPIClient(clientLean, srv.url, srv.token)
+	if err := c.cycle(cancelled, seq+1, func(time.Duration) {}); !errors.Is(err, context.Canceled) {
+		t.Errorf("a cycle on a cancelled context: %v, want context.Canceled", err)
+	}
+}
+
 func TestBenchUsage(t *testing.T) {
 	t.Parallel()
 	if code, out, _ := limbo(t, "bench", "--help"); code != 0 || !strings.Contains(out, "floor_plain_per_s") {
@@ -224,5 +289,8 @@ func TestBenchUsage(t *testing.T) {
 	}
 	if code, _, errOut := limbo(t, "bench", "--concurrency", "0", "--db", "sqlite:"+filepath.Join(t.TempDir(), "x.db")); code != 2 || !strings.Contains(errOut, "--concurrency") {
 		t.Errorf("bench --concurrency 0: %d %q", code, errOut)
+	}
+	if code, _, errOut := limbo(t, "bench", "--http-client", "curl", "--db", "sqlite:"+filepath.Join(t.TempDir(), "x.db")); code != 2 || !strings.Contains(errOut, "--http-client") {
+		t.Errorf("bench --http-client curl: %d %q", code, errOut)
 	}
 }
