@@ -47,13 +47,35 @@ func (e *FieldError) Error() string {
 //
 // json.RawMessage fields accept any JSON value. A v that is not a pointer is
 // a programming error and yields encoding/json's error unchanged.
+//
+// The common body — every member name lower-case ASCII, decoded into a type
+// whose names are too — takes one strict scan and one decode: there a
+// case-insensitive match can only be exact, so encoding/json with
+// DisallowUnknownFields refuses what checkValue would. Any failure there, and
+// any other body, goes through checkValue, whose errors name the field.
 func DecodeJSON(body []byte, v any) error {
 	if len(bytes.TrimSpace(body)) == 0 {
 		return &FieldError{Problem: "request body is empty"}
 	}
-	if _, err := review.Canonicalize(body); err != nil {
+	lowerNames, err := review.CheckJSON(body)
+	if err != nil {
 		return canonicalProblem(err)
 	}
+	if t := reflect.TypeOf(v); lowerNames && t != nil && lowerFields(t) {
+		dec := json.NewDecoder(bytes.NewReader(body))
+		dec.DisallowUnknownFields()
+		if dec.Decode(v) == nil {
+			return nil // Canonicalize's checks refused trailing data
+		}
+		// Decode may have set some fields: checkValue and a second decode
+		// into v give the error, as they would have without this shortcut.
+	}
+	return decodeChecked(body, v)
+}
+
+// decodeChecked is DecodeJSON after the strict scan: member names and
+// custom-unmarshalled values checked against the type first, then decoded.
+func decodeChecked(body []byte, v any) error {
 	// Check member names (exact match) and custom-unmarshalled values
 	// against the target type first: this is where paths are known.
 	var generic any
@@ -304,6 +326,49 @@ func joinPath(path, name string) string {
 		return name
 	}
 	return path + "." + name
+}
+
+// lowerCache remembers lowerFields per type.
+var lowerCache sync.Map // reflect.Type → bool
+
+// lowerFields reports whether every member name encoding/json would match
+// in t, at every depth, is lower-case ASCII (see review.CheckJSON). Values
+// decoded by their own unmarshallers have no members of t's to match.
+func lowerFields(t reflect.Type) bool {
+	if ok, found := lowerCache.Load(t); found {
+		return ok.(bool)
+	}
+	ok := lowerFieldsIn(t, map[reflect.Type]bool{})
+	lowerCache.Store(t, ok)
+	return ok
+}
+
+func lowerFieldsIn(t reflect.Type, seen map[reflect.Type]bool) bool {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if seen[t] || t == rawMessageType || reflect.PointerTo(t).Implements(unmarshalerType) || reflect.PointerTo(t).Implements(textType) {
+		return true
+	}
+	seen[t] = true
+	switch t.Kind() {
+	case reflect.Struct:
+		for name, ft := range jsonFields(t) {
+			for _, c := range []byte(name) {
+				if (c >= 'A' && c <= 'Z') || c >= 0x80 {
+					return false
+				}
+			}
+			if !lowerFieldsIn(ft, seen) {
+				return false
+			}
+		}
+	case reflect.Map, reflect.Slice, reflect.Array:
+		return lowerFieldsIn(t.Elem(), seen)
+	case reflect.Interface:
+		return true // decoded generically: no names to match
+	}
+	return true
 }
 
 // fieldCache maps a struct type to its JSON member names and their types.

@@ -3,9 +3,12 @@ package handlers
 import (
 	"encoding/json"
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/limbo-dev/limbo/review"
 )
 
 // decodeTarget is shaped like the API's request bodies.
@@ -164,5 +167,24 @@ func TestDecodeJSONNonPointer(t *testing.T) {
 	var fe *FieldError
 	if err == nil || errors.As(err, &fe) {
 		t.Errorf("non-pointer target: got %v, want encoding/json's InvalidUnmarshalError", err)
+	}
+}
+
+// TestRequestTypesTakeTheShortcut: the API's request bodies name their
+// members in lower case, so DecodeJSON decodes them with one scan and one
+// decode (a type that loses this still decodes correctly, only slower).
+func TestRequestTypesTakeTheShortcut(t *testing.T) {
+	for _, v := range []any{&registerRequest{}, &attemptRequest{}, &review.Outcome{}, &evidenceRequest{}, &jobRequest{}, &decodeTarget{}} {
+		if !lowerFields(reflect.TypeOf(v)) {
+			t.Errorf("%T: a member name is not lower-case ASCII", v)
+		}
+	}
+	type mixed struct {
+		Name string `json:"Name"`
+	}
+	if lowerFields(reflect.TypeFor[*struct {
+		Inner []mixed `json:"inner"`
+	}]()) {
+		t.Error("a nested upper-case member name was not seen")
 	}
 }

@@ -2,6 +2,7 @@ package review
 
 import (
 	"bytes"
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -68,6 +69,25 @@ func Canonicalize(raw []byte) ([]byte, error) {
 	return out, nil
 }
 
+// CheckJSON reads one strict JSON value from raw exactly as Canonicalize
+// does, with the same errors, but builds no canonical form: for intake that
+// only needs to know the value is acceptable. lowerNames reports whether
+// every member name, at every depth and after unescaping, is free of ASCII
+// upper-case letters and non-ASCII characters — so that a case-insensitive
+// match against lower-case names can only be an exact one.
+func CheckJSON(raw []byte) (lowerNames bool, err error) {
+	p := &parser{data: raw, check: true, lowerNames: true}
+	p.skipSpace()
+	if _, err := p.value(nil); err != nil {
+		return false, err
+	}
+	p.skipSpace()
+	if p.pos < len(p.data) {
+		return false, p.fail("trailing data after the JSON value")
+	}
+	return p.lowerNames, nil
+}
+
 // PayloadHash returns the lowercase hex SHA-256 of canonical, which should be
 // the output of Canonicalize.
 func PayloadHash(canonical []byte) string {
@@ -78,7 +98,7 @@ func PayloadHash(canonical []byte) string {
 // pathElem is one step of the location of the value being parsed: a member
 // name or an array index.
 type pathElem struct {
-	name    string
+	name    []byte
 	index   int
 	isIndex bool
 }
@@ -90,6 +110,11 @@ type parser struct {
 	pos   int
 	depth int
 	path  []pathElem
+	// check: validate only (CheckJSON), append nothing.
+	check bool
+	// lowerNames stays true while every member name met is lower-case
+	// ASCII (see CheckJSON).
+	lowerNames bool
 }
 
 // fail builds an error at the current position and path.
@@ -114,21 +139,21 @@ func renderPath(path []pathElem) string {
 			b.WriteByte(']')
 		case isPlainName(e.name):
 			b.WriteByte('.')
-			b.WriteString(e.name)
+			b.Write(e.name)
 		default:
 			b.WriteByte('[')
-			b.WriteString(strconv.Quote(e.name))
+			b.WriteString(strconv.Quote(string(e.name)))
 			b.WriteByte(']')
 		}
 	}
 	return b.String()
 }
 
-func isPlainName(s string) bool {
-	if s == "" {
+func isPlainName(s []byte) bool {
+	if len(s) == 0 {
 		return false
 	}
-	for i, c := range []byte(s) {
+	for i, c := range s {
 		letter := c == '_' || c == '-' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')
 		if !letter && !(i > 0 && c >= '0' && c <= '9') {
 			return false
@@ -174,7 +199,7 @@ func (p *parser) value(out []byte) ([]byte, error) {
 		return p.array(out)
 	case c == '"':
 		s, err := p.str()
-		if err != nil {
+		if err != nil || p.check {
 			return nil, err
 		}
 		return appendString(out, s), nil
@@ -196,6 +221,9 @@ func (p *parser) literal(out []byte, word string) ([]byte, error) {
 		return nil, p.fail("invalid literal, expected %s", word)
 	}
 	p.pos += len(word)
+	if p.check {
+		return nil, nil
+	}
 	return append(out, word...), nil
 }
 
@@ -212,15 +240,20 @@ func (p *parser) array(out []byte) ([]byte, error) {
 		return nil, err
 	}
 	p.pos++ // '['
-	out = append(out, '[')
+	if !p.check {
+		out = append(out, '[')
+	}
 	p.skipSpace()
 	if p.pos < len(p.data) && p.data[p.pos] == ']' {
 		p.pos++
 		p.depth--
+		if p.check {
+			return nil, nil
+		}
 		return append(out, ']'), nil
 	}
 	for i := 0; ; i++ {
-		if i > 0 {
+		if i > 0 && !p.check {
 			out = append(out, ',')
 		}
 		p.path = append(p.path, pathElem{index: i, isIndex: true})
@@ -240,6 +273,9 @@ func (p *parser) array(out []byte) ([]byte, error) {
 		case ']':
 			p.pos++
 			p.depth--
+			if p.check {
+				return nil, nil
+			}
 			return append(out, ']'), nil
 		default:
 			return nil, p.fail("unexpected %s, expected ',' or ']'", p.describe())
@@ -247,14 +283,16 @@ func (p *parser) array(out []byte) ([]byte, error) {
 	}
 }
 
-// member is one parsed object member: its name, the name as UTF-16 code units
-// (the JCS sort key) and its canonical value as a slice of the object's
-// scratch buffer.
+// member is one parsed object member: its name and its canonical value as a
+// slice of the object's scratch buffer.
 type member struct {
-	name       string
-	key        []uint16
+	name       []byte
 	start, end int
 }
+
+// indexFrom is the member count from which duplicate names are looked up in
+// a map; below it a scan of the names so far is cheaper.
+const indexFrom = 16
 
 func (p *parser) object(out []byte) ([]byte, error) {
 	if err := p.enter(); err != nil {
@@ -265,12 +303,15 @@ func (p *parser) object(out []byte) ([]byte, error) {
 	if p.pos < len(p.data) && p.data[p.pos] == '}' {
 		p.pos++
 		p.depth--
+		if p.check {
+			return nil, nil
+		}
 		return append(out, '{', '}'), nil
 	}
 	var (
 		members []member
-		seen    = map[string]bool{}
-		scratch []byte // canonical member values, back to back
+		index   map[string]bool // names, once there are indexFrom of them
+		scratch []byte          // canonical member values, back to back
 	)
 	for {
 		p.skipSpace()
@@ -282,12 +323,27 @@ func (p *parser) object(out []byte) ([]byte, error) {
 		if err != nil {
 			return nil, err
 		}
-		if seen[name] {
-			e := p.failAt(nameAt, "duplicate member %s", strconv.Quote(name)).(*CanonicalError)
-			e.Member = name
+		if len(members) == indexFrom {
+			index = make(map[string]bool, 2*indexFrom)
+			for _, m := range members {
+				index[string(m.name)] = true
+			}
+		}
+		dup := index[string(name)]
+		if index == nil {
+			dup = slices.ContainsFunc(members, func(m member) bool { return bytes.Equal(m.name, name) })
+		}
+		if dup {
+			e := p.failAt(nameAt, "duplicate member %s", strconv.Quote(string(name))).(*CanonicalError)
+			e.Member = string(name)
 			return nil, e
 		}
-		seen[name] = true
+		if index != nil {
+			index[string(name)] = true
+		}
+		if p.lowerNames && !lowerName(name) {
+			p.lowerNames = false
+		}
 		p.skipSpace()
 		if p.pos >= len(p.data) || p.data[p.pos] != ':' {
 			return nil, p.fail("unexpected %s, expected ':' after member name", p.describe())
@@ -300,7 +356,7 @@ func (p *parser) object(out []byte) ([]byte, error) {
 			return nil, err
 		}
 		p.path = p.path[:len(p.path)-1]
-		members = append(members, member{name: name, key: utf16.Encode([]rune(name)), start: start, end: len(scratch)})
+		members = append(members, member{name: name, start: start, end: len(scratch)})
 		p.skipSpace()
 		if p.pos >= len(p.data) {
 			return nil, p.fail("unexpected end of input, expected ',' or '}'")
@@ -316,10 +372,11 @@ func (p *parser) object(out []byte) ([]byte, error) {
 		p.depth--
 		break
 	}
-	// RFC 8785 §3.2.3: sort by the UTF-16 code units of the names. This
-	// differs from UTF-8 byte order for characters above U+FFFF versus
-	// U+E000–U+FFFF.
-	slices.SortFunc(members, func(a, b member) int { return slices.Compare(a.key, b.key) })
+	if p.check {
+		return nil, nil
+	}
+	// RFC 8785 §3.2.3: sort by the UTF-16 code units of the names.
+	slices.SortFunc(members, func(a, b member) int { return compareUTF16(a.name, b.name) })
 	out = append(out, '{')
 	for i, m := range members {
 		if i > 0 {
@@ -332,39 +389,94 @@ func (p *parser) object(out []byte) ([]byte, error) {
 	return append(out, '}'), nil
 }
 
+// compareUTF16 orders two valid UTF-8 strings by their UTF-16 code units
+// without converting them. UTF-8 byte order is code point order, which
+// agrees with UTF-16 order except between characters above U+FFFF (written
+// as surrogate pairs, from 0xD800) and U+E000–U+FFFF.
+func compareUTF16(a, b []byte) int {
+	for len(a) > 0 && len(b) > 0 {
+		ra, na := utf8.DecodeRune(a)
+		rb, nb := utf8.DecodeRune(b)
+		if ra != rb {
+			if ka, kb := firstUnit(ra), firstUnit(rb); ka != kb {
+				return cmp.Compare(ka, kb)
+			}
+			// Both above U+FFFF with the same high surrogate: the low
+			// surrogates order as the code points do.
+			return cmp.Compare(ra, rb)
+		}
+		a, b = a[na:], b[nb:]
+	}
+	return cmp.Compare(len(a), len(b))
+}
+
+// firstUnit is the first UTF-16 code unit of r.
+func firstUnit(r rune) rune {
+	if r > 0xffff {
+		hi, _ := utf16.EncodeRune(r)
+		return hi
+	}
+	return r
+}
+
+// lowerName reports whether a member name holds no ASCII upper-case letter
+// and nothing outside ASCII (see CheckJSON).
+func lowerName(name []byte) bool {
+	for _, c := range name {
+		if (c >= 'A' && c <= 'Z') || c >= utf8.RuneSelf {
+			return false
+		}
+	}
+	return true
+}
+
 // str parses a string token at the current position (which holds '"') and
-// returns its decoded value, which is always valid UTF-8.
-func (p *parser) str() (string, error) {
+// returns its decoded value, which is always valid UTF-8. A string without
+// escapes is returned as a slice of the input, not copied: callers only read
+// it.
+func (p *parser) str() ([]byte, error) {
 	p.pos++ // opening quote
-	var b []byte
+	start := p.pos
+	var b []byte // the decoded value, once an escape makes it differ from the input
+	escaped := false
 	for {
 		if p.pos >= len(p.data) {
-			return "", p.fail("unexpected end of input inside a string")
+			return nil, p.fail("unexpected end of input inside a string")
 		}
 		c := p.data[p.pos]
 		switch {
 		case c == '"':
+			if !escaped {
+				b = p.data[start:p.pos:p.pos] // capped: an append must not write into the input
+			}
 			p.pos++
-			return string(b), nil
+			return b, nil
 		case c < 0x20:
-			return "", p.fail("control character 0x%02x must be escaped in a string", c)
+			return nil, p.fail("control character 0x%02x must be escaped in a string", c)
 		case c == '\\':
+			if !escaped {
+				b, escaped = append([]byte(nil), p.data[start:p.pos]...), true
+			}
 			r, err := p.escape()
 			if err != nil {
-				return "", err
+				return nil, err
 			}
 			b = utf8.AppendRune(b, r)
 		case c < utf8.RuneSelf:
-			b = append(b, c)
+			if escaped {
+				b = append(b, c)
+			}
 			p.pos++
 		default:
 			// DecodeRune reports overlong forms, encoded surrogates and
 			// truncated sequences as (RuneError, 1).
 			r, size := utf8.DecodeRune(p.data[p.pos:])
 			if r == utf8.RuneError && size == 1 {
-				return "", p.fail("invalid UTF-8 in a string")
+				return nil, p.fail("invalid UTF-8 in a string")
 			}
-			b = append(b, p.data[p.pos:p.pos+size]...)
+			if escaped {
+				b = append(b, p.data[p.pos:p.pos+size]...)
+			}
 			p.pos += size
 		}
 	}
@@ -482,13 +594,16 @@ func (p *parser) number(out []byte) ([]byte, error) {
 			return nil, p.failAt(start, "invalid number: expected a digit in the exponent")
 		}
 	}
-	text := string(p.data[start:p.pos])
-	f, err := strconv.ParseFloat(text, 64)
+	text := p.data[start:p.pos]
+	f, err := strconv.ParseFloat(string(text), 64)
 	// The grammar was checked above, so the only possible error is a range
 	// error: ±Inf for overflow. (Underflow rounds to 0 or a subnormal
 	// without error, which is a finite double and accepted.)
 	if err != nil || math.IsInf(f, 0) || math.IsNaN(f) {
-		return nil, p.failAt(start, "number %s is not a finite IEEE-754 double", clip(text))
+		return nil, p.failAt(start, "number %s is not a finite IEEE-754 double", clip(string(text)))
+	}
+	if p.check {
+		return nil, nil
 	}
 	return appendNumber(out, f), nil
 }
@@ -558,7 +673,7 @@ func appendNumber(out []byte, f float64) []byte {
 // '\' and control characters are escaped, the latter with the short forms
 // \b \f \n \r \t where they exist and \u00xx (lower-case hex) otherwise.
 // Everything else, including U+007F and U+2028, is written literally.
-func appendString(out []byte, s string) []byte {
+func appendString(out []byte, s []byte) []byte {
 	const hexDigits = "0123456789abcdef"
 	out = append(out, '"')
 	for i := 0; i < len(s); i++ {

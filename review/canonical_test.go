@@ -4,8 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"testing"
+	"unicode/utf16"
 )
 
 // RFC 8785 Appendix B: IEEE-754 bit patterns and their canonical text.
@@ -321,6 +323,58 @@ func TestPayloadHash(t *testing.T) {
 	for _, tt := range tests {
 		if got := PayloadHash([]byte(tt.in)); got != tt.want {
 			t.Errorf("PayloadHash(%q) = %s, want %s", tt.in, got, tt.want)
+		}
+	}
+}
+
+// TestCompareUTF16 checks the allocation-free member order against the
+// UTF-16 code units themselves, around the range where UTF-16 order and
+// code point order disagree.
+func TestCompareUTF16(t *testing.T) {
+	names := []string{"", "a", "ab", "b", "\u00e9", "\u20ac", "\ue000", "\uffff", "\U00010000", "\U0001f600",
+		"\U0001f600a", "\U0001f601", "\U0010ffff", "a\U0001f600", "a\uffff", "\ud7ff"}
+	for _, a := range names {
+		for _, b := range names {
+			want := slices.Compare(utf16.Encode([]rune(a)), utf16.Encode([]rune(b)))
+			if got := compareUTF16([]byte(a), []byte(b)); got != want {
+				t.Errorf("compareUTF16(%q, %q) = %d, want %d", a, b, got, want)
+			}
+		}
+	}
+}
+
+// TestCheckJSON: CheckJSON refuses what Canonicalize refuses, with the same
+// error, and says whether every member name is lower-case ASCII.
+func TestCheckJSON(t *testing.T) {
+	for _, tc := range []struct {
+		in    string
+		lower bool
+	}{
+		{`{"source_ref":"A","payload":{"x":[{"y_1":"Z"}]}}`, true},
+		{`{"Source_ref":"a"}`, false},
+		{`{"a":{"b":[{"C":1}]}}`, false},
+		{`{"\u0061":1}`, true},
+		{`{"\u0041":1}`, false},
+		{`{"\u017f":1}`, false}, // ſ folds to s in encoding/json
+		{`["A",{"b":"C"}]`, true},
+		{`"X"`, true},
+	} {
+		lower, err := CheckJSON([]byte(tc.in))
+		if err != nil || lower != tc.lower {
+			t.Errorf("CheckJSON(%s) = %v, %v; want %v, nil", tc.in, lower, err, tc.lower)
+		}
+	}
+	var many strings.Builder
+	many.WriteString("{")
+	for i := range 40 {
+		fmt.Fprintf(&many, `"m%d":%d,`, i, i)
+	}
+	many.WriteString(`"m33":0}`)
+	for _, in := range []string{`{"a":1,"a":2}`, `{"a":{"b":1,"\u0062":2}}`, many.String(), `[1,]`, `{"a":1} x`, "\"\xff\"", `1e999`, `"\ud800"`} {
+		_, err := CheckJSON([]byte(in))
+		_, want := Canonicalize([]byte(in))
+		if err == nil || want == nil || err.Error() != want.Error() {
+			t.Errorf("CheckJSON(%q) = %v, want Canonicalize's %v", in, err, want)
 		}
 	}
 }
