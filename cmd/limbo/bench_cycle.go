@@ -247,7 +247,9 @@ func runCycles(ctx context.Context, d time.Duration, n int, seq *atomic.Int64, n
 	}
 	run.cycles, run.elapsed, run.cpu = cycles.Load(), time.Since(start), processCPU()-cpu0
 	if dbCPU != nil {
-		run.dbCPU = dbCPU() - db0
+		// A backend that exits between two reads of /proc can be missed
+		// by one read and counted by the next; never report less than 0.
+		run.dbCPU = max(dbCPU()-db0, 0)
 	}
 	slices.Sort(run.lat)
 	return run, nil
