@@ -259,8 +259,11 @@ func TestBenchHTTPClients(t *testing.T) {
 		calls := 0
 		rec := func(time.Duration) { calls++ }
 		for i := range 4 {
-			// The second cycle's answers say "Connection: close".
-			srv.srv.SetKeepAlivesEnabled(i != 1)
+			// For the lean client, the server drops its idle connections
+			// before the second cycle, whose answers say "Connection:
+			// close". (net/http.Client cannot re-send a POST that meets a
+			// connection closed under it, so it is not put to that test.)
+			srv.srv.SetKeepAlivesEnabled(kind != clientLean || i != 1)
 			seq++
 			if err := c.cycle(ctx, seq, rec); err != nil {
 				t.Fatalf("%s, cycle %d: %v", kind, i, err)
