@@ -26,16 +26,7 @@ import (
 func TestBenchFloorsWriteWhatTheAPIWrites(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, e store.Engine) {
 		ctx := context.Background()
-		st, err := openStore(ctx, storetest.URL(t, e), nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer st.Close()
-		srv, err := startBenchServer(ctx, st, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer srv.close()
+		st, srv := benchServerForTest(t, e)
 		api, err := newAPIClient(clientLean, srv.url, srv.token)
 		if err != nil {
 			t.Fatal(err)
@@ -235,21 +226,30 @@ func TestBenchCommand(t *testing.T) {
 	})
 }
 
+// benchServerForTest opens a fresh store on engine e and starts bench's
+// server over it; both stop when the test ends.
+func benchServerForTest(t *testing.T, e store.Engine) (*store.Store, *benchServer) {
+	t.Helper()
+	ctx := context.Background()
+	st, err := openStore(ctx, storetest.URL(t, e), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	srv, err := startBenchServer(ctx, st, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.close)
+	return st, srv
+}
+
 // TestBenchHTTPClients runs attempt cycles through both kinds of bench
 // client, and checks the lean one dials again when the server closes its
 // connection.
 func TestBenchHTTPClients(t *testing.T) {
 	ctx := context.Background()
-	st, err := openStore(ctx, storetest.URL(t, store.SQLite), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	srv, err := startBenchServer(ctx, st, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.close()
+	_, srv := benchServerForTest(t, store.SQLite)
 	var seq int64
 	for _, kind := range []string{clientLean, clientNetHTTP} {
 		c, err := newAPIClient(kind, srv.url, srv.token)
