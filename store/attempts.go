@@ -127,28 +127,15 @@ func (s *Store) StartAttempt(ctx context.Context, req AttemptRequest) (*Grant, e
 			refused = w
 			return err
 		}
-		lease := dest.Lease
-		if lease <= 0 {
-			lease = review.DefaultLease
+		g, reason, ev := newGrant(op, n, dest, req, now)
+		if err := s.writeGrant(ctx, tx, op, row.DetailVersion, g, reason, ev, req, now); err != nil {
+			if errors.Is(err, errGuard) {
+				return review.ErrConflict // cannot happen under the row lock; kept as a check
+			}
+			return err
 		}
-		grant = &Grant{OperationID: op.ID, N: n, Key: op.Key, Generation: op.Version + 1, LeaseExpiresAt: now.Add(lease)}
-		if _, err := s.exec(ctx, tx, insertAttempt, op.ID, n, grant.Generation, op.Destination,
-			req.Credential, req.Model, now, grant.LeaseExpiresAt); err != nil {
-			return fmt.Errorf("insert attempt: %w", err)
-		}
-		reason := fmt.Sprintf("attempt %d granted", n)
-		res, err := s.exec(ctx, tx, updateOpInFlight, reason, n, now, now, op.ID, string(op.State), op.Version, row.DetailVersion)
-		if err != nil {
-			return fmt.Errorf("update operation: %w", err)
-		}
-		if k, _ := res.RowsAffected(); k != 1 {
-			return review.ErrConflict
-		}
-		return s.appendEvent(ctx, tx, &AuditEvent{
-			At: now, Actor: req.Actor, Tenant: op.Tenant, OperationID: op.ID, Action: "attempt.started",
-			FromState: string(op.State), ToState: string(review.InFlight),
-			Detail: detailJSON(map[string]any{"n": n, "credential": req.Credential, "model": req.Model, "lease_expires_at": grant.LeaseExpiresAt}),
-		})
+		grant = g
+		return nil
 	})
 	if err != nil {
 		if errors.Is(err, review.ErrNotFound) || errors.Is(err, review.ErrConflict) {
@@ -160,6 +147,39 @@ func (s *Store) StartAttempt(ctx context.Context, req AttemptRequest) (*Grant, e
 		return nil, refused
 	}
 	return grant, nil
+}
+
+// newGrant is attempt n of op, granted at now: the grant, the operation's
+// new state reason and the audit event, the same on the ordinary path and
+// the fast one.
+func newGrant(op *review.Operation, n int, dest review.Destination, req AttemptRequest, now time.Time) (*Grant, string, *AuditEvent) {
+	lease := dest.Lease
+	if lease <= 0 {
+		lease = review.DefaultLease
+	}
+	g := &Grant{OperationID: op.ID, N: n, Key: op.Key, Generation: op.Version + 1, LeaseExpiresAt: now.Add(lease)}
+	ev := &AuditEvent{At: now, Actor: req.Actor, Tenant: op.Tenant, OperationID: op.ID, Action: "attempt.started",
+		FromState: string(op.State), ToState: string(review.InFlight),
+		Detail: detailJSON(map[string]any{"n": g.N, "credential": req.Credential, "model": req.Model, "lease_expires_at": g.LeaseExpiresAt})}
+	return g, fmt.Sprintf("attempt %d granted", n), ev
+}
+
+// writeGrant writes grant g in tx: the operation in flight, guarded by its
+// state, version and detailVersion (errGuard when they no longer match),
+// then the attempt and the audit event.
+func (s *Store) writeGrant(ctx context.Context, tx *sqlx.Tx, op *review.Operation, detailVersion int64, g *Grant, reason string, ev *AuditEvent, req AttemptRequest, now time.Time) error {
+	res, err := s.exec(ctx, tx, updateOpInFlight, reason, g.N, now, now, op.ID, string(op.State), op.Version, detailVersion)
+	if err != nil {
+		return fmt.Errorf("update operation: %w", err)
+	}
+	if rowsAffected(res) != 1 {
+		return errGuard
+	}
+	if _, err := s.exec(ctx, tx, insertAttempt, op.ID, g.N, g.Generation, op.Destination, req.Credential, req.Model,
+		now, g.LeaseExpiresAt); err != nil {
+		return fmt.Errorf("insert attempt: %w", err)
+	}
+	return s.appendEvent(ctx, tx, ev)
 }
 
 // limitsApply reports whether attempt n must be counted against the

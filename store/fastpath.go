@@ -173,15 +173,7 @@ func (s *Store) startAttemptFast(ctx context.Context, req AttemptRequest) (g *Gr
 		(op.NextAttemptAt != nil && now.Before(*op.NextAttemptAt)) || limitsApply(dest, n, req) {
 		return nil, false, nil // a refusal, a wait or a limit: the ordinary path says which
 	}
-	lease := dest.Lease
-	if lease <= 0 {
-		lease = review.DefaultLease
-	}
-	g = &Grant{OperationID: op.ID, N: n, Key: op.Key, Generation: op.Version + 1, LeaseExpiresAt: now.Add(lease)}
-	reason := fmt.Sprintf("attempt %d granted", n)
-	ev := &AuditEvent{At: now, Actor: req.Actor, Tenant: op.Tenant, OperationID: op.ID, Action: "attempt.started",
-		FromState: string(op.State), ToState: string(review.InFlight),
-		Detail: detailJSON(map[string]any{"n": n, "credential": req.Credential, "model": req.Model, "lease_expires_at": g.LeaseExpiresAt})}
+	g, reason, ev := newGrant(op, n, dest, req, now)
 	if s.engine == Postgres {
 		var res sql.Result
 		if res, err = s.exec(ctx, nil, fastAttemptPostgres, reason, n, now, op.ID, string(op.State), op.Version, sn.detailVersion,
@@ -191,18 +183,7 @@ func (s *Store) startAttemptFast(ctx context.Context, req AttemptRequest) (g *Gr
 		}
 	} else {
 		err = s.WithTx(ctx, func(tx *sqlx.Tx) error {
-			res, err := s.exec(ctx, tx, updateOpInFlight, reason, n, now, now, op.ID, string(op.State), op.Version, sn.detailVersion)
-			if err != nil {
-				return err
-			}
-			if rowsAffected(res) != 1 {
-				return errGuard
-			}
-			if _, err := s.exec(ctx, tx, insertAttempt, op.ID, n, g.Generation, op.Destination, req.Credential, req.Model,
-				now, g.LeaseExpiresAt); err != nil {
-				return fmt.Errorf("insert attempt: %w", err)
-			}
-			return s.appendEvent(ctx, tx, ev)
+			return s.writeGrant(ctx, tx, op, sn.detailVersion, g, reason, ev, req, now)
 		})
 	}
 	if errors.Is(err, errGuard) {
