@@ -74,7 +74,7 @@ type benchOptions struct {
 	ReconcileOps  int
 	ProbeDelay    time.Duration
 	Keep          bool
-	// HTTPClient is the API clients' kind: clientLean ("" too) or
+	// HTTPClient is the API clients' kind: clientLean (the default) or
 	// clientNetHTTP.
 	HTTPClient string
 	// CPUProfile, when set, receives a CPU profile of the first timed API run.
@@ -141,10 +141,8 @@ func (o *benchOptions) validate() error {
 		return errors.New("bench: --open-cases must not exceed --queue-ops")
 	case o.ProbeDelay < 0:
 		return errors.New("bench: --sandbox-delay must not be negative")
-	case o.HTTPClient != "" && o.HTTPClient != clientLean && o.HTTPClient != clientNetHTTP:
-		return fmt.Errorf("bench: --http-client %q: want %s or %s", o.HTTPClient, clientLean, clientNetHTTP)
 	}
-	return nil
+	return checkHTTPClient(o.HTTPClient)
 }
 
 // benchReport is what `limbo bench` prints. Rates are medians over rounds;
@@ -231,6 +229,7 @@ func runBench(ctx context.Context, o benchOptions) (*benchReport, error) {
 	if o.OpenCases < 0 {
 		o.OpenCases = o.QueueOps / 20
 	}
+	o.HTTPClient = cmp.Or(o.HTTPClient, clientLean)
 	if o.Warmup < 0 {
 		o.Warmup = min(o.Duration/5, 2*time.Second)
 	}
@@ -268,7 +267,7 @@ func runBench(ctx context.Context, o benchOptions) (*benchReport, error) {
 	}
 	defer srv.close()
 
-	rep := &benchReport{Engine: string(st.Engine()), Concurrency: o.Concurrency, Duration: o.Duration.String(), Rounds: o.Rounds, HTTPClient: cmp.Or(o.HTTPClient, clientLean),
+	rep := &benchReport{Engine: string(st.Engine()), Concurrency: o.Concurrency, Duration: o.Duration.String(), Rounds: o.Rounds, HTTPClient: o.HTTPClient,
 		GoVersion: runtime.Version(), CPUs: runtime.NumCPU(), GOMAXPROCS: runtime.GOMAXPROCS(0), Started: began.UTC().Format(time.RFC3339)}
 	if err := benchCycles(ctx, st, srv, o, dbURL, rep); err != nil {
 		return nil, err

@@ -36,9 +36,19 @@ const (
 	clientNetHTTP = "net/http"
 )
 
+// checkHTTPClient refuses a client kind bench does not have.
+func checkHTTPClient(kind string) error {
+	if kind != clientLean && kind != clientNetHTTP {
+		return fmt.Errorf("bench: --http-client %q: want %s or %s", kind, clientLean, clientNetHTTP)
+	}
+	return nil
+}
+
 func newHTTPDoer(kind, base string) (httpDoer, error) {
-	switch kind {
-	case clientLean, "":
+	if err := checkHTTPClient(kind); err != nil {
+		return nil, err
+	}
+	if kind == clientLean {
 		u, err := url.Parse(base)
 		if err != nil {
 			return nil, err
@@ -47,11 +57,9 @@ func newHTTPDoer(kind, base string) (httpDoer, error) {
 			return nil, fmt.Errorf("bench: the lean client speaks plain http, not %s", u.Scheme)
 		}
 		return &leanClient{host: u.Host}, nil
-	case clientNetHTTP:
-		tr := &http.Transport{MaxIdleConnsPerHost: 1, IdleConnTimeout: time.Minute}
-		return &netHTTPClient{hc: &http.Client{Timeout: callTimeout, Transport: tr}, base: base}, nil
 	}
-	return nil, fmt.Errorf("bench: --http-client %q: want %s or %s", kind, clientLean, clientNetHTTP)
+	tr := &http.Transport{MaxIdleConnsPerHost: 1, IdleConnTimeout: time.Minute}
+	return &netHTTPClient{hc: &http.Client{Timeout: callTimeout, Transport: tr}, base: base}, nil
 }
 
 // callTimeout bounds every call, so a stuck server fails the run instead of
