@@ -53,7 +53,7 @@ func benchCycles(ctx context.Context, st *store.Store, srv *benchServer, o bench
 	}
 	// The database server's CPU, when it runs on this machine.
 	var dbCPU func() time.Duration
-	if _, ok := postgresCPU(); ok && localPostgres(dbURL) {
+	if _, ok := postgresCPU(); localPostgres(dbURL) && ok {
 		dbCPU = func() time.Duration { cpu, _ := postgresCPU(); return cpu }
 	}
 	var seq atomic.Int64
