@@ -22,8 +22,9 @@ import (
 // functions as the ordinary path, and write everything — the operation, the
 // attempt, the evidence and the audit event — with one guarded statement: a
 // writable CTE on PostgreSQL, a short transaction of the same statements on
-// SQLite (in process, nothing to save but the reads). No transaction is
-// opened on PostgreSQL: one statement is atomic on its own.
+// SQLite (in process, nothing to save but the reads). On PostgreSQL the
+// statements live in limbo_fast_batch (migration 0016), which runs the
+// calls of concurrent callers in one round trip and one commit (batch.go).
 //
 // The fast path covers the common case only; anything else returns ok=false
 // and the ordinary path (a transaction that reads under a lock) runs, so
@@ -35,81 +36,6 @@ import (
 
 // errGuard: a fast write's guard matched nothing; the ordinary path decides.
 var errGuard = errors.New("store: fast path guard failed")
-
-const (
-	/* Store.registerFast (PostgreSQL): the operation and its audit event in
-	   one statement. ON CONFLICT: an existing key inserts nothing at all. */
-	fastRegisterPostgres = `
-WITH o AS (
-    INSERT INTO operations (id, tenant, key, source_ref, logical_version, action, destination, risk, flags,
-        payload, payload_hash, state, state_reason, deadline, max_attempts, cost_budget, cost_spent,
-        attempt_count, version, created_at, updated_at)
-    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, 0, 0, 1, $17, $17)
-    ON CONFLICT (tenant, key) DO NOTHING
-    RETURNING id
-), q AS (SELECT nextval('audit_events_seq') AS seq FROM o)
-INSERT INTO audit_events (seq, txid, at, actor, tenant, operation_id, action, from_state, to_state, detail, hash)
-SELECT q.seq, pg_current_xact_id()::text::bigint, $17::timestamp, $18::text, $2::text, $1::text,
-    'operation.registered', '', $12::text, $19::text,
-    encode(sha256(convert_to(q.seq::text || ':' || $20::text, 'UTF8')), 'hex')
-FROM q`
-
-	/* Store.startAttemptFast (PostgreSQL): guarded by state, version and
-	   detail_version; the attempt and the event follow the guard. */
-	fastAttemptPostgres = `
-WITH u AS (
-    UPDATE operations SET state = 'in_flight', state_reason = $1, attempt_count = $2, next_attempt_at = NULL,
-        first_attempt_at = COALESCE(first_attempt_at, $3), version = version + 1, updated_at = $3,
-        probe_owner = NULL, probe_until = NULL, probe_generation = probe_generation + 1
-    WHERE id = $4 AND state = $5 AND version = $6 AND detail_version = $7
-    RETURNING id
-), a AS (
-    INSERT INTO attempts (operation_id, n, generation, destination, credential, model, started_at, lease_expires_at)
-    SELECT u.id, $2::integer, $8::bigint, $9::text, $10::text, $11::text, $3::timestamp, $12::timestamp FROM u
-), q AS (SELECT nextval('audit_events_seq') AS seq FROM u)
-INSERT INTO audit_events (seq, txid, at, actor, tenant, operation_id, action, from_state, to_state, detail, hash)
-SELECT q.seq, pg_current_xact_id()::text::bigint, $3::timestamp, $13::text, $14::text, $4::text,
-    'attempt.started', $5::text, 'in_flight', $15::text,
-    encode(sha256(convert_to(q.seq::text || ':' || $16::text, 'UTF8')), 'hex')
-FROM q`
-
-	/* Store.recordOutcomeFast (PostgreSQL): the operation guarded as above;
-	   the attempt closed only with it (fenced by generation); the response
-	   as evidence when $8 > 0. An attempt found closed while the operation
-	   matched would be a broken invariant: the cast fails and the whole
-	   statement rolls back (a subquery, so the planner cannot fold it). */
-	fastOutcomePostgres = `
-WITH u AS (
-    UPDATE operations SET state = $1, state_reason = $2, cost_spent = cost_spent + $3, next_attempt_at = $4,
-        resource_ref = COALESCE($5, resource_ref), resource_kind = COALESCE($6, resource_kind),
-        resource_version = COALESCE($7, resource_version), probe_round = 0, next_probe_at = NULL,
-        probe_owner = NULL, probe_until = NULL, probe_generation = probe_generation + 1,
-        version = version + 1, detail_version = detail_version + $8, updated_at = $9
-    WHERE id = $10 AND state = 'in_flight' AND version = $11 AND detail_version = $12
-    RETURNING id
-), a AS (
-    UPDATE attempts SET finished_at = $9, result = $13, phase = $14, http_status = $15, provider_code = $16,
-        provider_request_id = $17, retry_after = $18, cost = $3, next = $19, next_reason = $2, retry_at = $4,
-        outcome_hash = $20
-    WHERE operation_id = (SELECT id FROM u) AND n = $21 AND generation = $11 AND finished_at IS NULL
-    RETURNING n
-), e AS (
-    INSERT INTO evidence (operation_id, source, authoritative, candidates, verdict, note, observed_at)
-    SELECT u.id, 'response', TRUE, $22::text, $23::text, $24::text, $9::timestamp FROM u WHERE $8 > 0
-    RETURNING id
-), q AS (SELECT nextval('audit_events_seq') AS seq FROM u
-), ev AS (
-    INSERT INTO audit_events (seq, txid, at, actor, tenant, operation_id, action, from_state, to_state, detail, hash)
-    SELECT q.seq, pg_current_xact_id()::text::bigint, $9::timestamp, $25::text, $26::text, $10::text,
-        'attempt.outcome', 'in_flight', $1::text, $27::text,
-        encode(sha256(convert_to(q.seq::text || ':' || $28::text, 'UTF8')), 'hex')
-    FROM q
-)
-SELECT (SELECT count(*) FROM u) AS ops, COALESCE((SELECT id FROM e), 0) AS evidence_id,
-    CASE WHEN (SELECT count(*) FROM a) = (SELECT count(*) FROM u) THEN 0
-         ELSE ((SELECT count(*) FROM a)::text || ' attempts closed for ' || (SELECT count(*) FROM u)::text || ' operations')::integer
-    END AS guard`
-)
 
 // registerFast records a new operation with one statement. It returns nil
 // when the key already exists: the ordinary path compares intentions.
@@ -127,13 +53,13 @@ func (s *Store) registerFast(ctx context.Context, r review.Registration, hash st
 		ToState: string(state), Detail: detailJSON(map[string]any{"key": r.Key, "payload_hash": hash, "risk": r.Risk, "reason": reason})}
 	var created bool
 	if s.engine == Postgres {
-		res, err := s.exec(ctx, nil, fastRegisterPostgres, row.ID, row.Tenant, row.Key, row.SourceRef, row.LogicalVersion,
+		r, err := s.fast(ctx, "register", row.ID, row.Tenant, row.Key, row.SourceRef, row.LogicalVersion,
 			row.Action, row.Destination, row.Risk, row.Flags, row.Payload, row.PayloadHash, row.State, row.StateReason,
 			row.Deadline, row.MaxAttempts, budget, now, ev.Actor, ev.Detail, ContentHash(ev))
 		if err != nil {
 			return nil, err
 		}
-		created = rowsAffected(res) == 1
+		created = r.ops == 1
 	} else {
 		err := s.WithTx(ctx, func(tx *sqlx.Tx) error {
 			res, err := s.exec(ctx, tx, insertOperation, row.ID, row.Tenant, row.Key, row.SourceRef, row.LogicalVersion,
@@ -175,10 +101,10 @@ func (s *Store) startAttemptFast(ctx context.Context, req AttemptRequest) (g *Gr
 	}
 	g, reason, ev := newGrant(op, n, dest, req, now)
 	if s.engine == Postgres {
-		var res sql.Result
-		if res, err = s.exec(ctx, nil, fastAttemptPostgres, reason, n, now, op.ID, string(op.State), op.Version, sn.detailVersion,
+		var r fastResult
+		if r, err = s.fast(ctx, "attempt", reason, n, now, op.ID, string(op.State), op.Version, sn.detailVersion,
 			g.Generation, op.Destination, req.Credential, req.Model, g.LeaseExpiresAt, ev.Actor, ev.Tenant, ev.Detail,
-			ContentHash(ev)); err == nil && rowsAffected(res) != 1 {
+			ContentHash(ev)); err == nil && r.ops != 1 {
 			err = errGuard
 		}
 	} else {
@@ -263,22 +189,18 @@ func (s *Store) recordOutcomeFast(ctx context.Context, tenant, opID string, n in
 		FromState: string(op.State), ToState: string(d.State), Detail: detailJSON(outcomeDetail(n, o, d))}
 	var evID int64
 	if s.engine == Postgres {
-		var r struct {
-			Ops        int64 `db:"ops"`
-			EvidenceID int64 `db:"evidence_id"`
-			Guard      int64 `db:"guard"`
-		}
+		var r fastResult
 		var verdict, note string
 		if ev != nil {
 			verdict, note = string(ev.Verdict), ev.Note
 		}
-		if err = s.get(ctx, nil, &r, fastOutcomePostgres, string(d.State), d.Reason, o.Cost, retryAt, resRef, resKind, resVersion,
+		if r, err = s.fast(ctx, "outcome", string(d.State), d.Reason, o.Cost, retryAt, resRef, resKind, resVersion,
 			bump, now, op.ID, op.Version, sn.detailVersion, string(o.Result), string(o.Phase), o.HTTPStatus, o.ProviderCode,
 			o.ProviderRequestID, o.RetryAfter, string(d.Next), hash, n, cands, verdict, note, actor, op.Tenant, audit.Detail,
-			ContentHash(audit)); err == nil && r.Ops != 1 {
+			ContentHash(audit)); err == nil && r.ops != 1 {
 			err = errGuard
 		}
-		evID = r.EvidenceID
+		evID = r.evidenceID
 	} else {
 		err = s.WithTx(ctx, func(tx *sqlx.Tx) error {
 			res, err := s.exec(ctx, tx, updateOpOutcome, string(d.State), d.Reason, o.Cost, retryAt, resRef, resKind, resVersion,

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -206,5 +208,117 @@ func TestFastPathOneWinnerAcrossInstances(t *testing.T) {
 			}
 		}
 		assertSealed(t, a.s)
+	})
+}
+
+// TestFastPathGroupCommit: many integrators run attempt cycles at once on
+// one instance. On PostgreSQL their fast writes share round trips and
+// commits (batch.go); every answer must still be exactly what the database
+// holds, every call audited, and the trail must verify.
+func TestFastPathGroupCommit(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		b := setup(t, e, nil)
+		const workers, cycles = 48, 3
+		var wg sync.WaitGroup
+		for w := range workers {
+			wg.Go(func() {
+				for c := range cycles {
+					ref := fmt.Sprintf("group-%d-%d", w, c)
+					op, created, err := b.s.Register(b.ctx, intention(ref, review.RiskCompensableWrite, "files"))
+					if err != nil || !created {
+						t.Errorf("Register(%s) = %v, created %v", ref, err, created)
+						return
+					}
+					sameAsStored(t, b, op, ref+": register")
+					if _, err := b.tryStart(op, "", ""); err != nil {
+						t.Errorf("StartAttempt(%s): %v", ref, err)
+						return
+					}
+					res, err := b.s.RecordOutcome(b.ctx, op.Tenant, op.ID, 1, success("file:"+ref), "test")
+					if err != nil {
+						t.Errorf("RecordOutcome(%s): %v", ref, err)
+						return
+					}
+					wantState(t, res.Operation, review.Confirmed)
+					sameAsStored(t, b, res.Operation, ref+": outcome")
+				}
+			})
+		}
+		wg.Wait()
+		const calls = 3 * workers * cycles
+		if h, m := b.s.FastPath(); h != calls || m != 0 {
+			t.Errorf("fast path: %d hits, %d misses; want %d and 0", h, m, calls)
+		}
+		if got := countRows(t, b.s, `SELECT COUNT(*) FROM attempts WHERE finished_at IS NOT NULL`); got != workers*cycles {
+			t.Errorf("%d finished attempts, want %d", got, workers*cycles)
+		}
+		if got := countRows(t, b.s, `SELECT COUNT(*) FROM audit_events WHERE action IN ('operation.registered', 'attempt.started', 'attempt.outcome')`); got != calls {
+			t.Errorf("%d audit events for the cycles, want %d", got, calls)
+		}
+		st := b.s.FastBatches()
+		switch {
+		case e == store.SQLite && st != (store.BatchStats{}):
+			t.Errorf("SQLite batched: %+v", st)
+		case e == store.Postgres && (st.Calls != calls || st.Batches >= st.Calls || st.Split != 0):
+			t.Errorf("PostgreSQL batches %+v: want all %d calls batched, some batches shared, none split", st, calls)
+		}
+		t.Logf("%s: %+v", e, st)
+		assertSealed(t, b.s)
+	})
+}
+
+// TestFastPathBatchErrorStaysWithItsCall: a call the database refuses
+// fails alone. The batch it shared is rolled back and its other calls are
+// sent one by one: they succeed, and nothing of the refused one is written.
+func TestFastPathBatchErrorStaysWithItsCall(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		b := setup(t, e, nil)
+		// The database refuses one source_ref: an error no validation in Go
+		// can see coming, as a constraint or a full disk would be.
+		if e == store.Postgres {
+			exec(t, b.s, `CREATE FUNCTION poison() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'poisoned'; END $$`)
+			exec(t, b.s, `CREATE TRIGGER poison BEFORE INSERT ON operations FOR EACH ROW WHEN (NEW.source_ref = 'poison') EXECUTE FUNCTION poison()`)
+		} else {
+			exec(t, b.s, `CREATE TRIGGER poison BEFORE INSERT ON operations WHEN NEW.source_ref = 'poison' BEGIN SELECT RAISE(ABORT, 'poisoned'); END`)
+		}
+		const others = 23
+		for round := range 20 {
+			var wg sync.WaitGroup
+			for i := range others + 1 {
+				wg.Go(func() {
+					ref := fmt.Sprintf("round-%d-%d", round, i)
+					if i == others/2 {
+						ref = "poison"
+					}
+					_, _, err := b.s.Register(b.ctx, intention(ref, review.RiskCompensableWrite, "files"))
+					switch {
+					case ref == "poison" && (err == nil || !strings.Contains(err.Error(), "poisoned")):
+						t.Errorf("round %d: the refused call got %v, want the database's error", round, err)
+					case ref != "poison" && err != nil:
+						t.Errorf("round %d: Register(%s) beside the refused call: %v", round, ref, err)
+					}
+				})
+			}
+			wg.Wait()
+			prefix := fmt.Sprintf("round-%d-%%", round)
+			if got := countRows(t, b.s, `SELECT COUNT(*) FROM operations WHERE source_ref LIKE ?`, prefix); got != others {
+				t.Fatalf("round %d: %d operations stored, want %d", round, got, others)
+			}
+			if got := countRows(t, b.s, `SELECT COUNT(*) FROM audit_events a JOIN operations o ON o.id = a.operation_id WHERE o.source_ref LIKE ?`, prefix); got != others {
+				t.Fatalf("round %d: %d audit events, want %d", round, got, others)
+			}
+			if got := countRows(t, b.s, `SELECT COUNT(*) FROM operations WHERE source_ref = 'poison'`); got != 0 {
+				t.Fatalf("round %d: the refused operation was stored", round)
+			}
+			if e == store.SQLite || b.s.FastBatches().Split > 0 {
+				break // SQLite has no batches; on PostgreSQL the refused call has shared one
+			}
+		}
+		if st := b.s.FastBatches(); e == store.Postgres && st.Split == 0 {
+			t.Errorf("the refused call never shared a batch in 20 rounds (%+v): the split was not tested", st)
+		}
+		assertSealed(t, b.s)
 	})
 }

@@ -68,6 +68,7 @@ type Store struct {
 	tokens  tokenCache
 	tenants sync.Map // tenant name → struct{}: known to exist (tenants are never deleted)
 	snaps   snapshots
+	batch   batcher // group commit of the fast path on PostgreSQL (batch.go)
 
 	// fastHits and fastMisses count attempt-cycle calls that took the fast
 	// path and those that fell back to the ordinary one (FastPath).

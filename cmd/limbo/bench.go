@@ -177,6 +177,9 @@ type benchReport struct {
 	// FastPathShare is the share of the API's calls the store wrote with
 	// one guarded statement (store.FastPath); 1 when nothing else ran.
 	FastPathShare float64 `json:"fast_path_share"`
+	// FastPathCallsPerBatch is how many fast-path calls shared one round
+	// trip and commit on average (store.FastBatches; PostgreSQL only).
+	FastPathCallsPerBatch *float64 `json:"fast_path_calls_per_batch,omitempty"`
 
 	FloorPlainCallP99Ms float64   `json:"floor_plain_call_p99_ms"`
 	FloorMinCallP99Ms   float64   `json:"floor_min_call_p99_ms"`

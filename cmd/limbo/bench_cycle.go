@@ -78,6 +78,7 @@ func benchCycles(ctx context.Context, st *store.Store, srv *benchServer, o bench
 	}
 	runs := map[benchMode][]benchRun{}
 	var fastHits, fastMisses int64 // the API's calls on the store's fast path, and the others
+	var batches, batched int64     // the API's fast-path batches and the calls they carried
 	for r := range o.Rounds {
 		for i := range modes {
 			m := modes[(r+i)%len(modes)]
@@ -86,11 +87,14 @@ func benchCycles(ctx context.Context, st *store.Store, srv *benchServer, o bench
 				return err
 			}
 			hits0, misses0 := st.FastPath()
+			b0 := st.FastBatches()
 			res, err := runCycles(ctx, o.Duration, o.Concurrency, &seq, newCycle(m), dbCPU)
 			stopProfile()
 			if m == modeAPI {
 				hits, misses := st.FastPath()
 				fastHits, fastMisses = fastHits+hits-hits0, fastMisses+misses-misses0
+				b1 := st.FastBatches()
+				batches, batched = batches+b1.Batches-b0.Batches, batched+b1.Calls-b0.Calls
 			}
 			if err != nil {
 				return fmt.Errorf("bench: round %d, %s: %w", r+1, m, err)
@@ -120,6 +124,9 @@ func benchCycles(ctx context.Context, st *store.Store, srv *benchServer, o bench
 	}
 	if fastHits+fastMisses > 0 {
 		rep.FastPathShare = round(float64(fastHits)/float64(fastHits+fastMisses), 4)
+	}
+	if batches > 0 {
+		rep.FastPathCallsPerBatch = ptr(round(float64(batched)/float64(batches), 2))
 	}
 	rep.CycleRounds, rep.FloorPlainRounds, rep.FloorMinRounds = rates(modeAPI), rates(modePlain), rates(modeMin)
 	rep.CyclePerS, rep.FloorPlainPerS, rep.FloorMinPerS = median(rep.CycleRounds), median(rep.FloorPlainRounds), median(rep.FloorMinRounds)

@@ -1,0 +1,244 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/lib/pq"
+)
+
+// Group commit for the fast path on PostgreSQL.
+//
+// Measured with limbo bench: once the attempt cycle is one statement per
+// call, about half of PostgreSQL's CPU per call is the fixed cost of a
+// round trip and a transaction, not the rows. So the fast writes of
+// concurrent calls go to the database together: limbo_fast_batch (migration
+// 0016) runs them one after the other as separate statements in one
+// transaction, one round trip for all. Each call keeps its own guard and
+// its own audit event; only the commit is shared, and nobody is answered
+// before it.
+//
+// Batches form on their own: at most batchSlots batches are in flight, and
+// calls that arrive meanwhile wait in the queue and leave together with the
+// next one. A lone call leaves at once, from its own goroutine, so an idle
+// Limbo adds no delay. An error rolls back the whole batch; each of its
+// calls is then sent alone, so the error reaches the call that caused it
+// and the others succeed as if they had never met.
+
+const (
+	// batchSlots bounds the batches in flight. Fewer means larger batches
+	// (less database CPU per call) but calls wait longer. limbo bench chose
+	// 2 on two cores (docs/benchmarks.md): at 16 clients 1 left a core idle
+	// and 4 or 8 made batches of 1.5–2.4 calls instead of 4.3.
+	batchSlots = 2
+	// maxBatch bounds the calls in one batch.
+	maxBatch = 32
+	// batchTimeout bounds one batch in the database. A batch belongs to no
+	// single caller, so no caller's context cancels it.
+	batchTimeout = time.Minute
+)
+
+const fastBatch = `SELECT ops, evidence_id FROM limbo_fast_batch($1)`
+
+// fastCall is one call waiting for its batch.
+type fastCall struct {
+	ctx  context.Context
+	args []sql.NullString // args[0] names the call
+	res  fastResult
+	err  error
+	done chan struct{}
+}
+
+// fastResult is limbo_fast_batch's row for one call.
+type fastResult struct {
+	ops        int64 // rows written under the guard: 1, or 0 when it failed
+	evidenceID int64
+}
+
+type batcher struct {
+	mu      sync.Mutex
+	queue   []*fastCall
+	running int // batches in flight
+
+	stats BatchStats
+}
+
+// BatchStats counts what the fast path's group commit sent to PostgreSQL.
+type BatchStats struct {
+	Batches int64 // round trips, each one transaction
+	Calls   int64 // the calls they carried
+	// Split counts batches an error rolled back; their calls were then
+	// sent one by one.
+	Split int64
+}
+
+// fast sends one fast-path call through the batcher and waits for its
+// commit. kind and args are limbo_fast_batch's call name and arguments.
+func (s *Store) fast(ctx context.Context, kind string, args ...any) (fastResult, error) {
+	c := &fastCall{ctx: ctx, args: make([]sql.NullString, 1, 1+len(args)), done: make(chan struct{})}
+	c.args[0] = sql.NullString{String: kind, Valid: true}
+	for _, a := range args {
+		t, err := textArg(a)
+		if err != nil {
+			return fastResult{}, err
+		}
+		c.args = append(c.args, t)
+	}
+	b := &s.batch
+	b.mu.Lock()
+	b.queue = append(b.queue, c)
+	var batch []*fastCall
+	if b.running < batchSlots {
+		b.running++
+		batch = b.take()
+	}
+	b.mu.Unlock()
+	if batch != nil {
+		s.runBatches(batch)
+	}
+	select {
+	case <-c.done:
+		return c.res, c.err
+	case <-ctx.Done():
+		// The batch may still commit this call; the guards (version,
+		// detail_version) catch a snapshot that missed it.
+		return fastResult{}, ctx.Err()
+	}
+}
+
+// take removes the next batch from the queue, answering calls whose caller
+// has gone; b.mu is held.
+func (b *batcher) take() []*fastCall {
+	var batch []*fastCall
+	for len(b.queue) > 0 && len(batch) < maxBatch {
+		c := b.queue[0]
+		b.queue[0] = nil
+		b.queue = b.queue[1:]
+		if err := c.ctx.Err(); err != nil {
+			c.err = err
+			close(c.done)
+			continue
+		}
+		batch = append(batch, c)
+	}
+	if len(b.queue) == 0 {
+		b.queue = nil // let the backing array go
+	}
+	return batch
+}
+
+// runBatches sends batch, then hands the slot to a goroutine that sends
+// whatever queued meanwhile, so the caller is answered without waiting for
+// other people's batches.
+func (s *Store) runBatches(batch []*fastCall) {
+	s.sendBatch(batch)
+	b := &s.batch
+	b.mu.Lock()
+	next := b.take()
+	if len(next) == 0 {
+		b.running--
+		b.mu.Unlock()
+		return
+	}
+	b.mu.Unlock()
+	go s.runBatches(next)
+}
+
+// sendBatch runs the calls of one batch and answers each of them.
+func (s *Store) sendBatch(batch []*fastCall) {
+	if len(batch) == 0 {
+		return
+	}
+	b := &s.batch
+	b.mu.Lock()
+	b.stats.Batches++
+	b.stats.Calls += int64(len(batch))
+	b.mu.Unlock()
+	res, err := s.execBatch(context.WithoutCancel(batch[0].ctx), batch)
+	if err != nil && len(batch) > 1 {
+		b.mu.Lock()
+		b.stats.Split++
+		b.mu.Unlock()
+		// Nothing of the batch was written: send each call alone, so the
+		// error reaches the call that caused it.
+		for _, c := range batch {
+			s.sendBatch([]*fastCall{c})
+		}
+		return
+	}
+	for i, c := range batch {
+		if err != nil {
+			c.err = err
+		} else {
+			c.res = res[i]
+		}
+		close(c.done)
+	}
+}
+
+func (s *Store) execBatch(ctx context.Context, batch []*fastCall) ([]fastResult, error) {
+	ctx, cancel := context.WithTimeout(ctx, batchTimeout)
+	defer cancel()
+	// A two-dimensional array must be rectangular: short calls are padded
+	// with NULLs, which limbo_fast_batch never reads.
+	width := 0
+	for _, c := range batch {
+		width = max(width, len(c.args))
+	}
+	rows := make([][]sql.NullString, len(batch))
+	for i, c := range batch {
+		rows[i] = c.args
+		if len(c.args) < width {
+			rows[i] = append(c.args[:len(c.args):len(c.args)], make([]sql.NullString, width-len(c.args))...)
+		}
+	}
+	var out []struct {
+		Ops        int64 `db:"ops"`
+		EvidenceID int64 `db:"evidence_id"`
+	}
+	if err := s.sel(ctx, nil, &out, fastBatch, pq.GenericArray{A: rows}); err != nil {
+		return nil, err
+	}
+	if len(out) != len(batch) {
+		return nil, fmt.Errorf("store: limbo_fast_batch answered %d rows for %d calls", len(out), len(batch))
+	}
+	res := make([]fastResult, len(out))
+	for i, r := range out {
+		res[i] = fastResult{ops: r.Ops, evidenceID: r.EvidenceID}
+	}
+	return res, nil
+}
+
+// FastBatches reports what the fast path's group commit has sent so far
+// (all zero on SQLite, which has no round trips to share).
+func (s *Store) FastBatches() BatchStats {
+	s.batch.mu.Lock()
+	defer s.batch.mu.Unlock()
+	return s.batch.stats
+}
+
+// textArg writes v as PostgreSQL reads it back from text; nil is NULL.
+func textArg(v any) (sql.NullString, error) {
+	var s string
+	switch v := v.(type) {
+	case nil:
+		return sql.NullString{}, nil
+	case string:
+		s = v
+	case int:
+		s = strconv.Itoa(v)
+	case int64:
+		s = strconv.FormatInt(v, 10)
+	case float64:
+		s = strconv.FormatFloat(v, 'g', -1, 64)
+	case time.Time:
+		s = string(pq.FormatTimestamp(v))
+	default:
+		return sql.NullString{}, fmt.Errorf("store: fast path argument of type %T", v)
+	}
+	return sql.NullString{String: s, Valid: true}, nil
+}
