@@ -93,11 +93,13 @@ func (s *Store) fast(ctx context.Context, kind string, args ...any) (fastResult,
 	b.queue = append(b.queue, c)
 	var batch []*fastCall
 	if b.running < batchSlots {
-		b.running++
-		batch = b.take()
+		// A free slot: this caller sends the batch itself.
+		if batch = b.take(); len(batch) > 0 {
+			b.running++
+		}
 	}
 	b.mu.Unlock()
-	if batch != nil {
+	if len(batch) > 0 {
 		s.runBatches(batch)
 	}
 	select {
@@ -150,9 +152,6 @@ func (s *Store) runBatches(batch []*fastCall) {
 
 // sendBatch runs the calls of one batch and answers each of them.
 func (s *Store) sendBatch(batch []*fastCall) {
-	if len(batch) == 0 {
-		return
-	}
 	b := &s.batch
 	b.mu.Lock()
 	b.stats.Batches++

@@ -322,3 +322,40 @@ func TestFastPathBatchErrorStaysWithItsCall(t *testing.T) {
 		assertSealed(t, b.s)
 	})
 }
+
+// TestFastPathCallerGone: calls whose caller has already gone are answered
+// with the context's error and written nowhere, and they hold no place in
+// the batcher: the calls after them go through.
+func TestFastPathCallerGone(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		b := setup(t, e, nil)
+		b.newOp(t, "first", review.RiskCompensableWrite, "files") // the tenant is known: the next calls go straight to the fast path
+		gone, cancel := context.WithCancel(b.ctx)
+		cancel()
+		var wg sync.WaitGroup
+		for i := range 20 {
+			wg.Go(func() {
+				_, _, err := b.s.Register(gone, intention(fmt.Sprintf("gone-%d", i), review.RiskCompensableWrite, "files"))
+				if !errors.Is(err, context.Canceled) {
+					t.Errorf("Register for a caller who has gone = %v, want context.Canceled", err)
+				}
+			})
+		}
+		wg.Wait()
+		// A batcher that lost its slots to them would queue these forever.
+		ctx, stop := context.WithTimeout(b.ctx, 10*time.Second)
+		defer stop()
+		for i := range 10 {
+			wg.Go(func() {
+				if _, _, err := b.s.Register(ctx, intention(fmt.Sprintf("after-%d", i), review.RiskCompensableWrite, "files")); err != nil {
+					t.Errorf("Register after the callers who had gone: %v", err)
+				}
+			})
+		}
+		wg.Wait()
+		if got := countRows(t, b.s, `SELECT COUNT(*) FROM operations WHERE source_ref LIKE 'gone-%'`); got != 0 {
+			t.Errorf("%d operations stored for callers who had gone", got)
+		}
+	})
+}
