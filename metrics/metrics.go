@@ -97,6 +97,12 @@ var (
 	descFastPath = prometheus.NewDesc("limbo_store_fast_path_total",
 		"Attempt-cycle calls (register, attempt, outcome) this process wrote with one guarded statement (path=fast) or through the ordinary locked path (path=ordinary). Many ordinary ones with several instances mean calls for one operation are spread across instances.",
 		[]string{"path"}, nil)
+	descBatches = prometheus.NewDesc("limbo_store_fast_batches_total",
+		"Round trips (each one transaction) that carried this process's fast-path writes to PostgreSQL: concurrent calls share one (group commit). Always 0 on SQLite.", nil, nil)
+	descBatchCalls = prometheus.NewDesc("limbo_store_fast_batch_calls_total",
+		"Fast-path calls carried by those round trips; divided by limbo_store_fast_batches_total, the calls per commit.", nil, nil)
+	descBatchSplits = prometheus.NewDesc("limbo_store_fast_batch_splits_total",
+		"Batches a database error rolled back; their calls were then sent one by one so the error reached only its own call.", nil, nil)
 )
 
 // ledger reads gauges from the database at scrape time.
@@ -111,12 +117,19 @@ func (l *ledger) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descInFlight
 	ch <- descBudget
 	ch <- descFastPath
+	ch <- descBatches
+	ch <- descBatchCalls
+	ch <- descBatchSplits
 }
 
 func (l *ledger) Collect(ch chan<- prometheus.Metric) {
 	hits, misses := l.st.FastPath()
 	ch <- prometheus.MustNewConstMetric(descFastPath, prometheus.CounterValue, float64(hits), "fast")
 	ch <- prometheus.MustNewConstMetric(descFastPath, prometheus.CounterValue, float64(misses), "ordinary")
+	bs := l.st.FastBatches()
+	ch <- prometheus.MustNewConstMetric(descBatches, prometheus.CounterValue, float64(bs.Batches))
+	ch <- prometheus.MustNewConstMetric(descBatchCalls, prometheus.CounterValue, float64(bs.Calls))
+	ch <- prometheus.MustNewConstMetric(descBatchSplits, prometheus.CounterValue, float64(bs.Split))
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	g, err := l.st.Gauges(ctx)
