@@ -74,7 +74,8 @@ BEGIN
                it (fenced by generation); the response as evidence when
                a[1][9] > 0. An attempt found closed while the operation matched
                would be a broken invariant: the cast fails and the batch
-               rolls back. Arguments: 2 state, 3 state_reason, 4 cost,
+               rolls back (counted in subqueries, so the planner cannot
+               fold the check away). Arguments: 2 state, 3 state_reason, 4 cost,
                5 retry_at, 6 resource_ref, 7 resource_kind, 8 resource_version,
                9 detail bump, 10 now, 11 operation id, 12 version,
                13 detail_version, 14 result, 15 phase, 16 http_status,

@@ -53,13 +53,13 @@ func (s *Store) registerFast(ctx context.Context, r review.Registration, hash st
 		ToState: string(state), Detail: detailJSON(map[string]any{"key": r.Key, "payload_hash": hash, "risk": r.Risk, "reason": reason})}
 	var created bool
 	if s.engine == Postgres {
-		r, err := s.fast(ctx, "register", row.ID, row.Tenant, row.Key, row.SourceRef, row.LogicalVersion,
+		res, err := s.fast(ctx, "register", row.ID, row.Tenant, row.Key, row.SourceRef, row.LogicalVersion,
 			row.Action, row.Destination, row.Risk, row.Flags, row.Payload, row.PayloadHash, row.State, row.StateReason,
 			row.Deadline, row.MaxAttempts, budget, now, ev.Actor, ev.Detail, ContentHash(ev))
 		if err != nil {
 			return nil, err
 		}
-		created = r.ops == 1
+		created = res.ops == 1
 	} else {
 		err := s.WithTx(ctx, func(tx *sqlx.Tx) error {
 			res, err := s.exec(ctx, tx, insertOperation, row.ID, row.Tenant, row.Key, row.SourceRef, row.LogicalVersion,
