@@ -55,8 +55,8 @@ type fastCall struct {
 
 // fastResult is limbo_fast_batch's row for one call.
 type fastResult struct {
-	ops        int64 // rows written under the guard: 1, or 0 when it failed
-	evidenceID int64
+	Ops        int64 `db:"ops"` // rows written under the guard: 1, or 0 when it failed
+	EvidenceID int64 `db:"evidence_id"`
 }
 
 type batcher struct {
@@ -195,19 +195,12 @@ func (s *Store) execBatch(ctx context.Context, batch []*fastCall) ([]fastResult,
 			rows[i] = append(c.args[:len(c.args):len(c.args)], make([]sql.NullString, width-len(c.args))...)
 		}
 	}
-	var out []struct {
-		Ops        int64 `db:"ops"`
-		EvidenceID int64 `db:"evidence_id"`
-	}
-	if err := s.sel(ctx, nil, &out, fastBatch, pq.GenericArray{A: rows}); err != nil {
+	var res []fastResult
+	if err := s.sel(ctx, nil, &res, fastBatch, pq.GenericArray{A: rows}); err != nil {
 		return nil, err
 	}
-	if len(out) != len(batch) {
-		return nil, fmt.Errorf("store: limbo_fast_batch answered %d rows for %d calls", len(out), len(batch))
-	}
-	res := make([]fastResult, len(out))
-	for i, r := range out {
-		res[i] = fastResult{ops: r.Ops, evidenceID: r.EvidenceID}
+	if len(res) != len(batch) {
+		return nil, fmt.Errorf("store: limbo_fast_batch answered %d rows for %d calls", len(res), len(batch))
 	}
 	return res, nil
 }

@@ -59,7 +59,7 @@ func (s *Store) registerFast(ctx context.Context, r review.Registration, hash st
 		if err != nil {
 			return nil, err
 		}
-		created = res.ops == 1
+		created = res.Ops == 1
 	} else {
 		err := s.WithTx(ctx, func(tx *sqlx.Tx) error {
 			res, err := s.exec(ctx, tx, insertOperation, row.ID, row.Tenant, row.Key, row.SourceRef, row.LogicalVersion,
@@ -104,7 +104,7 @@ func (s *Store) startAttemptFast(ctx context.Context, req AttemptRequest) (g *Gr
 		var r fastResult
 		if r, err = s.fast(ctx, "attempt", reason, n, now, op.ID, string(op.State), op.Version, sn.detailVersion,
 			g.Generation, op.Destination, req.Credential, req.Model, g.LeaseExpiresAt, ev.Actor, ev.Tenant, ev.Detail,
-			ContentHash(ev)); err == nil && r.ops != 1 {
+			ContentHash(ev)); err == nil && r.Ops != 1 {
 			err = errGuard
 		}
 	} else {
@@ -197,10 +197,10 @@ func (s *Store) recordOutcomeFast(ctx context.Context, tenant, opID string, n in
 		if r, err = s.fast(ctx, "outcome", string(d.State), d.Reason, o.Cost, retryAt, resRef, resKind, resVersion,
 			bump, now, op.ID, op.Version, sn.detailVersion, string(o.Result), string(o.Phase), o.HTTPStatus, o.ProviderCode,
 			o.ProviderRequestID, o.RetryAfter, string(d.Next), hash, n, cands, verdict, note, actor, op.Tenant, audit.Detail,
-			ContentHash(audit)); err == nil && r.ops != 1 {
+			ContentHash(audit)); err == nil && r.Ops != 1 {
 			err = errGuard
 		}
-		evID = r.evidenceID
+		evID = r.EvidenceID
 	} else {
 		err = s.WithTx(ctx, func(tx *sqlx.Tx) error {
 			res, err := s.exec(ctx, tx, updateOpOutcome, string(d.State), d.Reason, o.Cost, retryAt, resRef, resKind, resVersion,
