@@ -196,7 +196,7 @@ func newLimbo(t *testing.T, engine store.Engine) *limbo {
 	st := storetest.Open(t, engine, store.Options{Config: cfg})
 	srv := httptest.NewServer(handlers.NewServer(handlers.New(st, nil)))
 	t.Cleanup(srv.Close)
-	tok, err := st.CreateToken(context.Background(), "acme", "test", "test")
+	tok, err := st.CreateToken(context.Background(), review.Operator("test"), "acme", "test")
 	if err != nil {
 		t.Fatal(err)
 	}

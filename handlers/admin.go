@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net/http"
 	"regexp"
+	"strings"
 
 	"github.com/labstack/echo/v4"
 
@@ -12,31 +13,55 @@ import (
 	"github.com/limbo-dev/limbo/web"
 )
 
-// AdminUsers lists users.
+// principal is the signed-in user as the store checks their acts.
+func principal(c echo.Context) review.Principal { return session(c).User.Principal() }
+
+// AdminUsers lists the users the admin sees.
 func (h *Handlers) AdminUsers(c echo.Context) error {
 	return h.renderUsers(c, http.StatusOK, web.AdminUsersView{})
 }
 
 func (h *Handlers) renderUsers(c echo.Context, status int, v web.AdminUsersView) error {
-	us, err := h.Store.ListUsers(c.Request().Context())
+	by := principal(c)
+	us, err := h.Store.ListUsers(c.Request().Context(), by)
 	if err != nil {
 		return err
 	}
 	v.Nav, v.Users = nav(c), us
+	v.Grantable = by.Scope.String()
+	v.Roles = grantableRoles(by)
+	v.Editable = map[string]bool{}
+	for _, u := range us {
+		g := u.Grant()
+		// The row offers a change only when some change is allowed: the
+		// same rule the store applies, asked with the user's own grant.
+		v.Editable[u.ID] = by.CheckUserChange(u.ID, &g, review.Grant{Role: review.RoleSupport, Scope: g.Scope}) == nil
+	}
 	return render(c, status, web.AdminUsersPage(v))
+}
+
+// grantableRoles lists the roles by may give, least powerful first.
+func grantableRoles(by review.Principal) []string {
+	var rs []string
+	for _, r := range []review.Role{review.RoleSupport, review.RoleReviewer, review.RoleManager, review.RoleAdmin} {
+		if by.CheckUserChange("", nil, review.Grant{Role: r, Scope: by.Scope}) == nil {
+			rs = append(rs, string(r))
+		}
+	}
+	return rs
 }
 
 // AdminAddUser adds a user with a generated password, shown once.
 func (h *Handlers) AdminAddUser(c echo.Context) error {
 	scope, err := review.ParseScope(c.FormValue("tenants"))
 	if err != nil {
-		return h.renderUsers(c, http.StatusUnprocessableEntity, web.AdminUsersView{Problem: err.Error()})
+		return h.renderUsers(c, http.StatusUnprocessableEntity, web.AdminUsersView{Problem: problemText(err)})
 	}
 	pw := store.GeneratePassword()
-	u, err := h.Store.AddUser(c.Request().Context(), store.NewUser{Email: c.FormValue("email"), Password: pw,
-		Role: review.Role(c.FormValue("role")), Scope: scope, Actor: session(c).User.Email})
-	if errors.Is(err, review.ErrInvalid) || errors.Is(err, review.ErrConflict) {
-		return h.renderUsers(c, http.StatusUnprocessableEntity, web.AdminUsersView{Problem: err.Error()})
+	u, err := h.Store.AddUser(c.Request().Context(), principal(c), store.NewUser{Email: c.FormValue("email"), Password: pw,
+		Role: review.Role(c.FormValue("role")), Scope: scope})
+	if status := adminProblemStatus(err); status != 0 {
+		return h.renderUsers(c, status, web.AdminUsersView{Problem: problemText(err)})
 	}
 	if err != nil {
 		return err
@@ -48,20 +73,39 @@ func (h *Handlers) AdminAddUser(c echo.Context) error {
 func (h *Handlers) AdminUpdateUser(c echo.Context) error {
 	scope, err := review.ParseScope(c.FormValue("tenants"))
 	if err != nil {
-		return h.renderUsers(c, http.StatusUnprocessableEntity, web.AdminUsersView{Problem: err.Error()})
+		return h.renderUsers(c, http.StatusUnprocessableEntity, web.AdminUsersView{Problem: problemText(err)})
 	}
-	if c.Param("id") == session(c).User.ID && (c.FormValue("disabled") != "" || c.FormValue("role") != string(review.RoleAdmin)) {
-		return h.renderUsers(c, http.StatusUnprocessableEntity, web.AdminUsersView{Problem: "You cannot disable yourself or give up your own admin role."})
-	}
-	_, err = h.Store.UpdateUser(c.Request().Context(), c.Param("id"), store.UserChange{Role: review.Role(c.FormValue("role")),
-		Scope: scope, Disabled: c.FormValue("disabled") != "", Actor: session(c).User.Email})
-	if errors.Is(err, review.ErrInvalid) {
-		return h.renderUsers(c, http.StatusUnprocessableEntity, web.AdminUsersView{Problem: err.Error()})
+	_, err = h.Store.UpdateUser(c.Request().Context(), principal(c), c.Param("id"), store.UserChange{Role: review.Role(c.FormValue("role")),
+		Scope: scope, Disabled: c.FormValue("disabled") != ""})
+	if status := adminProblemStatus(err); status != 0 {
+		return h.renderUsers(c, status, web.AdminUsersView{Problem: problemText(err)})
 	}
 	if err != nil {
 		return err
 	}
 	return c.Redirect(http.StatusSeeOther, "/admin/users")
+}
+
+// adminProblemStatus tells which store refusals are answered on the form
+// itself (and with which status); 0 means none of them.
+func adminProblemStatus(err error) int {
+	switch {
+	case errors.Is(err, review.ErrInvalid), errors.Is(err, review.ErrConflict):
+		return http.StatusUnprocessableEntity
+	case errors.Is(err, review.ErrForbidden):
+		return http.StatusForbidden
+	}
+	return 0
+}
+
+// problemText is a refusal as the person reads it, without the sentinel's
+// own words ("forbidden: ", "invalid input: ") in front.
+func problemText(err error) string {
+	msg := err.Error()
+	for _, sentinel := range []error{review.ErrForbidden, review.ErrInvalid, review.ErrConflict} {
+		msg = strings.TrimPrefix(msg, sentinel.Error()+": ")
+	}
+	return msg
 }
 
 // AdminTokens lists API tokens in the admin's scope.
@@ -70,7 +114,7 @@ func (h *Handlers) AdminTokens(c echo.Context) error {
 }
 
 func (h *Handlers) renderTokens(c echo.Context, status int, v web.AdminTokensView) error {
-	ts, err := h.Store.ListTokens(c.Request().Context(), session(c).User.Scope().List())
+	ts, err := h.Store.ListTokens(c.Request().Context(), principal(c))
 	if err != nil {
 		return err
 	}
@@ -80,13 +124,9 @@ func (h *Handlers) renderTokens(c echo.Context, status int, v web.AdminTokensVie
 
 // AdminCreateToken creates a token and shows it once.
 func (h *Handlers) AdminCreateToken(c echo.Context) error {
-	tenant := c.FormValue("tenant")
-	if !session(c).User.Scope().Allows(tenant) {
-		return h.renderTokens(c, http.StatusUnprocessableEntity, web.AdminTokensView{Problem: "That tenant is outside your scope."})
-	}
-	tok, err := h.Store.CreateToken(c.Request().Context(), tenant, c.FormValue("name"), session(c).User.Email)
-	if errors.Is(err, review.ErrInvalid) {
-		return h.renderTokens(c, http.StatusUnprocessableEntity, web.AdminTokensView{Problem: err.Error()})
+	tok, err := h.Store.CreateToken(c.Request().Context(), principal(c), c.FormValue("tenant"), c.FormValue("name"))
+	if status := adminProblemStatus(err); status != 0 {
+		return h.renderTokens(c, status, web.AdminTokensView{Problem: problemText(err)})
 	}
 	if err != nil {
 		return err
@@ -97,7 +137,7 @@ func (h *Handlers) AdminCreateToken(c echo.Context) error {
 
 // AdminRevokeToken revokes a token at once.
 func (h *Handlers) AdminRevokeToken(c echo.Context) error {
-	if err := h.Store.RevokeToken(c.Request().Context(), c.Param("id"), session(c).User.Scope().List(), session(c).User.Email); err != nil {
+	if err := h.Store.RevokeToken(c.Request().Context(), principal(c), c.Param("id")); err != nil {
 		return err
 	}
 	return c.Redirect(http.StatusSeeOther, "/admin/tokens")

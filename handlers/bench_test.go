@@ -33,7 +33,7 @@ func BenchmarkAttemptCycle(b *testing.B) {
 			st := storetest.Open(b, engine, store.Options{})
 			srv := httptest.NewServer(handlers.NewServer(handlers.New(st, nil)))
 			b.Cleanup(srv.Close)
-			token, err := st.CreateToken(context.Background(), "bench", "bench", "bench")
+			token, err := st.CreateToken(context.Background(), review.Operator("bench"), "bench", "bench")
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -561,8 +561,8 @@ func TestBrowserFourEyes(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, e store.Engine) {
 		srv, st := consoleServer(t, e)
 		ctx := context.Background()
-		if _, err := st.AddUser(ctx, store.NewUser{Email: "reviewer2@example.com", Password: browserPassword, Role: review.RoleReviewer,
-			Scope: review.Scope{All: true}, Actor: "test"}); err != nil {
+		if _, err := st.AddUser(ctx, review.Operator("test"), store.NewUser{Email: "reviewer2@example.com", Password: browserPassword, Role: review.RoleReviewer,
+			Scope: review.Scope{All: true}}); err != nil {
 			t.Fatal(err)
 		}
 		opID, caseID := duplicatesCase(t, st, review.Registration{Tenant: "acme", SourceRef: "invoice-42", LogicalVersion: "3", Action: "charge",

@@ -97,7 +97,7 @@ func TestConsoleAccessMatrix(t *testing.T) {
 			}
 		}
 		// Another tenant's case and operation answer 404, never 403.
-		if _, err := st.AddUser(ctx, store.NewUser{Email: "other@example.com", Password: "correct horse battery", Role: review.RoleReviewer,
+		if _, err := st.AddUser(ctx, review.Operator("test"), store.NewUser{Email: "other@example.com", Password: "correct horse battery", Role: review.RoleReviewer,
 			Scope: review.Scope{Tenants: []string{"other"}}}); err != nil {
 			t.Fatal(err)
 		}
@@ -160,7 +160,7 @@ func TestConsoleConcurrentDecisions(t *testing.T) {
 		var bs []*browser
 		for i := 0; i < 8; i++ {
 			email := "rev" + string(rune('a'+i)) + "@example.com"
-			if _, err := st.AddUser(ctx, store.NewUser{Email: email, Password: "correct horse battery", Role: review.RoleReviewer, Scope: review.Scope{All: true}}); err != nil {
+			if _, err := st.AddUser(ctx, review.Operator("test"), store.NewUser{Email: email, Password: "correct horse battery", Role: review.RoleReviewer, Scope: review.Scope{All: true}}); err != nil {
 				t.Fatal(err)
 			}
 			b := newBrowser(t, srv.URL)

@@ -27,8 +27,8 @@ func consoleServer(t testing.TB, e store.Engine) (*httptest.Server, *store.Store
 	srv := httptest.NewServer(handlers.NewServer(h))
 	t.Cleanup(srv.Close)
 	for _, r := range review.AllRoles() {
-		if _, err := st.AddUser(context.Background(), store.NewUser{Email: string(r) + "@example.com", Password: "correct horse battery",
-			Role: r, Scope: review.Scope{All: true}, Actor: "test"}); err != nil {
+		if _, err := st.AddUser(context.Background(), review.Operator("test"), store.NewUser{Email: string(r) + "@example.com", Password: "correct horse battery",
+			Role: r, Scope: review.Scope{All: true}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -89,17 +89,23 @@ func (b *browser) login(email string) {
 // a case opens.
 func needsReview(t *testing.T, st *store.Store, source string) string {
 	t.Helper()
+	return needsReviewIn(t, st, "acme", source)
+}
+
+// needsReviewIn is needsReview for tenant.
+func needsReviewIn(t *testing.T, st *store.Store, tenant, source string) string {
+	t.Helper()
 	ctx := context.Background()
-	op, _, err := st.Register(ctx, review.Registration{Tenant: "acme", SourceRef: source, LogicalVersion: "7", Action: "render",
+	op, _, err := st.Register(ctx, review.Registration{Tenant: tenant, SourceRef: source, LogicalVersion: "7", Action: "render",
 		Destination: "files", Risk: review.RiskCompensableWrite, Payload: []byte(`{"note":"<script>alert(1)</script>\"><img src=x onerror=alert(2)>"}`), Actor: "test"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	g, err := st.StartAttempt(ctx, store.AttemptRequest{Tenant: "acme", OperationID: op.ID, Actor: "test"})
+	g, err := st.StartAttempt(ctx, store.AttemptRequest{Tenant: tenant, OperationID: op.ID, Actor: "test"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.RecordOutcome(ctx, "acme", op.ID, g.N, review.Outcome{Result: review.ResultSuccess, Phase: review.PhaseAfterSend,
+	if _, err := st.RecordOutcome(ctx, tenant, op.ID, g.N, review.Outcome{Result: review.ResultSuccess, Phase: review.PhaseAfterSend,
 		Resource: &review.ResourceRef{Ref: "file-" + source, Kind: "file", Version: "6"}}, "test"); err != nil {
 		t.Fatal(err)
 	}
@@ -198,7 +204,7 @@ func TestConsoleAudit(t *testing.T) {
 		srv, st := consoleServer(t, e)
 		needsReview(t, st, "doc-1")
 		// An actor name a spreadsheet would run as a formula.
-		if _, err := st.CreateToken(context.Background(), "acme", "=cmd|' /C calc'!A0", "=HYPERLINK(\"x\")"); err != nil {
+		if _, err := st.CreateToken(context.Background(), review.Operator("=HYPERLINK(\"x\")"), "acme", "=cmd|' /C calc'!A0"); err != nil {
 			t.Fatal(err)
 		}
 		mgr := newBrowser(t, srv.URL)
@@ -310,7 +316,7 @@ func TestConsoleMismatchAndReveal(t *testing.T) {
 		srv := httptest.NewServer(handlers.NewServer(h))
 		defer srv.Close()
 		ctx := context.Background()
-		if _, err := st.AddUser(ctx, store.NewUser{Email: "support@example.com", Password: "correct horse battery", Role: review.RoleSupport,
+		if _, err := st.AddUser(ctx, review.Operator("test"), store.NewUser{Email: "support@example.com", Password: "correct horse battery", Role: review.RoleSupport,
 			Scope: review.Scope{All: true}}); err != nil {
 			t.Fatal(err)
 		}
@@ -391,7 +397,7 @@ func TestConsoleWebhookEndpoints(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, e store.Engine) {
 		srv, st := consoleServer(t, e)
 		ctx := context.Background()
-		if _, err := st.CreateToken(ctx, "acme", "t", "test"); err != nil {
+		if _, err := st.CreateToken(ctx, review.Operator("test"), "acme", "t"); err != nil {
 			t.Fatal(err)
 		}
 		adm := newBrowser(t, srv.URL)

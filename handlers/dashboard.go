@@ -19,7 +19,7 @@ func (h *Handlers) Dashboard(c echo.Context) error {
 		}
 		window = d
 	}
-	d, err := h.Store.Dashboard(c.Request().Context(), window, 48)
+	d, err := h.Store.Dashboard(c.Request().Context(), session(c).User.Scope().List(), window, 48)
 	if err != nil {
 		return err
 	}

@@ -62,7 +62,7 @@ func (b *testBundle) on(t *testing.T) *testBundle {
 // newToken creates an API token for tenant.
 func (b *testBundle) newToken(tenant string) string {
 	b.t.Helper()
-	tok, err := b.store.CreateToken(context.Background(), tenant, "test", "test")
+	tok, err := b.store.CreateToken(context.Background(), review.Operator("test"), tenant, "test")
 	if err != nil {
 		b.t.Fatalf("CreateToken(%s): %v", tenant, err)
 	}

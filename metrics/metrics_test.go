@@ -24,7 +24,7 @@ func TestMetricsExposition(t *testing.T) {
 		srv := httptest.NewServer(handlers.NewServer(h))
 		defer srv.Close()
 
-		token, err := st.CreateToken(ctx, "acme", "test", "test")
+		token, err := st.CreateToken(ctx, review.Operator("test"), "acme", "test")
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -107,3 +107,122 @@ func (s Scope) List() []string {
 	}
 	return s.Tenants
 }
+
+// Covers reports whether every tenant of o lies inside s: all tenants
+// cover everything; a list covers only lists that are subsets of it.
+func (s Scope) Covers(o Scope) bool {
+	if s.All {
+		return true
+	}
+	if o.All {
+		return false
+	}
+	for _, t := range o.Tenants {
+		if !slices.Contains(s.Tenants, t) {
+			return false
+		}
+	}
+	return true
+}
+
+// Principal is who acts on what a tenant scope bounds: a signed-in console
+// user, or the operator at the command line. Store methods that read or
+// change users and tokens take one, so the scope rule is checked where the
+// data is read and written, not in each handler.
+type Principal struct {
+	// Name is how the audit trail names the actor.
+	Name string
+	// UserID is the console user's id; empty for the operator.
+	UserID string
+	Role   Role
+	Scope  Scope
+}
+
+// Operator is the person at the command line (`limbo user add`, `limbo
+// token create`): they hold the database already, so every power.
+func Operator(name string) Principal {
+	return Principal{Name: name, Role: RoleAdmin, Scope: Scope{All: true}}
+}
+
+// Grant is the power a user holds: role, tenant scope, and whether the
+// account is disabled.
+type Grant struct {
+	Role     Role
+	Scope    Scope
+	Disabled bool
+}
+
+// SeesUser reports whether p may see a user whose scope is target: an
+// admin sees the users whose whole scope lies inside its own. Anyone else,
+// and users reaching beyond p's scope, are invisible (404, not 403), as
+// other tenants' records are.
+func (p Principal) SeesUser(target Scope) bool {
+	return p.Role == RoleAdmin && p.Scope.Covers(target)
+}
+
+// SeesTenant reports whether p may act on tenant's records.
+func (p Principal) SeesTenant(tenant string) bool { return p.Scope.Allows(tenant) }
+
+// CheckUserChange decides whether p may give a user the grant to: a new
+// user when before is nil, else the user targetID holding before. The one
+// rule for administering users (SPEC "Roles"):
+//   - only admins administer users, and only users they see (SeesUser);
+//   - nobody changes their own grant: an admin cannot widen itself, and
+//     giving up its own powers is done by another admin;
+//   - an admin grants only tenants it holds; all tenants, and the admin
+//     role, are granted or changed only by an all-tenants admin.
+//
+// That at least one enabled all-tenants admin remains is decided by
+// KeepsAnAdmin, which needs a count only the store can take.
+func (p Principal) CheckUserChange(targetID string, before *Grant, to Grant) error {
+	if p.Role != RoleAdmin {
+		return fmt.Errorf("%w: only admins administer users", ErrForbidden)
+	}
+	if before != nil && !p.SeesUser(before.Scope) {
+		return ErrNotFound
+	}
+	if before != nil && targetID == p.UserID {
+		return fmt.Errorf("%w: you cannot change your own role, tenants or status; ask another admin", ErrForbidden)
+	}
+	if p.Scope.All {
+		return nil
+	}
+	switch {
+	case before != nil && before.Role == RoleAdmin:
+		return fmt.Errorf("%w: only an all-tenants admin changes admins", ErrForbidden)
+	case to.Role == RoleAdmin:
+		return fmt.Errorf("%w: only an all-tenants admin grants the admin role", ErrForbidden)
+	case to.Scope.All:
+		return fmt.Errorf("%w: only an all-tenants admin grants all tenants (*)", ErrForbidden)
+	case !p.Scope.Covers(to.Scope):
+		return fmt.Errorf("%w: you can grant only tenants you hold (%s)", ErrForbidden, p.Scope)
+	}
+	return nil
+}
+
+// IsRootAdmin reports whether g is an enabled all-tenants admin: the grant
+// of which at least one must always remain.
+func (g Grant) IsRootAdmin() bool { return g.Role == RoleAdmin && g.Scope.All && !g.Disabled }
+
+// KeepsAnAdmin refuses a change that would take away the last enabled
+// all-tenants admin: without one, nobody could administer all tenants or
+// create another such admin from the console. others counts the enabled
+// all-tenants admins besides the user changed.
+func KeepsAnAdmin(before, to Grant, others int) error {
+	if before.IsRootAdmin() && !to.IsRootAdmin() && others == 0 {
+		return fmt.Errorf("%w: this is the last enabled all-tenants admin; make another one first", ErrForbidden)
+	}
+	return nil
+}
+
+// CheckTokenTenant decides whether p may create or revoke API tokens of
+// tenant: admins only, and only for tenants in their scope.
+func (p Principal) CheckTokenTenant(tenant string) error {
+	if !p.Role.Can(PermAdmin) {
+		return fmt.Errorf("%w: only admins manage API tokens", ErrForbidden)
+	}
+	if !p.Scope.Allows(tenant) {
+		return fmt.Errorf("%w: tenant %q is outside your scope (%s)", ErrForbidden, tenant, p.Scope)
+	}
+	return nil
+}

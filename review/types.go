@@ -17,6 +17,9 @@ var (
 	ErrConflict = errors.New("conflict")
 	// ErrInvalid: the input breaks a rule; the error text says which.
 	ErrInvalid = errors.New("invalid input")
+	// ErrForbidden: the caller sees the record but may not make this
+	// change (a scope or role rule); the error text says which.
+	ErrForbidden = errors.New("forbidden")
 )
 
 // Risk is the class of external effect an action has (SPEC "Risk classes").

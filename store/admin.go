@@ -2,6 +2,8 @@ package store
 
 import (
 	"context"
+	"database/sql"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -11,16 +13,31 @@ import (
 	"github.com/limbo-dev/limbo/review"
 )
 
-// ListUsers returns every console user, by email.
-func (s *Store) ListUsers(ctx context.Context) ([]User, error) {
-	var us []User
-	if err := s.db.SelectContext(ctx, &us, `SELECT `+userColumns+` FROM users ORDER BY email`); err != nil {
+// ListUsers returns the console users by sees, by email: an admin sees the
+// users whose whole scope lies inside its own (review.Principal.SeesUser).
+// The users table is small, so the rule is applied to the rows read rather
+// than rewritten as SQL over the tenants text.
+func (s *Store) ListUsers(ctx context.Context, by review.Principal) ([]User, error) {
+	var all []User
+	if err := s.db.SelectContext(ctx, &all, selectUsers); err != nil {
 		return nil, fmt.Errorf("store.ListUsers: %w", err)
+	}
+	us := all[:0]
+	for _, u := range all {
+		if by.SeesUser(u.Scope()) {
+			us = append(us, u)
+		}
 	}
 	return us, nil
 }
 
 const (
+	/* Store.ListUsers */
+	selectUsers = `SELECT ` + userColumns + ` FROM users ORDER BY email`
+	/* Store.UpdateUser: the enabled all-tenants admins, locked in id order on
+	   PostgreSQL before the target, so two admins demoting each other
+	   serialise here and the second sees the first's change. */
+	selectRootAdmins = `SELECT id FROM users WHERE role = 'admin' AND tenants = '*' AND disabled_at IS NULL ORDER BY id`
 	/* Store.UpdateUser */
 	updateUser = `UPDATE users SET role = ?, tenants = ?, disabled_at = ?, updated_at = ? WHERE id = ?`
 )
@@ -30,23 +47,47 @@ type UserChange struct {
 	Role     review.Role
 	Scope    review.Scope
 	Disabled bool
-	Actor    string
 }
 
-// UpdateUser changes a user's role, tenants or enablement. Any change ends
-// the user's sessions at once, so nobody keeps powers they just lost.
-func (s *Store) UpdateUser(ctx context.Context, id string, ch UserChange) (*User, error) {
+// UpdateUser changes a user's role, tenants or enablement on behalf of by,
+// within what by may grant (review.Principal.CheckUserChange); a user by
+// does not see is review.ErrNotFound. The last enabled all-tenants admin
+// cannot be demoted or disabled (review.KeepsAnAdmin). Any change ends the
+// user's sessions at once, so nobody keeps powers they just lost.
+func (s *Store) UpdateUser(ctx context.Context, by review.Principal, id string, ch UserChange) (*User, error) {
 	if !ch.Role.Valid() {
 		return nil, fmt.Errorf("%w: field \"role\": must be reviewer, support, manager or admin", review.ErrInvalid)
 	}
 	if !ch.Scope.All && len(ch.Scope.Tenants) == 0 {
 		return nil, fmt.Errorf("%w: field \"tenants\": give tenants, or * for all", review.ErrInvalid)
 	}
-	u, err := s.UserByID(ctx, id)
-	if err != nil {
-		return nil, err
-	}
-	err = s.WithTx(ctx, func(tx *sqlx.Tx) error {
+	to := review.Grant{Role: ch.Role, Scope: ch.Scope, Disabled: ch.Disabled}
+	err := s.WithTx(ctx, func(tx *sqlx.Tx) error {
+		var roots []string
+		if err := tx.SelectContext(ctx, &roots, s.lockRows(selectRootAdmins)); err != nil {
+			return err
+		}
+		var u User
+		if err := tx.GetContext(ctx, &u, s.rebind(s.lockRows(selectUserByID)), id); errors.Is(err, sql.ErrNoRows) {
+			return review.ErrNotFound
+		} else if err != nil {
+			return err
+		}
+		by, err := s.actingNow(ctx, tx, by)
+		if err != nil {
+			return err
+		}
+		before := u.Grant()
+		if err := by.CheckUserChange(u.ID, &before, to); err != nil {
+			return err
+		}
+		others := len(roots)
+		if slices.Contains(roots, u.ID) {
+			others--
+		}
+		if err := review.KeepsAnAdmin(before, to, others); err != nil {
+			return err
+		}
 		now := s.now()
 		var disabled any
 		if ch.Disabled {
@@ -61,14 +102,46 @@ func (s *Store) UpdateUser(ctx context.Context, id string, ch UserChange) (*User
 		if _, err := tx.ExecContext(ctx, s.rebind(endUserSessions), now, id); err != nil {
 			return err
 		}
-		return s.appendEvent(ctx, tx, &AuditEvent{At: now, Actor: ch.Actor, Action: "user.changed",
+		return s.appendEvent(ctx, tx, &AuditEvent{At: now, Actor: by.Name, Action: "user.changed",
 			Detail: detailJSON(map[string]any{"user_id": id, "email": u.Email, "role": ch.Role, "tenants": ch.Scope.String(),
 				"disabled": ch.Disabled, "was": map[string]any{"role": u.Role, "tenants": u.TenantsText, "disabled": u.DisabledAt != nil}})})
 	})
 	if err != nil {
+		if errors.Is(err, review.ErrNotFound) || errors.Is(err, review.ErrForbidden) {
+			return nil, err
+		}
 		return nil, fmt.Errorf("store.UpdateUser: %w", err)
 	}
 	return s.UserByID(ctx, id)
+}
+
+// actingNow re-reads a console user's grant inside the transaction that
+// acts on it: the session was resolved when the request began, and an admin
+// demoted or disabled since then must not finish an act its old grant
+// allowed. The operator (no user id) is taken as given.
+func (s *Store) actingNow(ctx context.Context, tx *sqlx.Tx, by review.Principal) (review.Principal, error) {
+	if by.UserID == "" {
+		return by, nil
+	}
+	var u User
+	if err := tx.GetContext(ctx, &u, s.rebind(selectUserByID), by.UserID); errors.Is(err, sql.ErrNoRows) {
+		return review.Principal{}, fmt.Errorf("%w: your account no longer exists", review.ErrForbidden)
+	} else if err != nil {
+		return review.Principal{}, err
+	}
+	if u.DisabledAt != nil {
+		return review.Principal{}, fmt.Errorf("%w: your account is disabled", review.ErrForbidden)
+	}
+	return u.Principal(), nil
+}
+
+// lockRows adds FOR UPDATE on PostgreSQL; SQLite's write transactions
+// already hold the one write lock from BEGIN (_txlock=immediate).
+func (s *Store) lockRows(q string) string {
+	if s.engine == Postgres {
+		return q + " FOR UPDATE"
+	}
+	return q
 }
 
 // Token is an API token as admins see it (never the secret).
@@ -80,19 +153,24 @@ type Token struct {
 	RevokedAt *time.Time `db:"revoked_at"`
 }
 
-// ListTokens returns the API tokens of the tenants in scope (nil: all).
-func (s *Store) ListTokens(ctx context.Context, scope []string) ([]Token, error) {
-	q, args := `SELECT id, tenant, name, created_at, revoked_at FROM api_tokens ORDER BY tenant, created_at`, []any{}
-	if scope != nil {
-		if len(scope) == 0 {
-			return nil, nil
-		}
-		var err error
-		q, args, err = sqlx.In(`SELECT id, tenant, name, created_at, revoked_at FROM api_tokens WHERE tenant IN (?) ORDER BY tenant, created_at`, scope)
-		if err != nil {
-			return nil, err
-		}
+const (
+	/* Store.ListTokens */
+	selectTokens = `SELECT id, tenant, name, created_at, revoked_at FROM api_tokens`
+	/* Store.RevokeToken */
+	selectToken = selectTokens + ` WHERE id = ?`
+	/* Store.RevokeToken */
+	revokeToken = `UPDATE api_tokens SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL`
+)
+
+// ListTokens returns the API tokens of the tenants by sees; only admins
+// list tokens.
+func (s *Store) ListTokens(ctx context.Context, by review.Principal) ([]Token, error) {
+	if !by.Role.Can(review.PermAdmin) {
+		return nil, fmt.Errorf("%w: only admins manage API tokens", review.ErrForbidden)
 	}
+	// The tenants CheckTokenTenant allows.
+	cond, args := inScope("tenant", by.Scope.List())
+	q := selectTokens + ` WHERE ` + cond + ` ORDER BY tenant, created_at`
 	var ts []Token
 	if err := s.db.SelectContext(ctx, &ts, s.rebind(q), args...); err != nil {
 		return nil, fmt.Errorf("store.ListTokens: %w", err)
@@ -100,25 +178,35 @@ func (s *Store) ListTokens(ctx context.Context, scope []string) ([]Token, error)
 	return ts, nil
 }
 
-// RevokeToken ends an API token at once.
-func (s *Store) RevokeToken(ctx context.Context, id string, scope []string, actor string) error {
+// RevokeToken ends an API token at once, on behalf of by; a token of a
+// tenant by does not see is review.ErrNotFound.
+func (s *Store) RevokeToken(ctx context.Context, by review.Principal, id string) error {
 	defer s.tokens.forget(id) // after the commit, so no lookup can re-cache it as valid
 	return s.WithTx(ctx, func(tx *sqlx.Tx) error {
-		var t Token
-		if err := tx.GetContext(ctx, &t, s.rebind(`SELECT id, tenant, name, created_at, revoked_at FROM api_tokens WHERE id = ?`), id); err != nil {
-			return review.ErrNotFound
+		by, err := s.actingNow(ctx, tx, by)
+		if err != nil {
+			return err
 		}
-		if scope != nil && !slices.Contains(scope, t.Tenant) {
+		var t Token
+		if err := tx.GetContext(ctx, &t, s.rebind(selectToken), id); errors.Is(err, sql.ErrNoRows) {
 			return review.ErrNotFound
+		} else if err != nil {
+			return err
+		}
+		if err := by.CheckTokenTenant(t.Tenant); err != nil {
+			if by.Role.Can(review.PermAdmin) {
+				return review.ErrNotFound // another tenant's token: not there, as elsewhere
+			}
+			return err
 		}
 		if t.RevokedAt != nil {
 			return nil
 		}
 		now := s.now()
-		if _, err := tx.ExecContext(ctx, s.rebind(`UPDATE api_tokens SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL`), now, id); err != nil {
+		if _, err := tx.ExecContext(ctx, s.rebind(revokeToken), now, id); err != nil {
 			return err
 		}
-		return s.appendEvent(ctx, tx, &AuditEvent{At: now, Actor: actor, Tenant: t.Tenant, Action: "token.revoked",
+		return s.appendEvent(ctx, tx, &AuditEvent{At: now, Actor: by.Name, Tenant: t.Tenant, Action: "token.revoked",
 			Detail: detailJSON(map[string]any{"token_id": id, "name": t.Name})})
 	})
 }

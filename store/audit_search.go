@@ -27,15 +27,8 @@ type AuditFilter struct {
 }
 
 func (f AuditFilter) where() (string, []any) {
-	conds := []string{"1 = 1"}
-	var args []any
-	if f.Scope != nil {
-		if len(f.Scope) == 0 {
-			return "1 = 0", nil
-		}
-		q, a, _ := sqlx.In("tenant IN (?)", f.Scope)
-		conds, args = append(conds, q), append(args, a...)
-	}
+	scope, args := inScope("tenant", f.Scope)
+	conds := []string{scope}
 	add := func(c string, v any) { conds, args = append(conds, c), append(args, v) }
 	if f.Actor != "" {
 		add("actor = ?", f.Actor)

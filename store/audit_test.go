@@ -182,7 +182,7 @@ func auditHistory(t *testing.T, b *bundle) (gap int64) {
 	}
 	b.start(t, c)
 	b.report(t, c, 2, success("file-c"))
-	if _, err := b.s.CreateToken(b.ctx, tenantA, "ci", "admin@example.com"); err != nil {
+	if _, err := b.s.CreateToken(b.ctx, review.Operator("admin@example.com"), tenantA, "ci"); err != nil {
 		t.Fatal(err)
 	}
 	assertSealed(t, b.s)

@@ -73,15 +73,11 @@ type QueuePage struct {
 // keyset pagination and counts per reason over the open cases in scope.
 func (s *Store) Queue(ctx context.Context, f QueueFilter, limit int) (*QueuePage, error) {
 	now := s.now()
-	where := []string{"c.status = 'open'"}
-	var args []any
-	if f.Scope != nil {
-		if len(f.Scope) == 0 {
-			return &QueuePage{Counts: map[string]int{}}, nil
-		}
-		q, a, _ := sqlx.In("c.tenant IN (?)", f.Scope)
-		where, args = append(where, q), append(args, a...)
+	if f.Scope != nil && len(f.Scope) == 0 {
+		return &QueuePage{Counts: map[string]int{}}, nil
 	}
+	scope, args := inScope("c.tenant", f.Scope)
+	where := []string{"c.status = 'open'", scope}
 	add := func(cond string, v any) {
 		where, args = append(where, cond), append(args, v)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 )
 
@@ -37,28 +38,42 @@ type Rate struct {
 }
 
 const (
+	// Each query below is bounded to the reader's scope: scopeCond is
+	// replaced by inScope's condition.
+	scopeCond = "/*scope*/ 1 = 1"
+
 	/* Store.Dashboard: cases open at instant t. */
-	countOpenAt = `SELECT COUNT(*) FROM cases WHERE opened_at <= ? AND (resolved_at IS NULL OR resolved_at > ?)`
+	countOpenAt = `SELECT COUNT(*) FROM cases WHERE opened_at <= ? AND (resolved_at IS NULL OR resolved_at > ?) AND ` + scopeCond
 	/* Store.Dashboard */
-	selectResolvedSpans = `SELECT opened_at, resolved_at FROM cases WHERE status = 'resolved' AND resolved_at >= ?`
-	/* Store.Dashboard */
+	selectResolvedSpans = `SELECT opened_at, resolved_at FROM cases WHERE status = 'resolved' AND resolved_at >= ? AND ` + scopeCond
+	/* Store.Dashboard: attempts carry no tenant; their operation does. */
 	countAmbiguity = `
-SELECT destination, COALESCE(SUM(CASE WHEN next = 'reconcile' THEN 1 ELSE 0 END), 0) AS ambiguous, COUNT(*) AS total
-FROM attempts WHERE finished_at >= ? GROUP BY destination ORDER BY destination`
+SELECT a.destination, COALESCE(SUM(CASE WHEN a.next = 'reconcile' THEN 1 ELSE 0 END), 0) AS ambiguous, COUNT(*) AS total
+FROM attempts a JOIN operations o ON o.id = a.operation_id
+WHERE a.finished_at >= ? AND ` + scopeCond + ` GROUP BY a.destination ORDER BY a.destination`
 	/* Store.Dashboard: reconciliation endings, from the audit trail. */
-	countSettled = `SELECT to_state, COUNT(*) AS n FROM audit_events WHERE action = 'reconcile.settled' AND at >= ? GROUP BY to_state`
+	countSettled = `SELECT to_state, COUNT(*) AS n FROM audit_events WHERE action = 'reconcile.settled' AND at >= ? AND ` + scopeCond + ` GROUP BY to_state`
 )
 
-// Dashboard computes queue health over the window ending now, sampling the
-// open-case count at points evenly spread over it.
-func (s *Store) Dashboard(ctx context.Context, window time.Duration, points int) (*Dashboard, error) {
+// scoped writes scope's condition on col into q in place of scopeCond,
+// rebound for the engine, and appends its arguments to args.
+func (s *Store) scoped(q, col string, scope []string, args ...any) (string, []any) {
+	cond, sargs := inScope(col, scope)
+	return s.rebind(strings.Replace(q, scopeCond, cond, 1)), append(args, sargs...)
+}
+
+// Dashboard computes queue health over the window ending now for the
+// tenants in scope (nil: all), sampling the open-case count at points
+// evenly spread over it.
+func (s *Store) Dashboard(ctx context.Context, scope []string, window time.Duration, points int) (*Dashboard, error) {
 	now := s.now()
 	since := now.Add(-window)
 	d := &Dashboard{}
 	for i := 0; i < points; i++ {
 		t := since.Add(time.Duration(i+1) * window / time.Duration(points))
 		var n int
-		if err := s.db.GetContext(ctx, &n, s.rebind(countOpenAt), t, t); err != nil {
+		q, args := s.scoped(countOpenAt, "tenant", scope, t, t)
+		if err := s.db.GetContext(ctx, &n, q, args...); err != nil {
 			return nil, fmt.Errorf("store.Dashboard: %w", err)
 		}
 		d.OpenOverTime = append(d.OpenOverTime, Point{At: t, Value: n})
@@ -67,7 +82,8 @@ func (s *Store) Dashboard(ctx context.Context, window time.Duration, points int)
 		Opened   time.Time `db:"opened_at"`
 		Resolved time.Time `db:"resolved_at"`
 	}
-	if err := s.db.SelectContext(ctx, &spans, s.rebind(selectResolvedSpans), since); err != nil {
+	q, args := s.scoped(selectResolvedSpans, "tenant", scope, since)
+	if err := s.db.SelectContext(ctx, &spans, q, args...); err != nil {
 		return nil, fmt.Errorf("store.Dashboard: %w", err)
 	}
 	ds := make([]time.Duration, len(spans))
@@ -85,7 +101,8 @@ func (s *Store) Dashboard(ctx context.Context, window time.Duration, points int)
 		Ambiguous   int    `db:"ambiguous"`
 		Total       int    `db:"total"`
 	}
-	if err := s.db.SelectContext(ctx, &rates, s.rebind(countAmbiguity), since); err != nil {
+	q, args = s.scoped(countAmbiguity, "o.tenant", scope, since)
+	if err := s.db.SelectContext(ctx, &rates, q, args...); err != nil {
 		return nil, fmt.Errorf("store.Dashboard: %w", err)
 	}
 	for _, r := range rates {
@@ -95,7 +112,8 @@ func (s *Store) Dashboard(ctx context.Context, window time.Duration, points int)
 		ToState string `db:"to_state"`
 		N       int    `db:"n"`
 	}
-	if err := s.db.SelectContext(ctx, &settled, s.rebind(countSettled), since); err != nil {
+	q, args = s.scoped(countSettled, "tenant", scope, since)
+	if err := s.db.SelectContext(ctx, &settled, q, args...); err != nil {
 		return nil, fmt.Errorf("store.Dashboard: %w", err)
 	}
 	for _, r := range settled {

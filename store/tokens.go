@@ -34,18 +34,27 @@ const (
 )
 
 // CreateToken creates an API token for tenant (creating the tenant if new)
-// and returns it. Only its hash is stored: this is the one time it is seen.
-func (s *Store) CreateToken(ctx context.Context, tenant, name, actor string) (string, error) {
+// on behalf of by, an admin holding that tenant, and returns it. Only its
+// hash is stored: this is the one time it is seen.
+func (s *Store) CreateToken(ctx context.Context, by review.Principal, tenant, name string) (string, error) {
 	tenant = strings.TrimSpace(tenant)
 	if tenant == "" || len(tenant) > review.MaxFieldLen || strings.ContainsAny(tenant, ",*\n\r\t") {
 		return "", fmt.Errorf("%w: tenant must be 1–%d characters without commas, '*' or control characters", review.ErrInvalid, review.MaxFieldLen)
 	}
+
 	var raw [32]byte
 	if _, err := rand.Read(raw[:]); err != nil {
 		return "", err
 	}
 	token := tokenPrefix + hex.EncodeToString(raw[:])
 	err := s.WithTx(ctx, func(tx *sqlx.Tx) error {
+		by, err := s.actingNow(ctx, tx, by)
+		if err != nil {
+			return err
+		}
+		if err := by.CheckTokenTenant(tenant); err != nil {
+			return err
+		}
 		now := s.now()
 		if err := s.ensureTenant(ctx, tx, tenant, now); err != nil {
 			return err
@@ -54,9 +63,12 @@ func (s *Store) CreateToken(ctx context.Context, tenant, name, actor string) (st
 		if _, err := tx.ExecContext(ctx, s.rebind(insertToken), id, tenant, name, hashToken(token), now); err != nil {
 			return err
 		}
-		return s.appendEvent(ctx, tx, &AuditEvent{At: now, Actor: actor, Tenant: tenant, Action: "token.created",
+		return s.appendEvent(ctx, tx, &AuditEvent{At: now, Actor: by.Name, Tenant: tenant, Action: "token.created",
 			Detail: detailJSON(map[string]any{"token_id": id, "name": name})})
 	})
+	if errors.Is(err, review.ErrForbidden) {
+		return "", err
+	}
 	if err != nil {
 		return "", fmt.Errorf("store.CreateToken: %w", err)
 	}

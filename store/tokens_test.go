@@ -16,7 +16,7 @@ func TestTokenRevocation(t *testing.T) {
 	t.Parallel()
 	storetest.Each(t, func(t *testing.T, e store.Engine) {
 		a, b := twoInstances(t, e, nil)
-		token, err := a.s.CreateToken(a.ctx, tenantA, "ci", "admin@example.com")
+		token, err := a.s.CreateToken(a.ctx, review.Operator("admin@example.com"), tenantA, "ci")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -29,11 +29,11 @@ func TestTokenRevocation(t *testing.T) {
 		if _, err := a.s.TenantForToken(a.ctx, token+"0"); !errors.Is(err, review.ErrNotFound) {
 			t.Errorf("an unknown token resolves: %v", err)
 		}
-		toks, err := a.s.ListTokens(a.ctx, nil)
+		toks, err := a.s.ListTokens(a.ctx, review.Operator("admin@example.com"))
 		if err != nil || len(toks) != 1 {
 			t.Fatalf("ListTokens = %v, %v", toks, err)
 		}
-		if err := a.s.RevokeToken(a.ctx, toks[0].ID, nil, "admin@example.com"); err != nil {
+		if err := a.s.RevokeToken(a.ctx, review.Operator("admin@example.com"), toks[0].ID); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := a.s.TenantForToken(a.ctx, token); !errors.Is(err, review.ErrNotFound) {

@@ -50,7 +50,16 @@ type NewUser struct {
 	Password string
 	Role     review.Role
 	Scope    review.Scope
-	Actor    string
+}
+
+// Grant is the power the user holds, as review's rules read it.
+func (u *User) Grant() review.Grant {
+	return review.Grant{Role: u.Role, Scope: u.Scope(), Disabled: u.DisabledAt != nil}
+}
+
+// Principal is the user acting: what the store checks their acts against.
+func (u *User) Principal() review.Principal {
+	return review.Principal{Name: u.Email, UserID: u.ID, Role: u.Role, Scope: u.Scope()}
 }
 
 // MinPasswordLen is the shortest password accepted.
@@ -76,8 +85,9 @@ const (
 	selectUserByID = `SELECT ` + userColumns + ` FROM users WHERE id = ?`
 )
 
-// AddUser creates a console user. The email is unique (case-insensitive).
-func (s *Store) AddUser(ctx context.Context, nu NewUser) (*User, error) {
+// AddUser creates a console user on behalf of by, within what by may grant
+// (review.Principal.CheckUserChange). The email is unique (case-insensitive).
+func (s *Store) AddUser(ctx context.Context, by review.Principal, nu NewUser) (*User, error) {
 	addr, err := mail.ParseAddress(nu.Email)
 	if err != nil || addr.Address != strings.TrimSpace(nu.Email) {
 		return nil, fmt.Errorf("%w: field \"email\": not an email address", review.ErrInvalid)
@@ -99,17 +109,24 @@ func (s *Store) AddUser(ctx context.Context, nu NewUser) (*User, error) {
 	now := s.now()
 	u := &User{ID: newID("usr_", now), Email: email, PasswordHash: string(hash), Role: nu.Role, TenantsText: nu.Scope.String(), CreatedAt: now, UpdatedAt: now}
 	err = s.WithTx(ctx, func(tx *sqlx.Tx) error {
+		by, err := s.actingNow(ctx, tx, by)
+		if err != nil {
+			return err
+		}
+		if err := by.CheckUserChange("", nil, review.Grant{Role: nu.Role, Scope: nu.Scope}); err != nil {
+			return err
+		}
 		if _, err := tx.ExecContext(ctx, s.rebind(insertUser), u.ID, u.Email, u.PasswordHash, string(u.Role), u.TenantsText, now, now); err != nil {
 			if isUnique(err) {
 				return fmt.Errorf("%w: a user with email %s exists", review.ErrConflict, email)
 			}
 			return err
 		}
-		return s.appendEvent(ctx, tx, &AuditEvent{At: now, Actor: nu.Actor, Action: "user.added",
+		return s.appendEvent(ctx, tx, &AuditEvent{At: now, Actor: by.Name, Action: "user.added",
 			Detail: detailJSON(map[string]any{"user_id": u.ID, "email": email, "role": u.Role, "tenants": u.TenantsText})})
 	})
 	if err != nil {
-		if errors.Is(err, review.ErrConflict) {
+		if errors.Is(err, review.ErrConflict) || errors.Is(err, review.ErrForbidden) {
 			return nil, err
 		}
 		return nil, fmt.Errorf("store.AddUser: %w", err)

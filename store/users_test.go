@@ -24,19 +24,19 @@ func TestUsersAndSessions(t *testing.T) {
 			{Email: "a@example.com", Password: "long enough pass", Role: "boss", Scope: review.Scope{All: true}},
 			{Email: "a@example.com", Password: "long enough pass", Role: review.RoleSupport},
 		} {
-			if _, err := s.AddUser(ctx, bad); !errors.Is(err, review.ErrInvalid) {
+			if _, err := s.AddUser(ctx, review.Operator("test"), bad); !errors.Is(err, review.ErrInvalid) {
 				t.Errorf("AddUser(%+v) = %v, want ErrInvalid", bad, err)
 			}
 		}
-		u, err := s.AddUser(ctx, store.NewUser{Email: "Sam@Example.com", Password: "correct horse battery", Role: review.RoleSupport,
-			Scope: review.Scope{Tenants: []string{"acme"}}, Actor: "test"})
+		u, err := s.AddUser(ctx, review.Operator("test"), store.NewUser{Email: "Sam@Example.com", Password: "correct horse battery", Role: review.RoleSupport,
+			Scope: review.Scope{Tenants: []string{"acme"}}})
 		if err != nil {
 			t.Fatal(err)
 		}
 		if u.Email != "sam@example.com" || u.Scope().Allows("other") || !u.Scope().Allows("acme") {
 			t.Fatalf("user = %+v", u)
 		}
-		if _, err := s.AddUser(ctx, store.NewUser{Email: "sam@example.com", Password: "another long one", Role: review.RoleAdmin,
+		if _, err := s.AddUser(ctx, review.Operator("test"), store.NewUser{Email: "sam@example.com", Password: "another long one", Role: review.RoleAdmin,
 			Scope: review.Scope{All: true}}); !errors.Is(err, review.ErrConflict) {
 			t.Fatalf("duplicate email: %v", err)
 		}

@@ -32,6 +32,7 @@ import (
 
 	"github.com/limbo-dev/limbo/handlers"
 	"github.com/limbo-dev/limbo/metrics"
+	"github.com/limbo-dev/limbo/review"
 	"github.com/limbo-dev/limbo/store"
 )
 
@@ -373,7 +374,7 @@ func startBenchServer(ctx context.Context, st *store.Store, log *slog.Logger) (*
 	s := &benchServer{url: "http://" + ln.Addr().String(),
 		srv: &http.Server{Handler: handlers.NewServer(h), ReadHeaderTimeout: 10 * time.Second}}
 	go s.srv.Serve(ln)
-	if s.token, err = st.CreateToken(ctx, benchTenant, "bench", "cli:bench"); err != nil {
+	if s.token, err = st.CreateToken(ctx, review.Operator("cli:bench"), benchTenant, "bench"); err != nil {
 		s.close()
 		return nil, err
 	}

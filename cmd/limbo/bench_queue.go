@@ -47,8 +47,8 @@ func benchQueue(ctx context.Context, st *store.Store, base string, ops, open, n 
 	f.load = time.Since(t0)
 	pw := store.GeneratePassword()
 	email := "bench-reviewer@example.com"
-	if _, err := st.AddUser(ctx, store.NewUser{Email: email, Password: pw, Role: review.RoleReviewer,
-		Scope: review.Scope{All: true}, Actor: "cli:bench"}); err != nil {
+	if _, err := st.AddUser(ctx, review.Operator("cli:bench"), store.NewUser{Email: email, Password: pw, Role: review.RoleReviewer,
+		Scope: review.Scope{All: true}}); err != nil {
 		return nil, err
 	}
 	br, err := benchLogin(ctx, base, email, pw)

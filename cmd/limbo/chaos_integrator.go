@@ -96,7 +96,7 @@ func newIntegrators(ctx context.Context, st *store.Store, o chaosOptions, limboU
 	run := strconv.FormatInt(time.Now().Unix()%1e6, 36) + strconv.FormatUint(rng.Uint64()%1296, 36)
 	for i := range igs {
 		tenant := fmt.Sprintf("chaos-%s-%d", run, i+1)
-		tok, err := st.CreateToken(ctx, tenant, "chaos integration", "cli:chaos")
+		tok, err := st.CreateToken(ctx, review.Operator("cli:chaos"), tenant, "chaos integration")
 		if err != nil {
 			return nil, err
 		}

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 
+	"github.com/limbo-dev/limbo/review"
 	"github.com/limbo-dev/limbo/store"
 )
 
@@ -45,7 +46,7 @@ func cmdTokenCreate(ctx context.Context, args []string, stdout, stderr io.Writer
 		return err
 	}
 	defer st.Close()
-	token, err := st.CreateToken(ctx, *tenant, *name, "cli:"+osUser())
+	token, err := st.CreateToken(ctx, review.Operator("cli:"+osUser()), *tenant, *name)
 	if err != nil {
 		return err
 	}

@@ -94,7 +94,7 @@ func (d *demo) start(ctx context.Context, st *store.Store, limboURL string, stdo
 	d.srv = &http.Server{Handler: d.sb.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	go d.srv.Serve(d.ln)
 	for _, tenant := range demoTenants[1:] {
-		tok, err := st.CreateToken(ctx, tenant, "demo traffic", "cli:demo")
+		tok, err := st.CreateToken(ctx, review.Operator("cli:demo"), tenant, "demo traffic")
 		if err != nil {
 			return err
 		}
@@ -313,7 +313,7 @@ func (f *demoFlow) trouble(ctx context.Context, action string, err error) {
 // seedDemo creates the demo tenant's token, seeds the demo operations and
 // prints how to use the token. It returns the token.
 func seedDemo(ctx context.Context, st *store.Store, url string, stdout io.Writer) (string, error) {
-	token, err := st.CreateToken(ctx, "demo", "demo", "cli:demo")
+	token, err := st.CreateToken(ctx, review.Operator("cli:demo"), "demo", "demo")
 	if err != nil {
 		return "", err
 	}
@@ -344,7 +344,7 @@ func seedDemoUsers(ctx context.Context, st *store.Store) (string, error) {
 	var b strings.Builder
 	for _, r := range review.AllRoles() {
 		email, pw := string(r)+"@demo.example", string(r)+"-demo-password"
-		_, err := st.AddUser(ctx, store.NewUser{Email: email, Password: pw, Role: r, Scope: review.Scope{All: true}, Actor: "cli:demo"})
+		_, err := st.AddUser(ctx, review.Operator("cli:demo"), store.NewUser{Email: email, Password: pw, Role: r, Scope: review.Scope{All: true}})
 		if err != nil && !errors.Is(err, review.ErrConflict) {
 			return "", err
 		}

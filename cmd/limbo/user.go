@@ -41,7 +41,7 @@ func cmdUserAdd(ctx context.Context, args []string, stdin io.Reader, stdout, std
 		return err
 	}
 	defer st.Close()
-	u, err := st.AddUser(ctx, store.NewUser{Email: *email, Password: password, Role: review.Role(*role), Scope: scope, Actor: "cli:" + osUser()})
+	u, err := st.AddUser(ctx, review.Operator("cli:"+osUser()), store.NewUser{Email: *email, Password: password, Role: review.Role(*role), Scope: scope})
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,237 @@
+package store_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+
+	"github.com/limbo-dev/limbo/review"
+	"github.com/limbo-dev/limbo/store"
+	"github.com/limbo-dev/limbo/store/storetest"
+)
+
+func addUser(t *testing.T, s *store.Store, email string, role review.Role, scope string) *store.User {
+	t.Helper()
+	sc, err := review.ParseScope(scope)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, err := s.AddUser(context.Background(), review.Operator("test"), store.NewUser{Email: email, Password: "correct horse battery", Role: role, Scope: sc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u
+}
+
+// TestScopedAdminStaysInScope replays the review's attack: an admin of
+// tenant tb listed every tenant's users, disabled a ta reviewer, created
+// all-tenants users and gave itself role=admin, tenants=*. Each step is
+// refused where the data is read and written, whoever calls the store.
+func TestScopedAdminStaysInScope(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		ctx := context.Background()
+		s := storetest.Open(t, e, store.Options{})
+		root := addUser(t, s, "root@example.com", review.RoleAdmin, "*")
+		tbAdmin := addUser(t, s, "tb-admin@example.com", review.RoleAdmin, "tb")
+		taRev := addUser(t, s, "ta-rev@example.com", review.RoleReviewer, "ta")
+		tbRev := addUser(t, s, "tb-rev@example.com", review.RoleReviewer, "tb")
+		both := addUser(t, s, "both@example.com", review.RoleSupport, "ta,tb")
+		by := tbAdmin.Principal()
+
+		us, err := s.ListUsers(ctx, by)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var seen []string
+		for _, u := range us {
+			seen = append(seen, u.Email)
+		}
+		if want := []string{"tb-admin@example.com", "tb-rev@example.com"}; !slices.Equal(seen, want) {
+			t.Errorf("tb admin lists %v, want %v", seen, want)
+		}
+
+		for _, u := range []*store.User{taRev, both, root} {
+			_, err := s.UpdateUser(ctx, by, u.ID, store.UserChange{Role: u.Role, Scope: u.Scope(), Disabled: true})
+			if !errors.Is(err, review.ErrNotFound) {
+				t.Errorf("tb admin disables %s: %v, want not found", u.Email, err)
+			}
+		}
+		for _, nu := range []store.NewUser{
+			{Email: "all@example.com", Role: review.RoleReviewer, Scope: review.Scope{All: true}},
+			{Email: "ta2@example.com", Role: review.RoleReviewer, Scope: review.Scope{Tenants: []string{"ta"}}},
+			{Email: "adm2@example.com", Role: review.RoleAdmin, Scope: review.Scope{Tenants: []string{"tb"}}},
+		} {
+			nu.Password = "correct horse battery"
+			if _, err := s.AddUser(ctx, by, nu); !errors.Is(err, review.ErrForbidden) {
+				t.Errorf("tb admin adds %s (%s, %s): %v, want forbidden", nu.Email, nu.Role, nu.Scope, err)
+			}
+		}
+		if _, err := s.UpdateUser(ctx, by, tbAdmin.ID, store.UserChange{Role: review.RoleAdmin, Scope: review.Scope{All: true}}); !errors.Is(err, review.ErrForbidden) {
+			t.Errorf("tb admin widens itself to *: %v, want forbidden", err)
+		}
+		if _, err := s.UpdateUser(ctx, by, tbRev.ID, store.UserChange{Role: review.RoleAdmin, Scope: review.Scope{Tenants: []string{"tb"}}}); !errors.Is(err, review.ErrForbidden) {
+			t.Errorf("tb admin promotes its reviewer to admin: %v, want forbidden", err)
+		}
+		if _, err := s.UpdateUser(ctx, by, tbRev.ID, store.UserChange{Role: review.RoleReviewer, Scope: review.Scope{Tenants: []string{"ta", "tb"}}}); !errors.Is(err, review.ErrForbidden) {
+			t.Errorf("tb admin widens its reviewer to ta: %v, want forbidden", err)
+		}
+		// What stays allowed: its own tenant's users, within its tenant.
+		if _, err := s.AddUser(ctx, by, store.NewUser{Email: "tb-new@example.com", Password: "correct horse battery", Role: review.RoleSupport,
+			Scope: review.Scope{Tenants: []string{"tb"}}}); err != nil {
+			t.Errorf("tb admin adds a tb support user: %v", err)
+		}
+		if _, err := s.UpdateUser(ctx, by, tbRev.ID, store.UserChange{Role: review.RoleSupport, Scope: review.Scope{Tenants: []string{"tb"}}, Disabled: true}); err != nil {
+			t.Errorf("tb admin disables its reviewer: %v", err)
+		}
+		// Nothing of the refused acts was written.
+		for _, u := range []*store.User{taRev, both, root, tbAdmin} {
+			got, err := s.UserByID(ctx, u.ID)
+			if err != nil || got.DisabledAt != nil || got.Role != u.Role || got.TenantsText != u.TenantsText {
+				t.Errorf("%s changed: %+v %v", u.Email, got, err)
+			}
+		}
+		for _, email := range []string{"all@example.com", "ta2@example.com", "adm2@example.com"} {
+			if _, err := s.UserByEmail(ctx, email); !errors.Is(err, review.ErrNotFound) {
+				t.Errorf("%s was created: %v", email, err)
+			}
+		}
+
+		// Tokens: only its tenant's, listed, made and revoked.
+		taTok, err := s.CreateToken(ctx, review.Operator("test"), "ta", "ta")
+		if err != nil || taTok == "" {
+			t.Fatal(err)
+		}
+		if _, err := s.CreateToken(ctx, by, "ta", "mine now"); !errors.Is(err, review.ErrForbidden) {
+			t.Errorf("tb admin makes a ta token: %v", err)
+		}
+		if _, err := s.CreateToken(ctx, by, "tb", "ok"); err != nil {
+			t.Errorf("tb admin makes a tb token: %v", err)
+		}
+		toks, _ := s.ListTokens(ctx, review.Operator("test"))
+		mine, _ := s.ListTokens(ctx, by)
+		if len(toks) != 2 || len(mine) != 1 || mine[0].Tenant != "tb" {
+			t.Fatalf("tokens: all %+v, tb admin's %+v", toks, mine)
+		}
+		for _, tk := range toks {
+			if tk.Tenant == "ta" {
+				if err := s.RevokeToken(ctx, by, tk.ID); !errors.Is(err, review.ErrNotFound) {
+					t.Errorf("tb admin revokes a ta token: %v", err)
+				}
+			}
+		}
+		if _, err := s.TenantForToken(ctx, taTok); err != nil {
+			t.Errorf("the ta token was revoked: %v", err)
+		}
+		if _, err := s.ListTokens(ctx, tbRev.Principal()); !errors.Is(err, review.ErrForbidden) {
+			t.Errorf("a reviewer lists tokens: %v", err)
+		}
+	})
+}
+
+// TestAdminActsOnItsCurrentGrant: the principal comes from a session read
+// when the request began; an admin demoted or disabled since then cannot
+// finish an act its old grant allowed.
+func TestAdminActsOnItsCurrentGrant(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		ctx := context.Background()
+		s := storetest.Open(t, e, store.Options{})
+		root := addUser(t, s, "root@example.com", review.RoleAdmin, "*")
+		other := addUser(t, s, "other@example.com", review.RoleAdmin, "*")
+		rev := addUser(t, s, "rev@example.com", review.RoleReviewer, "ta")
+		stale := other.Principal() // as its session said
+		if _, err := s.UpdateUser(ctx, root.Principal(), other.ID, store.UserChange{Role: review.RoleAdmin, Scope: review.Scope{Tenants: []string{"tb"}}}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.UpdateUser(ctx, stale, rev.ID, store.UserChange{Role: review.RoleReviewer, Scope: review.Scope{All: true}}); !errors.Is(err, review.ErrNotFound) && !errors.Is(err, review.ErrForbidden) {
+			t.Errorf("a narrowed admin still acts on its old grant: %v", err)
+		}
+		if _, err := s.CreateToken(ctx, stale, "ta", "x"); !errors.Is(err, review.ErrForbidden) {
+			t.Errorf("a narrowed admin makes a ta token: %v", err)
+		}
+		if _, err := s.UpdateUser(ctx, root.Principal(), other.ID, store.UserChange{Role: review.RoleAdmin, Scope: review.Scope{All: true}, Disabled: true}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.AddUser(ctx, stale, store.NewUser{Email: "x@example.com", Password: "correct horse battery", Role: review.RoleSupport, Scope: review.Scope{All: true}}); !errors.Is(err, review.ErrForbidden) {
+			t.Errorf("a disabled admin adds a user: %v", err)
+		}
+	})
+}
+
+// TestLastRootAdminRemains: the last enabled all-tenants admin cannot be
+// demoted, narrowed or disabled — and two admins demoting each other at
+// the same moment leave one of them standing.
+func TestLastRootAdminRemains(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		ctx := context.Background()
+		s := storetest.Open(t, e, store.Options{})
+		a := addUser(t, s, "a@example.com", review.RoleAdmin, "*")
+		b := addUser(t, s, "b@example.com", review.RoleAdmin, "*")
+		if _, err := s.UpdateUser(ctx, a.Principal(), b.ID, store.UserChange{Role: review.RoleReviewer, Scope: review.Scope{All: true}}); err != nil {
+			t.Fatalf("demoting one of two root admins: %v", err)
+		}
+		op := review.Operator("cli:root")
+		for _, ch := range []store.UserChange{
+			{Role: review.RoleReviewer, Scope: review.Scope{All: true}},
+			{Role: review.RoleAdmin, Scope: review.Scope{Tenants: []string{"ta"}}},
+			{Role: review.RoleAdmin, Scope: review.Scope{All: true}, Disabled: true},
+		} {
+			if _, err := s.UpdateUser(ctx, op, a.ID, ch); !errors.Is(err, review.ErrForbidden) {
+				t.Errorf("changing the last root admin to %+v: %v, want forbidden", ch, err)
+			}
+		}
+		if got, _ := s.UserByID(ctx, a.ID); !got.Grant().IsRootAdmin() {
+			t.Fatalf("the last root admin is now %+v", got)
+		}
+
+		// Two root admins demote each other at once, round after round:
+		// exactly one succeeds, and one root admin always remains.
+		for round := 0; round < 5; round++ {
+			x := addUser(t, s, fmt.Sprintf("x%d@example.com", round), review.RoleAdmin, "*")
+			// a and x are the only root admins now.
+			var wg sync.WaitGroup
+			errs := make([]error, 2)
+			pairs := [][2]*store.User{{a, x}, {x, a}}
+			for i, p := range pairs {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					_, errs[i] = s.UpdateUser(ctx, p[0].Principal(), p[1].ID, store.UserChange{Role: review.RoleReviewer, Scope: review.Scope{All: true}})
+				}()
+			}
+			wg.Wait()
+			won := 0
+			for _, err := range errs {
+				switch {
+				case err == nil:
+					won++
+				case errors.Is(err, review.ErrForbidden):
+				default:
+					t.Fatalf("round %d: %v", round, err)
+				}
+			}
+			if won != 1 {
+				t.Fatalf("round %d: %d demotions succeeded (%v), want 1", round, won, errs)
+			}
+			ga, _ := s.UserByID(ctx, a.ID)
+			gx, _ := s.UserByID(ctx, x.ID)
+			if ga.Grant().IsRootAdmin() == gx.Grant().IsRootAdmin() {
+				t.Fatalf("round %d: root admins afterwards: a %v, x %v", round, ga.Grant().IsRootAdmin(), gx.Grant().IsRootAdmin())
+			}
+			if !ga.Grant().IsRootAdmin() { // keep a as the survivor for the next round
+				if _, err := s.UpdateUser(ctx, gx.Principal(), a.ID, store.UserChange{Role: review.RoleAdmin, Scope: review.Scope{All: true}}); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := s.UpdateUser(ctx, ga.Principal(), x.ID, store.UserChange{Role: review.RoleReviewer, Scope: review.Scope{All: true}}); err != nil {
+					// ga is a reviewer now: the operator does it.
+					if _, err := s.UpdateUser(ctx, op, x.ID, store.UserChange{Role: review.RoleReviewer, Scope: review.Scope{All: true}}); err != nil {
+						t.Fatal(err)
+					}
+				}
+				a, _ = s.UserByID(ctx, a.ID)
+			}
+		}
+	})
+}
