@@ -43,26 +43,49 @@ type Worker struct {
 }
 
 // New returns a worker with sensible defaults. A nil client means
-// NewClient(): 10 s timeout, no redirects, link-local addresses refused.
+// NewClient under the store's webhooks.allow_internal: the policy the
+// store checked endpoints against when they were added.
 func New(st *store.Store, owner string, log *slog.Logger, client *http.Client) *Worker {
 	if log == nil {
 		log = slog.Default()
 	}
 	if client == nil {
-		client = NewClient()
+		client = NewClient(store.WebhookPolicy(st.Config()))
 	}
 	return &Worker{Store: st, Owner: owner, Client: client, Lease: 3 * Timeout, Batch: 32, Concurrency: 8, Log: log}
 }
 
 // NewClient returns the HTTP client deliveries use: Timeout per request,
-// redirects answered as they are (a 3xx is not a delivery), and dialling
-// refused to link-local, unspecified and multicast addresses (netguard).
-func NewClient() *http.Client {
-	d := netguard.Dialer(5 * time.Second)
-	tr := &http.Transport{DialContext: d.DialContext, Proxy: nil, MaxIdleConnsPerHost: 4, IdleConnTimeout: 30 * time.Second,
-		TLSHandshakeTimeout: 5 * time.Second, ResponseHeaderTimeout: Timeout}
-	return &http.Client{Transport: tr, Timeout: Timeout,
-		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+// redirects answered as they are (a 3xx is not a delivery), no proxy, and
+// every connection through netguard under policy. https endpoints may
+// reach any public address and the internal ones policy lists; plain http
+// only what policy lists, so a signed decision crosses no network in clear
+// text that the operator did not name.
+func NewClient(policy netguard.Policy) *http.Client { return newClient(policy, nil, nil) }
+
+// newClient is NewClient with netguard's resolver and dialer injected (nil:
+// the system's), so a test can see what would be dialled without a packet.
+func newClient(policy netguard.Policy, resolve netguard.Resolver, dial netguard.DialFunc) *http.Client {
+	transport := func(listedOnly bool) *http.Transport {
+		tr := netguard.Transport(&netguard.Guard{Policy: policy, ListedOnly: listedOnly, Resolve: resolve, Dial: dial,
+			Timeout: 5 * time.Second})
+		tr.MaxIdleConnsPerHost, tr.ResponseHeaderTimeout = 4, Timeout
+		return tr
+	}
+	rt := &byScheme{https: transport(false), http: transport(true)}
+	return &http.Client{Transport: rt, Timeout: Timeout, CheckRedirect: netguard.NoRedirects}
+}
+
+// byScheme sends http requests and https ones through their own
+// transports: the guard that dials cannot see the scheme, and pooled
+// connections must not cross from one to the other.
+type byScheme struct{ https, http *http.Transport }
+
+func (b *byScheme) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.URL.Scheme == "http" {
+		return b.http.RoundTrip(req)
+	}
+	return b.https.RoundTrip(req)
 }
 
 // Run delivers every interval until ctx ends, draining full batches at once.
@@ -102,6 +125,11 @@ func (w *Worker) deliver(ctx context.Context, c store.DeliveryClaim) {
 		// lease expires and the message is tried again.
 		return
 	}
+	if sendErr != nil {
+		// The raw error, with the addresses and ports it names, only here:
+		// the history records its class (store.CompleteDelivery).
+		w.Log.Debug("outbox: delivery failed", "outbox_id", c.ID, "endpoint_id", c.EndpointID, "err", sendErr)
+	}
 	m, err := w.Store.CompleteDelivery(ctx, c, status, sendErr, took)
 	if err != nil {
 		w.Log.Warn("outbox: delivery not recorded", "outbox_id", c.ID, "endpoint_id", c.EndpointID, "err", err)
@@ -130,6 +158,11 @@ func (w *Worker) send(ctx context.Context, c store.DeliveryClaim) (int, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.URL, bytes.NewReader(body))
 	if err != nil {
 		return 0, err
+	}
+	if req.URL.User != nil {
+		// Stored before credentials were refused: the client would send
+		// them as Basic authentication. Refused instead, as policy.
+		return 0, &netguard.Refusal{Host: req.URL.Hostname(), Rule: netguard.RuleUserInfo}
 	}
 	req.Header = h
 	req.Header.Set("Content-Type", "application/json")

@@ -8,11 +8,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
 	"strings"
+	"sync"
 	"text/template"
 	"time"
 
@@ -20,25 +20,41 @@ import (
 	"github.com/limbo-dev/limbo/review"
 )
 
-// Prober sends the configured probes.
+// Prober sends the configured probes, each through netguard under its
+// destination's allow_internal list.
 type Prober struct {
-	cfg    *review.Config
-	strict *http.Client // refuses link-local addresses
-	open   *http.Client // for destinations that allow them
+	cfg *review.Config
+
+	mu sync.Mutex
+	// clients by allow-list (netguard.Policy.Key): a connection opened
+	// under one destination's allow-list is never reused for another's.
+	clients map[string]*http.Client
 }
 
 // NewProber returns a prober for cfg's destinations.
 func NewProber(cfg *review.Config) *Prober {
-	return &Prober{cfg: cfg, strict: newClient(false), open: newClient(true)}
+	return &Prober{cfg: cfg, clients: map[string]*http.Client{}}
 }
 
-func newClient(allowLinkLocal bool) *http.Client {
-	d := &net.Dialer{Timeout: 5 * time.Second}
-	if !allowLinkLocal {
-		d = netguard.Dialer(5 * time.Second)
+// policy is the netguard policy of a destination's allow-list.
+func policy(a review.AllowList) netguard.Policy {
+	return netguard.Policy{Prefixes: a.Prefixes, Hosts: a.Hosts}
+}
+
+// client returns the HTTP client for a destination's allow-list: dialling
+// only what netguard allows, no proxy, redirects never followed.
+func (p *Prober) client(a review.AllowList) *http.Client {
+	pol := policy(a)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	c, ok := p.clients[pol.Key()]
+	if !ok {
+		tr := netguard.Transport(&netguard.Guard{Policy: pol, Timeout: 5 * time.Second})
+		tr.MaxIdleConnsPerHost = 16
+		c = &http.Client{Transport: tr, CheckRedirect: netguard.NoRedirects}
+		p.clients[pol.Key()] = c
 	}
-	tr := &http.Transport{DialContext: d.DialContext, MaxIdleConnsPerHost: 16, IdleConnTimeout: 30 * time.Second}
-	return &http.Client{Transport: tr, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	return c
 }
 
 // probeFields are the operation's fields a probe URL template may use,
@@ -68,7 +84,7 @@ func (p *Prober) Probe(ctx context.Context, op *review.Operation, d review.Desti
 	f := fieldsOf(op)
 	timed := func(kind review.ProbeKind, pr *review.Probe) review.ProbeResult {
 		start := time.Now()
-		r := p.send(ctx, kind, pr, f, d.AllowLinkLocal)
+		r := p.send(ctx, kind, pr, f, d.AllowInternal)
 		r.Took = time.Since(start)
 		return r
 	}
@@ -81,13 +97,21 @@ func (p *Prober) Probe(ctx context.Context, op *review.Operation, d review.Desti
 	return out
 }
 
-func (p *Prober) send(ctx context.Context, kind review.ProbeKind, pr *review.Probe, f probeFields, allowLinkLocal bool) review.ProbeResult {
+func (p *Prober) send(ctx context.Context, kind review.ProbeKind, pr *review.Probe, f probeFields, allow review.AllowList) review.ProbeResult {
 	res := review.ProbeResult{Kind: kind, At: time.Now().UTC()}
 	fail := func(format string, args ...any) review.ProbeResult {
 		res.Err = fmt.Sprintf(format, args...)
 		return res
 	}
-	body, status, err := p.get(ctx, pr, f, allowLinkLocal)
+	body, status, err := p.get(ctx, pr, f, allow)
+	var reqErr *requestError
+	if errors.As(err, &reqErr) {
+		// The request itself failed: recorded by its class and a fixed
+		// message, as webhook deliveries are, never the raw dial error.
+		class, msg := netguard.Explain(reqErr.err)
+		res.Class, res.Err = string(class), msg
+		return res
+	}
 	if err != nil {
 		return fail("%v", err)
 	}
@@ -96,7 +120,9 @@ func (p *Prober) send(ctx context.Context, kind review.ProbeKind, pr *review.Pro
 		res.NotFound = true
 		return res
 	case status < 200 || status > 299:
-		return fail("HTTP %d", status)
+		class, msg := netguard.Status(status)
+		res.Class, res.Err = string(class), msg
+		return res
 	}
 	cands, err := candidates(body, pr.Candidates)
 	if err != nil {
@@ -177,7 +203,7 @@ func (p *Prober) Job(ctx context.Context, op *review.Operation, d review.Destina
 	if pr == nil || f.JobRef == "" {
 		return nil, errors.New("no job probe or no job ref")
 	}
-	body, status, err := p.get(ctx, pr, f, d.AllowLinkLocal)
+	body, status, err := p.get(ctx, pr, f, d.AllowInternal)
 	if err != nil {
 		return nil, err
 	}
@@ -201,8 +227,15 @@ func (p *Prober) Job(ctx context.Context, op *review.Operation, d review.Destina
 		InputVersion: cmp.Or(ans.InputVersion, ans.LogicalVersion)}, nil
 }
 
+// requestError is a probe request that got no answer: refused by
+// netguard, or a DNS, connection, TLS or timeout failure.
+type requestError struct{ err error }
+
+func (e *requestError) Error() string { return e.err.Error() }
+func (e *requestError) Unwrap() error { return e.err }
+
 // get sends one probe request and reads its answer (at most 4 MiB).
-func (p *Prober) get(ctx context.Context, pr *review.Probe, f probeFields, allowLinkLocal bool) ([]byte, int, error) {
+func (p *Prober) get(ctx context.Context, pr *review.Probe, f probeFields, allow review.AllowList) ([]byte, int, error) {
 	tmpl, err := template.New("url").Option("missingkey=error").Parse(pr.URL)
 	if err != nil {
 		return nil, 0, fmt.Errorf("url template: %v", err)
@@ -229,13 +262,9 @@ func (p *Prober) get(ctx context.Context, pr *review.Probe, f probeFields, allow
 	if pr.AuthHeader != "" && pr.AuthEnv != "" {
 		req.Header.Set(pr.AuthHeader, os.Getenv(pr.AuthEnv))
 	}
-	client := p.strict
-	if allowLinkLocal {
-		client = p.open
-	}
-	resp, err := client.Do(req)
+	resp, err := p.client(allow).Do(req)
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, &requestError{err}
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))

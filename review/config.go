@@ -47,8 +47,18 @@ type Config struct {
 	// RedactFields are payload members shown redacted on case pages until
 	// a person asks (audited) to reveal them: card numbers, emails, …
 	RedactFields []string `yaml:"redact_fields"`
+	// Webhooks configures the decision webhooks Limbo sends.
+	Webhooks Webhooks `yaml:"webhooks"`
 	// Source is the file's text as read (for the read-only admin view).
 	Source string `yaml:"-"`
+}
+
+// Webhooks configures outbound decision webhooks.
+type Webhooks struct {
+	// AllowInternal lists the internal targets webhook endpoints may name
+	// (CIDRs or host names); every other internal address is refused, and
+	// plain http is accepted only for targets listed here.
+	AllowInternal AllowList `yaml:"allow_internal"`
 }
 
 // RetryBudget is the per-destination retry budget: retries ≤ Ratio × first
@@ -93,9 +103,14 @@ type Destination struct {
 	// ProbeConcurrency is the probe traffic reserved for this destination,
 	// apart from attempts, so a retry storm cannot starve reconciliation.
 	ProbeConcurrency int `yaml:"probe_concurrency"`
-	// AllowLinkLocal lets probes reach link-local addresses (cloud metadata
-	// services live there); off by default.
-	AllowLinkLocal bool `yaml:"allow_link_local"`
+	// AllowInternal lists the internal targets (CIDRs or host names) this
+	// destination's probes may reach; every other loopback, private,
+	// link-local, … address is refused at dial time.
+	AllowInternal AllowList `yaml:"allow_internal"`
+	// RemovedAllowLinkLocal catches the old allow_link_local key, so that
+	// a file still carrying it fails with what to write instead rather
+	// than as an unknown key.
+	RemovedAllowLinkLocal *bool `yaml:"allow_link_local"`
 	// WebhookSecrets verify the destination's signed webhooks at
 	// POST /api/v1/inbound/{destination} (several, for key rotation).
 	// WebhookSecretEnv names an environment variable holding one more.
@@ -210,6 +225,11 @@ func (c *Config) validate() error {
 		}
 		if d.Concurrency < 0 || d.PerCredential < 0 || d.PerModel < 0 {
 			return fmt.Errorf("%w: config: destination %q: limits must not be negative", ErrInvalid, n)
+		}
+		if d.RemovedAllowLinkLocal != nil {
+			return fmt.Errorf("%w: config: destination %q: allow_link_local is no longer read: remove it, and list the internal "+
+				"targets this destination's probes may reach under allow_internal instead, e.g. allow_internal: [169.254.169.254] "+
+				"or allow_internal: [10.0.0.0/8, files.internal]", ErrInvalid, n)
 		}
 		if d.KeyRetention < 0 || d.SearchLag < 0 {
 			return fmt.Errorf("%w: config: destination %q: key_retention and search_lag must not be negative", ErrInvalid, n)

@@ -2,6 +2,7 @@ package review
 
 import (
 	"errors"
+	"net/netip"
 	"os"
 	"reflect"
 	"strings"
@@ -115,7 +116,8 @@ func TestParseConfigExampleFile(t *testing.T) {
 	case !files.HonoursKeys, files.KeyRetention == 0, !files.ConflictMeansInProgress, len(files.QuotaCodes) == 0,
 		len(files.Errors) == 0, len(files.Actions) == 0, files.Concurrency == 0, files.PerCredential == 0,
 		files.Lease == 0, files.SearchLag == 0, files.Probes.Status == nil, files.Probes.Search == nil,
-		files.Probes.Job == nil, files.ProbeConcurrency == 0, len(files.WebhookSecrets) == 0, files.WebhookSecretEnv == "":
+		files.Probes.Job == nil, files.ProbeConcurrency == 0, len(files.WebhookSecrets) == 0, files.WebhookSecretEnv == "",
+		files.AllowInternal.Empty():
 		t.Errorf("example destination files leaves a field unset: %+v", files)
 	}
 	for name, p := range map[string]*Probe{"status": files.Probes.Status, "search": files.Probes.Search} {
@@ -172,6 +174,16 @@ func TestParseConfigRejects(t *testing.T) {
 		{"wrong type", "destinations:\n  files:\n    honours_keys: sometimes", "line 3"},
 		{"status as a YAML number is rejected, not misread", "destinations:\n  files:\n    errors:\n      4.04: retry", "4.04"},
 		{"not a mapping", "- a\n- b", ""},
+		{"allow_link_local says what to write instead", "destinations:\n  files:\n    allow_link_local: true", "allow_internal: [169.254.169.254]"},
+		{"allow_link_local false too", "destinations:\n  files:\n    allow_link_local: false", "allow_link_local is no longer read"},
+		{"allow_internal not a list", "destinations:\n  files:\n    allow_internal: 10.0.0.0/8", "line 3"},
+		{"allow_internal bad CIDR", "destinations:\n  files:\n    allow_internal: [10.0.0.0/33]", "10.0.0.0/33"},
+		{"allow_internal host bits", "webhooks:\n  allow_internal: [10.0.0.5/8]", "did you mean 10.0.0.0/8"},
+		{"allow_internal URL", "webhooks:\n  allow_internal: [\"http://hooks.internal\"]", "plain host name"},
+		{"allow_internal port", "webhooks:\n  allow_internal: [\"hooks.internal:8443\"]", "hooks.internal:8443"},
+		{"allow_internal wildcard", "webhooks:\n  allow_internal: [\"*.internal\"]", "wildcard"},
+		{"allow_internal zone", "webhooks:\n  allow_internal: [\"fe80::1%eth0\"]", "zone"},
+		{"unknown webhooks key", "webhooks:\n  allow: [a]", "allow"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -338,5 +350,33 @@ func TestParseConfig409NeedsKeys(t *testing.T) {
 		if got := Decide(in); got.State == RetryWait {
 			t.Errorf("%s: 409 on a destination that does not honour keys is retried (%s)", risk, got.Reason)
 		}
+	}
+}
+
+// TestParseConfigAllowInternal: CIDRs, single addresses and host names are
+// read per destination and for webhooks; names are lower-cased.
+func TestParseConfigAllowInternal(t *testing.T) {
+	c, err := ParseConfig([]byte(`
+destinations:
+  files:
+    allow_internal: [10.20.0.0/16, 169.254.169.254, "fd00::/8", Files.Internal.]
+webhooks:
+  allow_internal: [hooks.internal, 127.0.0.1, "::1"]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := AllowList{Prefixes: []netip.Prefix{netip.MustParsePrefix("10.20.0.0/16"), netip.MustParsePrefix("169.254.169.254/32"),
+		netip.MustParsePrefix("fd00::/8")}, Hosts: []string{"files.internal"}}
+	if got := c.Destination("files").AllowInternal; !reflect.DeepEqual(got, want) {
+		t.Errorf("files allow_internal = %+v, want %+v", got, want)
+	}
+	want = AllowList{Prefixes: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32"), netip.MustParsePrefix("::1/128")},
+		Hosts: []string{"hooks.internal"}}
+	if got := c.Webhooks.AllowInternal; !reflect.DeepEqual(got, want) {
+		t.Errorf("webhooks allow_internal = %+v, want %+v", got, want)
+	}
+	if !c.Destination("mail").AllowInternal.Empty() || !(&Config{}).Webhooks.AllowInternal.Empty() {
+		t.Error("an unlisted destination or an empty file allows something internal")
 	}
 }

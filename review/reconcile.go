@@ -21,6 +21,10 @@ type ProbeResult struct {
 	// Err is set when the probe failed (timeout, 5xx, unreadable answer):
 	// a failed probe proves nothing either way.
 	Err string
+	// Class is the class of a failed request (netguard's: policy, dns,
+	// connect, tls, timeout, http_status), Err then its fixed message;
+	// empty when the request was answered but the answer was unusable.
+	Class string
 	// NotFound: a status lookup answered that the ref does not exist.
 	NotFound   bool
 	Candidates []Candidate
@@ -97,7 +101,11 @@ func Settle(in SettleInput) Settlement {
 	for _, r := range in.Results {
 		if r.Err != "" {
 			failed++
-			st.Evidence = append(st.Evidence, r.Evidence(op, VerdictInconclusive, fmt.Sprintf("%s probe failed: %s", r.Kind, r.Err)))
+			note := fmt.Sprintf("%s probe failed: %s", r.Kind, r.Err)
+			if r.Class != "" {
+				note = fmt.Sprintf("%s probe failed (%s): %s", r.Kind, r.Class, r.Err)
+			}
+			st.Evidence = append(st.Evidence, r.Evidence(op, VerdictInconclusive, note))
 			continue
 		}
 		m, o, f := sortCandidates(op, r.Candidates)

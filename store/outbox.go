@@ -12,6 +12,7 @@ import (
 
 	"github.com/jmoiron/sqlx"
 
+	"github.com/limbo-dev/limbo/netguard"
 	"github.com/limbo-dev/limbo/review"
 )
 
@@ -86,8 +87,11 @@ type Delivery struct {
 	N          int       `json:"n" db:"n"`
 	At         time.Time `json:"at" db:"at"`
 	StatusCode int       `json:"status_code" db:"status_code"`
-	Error      string    `json:"error,omitempty" db:"error"`
-	DurationMS int64     `json:"duration_ms" db:"duration_ms"`
+	// ErrorClass is the class of a failed try (netguard.Failure: policy,
+	// dns, connect, tls, timeout, http_status); Error its fixed message.
+	ErrorClass string `json:"error_class,omitempty" db:"error_class"`
+	Error      string `json:"error,omitempty" db:"error"`
+	DurationMS int64  `json:"duration_ms" db:"duration_ms"`
 	// MessageStatus is where the message stands now.
 	MessageStatus string `json:"message_status" db:"message_status"`
 }
@@ -138,15 +142,15 @@ UPDATE outbox SET status = ?, attempts = attempts + 1, next_attempt_at = ?, leas
 WHERE id = ? AND status = 'pending' AND lease_owner = ? AND lease_generation = ?`
 	/* Store.CompleteDelivery */
 	insertDelivery = `
-INSERT INTO webhook_deliveries (id, outbox_id, endpoint_id, tenant, n, at, status_code, error, duration_ms)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`
+INSERT INTO webhook_deliveries (id, outbox_id, endpoint_id, tenant, n, at, status_code, error_class, error, duration_ms)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	/* Store.CompleteDelivery, Store.OutboxMessage */
 	selectOutboxMessage = `SELECT ` + outboxColumns + ` FROM outbox WHERE id = ?`
 	/* Store.EndpointMessages */
 	selectEndpointMessages = `SELECT ` + outboxColumns + ` FROM outbox WHERE endpoint_id = ?`
 	/* Store.DeliveryHistory */
 	selectDeliveries = `
-SELECT d.id, d.outbox_id, d.endpoint_id, o.event_type, o.event_id, d.n, d.at, d.status_code, d.error, d.duration_ms,
+SELECT d.id, d.outbox_id, d.endpoint_id, o.event_type, o.event_id, d.n, d.at, d.status_code, d.error_class, d.error, d.duration_ms,
     o.status AS message_status
 FROM webhook_deliveries d JOIN outbox o ON o.id = d.outbox_id
 WHERE d.endpoint_id = ?`
@@ -246,7 +250,8 @@ func (s *Store) ClaimDeliveries(ctx context.Context, owner string, n int, lease 
 }
 
 // CompleteDelivery records the try a claim made: the receiver's status
-// code (0 when none came) and the error, if any, and how long it took. A
+// code (0 when none came) and the error, if any — as its class and fixed
+// message (netguard.Explain) — and how long it took. A
 // 2xx without error delivers the message. Anything else schedules the next
 // try by exponential backoff with jitter, or — when that would fall past
 // WebhookGiveUpAfter since the message was enqueued, or the endpoint is
@@ -260,11 +265,11 @@ func (s *Store) CompleteDelivery(ctx context.Context, c DeliveryClaim, statusCod
 	err := s.WithTx(ctx, func(tx *sqlx.Tx) error {
 		now := s.now()
 		n := c.Attempts + 1
-		errText := ""
-		if sendErr != nil {
-			errText = sendErr.Error()
-		} else if statusCode < 200 || statusCode > 299 {
-			errText = fmt.Sprintf("HTTP %d", statusCode)
+		// The class and a fixed message, never sendErr's text: that would
+		// show internal addresses and port states in the history.
+		class, errText := netguard.Explain(sendErr)
+		if sendErr == nil && (statusCode < 200 || statusCode > 299) {
+			class, errText = netguard.Status(statusCode)
 		}
 		if len(errText) > 500 {
 			errText = errText[:500]
@@ -296,7 +301,7 @@ func (s *Store) CompleteDelivery(ctx context.Context, c DeliveryClaim, statusCod
 			return ErrDeliveryFenced
 		}
 		if _, err := tx.ExecContext(ctx, s.rebind(insertDelivery), newID("dlv_", now), c.ID, c.EndpointID, c.Tenant, n, now,
-			statusCode, errText, took.Milliseconds()); err != nil {
+			statusCode, string(class), errText, took.Milliseconds()); err != nil {
 			return err
 		}
 		return tx.GetContext(ctx, &out, s.rebind(selectOutboxMessage), c.ID)

@@ -22,6 +22,7 @@ import (
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 
+	"github.com/limbo-dev/limbo/netguard"
 	"github.com/limbo-dev/limbo/review"
 )
 
@@ -47,14 +48,20 @@ type Options struct {
 	Clock review.Clock
 	// Rand feeds backoff jitter; nil means a random source.
 	Rand review.Rand
+	// Resolve looks up the host names of webhook endpoints as they are
+	// added (the policy is Config's webhooks.allow_internal); nil means
+	// the system resolver. Tests pass their own, so no query leaves the
+	// machine.
+	Resolve netguard.Resolver
 }
 
 // Store is Limbo's persistence. Safe for concurrent use.
 type Store struct {
-	db     *sqlx.DB
-	engine Engine
-	cfg    *review.Config
-	clock  review.Clock
+	db      *sqlx.DB
+	engine  Engine
+	cfg     *review.Config
+	clock   review.Clock
+	resolve netguard.Resolver
 
 	randMu sync.Mutex
 	rand   review.Rand
@@ -83,7 +90,7 @@ func (s *Store) FastPath() (hits, misses int64) { return s.fastHits.Load(), s.fa
 // Open connects to url: "sqlite:PATH" or "postgres://…". It asserts the
 // durability settings Limbo relies on; it does not migrate.
 func Open(ctx context.Context, dbURL string, opt Options) (*Store, error) {
-	s := &Store{cfg: opt.Config, clock: opt.Clock, rand: opt.Rand}
+	s := &Store{cfg: opt.Config, clock: opt.Clock, rand: opt.Rand, resolve: opt.Resolve}
 	if s.clock == nil {
 		s.clock = time.Now
 	}

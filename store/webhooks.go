@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"net"
 	"net/url"
 	"slices"
 	"strings"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/jmoiron/sqlx"
 
+	"github.com/limbo-dev/limbo/netguard"
 	"github.com/limbo-dev/limbo/review"
 	"github.com/limbo-dev/limbo/webhook"
 )
@@ -61,7 +61,9 @@ WHERE endpoint_id = ? AND status = 'pending' AND (lease_until IS NULL OR lease_u
 
 // AddWebhookEndpoint adds a receiver of the tenant's decision webhooks and
 // returns it with its secret, generated when none is given: the one time
-// a listing shows it. The URL must be absolute http(s).
+// a listing shows it. The URL must be https (http only for a target
+// webhooks.allow_internal lists), without credentials, and not aimed at an
+// internal address the configuration does not opt in.
 func (s *Store) AddWebhookEndpoint(ctx context.Context, ne NewWebhookEndpoint) (*WebhookEndpoint, error) {
 	tenant := strings.TrimSpace(ne.Tenant)
 	if tenant == "" || len(tenant) > review.MaxFieldLen || strings.ContainsAny(tenant, ",*\n\r\t") {
@@ -70,7 +72,7 @@ func (s *Store) AddWebhookEndpoint(ctx context.Context, ne NewWebhookEndpoint) (
 	if ne.Scope != nil && !slices.Contains(ne.Scope, tenant) {
 		return nil, review.ErrNotFound
 	}
-	u, err := validateWebhookURL(ne.URL)
+	u, err := s.checkWebhookURL(ctx, ne.URL)
 	if err != nil {
 		return nil, err
 	}
@@ -104,23 +106,39 @@ func (s *Store) AddWebhookEndpoint(ctx context.Context, ne NewWebhookEndpoint) (
 	return ep, nil
 }
 
-// validateWebhookURL accepts an absolute http or https URL with a host; an
-// IP literal that is link-local (cloud metadata), unspecified or multicast
-// is refused here already, as the worker would refuse to dial it.
-func validateWebhookURL(raw string) (string, error) {
+// addTimeLookup bounds the lookup of an endpoint's name when it is added.
+const addTimeLookup = 2 * time.Second
+
+// WebhookPolicy is what webhooks.allow_internal opts in, for the outbox
+// worker's client and for the checks here.
+func WebhookPolicy(cfg *review.Config) netguard.Policy {
+	if cfg == nil {
+		return netguard.Policy{}
+	}
+	a := cfg.Webhooks.AllowInternal
+	return netguard.Policy{Prefixes: a.Prefixes, Hosts: a.Hosts}
+}
+
+// checkWebhookURL accepts an absolute https URL with a host — http only
+// for a target webhooks.allow_internal lists — without credentials, whose
+// target netguard would let a delivery reach. It checks now what every
+// delivery checks again at dial time, so that the admin learns at once
+// which rule refuses the URL and how to opt in.
+func (s *Store) checkWebhookURL(ctx context.Context, raw string) (string, error) {
 	raw = strings.TrimSpace(raw)
 	bad := func(why string) (string, error) {
 		return "", fmt.Errorf("%w: field \"url\": %s", review.ErrInvalid, why)
 	}
 	if raw == "" || len(raw) > 2048 {
-		return bad("give an http(s) URL of at most 2048 bytes")
+		return bad("give an https URL of at most 2048 bytes")
 	}
 	u, err := url.Parse(raw)
 	if err != nil {
 		return bad("not a URL")
 	}
-	if scheme := strings.ToLower(u.Scheme); scheme != "http" && scheme != "https" {
-		return bad("must start with http:// or https://")
+	scheme := strings.ToLower(u.Scheme)
+	if scheme != "http" && scheme != "https" {
+		return bad("must start with https://")
 	}
 	if u.Hostname() == "" {
 		return bad("needs a host")
@@ -128,9 +146,30 @@ func validateWebhookURL(raw string) (string, error) {
 	if u.Fragment != "" {
 		return bad("must not carry a #fragment")
 	}
-	if ip := net.ParseIP(u.Hostname()); ip != nil &&
-		(ip.IsLinkLocalUnicast() || ip.IsLinkLocalMulticast() || ip.IsUnspecified() || ip.IsMulticast()) {
-		return bad("link-local, unspecified and multicast addresses are refused")
+	if u.User != nil {
+		// Stored, it would be shown to every admin and written to the
+		// audit trail; the signature already authenticates Limbo.
+		return bad("must not carry credentials (user:password@); the receiver verifies the signature instead")
+	}
+	pol := WebhookPolicy(s.cfg)
+	g := &netguard.Guard{Policy: pol, Resolve: s.resolve, ListedOnly: scheme == "http"}
+	lctx, cancel := context.WithTimeout(ctx, addTimeLookup)
+	defer cancel()
+	err = g.Check(lctx, u.Hostname())
+	var refusal *netguard.Refusal
+	refused := errors.As(err, &refusal)
+	switch {
+	case refused && refusal.Rule != netguard.RuleNotListed:
+		return bad(fmt.Sprintf("%s; to allow it, add it to webhooks.allow_internal in the configuration file", refusal))
+	case refused, err != nil && scheme == "http" && !pol.AllowsHost(u.Hostname()):
+		// Plain http needs a target shown to be listed: a listed name, or
+		// addresses inside listed prefixes. A name that does not resolve
+		// now shows nothing.
+		return bad("use https: plain http is accepted only for targets listed in webhooks.allow_internal in the configuration file")
+	case err != nil:
+		// An https name that does not resolve now is accepted: it may by
+		// the first delivery, and the dial-time guard decides then — at
+		// every delivery, on what the name resolves to at that moment.
 	}
 	return u.String(), nil
 }
@@ -244,6 +283,12 @@ func (s *Store) endpoint(ctx context.Context, q sqlx.QueryerContext, id string, 
 }
 
 func (ep *WebhookEndpoint) fill() {
+	// An endpoint stored before credentials were refused keeps them in its
+	// URL; no listing, page or audit detail shows the password (deliveries
+	// to it are refused by the worker).
+	if u, err := url.Parse(ep.URL); err == nil && u.User != nil {
+		ep.URL = u.Redacted()
+	}
 	ep.CreatedAt = ep.CreatedAt.UTC()
 	if ep.DisabledAt != nil {
 		t := ep.DisabledAt.UTC()

@@ -110,7 +110,7 @@ func TestWebhookEndpoints(t *testing.T) {
 			t.Errorf("generated secret %q: %v", gen.Secret, err)
 		}
 		mine, _ := webhook.NewSecret()
-		given, err := b.s.AddWebhookEndpoint(b.ctx, store.NewWebhookEndpoint{Tenant: tenantA, URL: "http://localhost:9000/h",
+		given, err := b.s.AddWebhookEndpoint(b.ctx, store.NewWebhookEndpoint{Tenant: tenantA, URL: "https://hooks.example:9000/h",
 			Secret: mine, Description: " ops ", Actor: "admin"})
 		if err != nil || given.Secret != mine || given.Description != "ops" {
 			t.Fatalf("add with a secret = %+v, %v", given, err)
@@ -372,7 +372,7 @@ func TestWebhookBackoff(t *testing.T) {
 			t.Fatalf("history has %d tries, want %d", len(hist), tries)
 		}
 		for i, d := range hist {
-			if d.N != tries-i || d.StatusCode != 503 || d.Error != "HTTP 503" || d.DurationMS != 120 ||
+			if d.N != tries-i || d.StatusCode != 503 || d.ErrorClass != "http_status" || d.Error != "HTTP 503" || d.DurationMS != 120 ||
 				d.MessageStatus != store.OutboxFailed || d.EventType != "decision.confirm" {
 				t.Errorf("history[%d] = %+v", i, d)
 			}

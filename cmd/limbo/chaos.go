@@ -18,6 +18,8 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"net/netip"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -248,9 +250,21 @@ func runChaos(ctx context.Context, o chaosOptions) (*chaosSummary, error) {
 // sandboxConfig is the configuration of the "sandbox" destination at base:
 // what it guarantees (keys, 409 for a key in progress, search lag), its
 // probes, and the secret of its webhooks.
+//
+// The sandbox runs in process on loopback, which netguard refuses to
+// every outbound request by default: its probes may reach it only because
+// allow_internal names its address, and only that address.
 func sandboxConfig(base string, honoursKeys bool, searchLag, lease time.Duration, secret string, retryRatio float64) (*review.Config, error) {
 	probe := func(path, candidates string) *review.Probe {
 		return &review.Probe{URL: base + path, Timeout: 5 * time.Second, Candidates: candidates}
+	}
+	u, err := url.Parse(base)
+	if err != nil {
+		return nil, fmt.Errorf("sandbox address %q: %w", base, err)
+	}
+	own, err := netip.ParseAddr(u.Hostname())
+	if err != nil {
+		return nil, fmt.Errorf("sandbox address %q: not an IP address", base)
 	}
 	cfg := &review.Config{
 		Destinations: map[string]review.Destination{sandboxDest: {
@@ -265,6 +279,7 @@ func sandboxConfig(base string, honoursKeys bool, searchLag, lease time.Duration
 				Job:    probe("/jobs/{{.JobRef}}", ""),
 			},
 			WebhookSecrets: []string{secret},
+			AllowInternal:  review.AllowList{Prefixes: []netip.Prefix{netip.PrefixFrom(own, own.BitLen())}},
 		}},
 		RetryBudget: review.RetryBudget{Ratio: retryRatio},
 	}
@@ -297,6 +312,12 @@ func yamlConfig(cfg *review.Config) ([]byte, error) {
 			add("      %s:\n        url: %q\n        timeout: %s\n", p.name, p.p.URL, p.p.Timeout)
 			if p.p.Candidates != "" {
 				add("        candidates: %q\n", p.p.Candidates)
+			}
+		}
+		if !d.AllowInternal.Empty() {
+			add("    allow_internal:\n")
+			for _, a := range d.AllowInternal.Strings() {
+				add("      - %q\n", a)
 			}
 		}
 		if len(d.WebhookSecrets) > 0 {

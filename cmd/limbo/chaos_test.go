@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"log/slog"
 	"math/rand/v2"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -357,4 +358,25 @@ func TestChaosChecksCatchViolations(t *testing.T) {
 		checkAcks(s, ledgerOf(&review.Operation{ID: "gone", Key: "k", PayloadHash: "h"}), []*integrator{{work: []*intention{it}}})
 		broken(t, s, "I6")
 	})
+}
+
+// TestSandboxConfigOptsInItsOwnAddress: the in-process sandbox (demo,
+// chaos, bench) is on loopback, refused by default: its configuration
+// opts in exactly its own address, for its own probes, through the parser.
+func TestSandboxConfigOptsInItsOwnAddress(t *testing.T) {
+	t.Parallel()
+	cfg, err := sandboxConfig("http://127.0.0.1:8090", true, time.Second, time.Minute, "", 0.1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := cfg.Destination(sandboxDest).AllowInternal
+	if len(got.Hosts) != 0 || len(got.Prefixes) != 1 || got.Prefixes[0] != netip.MustParsePrefix("127.0.0.1/32") {
+		t.Errorf("sandbox allow_internal = %+v, want exactly 127.0.0.1", got)
+	}
+	if !cfg.Webhooks.AllowInternal.Empty() {
+		t.Errorf("webhooks allow_internal = %+v, want nothing", cfg.Webhooks.AllowInternal)
+	}
+	if _, err := sandboxConfig("http://localhost:8090", true, time.Second, time.Minute, "", 0.1); err == nil {
+		t.Error("a sandbox named by a host name was accepted; only its own address may be opted in")
+	}
 }

@@ -68,6 +68,9 @@ func newDemo(cfg *review.Config, log *slog.Logger) (*demo, error) {
 		ln.Close()
 		return nil, err
 	}
+	// The sandbox listens on loopback, which every outbound request is
+	// refused by default; sandboxConfig opts its address in for the
+	// sandbox destination's probes (allow_internal), and nothing else.
 	own, err := sandboxConfig(d.sbURL, true, demoFaults.SearchLag, demoLease, d.secret, review.DefaultRetryRatio)
 	if err != nil {
 		ln.Close()

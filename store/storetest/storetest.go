@@ -12,6 +12,8 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"net"
+	"net/netip"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -22,6 +24,7 @@ import (
 	"github.com/jmoiron/sqlx"
 	_ "github.com/lib/pq" // the PostgreSQL driver for admin connections
 
+	"github.com/limbo-dev/limbo/netguard"
 	"github.com/limbo-dev/limbo/store"
 )
 
@@ -148,6 +151,9 @@ func URL(t testing.TB, engine store.Engine) string {
 func Open(t testing.TB, engine store.Engine, opt store.Options) *store.Store {
 	t.Helper()
 	ctx := context.Background()
+	if opt.Resolve == nil {
+		opt.Resolve = Resolver(nil)
+	}
 	s, err := store.Open(ctx, URL(t, engine), opt)
 	if err != nil {
 		t.Fatalf("storetest: open %s: %v", engine, err)
@@ -215,5 +221,30 @@ func Sealed(t testing.TB, s *store.Store) *store.VerifyReport {
 			return rep
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// Resolver is the tests' own DNS, which a store opened by Open uses unless
+// told otherwise: names maps a host to its addresses, localhost is
+// 127.0.0.1 and ::1 unless names says otherwise, and every other name does
+// not resolve. No query leaves the machine.
+func Resolver(names map[string][]string) netguard.Resolver {
+	return func(_ context.Context, _, host string) ([]netip.Addr, error) {
+		ips, ok := names[host]
+		if !ok && host == "localhost" {
+			ips, ok = []string{"127.0.0.1", "::1"}, true
+		}
+		if !ok {
+			return nil, &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}
+		}
+		out := make([]netip.Addr, 0, len(ips))
+		for _, ip := range ips {
+			a, err := netip.ParseAddr(ip)
+			if err != nil {
+				return nil, fmt.Errorf("storetest.Resolver: %s: %v", host, err)
+			}
+			out = append(out, a)
+		}
+		return out, nil
 	}
 }
