@@ -137,6 +137,9 @@ func TestParseConfigExampleFile(t *testing.T) {
 	if c.RetryBudget == (RetryBudget{}) {
 		t.Errorf("example has no retry_budget")
 	}
+	if c.Audit.KeyFile == "" || c.Audit.AnchorDir == "" || c.Audit.SealMax != 60*time.Second {
+		t.Errorf("example audit section = %+v, want every field shown", c.Audit)
+	}
 	if got, want := c.Budget(), (RetryBudget{Ratio: DefaultRetryRatio, Floor: DefaultRetryFloor, Window: DefaultRetryWindow}); got != want {
 		t.Errorf("example retry_budget = %+v, want the documented defaults %+v", got, want)
 	}
@@ -172,6 +175,8 @@ func TestParseConfigRejects(t *testing.T) {
 		{"wrong type", "destinations:\n  files:\n    honours_keys: sometimes", "line 3"},
 		{"status as a YAML number is rejected, not misread", "destinations:\n  files:\n    errors:\n      4.04: retry", "4.04"},
 		{"not a mapping", "- a\n- b", ""},
+		{"unknown audit key", "audit:\n  anchor: /tmp/a", "anchor"},
+		{"heartbeat too short", "audit:\n  seal_max: 1s", "seal_max"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
