@@ -189,3 +189,56 @@ func TestWriterCatchesUp(t *testing.T) {
 		}
 	})
 }
+
+// TestWritersOfTwoInstances: two instances on one database, each with its
+// own anchor directory, each sealing now and then: both directories end up
+// with every checkpoint, whoever sealed it.
+func TestWritersOfTwoInstances(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		ctx := context.Background()
+		clk := storetest.NewClock(t0)
+		url := storetest.URL(t, e)
+		var stores [2]*store.Store
+		var writers [2]*anchor.Writer
+		var logs logBuffer
+		for i := range stores {
+			st, err := store.Open(ctx, url, store.Options{Clock: clk.Now, AuditKey: storetest.AuditKey})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { st.Close() })
+			if err := st.Migrate(ctx); err != nil {
+				t.Fatal(err)
+			}
+			stores[i] = st
+			if writers[i], err = anchor.NewWriter(t.TempDir(), st, logs.logger()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for round, ref := range []string{"a", "b", "c", "d"} {
+			sealer := stores[round%2]
+			register(t, sealer, ref)
+			storetest.Sealed(t, sealer)
+			clk.Advance(time.Second)
+			for _, w := range writers {
+				if err := w.CatchUp(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		db, err := stores[0].CheckpointsAfter(ctx, 0, 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, w := range writers {
+			got, err := anchor.Read(w.Dir())
+			if err != nil || len(got) != len(db) || got[len(got)-1].Hash != db[len(db)-1].Hash {
+				t.Fatalf("instance %d anchored %d of %d checkpoints (%v)", i, len(got), len(db), err)
+			}
+		}
+		if logs.Len() != 0 {
+			t.Fatalf("alarms: %s", logs.String())
+		}
+	})
+}
