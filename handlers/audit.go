@@ -10,6 +10,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/limbo-dev/limbo/anchor"
 	"github.com/limbo-dev/limbo/store"
 	"github.com/limbo-dev/limbo/web"
 )
@@ -68,18 +69,34 @@ func (h *Handlers) AuditPage(c echo.Context) error {
 	return render(c, http.StatusOK, web.AuditPage(v))
 }
 
-// AuditVerify checks the chain and shows the result above the history.
+// AuditVerify checks the chain with the server's public key — against the
+// anchor directory too, when one is configured — and shows the result
+// above the history. The server is running, so the newest checkpoint's age
+// is checked as well: a cut-off tail shows even without an anchor.
 func (h *Handlers) AuditVerify(c echo.Context) error {
-	rep, err := h.Store.VerifyAudit(c.Request().Context(), nil)
+	ctx := c.Request().Context()
+	opt := store.VerifyOptions{PublicKey: h.Store.AuditPublicKey()}
+	if opt.PublicKey == nil {
+		return consoleError(http.StatusServiceUnavailable, "This server has no audit key, so it cannot verify the chain.")
+	}
+	if h.AuditAnchor != "" {
+		anchors, err := anchor.Read(h.AuditAnchor)
+		if err != nil {
+			return err
+		}
+		opt.Anchors = anchors
+	}
+	rep, err := h.Store.VerifyAudit(ctx, opt)
 	if err != nil {
 		return err
 	}
 	f, form, _ := auditFilter(c)
-	evs, _, err := h.Store.SearchAudit(c.Request().Context(), f, 100)
+	evs, _, err := h.Store.SearchAudit(ctx, f, 100)
 	if err != nil {
 		return err
 	}
-	return render(c, http.StatusOK, web.AuditPage(web.AuditView{Nav: nav(c), Form: form, Events: evs, CSVURL: "/audit.csv", Verify: rep}))
+	return render(c, http.StatusOK, web.AuditPage(web.AuditView{Nav: nav(c), Form: form, Events: evs, CSVURL: "/audit.csv",
+		Verify: rep, AnchorDir: h.AuditAnchor}))
 }
 
 // AuditCSV streams the matching events as CSV, oldest first. Cells that a

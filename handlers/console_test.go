@@ -2,7 +2,9 @@ package handlers_test
 
 import (
 	"context"
+	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
@@ -11,6 +13,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/limbo-dev/limbo/anchor"
 	"github.com/limbo-dev/limbo/handlers"
 	"github.com/limbo-dev/limbo/review"
 	"github.com/limbo-dev/limbo/store"
@@ -18,12 +21,16 @@ import (
 )
 
 // consoleServer starts a server with the console on a fresh database and
-// one user per role (password "correct horse battery").
-func consoleServer(t testing.TB, e store.Engine) (*httptest.Server, *store.Store) {
+// one user per role (password "correct horse battery"); with, if given,
+// sets more of the handlers up.
+func consoleServer(t testing.TB, e store.Engine, with ...func(*handlers.Handlers)) (*httptest.Server, *store.Store) {
 	t.Helper()
 	st := storetest.Open(t, e, store.Options{})
 	h := handlers.New(st, nil)
 	h.Console = handlers.NewConsole(make([]byte, 64), make([]byte, 32), false, store.SessionPolicy{})
+	for _, f := range with {
+		f(h)
+	}
 	srv := httptest.NewServer(handlers.NewServer(h))
 	t.Cleanup(srv.Close)
 	for _, r := range review.AllRoles() {
@@ -217,13 +224,56 @@ func TestConsoleAudit(t *testing.T) {
 		if code != 200 || !strings.Contains(body, "'=HYPERLINK") || strings.Contains(body, "\n=") || strings.Contains(body, ",=") {
 			t.Fatalf("CSV export must neutralise formulas: %d\n%s", code, body)
 		}
-		if code, body := mgr.get("/audit/verify"); code != 200 || !strings.Contains(body, "The chain holds") {
-			t.Fatalf("verify: %d", code)
+		keyID := store.AuditKeyID(st.AuditPublicKey())
+		if code, body := mgr.get("/audit/verify"); code != 200 || !strings.Contains(body, "The chain holds") ||
+			!strings.Contains(body, keyID) || !strings.Contains(body, "No anchor directory is configured") {
+			t.Fatalf("verify: %d\n%s", code, body)
 		}
 		sup := newBrowser(t, srv.URL)
 		sup.login("support@example.com")
 		if code, _ := sup.get("/audit"); code != http.StatusForbidden {
 			t.Fatalf("support reads the audit history: %d, want 403", code)
+		}
+	})
+}
+
+// TestConsoleAuditVerifyAnchor: with an anchor directory configured, the
+// console's verification checks against it and says so; a checkpoint
+// deleted from the database is named by its first seq.
+func TestConsoleAuditVerifyAnchor(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		dir := t.TempDir()
+		srv, st := consoleServer(t, e, func(h *handlers.Handlers) { h.AuditAnchor = dir })
+		needsReview(t, st, "doc-1")
+		storetest.Sealed(t, st)
+		w, err := anchor.NewWriter(dir, st, slog.New(slog.NewTextHandler(io.Discard, nil)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := w.CatchUp(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		cps, err := st.CheckpointsAfter(context.Background(), 0, 1000)
+		if err != nil || len(cps) == 0 {
+			t.Fatalf("checkpoints: %v %v", cps, err)
+		}
+		newest := cps[len(cps)-1]
+		mgr := newBrowser(t, srv.URL)
+		mgr.login("manager@example.com")
+		code, body := mgr.get("/audit/verify")
+		if want := fmt.Sprintf("%d anchored checkpoints checked, the newest %d", len(cps), newest.ID); code != 200 ||
+			!strings.Contains(body, "The chain holds") || !strings.Contains(body, dir) || !strings.Contains(body, want) {
+			t.Fatalf("verify with an anchor: %d, want %q\n%s", code, want, body)
+		}
+		if _, err := st.DB().Exec(st.DB().Rebind(`DELETE FROM audit_checkpoints WHERE id = ?`), newest.ID); err != nil {
+			t.Fatal(err)
+		}
+		first, _, _ := strings.Cut(newest.Seqs, "-")
+		first, _, _ = strings.Cut(first, ",")
+		code, body = mgr.get("/audit/verify")
+		if want := "The chain is broken at seq " + first + ":"; code != 200 || !strings.Contains(body, want) {
+			t.Fatalf("verify after deleting checkpoint %d: %d, want %q\n%s", newest.ID, code, want, body)
 		}
 	})
 }

@@ -21,6 +21,9 @@ type Handlers struct {
 	// Console, when set, serves the review console; without it the
 	// console routes answer 404.
 	Console *Console
+	// AuditAnchor, when set, is the directory the sealer copies signed
+	// checkpoints to; the console's chain verification checks against it.
+	AuditAnchor string
 }
 
 // New returns Handlers over s, logging to log.

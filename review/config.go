@@ -49,6 +49,10 @@ type Config struct {
 	RedactFields []string `yaml:"redact_fields"`
 	// Webhooks configures the decision webhooks Limbo sends.
 	Webhooks Webhooks `yaml:"webhooks"`
+	// Audit configures the audit trail's signing key, anchor directory and
+	// heartbeat (serve's --audit-key, --audit-anchor and --audit-seal-max
+	// win over these).
+	Audit AuditConfig `yaml:"audit"`
 	// Source is the file's text as read (for the read-only admin view).
 	Source string `yaml:"-"`
 }
@@ -60,6 +64,22 @@ type Webhooks struct {
 	// plain http is accepted only for targets listed here.
 	AllowInternal AllowList `yaml:"allow_internal"`
 }
+
+// AuditConfig is the audit section of the configuration file.
+type AuditConfig struct {
+	// KeyFile holds the Ed25519 key that signs checkpoints (relative to the
+	// configuration file's directory).
+	KeyFile string `yaml:"key_file"`
+	// AnchorDir receives a copy of every signed checkpoint, outside the
+	// database.
+	AnchorDir string `yaml:"anchor_dir"`
+	// SealMax: a checkpoint at least this often, even when idle.
+	SealMax time.Duration `yaml:"seal_max"`
+}
+
+// MinSealMax is the shortest heartbeat interval: the sealer runs about once
+// a second and writes a heartbeat at half the interval.
+const MinSealMax = 2 * time.Second
 
 // RetryBudget is the per-destination retry budget: retries ≤ Ratio × first
 // attempts over Window, but always at least Floor.
@@ -209,6 +229,9 @@ func (c *Config) validate() error {
 	}
 	if c.RetryBudget.Floor < 0 || c.RetryBudget.Window < 0 {
 		return fmt.Errorf("%w: config: retry_budget.floor and retry_budget.window must not be negative", ErrInvalid)
+	}
+	if c.Audit.SealMax != 0 && c.Audit.SealMax < MinSealMax {
+		return fmt.Errorf("%w: config: audit.seal_max must be at least %s", ErrInvalid, MinSealMax)
 	}
 	names := make([]string, 0, len(c.Destinations))
 	for n := range c.Destinations {

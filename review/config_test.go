@@ -139,6 +139,9 @@ func TestParseConfigExampleFile(t *testing.T) {
 	if c.RetryBudget == (RetryBudget{}) {
 		t.Errorf("example has no retry_budget")
 	}
+	if c.Audit.KeyFile == "" || c.Audit.AnchorDir == "" || c.Audit.SealMax != 60*time.Second {
+		t.Errorf("example audit section = %+v, want every field shown", c.Audit)
+	}
 	if got, want := c.Budget(), (RetryBudget{Ratio: DefaultRetryRatio, Floor: DefaultRetryFloor, Window: DefaultRetryWindow}); got != want {
 		t.Errorf("example retry_budget = %+v, want the documented defaults %+v", got, want)
 	}
@@ -184,6 +187,8 @@ func TestParseConfigRejects(t *testing.T) {
 		{"allow_internal wildcard", "webhooks:\n  allow_internal: [\"*.internal\"]", "wildcard"},
 		{"allow_internal zone", "webhooks:\n  allow_internal: [\"fe80::1%eth0\"]", "zone"},
 		{"unknown webhooks key", "webhooks:\n  allow: [a]", "allow"},
+		{"unknown audit key", "audit:\n  anchor: /tmp/a", "anchor"},
+		{"heartbeat too short", "audit:\n  seal_max: 1s", "seal_max"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

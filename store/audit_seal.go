@@ -19,12 +19,14 @@ import (
 
 // Checkpoint seals a set of audit events into the chain. Each checkpoint
 // hashes the previous one and the (seq, hash) of every event it covers, the
-// way CloudTrail's digest files chain log files. Export the newest one and
-// keep it elsewhere: with it, even a rewrite of the whole table shows.
+// way CloudTrail's digest files chain log files, and is signed with a key
+// kept outside the database. Copies kept elsewhere (an anchor directory,
+// `limbo audit export`) expose even a rewrite of the whole table.
 type Checkpoint struct {
 	ID       int64     `json:"id" db:"id"`
 	SealedAt time.Time `json:"sealed_at" db:"sealed_at"`
-	// Seqs are the covered sequence numbers as ranges: "1-500,502-731".
+	// Seqs are the covered sequence numbers as ranges: "1-500,502-731";
+	// empty for a heartbeat, a checkpoint written with no new events.
 	Seqs       string `json:"seqs" db:"seqs"`
 	EventCount int64  `json:"event_count" db:"event_count"`
 	// Horizon: every event with txid below it (PostgreSQL), or seq up to it
@@ -33,10 +35,18 @@ type Checkpoint struct {
 	EventsDigest string `json:"events_digest" db:"events_digest"`
 	// EventHashes holds the first 16 hex digits of each covered event's
 	// hash, in seq order. The digest proves; these only point verification
-	// at the first event that differs.
-	EventHashes string `json:"-" db:"event_hashes"`
+	// at the first event that differs (also when only an anchored copy of
+	// the checkpoint is left).
+	EventHashes string `json:"event_hashes" db:"event_hashes"`
 	PrevHash    string `json:"prev_hash" db:"prev_hash"`
-	Hash        string `json:"hash" db:"hash"`
+	// SealMaxMS is the sealer's promise: a checkpoint at least this often
+	// (milliseconds), even when idle. Hashed and signed with the rest, so
+	// verification can tell a quiet trail from a cut-off one.
+	SealMaxMS int64  `json:"seal_max_ms" db:"seal_max_ms"`
+	KeyID     string `json:"key_id" db:"key_id"`
+	Hash      string `json:"hash" db:"hash"`
+	// Signature is Ed25519 over the hash (base64), by the key KeyID names.
+	Signature string `json:"signature" db:"signature"`
 }
 
 // sealBatch caps how many events one checkpoint covers, so a backlog after
@@ -53,7 +63,10 @@ func checkpointHash(c *Checkpoint) string {
 		EventsDigest string `json:"events_digest"`
 		EventHashes  string `json:"event_hashes"`
 		PrevHash     string `json:"prev_hash"`
-	}{c.ID, c.SealedAt.UTC().Format(time.RFC3339Nano), c.Seqs, c.EventCount, c.Horizon, c.EventsDigest, c.EventHashes, c.PrevHash}
+		SealMaxMS    int64  `json:"seal_max_ms"`
+		KeyID        string `json:"key_id"`
+	}{c.ID, c.SealedAt.UTC().Format(time.RFC3339Nano), c.Seqs, c.EventCount, c.Horizon, c.EventsDigest, c.EventHashes, c.PrevHash,
+		c.SealMaxMS, c.KeyID}
 	b, _ := json.Marshal(content)
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:])
@@ -64,15 +77,19 @@ func digestAdd(h hash.Hash, seq int64, eventHash string) {
 	fmt.Fprintf(h, "%d:%s\n", seq, eventHash)
 }
 
+// checkpointColumns are a checkpoint row's columns, in Checkpoint's order.
+const checkpointColumns = `id, sealed_at, seqs, event_count, horizon, events_digest, event_hashes, prev_hash,
+    seal_max_ms, key_id, hash, signature`
+
 const (
 	/* Store.Seal */
-	selectLastCheckpoint = `
-SELECT id, sealed_at, seqs, event_count, horizon, events_digest, event_hashes, prev_hash, hash
-FROM audit_checkpoints ORDER BY id DESC LIMIT 1`
-	/* Store.Seal (SQLite): anything after the last checkpoint's horizon? */
-	selectAnyUnsealedSQLite = `
+	selectLastCheckpoint = `SELECT ` + checkpointColumns + ` FROM audit_checkpoints ORDER BY id DESC LIMIT 1`
+	/* Store.Seal (SQLite): anything after the last checkpoint's horizon, or
+	   is a heartbeat due (no checkpoint sealed after the given time)? */
+	selectSealDueSQLite = `
 SELECT EXISTS (SELECT 1 FROM audit_events
-    WHERE seq > COALESCE((SELECT horizon FROM audit_checkpoints ORDER BY id DESC LIMIT 1), 0))`
+        WHERE seq > COALESCE((SELECT horizon FROM audit_checkpoints ORDER BY id DESC LIMIT 1), 0))
+    OR COALESCE((SELECT sealed_at > ? FROM audit_checkpoints ORDER BY id DESC LIMIT 1), 0) = 0`
 	/* Store.Seal (SQLite): seqs commit in order, so "after the horizon" is exact. */
 	selectUnsealedSQLite = `SELECT seq, hash FROM audit_events WHERE seq > ? ORDER BY seq LIMIT ?`
 	/* Store.Seal (PostgreSQL): transactions below xmin have all ended, so no
@@ -83,9 +100,9 @@ SELECT EXISTS (SELECT 1 FROM audit_events
 	/* Store.Seal (PostgreSQL) */
 	selectUnsealedPostgres = `SELECT seq, hash FROM audit_events WHERE txid >= $1 AND txid < $2 ORDER BY seq`
 	/* Store.Seal */
-	insertCheckpoint = `
-INSERT INTO audit_checkpoints (id, sealed_at, seqs, event_count, horizon, events_digest, event_hashes, prev_hash, hash)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	insertCheckpoint = `INSERT INTO audit_checkpoints (` + checkpointColumns + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	/* Store.CheckpointsAfter */
+	selectCheckpointsAfter = `SELECT ` + checkpointColumns + ` FROM audit_checkpoints WHERE id > ? ORDER BY id LIMIT ?`
 )
 
 type seqHash struct {
@@ -93,19 +110,33 @@ type seqHash struct {
 	Hash string `db:"hash"`
 }
 
+// heartbeatDue reports whether the sealer owes a checkpoint although no
+// event is waiting. It writes one when half its interval has passed, so the
+// newest checkpoint stays younger than the interval it promises even when
+// a round comes late.
+func (s *Store) heartbeatDue(prev *Checkpoint, now time.Time) bool {
+	return prev.ID == 0 || !prev.SealedAt.After(now.Add(-s.sealMax/2))
+}
+
 // Seal chains the events committed since the last checkpoint into a new
-// checkpoint. It returns nil when there was nothing to seal. Several
-// instances may call it: the checkpoint id is a primary key, so a racing
-// sealer fails cleanly and the next round picks up.
+// signed checkpoint; with none, it still writes an empty one (a heartbeat)
+// when the last is half the sealer's interval old, so a trail whose tail
+// was cut shows its age. It returns nil when there was nothing to write.
+// Several instances may call it: the checkpoint id is a primary key, so a
+// racing sealer fails cleanly and the next round picks up.
 func (s *Store) Seal(ctx context.Context) (*Checkpoint, error) {
+	if s.auditKey == nil {
+		return nil, fmt.Errorf("store.Seal: %w", ErrNoAuditKey)
+	}
+	now := s.now()
 	if s.engine == SQLite {
-		// Nothing new since the last checkpoint: no write transaction (see
+		// Nothing new and no heartbeat due: no write transaction (see
 		// Store.claim). Seqs commit in order on SQLite, so this is exact.
-		var pending bool
-		if err := s.get(ctx, nil, &pending, selectAnyUnsealedSQLite); err != nil {
+		var due bool
+		if err := s.get(ctx, nil, &due, selectSealDueSQLite, dbTime(now.Add(-s.sealMax/2))); err != nil {
 			return nil, fmt.Errorf("store.Seal: %w", err)
 		}
-		if !pending {
+		if !due {
 			return nil, nil
 		}
 	}
@@ -127,7 +158,7 @@ func (s *Store) Seal(ctx context.Context) (*Checkpoint, error) {
 			return err
 		}
 		var evs []seqHash
-		var horizon int64
+		horizon := prev.Horizon
 		if s.engine == SQLite {
 			if err := tx.SelectContext(ctx, &evs, selectUnsealedSQLite, prev.Horizon, sealBatch); err != nil {
 				return err
@@ -136,9 +167,11 @@ func (s *Store) Seal(ctx context.Context) (*Checkpoint, error) {
 				horizon = evs[len(evs)-1].Seq
 			}
 		} else {
-			if err := tx.GetContext(ctx, &horizon, selectXmin); err != nil {
+			var xmin int64
+			if err := tx.GetContext(ctx, &xmin, selectXmin); err != nil {
 				return err
 			}
+			horizon = max(xmin, prev.Horizon)
 			var bound int64
 			err := tx.GetContext(ctx, &bound, selectBatchBound, prev.Horizon, horizon, sealBatch)
 			switch {
@@ -151,10 +184,11 @@ func (s *Store) Seal(ctx context.Context) (*Checkpoint, error) {
 				return err
 			}
 		}
-		if len(evs) == 0 {
+		if len(evs) == 0 && !s.heartbeatDue(prev, now) {
 			return nil
 		}
-		c := &Checkpoint{ID: prev.ID + 1, SealedAt: s.now(), EventCount: int64(len(evs)), Horizon: horizon, PrevHash: prev.Hash}
+		c := &Checkpoint{ID: prev.ID + 1, SealedAt: now, EventCount: int64(len(evs)), Horizon: horizon, PrevHash: prev.Hash,
+			SealMaxMS: s.sealMax.Milliseconds()}
 		h := sha256.New()
 		seqs := make([]int64, len(evs))
 		var short strings.Builder
@@ -166,9 +200,11 @@ func (s *Store) Seal(ctx context.Context) (*Checkpoint, error) {
 		c.Seqs = formatRanges(seqs)
 		c.EventsDigest = hex.EncodeToString(h.Sum(nil))
 		c.EventHashes = short.String()
-		c.Hash = checkpointHash(c)
+		if err := s.sign(c); err != nil {
+			return err
+		}
 		if _, err := tx.ExecContext(ctx, s.rebind(insertCheckpoint), c.ID, c.SealedAt, c.Seqs, c.EventCount,
-			c.Horizon, c.EventsDigest, c.EventHashes, c.PrevHash, c.Hash); err != nil {
+			c.Horizon, c.EventsDigest, c.EventHashes, c.PrevHash, c.SealMaxMS, c.KeyID, c.Hash, c.Signature); err != nil {
 			if isUnique(err) {
 				return nil // another sealer won this round
 			}
@@ -191,6 +227,16 @@ func (s *Store) SealAll(ctx context.Context) error {
 			return err
 		}
 	}
+}
+
+// CheckpointsAfter returns up to limit checkpoints with ids above id, in
+// order: what an anchor directory has not copied yet.
+func (s *Store) CheckpointsAfter(ctx context.Context, id int64, limit int) ([]Checkpoint, error) {
+	var cps []Checkpoint
+	if err := s.db.SelectContext(ctx, &cps, s.rebind(selectCheckpointsAfter), id, limit); err != nil {
+		return nil, fmt.Errorf("store.CheckpointsAfter: %w", err)
+	}
+	return cps, nil
 }
 
 // LatestCheckpoint returns the newest checkpoint, for export.

@@ -2,12 +2,36 @@ package store
 
 import (
 	"context"
+	"crypto/ed25519"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"hash"
+	"slices"
 	"sort"
+	"time"
 )
+
+// VerifyOptions say what the audit trail is checked against.
+type VerifyOptions struct {
+	// PublicKey is the key every checkpoint must be signed with (required).
+	PublicKey ed25519.PublicKey
+	// Anchors are checkpoints kept outside the database: an anchor
+	// directory's files, or one exported with `limbo audit export`. The
+	// database must hold each one identically, and every event it covers.
+	Anchors []Checkpoint
+	// Now is when the check runs (zero: the store's clock).
+	Now time.Time
+	// MaxAge is how old the newest checkpoint, and an event not yet in any
+	// checkpoint, may be; older means the tail may have been cut off. Zero:
+	// twice the interval the newest checkpoint records (its sealer promised
+	// one at least that often).
+	MaxAge time.Duration
+	// SkipAge turns the age check off: for a database whose server is
+	// known to be stopped, or one checked against anchors.
+	SkipAge bool
+}
 
 // VerifyReport is the result of checking the audit trail.
 type VerifyReport struct {
@@ -16,8 +40,16 @@ type VerifyReport struct {
 	Checkpoints int64 `json:"checkpoints"`
 	// Unsealed counts events newer than the newest checkpoint.
 	Unsealed int64 `json:"unsealed"`
+	// KeyID names the public key the checkpoints were checked against.
+	KeyID string `json:"key_id"`
+	// Anchors counts the anchored checkpoints checked; Anchored is the
+	// newest one's id: up to it, the trail is proven complete.
+	Anchors  int64 `json:"anchors,omitempty"`
+	Anchored int64 `json:"anchored,omitempty"`
+	// MaxAge is the age limit applied (0: none).
+	MaxAge time.Duration `json:"max_age,omitempty"`
 	// BrokenSeq is the first sequence number where the trail does not hold
-	// (0 when OK, or when only a checkpoint with no events is broken).
+	// (0 only when OK).
 	BrokenSeq int64  `json:"broken_seq,omitempty"`
 	Problem   string `json:"problem,omitempty"`
 }
@@ -40,69 +72,175 @@ type covered struct {
 
 const (
 	/* Store.VerifyAudit */
-	selectCheckpoints = `
-SELECT id, sealed_at, seqs, event_count, horizon, events_digest, event_hashes, prev_hash, hash
-FROM audit_checkpoints ORDER BY id`
+	selectCheckpoints = `SELECT ` + checkpointColumns + ` FROM audit_checkpoints ORDER BY id`
 	/* Store.VerifyAudit: streamed, so memory stays flat on a long trail. */
 	selectAllEvents = `
 SELECT seq, txid, at, actor, tenant, operation_id, action, from_state, to_state, detail, hash
 FROM audit_events ORDER BY seq`
 )
 
-// VerifyAudit checks every event's hash, the chain of checkpoints, and that
-// every sealed event is still there, unchanged, and nothing was slipped in
-// between. anchor, when given, is a checkpoint exported earlier: the stored
-// checkpoint with its id must be identical. It reports the first broken
-// sequence number.
-func (s *Store) VerifyAudit(ctx context.Context, anchor *Checkpoint) (*VerifyReport, error) {
-	rep := &VerifyReport{OK: true}
-	var cps []Checkpoint
-	if err := s.db.SelectContext(ctx, &cps, selectCheckpoints); err != nil {
-		return nil, fmt.Errorf("store.VerifyAudit: %w", err)
-	}
-	rep.Checkpoints = int64(len(cps))
+// chain is the checkpoints verification trusts, in id order: the stored
+// ones, with a validly signed anchored copy in place of a stored one that
+// is missing or differs.
+type chain struct {
+	cps    []Checkpoint
+	ranges [][]seqRange
+	// top[i] is the highest seq covered by cps[0..i] (0 if none).
+	top []int64
+}
 
-	var ranges []covered
-	prevHash := ""
+// index returns where checkpoint id is in the chain, or where it would go.
+func (ch *chain) index(id int64) int {
+	return sort.Search(len(ch.cps), func(i int) bool { return ch.cps[i].ID >= id })
+}
+
+// firstSeq is the seq to name when checkpoint id is broken or missing: the
+// first it covers, or, for a heartbeat or a checkpoint no copy of which is
+// left, the first after everything sealed before it.
+func (ch *chain) firstSeq(id int64) int64 {
+	i := ch.index(id)
+	if i < len(ch.cps) && ch.cps[i].ID == id && len(ch.ranges[i]) > 0 {
+		return ch.ranges[i][0].lo
+	}
+	if i == 0 {
+		return 1
+	}
+	return ch.top[i-1] + 1
+}
+
+// buildChain merges stored and anchored checkpoints, and checks the anchors:
+// each must be signed by pub and held by the database identically.
+func buildChain(rep *VerifyReport, stored, anchors []Checkpoint, pub ed25519.PublicKey) *chain {
+	byID := make(map[int64]int, len(stored))
+	for i := range stored {
+		byID[stored[i].ID] = i
+	}
+	cps := append([]Checkpoint(nil), stored...)
+	type anchorProblem struct {
+		id  int64
+		msg string
+	}
+	var problems []anchorProblem
+	anchors = slices.Clone(anchors) // sorted here, not in the caller's slice
+	sort.Slice(anchors, func(i, j int) bool { return anchors[i].ID < anchors[j].ID })
+	for i := range anchors {
+		a := &anchors[i]
+		if i > 0 && anchors[i-1].ID == a.ID {
+			if anchors[i-1].Hash != a.Hash {
+				problems = append(problems, anchorProblem{a.ID, fmt.Sprintf("two different anchored copies of checkpoint %d", a.ID)})
+			}
+			continue
+		}
+		rep.Anchors++
+		rep.Anchored = max(rep.Anchored, a.ID)
+		if err := a.Check(pub); err != nil {
+			problems = append(problems, anchorProblem{a.ID, fmt.Sprintf("the anchored copy of checkpoint %d is not valid: %v", a.ID, err)})
+			continue
+		}
+		j, ok := byID[a.ID]
+		switch {
+		case !ok:
+			problems = append(problems, anchorProblem{a.ID, fmt.Sprintf("checkpoint %d, anchored outside the database, is missing from it (deleted)", a.ID)})
+			cps = append(cps, *a)
+		case stored[j].Hash != a.Hash || stored[j].Signature != a.Signature:
+			problems = append(problems, anchorProblem{a.ID, fmt.Sprintf("checkpoint %d differs from its anchored copy (rewritten)", a.ID)})
+			cps[j] = *a
+		}
+	}
+	sort.Slice(cps, func(i, j int) bool { return cps[i].ID < cps[j].ID })
+	ch := &chain{cps: cps, ranges: make([][]seqRange, len(cps)), top: make([]int64, len(cps))}
+	var top int64
 	for i := range cps {
-		c := &cps[i]
-		rs, err := parseRanges(c.Seqs)
-		first := int64(0)
+		rs, _ := parseRanges(cps[i].Seqs) // unreadable: none, named by checkChain
+		ch.ranges[i] = rs
 		if len(rs) > 0 {
-			first = rs[0].lo
+			top = max(top, rs[len(rs)-1].hi)
+		}
+		ch.top[i] = top
+	}
+	for _, p := range problems {
+		rep.fail(ch.firstSeq(p.id), "%s", p.msg)
+	}
+	return ch
+}
+
+// checkChain checks each checkpoint on its own (signature, counts) and the
+// links between them (ids without gaps, each hashing the previous one).
+func checkChain(rep *VerifyReport, ch *chain, pub ed25519.PublicKey) {
+	for i := range ch.cps {
+		c := &ch.cps[i]
+		first := ch.firstSeq(c.ID)
+		want := int64(1)
+		if i > 0 {
+			want = ch.cps[i-1].ID + 1
 		}
 		switch {
-		case err != nil:
-			rep.fail(0, "checkpoint %d: %v", c.ID, err)
-			continue
-		case c.ID != int64(i+1):
-			rep.fail(first, "checkpoint %d is out of order (expected %d)", c.ID, i+1)
-		case c.PrevHash != prevHash:
+		case c.ID != want:
+			// Named at the first seq after what the checkpoints before
+			// the gap cover: where the missing one would have begun.
+			rep.fail(ch.firstSeq(want), "checkpoint %d is missing (deleted): checkpoint %d follows %d", want, c.ID, want-1)
+		case i > 0 && c.PrevHash != ch.cps[i-1].Hash, i == 0 && c.PrevHash != "":
 			rep.fail(first, "checkpoint %d does not chain to checkpoint %d", c.ID, c.ID-1)
-		case checkpointHash(c) != c.Hash:
-			rep.fail(first, "checkpoint %d content does not match its hash", c.ID)
 		}
-		prevHash = c.Hash
-		var off, n int64
-		for _, r := range rs {
-			ranges = append(ranges, covered{seqRange: r, cp: i, offset: off})
-			off += r.hi - r.lo + 1
+		if err := c.Check(pub); err != nil {
+			rep.fail(first, "checkpoint %d: %v", c.ID, err)
 		}
-		n = off
+		if _, err := parseRanges(c.Seqs); err != nil {
+			rep.fail(first, "checkpoint %d: %v", c.ID, err)
+		}
+		var n int64
+		for _, r := range ch.ranges[i] {
+			n += r.hi - r.lo + 1
+		}
 		if n != c.EventCount || int64(len(c.EventHashes)) != 16*n {
 			rep.fail(first, "checkpoint %d lists %d events but counts %d", c.ID, n, c.EventCount)
 		}
 	}
-	if anchor != nil {
-		if anchor.ID < 1 || anchor.ID > int64(len(cps)) {
-			rep.fail(0, "exported checkpoint %d is missing from the database", anchor.ID)
-		} else if c := cps[anchor.ID-1]; c.Hash != anchor.Hash {
-			rs, _ := parseRanges(c.Seqs)
-			first := int64(0)
-			if len(rs) > 0 {
-				first = rs[0].lo
+}
+
+// VerifyAudit checks every event's hash, the chain of signed checkpoints,
+// that every sealed event is still there, unchanged, with nothing slipped
+// in between, and — against opt.Anchors — that the database still holds
+// every checkpoint kept outside it. Unless opt.SkipAge, a newest checkpoint
+// or an unsealed event older than the sealer's interval allows is reported
+// too: the tail may have been removed. It names the first broken sequence
+// number.
+func (s *Store) VerifyAudit(ctx context.Context, opt VerifyOptions) (*VerifyReport, error) {
+	if len(opt.PublicKey) != ed25519.PublicKeySize {
+		return nil, errors.New("store.VerifyAudit: the audit public key is required")
+	}
+	rep := &VerifyReport{OK: true, KeyID: AuditKeyID(opt.PublicKey)}
+	var stored []Checkpoint
+	if err := s.db.SelectContext(ctx, &stored, selectCheckpoints); err != nil {
+		return nil, fmt.Errorf("store.VerifyAudit: %w", err)
+	}
+	rep.Checkpoints = int64(len(stored))
+	ch := buildChain(rep, stored, opt.Anchors, opt.PublicKey)
+	checkChain(rep, ch, opt.PublicKey)
+	cps := ch.cps
+
+	now := opt.Now
+	if now.IsZero() {
+		now = s.now()
+	}
+	if !opt.SkipAge {
+		rep.MaxAge = opt.MaxAge
+		if rep.MaxAge <= 0 {
+			interval := DefaultSealMax
+			if len(cps) > 0 && cps[len(cps)-1].SealMaxMS > 0 {
+				interval = time.Duration(cps[len(cps)-1].SealMaxMS) * time.Millisecond
 			}
-			rep.fail(first, "checkpoint %d differs from the exported copy", anchor.ID)
+			rep.MaxAge = 2 * interval
+		}
+	}
+	tooOld := func(t time.Time) bool { return rep.MaxAge > 0 && t.Before(now.Add(-rep.MaxAge)) }
+
+	var ranges []covered
+	for i := range cps {
+		var off int64
+		for _, r := range ch.ranges[i] {
+			ranges = append(ranges, covered{seqRange: r, cp: i, offset: off})
+			off += r.hi - r.lo + 1
 		}
 	}
 	sort.Slice(ranges, func(i, j int) bool { return ranges[i].lo < ranges[j].lo })
@@ -130,6 +268,7 @@ func (s *Store) VerifyAudit(ctx context.Context, anchor *Checkpoint) (*VerifyRep
 	if len(ranges) > 0 {
 		expect = ranges[0].lo
 	}
+	var firstUnsealed int64
 	for rows.Next() {
 		var e AuditEvent
 		if err := rows.StructScan(&e); err != nil {
@@ -168,10 +307,18 @@ func (s *Store) VerifyAudit(ctx context.Context, anchor *Checkpoint) (*VerifyRep
 		if s.engine == Postgres {
 			sealed = e.TxID < horizon
 		}
-		if sealed {
+		switch {
+		case sealed:
 			rep.fail(e.Seq, "event %d was inserted into sealed history", e.Seq)
-		} else {
+		case tooOld(e.At):
+			rep.fail(e.Seq, "event %d (at %s) is older than %s and in no checkpoint: its checkpoint was removed, or the sealer has stopped",
+				e.Seq, e.At.Format(time.RFC3339), rep.MaxAge)
+			fallthrough
+		default:
 			rep.Unsealed++
+			if firstUnsealed == 0 {
+				firstUnsealed = e.Seq
+			}
 		}
 	}
 	if err := rows.Err(); err != nil {
@@ -187,16 +334,22 @@ func (s *Store) VerifyAudit(ctx context.Context, anchor *Checkpoint) (*VerifyRep
 	}
 	for i := range cps {
 		if hex.EncodeToString(digests[i].Sum(nil)) != cps[i].EventsDigest {
-			rs, _ := parseRanges(cps[i].Seqs)
-			first, last := int64(0), int64(0)
-			if len(rs) > 0 {
-				first, last = rs[0].lo, rs[len(rs)-1].hi
-			}
+			first, last := ch.firstSeq(cps[i].ID), ch.top[i]
 			if !rep.OK && rep.BrokenSeq >= first && rep.BrokenSeq <= last {
 				continue // an event of this checkpoint is already named
 			}
 			rep.fail(first, "events of checkpoint %d do not match its digest", cps[i].ID)
 		}
+	}
+	if n := len(cps); n > 0 && tooOld(cps[n-1].SealedAt) {
+		// The sealer writes a checkpoint at least every interval; a newest
+		// one this old means later ones (and their events) may be gone.
+		seq := firstUnsealed
+		if seq == 0 {
+			seq = ch.top[n-1] + 1
+		}
+		rep.fail(seq, "the newest checkpoint (%d, sealed %s) is older than %s: the tail after it may have been removed, or Limbo is not running: verify against --anchor",
+			cps[n-1].ID, cps[n-1].SealedAt.Format(time.RFC3339), rep.MaxAge)
 	}
 	return rep, nil
 }

@@ -6,6 +6,7 @@ package store
 
 import (
 	"context"
+	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/base32"
 	"errors"
@@ -53,6 +54,13 @@ type Options struct {
 	// the system resolver. Tests pass their own, so no query leaves the
 	// machine.
 	Resolve netguard.Resolver
+	// AuditKey signs audit checkpoints. It lives outside the database (a
+	// file or the environment, see cmd/limbo), so whoever can write the
+	// database cannot forge a checkpoint. Without it the store cannot seal.
+	AuditKey ed25519.PrivateKey
+	// AuditSealMax: the sealer writes a checkpoint at least this often, even
+	// when idle (0: DefaultSealMax). Each checkpoint records it.
+	AuditSealMax time.Duration
 }
 
 // Store is Limbo's persistence. Safe for concurrent use.
@@ -62,6 +70,12 @@ type Store struct {
 	cfg     *review.Config
 	clock   review.Clock
 	resolve netguard.Resolver
+
+	// auditKey signs checkpoints (nil: the store cannot seal); auditPub is
+	// its public half; sealMax the heartbeat interval.
+	auditKey ed25519.PrivateKey
+	auditPub ed25519.PublicKey
+	sealMax  time.Duration
 
 	randMu sync.Mutex
 	rand   review.Rand
@@ -96,6 +110,17 @@ func Open(ctx context.Context, dbURL string, opt Options) (*Store, error) {
 	}
 	if s.rand == nil {
 		s.rand = mrand.New(mrand.NewPCG(mrand.Uint64(), mrand.Uint64()))
+	}
+	if opt.AuditKey != nil {
+		if len(opt.AuditKey) != ed25519.PrivateKeySize {
+			return nil, fmt.Errorf("store.Open: the audit key must be an Ed25519 private key (%d bytes), got %d bytes", ed25519.PrivateKeySize, len(opt.AuditKey))
+		}
+		s.auditKey = opt.AuditKey
+		s.auditPub = opt.AuditKey.Public().(ed25519.PublicKey)
+	}
+	s.sealMax = opt.AuditSealMax
+	if s.sealMax <= 0 {
+		s.sealMax = DefaultSealMax
 	}
 	var err error
 	switch {

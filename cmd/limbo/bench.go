@@ -252,7 +252,7 @@ func runBench(ctx context.Context, o benchOptions) (*benchReport, error) {
 		return nil, err
 	}
 	defer sb.close()
-	st, err := openStore(ctx, dbURL, sb.cfg)
+	st, err := openStore(ctx, dbURL, store.Options{Config: sb.cfg})
 	if err != nil {
 		return nil, err
 	}

@@ -92,7 +92,7 @@ func TestBenchFloorsWriteWhatTheAPIWrites(t *testing.T) {
 		if err := st.SealAll(ctx); err != nil {
 			t.Fatal(err)
 		}
-		rep, err := st.VerifyAudit(ctx, nil)
+		rep, err := st.VerifyAudit(ctx, store.VerifyOptions{PublicKey: st.AuditPublicKey()})
 		if err != nil || !rep.OK {
 			t.Fatalf("audit after the floors: %v %+v", err, rep)
 		}
@@ -239,7 +239,7 @@ func TestBenchCommand(t *testing.T) {
 func benchServerForTest(t *testing.T, e store.Engine) (*store.Store, *benchServer) {
 	t.Helper()
 	ctx := context.Background()
-	st, err := openStore(ctx, storetest.URL(t, e), nil)
+	st, err := openStore(ctx, storetest.URL(t, e), store.Options{AuditKey: storetest.AuditKey})
 	if err != nil {
 		t.Fatal(err)
 	}

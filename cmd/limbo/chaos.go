@@ -26,6 +26,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/limbo-dev/limbo/anchor"
 	"github.com/limbo-dev/limbo/handlers"
 	"github.com/limbo-dev/limbo/loop"
 	"github.com/limbo-dev/limbo/reconcile"
@@ -192,14 +193,25 @@ func runChaos(ctx context.Context, o chaosOptions) (*chaosSummary, error) {
 	if err != nil {
 		return nil, err
 	}
-	st, err := openStore(ctx, o.DB, cfg)
+	// A key of the run's own, and an anchor directory, so I5 checks the
+	// trail as `limbo audit verify --anchor` would.
+	st, err := openStore(ctx, o.DB, store.Options{Config: cfg, AuditKey: newAuditKey()})
 	if err != nil {
 		return nil, err
 	}
 	defer st.Close()
+	anchorDir, err := os.MkdirTemp("", "limbo-chaos-anchor-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(anchorDir)
+	anchors, err := anchor.NewWriter(anchorDir, st, o.Log)
+	if err != nil {
+		return nil, err
+	}
 
 	host, _ := os.Hostname()
-	lim := startLimbo(st, cfg, limboLn, o.Log, fmt.Sprintf("%s/%d/chaos", host, os.Getpid()))
+	lim := startLimbo(st, cfg, limboLn, o.Log, fmt.Sprintf("%s/%d/chaos", host, os.Getpid()), anchors)
 	defer lim.stop()
 
 	sbOpts := o.Sandbox
@@ -233,7 +245,7 @@ func runChaos(ctx context.Context, o chaosOptions) (*chaosSummary, error) {
 			return nil, err
 		}
 	}
-	sum, err := checkChaos(ctx, st, igs, truth, cfg, lim.sweeps.all(), stoppedAt)
+	sum, err := checkChaos(ctx, st, anchors, igs, truth, cfg, lim.sweeps.all(), stoppedAt)
 	if err != nil {
 		return nil, err
 	}
@@ -331,7 +343,8 @@ func yamlConfig(cfg *review.Config) ([]byte, error) {
 }
 
 // limboProcess is Limbo in process: the API on a listener and the
-// background workers `limbo serve` runs (reconciler, lease sweeper, sealer).
+// background workers `limbo serve` runs (reconciler, lease sweeper, sealer
+// with its anchor writer).
 type limboProcess struct {
 	srv  *http.Server
 	stop func()
@@ -359,7 +372,7 @@ func (l *sweepLog) all() []sweepRound {
 	return append([]sweepRound(nil), l.rounds...)
 }
 
-func startLimbo(st *store.Store, cfg *review.Config, ln net.Listener, log *slog.Logger, owner string) *limboProcess {
+func startLimbo(st *store.Store, cfg *review.Config, ln net.Listener, log *slog.Logger, owner string, anchors *anchor.Writer) *limboProcess {
 	srv := &http.Server{Handler: handlers.NewServer(handlers.New(st, log)), ReadHeaderTimeout: 10 * time.Second}
 	go srv.Serve(ln)
 	p := &limboProcess{srv: srv}
@@ -378,7 +391,12 @@ func startLimbo(st *store.Store, cfg *review.Config, ln net.Listener, log *slog.
 		})
 	})
 	wg.Go(func() {
-		loop.Every(workCtx, sealEvery, log, "audit seal", func(c context.Context) error { return st.SealAll(c) })
+		loop.Every(workCtx, sealEvery, log, "audit seal", func(c context.Context) error {
+			if err := st.SealAll(c); err != nil {
+				return err
+			}
+			return anchors.CatchUp(c)
+		})
 	})
 	var once sync.Once
 	p.stop = func() {

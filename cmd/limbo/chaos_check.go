@@ -11,6 +11,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/limbo-dev/limbo/anchor"
 	"github.com/limbo-dev/limbo/review"
 	"github.com/limbo-dev/limbo/sandbox"
 	"github.com/limbo-dev/limbo/store"
@@ -141,12 +142,12 @@ func readLedger(ctx context.Context, st *store.Store, tenants []string) (*ledger
 }
 
 // checkChaos seals the audit trail and checks I1–I7.
-func checkChaos(ctx context.Context, st *store.Store, igs []*integrator, truth []sandbox.Effect, cfg *review.Config, sweeps []sweepRound, stoppedAt time.Time) (*chaosSummary, error) {
+func checkChaos(ctx context.Context, st *store.Store, anchors *anchor.Writer, igs []*integrator, truth []sandbox.Effect, cfg *review.Config, sweeps []sweepRound, stoppedAt time.Time) (*chaosSummary, error) {
 	sum := &chaosSummary{States: map[review.State]int{}, CaseReasons: map[string]int{}, Invariants: map[string]bool{}}
 	for i := 1; i <= 7; i++ {
 		sum.Invariants[fmt.Sprintf("I%d", i)] = true
 	}
-	rep, err := sealAndVerify(ctx, st)
+	rep, err := sealAndVerify(ctx, st, anchors)
 	if err != nil {
 		return nil, err
 	}
@@ -195,25 +196,39 @@ func checkChaos(ctx context.Context, st *store.Store, igs []*integrator, truth [
 }
 
 // sealAndVerify seals until every committed event is in a checkpoint (on
-// PostgreSQL a checkpoint waits for older running transactions) and
-// verifies the chain.
-func sealAndVerify(ctx context.Context, st *store.Store) (*store.VerifyReport, error) {
+// PostgreSQL a checkpoint waits for older running transactions), anchors
+// the checkpoints, and verifies the chain against the anchors, with the
+// age check (the sealer has just run).
+func sealAndVerify(ctx context.Context, st *store.Store, anchors *anchor.Writer) (*store.VerifyReport, error) {
 	deadline := time.Now().Add(20 * time.Second)
+	opt := store.VerifyOptions{PublicKey: st.AuditPublicKey(), SkipAge: true}
 	for {
 		if err := st.SealAll(ctx); err != nil {
 			return nil, err
 		}
-		rep, err := st.VerifyAudit(ctx, nil)
+		rep, err := st.VerifyAudit(ctx, opt)
 		if err != nil {
 			return nil, err
 		}
-		if rep.Unsealed == 0 || !rep.OK || time.Now().After(deadline) {
+		if !rep.OK || time.Now().After(deadline) {
 			return rep, nil
+		}
+		if rep.Unsealed == 0 {
+			break
 		}
 		if !pause(ctx, 50*time.Millisecond) {
 			return nil, ctx.Err()
 		}
 	}
+	if err := anchors.CatchUp(ctx); err != nil {
+		return nil, err
+	}
+	var err error
+	if opt.Anchors, err = anchor.Read(anchors.Dir()); err != nil {
+		return nil, err
+	}
+	opt.SkipAge = false
+	return st.VerifyAudit(ctx, opt)
 }
 
 // checkAcks: I1, every acknowledged operation is in the database as

@@ -49,9 +49,18 @@ func TestCLITokenAndAudit(t *testing.T) {
 		if code != 0 || !regexp.MustCompile(`^limbo_[0-9a-f]{64}\n$`).MatchString(out) {
 			t.Fatalf("token create: code %d, stdout %q, stderr %q", code, out, errOut)
 		}
+		keyFile := filepath.Join(t.TempDir(), "audit-key")
+		code, pub, errOut := limbo(t, "audit", "keygen", "--out", keyFile)
+		if code != 0 {
+			t.Fatalf("keygen: %d %s", code, errOut)
+		}
+		key, err := readAuditKeyFile(keyFile)
+		if err != nil {
+			t.Fatal(err)
+		}
 
 		ctx := context.Background()
-		st, err := store.Open(ctx, db, store.Options{})
+		st, err := store.Open(ctx, db, store.Options{AuditKey: key})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -70,19 +79,30 @@ func TestCLITokenAndAudit(t *testing.T) {
 		if rep := storetest.Sealed(t, st); !rep.OK {
 			t.Fatalf("sealed trail does not verify: %+v", rep)
 		}
-		if code, out, errOut := limbo(t, "audit", "verify", "--db", db); code != 0 || !strings.Contains(out, "holds") {
-			t.Fatalf("verify: code %d, stdout %q, stderr %q", code, out, errOut)
+		for _, by := range [][]string{{"--audit-key", keyFile}, {"--pubkey", strings.TrimSpace(pub)}} {
+			if code, out, errOut := limbo(t, append([]string{"audit", "verify", "--db", db}, by...)...); code != 0 || !strings.Contains(out, "holds") {
+				t.Fatalf("verify %s: code %d, stdout %q, stderr %q", by[0], code, out, errOut)
+			}
 		}
 		code, out, _ = limbo(t, "audit", "export", "--db", db)
-		if code != 0 || !strings.Contains(out, `"events_digest"`) {
+		if code != 0 || !strings.Contains(out, `"events_digest"`) || !strings.Contains(out, `"signature"`) {
 			t.Fatalf("export: code %d, %q", code, out)
 		}
-		anchor := filepath.Join(t.TempDir(), "checkpoint.json")
-		if err := os.WriteFile(anchor, []byte(out), 0o600); err != nil {
+		exported := filepath.Join(t.TempDir(), "checkpoint.json")
+		if err := os.WriteFile(exported, []byte(out), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		if code, _, errOut := limbo(t, "audit", "verify", "--db", db, "--checkpoint", anchor); code != 0 {
+		if code, _, errOut := limbo(t, "audit", "verify", "--db", db, "--audit-key", keyFile, "--checkpoint", exported); code != 0 {
 			t.Fatalf("verify against exported checkpoint: %d %s", code, errOut)
+		}
+		// Another key's public key: the first checkpoint is refused.
+		code, other, _ := limbo(t, "audit", "keygen", "--out", filepath.Join(t.TempDir(), "other-key"))
+		if code != 0 {
+			t.Fatal("keygen")
+		}
+		code, _, errOut = limbo(t, "audit", "verify", "--db", db, "--pubkey", strings.TrimSpace(other))
+		if code != 1 || !strings.Contains(errOut, "broken at seq 1:") {
+			t.Fatalf("verify with another key: code %d, stderr %q", code, errOut)
 		}
 
 		// Edit a sealed event: verify must exit 1 naming its seq.
@@ -93,8 +113,8 @@ func TestCLITokenAndAudit(t *testing.T) {
 		if _, err := st.DB().Exec(st.DB().Rebind(`UPDATE audit_events SET actor = 'mallory' WHERE seq = ?`), seq); err != nil {
 			t.Fatal(err)
 		}
-		code, _, errOut = limbo(t, "audit", "verify", "--db", db)
-		if want := "broken at seq " + strconv.FormatInt(seq, 10); code != 1 || !strings.Contains(errOut, want) {
+		code, _, errOut = limbo(t, "audit", "verify", "--db", db, "--audit-key", keyFile)
+		if want := "broken at seq " + strconv.FormatInt(seq, 10) + ":"; code != 1 || !strings.Contains(errOut, want) {
 			t.Fatalf("tampered verify: code %d, stderr %q, want %q", code, errOut, want)
 		}
 	})

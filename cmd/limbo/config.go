@@ -61,8 +61,8 @@ func loadConfig(path string) (*review.Config, error) {
 }
 
 // openStore opens and migrates the database.
-func openStore(ctx context.Context, dbURL string, cfg *review.Config) (*store.Store, error) {
-	s, err := store.Open(ctx, dbURL, store.Options{Config: cfg})
+func openStore(ctx context.Context, dbURL string, opt store.Options) (*store.Store, error) {
+	s, err := store.Open(ctx, dbURL, opt)
 	if err != nil {
 		return nil, err
 	}

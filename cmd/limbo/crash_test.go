@@ -6,7 +6,9 @@ package main
 // time. Afterwards every acknowledged operation must exist with the key and
 // payload hash the server acknowledged (I1, I6), no key may have two rows,
 // every state change must have exactly one audit event, and
-// `limbo audit verify` must pass (I5).
+// `limbo audit verify` must pass (I5): against the anchor directory every
+// instance wrote, and on its own with the age check (the last instance has
+// just stopped gracefully, so its final checkpoint is fresh).
 
 import (
 	"bytes"
@@ -102,7 +104,14 @@ func crashEngine(t *testing.T, bin string, engine store.Engine, kills int) {
 		t.Fatalf("limbo token create printed %q, want the token alone", out)
 	}
 
-	srv := &server{t: t, bin: bin, db: dbURL}
+	// One signing key for every instance (PostgreSQL requires one), and
+	// one anchor directory that survives the kills.
+	keyFile := filepath.Join(t.TempDir(), "audit-key")
+	if out, err := exec.Command(bin, "audit", "keygen", "--out", keyFile).Output(); err != nil || !strings.HasPrefix(string(out), "limbo-audit-pub-v1:") {
+		t.Fatalf("limbo audit keygen: %v %q\n%s", err, out, stderrOf(err))
+	}
+	anchorDir := filepath.Join(t.TempDir(), "anchor")
+	srv := &server{t: t, bin: bin, db: dbURL, args: []string{"--audit-key", keyFile, "--audit-anchor", anchorDir}}
 	t.Cleanup(srv.kill) // before storetest drops the database
 	srv.start()
 
@@ -164,14 +173,17 @@ func crashEngine(t *testing.T, bin string, engine store.Engine, kills int) {
 	// Directly in the database.
 	checkInDatabase(t, dbURL, acks, ledger.sentKeys())
 
-	// I5: the audit chain holds.
-	cmd := exec.Command(bin, "audit", "verify", "--db", dbURL)
-	var vout, verr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &vout, &verr
-	if err := cmd.Run(); err != nil {
-		t.Errorf("I5: limbo audit verify: %v\nstdout: %s\nstderr: %s", err, vout.String(), verr.String())
-	} else {
-		t.Logf("limbo audit verify: %s", strings.TrimSpace(vout.String()))
+	// I5: the audit chain holds, complete up to the newest anchored
+	// checkpoint, and (without the anchor) its newest checkpoint is fresh.
+	for _, extra := range [][]string{{"--anchor", anchorDir}, nil} {
+		cmd := exec.Command(bin, append([]string{"audit", "verify", "--db", dbURL, "--audit-key", keyFile}, extra...)...)
+		var vout, verr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &vout, &verr
+		if err := cmd.Run(); err != nil {
+			t.Errorf("I5: limbo audit verify %v: %v\nstdout: %s\nstderr: %s", extra, err, vout.String(), verr.String())
+		} else {
+			t.Logf("limbo audit verify %v: %s", extra, strings.TrimSpace(vout.String()))
+		}
 	}
 	t.Logf("%s: %d kills, %d operations, %s", engine, kills, len(acks), time.Since(began).Round(100*time.Millisecond))
 	if t.Failed() {
@@ -184,6 +196,7 @@ type server struct {
 	t    *testing.T
 	bin  string
 	db   string
+	args []string // more flags for limbo serve
 	addr string
 	url  string
 
@@ -214,7 +227,7 @@ func (s *server) start() bool {
 		}
 		s.url = "http://" + s.addr
 		fmt.Fprintf(&s.log, "--- limbo serve --addr %s (try %d)\n", s.addr, try+1)
-		s.cmd = exec.Command(s.bin, "serve", "--addr", s.addr, "--db", s.db)
+		s.cmd = exec.Command(s.bin, append([]string{"serve", "--addr", s.addr, "--db", s.db}, s.args...)...)
 		s.cmd.Stdout, s.cmd.Stderr = &s.log, &s.log
 		if err := s.cmd.Start(); err != nil {
 			s.t.Fatalf("start limbo serve: %v", err)

@@ -21,11 +21,15 @@ const usage = `limbo — the ledger and review desk for operations whose outcome
 
 Usage:
   limbo serve [--addr 127.0.0.1:8080] [--db URL] [--config FILE] [--demo]
+              [--audit-key FILE] [--audit-anchor DIR] [--audit-seal-max D]
   limbo migrate [--db URL]
   limbo token create --tenant NAME [--name LABEL] [--db URL]
   limbo user add --email E --role reviewer|support|manager|admin [--tenants a,b|*] [--db URL]
-  limbo audit verify [--db URL] [--checkpoint FILE]
+  limbo audit verify [--db URL] [--audit-key FILE | --pubkey KEY] [--anchor DIR]
+                     [--checkpoint FILE] [--max-age D] [--config FILE]
   limbo audit export [--db URL]
+  limbo audit keygen [--out FILE]
+  limbo audit pubkey [--audit-key FILE] [--db URL] [--config FILE]
   limbo sandbox [--addr 127.0.0.1:8090] [fault flags]   (see limbo sandbox --help)
   limbo chaos [fault flags] [--ops N] [--integrators N] [--kills K] [--db URL]
               [--truth-out FILE] [--settle D]            (see limbo chaos --help)
@@ -34,6 +38,8 @@ Usage:
 
 --db also reads LIMBO_DB (default sqlite:limbo.db); --addr reads LIMBO_ADDR;
 --config reads LIMBO_CONFIG. Database URL: sqlite:PATH or postgres://…
+The audit key: --audit-key FILE (or LIMBO_AUDIT_KEY_FILE, audit.key_file), or
+the key in LIMBO_AUDIT_KEY; serve on SQLite makes <db file>.audit-key if none.
 `
 
 // run dispatches a command line and returns the exit code: 0 success, 1 the
@@ -58,6 +64,10 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		code, err = cmdAuditVerify(ctx, rest[1:], stdout, stderr)
 	case cmd == "audit" && len(rest) > 0 && rest[0] == "export":
 		err = cmdAuditExport(ctx, rest[1:], stdout, stderr)
+	case cmd == "audit" && len(rest) > 0 && rest[0] == "keygen":
+		err = cmdAuditKeygen(rest[1:], stdout, stderr)
+	case cmd == "audit" && len(rest) > 0 && rest[0] == "pubkey":
+		err = cmdAuditPubkey(rest[1:], stdout, stderr)
 	case cmd == "sandbox":
 		err = cmdSandbox(ctx, rest, stdout, stderr)
 	case cmd == "chaos":

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/ed25519"
 	"errors"
 	"fmt"
 	"io"
@@ -12,11 +13,13 @@ import (
 	"sync"
 	"time"
 
+	"github.com/limbo-dev/limbo/anchor"
 	"github.com/limbo-dev/limbo/handlers"
 	"github.com/limbo-dev/limbo/loop"
 	"github.com/limbo-dev/limbo/metrics"
 	"github.com/limbo-dev/limbo/outbox"
 	"github.com/limbo-dev/limbo/reconcile"
+	"github.com/limbo-dev/limbo/review"
 	"github.com/limbo-dev/limbo/store"
 )
 
@@ -29,6 +32,45 @@ const (
 	reconcileEvery = 500 * time.Millisecond
 )
 
+// serveAuditSettings is how serve signs and anchors the audit trail.
+type serveAuditSettings struct {
+	key       *auditKey
+	anchorDir string
+	sealMax   time.Duration
+}
+
+// serveAudit resolves the audit settings: flags first, then the config
+// file. Without a key, a SQLite database gets one generated beside it (and
+// the log says where, with its public key); PostgreSQL refuses to start,
+// since every instance must sign with the same key.
+func serveAudit(cfg *review.Config, s settings, keyFile, anchorDir string, sealMax time.Duration, log *slog.Logger) (*serveAuditSettings, error) {
+	k, err := findAuditKey(keyFile, cfg, s.Config, s.DB, true)
+	if err != nil {
+		return nil, err
+	}
+	if k == nil {
+		return nil, fmt.Errorf("serve: %w", errNoAuditKey(s.DB))
+	}
+	if k.generated {
+		log.Warn("generated an audit signing key beside the database; keep a copy outside this machine, or pass --audit-key",
+			"file", k.where, "key_id", keyID(k.key), "public_key", encodeAuditPub(k.key.Public().(ed25519.PublicKey)))
+	}
+	out := &serveAuditSettings{key: k, anchorDir: anchorDir, sealMax: sealMax}
+	if out.anchorDir == "" {
+		out.anchorDir = besideConfig(cfg.Audit.AnchorDir, s.Config)
+	}
+	if out.sealMax == 0 {
+		out.sealMax = cfg.Audit.SealMax
+	}
+	if out.sealMax == 0 {
+		out.sealMax = store.DefaultSealMax
+	}
+	if out.sealMax < review.MinSealMax {
+		return nil, fmt.Errorf("serve: --audit-seal-max must be at least %s", review.MinSealMax)
+	}
+	return out, nil
+}
+
 func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var s settings
 	fs := newFlags("serve", stderr, &s)
@@ -38,6 +80,10 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	secure := fs.Bool("secure-cookies", envOr("LIMBO_SECURE_COOKIES", "") == "1", "mark session cookies Secure: set it when users reach Limbo over HTTPS, e.g. behind a TLS proxy (env LIMBO_SECURE_COOKIES=1)")
 	idle := fs.Duration("session-idle", 30*time.Minute, "a console session ends after this long unused")
 	maxAge := fs.Duration("session-max", 12*time.Hour, "a console session ends this long after sign-in, however active")
+	keyFile := auditKeyFlag(fs)
+	anchorDir := fs.String("audit-anchor", envOr("LIMBO_AUDIT_ANCHOR", ""),
+		"copy every signed audit checkpoint to this directory, outside the database (env LIMBO_AUDIT_ANCHOR; or audit.anchor_dir)")
+	sealMax := fs.Duration("audit-seal-max", 0, "write an audit checkpoint at least this often, even when idle (default 60s, or audit.seal_max; at least 2s)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -49,6 +95,10 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
+	audit, err := serveAudit(cfg, s, *keyFile, *anchorDir, *sealMax, log)
+	if err != nil {
+		return err
+	}
 	var sandboxDemo *demo
 	if s.Demo {
 		// Before the store opens: the demo adds the sandbox destination to cfg.
@@ -57,11 +107,30 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 		defer sandboxDemo.close()
 	}
-	st, err := openStore(ctx, s.DB, cfg)
+	st, err := openStore(ctx, s.DB, store.Options{Config: cfg, AuditKey: audit.key.key, AuditSealMax: audit.sealMax})
 	if err != nil {
 		return err
 	}
 	defer st.Close()
+	var anchors *anchor.Writer
+	if audit.anchorDir != "" {
+		// Catch up from the database before serving, then after every seal.
+		if anchors, err = anchor.NewWriter(audit.anchorDir, st, log); err != nil {
+			return err
+		}
+		if err := anchors.CatchUp(ctx); err != nil {
+			return err
+		}
+	}
+	seal := func(c context.Context) error {
+		if err := st.SealAll(c); err != nil {
+			return err
+		}
+		if anchors != nil {
+			return anchors.CatchUp(c)
+		}
+		return nil
+	}
 
 	ln, err := net.Listen("tcp", s.Addr)
 	if err != nil {
@@ -77,6 +146,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 
 	h := handlers.New(st, log)
 	h.Metrics = metrics.New(st, log)
+	h.AuditAnchor = audit.anchorDir
 	hashKey, err := st.Secret(ctx, "session_hash_key", 64)
 	if err != nil {
 		return err
@@ -109,7 +179,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}()
 	go func() {
 		defer wg.Done()
-		loop.Every(workCtx, sealEvery, log, "audit seal", func(c context.Context) error { return st.SealAll(c) })
+		loop.Every(workCtx, sealEvery, log, "audit seal", seal)
 	}()
 	if sandboxDemo != nil {
 		// The traffic stops at the signal, before the server shuts down.
@@ -121,7 +191,8 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
-	log.Info("limbo serving", "url", url, "db", st.Engine(), "config", s.Config)
+	log.Info("limbo serving", "url", url, "db", st.Engine(), "config", s.Config,
+		"audit_key", keyID(audit.key.key), "audit_key_from", audit.key.where, "audit_anchor", audit.anchorDir, "audit_seal_max", audit.sealMax)
 
 	select {
 	case err := <-serveErr:
@@ -139,7 +210,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	stopWork()
 	wg.Wait()
 	// Seal what is left so the trail is chained up to the last request.
-	if err := st.SealAll(shutCtx); err != nil {
+	if err := seal(shutCtx); err != nil {
 		log.Error("final seal", "err", err)
 	}
 	log.Info("limbo stopped")

@@ -1,0 +1,208 @@
+package main
+
+// Audit signing keys. Checkpoints are signed with an Ed25519 key that lives
+// outside the database, so whoever can write the database cannot forge
+// one. A key is one line of text, versioned:
+//
+//	limbo-audit-key-v1:<base64 of the 32-byte Ed25519 seed>
+//
+// in a file of mode 0600 (--audit-key FILE, env LIMBO_AUDIT_KEY_FILE, or
+// audit.key_file in the config) or in the environment (LIMBO_AUDIT_KEY).
+// Its public half prints as limbo-audit-pub-v1:<base64 of 32 bytes>.
+
+import (
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/limbo-dev/limbo/review"
+	"github.com/limbo-dev/limbo/store"
+)
+
+const (
+	auditKeyPrefix = "limbo-audit-key-v1:"
+	auditPubPrefix = "limbo-audit-pub-v1:"
+)
+
+func encodeAuditKey(k ed25519.PrivateKey) string {
+	return auditKeyPrefix + base64.StdEncoding.EncodeToString(k.Seed())
+}
+
+func decodeAuditKey(s string) (ed25519.PrivateKey, error) {
+	rest, ok := strings.CutPrefix(strings.TrimSpace(s), auditKeyPrefix)
+	if !ok {
+		return nil, fmt.Errorf("not a Limbo audit key (want %s…)", auditKeyPrefix)
+	}
+	seed, err := base64.StdEncoding.DecodeString(rest)
+	if err != nil || len(seed) != ed25519.SeedSize {
+		return nil, errors.New("a Limbo audit key holds 32 bytes in base64")
+	}
+	return ed25519.NewKeyFromSeed(seed), nil
+}
+
+func encodeAuditPub(p ed25519.PublicKey) string {
+	return auditPubPrefix + base64.StdEncoding.EncodeToString(p)
+}
+
+func decodeAuditPub(s string) (ed25519.PublicKey, error) {
+	rest, ok := strings.CutPrefix(strings.TrimSpace(s), auditPubPrefix)
+	if !ok {
+		return nil, fmt.Errorf("not a Limbo audit public key (want %s…, as `limbo audit pubkey` prints)", auditPubPrefix)
+	}
+	b, err := base64.StdEncoding.DecodeString(rest)
+	if err != nil || len(b) != ed25519.PublicKeySize {
+		return nil, errors.New("a Limbo audit public key holds 32 bytes in base64")
+	}
+	return ed25519.PublicKey(b), nil
+}
+
+// readAuditKeyFile reads a key file, refusing one that others may read: a
+// key anyone can read signs anything.
+func readAuditKeyFile(path string) (ed25519.PrivateKey, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil, fmt.Errorf("audit key: %w", err)
+	}
+	if fi.Mode().Perm()&0o077 != 0 {
+		return nil, fmt.Errorf("audit key %s is open to other users (mode %04o): chmod 600 %s", path, fi.Mode().Perm(), path)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("audit key: %w", err)
+	}
+	k, err := decodeAuditKey(string(data))
+	if err != nil {
+		return nil, fmt.Errorf("audit key %s: %w", path, err)
+	}
+	return k, nil
+}
+
+// writeAuditKeyFile writes a new key to path, mode 0600, and fsyncs it. It
+// never replaces an existing file: a lost key cannot be recovered, and
+// every checkpoint signed with it would stop verifying.
+func writeAuditKeyFile(path string, k ed25519.PrivateKey) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if errors.Is(err, fs.ErrExist) {
+		return fmt.Errorf("audit key %s already exists; it is never overwritten", path)
+	} else if err != nil {
+		return fmt.Errorf("audit key: %w", err)
+	}
+	if _, err := f.WriteString(encodeAuditKey(k) + "\n"); err != nil {
+		f.Close()
+		return fmt.Errorf("audit key: %w", err)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return fmt.Errorf("audit key: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("audit key: %w", err)
+	}
+	d, err := os.Open(filepath.Dir(path))
+	if err != nil {
+		return fmt.Errorf("audit key: %w", err)
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+func newAuditKey() ed25519.PrivateKey {
+	_, k, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		panic(err) // crypto/rand does not fail on supported systems
+	}
+	return k
+}
+
+// auditKey is the signing key in use and where it came from.
+type auditKey struct {
+	key       ed25519.PrivateKey
+	where     string
+	generated bool
+}
+
+// besideDatabase is where serve keeps a generated key for a SQLite
+// database: next to its file, "" for PostgreSQL.
+func besideDatabase(dbURL string) string {
+	path, ok := strings.CutPrefix(dbURL, "sqlite:")
+	if !ok || path == "" {
+		return ""
+	}
+	return path + ".audit-key"
+}
+
+// findAuditKey resolves the configured audit key: the file named by
+// --audit-key (or LIMBO_AUDIT_KEY_FILE), else by audit.key_file in the
+// config (relative to the config file); or LIMBO_AUDIT_KEY — not together
+// with a file, since two keys would be ambiguous. Failing those, a SQLite
+// database's key beside its file, generated there when create is set (serve
+// does). It returns nil, nil when no key is found and none may be made.
+func findAuditKey(flagFile string, cfg *review.Config, cfgPath, dbURL string, create bool) (*auditKey, error) {
+	file, env := flagFile, os.Getenv("LIMBO_AUDIT_KEY")
+	if file == "" && cfg != nil {
+		file = besideConfig(cfg.Audit.KeyFile, cfgPath)
+	}
+	switch {
+	case file != "" && env != "":
+		return nil, fmt.Errorf("audit key: both a key file (%s) and LIMBO_AUDIT_KEY are set; keep one", file)
+	case file != "":
+		k, err := readAuditKeyFile(file)
+		if err != nil {
+			return nil, err
+		}
+		return &auditKey{key: k, where: file}, nil
+	case env != "":
+		k, err := decodeAuditKey(env)
+		if err != nil {
+			return nil, fmt.Errorf("LIMBO_AUDIT_KEY: %w", err)
+		}
+		return &auditKey{key: k, where: "LIMBO_AUDIT_KEY"}, nil
+	}
+	beside := besideDatabase(dbURL)
+	if beside == "" {
+		return nil, nil
+	}
+	k, err := readAuditKeyFile(beside)
+	switch {
+	case err == nil:
+		return &auditKey{key: k, where: beside}, nil
+	case !errors.Is(err, fs.ErrNotExist):
+		return nil, err
+	case !create:
+		return nil, nil
+	}
+	k = newAuditKey()
+	if err := writeAuditKeyFile(beside, k); err != nil {
+		return nil, err
+	}
+	return &auditKey{key: k, where: beside, generated: true}, nil
+}
+
+// errNoAuditKey explains how to give serve or verify a key.
+func errNoAuditKey(dbURL string) error {
+	if besideDatabase(dbURL) == "" {
+		return errors.New("no audit signing key: instances on one PostgreSQL must share one, so Limbo does not make it up; " +
+			"run `limbo audit keygen --out FILE` once and pass --audit-key FILE to every instance " +
+			"(or set LIMBO_AUDIT_KEY_FILE, audit.key_file in the config, or LIMBO_AUDIT_KEY)")
+	}
+	return fmt.Errorf("no audit key: none configured and none beside the database (%s); "+
+		"pass --audit-key FILE, or --pubkey KEY as `limbo audit pubkey` prints it", besideDatabase(dbURL))
+}
+
+// besideConfig resolves a path from the config file: relative to the
+// file's directory, so the config means the same from any working directory.
+func besideConfig(path, cfgPath string) string {
+	if path == "" || filepath.IsAbs(path) || cfgPath == "" {
+		return path
+	}
+	return filepath.Join(filepath.Dir(cfgPath), path)
+}
+
+// keyID names a key in messages.
+func keyID(k ed25519.PrivateKey) string { return store.AuditKeyID(k.Public().(ed25519.PublicKey)) }
