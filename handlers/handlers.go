@@ -6,6 +6,7 @@ package handlers
 
 import (
 	"log/slog"
+	"net"
 
 	"github.com/limbo-dev/limbo/metrics"
 	"github.com/limbo-dev/limbo/store"
@@ -21,6 +22,10 @@ type Handlers struct {
 	// Console, when set, serves the review console; without it the
 	// console routes answer 404.
 	Console *Console
+	// TrustedProxies are the reverse proxies whose X-Forwarded-For is
+	// believed (see clientAddress). Empty: the connection's peer is the
+	// client and forwarding headers are ignored.
+	TrustedProxies []*net.IPNet
 }
 
 // New returns Handlers over s, logging to log.

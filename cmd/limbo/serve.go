@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -17,6 +18,7 @@ import (
 	"github.com/limbo-dev/limbo/metrics"
 	"github.com/limbo-dev/limbo/outbox"
 	"github.com/limbo-dev/limbo/reconcile"
+	"github.com/limbo-dev/limbo/review"
 	"github.com/limbo-dev/limbo/store"
 )
 
@@ -38,6 +40,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	secure := fs.Bool("secure-cookies", envOr("LIMBO_SECURE_COOKIES", "") == "1", "mark session cookies Secure: set it when users reach Limbo over HTTPS, e.g. behind a TLS proxy (env LIMBO_SECURE_COOKIES=1)")
 	idle := fs.Duration("session-idle", 30*time.Minute, "a console session ends after this long unused")
 	maxAge := fs.Duration("session-max", 12*time.Hour, "a console session ends this long after sign-in, however active")
+	proxies := fs.String("trusted-proxies", envOr("LIMBO_TRUSTED_PROXIES", ""), "comma-separated CIDR ranges of the reverse proxies whose X-Forwarded-For names the client, e.g. 10.0.0.0/8; overrides trusted_proxies in --config; without either, forwarding headers are ignored (env LIMBO_TRUSTED_PROXIES)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -46,6 +49,10 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	log := slog.New(slog.NewTextHandler(stderr, nil))
 	cfg, err := loadConfig(s.Config)
+	if err != nil {
+		return err
+	}
+	trusted, err := trustedProxies(*proxies, cfg)
 	if err != nil {
 		return err
 	}
@@ -77,6 +84,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 
 	h := handlers.New(st, log)
 	h.Metrics = metrics.New(st, log)
+	h.TrustedProxies = trusted
 	hashKey, err := st.Secret(ctx, "session_hash_key", 64)
 	if err != nil {
 		return err
@@ -121,7 +129,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
-	log.Info("limbo serving", "url", url, "db", st.Engine(), "config", s.Config)
+	log.Info("limbo serving", "url", url, "db", st.Engine(), "config", s.Config, "trusted_proxies", trusted)
 
 	select {
 	case err := <-serveErr:
@@ -144,4 +152,17 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	log.Info("limbo stopped")
 	return nil
+}
+
+// trustedProxies is the --trusted-proxies list when given, else the
+// configuration file's trusted_proxies.
+func trustedProxies(list string, cfg *review.Config) ([]*net.IPNet, error) {
+	if strings.TrimSpace(list) == "" {
+		return review.ParseTrustedProxies(cfg.TrustedProxies)
+	}
+	ps, err := review.ParseTrustedProxies(strings.Split(list, ","))
+	if err != nil {
+		return nil, fmt.Errorf("serve: --trusted-proxies: %w", err)
+	}
+	return ps, nil
 }
