@@ -8,7 +8,7 @@ DROP TABLE login_failures;
 
 CREATE TABLE login_failures (
     account TEXT NOT NULL,      -- the normalised email tried (known or not)
-    addr    TEXT NOT NULL,      -- the client address (Echo's RealIP)
+    addr    TEXT NOT NULL,      -- the client address (Echo's RealIP); IPv6 as its /64
     at      TIMESTAMP NOT NULL
 );
 -- Per account × address, and per account (its prefix).

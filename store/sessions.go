@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"net/netip"
 	"time"
 
 	"github.com/jmoiron/sqlx"
@@ -113,6 +114,25 @@ func throttleWait(now time.Time, pair, addr []time.Time, account int) (time.Dura
 	return wait, rule
 }
 
+// throttleAddr is the address a failure is counted against: an IPv4
+// address as it is, an IPv6 address as its /64 — one subscriber's network,
+// in which anyone can pick a fresh address for every try. (The audit trail
+// records the full address.)
+func throttleAddr(addr string) string {
+	ip, err := netip.ParseAddr(addr)
+	if err != nil {
+		return addr
+	}
+	if ip = ip.Unmap(); ip.Is4() {
+		return ip.String()
+	}
+	p, err := ip.WithZone("").Prefix(64)
+	if err != nil {
+		return addr
+	}
+	return p.String()
+}
+
 // ThrottledError: too many failed sign-ins; try again after RetryAfter.
 type ThrottledError struct{ RetryAfter time.Duration }
 
@@ -183,8 +203,8 @@ func randomToken() string {
 func (s *Store) Login(ctx context.Context, email, password, addr string, pol SessionPolicy) (string, *Session, error) {
 	pol = pol.withDefaults()
 	now := s.now()
-	acct := normEmail(email)
-	wait, rule, err := s.loginWait(ctx, acct, addr, now)
+	acct, from := normEmail(email), throttleAddr(addr)
+	wait, rule, err := s.loginWait(ctx, acct, from, now)
 	if err != nil {
 		return "", nil, fmt.Errorf("store.Login: %w", err)
 	}
@@ -212,7 +232,7 @@ func (s *Store) Login(ctx context.Context, email, password, addr string, pol Ses
 			if _, err := tx.ExecContext(ctx, s.rebind(pruneFailures), now.Add(-throttleWindow)); err != nil {
 				return err
 			}
-			if _, err := tx.ExecContext(ctx, s.rebind(insertFailure), acct, addr, now); err != nil {
+			if _, err := tx.ExecContext(ctx, s.rebind(insertFailure), acct, from, now); err != nil {
 				return err
 			}
 			return s.appendEvent(ctx, tx, &AuditEvent{At: now, Actor: "anonymous@" + addr, Action: "login.failed",
@@ -226,7 +246,7 @@ func (s *Store) Login(ctx context.Context, email, password, addr string, pol Ses
 	id := randomToken()
 	sess := &Session{User: u, CSRFToken: randomToken(), ExpiresAt: now.Add(pol.Absolute)}
 	err = s.WithTx(ctx, func(tx *sqlx.Tx) error {
-		if _, err := tx.ExecContext(ctx, s.rebind(clearPairFailures), acct, addr); err != nil {
+		if _, err := tx.ExecContext(ctx, s.rebind(clearPairFailures), acct, from); err != nil {
 			return err
 		}
 		if _, err := tx.ExecContext(ctx, s.rebind(insertSession), hashSessionID(id), u.ID, sess.CSRFToken, now, now, sess.ExpiresAt); err != nil {

@@ -209,6 +209,43 @@ func TestLoginThrottleAddressLock(t *testing.T) {
 	})
 }
 
+// TestLoginThrottleIPv6Network: IPv6 addresses count by their /64, where
+// one client can take a fresh address for every try; the audit keeps the
+// full address.
+func TestLoginThrottleIPv6Network(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		s, _ := throttleStore(t, e)
+		const owner = "owner@example.com"
+		for _, a := range []string{"2001:db8:1:2::a", "2001:db8:1:2::b", "2001:db8:1:2:ffff::c"} {
+			wantLogin(t, s, owner, "wrong wrong wrong", a, "bad", 0)
+		}
+		wantLogin(t, s, owner, ownerPassword, "2001:db8:1:2::d", "throttled", time.Second)
+		wantLogin(t, s, owner, ownerPassword, "2001:db8:1:3::1", "ok", 0)
+		// IPv4, also written IPv4-mapped, is one address.
+		wantLogin(t, s, "nobody@example.com", "wrong wrong wrong", "192.0.2.1", "bad", 0)
+		wantLogin(t, s, "nobody@example.com", "wrong wrong wrong", "::ffff:192.0.2.1", "bad", 0)
+		wantLogin(t, s, "nobody@example.com", "wrong wrong wrong", "192.0.2.1", "bad", 0)
+		wantLogin(t, s, "nobody@example.com", "wrong wrong wrong", "::ffff:192.0.2.1", "throttled", time.Second)
+		wantLogin(t, s, "nobody@example.com", "wrong wrong wrong", "192.0.2.2", "bad", 0)
+		evs, err := s.AuditEvents(context.Background(), 0, 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var first struct{ Addr string }
+		for _, ev := range evs {
+			if ev.Action == "login.failed" {
+				if err := json.Unmarshal([]byte(ev.Detail), &first); err != nil {
+					t.Fatal(err)
+				}
+				break
+			}
+		}
+		if first.Addr != "2001:db8:1:2::a" {
+			t.Errorf("the audit records %q, want the full address", first.Addr)
+		}
+	})
+}
+
 // TestThrottledErrorWords: the refusal says when to try again, in words,
 // and Seconds rounds up for Retry-After.
 func TestThrottledErrorWords(t *testing.T) {
