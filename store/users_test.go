@@ -12,6 +12,7 @@ import (
 )
 
 func TestUsersAndSessions(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, e store.Engine) {
 		ctx := context.Background()
 		clk := storetest.NewClock(time.Date(2026, 11, 29, 9, 0, 0, 0, time.UTC))
