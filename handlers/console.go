@@ -88,23 +88,37 @@ func (h *Handlers) requireUser(next echo.HandlerFunc) echo.HandlerFunc {
 	}
 }
 
-// requireCSRF refuses a mutating console request whose token (form field
-// "csrf" or header X-CSRF-Token) is not the session's: 403.
+// requireCSRF refuses a mutating console request whose token (header
+// X-CSRF-Token or the body's "csrf" field) is not the session's: 403.
 func requireCSRF(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		if c.Request().Method == http.MethodGet || c.Request().Method == http.MethodHead {
 			return next(c)
 		}
 		s := session(c)
-		got := c.Request().Header.Get("X-CSRF-Token")
-		if got == "" {
-			got = c.FormValue("csrf")
-		}
+		got := csrfToken(c)
 		if s == nil || got == "" || subtle.ConstantTimeCompare([]byte(got), []byte(s.CSRFToken)) != 1 {
 			return consoleError(http.StatusForbidden, "The form was stale or forged (CSRF token missing or wrong). Reload the page and try again.")
 		}
 		return next(c)
 	}
+}
+
+// csrfToken is the CSRF token a request carries: the X-CSRF-Token header
+// (htmx sends it) or the "csrf" field of the body. Never the query string:
+// a token there leaks through logs, history and Referer, and a link is all
+// it would take to replay it.
+func csrfToken(c echo.Context) string {
+	if t := c.Request().Header.Get("X-CSRF-Token"); t != "" {
+		return t
+	}
+	return bodyValue(c, "csrf")
+}
+
+// bodyValue is a field of the request body (urlencoded or multipart), never
+// of the query string — unlike c.FormValue, which reads both.
+func bodyValue(c echo.Context, name string) string {
+	return c.Request().PostFormValue(name)
 }
 
 // requirePerm refuses users whose role lacks p: 403, deny by default.

@@ -1,10 +1,12 @@
 package handlers_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
 	"log/slog"
+	"mime/multipart"
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
@@ -25,10 +27,31 @@ import (
 // sets more of the handlers up.
 func consoleServer(t testing.TB, e store.Engine, with ...func(*handlers.Handlers)) (*httptest.Server, *store.Store) {
 	t.Helper()
-	st := storetest.Open(t, e, store.Options{})
+	return consoleServerWith(t, e, consoleSetup{with: with})
+}
+
+// consoleSetup is what a console test may change about the server.
+type consoleSetup struct {
+	clock   *storetest.Clock // nil: the real clock
+	proxies []string         // trusted proxies (CIDR)
+	with    []func(*handlers.Handlers)
+}
+
+func consoleServerWith(t testing.TB, e store.Engine, cs consoleSetup) (*httptest.Server, *store.Store) {
+	t.Helper()
+	var opt store.Options
+	if cs.clock != nil {
+		opt.Clock = cs.clock.Now
+	}
+	st := storetest.Open(t, e, opt)
 	h := handlers.New(st, nil)
 	h.Console = handlers.NewConsole(make([]byte, 64), make([]byte, 32), false, store.SessionPolicy{})
-	for _, f := range with {
+	proxies, err := review.ParseTrustedProxies(cs.proxies)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.TrustedProxies = proxies
+	for _, f := range cs.with {
 		f(h)
 	}
 	srv := httptest.NewServer(handlers.NewServer(h))
@@ -73,13 +96,50 @@ func (b *browser) get(path string) (int, string) {
 
 func (b *browser) post(path string, form url.Values) (int, string, http.Header) {
 	b.t.Helper()
-	resp, err := b.c.PostForm(b.base+path, form)
+	return b.postWith(path, form, nil)
+}
+
+// postWith posts an urlencoded form with extra request headers.
+func (b *browser) postWith(path string, form url.Values, hdr http.Header) (int, string, http.Header) {
+	b.t.Helper()
+	return b.send(path, "application/x-www-form-urlencoded", strings.NewReader(form.Encode()), hdr)
+}
+
+// postMultipart posts form as multipart/form-data.
+func (b *browser) postMultipart(path string, form url.Values) (int, string, http.Header) {
+	b.t.Helper()
+	var buf bytes.Buffer
+	w := multipart.NewWriter(&buf)
+	for k, vs := range form {
+		for _, v := range vs {
+			if err := w.WriteField(k, v); err != nil {
+				b.t.Fatal(err)
+			}
+		}
+	}
+	if err := w.Close(); err != nil {
+		b.t.Fatal(err)
+	}
+	return b.send(path, w.FormDataContentType(), &buf, nil)
+}
+
+func (b *browser) send(path, contentType string, body io.Reader, hdr http.Header) (int, string, http.Header) {
+	b.t.Helper()
+	req, err := http.NewRequest(http.MethodPost, b.base+path, body)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	for k, vs := range hdr {
+		req.Header[k] = vs
+	}
+	req.Header.Set("Content-Type", contentType)
+	resp, err := b.c.Do(req)
 	if err != nil {
 		b.t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(body), resp.Header
+	data, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(data), resp.Header
 }
 
 func (b *browser) login(email string) {

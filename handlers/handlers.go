@@ -6,6 +6,7 @@ package handlers
 
 import (
 	"log/slog"
+	"net"
 
 	"github.com/limbo-dev/limbo/metrics"
 	"github.com/limbo-dev/limbo/store"
@@ -24,6 +25,10 @@ type Handlers struct {
 	// AuditAnchor, when set, is the directory the sealer copies signed
 	// checkpoints to; the console's chain verification checks against it.
 	AuditAnchor string
+	// TrustedProxies are the reverse proxies whose X-Forwarded-For is
+	// believed (see clientAddress). Empty: the connection's peer is the
+	// client and forwarding headers are ignored.
+	TrustedProxies []*net.IPNet
 }
 
 // New returns Handlers over s, logging to log.

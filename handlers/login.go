@@ -4,6 +4,8 @@ import (
 	"crypto/subtle"
 	"errors"
 	"net/http"
+	"net/url"
+	"strconv"
 	"strings"
 
 	"github.com/labstack/echo/v4"
@@ -18,14 +20,14 @@ func (h *Handlers) LoginForm(c echo.Context) error {
 	if h.Console == nil {
 		return echo.ErrNotFound
 	}
-	return h.renderLogin(c, http.StatusOK, "", "")
+	return h.renderLogin(c, http.StatusOK, "", c.QueryParam("next"), "")
 }
 
-func (h *Handlers) renderLogin(c echo.Context, status int, email, problem string) error {
+func (h *Handlers) renderLogin(c echo.Context, status int, email, next, problem string) error {
 	token := randomCSRF()
 	c.SetCookie(&http.Cookie{Name: loginCSRF, Value: token, Path: "/login", HttpOnly: true, Secure: h.Console.SecureCookies,
 		SameSite: http.SameSiteStrictMode, MaxAge: 3600})
-	return render(c, status, web.LoginPage(email, safeNext(c.FormValue("next")), token, problem))
+	return render(c, status, web.LoginPage(email, safeNext(next), token, problem))
 }
 
 // Login checks the credentials, rotates the session (a new id at every
@@ -35,17 +37,19 @@ func (h *Handlers) Login(c echo.Context) error {
 		return echo.ErrNotFound
 	}
 	ck, err := c.Cookie(loginCSRF)
-	if err != nil || ck.Value == "" || subtle.ConstantTimeCompare([]byte(ck.Value), []byte(c.FormValue("csrf"))) != 1 {
+	if err != nil || ck.Value == "" || subtle.ConstantTimeCompare([]byte(ck.Value), []byte(csrfToken(c))) != 1 {
 		return consoleError(http.StatusForbidden, "The sign-in form was stale or forged. Reload it and try again.")
 	}
-	email, password := strings.TrimSpace(c.FormValue("email")), c.FormValue("password")
+	// From the body only: a password in a query string ends up in logs.
+	email, password, next := strings.TrimSpace(bodyValue(c, "email")), bodyValue(c, "password"), bodyValue(c, "next")
 	id, _, err := h.Store.Login(c.Request().Context(), email, password, c.RealIP(), h.Console.Policy)
 	var th *store.ThrottledError
 	switch {
 	case errors.As(err, &th):
-		return h.renderLogin(c, http.StatusTooManyRequests, email, th.Error())
+		c.Response().Header().Set("Retry-After", strconv.Itoa(th.Seconds()))
+		return h.renderLogin(c, http.StatusTooManyRequests, email, next, th.Error())
 	case errors.Is(err, store.ErrBadCredentials):
-		return h.renderLogin(c, http.StatusUnauthorized, email, "Wrong email or password.")
+		return h.renderLogin(c, http.StatusUnauthorized, email, next, "Wrong email or password.")
 	case err != nil:
 		return err
 	}
@@ -54,7 +58,7 @@ func (h *Handlers) Login(c echo.Context) error {
 	if err := cs.Save(c.Request(), c.Response()); err != nil {
 		return err
 	}
-	return c.Redirect(http.StatusSeeOther, safeNext(c.FormValue("next")))
+	return c.Redirect(http.StatusSeeOther, safeNext(next))
 }
 
 // Logout ends the server-side session, so even a copied cookie is dead.
@@ -72,10 +76,95 @@ func (h *Handlers) Logout(c echo.Context) error {
 	return c.Redirect(http.StatusSeeOther, "/login")
 }
 
-// safeNext keeps redirects on this site: a path, never a URL elsewhere.
+// safeNext is where to go after sign-in: next when it is a path on this
+// site, else "/". It is the one place that decides; see sameSitePath.
 func safeNext(next string) string {
-	if !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.HasPrefix(next, "/\\\\") {
+	if !sameSitePath(next) {
 		return "/"
 	}
 	return next
 }
+
+// sameSitePath reports whether p, used as a Location, stays on this site.
+// Browsers read a Location leniently — "//x" and "/\x" are other hosts,
+// tab, CR and LF are dropped ("/\t/x" is "//x"), a backslash is a slash —
+// so only a plain path passes: printable ASCII (no whitespace, control
+// characters or backslash), starting with "/" but not "//", with no scheme,
+// host or user info. Its percent-decoded forms (a proxy or browser may
+// normalise "/%2F/x" to "//x") must not start like another host either, nor
+// hold control characters.
+func sameSitePath(p string) bool {
+	if p == "/" {
+		return true
+	}
+	u, err := url.Parse(p)
+	if err != nil || u.Scheme != "" || u.Host != "" || u.User != nil || u.Opaque != "" || !plainPath(p) {
+		return false
+	}
+	// Decode until nothing changes ("/%252F" is "/%2F" is "//").
+	for s, i := p, 0; ; i++ {
+		d := unescapeLenient(s)
+		if d == s {
+			return true
+		}
+		if i == maxDecodes || !leadsHere(d) || strings.ContainsFunc(d, isControl) {
+			return false
+		}
+		s = d
+	}
+}
+
+// maxDecodes bounds sameSitePath's rounds of percent-decoding: a path still
+// encoded deeper than this is not one anyone meant.
+const maxDecodes = 4
+
+// unescapeLenient decodes every valid %XX in s and keeps anything else as
+// it is, the way a lenient normaliser would (url.PathUnescape gives up on
+// the whole string at the first bad escape, which would hide the rest).
+func unescapeLenient(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '%' && i+2 < len(s) && isHex(s[i+1]) && isHex(s[i+2]) {
+			b.WriteByte(unhex(s[i+1])<<4 | unhex(s[i+2]))
+			i += 2
+			continue
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+func isHex(c byte) bool {
+	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
+}
+
+func unhex(c byte) byte {
+	switch {
+	case c >= 'a':
+		return c - 'a' + 10
+	case c >= 'A':
+		return c - 'A' + 10
+	}
+	return c - '0'
+}
+
+// plainPath: printable ASCII without backslash, and leadsHere.
+func plainPath(p string) bool {
+	for i := 0; i < len(p); i++ {
+		if p[i] <= ' ' || p[i] >= 0x7f || p[i] == '\\' {
+			return false
+		}
+	}
+	return leadsHere(p)
+}
+
+// leadsHere: "/" followed by anything but a second slash or a backslash.
+func leadsHere(p string) bool {
+	if p == "/" {
+		return true
+	}
+	return len(p) >= 2 && p[0] == '/' && p[1] != '/' && p[1] != '\\'
+}
+
+// isControl: C0, DEL or C1 (and invalid UTF-8, read as U+FFFD, is not).
+func isControl(r rune) bool { return r < 0x20 || r >= 0x7f && r <= 0x9f }

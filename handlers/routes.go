@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"net"
 	"net/http"
 	"strconv"
 	"time"
@@ -20,12 +21,32 @@ func NewServer(h *Handlers) *echo.Echo {
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = h.HandleError
+	e.IPExtractor = clientAddress(h.TrustedProxies)
 	e.Use(middleware.Recover(), securityHeaders)
 	if h.Metrics != nil {
 		e.Use(h.Metrics.Middleware)
 	}
 	h.Routes(e)
 	return e
+}
+
+// clientAddress is how c.RealIP() finds the client — the one source of
+// the address that login throttling and the audit trail record. Without
+// trusted proxies it is the connection's peer and X-Forwarded-For /
+// X-Real-IP are ignored: any client can write them. With them, it is the
+// nearest address in X-Forwarded-For not in a trusted range, and the header
+// counts only when the peer itself is trusted. Loopback, link-local and
+// private ranges are not trusted unless listed: on a shared network, a
+// neighbour must not pick its own address.
+func clientAddress(trusted []*net.IPNet) echo.IPExtractor {
+	if len(trusted) == 0 {
+		return echo.ExtractIPDirect()
+	}
+	opts := []echo.TrustOption{echo.TrustLoopback(false), echo.TrustLinkLocal(false), echo.TrustPrivateNet(false)}
+	for _, n := range trusted {
+		opts = append(opts, echo.TrustIPRange(n))
+	}
+	return echo.ExtractIPFromXFFHeader(opts...)
 }
 
 // Routes is the route table: every route Limbo serves, with who may call it.

@@ -3,6 +3,7 @@ package review
 import (
 	"bytes"
 	"fmt"
+	"net"
 	"sort"
 	"strconv"
 	"strings"
@@ -53,6 +54,10 @@ type Config struct {
 	// heartbeat (serve's --audit-key, --audit-anchor and --audit-seal-max
 	// win over these).
 	Audit AuditConfig `yaml:"audit"`
+	// TrustedProxies are the reverse proxies (CIDR ranges) whose
+	// X-Forwarded-For names the client; see ParseTrustedProxies. Empty: the
+	// connection's peer is the client and forwarding headers are ignored.
+	TrustedProxies []string `yaml:"trusted_proxies"`
 	// Source is the file's text as read (for the read-only admin view).
 	Source string `yaml:"-"`
 }
@@ -223,7 +228,30 @@ func ParseConfig(data []byte) (*Config, error) {
 	return &c, nil
 }
 
+// ParseTrustedProxies reads trusted proxy ranges in CIDR notation
+// ("10.0.0.0/8", "192.0.2.7/32", "2001:db8::/32"). A bare address or a /0
+// is refused: /0 would trust every peer, so any client could name its own
+// address in X-Forwarded-For and slip past per-address throttling.
+func ParseTrustedProxies(ranges []string) ([]*net.IPNet, error) {
+	var out []*net.IPNet
+	for _, r := range ranges {
+		r = strings.TrimSpace(r)
+		_, n, err := net.ParseCIDR(r)
+		if err != nil {
+			return nil, fmt.Errorf("%w: trusted_proxies: %q is not a CIDR range (write 192.0.2.7/32 for one address)", ErrInvalid, r)
+		}
+		if ones, _ := n.Mask.Size(); ones == 0 {
+			return nil, fmt.Errorf("%w: trusted_proxies: %q trusts every address; name the proxies' own ranges", ErrInvalid, r)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
 func (c *Config) validate() error {
+	if _, err := ParseTrustedProxies(c.TrustedProxies); err != nil {
+		return err
+	}
 	if c.RetryBudget.Ratio < 0 || c.RetryBudget.Ratio > 1 {
 		return fmt.Errorf("%w: config: retry_budget.ratio must be between 0 and 1", ErrInvalid)
 	}

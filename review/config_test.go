@@ -110,6 +110,9 @@ func TestParseConfigExampleFile(t *testing.T) {
 	if !ok {
 		t.Fatalf("example has no destination files: %+v", c.Destinations)
 	}
+	if ps, err := ParseTrustedProxies(c.TrustedProxies); err != nil || len(ps) == 0 {
+		t.Errorf("example trusted_proxies: %v %v", ps, err)
+	}
 	// Every field is set somewhere in the example, so its documentation is
 	// exercised by the parser.
 	switch {
@@ -189,6 +192,11 @@ func TestParseConfigRejects(t *testing.T) {
 		{"unknown webhooks key", "webhooks:\n  allow: [a]", "allow"},
 		{"unknown audit key", "audit:\n  anchor: /tmp/a", "anchor"},
 		{"heartbeat too short", "audit:\n  seal_max: 1s", "seal_max"},
+		{"trusted proxy not a CIDR", "trusted_proxies: [10.0.0.1]", "10.0.0.1"},
+		{"trusted proxy garbage", "trusted_proxies: [\"proxy.example.com/24\"]", "proxy.example.com"},
+		{"trusted proxy /0 trusts everyone", "trusted_proxies: [0.0.0.0/0]", "every address"},
+		{"trusted proxy IPv6 /0", "trusted_proxies: [\"::/0\"]", "every address"},
+		{"trusted proxies not a list", "trusted_proxies: 10.0.0.0/8", "line 1"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -200,6 +208,25 @@ func TestParseConfigRejects(t *testing.T) {
 				t.Errorf("error %q does not mention %q", err, tt.want)
 			}
 		})
+	}
+}
+
+func TestParseTrustedProxies(t *testing.T) {
+	got, err := ParseTrustedProxies([]string{"10.0.0.0/8", " 192.0.2.7/32", "2001:db8::/32", "172.16.5.4/12"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"10.0.0.0/8", "192.0.2.7/32", "2001:db8::/32", "172.16.0.0/12"}
+	if len(got) != len(want) {
+		t.Fatalf("got %v, want %v", got, want)
+	}
+	for i := range want {
+		if got[i].String() != want[i] {
+			t.Errorf("range %d = %s, want %s", i, got[i], want[i])
+		}
+	}
+	if got, err := ParseTrustedProxies(nil); err != nil || len(got) != 0 {
+		t.Errorf("none: %v %v", got, err)
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"net/netip"
 	"time"
 
 	"github.com/jmoiron/sqlx"
@@ -40,20 +41,116 @@ type Session struct {
 	ExpiresAt time.Time
 }
 
-// Login throttling: failures counted over the window, per account and per
-// address. Past the limit, sign-in is refused until the window moves on,
-// whatever the password.
+// Login throttling. Failures are counted over a sliding window, per account
+// × address and per address, so that an attacker's failures slow down the
+// attacker and never lock the owner out:
+//
+//   - one address guessing one account is refused after maxPairFailures;
+//   - one address guessing many accounts is refused after maxAddressFailures;
+//   - many addresses guessing one account make each of them wait longer and
+//     longer (accountDelay) — but only addresses that have themselves failed
+//     on the account. A clean address is never slowed by other addresses'
+//     failures, so the owner signing in correctly from their own machine
+//     gets in while the attack goes on elsewhere.
+//
+// A refused attempt checks no password and is not counted as a failure (so
+// hammering a refused door does not keep it shut longer); a success clears
+// the failures of its account × address.
 const (
-	throttleWindow     = 15 * time.Minute
-	maxAccountFailures = 5
+	// throttleWindow is how long a failure counts.
+	throttleWindow = 15 * time.Minute
+	// maxPairFailures: failures of one address on one account in the window
+	// before that pair is refused until the oldest ages out.
+	maxPairFailures = 5
+	// maxAddressFailures: failures of one address, any account, in the
+	// window before the address is refused for every account.
 	maxAddressFailures = 20
+	// delayAfter: once an account has this many failures in the window (from
+	// anywhere), an address that failed on it waits accountDelay(F) after
+	// its own last failure there before it may try again.
+	delayAfter = 3
+	// maxDelay caps accountDelay.
+	maxDelay = 15 * time.Minute
 )
+
+// accountDelay is how long an address that failed on an account must wait
+// after its own last failure there, when the account has f failures in the
+// window: 1 s at delayAfter, doubling with each further failure, at most
+// maxDelay; none below delayAfter.
+func accountDelay(f int) time.Duration {
+	if f < delayAfter {
+		return 0
+	}
+	if n := f - delayAfter; n < 20 { // 2^20 s is far past the cap
+		return min(time.Duration(1<<n)*time.Second, maxDelay)
+	}
+	return maxDelay
+}
+
+// throttleWait decides whether a sign-in may go ahead at now. pair and addr
+// are the window's failures of this account × address and of this address,
+// newest first, at most maxPairFailures and maxAddressFailures of them;
+// account is how many failures the account has in the window. It returns
+// how long to wait (0: go ahead) and which rule refused.
+func throttleWait(now time.Time, pair, addr []time.Time, account int) (time.Duration, string) {
+	var wait time.Duration
+	var rule string
+	refuse := func(until time.Time, why string) {
+		if d := until.Sub(now); d > wait {
+			wait, rule = d, why
+		}
+	}
+	// The n-th newest failure is the one that must age out before fewer than
+	// n remain in the window.
+	if len(pair) >= maxPairFailures {
+		refuse(pair[maxPairFailures-1].Add(throttleWindow), "account_address")
+	}
+	if len(addr) >= maxAddressFailures {
+		refuse(addr[maxAddressFailures-1].Add(throttleWindow), "address")
+	}
+	if len(pair) > 0 {
+		refuse(pair[0].Add(accountDelay(account)), "account_delay")
+	}
+	return wait, rule
+}
+
+// throttleAddr is the address a failure is counted against: an IPv4
+// address as it is, an IPv6 address as its /64 — one subscriber's network,
+// in which anyone can pick a fresh address for every try. (The audit trail
+// records the full address.)
+func throttleAddr(addr string) string {
+	ip, err := netip.ParseAddr(addr)
+	if err != nil {
+		return addr
+	}
+	if ip = ip.Unmap(); ip.Is4() {
+		return ip.String()
+	}
+	p, err := ip.WithZone("").Prefix(64)
+	if err != nil {
+		return addr
+	}
+	return p.String()
+}
 
 // ThrottledError: too many failed sign-ins; try again after RetryAfter.
 type ThrottledError struct{ RetryAfter time.Duration }
 
+// Seconds is RetryAfter in whole seconds, rounded up (at least 1), as a
+// Retry-After header gives it.
+func (e *ThrottledError) Seconds() int {
+	return max(1, int((e.RetryAfter+time.Second-1)/time.Second))
+}
+
 func (e *ThrottledError) Error() string {
-	return fmt.Sprintf("too many failed sign-ins; try again in %s", e.RetryAfter.Round(time.Second))
+	n, unit := e.Seconds(), "second"
+	if n > 60 {
+		n, unit = (n+59)/60, "minute"
+	}
+	if n != 1 {
+		unit += "s"
+	}
+	return fmt.Sprintf("Too many failed sign-ins. Try again in %d %s.", n, unit)
 }
 
 // ErrBadCredentials: unknown email, wrong password or disabled user — one
@@ -65,14 +162,18 @@ var ErrBadCredentials = errors.New("wrong email or password")
 var dummyHash, _ = bcrypt.GenerateFromPassword([]byte("limbo-dummy-password"), BcryptCost)
 
 const (
+	/* Store.Login: this account × address's failures in the window, newest first. */
+	selectPairFailures = `SELECT at FROM login_failures WHERE account = ? AND addr = ? AND at > ? ORDER BY at DESC LIMIT ?`
+	/* Store.Login: this address's failures in the window, any account, newest first. */
+	selectAddrFailures = `SELECT at FROM login_failures WHERE addr = ? AND at > ? ORDER BY at DESC LIMIT ?`
+	/* Store.Login: this account's failures in the window, any address. */
+	countAccountFailures = `SELECT COUNT(*) FROM login_failures WHERE account = ? AND at > ?`
 	/* Store.Login */
-	countFailures = `SELECT COUNT(*) FROM login_failures WHERE key = ? AND at > ?`
-	/* Store.Login */
-	oldestFailure = `SELECT at FROM login_failures WHERE key = ? AND at > ? ORDER BY at LIMIT 1`
-	/* Store.Login */
-	insertFailure = `INSERT INTO login_failures (key, at) VALUES (?, ?)`
-	/* Store.Login */
-	clearFailures = `DELETE FROM login_failures WHERE key = ?`
+	insertFailure = `INSERT INTO login_failures (account, addr, at) VALUES (?, ?, ?)`
+	/* Store.Login: failures that no longer count. */
+	pruneFailures = `DELETE FROM login_failures WHERE at <= ?`
+	/* Store.Login: a success clears its account × address. */
+	clearPairFailures = `DELETE FROM login_failures WHERE account = ? AND addr = ?`
 	/* Store.Login */
 	insertSession = `INSERT INTO sessions (id_hash, user_id, csrf_token, created_at, last_seen_at, expires_at) VALUES (?, ?, ?, ?, ?, ?)`
 	/* Store.Session */
@@ -95,30 +196,28 @@ func randomToken() string {
 
 // Login checks a password and, when it matches an enabled user, starts a
 // new session (a fresh id at every sign-in). It returns the session id for
-// the cookie. Every success and failure is audited; failures are throttled
-// per account and per address.
+// the cookie. addr is the client's address (the handler's c.RealIP()).
+// Every success, failure and refusal is audited; failures are throttled
+// (see throttleWait): a refused attempt is a *ThrottledError, whatever the
+// password.
 func (s *Store) Login(ctx context.Context, email, password, addr string, pol SessionPolicy) (string, *Session, error) {
 	pol = pol.withDefaults()
 	now := s.now()
-	acct, ip := "acct:"+normEmail(email), "addr:"+addr
-	for _, k := range []struct {
-		key   string
-		limit int
-	}{{acct, maxAccountFailures}, {ip, maxAddressFailures}} {
-		var n int
-		if err := s.db.GetContext(ctx, &n, s.rebind(countFailures), k.key, now.Add(-throttleWindow)); err != nil {
+	acct, from := normEmail(email), throttleAddr(addr)
+	wait, rule, err := s.loginWait(ctx, acct, from, now)
+	if err != nil {
+		return "", nil, fmt.Errorf("store.Login: %w", err)
+	}
+	if wait > 0 {
+		th := &ThrottledError{RetryAfter: wait}
+		err := s.WithTx(ctx, func(tx *sqlx.Tx) error {
+			return s.appendEvent(ctx, tx, &AuditEvent{At: now, Actor: "anonymous@" + addr, Action: "login.throttled",
+				Detail: detailJSON(map[string]any{"email": acct, "addr": addr, "rule": rule, "retry_after_s": th.Seconds()})})
+		})
+		if err != nil {
 			return "", nil, fmt.Errorf("store.Login: %w", err)
 		}
-		if n >= k.limit {
-			var oldest sql.NullTime
-			_ = s.db.GetContext(ctx, &oldest, s.rebind(oldestFailure), k.key, now.Add(-throttleWindow))
-			wait := throttleWindow
-			if oldest.Valid {
-				wait = oldest.Time.Add(throttleWindow).Sub(now)
-			}
-			s.auditLogin(ctx, "login.throttled", email, addr, "")
-			return "", nil, &ThrottledError{RetryAfter: max(wait, time.Second)}
-		}
+		return "", nil, th
 	}
 	u, err := s.UserByEmail(ctx, email)
 	hash := dummyHash
@@ -130,13 +229,14 @@ func (s *Store) Login(ctx context.Context, email, password, addr string, pol Ses
 	match := bcrypt.CompareHashAndPassword(hash, []byte(password)) == nil
 	if err != nil || !match || u.DisabledAt != nil {
 		err := s.WithTx(ctx, func(tx *sqlx.Tx) error {
-			for _, k := range []string{acct, ip} {
-				if _, err := tx.ExecContext(ctx, s.rebind(insertFailure), k, now); err != nil {
-					return err
-				}
+			if _, err := tx.ExecContext(ctx, s.rebind(pruneFailures), now.Add(-throttleWindow)); err != nil {
+				return err
+			}
+			if _, err := tx.ExecContext(ctx, s.rebind(insertFailure), acct, from, now); err != nil {
+				return err
 			}
 			return s.appendEvent(ctx, tx, &AuditEvent{At: now, Actor: "anonymous@" + addr, Action: "login.failed",
-				Detail: detailJSON(map[string]any{"email": normEmail(email), "addr": addr})})
+				Detail: detailJSON(map[string]any{"email": acct, "addr": addr})})
 		})
 		if err != nil {
 			return "", nil, fmt.Errorf("store.Login: %w", err)
@@ -146,7 +246,7 @@ func (s *Store) Login(ctx context.Context, email, password, addr string, pol Ses
 	id := randomToken()
 	sess := &Session{User: u, CSRFToken: randomToken(), ExpiresAt: now.Add(pol.Absolute)}
 	err = s.WithTx(ctx, func(tx *sqlx.Tx) error {
-		if _, err := tx.ExecContext(ctx, s.rebind(clearFailures), acct); err != nil {
+		if _, err := tx.ExecContext(ctx, s.rebind(clearPairFailures), acct, from); err != nil {
 			return err
 		}
 		if _, err := tx.ExecContext(ctx, s.rebind(insertSession), hashSessionID(id), u.ID, sess.CSRFToken, now, now, sess.ExpiresAt); err != nil {
@@ -161,11 +261,23 @@ func (s *Store) Login(ctx context.Context, email, password, addr string, pol Ses
 	return id, sess, nil
 }
 
-func (s *Store) auditLogin(ctx context.Context, action, email, addr, userID string) {
-	_ = s.WithTx(ctx, func(tx *sqlx.Tx) error {
-		return s.appendEvent(ctx, tx, &AuditEvent{Actor: "anonymous@" + addr, Action: action,
-			Detail: detailJSON(map[string]any{"email": normEmail(email), "addr": addr, "user_id": userID})})
-	})
+// loginWait reads the window's failures for acct at addr and asks
+// throttleWait how long this attempt must wait.
+func (s *Store) loginWait(ctx context.Context, acct, addr string, now time.Time) (time.Duration, string, error) {
+	since := now.Add(-throttleWindow)
+	var pair, byAddr []time.Time
+	var account int
+	if err := s.db.SelectContext(ctx, &pair, s.rebind(selectPairFailures), acct, addr, since, maxPairFailures); err != nil {
+		return 0, "", err
+	}
+	if err := s.db.SelectContext(ctx, &byAddr, s.rebind(selectAddrFailures), addr, since, maxAddressFailures); err != nil {
+		return 0, "", err
+	}
+	if err := s.db.GetContext(ctx, &account, s.rebind(countAccountFailures), acct, since); err != nil {
+		return 0, "", err
+	}
+	wait, rule := throttleWait(now, pair, byAddr, account)
+	return wait, rule, nil
 }
 
 // Session resolves a cookie's session id. Ended, expired (absolute), idle

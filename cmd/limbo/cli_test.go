@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -36,6 +37,33 @@ func TestCLIUsage(t *testing.T) {
 	}
 	if code, _, errOut := limbo(t, "migrate", "--db", "mysql://nope"); code != 2 || !strings.Contains(errOut, "sqlite:") {
 		t.Errorf("bad db url: code %d, stderr %q", code, errOut)
+	}
+}
+
+// TestServeTrustedProxies: --trusted-proxies (env LIMBO_TRUSTED_PROXIES)
+// overrides the file's trusted_proxies; a bad range stops serve at start.
+func TestServeTrustedProxies(t *testing.T) {
+	t.Parallel()
+	cfg := &review.Config{TrustedProxies: []string{"10.0.0.0/8"}}
+	for _, tt := range []struct {
+		flag, want string
+	}{
+		{"", "[10.0.0.0/8]"},
+		{"192.0.2.1/32, 2001:db8::/32", "[192.0.2.1/32 2001:db8::/32]"},
+	} {
+		got, err := trustedProxies(tt.flag, cfg)
+		if err != nil || fmt.Sprint(got) != tt.want {
+			t.Errorf("trustedProxies(%q) = %v, %v; want %s", tt.flag, got, err, tt.want)
+		}
+	}
+	for _, bad := range []string{"10.0.0.1", "0.0.0.0/0", "10.0.0.0/8,"} {
+		if _, err := trustedProxies(bad, cfg); err == nil || !strings.Contains(err.Error(), "--trusted-proxies") {
+			t.Errorf("trustedProxies(%q) = %v, want an error naming the flag", bad, err)
+		}
+	}
+	db := "sqlite:" + filepath.Join(t.TempDir(), "x.db")
+	if code, _, errOut := limbo(t, "serve", "--db", db, "--addr", "127.0.0.1:0", "--trusted-proxies", "0.0.0.0/0"); code == 0 || !strings.Contains(errOut, "every address") {
+		t.Errorf("serve with a /0 proxy range: code %d, stderr %q", code, errOut)
 	}
 }
 

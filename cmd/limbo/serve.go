@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -84,6 +85,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	anchorDir := fs.String("audit-anchor", envOr("LIMBO_AUDIT_ANCHOR", ""),
 		"copy every signed audit checkpoint to this directory, outside the database (env LIMBO_AUDIT_ANCHOR; or audit.anchor_dir)")
 	sealMax := fs.Duration("audit-seal-max", 0, "write an audit checkpoint at least this often, even when idle (default 60s, or audit.seal_max; at least 2s)")
+	proxies := fs.String("trusted-proxies", envOr("LIMBO_TRUSTED_PROXIES", ""), "comma-separated CIDR ranges of the reverse proxies whose X-Forwarded-For names the client, e.g. 10.0.0.0/8; overrides trusted_proxies in --config; without either, forwarding headers are ignored (env LIMBO_TRUSTED_PROXIES)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -96,6 +98,10 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	audit, err := serveAudit(cfg, s, *keyFile, *anchorDir, *sealMax, log)
+	if err != nil {
+		return err
+	}
+	trusted, err := trustedProxies(*proxies, cfg)
 	if err != nil {
 		return err
 	}
@@ -147,6 +153,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	h := handlers.New(st, log)
 	h.Metrics = metrics.New(st, log)
 	h.AuditAnchor = audit.anchorDir
+	h.TrustedProxies = trusted
 	hashKey, err := st.Secret(ctx, "session_hash_key", 64)
 	if err != nil {
 		return err
@@ -191,7 +198,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
-	log.Info("limbo serving", "url", url, "db", st.Engine(), "config", s.Config,
+	log.Info("limbo serving", "url", url, "db", st.Engine(), "config", s.Config, "trusted_proxies", trusted,
 		"audit_key", keyID(audit.key.key), "audit_key_from", audit.key.where, "audit_anchor", audit.anchorDir, "audit_seal_max", audit.sealMax)
 
 	select {
@@ -215,4 +222,17 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	log.Info("limbo stopped")
 	return nil
+}
+
+// trustedProxies is the --trusted-proxies list when given, else the
+// configuration file's trusted_proxies.
+func trustedProxies(list string, cfg *review.Config) ([]*net.IPNet, error) {
+	if strings.TrimSpace(list) == "" {
+		return review.ParseTrustedProxies(cfg.TrustedProxies)
+	}
+	ps, err := review.ParseTrustedProxies(strings.Split(list, ","))
+	if err != nil {
+		return nil, fmt.Errorf("serve: --trusted-proxies: %w", err)
+	}
+	return ps, nil
 }

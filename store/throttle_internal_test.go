@@ -1,0 +1,35 @@
+package store
+
+import (
+	"testing"
+	"time"
+)
+
+func TestThrottleAddr(t *testing.T) {
+	for _, tt := range []struct{ addr, want string }{
+		{"192.0.2.1", "192.0.2.1"},
+		{"::ffff:192.0.2.1", "192.0.2.1"}, // IPv4-mapped is the IPv4 address
+		{"2001:db8:1:2::a", "2001:db8:1:2::/64"},
+		{"2001:db8:1:2:ffff:ffff:ffff:ffff", "2001:db8:1:2::/64"},
+		{"2001:db8:1:3::1", "2001:db8:1:3::/64"},
+		{"fe80::1%eth0", "fe80::/64"},
+		{"::1", "::/64"},
+		{"", ""},
+		{"not an address", "not an address"},
+	} {
+		if got := throttleAddr(tt.addr); got != tt.want {
+			t.Errorf("throttleAddr(%q) = %q, want %q", tt.addr, got, tt.want)
+		}
+	}
+}
+
+func TestAccountDelay(t *testing.T) {
+	for f, want := range map[int]time.Duration{
+		0: 0, 2: 0, 3: time.Second, 4: 2 * time.Second, 5: 4 * time.Second, 12: 512 * time.Second,
+		13: 15 * time.Minute, 22: 15 * time.Minute, 23: 15 * time.Minute, 1000: 15 * time.Minute,
+	} {
+		if got := accountDelay(f); got != want {
+			t.Errorf("accountDelay(%d) = %v, want %v", f, got, want)
+		}
+	}
+}

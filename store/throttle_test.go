@@ -1,0 +1,270 @@
+package store_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/limbo-dev/limbo/review"
+	"github.com/limbo-dev/limbo/store"
+	"github.com/limbo-dev/limbo/store/storetest"
+)
+
+const ownerPassword = "correct horse battery"
+
+// throttleStore is a store on a fake clock with one user, owner@example.com.
+func throttleStore(t *testing.T, e store.Engine) (*store.Store, *storetest.Clock) {
+	t.Helper()
+	clk := storetest.NewClock(t0)
+	s := storetest.Open(t, e, store.Options{Clock: clk.Now})
+	if _, err := s.AddUser(context.Background(), review.Operator("test"), store.NewUser{Email: "owner@example.com", Password: ownerPassword,
+		Role: review.RoleReviewer, Scope: review.Scope{All: true}}); err != nil {
+		t.Fatal(err)
+	}
+	return s, clk
+}
+
+// tryLogin signs in and sorts the answer: "ok", "bad" (wrong credentials)
+// or "throttled" with the wait.
+func tryLogin(t *testing.T, s *store.Store, email, password, addr string) (string, time.Duration) {
+	t.Helper()
+	_, _, err := s.Login(context.Background(), email, password, addr, store.SessionPolicy{})
+	var th *store.ThrottledError
+	switch {
+	case err == nil:
+		return "ok", 0
+	case errors.Is(err, store.ErrBadCredentials):
+		return "bad", 0
+	case errors.As(err, &th):
+		if th.RetryAfter <= 0 {
+			t.Fatalf("throttled with RetryAfter %v", th.RetryAfter)
+		}
+		return "throttled", th.RetryAfter
+	}
+	t.Fatalf("Login(%s, %s): %v", email, addr, err)
+	return "", 0
+}
+
+func wantLogin(t *testing.T, s *store.Store, email, password, addr, want string, wantWait time.Duration) {
+	t.Helper()
+	got, wait := tryLogin(t, s, email, password, addr)
+	if got != want || wait != wantWait {
+		t.Fatalf("Login(%s from %s) = %s (wait %v), want %s (wait %v)", email, addr, got, wait, want, wantWait)
+	}
+}
+
+// loginEvents counts the audit trail's login events by action, and checks
+// each names its address.
+func loginEvents(t *testing.T, s *store.Store) map[string]int {
+	t.Helper()
+	evs, err := s.AuditEvents(context.Background(), 0, 100000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := map[string]int{}
+	for _, ev := range evs {
+		n[ev.Action]++
+		if ev.Action == "login.failed" || ev.Action == "login.throttled" {
+			var d struct{ Addr string }
+			if err := json.Unmarshal([]byte(ev.Detail), &d); err != nil || d.Addr == "" {
+				t.Errorf("%s event without its address: %s", ev.Action, ev.Detail)
+			}
+		}
+	}
+	return n
+}
+
+// TestLoginThrottleSparesTheOwner: an attacker failing from ten addresses
+// makes each of them wait longer and longer, and the owner still signs in
+// from a clean address. On the old throttle (5 failures lock the account
+// for everyone) the owner was refused.
+func TestLoginThrottleSparesTheOwner(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		s, clk := throttleStore(t, e)
+		const owner = "owner@example.com"
+		attacker := func(i int) string { return fmt.Sprintf("10.9.0.%d", i) }
+		failures, throttled := 0, 0
+		fail := func(addr string) {
+			t.Helper()
+			wantLogin(t, s, owner, "guess guess guess", addr, "bad", 0)
+			failures++
+		}
+		refused := func(addr, password string, wait time.Duration) {
+			t.Helper()
+			wantLogin(t, s, owner, password, addr, "throttled", wait)
+			throttled++
+		}
+
+		// Below 3 account failures, no delay.
+		fail(attacker(1))
+		fail(attacker(1))
+		fail(attacker(1))
+		// From 3 on, an address that failed waits 2^(F-3) s after its own
+		// last failure — F counting the account's failures from anywhere.
+		refused(attacker(1), "guess guess guess", time.Second)
+		for i := 2; i <= 10; i++ {
+			fail(attacker(i)) // a fresh address gets its one try...
+			// ...then waits, longer as the account's failures grow.
+			want := time.Duration(1<<(failures-3)) * time.Second
+			refused(attacker(i), "guess guess guess", want)
+			refused(attacker(1), "guess guess guess", want)
+		}
+		if failures != 12 {
+			t.Fatalf("%d failures, want 12", failures)
+		}
+		// The owner, from a clean address, with the right password: in.
+		wantLogin(t, s, owner, ownerPassword, "192.0.2.50", "ok", 0)
+		// The right password from an attacking address is refused all the
+		// same (a refused attempt checks no password).
+		refused(attacker(4), ownerPassword, 512*time.Second)
+
+		// The delay is capped at 15 minutes: ten minutes on, every attacker
+		// has waited out 2^9 s and fails once more...
+		clk.Advance(10 * time.Minute)
+		fail(attacker(1)) // F = 13: 2^10 s, capped
+		refused(attacker(1), "guess guess guess", 15*time.Minute)
+		// ...and attacker 2, last failed ten minutes ago, waits five more.
+		refused(attacker(2), "guess guess guess", 5*time.Minute)
+		// The owner is still not locked out.
+		wantLogin(t, s, owner, ownerPassword, "192.0.2.51", "ok", 0)
+
+		// A throttled attempt with the right password is refused, then
+		// succeeds once its wait is over (the owner's own address, say).
+		refused(attacker(2), ownerPassword, 5*time.Minute)
+		clk.Advance(5 * time.Minute)
+		wantLogin(t, s, owner, ownerPassword, attacker(2), "ok", 0)
+
+		// Refused attempts were audited and never counted as failures (or
+		// the waits above would have been longer).
+		n := loginEvents(t, s)
+		if n["login.failed"] != failures || n["login.throttled"] != throttled || n["login.succeeded"] != 3 {
+			t.Fatalf("audit: %v, want %d failed, %d throttled, 3 succeeded", n, failures, throttled)
+		}
+		if rep := storetest.Sealed(t, s); !rep.OK {
+			t.Fatalf("audit: %+v", rep)
+		}
+	})
+}
+
+// TestLoginThrottlePairLock: five failures of one address on one account
+// refuse that pair — even with the right password — until the oldest ages
+// out of the 15-minute window; other addresses are not affected. A success
+// then clears the pair's failures.
+func TestLoginThrottlePairLock(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		s, clk := throttleStore(t, e)
+		const owner, addr = "owner@example.com", "10.0.0.2"
+		for _, step := range []time.Duration{0, 0, 0, time.Second, 2 * time.Second} {
+			clk.Advance(step) // the growing delay, waited out
+			wantLogin(t, s, owner, "wrong wrong wrong", addr, "bad", 0)
+		}
+		// Five failures, the first at t0 and the last at t0+3s: the pair waits
+		// until t0+15m, not merely the 4 s delay.
+		wantLogin(t, s, owner, ownerPassword, addr, "throttled", 15*time.Minute-3*time.Second)
+		wantLogin(t, s, owner, ownerPassword, "10.0.0.3", "ok", 0)
+		clk.Advance(15*time.Minute - 4*time.Second)
+		wantLogin(t, s, owner, ownerPassword, addr, "throttled", time.Second)
+		clk.Advance(time.Second)
+		// The three failures at t0 have aged out; two remain, below any limit.
+		wantLogin(t, s, owner, ownerPassword, addr, "ok", 0)
+		// The success cleared the pair: a typo now is an ordinary failure,
+		// with no delay left over.
+		wantLogin(t, s, owner, "wrong wrong wrong", addr, "bad", 0)
+		wantLogin(t, s, owner, "wrong wrong wrong", addr, "bad", 0)
+		if n := loginEvents(t, s); n["login.failed"] != 7 || n["login.throttled"] != 2 || n["login.succeeded"] != 2 {
+			t.Fatalf("audit: %v", n)
+		}
+	})
+}
+
+// TestLoginThrottleAddressLock: twenty failures from one address, whatever
+// the accounts, refuse that address for every account until the oldest
+// ages out; another address is not affected.
+func TestLoginThrottleAddressLock(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		s, clk := throttleStore(t, e)
+		const addr = "10.0.0.7"
+		for i := 0; i < 20; i++ {
+			if i > 0 {
+				clk.Advance(time.Second)
+			}
+			wantLogin(t, s, fmt.Sprintf("user%d@example.com", i), "wrong wrong wrong", addr, "bad", 0)
+		}
+		// The oldest of the twenty was 19 s ago.
+		wait := 15*time.Minute - 19*time.Second
+		wantLogin(t, s, "user99@example.com", "wrong wrong wrong", addr, "throttled", wait)
+		wantLogin(t, s, "owner@example.com", ownerPassword, addr, "throttled", wait)
+		wantLogin(t, s, "owner@example.com", ownerPassword, "10.0.0.8", "ok", 0)
+		clk.Advance(wait - time.Second)
+		wantLogin(t, s, "owner@example.com", ownerPassword, addr, "throttled", time.Second)
+		clk.Advance(time.Second)
+		// Nineteen failures left in the window: one more try is allowed.
+		wantLogin(t, s, "owner@example.com", ownerPassword, addr, "ok", 0)
+		wantLogin(t, s, "user98@example.com", "wrong wrong wrong", addr, "bad", 0)
+		// Twenty again (the refused attempts were never counted).
+		wantLogin(t, s, "user97@example.com", "wrong wrong wrong", addr, "throttled", time.Second)
+	})
+}
+
+// TestLoginThrottleIPv6Network: IPv6 addresses count by their /64, where
+// one client can take a fresh address for every try (throttleAddr's table
+// is in throttle_internal_test.go); the audit keeps the full address.
+func TestLoginThrottleIPv6Network(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		s, _ := throttleStore(t, e)
+		const owner = "owner@example.com"
+		for _, a := range []string{"2001:db8:1:2::a", "2001:db8:1:2::b", "2001:db8:1:2:ffff::c"} {
+			wantLogin(t, s, owner, "wrong wrong wrong", a, "bad", 0)
+		}
+		wantLogin(t, s, owner, ownerPassword, "2001:db8:1:2::d", "throttled", time.Second)
+		wantLogin(t, s, owner, ownerPassword, "2001:db8:1:3::1", "ok", 0)
+		evs, err := s.AuditEvents(context.Background(), 0, 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var addrs []string
+		for _, ev := range evs {
+			if ev.Action == "login.failed" || ev.Action == "login.throttled" {
+				var d struct{ Addr string }
+				if err := json.Unmarshal([]byte(ev.Detail), &d); err != nil {
+					t.Fatal(err)
+				}
+				addrs = append(addrs, d.Addr)
+			}
+		}
+		if want := "[2001:db8:1:2::a 2001:db8:1:2::b 2001:db8:1:2:ffff::c 2001:db8:1:2::d]"; fmt.Sprint(addrs) != want {
+			t.Errorf("the audit records %v, want the full addresses %s", addrs, want)
+		}
+	})
+}
+
+// TestThrottledErrorWords: the refusal says when to try again, in words,
+// and Seconds rounds up for Retry-After.
+func TestThrottledErrorWords(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		wait    time.Duration
+		seconds int
+		words   string
+	}{
+		{time.Millisecond, 1, "Try again in 1 second."},
+		{time.Second, 1, "Try again in 1 second."},
+		{1500 * time.Millisecond, 2, "Try again in 2 seconds."},
+		{60 * time.Second, 60, "Try again in 60 seconds."},
+		{61 * time.Second, 61, "Try again in 2 minutes."},
+		{15*time.Minute - 3*time.Second, 897, "Try again in 15 minutes."},
+		{15 * time.Minute, 900, "Try again in 15 minutes."},
+	} {
+		e := &store.ThrottledError{RetryAfter: tt.wait}
+		if e.Seconds() != tt.seconds || e.Error() != "Too many failed sign-ins. "+tt.words {
+			t.Errorf("wait %v: %d s, %q; want %d s, %q", tt.wait, e.Seconds(), e.Error(), tt.seconds, tt.words)
+		}
+	}
+}
