@@ -59,6 +59,9 @@ type Session struct {
 const (
 	// throttleWindow is how long a failure counts.
 	throttleWindow = 15 * time.Minute
+	// loginGateWait: how long a sign-in waits for another one on the same
+	// account or address to finish before it is answered "try again in 1 s".
+	loginGateWait = 5 * time.Second
 	// maxPairFailures: failures of one address on one account in the window
 	// before that pair is refused until the oldest ages out.
 	maxPairFailures = 5
@@ -204,6 +207,22 @@ func (s *Store) Login(ctx context.Context, email, password, addr string, pol Ses
 	pol = pol.withDefaults()
 	now := s.now()
 	acct, from := normEmail(email), throttleAddr(addr)
+	// One check at a time per account and per address, up to its recorded
+	// outcome (gate.go); a request that waits longer than loginGateWait is
+	// told to come back rather than queue without end.
+	gctx, cancel := context.WithTimeout(ctx, loginGateWait)
+	defer cancel()
+	for _, key := range []string{"acct:" + acct, "addr:" + from} {
+		leave, err := s.logins.enter(gctx, key)
+		if err != nil {
+			if ctx.Err() != nil {
+				return "", nil, ctx.Err()
+			}
+			return "", nil, &ThrottledError{RetryAfter: time.Second}
+		}
+		defer leave()
+	}
+	now = s.now() // after the wait: the checks below are as of now
 	wait, rule, err := s.loginWait(ctx, acct, from, now)
 	if err != nil {
 		return "", nil, fmt.Errorf("store.Login: %w", err)

@@ -85,6 +85,9 @@ type Store struct {
 	// spinning on the busy timeout. Other processes still meet busy_timeout.
 	writeMu sync.Mutex
 
+	// logins serialises sign-in checks per account and per address (gate.go).
+	logins keyedGate
+
 	stmts   stmtCache
 	tokens  tokenCache
 	tenants sync.Map // tenant name → struct{}: known to exist (tenants are never deleted)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -267,4 +268,43 @@ func TestThrottledErrorWords(t *testing.T) {
 			t.Errorf("wait %v: %d s, %q; want %d s, %q", tt.wait, e.Seconds(), e.Error(), tt.seconds, tt.words)
 		}
 	}
+}
+
+// TestLoginThrottleConcurrent: requests sent at the same moment are checked
+// one after another, so they cannot all pass the throttle before any
+// failure is recorded. Without the sign-in gate, all 20 guesses on one
+// account were compared (and 30 on different accounts from one address).
+func TestLoginThrottleConcurrent(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		s, _ := throttleStore(t, e)
+		race := func(n int, email func(i int) string) map[string]int {
+			got := make([]string, n)
+			var wg sync.WaitGroup
+			for i := range n {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					got[i], _ = tryLogin(t, s, email(i), "wrong wrong wrong", "10.0.0.9")
+				}()
+			}
+			wg.Wait()
+			count := map[string]int{}
+			for _, g := range got {
+				count[g]++
+			}
+			return count
+		}
+		// One account, one address, frozen clock: three failures, then the
+		// account's delay (1 s after the address's own last failure) refuses.
+		if got := race(20, func(int) string { return "owner@example.com" }); got["bad"] != 3 || got["throttled"] != 17 {
+			t.Errorf("20 guesses at once on one account: %v, want 3 compared and 17 throttled", got)
+		}
+		// From another address, many accounts: the address's limit holds.
+		s2, _ := throttleStore(t, e)
+		s = s2
+		if got := race(30, func(i int) string { return fmt.Sprintf("nobody%d@example.com", i) }); got["bad"] != 20 || got["throttled"] != 10 {
+			t.Errorf("30 guesses at once from one address: %v, want 20 compared and 10 throttled", got)
+		}
+	})
 }
