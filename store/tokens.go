@@ -36,16 +36,19 @@ const (
 // CreateToken creates an API token for tenant (creating the tenant if new)
 // and returns it. Only its hash is stored: this is the one time it is seen.
 func (s *Store) CreateToken(ctx context.Context, tenant, name, actor string) (string, error) {
-	tenant = strings.TrimSpace(tenant)
-	if tenant == "" || len(tenant) > review.MaxFieldLen || strings.ContainsAny(tenant, ",*\n\r\t") {
-		return "", fmt.Errorf("%w: tenant must be 1–%d characters without commas, '*' or control characters", review.ErrInvalid, review.MaxFieldLen)
+	tenant, err := review.NormalizeTenant(tenant)
+	if err != nil {
+		return "", err
+	}
+	if err := review.CheckText("name", review.Identifier, review.MaxFieldLen, name); err != nil {
+		return "", err
 	}
 	var raw [32]byte
 	if _, err := rand.Read(raw[:]); err != nil {
 		return "", err
 	}
 	token := tokenPrefix + hex.EncodeToString(raw[:])
-	err := s.WithTx(ctx, func(tx *sqlx.Tx) error {
+	err = s.WithTx(ctx, func(tx *sqlx.Tx) error {
 		now := s.now()
 		if err := s.ensureTenant(ctx, tx, tenant, now); err != nil {
 			return err
