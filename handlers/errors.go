@@ -151,6 +151,7 @@ func (h *Handlers) consoleStatus(err error, c echo.Context) (int, string) {
 	var (
 		ce      *ConsoleError
 		already *review.AlreadyDecidedError
+		field   *FieldError
 		he      *echo.HTTPError
 	)
 	switch {
@@ -166,6 +167,8 @@ func (h *Handlers) consoleStatus(err error, c echo.Context) (int, string) {
 		return http.StatusConflict, err.Error()
 	case errors.As(err, &he):
 		return he.Code, http.StatusText(he.Code)
+	case errors.As(err, &field):
+		return http.StatusBadRequest, field.Error()
 	case errors.Is(err, context.Canceled):
 		return 499, "request cancelled"
 	case store.IsUnavailable(err):

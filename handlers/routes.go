@@ -24,6 +24,9 @@ func NewServer(h *Handlers) *echo.Echo {
 	if h.Metrics != nil {
 		e.Use(h.Metrics.Middleware)
 	}
+	// Every path and query parameter of every route, before any handler
+	// or authentication reads one (intake.go).
+	e.Use(checkParams)
 	h.Routes(e)
 	return e
 }
