@@ -1,12 +1,19 @@
 package handlers_test
 
 import (
+	"context"
+	"io"
+	"io/fs"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/limbo-dev/limbo/handlers"
+	"github.com/limbo-dev/limbo/metrics"
 	"github.com/limbo-dev/limbo/review"
+	"github.com/limbo-dev/limbo/static"
 	"github.com/limbo-dev/limbo/store"
 	"github.com/limbo-dev/limbo/store/storetest"
 )
@@ -97,5 +104,80 @@ func TestInboundStrictJSON(t *testing.T) {
 		}
 		d := signed(t, "files", filesSecret, "msg_strict_ok", now, `{"operation_id":"`+op.ID+`","extra":{"any":["thing"]}}`)
 		b.deliver(t, d).want(t, http.StatusOK)
+	})
+}
+
+// TestHeadOnEveryGetRoute walks the route table: every GET route — API,
+// console, probes, metrics, the document, static files — answers HEAD with
+// the GET's status and Content-Type, and no body.
+func TestHeadOnEveryGetRoute(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, engine store.Engine) {
+		ctx := context.Background()
+		st := storetest.Open(t, engine, store.Options{})
+		h := handlers.New(st, nil)
+		h.Metrics = metrics.New(st, nil)
+		h.Console = handlers.NewConsole(make([]byte, 64), make([]byte, 32), false, store.SessionPolicy{})
+		e := handlers.NewServer(h)
+		srv := httptest.NewServer(e)
+		t.Cleanup(srv.Close)
+		if _, err := st.AddUser(ctx, store.NewUser{Email: "admin@example.com", Password: "correct horse battery",
+			Role: review.RoleAdmin, Scope: review.Scope{All: true}, Actor: "test"}); err != nil {
+			t.Fatal(err)
+		}
+		token, err := st.CreateToken(ctx, "acme", "test", "test")
+		if err != nil {
+			t.Fatal(err)
+		}
+		op, _, err := st.Register(ctx, review.Registration{Tenant: "acme", SourceRef: "head-1", LogicalVersion: "v1",
+			Action: "a", Destination: "d", Risk: review.RiskRead, Payload: []byte(`{}`), Actor: "test"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		asset := ""
+		_ = fs.WalkDir(static.FS, ".", func(p string, d fs.DirEntry, err error) error {
+			if err == nil && !d.IsDir() && asset == "" && strings.HasSuffix(p, ".css") {
+				asset = p
+			}
+			return nil
+		})
+		b := newBrowser(t, srv.URL)
+		b.login("admin@example.com")
+		n := 0
+		for _, r := range e.Routes() {
+			if r.Method != http.MethodGet {
+				continue
+			}
+			path := strings.NewReplacer(":id", op.ID, "*", asset).Replace(r.Path)
+			answer := func(method string) (*http.Response, []byte) {
+				req, _ := http.NewRequest(method, srv.URL+path, nil)
+				if strings.HasPrefix(path, "/api/") {
+					req.Header.Set("Authorization", "Bearer "+token)
+				}
+				resp, err := b.c.Do(req)
+				if err != nil {
+					t.Fatalf("%s %s: %v", method, path, err)
+				}
+				defer resp.Body.Close()
+				body, _ := io.ReadAll(resp.Body)
+				return resp, body
+			}
+			get, getBody := answer(http.MethodGet)
+			head, headBody := answer(http.MethodHead)
+			n++
+			switch {
+			case head.StatusCode != get.StatusCode:
+				t.Errorf("HEAD %s: %d, GET: %d", path, head.StatusCode, get.StatusCode)
+			case len(headBody) != 0:
+				t.Errorf("HEAD %s: a body of %d bytes", path, len(headBody))
+			case head.Header.Get("Content-Type") != get.Header.Get("Content-Type"):
+				t.Errorf("HEAD %s: Content-Type %q, GET: %q", path, head.Header.Get("Content-Type"), get.Header.Get("Content-Type"))
+			case get.StatusCode == http.StatusOK && len(getBody) == 0:
+				t.Errorf("GET %s: 200 without a body", path)
+			}
+		}
+		if n < 15 {
+			t.Fatalf("only %d GET routes walked", n)
+		}
 	})
 }

@@ -20,7 +20,8 @@ func NewServer(h *Handlers) *echo.Echo {
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = h.HandleError
-	e.Use(middleware.Recover(), securityHeaders)
+	e.Pre(headAsGet)
+	e.Use(headRestored, middleware.Recover(), securityHeaders)
 	if h.Metrics != nil {
 		e.Use(h.Metrics.Middleware)
 	}
@@ -29,6 +30,35 @@ func NewServer(h *Handlers) *echo.Echo {
 	e.Use(checkParams)
 	h.Routes(e)
 	return e
+}
+
+// HEAD is answered on every GET route in one place rather than with a HEAD
+// twin per route: headAsGet routes a HEAD as the GET it mirrors, and
+// headRestored gives the request back its method before any handler runs,
+// so net/http (which holds the same request) sends the GET's status and
+// headers without the body, and handlers know not to write one.
+const headKey = "limbo.head"
+
+// headAsGet makes the router find the GET route for a HEAD. Echo routes on
+// the request it was given, so the method is changed in place.
+func headAsGet(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		if r := c.Request(); r.Method == http.MethodHead {
+			r.Method = http.MethodGet
+			c.Set(headKey, true)
+		}
+		return next(c)
+	}
+}
+
+// headRestored, the first middleware after routing, puts HEAD back.
+func headRestored(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		if c.Get(headKey) != nil {
+			c.Request().Method = http.MethodHead
+		}
+		return next(c)
+	}
 }
 
 // Routes is the route table: every route Limbo serves, with who may call it.
