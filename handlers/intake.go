@@ -256,8 +256,10 @@ var queryParams = map[string]map[string]textRule{
 // console's filters and search): no control characters, and bounded.
 var defaultParam = textRule{kind: review.Identifier, max: 1000}
 
-// checkParams holds every path parameter and every query parameter of every
-// route to its rule; the first problem answers 400 naming the parameter.
+// checkParams holds every path parameter and every query parameter to its
+// rule, on every route that reads any (the API group, inbound webhooks and
+// the console; routes.go); the first problem answers 400 naming the
+// parameter.
 // Path parameters are unescaped here when Echo left them escaped (it routes
 // on the raw path when the request escapes characters it need not, such as
 // %2F or lower-case hex), so handlers always see the decoded value.

@@ -25,9 +25,6 @@ func NewServer(h *Handlers) *echo.Echo {
 	if h.Metrics != nil {
 		e.Use(h.Metrics.Middleware)
 	}
-	// Every path and query parameter of every route, before any handler
-	// or authentication reads one (intake.go).
-	e.Use(checkParams)
 	h.Routes(e)
 	return e
 }
@@ -71,12 +68,12 @@ func (h *Handlers) Routes(e *echo.Echo) {
 	// Console: a signed-in user with a live server-side session; every
 	// mutating route checks the CSRF token; each route names the
 	// permission its role needs (deny by default).
-	e.GET("/login", h.LoginForm)
-	e.POST("/login", h.Login)
+	e.GET("/login", h.LoginForm, checkParams)
+	e.POST("/login", h.Login, checkParams)
 	// (Not an Echo group: a group with middleware catches every unmatched
 	// path, which would turn an API 405 into a console redirect.)
 	ui := func(method, path string, fn echo.HandlerFunc, p review.Permission) {
-		mw := []echo.MiddlewareFunc{h.requireUser, requireCSRF}
+		mw := []echo.MiddlewareFunc{checkParams, h.requireUser, requireCSRF}
 		if p != "" {
 			mw = append(mw, requirePerm(p))
 		}
@@ -116,11 +113,14 @@ func (h *Handlers) Routes(e *echo.Echo) {
 	}
 
 	// Destination webhooks: authenticated by their signature, not a token.
-	e.POST("/api/v1/inbound/:source", h.Inbound, middleware.BodyLimit(strconv.Itoa(MaxBodyBytes)))
+	e.POST("/api/v1/inbound/:source", h.Inbound, checkParams, middleware.BodyLimit(strconv.Itoa(MaxBodyBytes)))
 
 	// Integration API: a bearer token belongs to one tenant; everything
 	// below is scoped to it.
-	api := e.Group("/api/v1", middleware.BodyLimit(strconv.Itoa(MaxBodyBytes)), h.requireToken)
+	// Every route that reads parameters holds each path and query parameter
+	// to its rule (checkParams) before authentication or a handler reads
+	// one; the probes, the document and static files read none.
+	api := e.Group("/api/v1", checkParams, middleware.BodyLimit(strconv.Itoa(MaxBodyBytes)), h.requireToken)
 	api.POST("/operations", h.RegisterOperation)
 	api.GET("/operations", h.ListOperations)
 	api.GET("/operations/:id", h.GetOperation)
