@@ -3,6 +3,7 @@ package handlers
 import (
 	"errors"
 	"fmt"
+	"net/http"
 	"net/url"
 	"reflect"
 	"strconv"
@@ -335,4 +336,58 @@ func checkQuery(raw string, rules map[string]textRule) error {
 		}
 	}
 	return nil
+}
+
+// Console forms.
+
+// formRules are the console's form fields that are prose; every other field
+// (emails, tenants, URLs, ids, filters, the CSRF token) is held to
+// defaultParam.
+var formRules = map[string]textRule{
+	"reason":       {kind: review.FreeText, max: 2000},
+	"compensation": {kind: review.FreeText, max: 2000},
+	"description":  {kind: review.FreeText, max: 500},
+}
+
+// formUnchecked are fields read as bytes and never stored or shown.
+var formUnchecked = map[string]bool{"password": true}
+
+// checkForm holds every field of a console form to its rule, after the
+// user and the CSRF token are checked: the first problem answers a 400 page
+// naming the field. Browsers send a textarea's line breaks as CRLF; in prose
+// fields they become LF first, so the free-text rule (tab and newline only)
+// holds for what is stored.
+func checkForm(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		r := c.Request()
+		if r.Method != http.MethodPost {
+			return next(c)
+		}
+		if err := r.ParseForm(); err != nil {
+			return &FieldError{Problem: "invalid form: " + err.Error()}
+		}
+		for name, values := range r.PostForm {
+			if formUnchecked[name] {
+				continue
+			}
+			rule, prose := formRules[name]
+			if !prose {
+				rule = defaultParam
+			}
+			for i, v := range values {
+				if prose && strings.Contains(v, "\r\n") {
+					v = strings.ReplaceAll(v, "\r\n", "\n")
+					values[i] = v
+				}
+				if p := rule.check(v); p != "" {
+					return &FieldError{Field: name, Problem: p}
+				}
+			}
+			if prose {
+				// r.Form holds its own copy of the posted values, first.
+				copy(r.Form[name], values)
+			}
+		}
+		return next(c)
+	}
 }

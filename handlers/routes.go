@@ -69,7 +69,7 @@ func (h *Handlers) Routes(e *echo.Echo) {
 	// mutating route checks the CSRF token; each route names the
 	// permission its role needs (deny by default).
 	e.GET("/login", h.LoginForm, checkParams)
-	e.POST("/login", h.Login, checkParams)
+	e.POST("/login", h.Login, checkParams, checkForm)
 	// (Not an Echo group: a group with middleware catches every unmatched
 	// path, which would turn an API 405 into a console redirect.)
 	ui := func(method, path string, fn echo.HandlerFunc, p review.Permission) {
@@ -77,6 +77,7 @@ func (h *Handlers) Routes(e *echo.Echo) {
 		if p != "" {
 			mw = append(mw, requirePerm(p))
 		}
+		mw = append(mw, checkForm)
 		e.Add(method, path, fn, mw...)
 	}
 	ui(http.MethodPost, "/logout", h.Logout, "")
