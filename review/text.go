@@ -91,6 +91,30 @@ func TextProblem(kind TextKind, max int, s string) string {
 	return ""
 }
 
+// FitText is the closest string to s that CheckText accepts: invalid UTF-8
+// and characters the kind forbids become U+FFFD, and it is cut to max
+// characters. For text Limbo passes on rather than checks — a provider's
+// error code or request id read from an answer — so that a report is never
+// refused for what the destination sent.
+func FitText(kind TextKind, max int, s string) string {
+	if TextProblem(kind, max, s) == "" {
+		return s
+	}
+	var b strings.Builder
+	n := 0
+	for _, r := range strings.ToValidUTF8(s, "\uFFFD") {
+		if n == max {
+			break
+		}
+		if TextProblem(kind, 1, string(r)) != "" {
+			r = utf8.RuneError
+		}
+		b.WriteRune(r)
+		n++
+	}
+	return b.String()
+}
+
 // NFC returns s in Unicode Normalization Form C, so that one name typed
 // composed ("café" as U+00E9) or decomposed ("cafe" and U+0301) is one name:
 // identity fields are normalised before a key is derived from them or they

@@ -57,8 +57,8 @@ func TestCheckText(t *testing.T) {
 }
 
 // FuzzTextRule checks that the patterns the OpenAPI document publishes say
-// what CheckText does: a valid UTF-8 string passes the rule exactly when it
-// matches its kind's pattern.
+// what CheckText does — a valid UTF-8 string passes the rule exactly when it
+// matches its kind's pattern — and that FitText's result always passes.
 func FuzzTextRule(f *testing.F) {
 	for _, s := range []string{"", "abc", "a\tb", "a\nb", "a\r", "\x00", "\u0085", "\u009f\u00a0", "\u2028", "é\x7f", "\xff"} {
 		f.Add(s)
@@ -72,6 +72,16 @@ func FuzzTextRule(f *testing.F) {
 			ok := TextProblem(kind, len(s), s) == ""
 			if want := utf8.ValidString(s) && re.MatchString(s); ok != want {
 				t.Fatalf("%v %q: CheckText accepts: %v, the pattern (and valid UTF-8) says %v", kind, s, ok, want)
+			}
+			// FitText always fits, and leaves what fits alone.
+			for _, max := range []int{1, 5, len(s) + 1} {
+				fit := FitText(kind, max, s)
+				if p := TextProblem(kind, max, fit); p != "" {
+					t.Fatalf("FitText(%v, %d, %q) = %q: %s", kind, max, s, fit, p)
+				}
+				if TextProblem(kind, max, s) == "" && fit != s {
+					t.Fatalf("FitText(%v, %d, %q) = %q, want it unchanged", kind, max, s, fit)
+				}
 			}
 		}
 	})
