@@ -176,26 +176,33 @@ func mayHoldText(t reflect.Type) bool {
 // rule: the server's fault, never the caller's.
 var errUndeclaredText = errors.New("intake: a string field has no text tag")
 
+// undeclaredError names where errUndeclaredText was met.
+type undeclaredError struct{ path, what string }
+
+func (e *undeclaredError) Error() string { return errUndeclaredText.Error() + ": " + e.path + e.what }
+func (e *undeclaredError) Unwrap() error { return errUndeclaredText }
+
 // checkStrings holds every string in v (a decoded request body) to its
 // declared rule. The first problem is a *FieldError naming the member by
-// its path ("candidates[1].ref").
+// its path ("candidates[1].ref"). Paths are built only on the way out of a
+// problem: a body that passes costs no allocation.
 func checkStrings(v any) error {
-	return walkText(reflect.ValueOf(v), "", nil)
+	return walkText(reflect.ValueOf(v), nil)
 }
 
-func walkText(v reflect.Value, path string, rule *textRule) error {
+func walkText(v reflect.Value, rule *textRule) error {
 	switch v.Kind() {
 	case reflect.Pointer, reflect.Interface:
 		if v.IsNil() {
 			return nil
 		}
-		return walkText(v.Elem(), path, rule)
+		return walkText(v.Elem(), rule)
 	case reflect.String:
 		if rule == nil {
-			return fmt.Errorf("%w: %s (%v)", errUndeclaredText, path, v.Type())
+			return &undeclaredError{what: " (" + v.Type().String() + ")"}
 		}
 		if p := rule.check(v.String()); p != "" {
-			return &FieldError{Field: path, Problem: p}
+			return &FieldError{Problem: p}
 		}
 	case reflect.Struct:
 		if v.Type() == timeType {
@@ -206,8 +213,8 @@ func walkText(v reflect.Value, path string, rule *textRule) error {
 			return plan.err
 		}
 		for _, f := range plan.fields {
-			if err := walkText(v.Field(f.index), joinPath(path, f.name), f.rule); err != nil {
-				return err
+			if err := walkText(v.Field(f.index), f.rule); err != nil {
+				return within(err, f.name)
 			}
 		}
 	case reflect.Slice, reflect.Array:
@@ -215,18 +222,36 @@ func walkText(v reflect.Value, path string, rule *textRule) error {
 			return nil
 		}
 		for i := range v.Len() {
-			if err := walkText(v.Index(i), fmt.Sprintf("%s[%d]", path, i), rule); err != nil {
-				return err
+			if err := walkText(v.Index(i), rule); err != nil {
+				return within(err, "["+strconv.Itoa(i)+"]")
 			}
 		}
 	case reflect.Map:
 		// Member names are strings from outside too; no request type has
 		// a map today, so none has a rule for them.
 		if v.Len() > 0 {
-			return fmt.Errorf("%w: %s: maps are not supported by the intake walker", errUndeclaredText, path)
+			return &undeclaredError{what: ": maps are not supported by the intake walker"}
 		}
 	}
 	return nil
+}
+
+// within puts step (a member name, or "[i]") in front of the path of the
+// problem err reports.
+func within(err error, step string) error {
+	join := func(path string) string {
+		if path == "" || path[0] == '[' {
+			return step + path
+		}
+		return step + "." + path
+	}
+	switch e := err.(type) {
+	case *FieldError:
+		e.Field = join(e.Field)
+	case *undeclaredError:
+		e.path = join(e.path)
+	}
+	return err
 }
 
 // Path and query parameters.

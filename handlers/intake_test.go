@@ -238,3 +238,43 @@ func asList(x any) []any {
 	s, _ := x.([]any)
 	return s
 }
+
+// TestCheckStringsPaths: a problem names the member by its full path, and
+// a body that passes costs no allocation (the walk runs on every call of
+// the attempt cycle).
+func TestCheckStringsPaths(t *testing.T) { // not parallel: AllocsPerRun
+	ev := evidenceRequest{Source: "response", Candidates: []review.Candidate{{Ref: "a"}, {Ref: "b", Kind: "x\x00"}}}
+	var fe *FieldError
+	if err := checkStrings(&ev); !errors.As(err, &fe) || fe.Field != "candidates[1].kind" {
+		t.Errorf("checkStrings = %v, want a problem at candidates[1].kind", err)
+	}
+	o := review.Outcome{Result: "success", Phase: "after_send", Resource: &review.ResourceRef{Ref: strings.Repeat("r", 256)}}
+	if err := checkStrings(&o); !errors.As(err, &fe) || fe.Field != "resource.ref" {
+		t.Errorf("checkStrings = %v, want a problem at resource.ref", err)
+	}
+	reg := registerRequest{SourceRef: "s", Flags: []review.Flag{"financial", "\u0085"}}
+	if err := checkStrings(&reg); !errors.As(err, &fe) || fe.Field != "flags[1]" {
+		t.Errorf("checkStrings = %v, want a problem at flags[1]", err)
+	}
+	deadline := "2031-01-02T03:04:05Z"
+	ok := registerRequest{SourceRef: "contract-583", LogicalVersion: "7", Action: "create_folder", Destination: "files",
+		Risk: "compensable_write", Flags: []review.Flag{"financial"}, Key: "0123456789abcdef", Deadline: &deadline}
+	if allocs := testing.AllocsPerRun(100, func() {
+		if err := checkStrings(&ok); err != nil {
+			t.Fatal(err)
+		}
+	}); allocs != 0 {
+		t.Errorf("checkStrings of a valid registration: %v allocations, want 0", allocs)
+	}
+}
+
+func BenchmarkCheckStrings(b *testing.B) {
+	deadline := "2031-01-02T03:04:05Z"
+	req := registerRequest{SourceRef: "contract-583", LogicalVersion: "7", Action: "create_folder", Destination: "files",
+		Risk: "compensable_write", Flags: []review.Flag{"financial"}, Key: "0123456789abcdef", Deadline: &deadline}
+	for b.Loop() {
+		if err := checkStrings(&req); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
