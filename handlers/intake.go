@@ -15,11 +15,12 @@ import (
 	"github.com/limbo-dev/limbo/review"
 )
 
-// The intake rule at the API boundary: every string that arrives — each
-// member of a decoded body, each path and query parameter — is held to
+// The intake rule at the boundary: every string that arrives — each member
+// of a decoded API body (checkStrings), each path and query parameter
+// (checkParams), each console form field (checkForm) — is held to
 // review.CheckText, with a kind and a limit declared where the field is
-// declared. The limits are the ones openapi.json publishes as maxLength and
-// pattern (TestIntakeLimitsMatchDocument keeps the two equal).
+// declared. The API's limits are the ones openapi.json publishes as
+// maxLength and pattern (TestIntakeLimitsMatchDocument keeps them equal).
 //
 // Body fields declare theirs in a struct tag:
 //
