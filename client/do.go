@@ -214,7 +214,7 @@ func OutcomeFromHTTP(resp *http.Response, err error, sent bool) review.Outcome {
 		return o
 	}
 	o.Result = review.ResultError
-	o.RetryAfter = resp.Header.Get("Retry-After")
+	o.RetryAfter = fit(resp.Header.Get("Retry-After"))
 	o.ProviderCode = providerCode(resp)
 	return o
 }
@@ -234,7 +234,7 @@ func isTimeout(err error) bool {
 func requestID(h http.Header) string {
 	for _, k := range []string{"X-Request-Id", "Request-Id", "X-Amzn-Requestid", "X-Amz-Request-Id", "X-Correlation-Id"} {
 		if v := h.Get(k); v != "" {
-			return truncate(v, review.MaxFieldLen)
+			return fit(v)
 		}
 	}
 	return ""
@@ -270,7 +270,7 @@ func providerCode(resp *http.Response) string {
 	for _, raw := range []json.RawMessage{v.Code, v.Error, nested.Code, nested.Type, v.Type} {
 		var s string
 		if json.Unmarshal(raw, &s) == nil && s != "" {
-			return truncate(s, review.MaxFieldLen)
+			return fit(s)
 		}
 	}
 	return ""
@@ -281,9 +281,8 @@ type readCloser struct {
 	io.Closer
 }
 
-func truncate(s string, n int) string {
-	if len(s) > n {
-		return s[:n]
-	}
-	return s
-}
+// fit makes a string read from the destination's answer one Limbo accepts
+// (valid UTF-8, no control characters, at most MaxFieldLen characters):
+// cutting at a byte count could split a character, and a header may carry
+// bytes that are not UTF-8; the outcome must still be recorded.
+func fit(s string) string { return review.FitText(review.Identifier, review.MaxFieldLen, s) }

@@ -78,6 +78,13 @@ func TestOutcomeFromHTTP(t *testing.T) {
 			review.Outcome{Result: review.ResultError, Phase: review.PhaseAfterSend, HTTPStatus: 422, ProviderCode: "unsupported_font"}},
 		{"redirect kept as an answer", answer(307, ``, "Location", "/elsewhere"), nil, true,
 			review.Outcome{Result: review.ResultError, Phase: review.PhaseAfterSend, HTTPStatus: 307}},
+		// What the destination sends is made acceptable to Limbo, never
+		// refused with the report: a request id that is not UTF-8, a code
+		// with a control character, one longer than the limit.
+		{"a request id that is not UTF-8", answer(201, `{}`, "X-Request-Id", "req-\xff\xfe"), nil, true,
+			review.Outcome{Result: review.ResultSuccess, Phase: review.PhaseAfterSend, HTTPStatus: 201, ProviderRequestID: "req-\ufffd"}},
+		{"a code with a NUL, one too long", answer(400, `{"code":"bad\u0000code","error":"x"}`, "X-Request-Id", strings.Repeat("é", 300)), nil, true,
+			review.Outcome{Result: review.ResultError, Phase: review.PhaseAfterSend, HTTPStatus: 400, ProviderCode: "bad\ufffdcode", ProviderRequestID: strings.Repeat("é", 255)}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -87,6 +94,11 @@ func TestOutcomeFromHTTP(t *testing.T) {
 			}
 			if err := got.Validate(); err != nil {
 				t.Fatalf("the outcome does not validate: %v", err)
+			}
+			for name, v := range map[string]string{"provider_code": got.ProviderCode, "provider_request_id": got.ProviderRequestID, "retry_after": got.RetryAfter} {
+				if err := review.CheckText(name, review.Identifier, review.MaxFieldLen, v); err != nil {
+					t.Fatalf("the API would refuse the outcome: %v", err)
+				}
 			}
 		})
 	}

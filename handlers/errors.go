@@ -12,6 +12,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/limbo-dev/limbo/review"
+	"github.com/limbo-dev/limbo/store"
 )
 
 // Problem is an RFC 9457 problem detail. Type is a stable slug; clients
@@ -111,6 +112,12 @@ func (h *Handlers) toProblem(err error, c echo.Context) *Problem {
 		// The client went away; nobody reads this answer, nothing to alarm on.
 		h.Log.DebugContext(c.Request().Context(), "client closed request", "path", c.Path())
 		return &Problem{Type: "client-closed-request", Title: "Client closed request", Status: 499}
+	case store.IsUnavailable(err):
+		// Nothing was committed; the same request may succeed shortly.
+		h.Log.WarnContext(c.Request().Context(), "database unavailable", "method", c.Request().Method, "path", c.Path(), "err", err)
+		return &Problem{Type: "unavailable", Title: "Service unavailable", Status: http.StatusServiceUnavailable,
+			Detail: "the database cannot be reached; nothing was changed, retry after Retry-After seconds", RetryAfter: unavailableRetryAfter,
+			header: map[string]string{"Retry-After": strconv.Itoa(unavailableRetryAfter)}}
 	}
 	h.Log.ErrorContext(c.Request().Context(), "request failed", "method", c.Request().Method,
 		"path", c.Path(), "op_id", c.Param("id"), "err", err)
@@ -119,6 +126,11 @@ func (h *Handlers) toProblem(err error, c echo.Context) *Problem {
 }
 
 var fieldInMessage = regexp.MustCompile(`field "([^"]+)"`)
+
+// unavailableRetryAfter is the Retry-After, in seconds, of a 503 while the
+// database cannot be reached: the pool dials again on the next request, so
+// a client that waits this long finds it back as soon as it is back.
+const unavailableRetryAfter = 2
 
 func httpProblem(he *echo.HTTPError) *Problem {
 	switch he.Code {
@@ -139,6 +151,7 @@ func (h *Handlers) consoleStatus(err error, c echo.Context) (int, string) {
 	var (
 		ce      *ConsoleError
 		already *review.AlreadyDecidedError
+		field   *FieldError
 		he      *echo.HTTPError
 	)
 	switch {
@@ -154,8 +167,14 @@ func (h *Handlers) consoleStatus(err error, c echo.Context) (int, string) {
 		return http.StatusConflict, err.Error()
 	case errors.As(err, &he):
 		return he.Code, http.StatusText(he.Code)
+	case errors.As(err, &field):
+		return http.StatusBadRequest, field.Error()
 	case errors.Is(err, context.Canceled):
 		return 499, "request cancelled"
+	case store.IsUnavailable(err):
+		h.Log.WarnContext(c.Request().Context(), "database unavailable", "method", c.Request().Method, "path", c.Path(), "err", err)
+		c.Response().Header().Set("Retry-After", strconv.Itoa(unavailableRetryAfter))
+		return http.StatusServiceUnavailable, "The database cannot be reached right now; nothing was changed. Try again in a moment."
 	}
 	h.Log.ErrorContext(c.Request().Context(), "console request failed", "method", c.Request().Method, "path", c.Path(), "err", err)
 	return http.StatusInternalServerError, "Something failed on our side; nothing was changed. Try again."

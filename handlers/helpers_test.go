@@ -31,7 +31,7 @@ var t0 = time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
 // testBundle is one API server on a fresh database, with a fake clock and
 // a token for tenant "acme".
 type testBundle struct {
-	t      *testing.T
+	t      testing.TB
 	engine store.Engine
 	store  *store.Store
 	clock  *storetest.Clock
@@ -41,7 +41,7 @@ type testBundle struct {
 
 // setup starts the real server (handlers.NewServer) over a fresh, migrated
 // database on engine. cfg may be nil (safe defaults everywhere).
-func setup(t *testing.T, engine store.Engine, cfg *review.Config) *testBundle {
+func setup(t testing.TB, engine store.Engine, cfg *review.Config) *testBundle {
 	t.Helper()
 	clk := storetest.NewClock(t0)
 	s := storetest.Open(t, engine, store.Options{Config: cfg, Clock: clk.Now})
@@ -53,7 +53,7 @@ func setup(t *testing.T, engine store.Engine, cfg *review.Config) *testBundle {
 }
 
 // on returns the bundle reporting to t (a subtest's).
-func (b *testBundle) on(t *testing.T) *testBundle {
+func (b *testBundle) on(t testing.TB) *testBundle {
 	c := *b
 	c.t = t
 	return &c
@@ -561,7 +561,7 @@ func (v *validator) check(schemaNode, x any, at string) {
 			v.errorf("%s: %q longer than %v", at, xx, n)
 		}
 		if s["format"] == "date-time" {
-			if _, err := time.Parse(time.RFC3339Nano, xx); err != nil {
+			if _, err := review.ParseRFC3339(xx); err != nil {
 				v.errorf("%s: %q is not an RFC 3339 date-time", at, xx)
 			}
 		}

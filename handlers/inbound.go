@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"bytes"
 	"cmp"
 	"encoding/json"
 	"errors"
@@ -17,20 +18,41 @@ import (
 
 // inboundBody is what Limbo reads from a destination's webhook: the
 // operation it concerns (top level or under "data") and what it reports.
+// Other members are allowed and kept as received (in the stored body).
 type inboundBody struct {
-	Type           string `json:"type"`
-	OperationID    string `json:"operation_id"`
-	LogicalVersion string `json:"logical_version"`
-	Ref            string `json:"ref"`
-	JobRef         string `json:"job_ref"`
-	Status         string `json:"status"`
-	OutputRef      string `json:"output_ref"`
+	Type           string `json:"type" text:"id,255"`
+	OperationID    string `json:"operation_id" text:"id,255"`
+	LogicalVersion string `json:"logical_version" text:"id,255"`
+	Ref            string `json:"ref" text:"id,255"`
+	JobRef         string `json:"job_ref" text:"id,255"`
+	Status         string `json:"status" text:"id,255"`
+	OutputRef      string `json:"output_ref" text:"id,255"`
 	Data           *struct {
-		OperationID    string `json:"operation_id"`
-		LogicalVersion string `json:"logical_version"`
-		Ref            string `json:"ref"`
+		OperationID    string `json:"operation_id" text:"id,255"`
+		LogicalVersion string `json:"logical_version" text:"id,255"`
+		Ref            string `json:"ref" text:"id,255"`
 	} `json:"data"`
 }
+
+// decodeWebhook reads a destination's webhook body: the same strict scan as
+// every API body (duplicate members, invalid UTF-8, trailing data → 400),
+// then the members Limbo reads, held to their rules. Unlike DecodeJSON it
+// allows members Limbo does not read: a destination sends what it sends.
+func decodeWebhook(body []byte, v any) error {
+	if len(bytes.TrimSpace(body)) == 0 {
+		return &FieldError{Problem: "request body is empty"}
+	}
+	if _, err := review.CheckJSON(body); err != nil {
+		return canonicalProblem(err)
+	}
+	if err := json.Unmarshal(body, v); err != nil {
+		return decodeProblem(err)
+	}
+	return checkStrings(v)
+}
+
+// webhookIDRule is the rule for the webhook-id header, which is stored.
+var webhookIDRule = textRule{kind: review.Identifier, max: review.MaxFieldLen}
 
 // Inbound receives a destination's signed webhook (Standard Webhooks):
 // verified against the destination's secrets, deduplicated by event id,
@@ -63,9 +85,12 @@ func (h *Handlers) Inbound(c echo.Context) error {
 	if err != nil {
 		return problemf(http.StatusUnauthorized, "invalid-signature", "Invalid webhook signature", "%v", err)
 	}
+	if p := webhookIDRule.check(id); p != "" {
+		return &FieldError{Field: webhook.HeaderID, Problem: p}
+	}
 	var in inboundBody
-	if err := json.Unmarshal(body, &in); err != nil {
-		return &FieldError{Problem: "webhook body is not JSON: " + err.Error()}
+	if err := decodeWebhook(body, &in); err != nil {
+		return err
 	}
 	ev := store.InboundEvent{Source: source, EventID: id, OperationID: in.OperationID, Body: string(body), Note: in.Type}
 	ref, version := in.Ref, in.LogicalVersion

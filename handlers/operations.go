@@ -14,17 +14,19 @@ import (
 	"github.com/limbo-dev/limbo/store"
 )
 
-// registerRequest is the body of POST /api/v1/operations.
+// registerRequest is the body of POST /api/v1/operations. Every string
+// declares its intake rule (intake.go); the deadline is read as RFC 3339
+// exactly, not as time.Time's UnmarshalJSON reads it.
 type registerRequest struct {
-	SourceRef      string          `json:"source_ref"`
-	LogicalVersion string          `json:"logical_version"`
-	Action         string          `json:"action"`
-	Destination    string          `json:"destination"`
-	Risk           review.Risk     `json:"risk"`
-	Flags          []review.Flag   `json:"flags"`
+	SourceRef      string          `json:"source_ref" text:"id,255"`
+	LogicalVersion string          `json:"logical_version" text:"id,255"`
+	Action         string          `json:"action" text:"id,255"`
+	Destination    string          `json:"destination" text:"id,255"`
+	Risk           review.Risk     `json:"risk" text:"id,32"`
+	Flags          []review.Flag   `json:"flags" text:"id,32"`
 	Payload        json.RawMessage `json:"payload"`
-	Key            string          `json:"key"`
-	Deadline       *time.Time      `json:"deadline"`
+	Key            string          `json:"key" text:"id,255,key"`
+	Deadline       *string         `json:"deadline" text:"id,40,date-time"`
 	MaxAttempts    *int            `json:"max_attempts"`
 	CostBudget     *float64        `json:"cost_budget"`
 }
@@ -44,10 +46,18 @@ func (h *Handlers) RegisterOperation(c echo.Context) error {
 	if err != nil {
 		return &FieldError{Field: "payload", Problem: err.Error()}
 	}
+	var deadline *time.Time
+	if req.Deadline != nil {
+		d, err := review.ParseRFC3339(*req.Deadline) // checked by bindJSON already
+		if err != nil {
+			return &FieldError{Field: "deadline", Problem: err.Error()}
+		}
+		deadline = &d
+	}
 	op, created, err := h.Store.Register(c.Request().Context(), review.Registration{
 		Tenant: caller(c).Tenant, SourceRef: req.SourceRef, LogicalVersion: req.LogicalVersion,
 		Action: req.Action, Destination: req.Destination, Risk: req.Risk, Flags: req.Flags,
-		Payload: payload, Key: req.Key, Deadline: req.Deadline, MaxAttempts: req.MaxAttempts,
+		Payload: payload, Key: req.Key, Deadline: deadline, MaxAttempts: req.MaxAttempts,
 		CostBudget: req.CostBudget, Actor: actor(c),
 	})
 	if err != nil {
@@ -99,8 +109,8 @@ func (h *Handlers) ListOperations(c echo.Context) error {
 
 // attemptRequest is the body of POST /operations/{id}/attempts (optional).
 type attemptRequest struct {
-	Credential string `json:"credential"`
-	Model      string `json:"model"`
+	Credential string `json:"credential" text:"id,255"`
+	Model      string `json:"model" text:"id,255"`
 }
 
 // StartAttempt asks permission to send: 201 with n, lease and key; 429 with
@@ -154,7 +164,7 @@ func (h *Handlers) RecordOutcome(c echo.Context) error {
 
 // evidenceRequest is the body of POST /operations/{id}/evidence.
 type evidenceRequest struct {
-	Source        review.EvidenceSource `json:"source"`
+	Source        review.EvidenceSource `json:"source" text:"id,32"`
 	Authoritative bool                  `json:"authoritative"`
 	Candidates    []review.Candidate    `json:"candidates"`
 }
@@ -176,9 +186,9 @@ func (h *Handlers) AddEvidence(c echo.Context) error {
 
 // jobRequest is the body of PUT /operations/{id}/jobs/{ref}.
 type jobRequest struct {
-	Status       review.JobStatus `json:"status"`
-	InputVersion string           `json:"input_version"`
-	OutputRef    string           `json:"output_ref"`
+	Status       review.JobStatus `json:"status" text:"id,32"`
+	InputVersion string           `json:"input_version" text:"id,255"`
+	OutputRef    string           `json:"output_ref" text:"id,255"`
 }
 
 // PutJob records or updates a transformation job; 200 with the operation.
@@ -197,7 +207,8 @@ func (h *Handlers) PutJob(c echo.Context) error {
 }
 
 // bindJSON reads the whole body (the BodyLimit middleware turns an oversize
-// body into 413) and decodes it strictly.
+// body into 413), decodes it strictly and holds every string in it to its
+// declared rule (checkStrings).
 func bindJSON(c echo.Context, v any) error {
 	if err := checkContentType(c); err != nil {
 		return err
@@ -206,7 +217,10 @@ func bindJSON(c echo.Context, v any) error {
 	if err != nil {
 		return err
 	}
-	return DecodeJSON(body, v)
+	if err := DecodeJSON(body, v); err != nil {
+		return err
+	}
+	return checkStrings(v)
 }
 
 // bindOptionalJSON is bindJSON for calls whose body may be empty.
@@ -221,7 +235,10 @@ func bindOptionalJSON(c echo.Context, v any) error {
 	if err := checkContentType(c); err != nil {
 		return err
 	}
-	return DecodeJSON(body, v)
+	if err := DecodeJSON(body, v); err != nil {
+		return err
+	}
+	return checkStrings(v)
 }
 
 // checkContentType accepts JSON, or no declared type at all.

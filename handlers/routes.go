@@ -22,7 +22,8 @@ func NewServer(h *Handlers) *echo.Echo {
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = h.HandleError
 	e.IPExtractor = clientAddress(h.TrustedProxies)
-	e.Use(middleware.Recover(), securityHeaders)
+	e.Pre(headAsGet)
+	e.Use(headRestored, middleware.Recover(), securityHeaders)
 	if h.Metrics != nil {
 		e.Use(h.Metrics.Middleware)
 	}
@@ -49,6 +50,35 @@ func clientAddress(trusted []*net.IPNet) echo.IPExtractor {
 	return echo.ExtractIPFromXFFHeader(opts...)
 }
 
+// HEAD is answered on every GET route in one place rather than with a HEAD
+// twin per route: headAsGet routes a HEAD as the GET it mirrors, and
+// headRestored gives the request back its method before any handler runs,
+// so net/http (which holds the same request) sends the GET's status and
+// headers without the body, and handlers know not to write one.
+const headKey = "limbo.head"
+
+// headAsGet makes the router find the GET route for a HEAD. Echo routes on
+// the request it was given, so the method is changed in place.
+func headAsGet(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		if r := c.Request(); r.Method == http.MethodHead {
+			r.Method = http.MethodGet
+			c.Set(headKey, true)
+		}
+		return next(c)
+	}
+}
+
+// headRestored, the first middleware after routing, puts HEAD back.
+func headRestored(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		if c.Get(headKey) != nil {
+			c.Request().Method = http.MethodHead
+		}
+		return next(c)
+	}
+}
+
 // Routes is the route table: every route Limbo serves, with who may call it.
 func (h *Handlers) Routes(e *echo.Echo) {
 	// Public: probes for load balancers and orchestrators, and the API's
@@ -59,15 +89,16 @@ func (h *Handlers) Routes(e *echo.Echo) {
 	// Console: a signed-in user with a live server-side session; every
 	// mutating route checks the CSRF token; each route names the
 	// permission its role needs (deny by default).
-	e.GET("/login", h.LoginForm)
-	e.POST("/login", h.Login)
+	e.GET("/login", h.LoginForm, checkParams)
+	e.POST("/login", h.Login, checkParams, checkForm)
 	// (Not an Echo group: a group with middleware catches every unmatched
 	// path, which would turn an API 405 into a console redirect.)
 	ui := func(method, path string, fn echo.HandlerFunc, p review.Permission) {
-		mw := []echo.MiddlewareFunc{h.requireUser, requireCSRF}
+		mw := []echo.MiddlewareFunc{checkParams, h.requireUser, requireCSRF}
 		if p != "" {
 			mw = append(mw, requirePerm(p))
 		}
+		mw = append(mw, checkForm)
 		e.Add(method, path, fn, mw...)
 	}
 	ui(http.MethodPost, "/logout", h.Logout, "")
@@ -104,11 +135,14 @@ func (h *Handlers) Routes(e *echo.Echo) {
 	}
 
 	// Destination webhooks: authenticated by their signature, not a token.
-	e.POST("/api/v1/inbound/:source", h.Inbound, middleware.BodyLimit(strconv.Itoa(MaxBodyBytes)))
+	e.POST("/api/v1/inbound/:source", h.Inbound, checkParams, middleware.BodyLimit(strconv.Itoa(MaxBodyBytes)))
 
 	// Integration API: a bearer token belongs to one tenant; everything
 	// below is scoped to it.
-	api := e.Group("/api/v1", middleware.BodyLimit(strconv.Itoa(MaxBodyBytes)), h.requireToken)
+	// Every route that reads parameters holds each path and query parameter
+	// to its rule (checkParams) before authentication or a handler reads
+	// one; the probes, the document and static files read none.
+	api := e.Group("/api/v1", checkParams, middleware.BodyLimit(strconv.Itoa(MaxBodyBytes)), h.requireToken)
 	api.POST("/operations", h.RegisterOperation)
 	api.GET("/operations", h.ListOperations)
 	api.GET("/operations/:id", h.GetOperation)

@@ -182,17 +182,22 @@ func candidates(body []byte, path string) ([]review.Candidate, error) {
 	return out, nil
 }
 
+// str reads a member as text, fitted to the intake rule the API holds the
+// same fields to (review.FitText): the destination's answer is stored as
+// evidence, and a NUL or an over-long ref must not make it unstorable.
 func str(m map[string]any, keys ...string) string {
 	for _, k := range keys {
 		switch v := m[k].(type) {
 		case string:
-			return v
+			return fit(v)
 		case json.Number:
-			return v.String()
+			return fit(v.String())
 		}
 	}
 	return ""
 }
+
+func fit(s string) string { return review.FitText(review.Identifier, review.MaxFieldLen, s) }
 
 // Job polls the accepted operation's latest job with the destination's job
 // probe. The answer names status, output_ref and logical_version (or
@@ -223,8 +228,8 @@ func (p *Prober) Job(ctx context.Context, op *review.Operation, d review.Destina
 	if !js.Valid() {
 		return nil, fmt.Errorf("answer: unknown job status %q", ans.Status)
 	}
-	return &review.Job{Ref: op.Jobs[len(op.Jobs)-1].Ref, Status: js, OutputRef: ans.OutputRef,
-		InputVersion: cmp.Or(ans.InputVersion, ans.LogicalVersion)}, nil
+	return &review.Job{Ref: op.Jobs[len(op.Jobs)-1].Ref, Status: js, OutputRef: fit(ans.OutputRef),
+		InputVersion: fit(cmp.Or(ans.InputVersion, ans.LogicalVersion))}, nil
 }
 
 // requestError is a probe request that got no answer: refused by

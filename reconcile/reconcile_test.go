@@ -406,6 +406,34 @@ func TestProbeFailuresNeverGuess(t *testing.T) {
 	})
 }
 
+// TestProbeAnswersFitted: what a destination answers is fitted to the
+// intake rule before it becomes evidence — NUL, controls, bytes that are
+// not UTF-8 and over-long refs would otherwise make the evidence
+// unstorable on PostgreSQL, and the operation impossible to reconcile.
+func TestProbeAnswersFitted(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"items":[{"ref":"a\u0000b","kind":"k\u0085","version":"v\u001b1","operation_id":"`+strings.Repeat("é", 300)+`"}]}`)
+	}))
+	t.Cleanup(srv.Close)
+	d := review.Destination{AllowInternal: loopbackV4, Probes: review.Probes{Search: &review.Probe{URL: srv.URL + "/search?id={{.ID}}", Candidates: "items", Timeout: 5 * time.Second}}}
+	p := reconcile.NewProber(&review.Config{Destinations: map[string]review.Destination{"odd": d}})
+	res := p.Probe(context.Background(), &review.Operation{ID: "op-1"}, d)
+	if len(res) != 1 || res[0].Err != "" || len(res[0].Candidates) != 1 {
+		t.Fatalf("probe = %+v, want one answer with one candidate", res)
+	}
+	c := res[0].Candidates[0]
+	for name, v := range map[string]string{"ref": c.Ref, "kind": c.Kind, "version": c.Version, "operation_id": c.OperationID} {
+		if err := review.CheckText(name, review.Identifier, review.MaxFieldLen, v); err != nil {
+			t.Errorf("candidate %s = %q: %v", name, v, err)
+		}
+	}
+	if c.Ref != "a\ufffdb" {
+		t.Errorf("ref = %q, want the NUL replaced", c.Ref)
+	}
+}
+
 // TestConcurrentReconcilersNeverDoubleApply: two reconciler instances with
 // their own store connections on one database run rounds at the same
 // time; every operation is settled exactly once.

@@ -78,7 +78,8 @@ func ParseScope(s string) (Scope, error) {
 	}
 	var sc Scope
 	for _, t := range strings.Split(s, ",") {
-		if t = strings.TrimSpace(t); t != "" && !slices.Contains(sc.Tenants, t) {
+		// NFC, as tenant names are stored (NormalizeTenant).
+		if t = NFC(strings.TrimSpace(t)); t != "" && !slices.Contains(sc.Tenants, t) {
 			sc.Tenants = append(sc.Tenants, t)
 		}
 	}

@@ -8,12 +8,12 @@ import (
 
 // Outcome is what an integrator reports for one attempt.
 type Outcome struct {
-	Result            Result       `json:"result"`
-	Phase             Phase        `json:"phase"`
+	Result            Result       `json:"result" text:"id,32"`
+	Phase             Phase        `json:"phase" text:"id,32"`
 	HTTPStatus        int          `json:"http_status,omitempty"`
-	RetryAfter        string       `json:"retry_after,omitempty"`
-	ProviderCode      string       `json:"provider_code,omitempty"`
-	ProviderRequestID string       `json:"provider_request_id,omitempty"`
+	RetryAfter        string       `json:"retry_after,omitempty" text:"id,255"`
+	ProviderCode      string       `json:"provider_code,omitempty" text:"id,255"`
+	ProviderRequestID string       `json:"provider_request_id,omitempty" text:"id,255"`
 	Resource          *ResourceRef `json:"resource,omitempty"`
 	Job               *JobRef      `json:"job,omitempty"`
 	Cost              float64      `json:"cost,omitempty"`

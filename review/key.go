@@ -13,6 +13,10 @@ const (
 	MaxKeyLen = 255
 )
 
+// KeyPattern is ValidateKey's character rule as a regular expression, for
+// the OpenAPI document: printable ASCII without a leading or trailing space.
+const KeyPattern = `^[!-~]([ -~]*[!-~])?$`
+
 // DeriveKey is the default idempotency key: SHA-256 over tenant, source_ref,
 // action and logical_version. Each field is length-prefixed so that no two
 // different tuples can hash the same bytes ("ab"+"c" vs "a"+"bc"). Nothing

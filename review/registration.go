@@ -6,8 +6,6 @@ import (
 	"sort"
 	"strings"
 	"time"
-	"unicode"
-	"unicode/utf8"
 )
 
 // Registration is a request to record a new operation. Payload must already
@@ -32,19 +30,26 @@ type Registration struct {
 
 // Limits on registration fields.
 const (
+	// MaxFieldLen bounds identity fields and tenant names, in characters.
 	MaxFieldLen    = 255
 	MaxAttemptsCap = 100
 )
 
-// Normalize validates r and fills defaults: the derived key, the default
-// deadline and attempt budget, sorted unique flags. Errors wrap ErrInvalid
-// and name the field.
+// Normalize validates r and fills defaults: the identity fields in NFC, the
+// derived key, the default deadline and attempt budget, sorted unique flags.
+// Errors wrap ErrInvalid and name the field.
 func (r *Registration) Normalize(now time.Time) error {
-	for _, f := range []struct{ name, v string }{
-		{"source_ref", r.SourceRef}, {"logical_version", r.LogicalVersion},
-		{"action", r.Action}, {"destination", r.Destination},
+	// NFC first: "café" composed or decomposed is one intention, one key.
+	r.Tenant = NFC(r.Tenant)
+	for _, f := range []struct {
+		name string
+		v    *string
+	}{
+		{"source_ref", &r.SourceRef}, {"logical_version", &r.LogicalVersion},
+		{"action", &r.Action}, {"destination", &r.Destination},
 	} {
-		if err := checkText(f.name, f.v); err != nil {
+		*f.v = NFC(*f.v)
+		if err := checkText(f.name, *f.v); err != nil {
 			return err
 		}
 	}
@@ -90,21 +95,12 @@ func (r *Registration) Normalize(now time.Time) error {
 	return nil
 }
 
+// checkText: an identity field is required and an Identifier (CheckText).
 func checkText(name, v string) error {
-	switch {
-	case strings.TrimSpace(v) == "":
+	if strings.TrimSpace(v) == "" {
 		return fmt.Errorf("%w: field %q: required", ErrInvalid, name)
-	case len(v) > MaxFieldLen:
-		return fmt.Errorf("%w: field %q: at most %d bytes", ErrInvalid, name, MaxFieldLen)
-	case !utf8.ValidString(v):
-		return fmt.Errorf("%w: field %q: not valid UTF-8", ErrInvalid, name)
 	}
-	for _, c := range v {
-		if unicode.IsControl(c) || c == '\u2028' || c == '\u2029' {
-			return fmt.Errorf("%w: field %q: control characters are not allowed", ErrInvalid, name)
-		}
-	}
-	return nil
+	return CheckText(name, Identifier, MaxFieldLen, v)
 }
 
 // SameIntention reports which fields differ between a stored operation and a

@@ -138,17 +138,20 @@ const (
 	ReasonBudgetExhausted Reason = "budget_exhausted"
 )
 
+// The `text` tags on types that arrive in API bodies declare each string's
+// intake rule (CheckText's kind and limit; see handlers/intake.go).
+
 // ResourceRef names a resource at the destination.
 type ResourceRef struct {
-	Ref     string `json:"ref"`
-	Kind    string `json:"kind,omitempty"`
-	Version string `json:"version,omitempty"`
+	Ref     string `json:"ref" text:"id,255"`
+	Kind    string `json:"kind,omitempty" text:"id,255"`
+	Version string `json:"version,omitempty" text:"id,255"`
 }
 
 // JobRef is an asynchronous job as reported in an outcome.
 type JobRef struct {
-	Ref    string `json:"ref"`
-	Status string `json:"status,omitempty"`
+	Ref    string `json:"ref" text:"id,255"`
+	Status string `json:"status,omitempty" text:"id,32"`
 }
 
 // Operation is one business intention and its ledger state.
@@ -226,10 +229,10 @@ type Attempt struct {
 // Candidate is a resource found at the destination that may be this
 // operation's effect.
 type Candidate struct {
-	Ref         string `json:"ref"`
-	Kind        string `json:"kind,omitempty"`
-	Version     string `json:"version,omitempty"`
-	OperationID string `json:"operation_id,omitempty"`
+	Ref         string `json:"ref" text:"id,255"`
+	Kind        string `json:"kind,omitempty" text:"id,255"`
+	Version     string `json:"version,omitempty" text:"id,255"`
+	OperationID string `json:"operation_id,omitempty" text:"id,255"`
 }
 
 // EvidenceSource says where evidence came from.

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -275,6 +276,13 @@ func (s *Store) insertDecision(ctx context.Context, tx *sqlx.Tx, d *Decision) er
 	return nil
 }
 
+// DecisionCursorPattern is the form of the decisions feed's cursor: the
+// transaction and sequence number of the last decision read. (ParseInt
+// alone would also take "+1-2".)
+const DecisionCursorPattern = `^[0-9]{1,19}-[0-9]{1,19}$`
+
+var decisionCursor = regexp.MustCompile(DecisionCursorPattern)
+
 // Decisions returns the tenant's decisions after cursor, in order. On
 // PostgreSQL only decisions of transactions older than every running one
 // are listed, ordered by transaction then sequence: a decision that
@@ -286,7 +294,7 @@ func (s *Store) Decisions(ctx context.Context, tenant, cursor string, limit int)
 		var err1, err2 error
 		afterTx, err1 = strconv.ParseInt(a, 10, 64)
 		afterSeq, err2 = strconv.ParseInt(b, 10, 64)
-		if !ok || err1 != nil || err2 != nil {
+		if !ok || err1 != nil || err2 != nil || !decisionCursor.MatchString(cursor) {
 			return nil, "", fmt.Errorf("%w: field \"cursor\": not a cursor this server issued", review.ErrInvalid)
 		}
 	}

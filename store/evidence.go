@@ -106,8 +106,11 @@ func (s *Store) PutJob(ctx context.Context, tenant, opID string, j review.Job, a
 	if !j.Status.Valid() {
 		return nil, fmt.Errorf("%w: field \"status\": must be queued, running, succeeded, failed or canceled", review.ErrInvalid)
 	}
-	if j.Ref == "" || len(j.Ref) > review.MaxFieldLen {
-		return nil, fmt.Errorf("%w: job ref must be 1–%d bytes", review.ErrInvalid, review.MaxFieldLen)
+	if j.Ref == "" {
+		return nil, fmt.Errorf("%w: field \"ref\": required", review.ErrInvalid)
+	}
+	if err := review.CheckText("ref", review.Identifier, review.MaxFieldLen, j.Ref); err != nil {
+		return nil, err
 	}
 	err := s.WithTx(ctx, func(tx *sqlx.Tx) error {
 		return s.putJobTx(ctx, tx, tenant, opID, j, actor)

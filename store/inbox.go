@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 
@@ -38,8 +39,12 @@ func (s *Store) Inbound(ctx context.Context, ev InboundEvent) (duplicate bool, e
 	err = s.WithTx(ctx, func(tx *sqlx.Tx) error {
 		duplicate = false
 		var tenant string
-		if err := tx.GetContext(ctx, &tenant, s.rebind(selectOpTenant), ev.OperationID, ev.Source); err != nil {
+		err := tx.GetContext(ctx, &tenant, s.rebind(selectOpTenant), ev.OperationID, ev.Source)
+		if errors.Is(err, sql.ErrNoRows) {
 			return review.ErrNotFound
+		}
+		if err != nil {
+			return err // not "not found": the database may be down
 		}
 		now := s.now()
 		res, err := tx.ExecContext(ctx, s.rebind(insertInbox), ev.Source, ev.EventID, now, ev.OperationID, ev.Body)

@@ -37,9 +37,12 @@ const (
 // on behalf of by, an admin holding that tenant, and returns it. Only its
 // hash is stored: this is the one time it is seen.
 func (s *Store) CreateToken(ctx context.Context, by review.Principal, tenant, name string) (string, error) {
-	tenant = strings.TrimSpace(tenant)
-	if tenant == "" || len(tenant) > review.MaxFieldLen || strings.ContainsAny(tenant, ",*\n\r\t") {
-		return "", fmt.Errorf("%w: tenant must be 1–%d characters without commas, '*' or control characters", review.ErrInvalid, review.MaxFieldLen)
+	tenant, err := review.NormalizeTenant(tenant)
+	if err != nil {
+		return "", err
+	}
+	if err := review.CheckText("name", review.Identifier, review.MaxFieldLen, name); err != nil {
+		return "", err
 	}
 
 	var raw [32]byte
@@ -47,7 +50,7 @@ func (s *Store) CreateToken(ctx context.Context, by review.Principal, tenant, na
 		return "", err
 	}
 	token := tokenPrefix + hex.EncodeToString(raw[:])
-	err := s.WithTx(ctx, func(tx *sqlx.Tx) error {
+	err = s.WithTx(ctx, func(tx *sqlx.Tx) error {
 		by, err := s.actingNow(ctx, tx, by)
 		if err != nil {
 			return err

@@ -65,9 +65,9 @@ WHERE endpoint_id = ? AND status = 'pending' AND (lease_until IS NULL OR lease_u
 // webhooks.allow_internal lists), without credentials, and not aimed at an
 // internal address the configuration does not opt in.
 func (s *Store) AddWebhookEndpoint(ctx context.Context, ne NewWebhookEndpoint) (*WebhookEndpoint, error) {
-	tenant := strings.TrimSpace(ne.Tenant)
-	if tenant == "" || len(tenant) > review.MaxFieldLen || strings.ContainsAny(tenant, ",*\n\r\t") {
-		return nil, fmt.Errorf("%w: field \"tenant\": 1–%d characters without commas, '*' or control characters", review.ErrInvalid, review.MaxFieldLen)
+	tenant, err := review.NormalizeTenant(ne.Tenant)
+	if err != nil {
+		return nil, err
 	}
 	if ne.Scope != nil && !slices.Contains(ne.Scope, tenant) {
 		return nil, review.ErrNotFound
@@ -77,8 +77,8 @@ func (s *Store) AddWebhookEndpoint(ctx context.Context, ne NewWebhookEndpoint) (
 		return nil, err
 	}
 	desc := strings.TrimSpace(ne.Description)
-	if len(desc) > 500 {
-		return nil, fmt.Errorf("%w: field \"description\": at most 500 bytes", review.ErrInvalid)
+	if err := review.CheckText("description", review.FreeText, 500, desc); err != nil {
+		return nil, err
 	}
 	secret := strings.TrimSpace(ne.Secret)
 	if secret == "" {
