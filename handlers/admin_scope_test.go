@@ -231,7 +231,7 @@ func (w *adminWorld) tokenNamed(name string) *store.Token {
 }
 
 func (w *adminWorld) endpoint(tenant, desc string) *store.WebhookEndpoint {
-	ep, err := w.st.AddWebhookEndpoint(context.Background(), store.NewWebhookEndpoint{Tenant: tenant, URL: "https://93.184.215.14/hook", Description: desc, Actor: "test"})
+	ep, err := w.st.AddWebhookEndpoint(context.Background(), review.Operator("test"), store.NewWebhookEndpoint{Tenant: tenant, URL: "https://93.184.215.14/hook", Description: desc})
 	if err != nil {
 		w.t.Fatal(err)
 	}

@@ -1,13 +1,11 @@
 package handlers
 
 import (
-	"errors"
 	"net/http"
 	"net/url"
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/limbo-dev/limbo/review"
 	"github.com/limbo-dev/limbo/store"
 	"github.com/limbo-dev/limbo/web"
 )
@@ -28,10 +26,10 @@ func (h *Handlers) renderWebhooks(c echo.Context, status int, v web.AdminWebhook
 
 // AdminAddWebhook adds an endpoint and shows its signing secret once.
 func (h *Handlers) AdminAddWebhook(c echo.Context) error {
-	e, err := h.Store.AddWebhookEndpoint(c.Request().Context(), store.NewWebhookEndpoint{Tenant: c.FormValue("tenant"),
-		URL: c.FormValue("url"), Description: c.FormValue("description"), Actor: session(c).User.Email, Scope: session(c).User.Scope().List()})
-	if errors.Is(err, review.ErrInvalid) || errors.Is(err, review.ErrNotFound) {
-		return h.renderWebhooks(c, http.StatusUnprocessableEntity, web.AdminWebhooksView{Problem: err.Error()})
+	e, err := h.Store.AddWebhookEndpoint(c.Request().Context(), principal(c), store.NewWebhookEndpoint{Tenant: c.FormValue("tenant"),
+		URL: c.FormValue("url"), Description: c.FormValue("description")})
+	if status := adminProblemStatus(err); status != 0 {
+		return h.renderWebhooks(c, status, web.AdminWebhooksView{Problem: problemText(err)})
 	}
 	if err != nil {
 		return err
@@ -42,7 +40,7 @@ func (h *Handlers) AdminAddWebhook(c echo.Context) error {
 
 // AdminDisableWebhook stops deliveries to an endpoint.
 func (h *Handlers) AdminDisableWebhook(c echo.Context) error {
-	if err := h.Store.DisableWebhookEndpoint(c.Request().Context(), c.Param("id"), session(c).User.Scope().List(), session(c).User.Email); err != nil {
+	if err := h.Store.DisableWebhookEndpoint(c.Request().Context(), principal(c), c.Param("id")); err != nil {
 		return err
 	}
 	return c.Redirect(http.StatusSeeOther, "/admin/webhooks")

@@ -113,7 +113,7 @@ func (v *env) decide(t *testing.T) *store.Decision {
 
 func (v *env) endpoint(t *testing.T, u, secret string) *store.WebhookEndpoint {
 	t.Helper()
-	ep, err := v.s.AddWebhookEndpoint(v.ctx, store.NewWebhookEndpoint{Tenant: tenant, URL: u, Secret: secret, Actor: "admin"})
+	ep, err := v.s.AddWebhookEndpoint(v.ctx, review.Operator("admin"), store.NewWebhookEndpoint{Tenant: tenant, URL: u, Secret: secret})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/limbo-dev/limbo/netguard"
 	"github.com/limbo-dev/limbo/outbox"
+	"github.com/limbo-dev/limbo/review"
 	"github.com/limbo-dev/limbo/store"
 	"github.com/limbo-dev/limbo/store/storetest"
 )
@@ -69,7 +70,7 @@ func TestWebhookSSRFRefusedAtDelivery(t *testing.T) {
 		then := openAllowing(t, v.url, v.clk, "[127.0.0.1, \"::1\", localhost]")
 		var eps []*store.WebhookEndpoint
 		for _, u := range urls {
-			ep, err := then.AddWebhookEndpoint(v.ctx, store.NewWebhookEndpoint{Tenant: tenant, URL: u, Actor: "admin"})
+			ep, err := then.AddWebhookEndpoint(v.ctx, review.Operator("admin"), store.NewWebhookEndpoint{Tenant: tenant, URL: u})
 			if err != nil {
 				t.Fatalf("add %s: %v", u, err)
 			}
@@ -107,12 +108,12 @@ func TestWebhookAllowListAtDelivery(t *testing.T) {
 		v := setup(t, e)
 		named, literal := countingReceiver(t, "127.0.0.1:0"), countingReceiver(t, "127.0.0.1:0")
 		st := openAllowing(t, v.url, v.clk, "[localhost]")
-		byName, err := st.AddWebhookEndpoint(v.ctx, store.NewWebhookEndpoint{Tenant: tenant, URL: "http://localhost:" + named.port + "/h", Actor: "admin"})
+		byName, err := st.AddWebhookEndpoint(v.ctx, review.Operator("admin"), store.NewWebhookEndpoint{Tenant: tenant, URL: "http://localhost:" + named.port + "/h"})
 		if err != nil {
 			t.Fatal(err)
 		}
 		lit := "http://127.0.0.1:" + literal.port + "/h"
-		if _, err := st.AddWebhookEndpoint(v.ctx, store.NewWebhookEndpoint{Tenant: tenant, URL: lit, Actor: "admin"}); err == nil ||
+		if _, err := st.AddWebhookEndpoint(v.ctx, review.Operator("admin"), store.NewWebhookEndpoint{Tenant: tenant, URL: lit}); err == nil ||
 			!strings.Contains(err.Error(), "127.0.0.1 is loopback") {
 			t.Fatalf("add %s under [localhost] = %v, want refused as loopback", lit, err)
 		}

@@ -216,11 +216,11 @@ func KeepsAnAdmin(before, to Grant, others int) error {
 	return nil
 }
 
-// CheckTokenTenant decides whether p may create or revoke API tokens of
-// tenant: admins only, and only for tenants in their scope.
-func (p Principal) CheckTokenTenant(tenant string) error {
+// CheckAdministers decides whether p may manage tenant's API tokens and
+// webhook endpoints: admins only, and only for tenants in their scope.
+func (p Principal) CheckAdministers(tenant string) error {
 	if !p.Role.Can(PermAdmin) {
-		return fmt.Errorf("%w: only admins manage API tokens", ErrForbidden)
+		return fmt.Errorf("%w: only admins manage API tokens and webhook endpoints", ErrForbidden)
 	}
 	if !p.Scope.Allows(tenant) {
 		return fmt.Errorf("%w: tenant %q is outside your scope (%s)", ErrForbidden, tenant, p.Scope)

@@ -106,14 +106,14 @@ func TestKeepsAnAdmin(t *testing.T) {
 	}
 }
 
-func TestCheckTokenTenant(t *testing.T) {
-	if err := (Principal{Role: RoleAdmin, Scope: Scope{Tenants: []string{"tb"}}}).CheckTokenTenant("ta"); !errors.Is(err, ErrForbidden) {
+func TestCheckAdministers(t *testing.T) {
+	if err := (Principal{Role: RoleAdmin, Scope: Scope{Tenants: []string{"tb"}}}).CheckAdministers("ta"); !errors.Is(err, ErrForbidden) {
 		t.Errorf("a tb admin makes a token for ta: %v", err)
 	}
-	if err := (Principal{Role: RoleAdmin, Scope: Scope{Tenants: []string{"tb"}}}).CheckTokenTenant("tb"); err != nil {
+	if err := (Principal{Role: RoleAdmin, Scope: Scope{Tenants: []string{"tb"}}}).CheckAdministers("tb"); err != nil {
 		t.Errorf("a tb admin makes a token for tb: %v", err)
 	}
-	if err := (Principal{Role: RoleReviewer, Scope: Scope{All: true}}).CheckTokenTenant("tb"); !errors.Is(err, ErrForbidden) {
+	if err := (Principal{Role: RoleReviewer, Scope: Scope{All: true}}).CheckAdministers("tb"); !errors.Is(err, ErrForbidden) {
 		t.Errorf("a reviewer makes a token: %v", err)
 	}
 }

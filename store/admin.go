@@ -168,7 +168,7 @@ func (s *Store) ListTokens(ctx context.Context, by review.Principal) ([]Token, e
 	if !by.Role.Can(review.PermAdmin) {
 		return nil, fmt.Errorf("%w: only admins manage API tokens", review.ErrForbidden)
 	}
-	// The tenants CheckTokenTenant allows.
+	// The tenants CheckAdministers allows.
 	cond, args := inScope("tenant", by.Scope.List())
 	q := selectTokens + ` WHERE ` + cond + ` ORDER BY tenant, created_at`
 	var ts []Token
@@ -193,7 +193,7 @@ func (s *Store) RevokeToken(ctx context.Context, by review.Principal, id string)
 		} else if err != nil {
 			return err
 		}
-		if err := by.CheckTokenTenant(t.Tenant); err != nil {
+		if err := by.CheckAdministers(t.Tenant); err != nil {
 			if by.Role.Can(review.PermAdmin) {
 				return review.ErrNotFound // another tenant's token: not there, as elsewhere
 			}

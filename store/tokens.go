@@ -55,7 +55,7 @@ func (s *Store) CreateToken(ctx context.Context, by review.Principal, tenant, na
 		if err != nil {
 			return err
 		}
-		if err := by.CheckTokenTenant(tenant); err != nil {
+		if err := by.CheckAdministers(tenant); err != nil {
 			return err
 		}
 		now := s.now()

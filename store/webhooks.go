@@ -37,9 +37,6 @@ type NewWebhookEndpoint struct {
 	// Secret may be empty: a fresh one is generated.
 	Secret      string
 	Description string
-	Actor       string
-	// Scope limits the tenants the actor may manage; nil means all.
-	Scope []string
 }
 
 const endpointColumns = `id, tenant, url, secret, description, disabled_at, created_at`
@@ -64,13 +61,13 @@ WHERE endpoint_id = ? AND status = 'pending' AND (lease_until IS NULL OR lease_u
 // a listing shows it. The URL must be https (http only for a target
 // webhooks.allow_internal lists), without credentials, and not aimed at an
 // internal address the configuration does not opt in.
-func (s *Store) AddWebhookEndpoint(ctx context.Context, ne NewWebhookEndpoint) (*WebhookEndpoint, error) {
+func (s *Store) AddWebhookEndpoint(ctx context.Context, by review.Principal, ne NewWebhookEndpoint) (*WebhookEndpoint, error) {
 	tenant, err := review.NormalizeTenant(ne.Tenant)
 	if err != nil {
 		return nil, err
 	}
-	if ne.Scope != nil && !slices.Contains(ne.Scope, tenant) {
-		return nil, review.ErrNotFound
+	if err := by.CheckAdministers(tenant); err != nil {
+		return nil, err // before the URL is looked up: no DNS on behalf of someone refused
 	}
 	u, err := s.checkWebhookURL(ctx, ne.URL)
 	if err != nil {
@@ -91,15 +88,25 @@ func (s *Store) AddWebhookEndpoint(ctx context.Context, ne NewWebhookEndpoint) (
 	now := s.now()
 	ep := &WebhookEndpoint{ID: newID("whe_", now), Tenant: tenant, URL: u, Secret: secret, Description: desc, CreatedAt: now}
 	err = s.WithTx(ctx, func(tx *sqlx.Tx) error {
+		by, err := s.actingNow(ctx, tx, by)
+		if err != nil {
+			return err
+		}
+		if err := by.CheckAdministers(tenant); err != nil {
+			return err
+		}
 		if err := s.ensureTenant(ctx, tx, tenant, now); err != nil {
 			return err
 		}
 		if _, err := tx.ExecContext(ctx, s.rebind(insertEndpoint), ep.ID, ep.Tenant, ep.URL, ep.Secret, ep.Description, now); err != nil {
 			return err
 		}
-		return s.appendEvent(ctx, tx, &AuditEvent{At: now, Actor: ne.Actor, Tenant: tenant, Action: "webhook.endpoint_added",
+		return s.appendEvent(ctx, tx, &AuditEvent{At: now, Actor: by.Name, Tenant: tenant, Action: "webhook.endpoint_added",
 			Detail: detailJSON(map[string]any{"endpoint_id": ep.ID, "url": ep.URL, "description": ep.Description})})
 	})
+	if errors.Is(err, review.ErrForbidden) {
+		return nil, err
+	}
 	if err != nil {
 		return nil, fmt.Errorf("store.AddWebhookEndpoint: %w", err)
 	}
@@ -210,21 +217,21 @@ func (s *Store) GetWebhookEndpoint(ctx context.Context, id string, scope []strin
 	return ep, nil
 }
 
-// RevealWebhookSecret returns an endpoint's signing secret, and audits
-// that actor saw it.
-func (s *Store) RevealWebhookSecret(ctx context.Context, id string, scope []string, actor string) (string, error) {
+// RevealWebhookSecret returns an endpoint's signing secret to by, an
+// admin of its tenant, and audits that they saw it.
+func (s *Store) RevealWebhookSecret(ctx context.Context, by review.Principal, id string) (string, error) {
 	var secret string
 	err := s.WithTx(ctx, func(tx *sqlx.Tx) error {
-		ep, err := s.endpoint(ctx, tx, id, scope)
+		ep, err := s.administeredEndpoint(ctx, tx, by, id)
 		if err != nil {
 			return err
 		}
 		secret = ep.Secret
-		return s.appendEvent(ctx, tx, &AuditEvent{Actor: actor, Tenant: ep.Tenant, Action: "webhook.secret_revealed",
+		return s.appendEvent(ctx, tx, &AuditEvent{Actor: by.Name, Tenant: ep.Tenant, Action: "webhook.secret_revealed",
 			Detail: detailJSON(map[string]any{"endpoint_id": ep.ID})})
 	})
 	if err != nil {
-		if errors.Is(err, review.ErrNotFound) {
+		if errors.Is(err, review.ErrNotFound) || errors.Is(err, review.ErrForbidden) {
 			return "", err
 		}
 		return "", fmt.Errorf("store.RevealWebhookSecret: %w", err)
@@ -235,9 +242,9 @@ func (s *Store) RevealWebhookSecret(ctx context.Context, id string, scope []stri
 // DisableWebhookEndpoint stops deliveries to an endpoint: no new messages
 // are enqueued for it, and its pending ones are marked failed (a try in
 // flight completes first). Disabling a disabled endpoint changes nothing.
-func (s *Store) DisableWebhookEndpoint(ctx context.Context, id string, scope []string, actor string) error {
+func (s *Store) DisableWebhookEndpoint(ctx context.Context, by review.Principal, id string) error {
 	err := s.WithTx(ctx, func(tx *sqlx.Tx) error {
-		ep, err := s.endpoint(ctx, tx, id, scope)
+		ep, err := s.administeredEndpoint(ctx, tx, by, id)
 		if err != nil {
 			return err
 		}
@@ -254,16 +261,36 @@ func (s *Store) DisableWebhookEndpoint(ctx context.Context, id string, scope []s
 			return err
 		}
 		dropped, _ := res.RowsAffected()
-		return s.appendEvent(ctx, tx, &AuditEvent{At: now, Actor: actor, Tenant: ep.Tenant, Action: "webhook.endpoint_disabled",
+		return s.appendEvent(ctx, tx, &AuditEvent{At: now, Actor: by.Name, Tenant: ep.Tenant, Action: "webhook.endpoint_disabled",
 			Detail: detailJSON(map[string]any{"endpoint_id": ep.ID, "url": ep.URL, "pending_failed": dropped})})
 	})
 	if err != nil {
-		if errors.Is(err, review.ErrNotFound) {
+		if errors.Is(err, review.ErrNotFound) || errors.Is(err, review.ErrForbidden) {
 			return err
 		}
 		return fmt.Errorf("store.DisableWebhookEndpoint: %w", err)
 	}
 	return nil
+}
+
+// administeredEndpoint is the endpoint id as by, acting now, may change it:
+// another tenant's is review.ErrNotFound, as elsewhere.
+func (s *Store) administeredEndpoint(ctx context.Context, tx *sqlx.Tx, by review.Principal, id string) (*WebhookEndpoint, error) {
+	by, err := s.actingNow(ctx, tx, by)
+	if err != nil {
+		return nil, err
+	}
+	ep, err := s.endpoint(ctx, tx, id, nil)
+	if err != nil {
+		return nil, err
+	}
+	if err := by.CheckAdministers(ep.Tenant); err != nil {
+		if by.Role.Can(review.PermAdmin) {
+			return nil, review.ErrNotFound
+		}
+		return nil, err
+	}
+	return ep, nil
 }
 
 func (s *Store) endpoint(ctx context.Context, q sqlx.QueryerContext, id string, scope []string) (*WebhookEndpoint, error) {

@@ -76,7 +76,7 @@ func TestWebhookEndpointRefusedByPolicy(t *testing.T) {
 			{"https://user:hunter2@public.example/h", "must not carry credentials"},
 			{"https://user@public.example/h", "must not carry credentials"},
 		} {
-			_, err := b.s.AddWebhookEndpoint(b.ctx, store.NewWebhookEndpoint{Tenant: tenantA, URL: tt.url, Actor: "admin"})
+			_, err := b.s.AddWebhookEndpoint(b.ctx, review.Operator("admin"), store.NewWebhookEndpoint{Tenant: tenantA, URL: tt.url})
 			if !errors.Is(err, review.ErrInvalid) || !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("add %s = %v, want ErrInvalid saying %q", tt.url, err, tt.want)
 			}
@@ -113,7 +113,7 @@ func TestWebhookEndpointAllowList(t *testing.T) {
 			{"http://mixed.example/h", "use https"}, // one address listed, one public
 			{"http://public.example/h", "use https"},
 		} {
-			_, err := b.s.AddWebhookEndpoint(b.ctx, store.NewWebhookEndpoint{Tenant: tenantA, URL: tt.url, Actor: "admin"})
+			_, err := b.s.AddWebhookEndpoint(b.ctx, review.Operator("admin"), store.NewWebhookEndpoint{Tenant: tenantA, URL: tt.url})
 			if !errors.Is(err, review.ErrInvalid) || !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("add %s = %v, want ErrInvalid saying %q", tt.url, err, tt.want)
 			}
@@ -138,7 +138,7 @@ func TestWebhookEndpointStoredWithCredentials(t *testing.T) {
 		if err != nil || strings.Contains(got.URL, "hunter2") {
 			t.Fatalf("get = %+v, %v", got, err)
 		}
-		if err := b.s.DisableWebhookEndpoint(b.ctx, ep.ID, nil, "admin"); err != nil {
+		if err := b.s.DisableWebhookEndpoint(b.ctx, review.Operator("admin"), ep.ID); err != nil {
 			t.Fatal(err)
 		}
 		if n := countRows(t, b.s, `SELECT COUNT(*) FROM audit_events WHERE detail LIKE '%hunter2%'`); n != 0 {

@@ -53,7 +53,7 @@ func (b *bundle) confirm(t testing.TB, c *store.Case) *store.Decision {
 // addEndpoint adds an endpoint for tenant.
 func (b *bundle) addEndpoint(t testing.TB, tenant, u string) *store.WebhookEndpoint {
 	t.Helper()
-	ep, err := b.s.AddWebhookEndpoint(b.ctx, store.NewWebhookEndpoint{Tenant: tenant, URL: u, Actor: "admin"})
+	ep, err := b.s.AddWebhookEndpoint(b.ctx, review.Operator("admin"), store.NewWebhookEndpoint{Tenant: tenant, URL: u})
 	if err != nil {
 		t.Fatalf("AddWebhookEndpoint(%s): %v", u, err)
 	}
@@ -89,20 +89,20 @@ func TestWebhookEndpoints(t *testing.T) {
 		b := setup(t, e, nil)
 		for _, u := range []string{"", "ftp://example.com/hook", "/hooks", "https://", "http://169.254.169.254/latest",
 			"http://[fe80::1]/x", "https://example.com/#frag", "https://example.com/" + strings.Repeat("x", 2100)} {
-			_, err := b.s.AddWebhookEndpoint(b.ctx, store.NewWebhookEndpoint{Tenant: tenantA, URL: u, Actor: "admin"})
+			_, err := b.s.AddWebhookEndpoint(b.ctx, review.Operator("admin"), store.NewWebhookEndpoint{Tenant: tenantA, URL: u})
 			if !errors.Is(err, review.ErrInvalid) {
 				t.Errorf("AddWebhookEndpoint(%q) = %v, want ErrInvalid", u, err)
 			}
 		}
 		for _, sec := range []string{"whsec_!!!", "whsec_" + "c2hvcnQ=", "not base64 at all"} {
-			_, err := b.s.AddWebhookEndpoint(b.ctx, store.NewWebhookEndpoint{Tenant: tenantA, URL: "https://example.com/h", Secret: sec})
+			_, err := b.s.AddWebhookEndpoint(b.ctx, review.Operator("test"), store.NewWebhookEndpoint{Tenant: tenantA, URL: "https://example.com/h", Secret: sec})
 			if !errors.Is(err, review.ErrInvalid) {
 				t.Errorf("secret %q: %v, want ErrInvalid", sec, err)
 			}
 		}
-		_, err := b.s.AddWebhookEndpoint(b.ctx, store.NewWebhookEndpoint{Tenant: tenantB, URL: "https://b.example/h", Scope: []string{tenantA}})
-		if !errors.Is(err, review.ErrNotFound) {
-			t.Errorf("add out of scope = %v, want ErrNotFound", err)
+		_, err := b.s.AddWebhookEndpoint(b.ctx, review.Principal{Name: "test", Role: review.RoleAdmin, Scope: review.Scope{Tenants: []string{tenantA}}}, store.NewWebhookEndpoint{Tenant: tenantB, URL: "https://b.example/h"})
+		if !errors.Is(err, review.ErrForbidden) {
+			t.Errorf("add out of scope = %v, want ErrForbidden", err)
 		}
 
 		gen := b.addEndpoint(t, tenantA, "https://a.example/hooks?x=1")
@@ -110,8 +110,8 @@ func TestWebhookEndpoints(t *testing.T) {
 			t.Errorf("generated secret %q: %v", gen.Secret, err)
 		}
 		mine, _ := webhook.NewSecret()
-		given, err := b.s.AddWebhookEndpoint(b.ctx, store.NewWebhookEndpoint{Tenant: tenantA, URL: "https://hooks.example:9000/h",
-			Secret: mine, Description: " ops ", Actor: "admin"})
+		given, err := b.s.AddWebhookEndpoint(b.ctx, review.Operator("admin"), store.NewWebhookEndpoint{Tenant: tenantA, URL: "https://hooks.example:9000/h",
+			Secret: mine, Description: " ops "})
 		if err != nil || given.Secret != mine || given.Description != "ops" {
 			t.Fatalf("add with a secret = %+v, %v", given, err)
 		}
@@ -134,15 +134,15 @@ func TestWebhookEndpoints(t *testing.T) {
 		if _, err := b.s.GetWebhookEndpoint(b.ctx, other.ID, []string{tenantA}); !errors.Is(err, review.ErrNotFound) {
 			t.Errorf("get other tenant's endpoint = %v, want ErrNotFound", err)
 		}
-		if sec, err := b.s.RevealWebhookSecret(b.ctx, gen.ID, []string{tenantA}, "admin"); err != nil || sec != gen.Secret {
+		if sec, err := b.s.RevealWebhookSecret(b.ctx, review.Principal{Name: "admin", Role: review.RoleAdmin, Scope: review.Scope{Tenants: []string{tenantA}}}, gen.ID); err != nil || sec != gen.Secret {
 			t.Errorf("reveal = %q, %v", sec, err)
 		}
-		if err := b.s.DisableWebhookEndpoint(b.ctx, other.ID, []string{tenantA}, "admin"); !errors.Is(err, review.ErrNotFound) {
+		if err := b.s.DisableWebhookEndpoint(b.ctx, review.Principal{Name: "admin", Role: review.RoleAdmin, Scope: review.Scope{Tenants: []string{tenantA}}}, other.ID); !errors.Is(err, review.ErrNotFound) {
 			t.Errorf("disable other tenant's endpoint = %v, want ErrNotFound", err)
 		}
 		b.clk.Advance(time.Minute)
 		for range 2 { // the second time changes nothing
-			if err := b.s.DisableWebhookEndpoint(b.ctx, gen.ID, nil, "admin"); err != nil {
+			if err := b.s.DisableWebhookEndpoint(b.ctx, review.Operator("admin"), gen.ID); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -177,7 +177,7 @@ func TestDecisionEnqueuesWebhooks(t *testing.T) {
 		ep1 := b.addEndpoint(t, tenantA, "https://a.example/one")
 		ep2 := b.addEndpoint(t, tenantA, "https://a.example/two")
 		off := b.addEndpoint(t, tenantA, "https://a.example/off")
-		if err := b.s.DisableWebhookEndpoint(b.ctx, off.ID, nil, "admin"); err != nil {
+		if err := b.s.DisableWebhookEndpoint(b.ctx, review.Operator("admin"), off.ID); err != nil {
 			t.Fatal(err)
 		}
 		epB := b.addEndpoint(t, tenantB, "https://b.example/h")
@@ -474,7 +474,7 @@ func TestWebhookDisabledEndpoint(t *testing.T) {
 		if err != nil || len(cs) != 1 {
 			t.Fatalf("claims = %d, %v", len(cs), err)
 		}
-		if err := b.s.DisableWebhookEndpoint(b.ctx, ep.ID, nil, "admin"); err != nil {
+		if err := b.s.DisableWebhookEndpoint(b.ctx, review.Operator("admin"), ep.ID); err != nil {
 			t.Fatal(err)
 		}
 		m, err := b.s.CompleteDelivery(b.ctx, cs[0], 500, nil, 0)
