@@ -297,14 +297,17 @@ func TestLoginThrottleConcurrent(t *testing.T) {
 		}
 		// One account, one address, frozen clock: three failures, then the
 		// account's delay (1 s after the address's own last failure) refuses.
-		if got := race(20, func(int) string { return "owner@example.com" }); got["bad"] != 3 || got["throttled"] != 17 {
-			t.Errorf("20 guesses at once on one account: %v, want 3 compared and 17 throttled", got)
+		// (Waiting longer than loginGateWait for the gate is also answered
+		// "throttled": on a slow machine fewer than the limit are compared,
+		// never more.)
+		if got := race(20, func(int) string { return "owner@example.com" }); got["bad"] > 3 || got["bad"] == 0 || got["bad"]+got["throttled"] != 20 {
+			t.Errorf("20 guesses at once on one account: %v, want at most 3 compared and the rest throttled", got)
 		}
 		// From another address, many accounts: the address's limit holds.
 		s2, _ := throttleStore(t, e)
 		s = s2
-		if got := race(30, func(i int) string { return fmt.Sprintf("nobody%d@example.com", i) }); got["bad"] != 20 || got["throttled"] != 10 {
-			t.Errorf("30 guesses at once from one address: %v, want 20 compared and 10 throttled", got)
+		if got := race(30, func(i int) string { return fmt.Sprintf("nobody%d@example.com", i) }); got["bad"] > 20 || got["bad"] == 0 || got["bad"]+got["throttled"] != 30 {
+			t.Errorf("30 guesses at once from one address: %v, want at most 20 compared and the rest throttled", got)
 		}
 	})
 }
