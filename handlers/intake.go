@@ -3,6 +3,7 @@ package handlers
 import (
 	"errors"
 	"fmt"
+	"mime"
 	"net/http"
 	"net/url"
 	"reflect"
@@ -349,6 +350,9 @@ func checkQuery(raw string, rules map[string]textRule) error {
 		if p := defaultParam.check(name); p != "" {
 			return &FieldError{Problem: "invalid query: parameter name " + p}
 		}
+		if redirectTargets[name] {
+			continue
+		}
 		value, err := url.QueryUnescape(v)
 		if err != nil {
 			return &FieldError{Field: name, Problem: "malformed percent-escape"}
@@ -378,6 +382,16 @@ var formRules = map[string]textRule{
 // formUnchecked are fields read as bytes and never stored or shown.
 var formUnchecked = map[string]bool{"password": true}
 
+// redirectTargets are parameters (query or form) naming where to go next:
+// they are never refused, since safeNext decides what is followed and sends
+// anything that is not a same-site path to "/" (issue 11: a `next` with a
+// control character is not an error for the person signing in).
+var redirectTargets = map[string]bool{"next": true}
+
+// maxFormBytes bounds a console form body (routes.go), as MaxBodyBytes
+// bounds the API's.
+const maxFormBytes = MaxBodyBytes
+
 // checkForm holds every field of a console form to its rule, after the
 // user and the CSRF token are checked: the first problem answers a 400 page
 // naming the field. Browsers send a textarea's line breaks as CRLF; in prose
@@ -389,11 +403,20 @@ func checkForm(next echo.HandlerFunc) echo.HandlerFunc {
 		if r.Method != http.MethodPost {
 			return next(c)
 		}
-		if err := r.ParseForm(); err != nil {
+		// Multipart bodies are parsed too, so their fields are held to the
+		// same rules and PostFormValue finds them (ParseForm alone would
+		// leave PostForm empty for them, and later reads would see nothing).
+		var err error
+		if mt, _, _ := mime.ParseMediaType(r.Header.Get(echo.HeaderContentType)); mt == "multipart/form-data" {
+			err = r.ParseMultipartForm(maxFormBytes)
+		} else {
+			err = r.ParseForm()
+		}
+		if err != nil {
 			return &FieldError{Problem: "invalid form: " + err.Error()}
 		}
 		for name, values := range r.PostForm {
-			if formUnchecked[name] {
+			if formUnchecked[name] || redirectTargets[name] {
 				continue
 			}
 			rule, prose := formRules[name]

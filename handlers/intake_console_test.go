@@ -52,6 +52,17 @@ func TestConsoleIntake(t *testing.T) {
 		code, body, _ = anon.post("/login", url.Values{"csrf": {anon.csrf}, "email": {"reviewer@example.com\x00"}, "password": {"correct horse battery"}})
 		refused("a sign-in with NUL in the email", code, body, "email")
 
+		// Multipart forms are held to the same rules (they were not parsed
+		// before, so their fields went past the check); a form over 1 MiB is
+		// refused whole.
+		code, body, _ = reviewer.postMultipart("/cases/"+caseID+"/decision", url.Values{"csrf": {reviewer.csrf}, "action": {"fail"}, "reason": {"bad\x00reason"}})
+		refused("a multipart decision with NUL in its reason", code, body, "reason")
+		code, _, _ = reviewer.send("/cases/"+caseID+"/decision", "application/x-www-form-urlencoded",
+			strings.NewReader("csrf="+reviewer.csrf+"&action=fail&reason="+strings.Repeat("x", 2<<20)), nil)
+		if code != http.StatusRequestEntityTooLarge {
+			t.Errorf("a 2 MiB decision form: %d, want 413", code)
+		}
+
 		reviewer.get("/cases/" + caseID)
 		if code, body, _ := reviewer.post("/cases/"+caseID+"/decision", url.Values{"csrf": {reviewer.csrf}, "action": {"fail"},
 			"reason": {"first line\r\nsecond line\twith a tab"}}); code != http.StatusSeeOther {

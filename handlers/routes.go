@@ -90,11 +90,12 @@ func (h *Handlers) Routes(e *echo.Echo) {
 	// mutating route checks the CSRF token; each route names the
 	// permission its role needs (deny by default).
 	e.GET("/login", h.LoginForm, checkParams)
-	e.POST("/login", h.Login, checkParams, checkForm)
+	formLimit := middleware.BodyLimit(strconv.Itoa(maxFormBytes)) // before anything reads the form
+	e.POST("/login", h.Login, formLimit, checkParams, checkForm)
 	// (Not an Echo group: a group with middleware catches every unmatched
 	// path, which would turn an API 405 into a console redirect.)
 	ui := func(method, path string, fn echo.HandlerFunc, p review.Permission) {
-		mw := []echo.MiddlewareFunc{checkParams, h.requireUser, requireCSRF}
+		mw := []echo.MiddlewareFunc{formLimit, checkParams, h.requireUser, requireCSRF}
 		if p != "" {
 			mw = append(mw, requirePerm(p))
 		}
