@@ -305,27 +305,3 @@ func TestAdminScopeMatrix(t *testing.T) {
 		}
 	})
 }
-
-// needsReviewOn opens a case for tenant on destination dest.
-func needsReviewOn(t *testing.T, st *store.Store, tenant, dest, source string) string {
-	t.Helper()
-	ctx := context.Background()
-	op, _, err := st.Register(ctx, review.Registration{Tenant: tenant, SourceRef: source, LogicalVersion: "7", Action: "render",
-		Destination: dest, Risk: review.RiskCompensableWrite, Payload: []byte(`{}`), Actor: "test"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	g, err := st.StartAttempt(ctx, store.AttemptRequest{Tenant: tenant, OperationID: op.ID, Actor: "test"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := st.RecordOutcome(ctx, tenant, op.ID, g.N, review.Outcome{Result: review.ResultSuccess, Phase: review.PhaseAfterSend,
-		Resource: &review.ResourceRef{Ref: "file-" + source, Kind: "file", Version: "6"}}, "test"); err != nil {
-		t.Fatal(err)
-	}
-	cs, err := st.CasesForOperation(ctx, op.ID)
-	if err != nil || len(cs) != 1 {
-		t.Fatalf("cases: %v %+v", err, cs)
-	}
-	return cs[0].ID
-}

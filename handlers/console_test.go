@@ -156,15 +156,15 @@ func (b *browser) login(email string) {
 // a case opens.
 func needsReview(t *testing.T, st *store.Store, source string) string {
 	t.Helper()
-	return needsReviewIn(t, st, "acme", source)
+	return needsReviewOn(t, st, "acme", "files", source)
 }
 
-// needsReviewIn is needsReview for tenant.
-func needsReviewIn(t *testing.T, st *store.Store, tenant, source string) string {
+// needsReviewOn is needsReview for tenant, on destination dest.
+func needsReviewOn(t *testing.T, st *store.Store, tenant, dest, source string) string {
 	t.Helper()
 	ctx := context.Background()
 	op, _, err := st.Register(ctx, review.Registration{Tenant: tenant, SourceRef: source, LogicalVersion: "7", Action: "render",
-		Destination: "files", Risk: review.RiskCompensableWrite, Payload: []byte(`{"note":"<script>alert(1)</script>\"><img src=x onerror=alert(2)>"}`), Actor: "test"})
+		Destination: dest, Risk: review.RiskCompensableWrite, Payload: []byte(`{"note":"<script>alert(1)</script>\"><img src=x onerror=alert(2)>"}`), Actor: "test"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -135,6 +135,16 @@ func (s *Store) actingNow(ctx context.Context, tx *sqlx.Tx, by review.Principal)
 	return u.Principal(), nil
 }
 
+// administering is by, acting now, when it may manage tenant's tokens and
+// webhook endpoints (review.Principal.CheckAdministers).
+func (s *Store) administering(ctx context.Context, tx *sqlx.Tx, by review.Principal, tenant string) (review.Principal, error) {
+	by, err := s.actingNow(ctx, tx, by)
+	if err != nil {
+		return by, err
+	}
+	return by, by.CheckAdministers(tenant)
+}
+
 // lockRows adds FOR UPDATE on PostgreSQL; SQLite's write transactions
 // already hold the one write lock from BEGIN (_txlock=immediate).
 func (s *Store) lockRows(q string) string {

@@ -51,11 +51,8 @@ func (s *Store) CreateToken(ctx context.Context, by review.Principal, tenant, na
 	}
 	token := tokenPrefix + hex.EncodeToString(raw[:])
 	err = s.WithTx(ctx, func(tx *sqlx.Tx) error {
-		by, err := s.actingNow(ctx, tx, by)
+		by, err := s.administering(ctx, tx, by, tenant)
 		if err != nil {
-			return err
-		}
-		if err := by.CheckAdministers(tenant); err != nil {
 			return err
 		}
 		now := s.now()

@@ -88,11 +88,8 @@ func (s *Store) AddWebhookEndpoint(ctx context.Context, by review.Principal, ne 
 	now := s.now()
 	ep := &WebhookEndpoint{ID: newID("whe_", now), Tenant: tenant, URL: u, Secret: secret, Description: desc, CreatedAt: now}
 	err = s.WithTx(ctx, func(tx *sqlx.Tx) error {
-		by, err := s.actingNow(ctx, tx, by)
+		by, err := s.administering(ctx, tx, by, tenant)
 		if err != nil {
-			return err
-		}
-		if err := by.CheckAdministers(tenant); err != nil {
 			return err
 		}
 		if err := s.ensureTenant(ctx, tx, tenant, now); err != nil {
