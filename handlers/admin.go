@@ -53,15 +53,16 @@ func grantableRoles(by review.Principal) []string {
 
 // AdminAddUser adds a user with a generated password, shown once.
 func (h *Handlers) AdminAddUser(c echo.Context) error {
+	entered := enteredForm(c, "email", "role", "tenants")
 	scope, err := review.ParseScope(c.FormValue("tenants"))
 	if err != nil {
-		return h.renderUsers(c, http.StatusUnprocessableEntity, web.AdminUsersView{Problem: problemText(err)})
+		return h.renderUsers(c, http.StatusUnprocessableEntity, web.AdminUsersView{Problem: problemText(err), Entered: entered})
 	}
 	pw := store.GeneratePassword()
 	u, err := h.Store.AddUser(c.Request().Context(), principal(c), store.NewUser{Email: c.FormValue("email"), Password: pw,
 		Role: review.Role(c.FormValue("role")), Scope: scope})
 	if status := adminProblemStatus(err); status != 0 {
-		return h.renderUsers(c, status, web.AdminUsersView{Problem: problemText(err)})
+		return h.renderUsers(c, status, web.AdminUsersView{Problem: problemText(err), Entered: entered})
 	}
 	if err != nil {
 		return err
@@ -98,14 +99,28 @@ func adminProblemStatus(err error) int {
 	return 0
 }
 
-// problemText is a refusal as the person reads it, without the sentinel's
-// own words ("forbidden: ", "invalid input: ") in front.
+// problemText is a refusal as the person reads it: without the sentinel's
+// own words ("forbidden: ", "invalid input: ") in front, and a field named
+// the way the form labels it (`field "url": …` reads "url: …").
 func problemText(err error) string {
 	msg := err.Error()
 	for _, sentinel := range []error{review.ErrForbidden, review.ErrInvalid, review.ErrConflict} {
 		msg = strings.TrimPrefix(msg, sentinel.Error()+": ")
 	}
+	if m := fieldInMessage.FindStringSubmatchIndex(msg); m != nil && m[0] == 0 {
+		msg = msg[m[2]:m[3]] + msg[m[1]:]
+	}
 	return msg
+}
+
+// enteredForm keeps what the admin typed into fields, to show a refused
+// form again with it (the password is never among them).
+func enteredForm(c echo.Context, fields ...string) web.Entered {
+	e := web.Entered{}
+	for _, f := range fields {
+		e[f] = c.Request().PostFormValue(f)
+	}
+	return e
 }
 
 // AdminTokens lists API tokens in the admin's scope.
@@ -118,7 +133,7 @@ func (h *Handlers) renderTokens(c echo.Context, status int, v web.AdminTokensVie
 	if err != nil {
 		return err
 	}
-	v.Nav, v.Tokens = nav(c), ts
+	v.Nav, v.Tokens, v.Grantable = nav(c), ts, principal(c).Scope.String()
 	return render(c, status, web.AdminTokensPage(v))
 }
 
@@ -126,7 +141,7 @@ func (h *Handlers) renderTokens(c echo.Context, status int, v web.AdminTokensVie
 func (h *Handlers) AdminCreateToken(c echo.Context) error {
 	tok, err := h.Store.CreateToken(c.Request().Context(), principal(c), c.FormValue("tenant"), c.FormValue("name"))
 	if status := adminProblemStatus(err); status != 0 {
-		return h.renderTokens(c, status, web.AdminTokensView{Problem: problemText(err)})
+		return h.renderTokens(c, status, web.AdminTokensView{Problem: problemText(err), Entered: enteredForm(c, "tenant", "name")})
 	}
 	if err != nil {
 		return err

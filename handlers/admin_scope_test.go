@@ -305,3 +305,31 @@ func TestAdminScopeMatrix(t *testing.T) {
 		}
 	})
 }
+
+// TestAdminFormsKeepWhatWasTyped: a refused admin form comes back with the
+// refusal in words and everything the admin typed, and a scoped admin's
+// tenant fields start at its own tenant.
+func TestAdminFormsKeepWhatWasTyped(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		w := newAdminWorld(t, e)
+		b := w.admins["tb"]
+		code, body, _ := b.post("/admin/webhooks", url.Values{"csrf": {b.csrf}, "tenant": {"tb"}, "url": {"http://10.0.0.5/hook"}, "description": {"ops pager"}})
+		for _, want := range []string{`value="http://10.0.0.5/hook"`, `value="ops pager"`, "url: 10.0.0.5 is private (RFC 1918)"} {
+			if !strings.Contains(body, want) {
+				t.Errorf("refused endpoint (%d): the page lacks %s", code, want)
+			}
+		}
+		code, body, _ = b.post("/admin/users", url.Values{"csrf": {b.csrf}, "email": {"new@example.com"}, "role": {"reviewer"}, "tenants": {"ta"}})
+		for _, want := range []string{`value="new@example.com"`, `value="ta"`, `value="reviewer" selected`, "you can grant only tenants you hold (tb)"} {
+			if code != http.StatusForbidden || !strings.Contains(body, want) {
+				t.Errorf("refused user (%d): the page lacks %s", code, want)
+			}
+		}
+		for _, p := range []string{"/admin/tokens", "/admin/webhooks"} {
+			if _, body := b.get(p); !strings.Contains(body, `value="tb"`) {
+				t.Errorf("%s: the tenant field does not start at the admin's own tenant", p)
+			}
+		}
+	})
+}

@@ -20,7 +20,7 @@ func (h *Handlers) renderWebhooks(c echo.Context, status int, v web.AdminWebhook
 	if err != nil {
 		return err
 	}
-	v.Nav, v.Endpoints = nav(c), es
+	v.Nav, v.Endpoints, v.Grantable = nav(c), es, principal(c).Scope.String()
 	return render(c, status, web.AdminWebhooksPage(v))
 }
 
@@ -29,7 +29,7 @@ func (h *Handlers) AdminAddWebhook(c echo.Context) error {
 	e, err := h.Store.AddWebhookEndpoint(c.Request().Context(), principal(c), store.NewWebhookEndpoint{Tenant: c.FormValue("tenant"),
 		URL: c.FormValue("url"), Description: c.FormValue("description")})
 	if status := adminProblemStatus(err); status != 0 {
-		return h.renderWebhooks(c, status, web.AdminWebhooksView{Problem: problemText(err)})
+		return h.renderWebhooks(c, status, web.AdminWebhooksView{Problem: problemText(err), Entered: enteredForm(c, "tenant", "url", "description")})
 	}
 	if err != nil {
 		return err
