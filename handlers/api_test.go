@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -128,6 +129,23 @@ func TestRegisterPayloadMismatch(t *testing.T) {
 			want(t, http.StatusUnprocessableEntity).problem(t, "payload-mismatch")
 		if p.OperationID != op2.ID {
 			t.Errorf("operation_id = %s, want %s", p.OperationID, op2.ID)
+		}
+
+		// The same intention with a safety flag added, or one dropped, is
+		// not the same intention: 422 naming flags, never 200 with the
+		// flag silently lost (issue 12, hole 8).
+		flagged := b.register(t, "contract-9", review.RiskCompensableWrite, `"flags":["financial"]`)
+		for _, flags := range []string{`"flags":["irreversible"]`, `"flags":["financial","irreversible"]`, `"flags":[]`} {
+			p = b.post("/api/v1/operations", registration("contract-9", "drive", review.RiskCompensableWrite, flags)).
+				want(t, http.StatusUnprocessableEntity).problem(t, "payload-mismatch")
+			if p.OperationID != flagged.ID || !strings.Contains(p.Detail, "flags") {
+				t.Errorf("re-registration with %s: %s %q, want a mismatch naming flags", flags, p.OperationID, p.Detail)
+			}
+		}
+		b.post("/api/v1/operations", registration("contract-9", "drive", review.RiskCompensableWrite, `"flags":["financial","financial"]`)).
+			want(t, http.StatusOK)
+		if got := b.get("/api/v1/operations/"+flagged.ID).want(t, http.StatusOK).op(t); !slices.Equal(got.Flags, []review.Flag{review.FlagFinancial}) {
+			t.Errorf("flags now %v, want [financial]", got.Flags)
 		}
 
 		// Nothing was overwritten.

@@ -3,6 +3,7 @@ package review
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -124,6 +125,13 @@ func (r *Registration) SameIntention(op *Operation, payloadHash string) []string
 	}
 	if op.Risk != r.Risk {
 		diff = append(diff, "risk")
+	}
+	// Flags are part of the intention: they decide whether a person must
+	// approve a retry. Dropping or adding one silently would let the same
+	// key run under other safety rules (issue 12, hole 8). Both sides are
+	// sorted and unique (Normalize).
+	if !slices.Equal(op.Flags, r.Flags) {
+		diff = append(diff, "flags")
 	}
 	return diff
 }

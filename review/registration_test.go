@@ -211,7 +211,8 @@ func TestRegistrationSameIntention(t *testing.T) {
 		{"everything", func(op *Operation) {
 			op.SourceRef, op.LogicalVersion, op.Action, op.Destination, op.Risk = "x", "y", "z", "w", RiskRead
 		}, "hash-b", []string{"payload", "source_ref", "logical_version", "action", "destination", "risk"}},
-		{"flags and budgets do not count", func(op *Operation) { op.Flags = []Flag{FlagFinancial}; op.MaxAttempts = 9 }, "hash-a", nil},
+		{"flags count", func(op *Operation) { op.Flags = []Flag{FlagFinancial} }, "hash-a", []string{"flags"}},
+		{"budgets do not count", func(op *Operation) { op.MaxAttempts = 9 }, "hash-a", nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
