@@ -85,6 +85,18 @@ func EffectiveRisk(r Risk, d Destination, firstAttempt, now time.Time) Risk {
 	return r
 }
 
+// RetryNeedsReconcile reports whether the next attempt of op, at now, must
+// not be granted but reconciled first: an idempotent_write is retried with
+// the same key because the destination deduplicates it — but once
+// key_retention has passed since the first attempt the destination may
+// have forgotten the key, and if an earlier attempt may have had its
+// effect, a retry could make a second one. The risk is re-derived at every
+// grant, not only when the outcome was classified (issue 12, hole 5).
+func RetryNeedsReconcile(op *Operation, d Destination, firstAttempt, now time.Time, priorMayHaveEffect bool) bool {
+	return op.AttemptCount > 0 && op.Risk == RiskIdempotentWrite && priorMayHaveEffect &&
+		EffectiveRisk(op.Risk, d, firstAttempt, now) != RiskIdempotentWrite
+}
+
 // Classify applies SPEC's error classification to an outcome, with the
 // destination's and the action's overrides.
 func Classify(o Outcome, d Destination, action string, now time.Time) Classification {

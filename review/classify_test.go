@@ -655,3 +655,28 @@ func TestLeaseExpiredOutcome(t *testing.T) {
 		t.Errorf("Reason %q does not mention the lease", got.Reason)
 	}
 }
+
+func TestRetryNeedsReconcile(t *testing.T) {
+	t0 := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	keys := Destination{HonoursKeys: true, KeyRetention: 3 * time.Second}
+	op := &Operation{Risk: RiskIdempotentWrite, AttemptCount: 1}
+	for _, tt := range []struct {
+		name  string
+		op    *Operation
+		d     Destination
+		at    time.Duration
+		prior bool
+		want  bool
+	}{
+		{"inside the retention", op, keys, 2 * time.Second, true, false},
+		{"past the retention, effect possible", op, keys, 3 * time.Second, true, true},
+		{"past the retention, no effect possible", op, keys, time.Hour, false, false},
+		{"keys remembered forever", op, Destination{HonoursKeys: true}, time.Hour, true, false},
+		{"not an idempotent write", &Operation{Risk: RiskCompensableWrite, AttemptCount: 1}, keys, time.Hour, true, false},
+		{"no attempt yet", &Operation{Risk: RiskIdempotentWrite}, keys, time.Hour, true, false},
+	} {
+		if got := RetryNeedsReconcile(tt.op, tt.d, t0, t0.Add(tt.at), tt.prior); got != tt.want {
+			t.Errorf("%s: %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}

@@ -123,6 +123,25 @@ func (s *Store) StartAttempt(ctx context.Context, req AttemptRequest) (*Grant, e
 		}
 		n := op.AttemptCount + 1
 		dest := s.cfg.Destination(op.Destination)
+		if n > 1 && op.Risk == review.RiskIdempotentWrite && dest.KeyRetention > 0 {
+			prior, err := s.loadPriorEffect(ctx, tx, op, n)
+			if err != nil {
+				return err
+			}
+			var first time.Time
+			if row.FirstAttemptAt.Valid {
+				first = row.FirstAttemptAt.Time
+			}
+			if review.RetryNeedsReconcile(op, dest, first, now, prior) {
+				reason := "the destination's key memory (key_retention) has lapsed since the first attempt, and an earlier attempt may have had its effect: reconcile before any retry"
+				if err := s.transition(ctx, tx, row, review.Ambiguous, reason, req.Actor, "operation.ambiguous", nil); err != nil {
+					return err
+				}
+				op.State, op.StateReason = review.Ambiguous, reason
+				refused = &review.NotAttemptableError{Operation: op}
+				return nil
+			}
+		}
 		if w, err := s.checkLimits(ctx, tx, op.Destination, dest, n, req, now); err != nil || w != nil {
 			refused = w
 			return err

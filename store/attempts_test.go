@@ -674,3 +674,43 @@ func TestRacesHaveOneWinner(t *testing.T) {
 		assertSealed(t, b.s)
 	})
 }
+
+// TestRetryAfterKeyRetentionReconciles: a destination that remembers keys
+// for 3 s; attempt 1 times out after send at 1.5 s (an idempotent write:
+// retry with the same key), and the retry asked for at 4 s would go out
+// with a key the destination has forgotten. It is not granted: the
+// operation is reconciled first. Before, attempt 2 was granted (issue 12,
+// hole 5). A retry inside the retention is still granted.
+func TestRetryAfterKeyRetentionReconciles(t *testing.T) {
+	t.Parallel()
+	cfg := &review.Config{Destinations: map[string]review.Destination{"short": {HonoursKeys: true, KeyRetention: 3 * time.Second}}}
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		b := setup(t, e, cfg)
+		timeout := review.Outcome{Result: review.ResultTimeout, Phase: review.PhaseAfterSend}
+
+		late := b.newOp(t, "late-retry", review.RiskIdempotentWrite, "short")
+		b.start(t, late)
+		b.clk.Advance(1500 * time.Millisecond)
+		if res := b.report(t, late, 1, timeout); res.Operation.State != review.RetryWait {
+			t.Fatalf("after a timeout inside the key retention: %s, want retry_wait", res.Operation.State)
+		}
+		b.clk.Advance(2500 * time.Millisecond) // 4 s after attempt 1
+		_, err := b.tryStart(late, "", "")
+		if na := errAs[*review.NotAttemptableError](t, err); na.Operation.State != review.Ambiguous {
+			t.Fatalf("a retry past the key retention: refused with %s, want ambiguous", na.Operation.State)
+		}
+		got := b.get(t, late)
+		wantState(t, got, review.Ambiguous)
+		if got.AttemptCount != 1 || !strings.Contains(got.StateReason, "key_retention") {
+			t.Errorf("after the refusal: %d attempts, reason %q", got.AttemptCount, got.StateReason)
+		}
+
+		soon := b.newOp(t, "soon-retry", review.RiskIdempotentWrite, "short")
+		b.start(t, soon)
+		b.report(t, soon, 1, timeout)
+		b.clk.Advance(1500 * time.Millisecond)
+		if g := b.start(t, soon); g.N != 2 || g.Key != soon.Key {
+			t.Errorf("a retry inside the key retention: %+v, want attempt 2 with the same key", g)
+		}
+	})
+}

@@ -96,8 +96,11 @@ func (s *Store) startAttemptFast(ctx context.Context, req AttemptRequest) (g *Gr
 	n := op.AttemptCount + 1
 	dest := s.cfg.Destination(op.Destination)
 	if !op.State.Attemptable() || op.AttemptCount >= op.MaxAttempts || !now.Before(op.Deadline) ||
-		(op.NextAttemptAt != nil && now.Before(*op.NextAttemptAt)) || limitsApply(dest, n, req) {
-		return nil, false, nil // a refusal, a wait or a limit: the ordinary path says which
+		(op.NextAttemptAt != nil && now.Before(*op.NextAttemptAt)) || limitsApply(dest, n, req) ||
+		(n > 1 && op.Risk == review.RiskIdempotentWrite && dest.KeyRetention > 0) {
+		// A refusal, a wait, a limit, or a retry whose key the destination
+		// may have forgotten: the ordinary path says which.
+		return nil, false, nil
 	}
 	g, reason, ev := newGrant(op, n, dest, req, now)
 	if s.engine == Postgres {
