@@ -7,13 +7,10 @@ import (
 	"time"
 )
 
-func judgeOp(state State) *Operation {
-	op := testOp(RiskCompensableWrite)
-	op.State = state
-	return op
-}
-
-func TestJudge(t *testing.T) {
+// TestWeighOneEvidence: one piece of evidence on an operation after one
+// attempt — step 3 of the reconciliation hierarchy, as the API and the
+// reconciler apply it — and the verdict stored with it.
+func TestWeighOneEvidence(t *testing.T) {
 	match := Candidate{Ref: "file-1", Kind: "file", Version: "v7", OperationID: "op-1"}
 	unversioned := Candidate{Ref: "file-2", OperationID: "op-1"}
 	otherVersion := Candidate{Ref: "file-3", Version: "v6", OperationID: "op-1"}
@@ -31,55 +28,135 @@ func TestJudge(t *testing.T) {
 		wantReasons []Reason
 		wantText    string // fragment of the explanation
 	}{
-		// Step 3 of the reconciliation hierarchy, on an ambiguous operation.
 		{"status lookup finds exactly one match", Ambiguous, ev(SourceStatusLookup, true, match), VerdictConfirms, Confirmed, nil, "file-1"},
 		{"search finds exactly one match", Ambiguous, ev(SourceMetadataSearch, true, match), VerdictConfirms, Confirmed, nil, "exactly one"},
 		{"unversioned match confirms", Ambiguous, ev(SourceMetadataSearch, true, unversioned), VerdictConfirms, Confirmed, nil, "file-2"},
-		{"reviewer evidence confirms", Ambiguous, ev(SourceReviewer, true, match), VerdictConfirms, Confirmed, nil, "reviewer"},
-		{"response evidence confirms", Ambiguous, ev(SourceResponse, true, match), VerdictConfirms, Confirmed, nil, "response"},
+		{"response evidence confirms", Ambiguous, ev(SourceResponse, true, match), VerdictConfirms, Confirmed, nil, "file-1"},
+		{"the same ref twice is one candidate", Ambiguous, ev(SourceMetadataSearch, true, match, match), VerdictConfirms, Confirmed, nil, "file-1"},
 		{"authoritative absence", Ambiguous, ev(SourceStatusLookup, true), VerdictRefutes, RetryWait, nil, "same key"},
 		{"authoritative absence, empty slice", Ambiguous, Evidence{Source: SourceMetadataSearch, Authoritative: true, Candidates: []Candidate{}}, VerdictRefutes, RetryWait, nil, "no effect"},
-		{"two matches", Ambiguous, ev(SourceMetadataSearch, true, match, unversioned), VerdictInconclusive, NeedsReview, []Reason{ReasonMultipleCands}, "2 candidates"},
-		{"a match and another", Ambiguous, ev(SourceMetadataSearch, true, match, otherOp), VerdictInconclusive, NeedsReview, []Reason{ReasonMultipleCands}, "2 candidates"},
-		{"two non-matches", Ambiguous, ev(SourceMetadataSearch, true, otherVersion, otherOp), VerdictInconclusive, NeedsReview, []Reason{ReasonMultipleCands}, "2 candidates"},
+		{"an error answer is no absence", Ambiguous, ev(SourceResponse, true), VerdictRefutes, "", nil, ""},
+		{"two matches", Ambiguous, ev(SourceMetadataSearch, true, match, unversioned), VerdictInconclusive, NeedsReview, []Reason{ReasonMultipleCands}, "several"},
+		{"a match and another", Ambiguous, ev(SourceMetadataSearch, true, match, otherOp), VerdictInconclusive, NeedsReview, []Reason{ReasonMultipleCands}, "several"},
+		{"two non-matches", Ambiguous, ev(SourceMetadataSearch, true, otherVersion, otherOp), VerdictInconclusive, NeedsReview, []Reason{ReasonMultipleCands}, "several"},
 		{"one candidate of another version", Ambiguous, ev(SourceMetadataSearch, true, otherVersion), VerdictInconclusive, NeedsReview, []Reason{ReasonVersionMismatch}, "file-3"},
 		{"one candidate of another operation", Ambiguous, ev(SourceStatusLookup, true, otherOp), VerdictInconclusive, NeedsReview, []Reason{ReasonNoDedupEvidence}, "file-4"},
 		{"one candidate naming no operation", Ambiguous, ev(SourceMetadataSearch, true, noOp), VerdictInconclusive, NeedsReview, []Reason{ReasonNoDedupEvidence}, "file-5"},
-		// Evidence that never settles anything.
-		{"non-authoritative match", Ambiguous, ev(SourceMetadataSearch, false, match), VerdictConfirms, "", nil, "recorded"},
-		{"non-authoritative absence proves nothing", Ambiguous, ev(SourceMetadataSearch, false), VerdictInconclusive, "", nil, "recorded"},
-		{"non-authoritative several", Ambiguous, ev(SourceMetadataSearch, false, match, otherOp), VerdictInconclusive, "", nil, "recorded"},
-		{"webhook alone never confirms", Ambiguous, ev(SourceWebhook, true, match), VerdictConfirms, "", nil, "recorded"},
-		{"webhook alone never refutes", Ambiguous, ev(SourceWebhook, true), VerdictRefutes, "", nil, "recorded"},
-		{"webhook with a mismatch", Ambiguous, ev(SourceWebhook, true, otherVersion), VerdictInconclusive, "", nil, "recorded"},
-		// Only an ambiguous operation is settled by evidence.
-		{"in_flight", InFlight, ev(SourceStatusLookup, true, match), VerdictConfirms, "", nil, "recorded"},
-		{"retry_wait", RetryWait, ev(SourceStatusLookup, true), VerdictRefutes, "", nil, "recorded"},
-		{"accepted", Accepted, ev(SourceStatusLookup, true, match), VerdictConfirms, "", nil, "recorded"},
-		{"needs_review", NeedsReview, ev(SourceStatusLookup, true, otherVersion), VerdictInconclusive, "", nil, "recorded"},
-		{"confirmed", Confirmed, ev(SourceStatusLookup, true, match, otherOp), VerdictInconclusive, "", nil, "recorded"},
-		{"failed", Failed, ev(SourceStatusLookup, true, match), VerdictConfirms, "", nil, "recorded"},
+		// Evidence that settles nothing on its own.
+		{"non-authoritative match", Ambiguous, ev(SourceMetadataSearch, false, match), VerdictConfirms, "", nil, ""},
+		{"non-authoritative absence proves nothing", Ambiguous, ev(SourceMetadataSearch, false), VerdictInconclusive, "", nil, ""},
+		{"non-authoritative several", Ambiguous, ev(SourceMetadataSearch, false, match, otherOp), VerdictInconclusive, "", nil, ""},
+		{"webhook alone never confirms", Ambiguous, ev(SourceWebhook, true, match), VerdictConfirms, "", nil, ""},
+		{"webhook alone never refutes", Ambiguous, ev(SourceWebhook, true), VerdictRefutes, "", nil, ""},
+		{"webhook with a mismatch", Ambiguous, ev(SourceWebhook, true, otherVersion), VerdictInconclusive, "", nil, ""},
+		// Confirming evidence stops attempts wherever nobody answers for
+		// the effect yet (issue 12: it used to settle only ambiguous).
+		{"retry_wait, one match", RetryWait, ev(SourceStatusLookup, true, match), VerdictConfirms, Confirmed, nil, "file-1"},
+		{"pending, one match", Pending, ev(SourceStatusLookup, true, match), VerdictConfirms, Confirmed, nil, "file-1"},
+		{"retry_wait, two matches", RetryWait, ev(SourceMetadataSearch, true, match, unversioned), VerdictInconclusive, NeedsReview, []Reason{ReasonMultipleCands}, "several"},
+		{"retry_wait, a webhook's claim", RetryWait, ev(SourceWebhook, false, match), VerdictConfirms, Ambiguous, nil, "webhook"},
+		{"retry_wait, absence changes nothing", RetryWait, ev(SourceStatusLookup, true), VerdictRefutes, "", nil, ""},
+		{"retry_wait, another operation's", RetryWait, ev(SourceStatusLookup, true, otherOp), VerdictInconclusive, "", nil, ""},
+		// Where somebody answers for the effect, evidence is recorded only.
+		{"in_flight", InFlight, ev(SourceStatusLookup, true, match), VerdictConfirms, "", nil, ""},
+		{"accepted", Accepted, ev(SourceStatusLookup, true, match), VerdictConfirms, "", nil, ""},
+		{"needs_review", NeedsReview, ev(SourceStatusLookup, true, otherVersion), VerdictInconclusive, "", nil, ""},
+		{"confirmed", Confirmed, ev(SourceStatusLookup, true, match, otherOp), VerdictInconclusive, "", nil, ""},
+		{"failed", Failed, ev(SourceStatusLookup, true, match), VerdictConfirms, "", nil, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			op := judgeOp(tt.state)
-			verdict, state, reasons, text := Judge(op, tt.ev)
-			if verdict != tt.wantVerdict {
-				t.Errorf("verdict = %s, want %s", verdict, tt.wantVerdict)
+			op := weighOp(tt.state)
+			tt.ev.ObservedAt = classifyNow
+			if v := EvidenceVerdict(op, tt.ev); v != tt.wantVerdict {
+				t.Errorf("verdict = %s, want %s", v, tt.wantVerdict)
 			}
-			if state != tt.wantState {
-				t.Errorf("state = %q, want %q", state, tt.wantState)
+			op.Evidence = []Evidence{tt.ev}
+			w := Weigh(op, Destination{}, classifyNow)
+			if w.State != tt.wantState {
+				t.Errorf("state = %q (%s), want %q", w.State, w.Reason, tt.wantState)
 			}
-			if !slices.Equal(reasons, tt.wantReasons) {
-				t.Errorf("reasons = %v, want %v", reasons, tt.wantReasons)
+			if !slices.Equal(w.Reasons, tt.wantReasons) {
+				t.Errorf("reasons = %v, want %v", w.Reasons, tt.wantReasons)
 			}
-			if !strings.Contains(text, tt.wantText) {
-				t.Errorf("explanation %q does not mention %q", text, tt.wantText)
+			if !strings.Contains(w.Reason, tt.wantText) {
+				t.Errorf("explanation %q does not mention %q", w.Reason, tt.wantText)
 			}
-			if state != "" {
-				if err := CheckTransition(op.State, state); err != nil {
-					t.Errorf("Judge moves %s → %s: %v", op.State, state, err)
+			if w.State != "" {
+				if err := CheckTransition(op.State, w.State); err != nil {
+					t.Errorf("Weigh moves %s → %s: %v", op.State, w.State, err)
 				}
+			}
+		})
+	}
+}
+
+// weighOp is an operation after one attempt, sent a minute before
+// classifyNow.
+func weighOp(state State) *Operation {
+	op := testOp(RiskCompensableWrite)
+	op.State, op.AttemptCount = state, 1
+	op.Attempts = []Attempt{{OperationID: op.ID, N: 1, StartedAt: classifyNow.Add(-time.Minute)}}
+	return op
+}
+
+// TestWeighAllEvidence: the issue 12 sequences where the newest piece of
+// evidence alone gave the wrong answer. Each row is the operation's whole
+// record, oldest first.
+func TestWeighAllEvidence(t *testing.T) {
+	sent := classifyNow.Add(-time.Minute)
+	at := func(d time.Duration) time.Time { return sent.Add(d) }
+	match := Candidate{Ref: "file-1", Version: "v7", OperationID: "op-1"}
+	other := Candidate{Ref: "file-9", Version: "v7", OperationID: "op-1"}
+	search := func(t time.Time, cs ...Candidate) Evidence {
+		return Evidence{Source: SourceMetadataSearch, Authoritative: true, Candidates: cs, ObservedAt: t}
+	}
+	lookup := func(t time.Time, cs ...Candidate) Evidence {
+		return Evidence{Source: SourceStatusLookup, Authoritative: true, Candidates: cs, ObservedAt: t}
+	}
+	lag := Destination{SearchLag: 30 * time.Second}
+	tests := []struct {
+		name     string
+		state    State
+		d        Destination
+		evidence []Evidence
+		want     State
+		reasons  []Reason
+	}{
+		{"hole 1: absence, then a lookup finds the effect", RetryWait, Destination{},
+			[]Evidence{search(at(time.Second)), lookup(at(2*time.Second), match)}, NeedsReview, []Reason{ReasonSourcesDisagree}},
+		{"an effect found before a later attempt is still an effect", RetryWait, Destination{},
+			[]Evidence{lookup(at(-time.Hour), match)}, Confirmed, nil},
+		{"absence before the last send is stale", RetryWait, Destination{},
+			[]Evidence{search(at(-time.Hour)), lookup(at(time.Second), match)}, Confirmed, nil},
+		{"hole 2: an empty search inside the search lag proves nothing", Ambiguous, lag,
+			[]Evidence{search(at(time.Second))}, "", nil},
+		{"an empty search after the search lag is absence", Ambiguous, lag,
+			[]Evidence{search(at(31 * time.Second))}, RetryWait, nil},
+		{"hole 9: a response naming the effect outweighs a later empty search", Ambiguous, Destination{},
+			[]Evidence{{Source: SourceResponse, Authoritative: true, Candidates: []Candidate{match}, ObservedAt: at(time.Second)}, search(at(2 * time.Second))},
+			NeedsReview, []Reason{ReasonSourcesDisagree}},
+		{"a webhook's claim and a later empty search disagree", Ambiguous, Destination{},
+			[]Evidence{{Source: SourceWebhook, Candidates: []Candidate{match}, ObservedAt: at(time.Second)}, search(at(2 * time.Second))},
+			NeedsReview, []Reason{ReasonSourcesDisagree}},
+		{"two pieces naming two resources", Ambiguous, Destination{},
+			[]Evidence{lookup(at(time.Second), match), search(at(2*time.Second), other)}, NeedsReview, []Reason{ReasonMultipleCands}},
+		{"two pieces naming one resource", Ambiguous, Destination{},
+			[]Evidence{lookup(at(time.Second), match), search(at(2*time.Second), match)}, Confirmed, nil},
+		{"a reviewer's decision settles what came before it", RetryWait, Destination{},
+			[]Evidence{lookup(at(time.Second), match), search(at(2*time.Second), other), {Source: SourceReviewer, Authoritative: true, ObservedAt: at(3 * time.Second)}},
+			"", nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			op := weighOp(tt.state)
+			op.Evidence = tt.evidence
+			w := Weigh(op, tt.d, classifyNow)
+			if w.State != tt.want || !slices.Equal(w.Reasons, tt.reasons) {
+				t.Fatalf("Weigh = %q %v (%s), want %q %v", w.State, w.Reasons, w.Reason, tt.want, tt.reasons)
+			}
+			if w.State == Confirmed && (w.Resource == nil || w.Resource.Ref != "file-1") {
+				t.Errorf("resource = %+v, want file-1", w.Resource)
 			}
 		})
 	}
@@ -116,7 +193,7 @@ func TestAfterAbsence(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			op := judgeOp(Ambiguous)
+			op := weighOp(Ambiguous)
 			op.MaxAttempts, op.AttemptCount, op.Deadline, op.CostBudget, op.CostSpent = tt.max, tt.count, tt.deadline, tt.budget, tt.spent
 			state, text := AfterAbsence(op, clock)
 			if state != tt.wantState {

@@ -48,15 +48,18 @@ func AllStates() []State {
 // Anything not listed is illegal and CheckTransition says so.
 var transitions = map[State][]State{
 	AwaitingApproval: {Pending, Failed},
-	Pending:          {InFlight, Failed},
-	InFlight:         {Confirmed, Accepted, RetryWait, Ambiguous, NeedsReview, Failed},
-	RetryWait:        {InFlight, Ambiguous, NeedsReview, Failed},
-	Ambiguous:        {Confirmed, Accepted, RetryWait, NeedsReview, Failed},
-	Accepted:         {Confirmed, Ambiguous, NeedsReview, Failed},
-	NeedsReview:      {Confirmed, Compensated, RetryWait, Failed},
-	Confirmed:        {},
-	Compensated:      {},
-	Failed:           {},
+	// pending and retry_wait also move on evidence (Weigh): confirmed when
+	// it names one effect, needs_review when it names several or
+	// contradicts, ambiguous when a webhook claims an effect.
+	Pending:     {InFlight, Confirmed, Ambiguous, NeedsReview, Failed},
+	InFlight:    {Confirmed, Accepted, RetryWait, Ambiguous, NeedsReview, Failed},
+	RetryWait:   {InFlight, Confirmed, Ambiguous, NeedsReview, Failed},
+	Ambiguous:   {Confirmed, Accepted, RetryWait, NeedsReview, Failed},
+	Accepted:    {Confirmed, Ambiguous, NeedsReview, Failed},
+	NeedsReview: {Confirmed, Compensated, RetryWait, Failed},
+	Confirmed:   {},
+	Compensated: {},
+	Failed:      {},
 }
 
 // Valid reports whether s is one of the known states.

@@ -12,7 +12,8 @@ import (
 )
 
 // AddEvidence records what an integrator observed about an operation's
-// effect and, for an ambiguous operation, applies what review.Judge says.
+// effect, then weighs the operation's whole record again (weigh): the
+// state follows from all the evidence, not from the newest piece.
 func (s *Store) AddEvidence(ctx context.Context, tenant, opID string, ev review.Evidence, actor string) (*review.Operation, error) {
 	if !ev.Source.Valid() {
 		return nil, fmt.Errorf("%w: field \"source\": must be one of response, status_lookup, metadata_search, webhook, reviewer", review.ErrInvalid)
@@ -32,39 +33,13 @@ func (s *Store) AddEvidence(ctx context.Context, tenant, opID string, ev review.
 		}
 		op := row.operation()
 		ev.ObservedAt = s.now()
-		verdict, to, reasons, why := review.Judge(op, ev)
-		ev.Verdict, ev.Note = verdict, why
+		ev.Verdict = review.EvidenceVerdict(op, ev)
+		ev.Note = "submitted through the API"
 		if err := s.insertEvidence(ctx, tx, op.ID, ev); err != nil {
 			return err
 		}
-		detail := map[string]any{"source": ev.Source, "authoritative": ev.Authoritative, "verdict": verdict, "candidates": len(ev.Candidates)}
-		if to == "" {
-			return s.appendEvent(ctx, tx, &AuditEvent{Actor: actor, Tenant: op.Tenant, OperationID: op.ID,
-				Action: "evidence.recorded", Detail: detailJSON(detail)})
-		}
-		if len(reasons) > 0 {
-			detail["escalation"] = reasons
-		}
-		switch to {
-		case review.RetryWait:
-			to, why = review.AfterAbsence(op, s.clock)
-			if err := s.transition(ctx, tx, row, to, why, actor, "evidence.settled", detail); err != nil {
-				return err
-			}
-			if to == review.RetryWait {
-				return s.setNextAttempt(ctx, tx, op.ID)
-			}
-			return nil
-		case review.Confirmed:
-			for _, c := range ev.Candidates {
-				if c.OperationID == op.ID {
-					if err := s.setResource(ctx, tx, op.ID, review.ResourceRef{Ref: c.Ref, Kind: c.Kind, Version: c.Version}); err != nil {
-						return err
-					}
-				}
-			}
-		}
-		return s.transition(ctx, tx, row, to, why, actor, "evidence.settled", detail)
+		detail := map[string]any{"source": ev.Source, "authoritative": ev.Authoritative, "verdict": ev.Verdict, "candidates": len(ev.Candidates)}
+		return s.weigh(ctx, tx, row, actor, detail)
 	})
 	if err != nil {
 		if errors.Is(err, review.ErrNotFound) || errors.Is(err, review.ErrConflict) {
@@ -73,6 +48,38 @@ func (s *Store) AddEvidence(ctx context.Context, tenant, opID string, ev review.
 		return nil, fmt.Errorf("store.AddEvidence: %w", err)
 	}
 	return s.GetOperation(ctx, tenant, opID, "")
+}
+
+// weigh re-reads the locked operation's whole record inside tx — the
+// evidence just written included — and applies review.Weigh: it moves the
+// operation (audited as evidence.settled, a case opened when it goes to
+// review), or records that the evidence settled nothing (evidence.recorded).
+// Every path that lands evidence about an effect calls it.
+func (s *Store) weigh(ctx context.Context, tx *sqlx.Tx, row *opRow, actor string, detail map[string]any) error {
+	op, err := s.loadDetails(ctx, tx, row.operation())
+	if err != nil {
+		return err
+	}
+	w := review.Weigh(op, s.cfg.Destination(op.Destination), s.now())
+	if w.State == "" {
+		return s.appendEvent(ctx, tx, &AuditEvent{Actor: actor, Tenant: op.Tenant, OperationID: op.ID,
+			Action: "evidence.recorded", Detail: detailJSON(detail)})
+	}
+	if len(w.Reasons) > 0 {
+		detail["escalation"] = w.Reasons
+	}
+	if w.Resource != nil {
+		if err := s.setResource(ctx, tx, op.ID, *w.Resource); err != nil {
+			return err
+		}
+	}
+	if err := s.transition(ctx, tx, row, w.State, w.Reason, actor, "evidence.settled", detail); err != nil {
+		return err
+	}
+	if w.State == review.RetryWait {
+		return s.setNextAttempt(ctx, tx, op.ID)
+	}
+	return nil
 }
 
 const (

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/limbo-dev/limbo/review"
 	"github.com/limbo-dev/limbo/store"
@@ -239,4 +240,94 @@ func boolInt(b bool) int {
 		return 1
 	}
 	return 0
+}
+
+// TestEvidenceWeighedTogether: the issue 12 sequences through the store,
+// where evidence used to be judged one piece at a time (both engines).
+func TestEvidenceWeighedTogether(t *testing.T) {
+	t.Parallel()
+	cfg := &review.Config{Destinations: map[string]review.Destination{"lagging": {SearchLag: 30 * time.Second}}}
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		b := setup(t, e, cfg)
+		add := func(op *review.Operation, src review.EvidenceSource, cs ...review.Candidate) *review.Operation {
+			t.Helper()
+			got, err := b.s.AddEvidence(b.ctx, tenantA, op.ID, review.Evidence{Source: src, Authoritative: true, Candidates: cs}, "test")
+			if err != nil {
+				t.Fatal(err)
+			}
+			return got
+		}
+		match := func(op *review.Operation) review.Candidate {
+			return review.Candidate{Ref: "file-" + op.SourceRef, Kind: "file", Version: op.LogicalVersion, OperationID: op.ID}
+		}
+
+		// Hole 1: ambiguous → an authoritative empty search → retry_wait;
+		// then a status lookup naming this operation's resource. It was
+		// stored as "confirms" and the state stayed retry_wait; attempt 2
+		// was granted. Now the two disagree, and a person decides.
+		op := b.ambiguous(t, "hole-1")
+		if got := add(op, review.SourceMetadataSearch); got.State != review.RetryWait {
+			t.Fatalf("after an empty search: %s, want retry_wait", got.State)
+		}
+		got := add(op, review.SourceStatusLookup, match(op))
+		wantState(t, got, review.NeedsReview)
+		if _, err := b.tryStart(op, "", ""); errAs[*review.NotAttemptableError](t, err) == nil {
+			t.Fatal("an attempt was granted after the lookup found the effect")
+		}
+		if cs, _ := b.s.CasesForOperation(b.ctx, op.ID); len(cs) != 1 || !slices.Contains(cs[0].Reasons, review.ReasonSourcesDisagree) {
+			t.Errorf("cases: %+v, want one for sources_disagree", cs)
+		}
+
+		// The same lookup on a retry_wait operation with no contradiction
+		// confirms it: attempts stop.
+		op = b.ambiguous(t, "found-later")
+		exec(t, b.s, `UPDATE operations SET state = 'retry_wait' WHERE id = ?`, op.ID) // as an approve_retry leaves it
+		got = add(op, review.SourceStatusLookup, match(op))
+		wantState(t, got, review.Confirmed)
+		if got.Resource == nil || got.Resource.Ref != "file-found-later" {
+			t.Errorf("resource = %+v", got.Resource)
+		}
+
+		// Hole 2: on a destination with a 30 s search lag, an integrator's
+		// empty search one second after the timeout proved absence.
+		lagged := b.newOp(t, "hole-2", review.RiskCompensableWrite, "lagging")
+		b.start(t, lagged)
+		b.report(t, lagged, 1, timeoutAfterSend)
+		b.clk.Advance(time.Second)
+		wantState(t, add(lagged, review.SourceMetadataSearch), review.Ambiguous)
+		b.clk.Advance(30 * time.Second)
+		wantState(t, add(lagged, review.SourceMetadataSearch), review.RetryWait)
+
+		// Hole 9 (API path): a response naming the resource, then an empty
+		// search: the effect is not outweighed.
+		op = b.ambiguous(t, "hole-9")
+		wantState(t, add(op, review.SourceResponse, match(op)), review.Confirmed)
+		op2 := b.ambiguous(t, "hole-9b")
+		if _, err := b.s.Inbound(b.ctx, webhookFor(op2, "evt-9b")); err != nil {
+			t.Fatal(err)
+		}
+		wantState(t, add(op2, review.SourceMetadataSearch), review.NeedsReview)
+	})
+}
+
+// TestWebhookClaimStopsARetry: a signed webhook reporting an effect for a
+// retry_wait operation sends it back to reconciliation before any retry.
+func TestWebhookClaimStopsARetry(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		b := setup(t, e, nil)
+		op := b.ambiguous(t, "claimed")
+		got, err := b.s.AddEvidence(b.ctx, tenantA, op.ID, review.Evidence{Source: review.SourceMetadataSearch, Authoritative: true}, "test")
+		if err != nil || got.State != review.RetryWait {
+			t.Fatalf("after an empty search: %v %v", got.State, err)
+		}
+		if _, err := b.s.Inbound(b.ctx, webhookFor(op, "evt-claim")); err != nil {
+			t.Fatal(err)
+		}
+		// The claim and the earlier absence disagree: a person decides.
+		wantState(t, b.get(t, op), review.NeedsReview)
+		if _, err := b.tryStart(op, "", ""); errAs[*review.NotAttemptableError](t, err) == nil {
+			t.Fatal("an attempt was granted after the webhook reported the effect")
+		}
+	})
 }

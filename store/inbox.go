@@ -55,16 +55,24 @@ func (s *Store) Inbound(ctx context.Context, ev InboundEvent) (duplicate bool, e
 			duplicate = true
 			return nil
 		}
+		// Locked before the evidence is written, as on every other path.
+		row, err := s.lockOperation(ctx, tx, tenant, ev.OperationID)
+		if err != nil {
+			return err
+		}
 		e := review.Evidence{Source: review.SourceWebhook, Verdict: review.VerdictInconclusive, Candidates: ev.Candidates,
 			ObservedAt: now, Note: "webhook " + ev.EventID + ": " + ev.Note}
 		if err := s.insertEvidence(ctx, tx, ev.OperationID, e); err != nil {
 			return err
 		}
-		if _, err := tx.ExecContext(ctx, s.rebind(triggerProbe), now, ev.OperationID); err != nil {
+		// Weighed with everything else: a webhook never confirms, but a
+		// pending or retry_wait operation it claims an effect for is
+		// reconciled before anything is repeated.
+		if err := s.weigh(ctx, tx, row, "webhook:"+ev.Source, map[string]any{"source": "webhook", "event_id": ev.EventID}); err != nil {
 			return err
 		}
-		return s.appendEvent(ctx, tx, &AuditEvent{At: now, Actor: "webhook:" + ev.Source, Tenant: tenant, OperationID: ev.OperationID,
-			Action: "evidence.recorded", Detail: detailJSON(map[string]any{"source": "webhook", "event_id": ev.EventID})})
+		_, err = tx.ExecContext(ctx, s.rebind(triggerProbe), now, ev.OperationID)
+		return err
 	})
 	if err != nil && !errors.Is(err, review.ErrNotFound) {
 		return false, fmt.Errorf("store.Inbound: %w", err)

@@ -1,0 +1,171 @@
+package review
+
+import (
+	"fmt"
+	"time"
+)
+
+// EvidenceVerdict is what one piece of evidence says about op's effect, on
+// its own: exactly one candidate naming the operation and its logical
+// version confirms; an authoritative answer with no candidates at all
+// refutes; anything else is inconclusive. It is the verdict stored with the
+// evidence; where the operation goes is decided by Weigh, from all of it.
+func EvidenceVerdict(op *Operation, ev Evidence) Verdict {
+	m, o, f := sortCandidates(op, uniqueRefs(ev.Candidates)) // a ref listed twice is one candidate
+	switch {
+	case len(m) == 1 && len(o) == 0 && len(f) == 0:
+		return VerdictConfirms
+	case len(ev.Candidates) == 0 && ev.Authoritative:
+		return VerdictRefutes
+	}
+	return VerdictInconclusive
+}
+
+// Weighing is where everything persisted about an operation's effect
+// leaves it. State "" means it stays where it is.
+type Weighing struct {
+	State    State
+	Reasons  []Reason
+	Reason   string
+	Resource *ResourceRef
+}
+
+// assessed are the states evidence may move an operation out of: those in
+// which nobody is answering for the effect yet. An attempt in flight waits
+// for its outcome (or its lease), accepted follows its job, and a person
+// decides in review; terminal states are final.
+func assessed(s State) bool { return s == Pending || s == RetryWait || s == Ambiguous }
+
+// Weigh re-reads op's whole record — every evidence row (the newest
+// included), its attempts — and says where the operation goes. It is asked
+// every time evidence lands, so the answer never depends on which piece
+// came last (issue 12):
+//
+//   - Authoritative evidence naming this operation and version (not a
+//     webhook, which never confirms on its own) is an effect. Effects do
+//     not vanish, so confirming evidence counts whenever it was observed:
+//     in pending, retry_wait or ambiguous it stops attempts — confirmed
+//     when it names one resource and nothing contradicts it, a case when
+//     it names several, or when a fresh proof of absence contradicts it.
+//   - Absence is proven only by authoritative evidence with no candidates,
+//     observed after the last attempt was sent — and for a metadata
+//     search, only once the destination's search lag had passed since
+//     then, whoever submitted it. It never outweighs an effect.
+//   - A signed webhook naming this operation is a claim: it cannot confirm,
+//     but absence cannot win against it (sources disagree), and a pending
+//     or retry_wait operation is reconciled before anything is repeated.
+//   - Only an ambiguous operation settles on absence or escalates on
+//     candidates of another version or of no operation.
+//   - Evidence observed before the newest reviewer decision was weighed by
+//     that person and is not counted again.
+func Weigh(op *Operation, d Destination, now time.Time) Weighing {
+	if !assessed(op.State) {
+		return Weighing{}
+	}
+	var lastSend, decided time.Time
+	for _, a := range op.Attempts {
+		if a.StartedAt.After(lastSend) {
+			lastSend = a.StartedAt
+		}
+	}
+	for _, ev := range op.Evidence {
+		if ev.Source == SourceReviewer && ev.ObservedAt.After(decided) {
+			decided = ev.ObservedAt
+		}
+	}
+	effects := map[string]Candidate{} // by ref
+	var order []string
+	var claimed, absent, several, severalOthers bool
+	var otherVersion, foreign []Candidate
+	for _, ev := range op.Evidence {
+		if ev.ObservedAt.Before(decided) || ev.Source == SourceReviewer {
+			continue // a person weighed it when they decided
+		}
+		cands := uniqueRefs(ev.Candidates)
+		m, o, f := sortCandidates(op, cands)
+		switch {
+		case ev.Source == SourceWebhook:
+			if len(m) > 0 {
+				claimed = true
+			}
+		case !ev.Authoritative:
+		case len(cands) == 0:
+			// Only a look at what the destination holds proves absence: an
+			// error answer (source response) never does.
+			if (ev.Source == SourceMetadataSearch || ev.Source == SourceStatusLookup) && freshAbsence(ev, lastSend, d.SearchLag) {
+				absent = true
+			}
+		case len(cands) > 1:
+			// Exactly one candidate confirms; several naming this
+			// operation are for a person. Several naming others matter
+			// like one such: only when seen since the last send.
+			if len(m)+len(o) > 0 {
+				several = true
+			} else if !ev.ObservedAt.Before(lastSend) {
+				severalOthers = true
+			}
+		case len(m) == 1:
+			if _, seen := effects[m[0].Ref]; !seen {
+				effects[m[0].Ref] = m[0]
+				order = append(order, m[0].Ref)
+			}
+		case !ev.ObservedAt.Before(lastSend):
+			// One candidate that is not this operation's: it matters only
+			// when seen since the last send (earlier ones were about an
+			// earlier attempt).
+			otherVersion, foreign = append(otherVersion, o...), append(foreign, f...)
+		}
+	}
+	switch {
+	case len(effects) > 1:
+		return Weighing{State: NeedsReview, Reasons: []Reason{ReasonMultipleCands},
+			Reason: fmt.Sprintf("the evidence names %d resources for this operation and version", len(effects))}
+	case several:
+		return Weighing{State: NeedsReview, Reasons: []Reason{ReasonMultipleCands},
+			Reason: "the destination answered with several candidates"}
+	case len(effects) == 1 && absent:
+		return Weighing{State: NeedsReview, Reasons: []Reason{ReasonSourcesDisagree},
+			Reason: fmt.Sprintf("evidence names resource %s for this operation, and a later search proved absence", order[0])}
+	case len(effects) == 1:
+		c := effects[order[0]]
+		return Weighing{State: Confirmed, Resource: &ResourceRef{Ref: c.Ref, Kind: c.Kind, Version: c.Version},
+			Reason: fmt.Sprintf("the evidence names exactly one resource %s for this operation and version", c.Ref)}
+	case claimed && absent:
+		return Weighing{State: NeedsReview, Reasons: []Reason{ReasonSourcesDisagree},
+			Reason: "a webhook reports an effect for this operation, and a search proved absence"}
+	case claimed && op.State != Ambiguous:
+		return Weighing{State: Ambiguous, Reason: "a webhook reports an effect for this operation: reconcile before any retry"}
+	case op.State != Ambiguous:
+		return Weighing{}
+	case severalOthers:
+		return Weighing{State: NeedsReview, Reasons: []Reason{ReasonMultipleCands},
+			Reason: "the destination answered with several candidates, none naming this operation"}
+	case len(otherVersion) > 0:
+		c := otherVersion[0]
+		return Weighing{State: NeedsReview, Reasons: []Reason{ReasonVersionMismatch},
+			Reason: fmt.Sprintf("%s belongs to version %s, expected %s", c.Ref, c.Version, op.LogicalVersion)}
+	case len(foreign) > 0:
+		return Weighing{State: NeedsReview, Reasons: []Reason{ReasonNoDedupEvidence},
+			Reason: fmt.Sprintf("%s was found but its metadata does not name this operation", foreign[0].Ref)}
+	case absent && (op.HasFlag(FlagFinancial) || op.HasFlag(FlagIrreversible) || op.Risk == RiskIrreversible):
+		return Weighing{State: NeedsReview,
+			Reason: "the destination holds no effect; a financial or irreversible action is never retried without a reviewer"}
+	case absent:
+		st, why := AfterAbsence(op, func() time.Time { return now })
+		return Weighing{State: st, Reason: why}
+	}
+	return Weighing{}
+}
+
+// freshAbsence reports whether ev, an authoritative answer with no
+// candidates, proves absence now: it was observed after the last send, and
+// a metadata search only once the search lag had passed since then.
+func freshAbsence(ev Evidence, lastSend time.Time, lag time.Duration) bool {
+	if ev.ObservedAt.Before(lastSend) {
+		return false
+	}
+	if ev.Source == SourceMetadataSearch && !lastSend.IsZero() && ev.ObservedAt.Sub(lastSend) < lag {
+		return false
+	}
+	return true
+}
