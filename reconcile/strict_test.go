@@ -627,3 +627,28 @@ func TestCredentials(t *testing.T) {
 		t.Errorf("%d requests in all, want only the two with the credential", n)
 	}
 }
+
+// TestSandboxSearchPages: against the sandbox, whose search answers one hit
+// a page here, two effects of one operation are on two pages, and both are
+// read: a case for the duplicate, not a confirmation of the first.
+func TestSandboxSearchPages(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		b := setup(t, e, sandbox.Options{SearchLag: searchLag, NoKeySupport: true}, nil)
+		d := b.cfg.Destinations["sandbox"]
+		search := *d.Probes.Search
+		search.URL += "&limit=1"
+		search.Next, search.CursorParam = "$.next", "cursor"
+		d.Probes.Search = &search
+		b.cfg.Destinations["sandbox"] = d
+
+		op := b.ambiguous(t, "folder-1", "sandbox", func(op *review.Operation) { b.createFolder(t, op); b.createFolder(t, op) })
+		b.clk.Advance(searchLag + time.Second)
+		b.runOnce(t, 1)
+		got := b.get(t, op)
+		wantState(t, got, review.NeedsReview)
+		if ev := lastEvidence(t, got, review.SourceMetadataSearch); len(ev.Candidates) != 2 {
+			t.Errorf("search evidence %+v, want both pages' candidates", ev)
+		}
+	})
+}
