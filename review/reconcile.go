@@ -120,8 +120,12 @@ func Settle(in SettleInput) Settlement {
 	known, _ := LookupRef(op)
 	lookedUp, conflict := false, ""
 	for _, r := range in.Results {
+		// The known ref was looked up, and the answer names it and can be
+		// read: only then may an empty search speak of absence.
 		if r.Kind == ProbeStatus && r.Ref != "" && r.Ref == known && r.Err == "" && names(r.Candidates, known) {
-			lookedUp = true
+			cs, clash := uniqueRefs(r.Candidates)
+			_, _, _, anon := sortCandidates(op, cs)
+			lookedUp = clash == "" && len(anon) == 0
 		}
 	}
 	for _, r := range in.Results {
