@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strconv"
 	"strings"
@@ -33,11 +34,31 @@ func TestProbes(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, engine store.Engine) {
 		b := setup(t, engine, nil)
 		for path, want := range map[string]string{"/healthz": "ok", "/readyz": "ready"} {
-			var body struct{ Status string }
-			b.do(request{path: path, token: strp("")}).want(t, http.StatusOK).decode(t, &body)
-			if body.Status != want {
-				t.Errorf("%s status = %q, want %q", path, body.Status, want)
+			var body struct {
+				Status   string
+				Warnings []string
 			}
+			b.do(request{path: path, token: strp("")}).want(t, http.StatusOK).decode(t, &body)
+			if body.Status != want || body.Warnings != nil {
+				t.Errorf("%s = %+v, want status %q and no warnings", path, body, want)
+			}
+		}
+
+		// A warning (a probe credential not set, as serve finds at start)
+		// is named, and the instance stays ready: it serves everything, and
+		// the destination it concerns goes to review rather than wrong.
+		h := handlers.New(b.store, nil)
+		h.Warnings = []string{`destination "files": the search probe's credential FILES_API_TOKEN is not set`}
+		srv := httptest.NewServer(handlers.NewServer(h))
+		t.Cleanup(srv.Close)
+		w := &testBundle{t: t, engine: engine, store: b.store, clock: b.clock, srv: srv, token: b.token}
+		var body struct {
+			Status   string
+			Warnings []string
+		}
+		w.do(request{path: "/readyz", token: strp("")}).want(t, http.StatusOK).decode(t, &body)
+		if body.Status != "ready" || !slices.Equal(body.Warnings, h.Warnings) {
+			t.Errorf("/readyz with a warning = %+v, want ready, naming it", body)
 		}
 	})
 }

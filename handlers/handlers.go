@@ -29,6 +29,10 @@ type Handlers struct {
 	// believed (see clientAddress). Empty: the connection's peer is the
 	// client and forwarding headers are ignored.
 	TrustedProxies []*net.IPNet
+	// Warnings are what an operator should fix that does not make the
+	// instance unready, such as a probe credential not set; GET /readyz
+	// lists them.
+	Warnings []string
 }
 
 // New returns Handlers over s, logging to log.

@@ -162,7 +162,17 @@ func (h *Handlers) Healthz(c echo.Context) error {
 	return c.JSON(http.StatusOK, map[string]string{"status": "ok"})
 }
 
-// Readyz answers 200 when the database is reachable and its schema current.
+// readiness is GET /readyz's answer.
+type readiness struct {
+	Status   string   `json:"status"`
+	Warnings []string `json:"warnings,omitempty"`
+}
+
+// Readyz answers 200 when the database is reachable and its schema current,
+// listing h.Warnings. A warning is not a 503: a load balancer would take a
+// healthy instance out for a misconfigured probe — the API, the console and
+// every other destination work, and what the warned destination cannot
+// reconcile goes to review, not wrong.
 func (h *Handlers) Readyz(c echo.Context) error {
 	ctx := c.Request().Context()
 	if err := h.Store.Ping(ctx); err != nil {
@@ -172,7 +182,7 @@ func (h *Handlers) Readyz(c echo.Context) error {
 	if err != nil || !ok {
 		return problemf(http.StatusServiceUnavailable, "not-ready", "Not ready", "database schema is not current; run limbo migrate")
 	}
-	return c.JSON(http.StatusOK, map[string]string{"status": "ready"})
+	return c.JSON(http.StatusOK, readiness{Status: "ready", Warnings: h.Warnings})
 }
 
 // cacheFor sets Cache-Control on what it wraps.

@@ -20,10 +20,23 @@ import (
 	"github.com/limbo-dev/limbo/review"
 )
 
+// maxAnswer is the largest probe answer read (per page of a search).
+const maxAnswer = 4 << 20
+
+// ClassCredential is the class of a probe not sent because its credential
+// is not set.
+const ClassCredential = "credential"
+
+// ErrGone: the destination answers (404 or 410) that a ref the ledger
+// knows does not exist. That contradicts the ledger; it is never absence.
+var ErrGone = errors.New("the destination does not find it")
+
 // Prober sends the configured probes, each through netguard under its
 // destination's allow_internal list.
 type Prober struct {
 	cfg *review.Config
+	// getenv reads probe credentials (auth_env).
+	getenv func(string) string
 
 	mu sync.Mutex
 	// clients by allow-list (netguard.Policy.Key): a connection opened
@@ -31,9 +44,20 @@ type Prober struct {
 	clients map[string]*http.Client
 }
 
-// NewProber returns a prober for cfg's destinations.
-func NewProber(cfg *review.Config) *Prober {
-	return &Prober{cfg: cfg, clients: map[string]*http.Client{}}
+// NewProber returns a prober for cfg's destinations, reading probe
+// credentials from the environment.
+func NewProber(cfg *review.Config) *Prober { return NewProberEnv(cfg, os.Getenv) }
+
+// NewProberEnv returns a prober reading probe credentials through getenv.
+func NewProberEnv(cfg *review.Config, getenv func(string) string) *Prober {
+	return &Prober{cfg: cfg, getenv: getenv, clients: map[string]*http.Client{}}
+}
+
+// MissingCredentials lists the configured probes whose credential is not
+// set. Their destinations' probes are not sent: serve warns of each at
+// start and /readyz names them.
+func (p *Prober) MissingCredentials() []review.MissingCredential {
+	return p.cfg.MissingCredentials(p.getenv)
 }
 
 // policy is the netguard policy of a destination's allow-list.
@@ -63,8 +87,9 @@ type probeFields struct {
 	ID, Tenant, Key, SourceRef, LogicalVersion, Action, Destination, ResourceRef, JobRef string
 }
 
+func esc(s string) string { return strings.ReplaceAll(url.QueryEscape(s), "+", "%20") }
+
 func fieldsOf(op *review.Operation) probeFields {
-	esc := func(s string) string { return strings.ReplaceAll(url.QueryEscape(s), "+", "%20") }
 	f := probeFields{ID: esc(op.ID), Tenant: esc(op.Tenant), Key: esc(op.Key), SourceRef: esc(op.SourceRef),
 		LogicalVersion: esc(op.LogicalVersion), Action: esc(op.Action), Destination: esc(op.Destination)}
 	if op.Resource != nil {
@@ -76,84 +101,195 @@ func fieldsOf(op *review.Operation) probeFields {
 	return f
 }
 
-// Probe runs the hierarchy's probes for op: a status lookup when a
-// resource or job ref is known and the destination offers one, then the
-// metadata search. A destination without probes yields no results.
+// step is one probe request of a round and how its answer is read.
+type step struct {
+	kind review.ProbeKind
+	pr   *review.Probe
+	// ref is the ref a lookup asks about (review.LookupRef).
+	ref string
+	// job: the lookup is the job probe's, answered as a job.
+	job bool
+}
+
+// Probe runs the hierarchy's probes for op: a status lookup of the ref the
+// ledger knows (review.LookupRef), when the destination offers one that
+// can ask about it, then the metadata search, read to its last page. A
+// destination without probes yields no results; one whose probe
+// credential is not set yields failed results without sending anything.
 func (p *Prober) Probe(ctx context.Context, op *review.Operation, d review.Destination) []review.ProbeResult {
-	var out []review.ProbeResult
 	f := fieldsOf(op)
-	timed := func(kind review.ProbeKind, pr *review.Probe) review.ProbeResult {
-		start := time.Now()
-		r := p.send(ctx, kind, pr, f, d.AllowInternal)
-		r.Took = time.Since(start)
-		return r
-	}
-	if pr := d.Probes.Status; pr != nil && (f.ResourceRef != "" || f.JobRef != "") {
-		out = append(out, timed(review.ProbeStatus, pr))
+	var steps []step
+	if ref, isJob := review.LookupRef(op); ref != "" {
+		switch {
+		case d.Probes.Status != nil && asksFor(d.Probes.Status.URL, f, isJob):
+			steps = append(steps, step{kind: review.ProbeStatus, pr: d.Probes.Status, ref: ref})
+		case isJob && d.Probes.Job != nil:
+			// A status probe written for resources cannot ask about a
+			// job; the job probe can.
+			steps = append(steps, step{kind: review.ProbeStatus, pr: d.Probes.Job, ref: ref, job: true})
+		}
 	}
 	if pr := d.Probes.Search; pr != nil {
-		out = append(out, timed(review.ProbeSearch, pr))
+		steps = append(steps, step{kind: review.ProbeSearch, pr: pr})
+	}
+	out := make([]review.ProbeResult, 0, len(steps))
+	if miss := d.MissingCredentials(p.getenv); len(miss) > 0 {
+		// Sent without its credential, a probe reads an unauthenticated
+		// answer — often an empty one — as if it were the destination's.
+		for _, s := range steps {
+			out = append(out, review.ProbeResult{Kind: s.kind, Ref: s.ref, At: time.Now().UTC(), Class: ClassCredential,
+				Err: fmt.Sprintf("credential %s is not set: this destination's probes are not sent", strings.Join(miss, ", "))})
+		}
+		return out
+	}
+	for _, s := range steps {
+		start := time.Now()
+		r := p.send(ctx, op, s, f, d.AllowInternal)
+		r.Took = time.Since(start)
+		out = append(out, r)
 	}
 	return out
 }
 
-func (p *Prober) send(ctx context.Context, kind review.ProbeKind, pr *review.Probe, f probeFields, allow review.AllowList) review.ProbeResult {
-	res := review.ProbeResult{Kind: kind, At: time.Now().UTC()}
-	fail := func(format string, args ...any) review.ProbeResult {
-		res.Err = fmt.Sprintf(format, args...)
-		return res
+// asksFor reports whether a status URL template depends on the ref a
+// lookup asks about ({{.JobRef}} for a job, {{.ResourceRef}} otherwise):
+// one written as …/resources/{{.ResourceRef}} would, for a job, ask about
+// nothing, and its 404 would say nothing about the job. A template that
+// does not render is sent, so that its error is recorded.
+func asksFor(tmpl string, f probeFields, job bool) bool {
+	blank, marked := f, f
+	if job {
+		blank.JobRef, marked.JobRef = "", "limbo-ref-marker"
+	} else {
+		blank.ResourceRef, marked.ResourceRef = "", "limbo-ref-marker"
 	}
-	body, status, err := p.get(ctx, pr, f, allow)
-	var reqErr *requestError
-	if errors.As(err, &reqErr) {
-		// The request itself failed: recorded by its class and a fixed
-		// message, as webhook deliveries are, never the raw dial error.
-		class, msg := netguard.Explain(reqErr.err)
-		res.Class, res.Err = string(class), msg
-		return res
-	}
-	if err != nil {
-		return fail("%v", err)
-	}
-	switch {
-	case status == http.StatusNotFound && kind == review.ProbeStatus:
-		res.NotFound = true
-		return res
-	case status < 200 || status > 299:
-		class, msg := netguard.Status(status)
-		res.Class, res.Err = string(class), msg
-		return res
-	}
-	cands, err := candidates(body, pr.Candidates)
-	if err != nil {
-		return fail("answer: %v", err)
-	}
-	res.Candidates = cands
-	return res
+	a, errA := render(tmpl, blank)
+	b, errB := render(tmpl, marked)
+	return errA != nil || errB != nil || a != b
 }
 
-// candidates reads the candidate list at path (dot-separated; empty: the
-// answer itself, an object or an array). Each candidate names its ref
-// ("ref" or "id"), kind, version ("version" or "logical_version") and
-// operation_id.
-func candidates(body []byte, path string) ([]review.Candidate, error) {
+func render(tmpl string, f probeFields) (string, error) {
+	t, err := template.New("url").Option("missingkey=error").Parse(tmpl)
+	if err != nil {
+		return "", fmt.Errorf("url template: %v", err)
+	}
+	var u bytes.Buffer
+	if err := t.Execute(&u, f); err != nil {
+		return "", fmt.Errorf("url template: %v", err)
+	}
+	return u.String(), nil
+}
+
+// send runs one step: a lookup (one request) or a search (every page).
+func (p *Prober) send(ctx context.Context, op *review.Operation, s step, f probeFields, allow review.AllowList) review.ProbeResult {
+	res := review.ProbeResult{Kind: s.kind, Ref: s.ref, At: time.Now().UTC()}
+	seen := map[string]bool{}
+	cursor := ""
+	for page := 1; ; page++ {
+		body, status, err := p.get(ctx, s.pr, f, allow, cursor)
+		where := ""
+		if page > 1 {
+			where = fmt.Sprintf("page %d: ", page)
+		}
+		var reqErr *requestError
+		switch {
+		case errors.As(err, &reqErr):
+			// The request itself failed: recorded by its class and a
+			// fixed message, as webhook deliveries are, never the raw
+			// dial error.
+			class, msg := netguard.Explain(reqErr.err)
+			res.Class, res.Err, res.Candidates = string(class), where+msg, nil
+			return res
+		case err != nil:
+			res.Err, res.Candidates = where+err.Error(), nil
+			return res
+		case s.kind == review.ProbeStatus && (status == http.StatusNotFound || status == http.StatusGone):
+			res.NotFound = true
+			return res
+		case status < 200 || status > 299:
+			class, msg := netguard.Status(status)
+			res.Class, res.Err, res.Candidates = string(class), where+msg, nil
+			return res
+		}
+		v, err := decode(body)
+		var cands []review.Candidate
+		if err == nil {
+			if s.job {
+				cands, err = jobCandidate(v, s.ref, op)
+			} else {
+				cands, err = candidates(v, s.pr.Candidates)
+			}
+		}
+		if err != nil {
+			res.Err, res.Candidates = where+"answer: "+err.Error(), nil
+			return res
+		}
+		res.Candidates = append(res.Candidates, cands...)
+		if s.kind != review.ProbeSearch || s.pr.Next == "" {
+			return res
+		}
+		next, err := cursorAt(v, s.pr.Next)
+		switch {
+		case err != nil:
+			res.Err = where + "answer: " + err.Error()
+		case next == "":
+			return res // the last page
+		case seen[next] || next == cursor:
+			res.Err = fmt.Sprintf("%sthe search repeated cursor %q: it does not end, so it proves nothing", where, next)
+		case page == review.MaxSearchPages:
+			res.Err = fmt.Sprintf("the search has more than %d pages: the pages not read may hold anything, so it proves nothing", review.MaxSearchPages)
+		}
+		if res.Err != "" {
+			res.Candidates = nil
+			return res
+		}
+		seen[next], cursor = true, next
+	}
+}
+
+// decode reads a probe answer with the API's strict JSON (review.CheckJSON:
+// one value, no duplicate member, valid UTF-8): "the last member wins" or
+// "the first value counts" would let an answer mean what it does not say.
+func decode(body []byte) (any, error) {
+	if _, err := review.CheckJSON(body); err != nil {
+		return nil, fmt.Errorf("not strict JSON: %v", err)
+	}
 	var v any
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()
 	if err := dec.Decode(&v); err != nil {
 		return nil, fmt.Errorf("not JSON: %v", err)
 	}
-	for _, part := range strings.Split(strings.TrimPrefix(path, "$."), ".") {
-		if part == "" || part == "$" {
-			continue
-		}
+	return v, nil
+}
+
+// member walks a dot path (review.JSONPath) into v. found is false when a
+// member on the way is absent.
+func member(v any, path string) (out any, found bool, err error) {
+	for _, part := range review.JSONPath(path) {
 		m, ok := v.(map[string]any)
 		if !ok {
-			return nil, fmt.Errorf("no %q in the answer", part)
+			return nil, false, fmt.Errorf("no %q in the answer: what holds it is not an object", part)
 		}
 		if v, ok = m[part]; !ok {
-			return nil, fmt.Errorf("no %q in the answer", part)
+			return nil, false, nil
 		}
+	}
+	return v, true, nil
+}
+
+// candidates reads the candidate list at path (dot-separated; empty: the
+// answer itself, an object or an array). Each candidate names its ref
+// ("ref" or "id"), kind, version ("version", or "logical_version" when
+// "version" is empty) and operation_id. A null or missing list is an
+// unreadable answer, not an empty one.
+func candidates(v any, path string) ([]review.Candidate, error) {
+	v, found, err := member(v, path)
+	switch {
+	case err != nil:
+		return nil, err
+	case !found:
+		return nil, fmt.Errorf("no %q in the answer", path)
 	}
 	var items []any
 	switch t := v.(type) {
@@ -162,7 +298,7 @@ func candidates(body []byte, path string) ([]review.Candidate, error) {
 	case map[string]any:
 		items = []any{t}
 	case nil:
-		return nil, nil
+		return nil, fmt.Errorf("candidates at %q are null, not a list", cmp.Or(path, "$"))
 	default:
 		return nil, errors.New("candidates are neither a list nor an object")
 	}
@@ -172,8 +308,8 @@ func candidates(body []byte, path string) ([]review.Candidate, error) {
 		if !ok {
 			return nil, fmt.Errorf("candidate %d is not an object", i)
 		}
-		c := review.Candidate{Ref: str(m, "ref", "id"), Kind: str(m, "kind"), Version: str(m, "version", "logical_version"),
-			OperationID: str(m, "operation_id")}
+		c := review.Candidate{Ref: cmp.Or(str(m, "ref"), str(m, "id")), Kind: str(m, "kind"),
+			Version: cmp.Or(str(m, "version"), str(m, "logical_version")), OperationID: str(m, "operation_id")}
 		if c.Ref == "" {
 			return nil, fmt.Errorf("candidate %d has no ref", i)
 		}
@@ -182,54 +318,107 @@ func candidates(body []byte, path string) ([]review.Candidate, error) {
 	return out, nil
 }
 
+// cursorAt reads the next page's cursor at path: "" when it is absent,
+// null or empty (the last page).
+func cursorAt(v any, path string) (string, error) {
+	v, found, err := member(v, path)
+	if err != nil || !found {
+		return "", err
+	}
+	switch t := v.(type) {
+	case nil:
+		return "", nil
+	case string:
+		return t, nil
+	case json.Number:
+		return t.String(), nil
+	}
+	return "", fmt.Errorf("the cursor at %q is neither text nor null", path)
+}
+
 // str reads a member as text, fitted to the intake rule the API holds the
 // same fields to (review.FitText): the destination's answer is stored as
 // evidence, and a NUL or an over-long ref must not make it unstorable.
-func str(m map[string]any, keys ...string) string {
-	for _, k := range keys {
-		switch v := m[k].(type) {
-		case string:
-			return fit(v)
-		case json.Number:
-			return fit(v.String())
-		}
+func str(m map[string]any, key string) string {
+	switch v := m[key].(type) {
+	case string:
+		return fit(v)
+	case json.Number:
+		return fit(v.String())
 	}
 	return ""
 }
 
 func fit(s string) string { return review.FitText(review.Identifier, review.MaxFieldLen, s) }
 
-// Job polls the accepted operation's latest job with the destination's job
-// probe. The answer names status, output_ref and logical_version (or
-// input_version). No probe, or no job known, is an error.
-func (p *Prober) Job(ctx context.Context, op *review.Operation, d review.Destination) (*review.Job, error) {
-	pr := d.Probes.Job
-	f := fieldsOf(op)
-	if pr == nil || f.JobRef == "" {
-		return nil, errors.New("no job probe or no job ref")
+// readJob reads a job probe's answer about job ref of op. It must name the
+// job ("ref" or "id") and, when it names an operation, op: an answer about
+// another job is not this one's status. It names status, output_ref and
+// logical_version (or input_version).
+func readJob(v any, ref string, op *review.Operation) (*review.Job, error) {
+	m, ok := v.(map[string]any)
+	if !ok {
+		return nil, errors.New("the answer is not an object")
 	}
-	body, status, err := p.get(ctx, pr, f, d.AllowInternal)
+	switch named := cmp.Or(str(m, "ref"), str(m, "id")); {
+	case named == "":
+		return nil, fmt.Errorf("the answer names no job; expected %s", ref)
+	case named != fit(ref):
+		return nil, fmt.Errorf("the answer is about job %s, not %s", named, ref)
+	}
+	if id := str(m, "operation_id"); id != "" && id != fit(op.ID) {
+		return nil, fmt.Errorf("the answer says job %s belongs to operation %s, not %s", ref, id, op.ID)
+	}
+	status, _ := m["status"].(string)
+	js := review.JobStatus(status)
+	if !js.Valid() {
+		return nil, fmt.Errorf("unknown job status %q", status)
+	}
+	return &review.Job{Ref: ref, Status: js, OutputRef: str(m, "output_ref"),
+		InputVersion: cmp.Or(str(m, "input_version"), str(m, "logical_version"))}, nil
+}
+
+// jobCandidate reads a job probe's answer in a reconciliation round: the
+// job the ledger ties to op, found, is a candidate of kind job.
+func jobCandidate(v any, ref string, op *review.Operation) ([]review.Candidate, error) {
+	j, err := readJob(v, ref, op)
 	if err != nil {
 		return nil, err
 	}
-	if status < 200 || status > 299 {
+	return []review.Candidate{{Ref: ref, Kind: "job", Version: j.InputVersion, OperationID: op.ID}}, nil
+}
+
+// Job polls the accepted operation's latest job with the destination's job
+// probe; see readJob for what the answer must say. No probe, no job known,
+// a missing credential or an unreadable answer is an error; a job the
+// destination does not find (404 or 410) is one wrapping ErrGone.
+func (p *Prober) Job(ctx context.Context, op *review.Operation, d review.Destination) (*review.Job, error) {
+	pr := d.Probes.Job
+	if pr == nil || len(op.Jobs) == 0 || op.Jobs[len(op.Jobs)-1].Ref == "" {
+		return nil, errors.New("no job probe or no job ref")
+	}
+	ref := op.Jobs[len(op.Jobs)-1].Ref
+	if miss := d.MissingCredentials(p.getenv); len(miss) > 0 {
+		return nil, fmt.Errorf("credential %s is not set: this destination's probes are not sent", strings.Join(miss, ", "))
+	}
+	body, status, err := p.get(ctx, pr, fieldsOf(op), d.AllowInternal, "")
+	switch {
+	case err != nil:
+		return nil, err
+	case status == http.StatusNotFound || status == http.StatusGone:
+		return nil, fmt.Errorf("job %s: HTTP %d: %w", ref, status, ErrGone)
+	case status < 200 || status > 299:
 		return nil, fmt.Errorf("HTTP %d", status)
 	}
-	var ans struct {
-		Status         string `json:"status"`
-		OutputRef      string `json:"output_ref"`
-		LogicalVersion string `json:"logical_version"`
-		InputVersion   string `json:"input_version"`
-	}
-	if err := json.Unmarshal(body, &ans); err != nil {
+	v, err := decode(body)
+	if err != nil {
 		return nil, fmt.Errorf("answer: %v", err)
 	}
-	js := review.JobStatus(ans.Status)
-	if !js.Valid() {
-		return nil, fmt.Errorf("answer: unknown job status %q", ans.Status)
+	j, err := readJob(v, ref, op)
+	if err != nil {
+		return nil, fmt.Errorf("answer: %v", err)
 	}
-	return &review.Job{Ref: op.Jobs[len(op.Jobs)-1].Ref, Status: js, OutputRef: fit(ans.OutputRef),
-		InputVersion: fit(cmp.Or(ans.InputVersion, ans.LogicalVersion))}, nil
+	return j, nil
 }
 
 // requestError is a probe request that got no answer: refused by
@@ -239,15 +428,22 @@ type requestError struct{ err error }
 func (e *requestError) Error() string { return e.err.Error() }
 func (e *requestError) Unwrap() error { return e.err }
 
-// get sends one probe request and reads its answer (at most 4 MiB).
-func (p *Prober) get(ctx context.Context, pr *review.Probe, f probeFields, allow review.AllowList) ([]byte, int, error) {
-	tmpl, err := template.New("url").Option("missingkey=error").Parse(pr.URL)
+// get sends one probe request and reads its answer (at most maxAnswer). A
+// cursor, when set, is sent as the probe's cursor_param.
+func (p *Prober) get(ctx context.Context, pr *review.Probe, f probeFields, allow review.AllowList, cursor string) ([]byte, int, error) {
+	u, err := render(pr.URL, f)
 	if err != nil {
-		return nil, 0, fmt.Errorf("url template: %v", err)
+		return nil, 0, err
 	}
-	var u bytes.Buffer
-	if err := tmpl.Execute(&u, f); err != nil {
-		return nil, 0, fmt.Errorf("url template: %v", err)
+	if cursor != "" {
+		pu, err := url.Parse(u)
+		if err != nil {
+			return nil, 0, fmt.Errorf("url: %v", err)
+		}
+		q := pu.Query()
+		q.Set(pr.CursorParam, cursor)
+		pu.RawQuery = q.Encode()
+		u = pu.String()
 	}
 	timeout := pr.Timeout
 	if timeout <= 0 {
@@ -259,22 +455,25 @@ func (p *Prober) get(ctx context.Context, pr *review.Probe, f probeFields, allow
 	if method == "" {
 		method = http.MethodGet
 	}
-	req, err := http.NewRequestWithContext(ctx, method, u.String(), nil)
+	req, err := http.NewRequestWithContext(ctx, method, u, nil)
 	if err != nil {
 		return nil, 0, fmt.Errorf("request: %v", err)
 	}
 	req.Header.Set("Accept", "application/json")
 	if pr.AuthHeader != "" && pr.AuthEnv != "" {
-		req.Header.Set(pr.AuthHeader, os.Getenv(pr.AuthEnv))
+		req.Header.Set(pr.AuthHeader, p.getenv(pr.AuthEnv))
 	}
 	resp, err := p.client(allow).Do(req)
 	if err != nil {
 		return nil, 0, &requestError{err}
 	}
 	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswer+1))
 	if err != nil {
 		return nil, resp.StatusCode, fmt.Errorf("reading answer: %v", err)
+	}
+	if len(body) > maxAnswer {
+		return nil, resp.StatusCode, fmt.Errorf("the answer is larger than %d MiB", maxAnswer>>20)
 	}
 	return body, resp.StatusCode, nil
 }

@@ -8,6 +8,7 @@ package reconcile
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"time"
@@ -141,7 +142,24 @@ func (r *Reconciler) sem(dest string) chan struct{} {
 func (r *Reconciler) pollJob(ctx context.Context, c store.ProbeClaim, dest review.Destination) {
 	next := r.Store.Now().Add(min(time.Second<<min(c.Round, 6), time.Minute))
 	job, err := r.Prober.Job(ctx, c.Op, dest)
-	if err != nil {
+	switch {
+	case errors.Is(err, ErrGone):
+		// The ledger holds this job; the destination says it does not
+		// exist. A person decides what that means.
+		reason := fmt.Sprintf("the ledger holds job %s, but the destination no longer finds it (%v)", c.Op.Jobs[len(c.Op.Jobs)-1].Ref, err)
+		ev := review.Evidence{Source: review.SourceStatusLookup, Authoritative: true, Verdict: review.VerdictInconclusive,
+			Candidates: []review.Candidate{}, Note: reason}
+		err = r.Store.ApplyJobGone(ctx, c, ev, reason)
+		switch {
+		case err == nil:
+			r.Log.Info("reconciled", "op_id", c.Op.ID, "state", review.NeedsReview, "reason", reason)
+		case errors.Is(err, store.ErrFenced) || errors.Is(err, review.ErrConflict):
+			r.Log.Debug("reconcile: job poll fenced", "op_id", c.Op.ID)
+		case ctx.Err() == nil:
+			r.Log.Warn("reconcile: job poll not applied", "op_id", c.Op.ID, "err", err)
+		}
+		return
+	case err != nil:
 		r.Log.Debug("job poll failed", "op_id", c.Op.ID, "err", err)
 		job = nil
 	}

@@ -544,9 +544,22 @@ func TestExampleConfigProbesRun(t *testing.T) {
 	d := cfg.Destination("files")
 	op := &review.Operation{ID: "op-1", Tenant: tenant, LogicalVersion: "v1", Destination: "files", State: review.Ambiguous,
 		Resource: &review.ResourceRef{Ref: "fld-000001"}, Jobs: []review.Job{{Ref: "job-000002"}}}
-	for _, res := range reconcile.NewProber(cfg).Probe(context.Background(), op, d) {
-		if strings.Contains(res.Err, "template") || res.Class == string(netguard.FailPolicy) {
+	// The credential the example names, as an operator would set it:
+	// without it the probes are not sent at all.
+	p := reconcile.NewProberEnv(cfg, func(k string) string { return map[string]string{"FILES_API_TOKEN": "Bearer t0ken"}[k] })
+	if miss := p.MissingCredentials(); len(miss) != 0 {
+		t.Errorf("missing credentials %v, want none", miss)
+	}
+	res := p.Probe(context.Background(), op, d)
+	if len(res) != 2 {
+		t.Errorf("probes of limbo.example.yaml = %+v, want a status lookup and a search", res)
+	}
+	for _, res := range res {
+		if strings.Contains(res.Err, "template") || res.Class == string(netguard.FailPolicy) || res.Class == reconcile.ClassCredential {
 			t.Errorf("%s probe of limbo.example.yaml fails: %s", res.Kind, res.Err)
 		}
+	}
+	if miss := reconcile.NewProberEnv(cfg, func(string) string { return "" }).MissingCredentials(); len(miss) != 3 {
+		t.Errorf("missing credentials without FILES_API_TOKEN = %v, want the three probes of files", miss)
 	}
 }

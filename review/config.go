@@ -2,8 +2,10 @@ package review
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -165,12 +167,27 @@ type Probe struct {
 	Method string `yaml:"method"`
 	URL    string `yaml:"url"`
 	// AuthHeader is sent with the value of the environment variable AuthEnv.
+	// When that variable is unset or empty, the destination's probes are not
+	// sent at all (see MissingCredentials): an unauthenticated answer is no
+	// evidence.
 	AuthHeader string        `yaml:"auth_header"`
 	AuthEnv    string        `yaml:"auth_env"`
 	Timeout    time.Duration `yaml:"timeout"`
 	// Candidates is the JSON path of the candidate list in the answer.
 	Candidates string `yaml:"candidates"`
+	// Next is the JSON path of the next page's cursor in a search's answer
+	// ("$.next"); CursorParam is the query parameter that sends it back.
+	// A search is read page by page until the cursor is absent, null or
+	// empty, at most MaxSearchPages pages: one that does not end by then
+	// proves nothing. Only the search probe pages.
+	Next        string `yaml:"next"`
+	CursorParam string `yaml:"cursor_param"`
 }
+
+// MaxSearchPages bounds how many pages of one search a reconciliation round
+// reads. A search with more pages is inconclusive, never absence: what the
+// unread pages hold is unknown.
+const MaxSearchPages = 20
 
 // SafeDestination is what an unconfigured destination gets: nothing is
 // assumed, so keys are not honoured and a 409 is not retried.
@@ -285,15 +302,13 @@ func (c *Config) validate() error {
 		if d.KeyRetention < 0 || d.SearchLag < 0 {
 			return fmt.Errorf("%w: config: destination %q: key_retention and search_lag must not be negative", ErrInvalid, n)
 		}
-		for _, p := range []*Probe{d.Probes.Status, d.Probes.Search, d.Probes.Job} {
-			if p == nil {
-				continue
-			}
+		for _, kp := range d.Probes.all() {
+			p := kp.probe
 			if p.Timeout < 0 {
 				return fmt.Errorf("%w: config: destination %q: probe timeout must not be negative", ErrInvalid, n)
 			}
-			if err := p.check(); err != nil {
-				return fmt.Errorf("%w: config: destination %q: probe: %v", ErrInvalid, n, err)
+			if err := p.check(kp.kind); err != nil {
+				return fmt.Errorf("%w: config: destination %q: %s probe: %v", ErrInvalid, n, kp.kind, err)
 			}
 		}
 		if err := checkErrors(d.Errors); err != nil {
@@ -324,8 +339,9 @@ func checkErrors(m map[string]ErrorClass) error {
 	return nil
 }
 
-// check validates a probe's URL template and method.
-func (p *Probe) check() error {
+// check validates a probe's URL template and method, its credential and
+// paging settings; kind is "status", "search" or "job".
+func (p *Probe) check(kind string) error {
 	if p.Method != "" && p.Method != "GET" && p.Method != "POST" {
 		return fmt.Errorf("method must be GET or POST, got %q", p.Method)
 	}
@@ -335,5 +351,143 @@ func (p *Probe) check() error {
 	if !strings.HasPrefix(p.URL, "http://") && !strings.HasPrefix(p.URL, "https://") {
 		return fmt.Errorf("url must start with http:// or https://, got %q", p.URL)
 	}
+	// One without the other would send no credential, or send a header
+	// nobody set, and the probe would read an unauthenticated answer.
+	if (p.AuthHeader == "") != (p.AuthEnv == "") {
+		return errors.New("auth_header and auth_env go together: name the header and the environment variable holding its value")
+	}
+	if p.AuthHeader != "" && !validHeaderName(p.AuthHeader) {
+		return fmt.Errorf("auth_header %q is not an HTTP header name", p.AuthHeader)
+	}
+	if err := checkJSONPath("candidates", p.Candidates); err != nil {
+		return err
+	}
+	if p.Next == "" && p.CursorParam == "" {
+		return nil
+	}
+	switch {
+	case kind != "search":
+		return errors.New("next and cursor_param page a search; a status or job lookup answers one thing")
+	case p.Next == "" || p.CursorParam == "":
+		return errors.New("next (where the answer holds the next page's cursor) and cursor_param (the query parameter that sends it) go together")
+	case JSONPath(p.Candidates) == nil:
+		return errors.New("next needs candidates to name a member of the answer (e.g. $.results): an answer that is itself the list has no room for a cursor")
+	case !validQueryName(p.CursorParam):
+		return fmt.Errorf("cursor_param %q is not a plain query parameter name", p.CursorParam)
+	}
+	return checkJSONPath("next", p.Next)
+}
+
+// JSONPath splits a dot path of the kind candidates and next hold ("$",
+// "", "results", "$.meta.next") into its member names; nil for the answer
+// itself.
+func JSONPath(path string) []string {
+	var out []string
+	for _, part := range strings.Split(strings.TrimPrefix(path, "$."), ".") {
+		if part != "" && part != "$" {
+			out = append(out, part)
+		}
+	}
+	return out
+}
+
+// checkJSONPath refuses a path with an empty step ("$..x", "a.") or one
+// that is not a dot path at all ("results[0]", "$['a']"): it would never
+// name what the operator meant.
+func checkJSONPath(field, path string) error {
+	if path == "" || path == "$" {
+		return nil
+	}
+	rest := strings.TrimPrefix(path, "$.")
+	for _, part := range strings.Split(rest, ".") {
+		if part == "" || strings.ContainsAny(part, "[]'\"$*") {
+			return fmt.Errorf("%s %q is not a dot path of member names, like $.results", field, path)
+		}
+	}
 	return nil
+}
+
+func validHeaderName(s string) bool {
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("!#$%&'*+-.^_`|~", r)) {
+			return false
+		}
+	}
+	return s != ""
+}
+
+func validQueryName(s string) bool {
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-' || r == '.') {
+			return false
+		}
+	}
+	return s != ""
+}
+
+// kindProbe is a configured probe with its kind.
+type kindProbe struct {
+	kind  string
+	probe *Probe
+}
+
+// all lists the configured probes, in the order the reconciler sends them.
+func (ps Probes) all() []kindProbe {
+	var out []kindProbe
+	for _, kp := range []kindProbe{{"status", ps.Status}, {"search", ps.Search}, {"job", ps.Job}} {
+		if kp.probe != nil {
+			out = append(out, kp)
+		}
+	}
+	return out
+}
+
+// MissingCredential is a probe whose credential is not set: its auth_env
+// names an environment variable that is unset or empty.
+type MissingCredential struct {
+	Destination string
+	// Probe is "status", "search" or "job".
+	Probe string
+	Env   string
+}
+
+// String says what is missing and what follows, for logs and /readyz.
+func (m MissingCredential) String() string {
+	return fmt.Sprintf("destination %q: the %s probe's credential %s is not set; this destination's probes are not sent, "+
+		"so reconciliation against it proves nothing and its ambiguous operations go to review", m.Destination, m.Probe, m.Env)
+}
+
+// MissingCredentials lists the environment variables the destination's
+// probes name in auth_env that getenv reports unset or empty, once each.
+// Any one missing keeps all the destination's probes from being sent.
+func (d Destination) MissingCredentials(getenv func(string) string) []string {
+	var out []string
+	for _, kp := range d.Probes.all() {
+		if e := kp.probe.AuthEnv; e != "" && getenv(e) == "" && !slices.Contains(out, e) {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// MissingCredentials lists every configured probe whose credential getenv
+// reports unset or empty, by destination name.
+func (c *Config) MissingCredentials(getenv func(string) string) []MissingCredential {
+	if c == nil {
+		return nil
+	}
+	names := make([]string, 0, len(c.Destinations))
+	for n := range c.Destinations {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	var out []MissingCredential
+	for _, n := range names {
+		for _, kp := range c.Destinations[n].Probes.all() {
+			if e := kp.probe.AuthEnv; e != "" && getenv(e) == "" {
+				out = append(out, MissingCredential{Destination: n, Probe: kp.kind, Env: e})
+			}
+		}
+	}
+	return out
 }

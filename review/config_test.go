@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"os"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -131,6 +132,9 @@ func TestParseConfigExampleFile(t *testing.T) {
 			t.Errorf("example probe %s leaves a field unset: %+v", name, p)
 		}
 	}
+	if s := files.Probes.Search; s != nil && (s.Next == "" || s.CursorParam == "") {
+		t.Errorf("example search probe does not show paging: %+v", s)
+	}
 	var approval, actionErrors bool
 	for _, a := range files.Actions {
 		approval = approval || a.RequiresApproval
@@ -147,6 +151,24 @@ func TestParseConfigExampleFile(t *testing.T) {
 	}
 	if got, want := c.Budget(), (RetryBudget{Ratio: DefaultRetryRatio, Floor: DefaultRetryFloor, Window: DefaultRetryWindow}); got != want {
 		t.Errorf("example retry_budget = %+v, want the documented defaults %+v", got, want)
+	}
+}
+
+// probeYAML is a destination with one probe of kind and the extra lines.
+func probeYAML(kind, extra string) string {
+	return "destinations:\n  files:\n    probes:\n      " + kind + ":\n        url: https://files.example.com/x\n        " + extra
+}
+
+// TestParseConfigPaging: a paged search names the cursor's place in the
+// answer and the query parameter that sends it back.
+func TestParseConfigPaging(t *testing.T) {
+	c, err := ParseConfig([]byte(probeYAML("search", "candidates: $.results\n        next: $.meta.next\n        cursor_param: page_token")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := c.Destination("files").Probes.Search
+	if p.Next != "$.meta.next" || p.CursorParam != "page_token" || !slices.Equal(JSONPath(p.Next), []string{"meta", "next"}) {
+		t.Errorf("search probe = %+v", p)
 	}
 }
 
@@ -197,6 +219,17 @@ func TestParseConfigRejects(t *testing.T) {
 		{"trusted proxy /0 trusts everyone", "trusted_proxies: [0.0.0.0/0]", "every address"},
 		{"trusted proxy IPv6 /0", "trusted_proxies: [\"::/0\"]", "every address"},
 		{"trusted proxies not a list", "trusted_proxies: 10.0.0.0/8", "line 1"},
+		{"auth_env without auth_header", probeYAML("search", "auth_env: TOKEN"), "auth_header and auth_env go together"},
+		{"auth_header without auth_env", probeYAML("status", "auth_header: Authorization"), "auth_header and auth_env go together"},
+		{"auth_header not a header name", probeYAML("job", "auth_header: \"Bearer x\"\n        auth_env: TOKEN"), "not an HTTP header name"},
+		{"next without cursor_param", probeYAML("search", "candidates: $.results\n        next: $.next"), "go together"},
+		{"cursor_param without next", probeYAML("search", "candidates: $.results\n        cursor_param: cursor"), "go together"},
+		{"next on a status lookup", probeYAML("status", "candidates: $.items\n        next: $.next\n        cursor_param: c"), "page a search"},
+		{"next on a job probe", probeYAML("job", "next: $.next\n        cursor_param: c"), "page a search"},
+		{"next beside a bare list", probeYAML("search", "candidates: $\n        next: $.next\n        cursor_param: c"), "name a member"},
+		{"next not a dot path", probeYAML("search", "candidates: results\n        next: $.links[0]\n        cursor_param: c"), "not a dot path"},
+		{"cursor_param not a name", probeYAML("search", "candidates: results\n        next: next\n        cursor_param: \"a&b\""), "not a plain query parameter"},
+		{"candidates not a dot path", probeYAML("search", "candidates: $..results"), "not a dot path"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -25,7 +25,11 @@ type ProbeResult struct {
 	// connect, tls, timeout, http_status), Err then its fixed message;
 	// empty when the request was answered but the answer was unusable.
 	Class string
-	// NotFound: a status lookup answered that the ref does not exist.
+	// Ref is the ref a status lookup asked about: one the ledger knows (see
+	// LookupRef). Its answer must name it.
+	Ref string
+	// NotFound: a status lookup answered that the ref does not exist (404
+	// or 410). For a ref the ledger knows, that contradicts the ledger.
 	NotFound   bool
 	Candidates []Candidate
 	At         time.Time
@@ -86,18 +90,44 @@ type SettleInput struct {
 	Now   time.Time
 }
 
+// LookupRef is the ref a status lookup asks the destination about: the
+// operation's resource when the ledger knows one, else its latest job (job
+// is then true); "" when the ledger knows neither.
+func LookupRef(op *Operation) (ref string, job bool) {
+	if op.Resource != nil && op.Resource.Ref != "" {
+		return op.Resource.Ref, false
+	}
+	if n := len(op.Jobs); n > 0 && op.Jobs[n-1].Ref != "" {
+		return op.Jobs[n-1].Ref, true
+	}
+	return "", false
+}
+
 // Settle applies SPEC's reconciliation hierarchy to one round of probes:
 // status lookup, then metadata search; exactly one candidate matching the
 // operation id and logical version confirms; authoritative, fresh absence
 // allows a retry with the same key (or, for financial and irreversible
 // operations, a reviewer's approval); anything else goes to a person.
-// Never assume absence: a failed probe or a search inside the freshness
-// window leaves the operation ambiguous, to be probed again.
+// Never assume absence: a failed probe, a search inside the freshness
+// window, or a ref the ledger knows that no lookup answered for leaves the
+// operation ambiguous, to be probed again. A ref the ledger knows that the
+// destination does not find contradicts the ledger: state_conflict.
 func Settle(in SettleInput) Settlement {
 	op, now := in.Op, in.Now
 	var st Settlement
 	var matching, otherVersion, foreign []Candidate
 	failed, absent, withinLag := 0, false, false
+	known, _ := LookupRef(op)
+	lookedUp, conflict := false, ""
+	for _, r := range in.Results {
+		// The known ref was looked up, and the answer names it and can be
+		// read: only then may an empty search speak of absence.
+		if r.Kind == ProbeStatus && r.Ref != "" && r.Ref == known && r.Err == "" && names(r.Candidates, known) {
+			cs, clash := uniqueRefs(r.Candidates)
+			_, _, _, anon := sortCandidates(op, cs)
+			lookedUp = clash == "" && len(anon) == 0
+		}
+	}
 	for _, r := range in.Results {
 		if r.Err != "" {
 			failed++
@@ -108,28 +138,64 @@ func Settle(in SettleInput) Settlement {
 			st.Evidence = append(st.Evidence, r.Evidence(op, VerdictInconclusive, note))
 			continue
 		}
-		m, o, f := sortCandidates(op, r.Candidates)
+		if r.Kind == ProbeStatus && r.Ref != "" && !names(r.Candidates, r.Ref) {
+			// The ledger holds this ref (an outcome or a job report named
+			// it); the destination does not: not absence, a contradiction.
+			conflict = fmt.Sprintf("the ledger holds %s, but the destination's status lookup does not find it", r.Ref)
+			if !r.NotFound && len(r.Candidates) > 0 {
+				conflict = fmt.Sprintf("the ledger holds %s, but the destination's status lookup of it answers %s", r.Ref, r.Candidates[0].Ref)
+			}
+			st.Evidence = append(st.Evidence, r.Evidence(op, VerdictInconclusive, conflict))
+			continue
+		}
+		cs, clash := uniqueRefs(r.Candidates)
+		m, o, f, anon := sortCandidates(op, cs)
+		switch {
+		case clash != "":
+			failed++
+			ev := r.Evidence(op, VerdictInconclusive, fmt.Sprintf("%s answer lists %s twice, differently: it proves nothing", r.Kind, clash))
+			ev.Authoritative = false
+			st.Evidence = append(st.Evidence, ev)
+			continue
+		case len(anon) > 0:
+			// SPEC: exactly one candidate. One that names no operation
+			// may be this operation's effect as well as anything else.
+			failed++
+			ev := r.Evidence(op, VerdictInconclusive, fmt.Sprintf("%s found %s, which names no operation: the answer proves nothing", r.Kind, anon[0].Ref))
+			ev.Authoritative = false
+			st.Evidence = append(st.Evidence, ev)
+			continue
+		}
 		matching, otherVersion, foreign = append(matching, m...), append(otherVersion, o...), append(foreign, f...)
 		switch {
-		case len(m) == 1 && len(o) == 0 && len(f) == 0:
+		case len(m) == 1 && len(o) == 0:
+			// Candidates naming another operation are not this one's
+			// effect: the one matching is the only candidate that counts.
 			st.Evidence = append(st.Evidence, r.Evidence(op, VerdictConfirms, fmt.Sprintf("%s found %s", r.Kind, m[0].Ref)))
-		case r.Kind == ProbeSearch && len(r.Candidates) == 0:
+		case r.Kind == ProbeSearch && len(cs) == 0:
 			fresh := in.LastSend.IsZero() || now.Sub(in.LastSend) >= in.Destination.SearchLag
-			if fresh {
-				absent = true
-				st.Evidence = append(st.Evidence, r.Evidence(op, VerdictRefutes, "search found nothing, after the search lag"))
-			} else {
+			switch {
+			case !fresh:
 				withinLag = true
 				ev := r.Evidence(op, VerdictInconclusive, fmt.Sprintf("search found nothing, but within the %s search lag: not proof of absence", in.Destination.SearchLag))
 				ev.Authoritative = false
 				st.Evidence = append(st.Evidence, ev)
+			case known != "" && !lookedUp:
+				ev := r.Evidence(op, VerdictInconclusive, fmt.Sprintf("search found nothing, but the ledger holds %s and no status lookup found it this round: not proof of absence", known))
+				ev.Authoritative = false
+				st.Evidence = append(st.Evidence, ev)
+			default:
+				absent = true
+				st.Evidence = append(st.Evidence, r.Evidence(op, VerdictRefutes, "search found nothing, after the search lag"))
 			}
 		default:
-			st.Evidence = append(st.Evidence, r.Evidence(op, VerdictInconclusive, fmt.Sprintf("%s found %d candidates", r.Kind, len(r.Candidates))))
+			st.Evidence = append(st.Evidence, r.Evidence(op, VerdictInconclusive, fmt.Sprintf("%s found %d candidates", r.Kind, len(cs))))
 		}
 	}
-	matching = uniqueRefs(matching)
+	matching, _ = uniqueRefs(matching)
 	switch {
+	case conflict != "":
+		return st.escalate(ReasonStateConflict, conflict)
 	case len(matching) > 1:
 		return st.escalate(ReasonMultipleCands, fmt.Sprintf("%d resources name this operation and version", len(matching)))
 	case len(otherVersion) > 0:
@@ -186,9 +252,14 @@ func (st Settlement) escalate(r Reason, why string) Settlement {
 	return st
 }
 
-func sortCandidates(op *Operation, cs []Candidate) (matching, otherVersion, foreign []Candidate) {
+// sortCandidates sorts candidates by what they say of op: naming it and
+// its logical version (or no version: the destination does not version),
+// naming it and another version, naming another operation, or naming none.
+func sortCandidates(op *Operation, cs []Candidate) (matching, otherVersion, foreign, anonymous []Candidate) {
 	for _, c := range cs {
 		switch {
+		case c.OperationID == "":
+			anonymous = append(anonymous, c)
 		case c.OperationID == op.ID && (c.Version == "" || c.Version == op.LogicalVersion):
 			matching = append(matching, c)
 		case c.OperationID == op.ID:
@@ -200,14 +271,31 @@ func sortCandidates(op *Operation, cs []Candidate) (matching, otherVersion, fore
 	return
 }
 
-func uniqueRefs(cs []Candidate) []Candidate {
-	seen := map[string]bool{}
-	var out []Candidate
+// uniqueRefs collapses candidates listed more than once (a search may list
+// one resource twice) into one. When two listings of one ref disagree on
+// its operation or version, the answer contradicts itself: clash names
+// the ref.
+func uniqueRefs(cs []Candidate) (out []Candidate, clash string) {
+	seen := map[string]Candidate{}
 	for _, c := range cs {
-		if !seen[c.Ref] {
-			seen[c.Ref] = true
+		prev, ok := seen[c.Ref]
+		switch {
+		case !ok:
+			seen[c.Ref] = c
 			out = append(out, c)
+		case (prev.OperationID != c.OperationID || prev.Version != c.Version) && clash == "":
+			clash = c.Ref
 		}
 	}
-	return out
+	return out, clash
+}
+
+// names reports whether a candidate is ref.
+func names(cs []Candidate, ref string) bool {
+	for _, c := range cs {
+		if c.Ref == ref {
+			return true
+		}
+	}
+	return false
 }

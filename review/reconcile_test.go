@@ -47,6 +47,19 @@ func TestSettle(t *testing.T) {
 	otherVersion := Candidate{Ref: "fld-2", Kind: "folder", Version: "v2", OperationID: "op-9"}
 	foreign := Candidate{Ref: "fld-3", Kind: "folder", Version: "v3", OperationID: "op-someone-else"}
 	unversioned := Candidate{Ref: "fld-4", OperationID: "op-9"}
+	anonymous := Candidate{Ref: "fld-5", Kind: "folder", Version: "v3"}
+	// The ledger knows a resource or a job of the operation; the status
+	// lookup asks about it.
+	withResource := func(op *Operation) *Operation { op.Resource = &ResourceRef{Ref: "fld-1"}; return op }
+	withJob := func(op *Operation) *Operation { op.Jobs = []Job{{Ref: "job-1", Status: JobQueued}}; return op }
+	lookup := func(ref string, cs ...Candidate) ProbeResult {
+		return ProbeResult{Kind: ProbeStatus, Ref: ref, Candidates: cs, At: settleNow}
+	}
+	gone := func(ref string) ProbeResult {
+		return ProbeResult{Kind: ProbeStatus, Ref: ref, NotFound: true, At: settleNow}
+	}
+	lookupFailed := func(ref, why string) ProbeResult { r := probeFailed(ProbeStatus, why); r.Ref = ref; return r }
+	ourJob := Candidate{Ref: "job-1", Kind: "job", Version: "v3", OperationID: "op-9"}
 
 	tests := []struct {
 		name    string
@@ -144,6 +157,47 @@ func TestSettle(t *testing.T) {
 		{name: "status lookup says not found, search failed", op: ambiguousOp(RiskCompensableWrite), lag: lag, sentAgo: time.Minute,
 			results: []ProbeResult{{Kind: ProbeStatus, NotFound: true, At: settleNow}, probeFailed(ProbeSearch, "HTTP 502")},
 			want:    "", wantVerdicts: []Verdict{VerdictInconclusive, VerdictInconclusive}},
+		// Exactly one candidate (issue 12, hole 10).
+		{name: "a match and a candidate naming no operation", op: ambiguousOp(RiskCompensableWrite), lag: lag, sentAgo: time.Minute,
+			results: []ProbeResult{searchFound(ours("fld-1"), anonymous)},
+			want:    "", wantVerdicts: []Verdict{VerdictInconclusive}},
+		{name: "only a candidate naming no operation", op: ambiguousOp(RiskCompensableWrite), lag: lag, sentAgo: time.Minute,
+			results: []ProbeResult{searchFound(anonymous)},
+			want:    "", wantVerdicts: []Verdict{VerdictInconclusive}},
+		{name: "the same match twice is one, confirmed by its evidence", op: ambiguousOp(RiskCompensableWrite), lag: lag, sentAgo: time.Minute,
+			results: []ProbeResult{searchFound(ours("fld-1"), ours("fld-1"))},
+			want:    Confirmed, wantResource: "fld-1", wantVerdicts: []Verdict{VerdictConfirms}},
+		{name: "one ref listed for two versions", op: ambiguousOp(RiskCompensableWrite), lag: lag, sentAgo: time.Minute,
+			results: []ProbeResult{searchFound(ours("fld-2"), otherVersion)},
+			want:    "", wantVerdicts: []Verdict{VerdictInconclusive}},
+		{name: "a match beside another operation's resource", op: ambiguousOp(RiskCompensableWrite), lag: lag, sentAgo: time.Minute,
+			results: []ProbeResult{searchFound(ours("fld-1"), foreign)},
+			want:    Confirmed, wantResource: "fld-1", wantVerdicts: []Verdict{VerdictConfirms}},
+		// A ref the ledger knows (hole 15).
+		{name: "the known resource is gone", op: withResource(ambiguousOp(RiskCompensableWrite)), lag: lag, sentAgo: time.Minute,
+			results: []ProbeResult{gone("fld-1"), searchFound()},
+			want:    NeedsReview, wantReasons: []Reason{ReasonStateConflict}, wantVerdicts: []Verdict{VerdictInconclusive, VerdictInconclusive}},
+		{name: "the known job is gone", op: withJob(ambiguousOp(RiskCompensableWrite)), lag: lag, sentAgo: time.Minute,
+			results: []ProbeResult{gone("job-1"), searchFound()},
+			want:    NeedsReview, wantReasons: []Reason{ReasonStateConflict}, wantVerdicts: []Verdict{VerdictInconclusive, VerdictInconclusive}},
+		{name: "the known job's lookup answers another ref", op: withJob(ambiguousOp(RiskCompensableWrite)), lag: lag, sentAgo: time.Minute,
+			results: []ProbeResult{lookup("job-1", Candidate{Ref: "job-2", Kind: "job", OperationID: "op-9"}), searchFound()},
+			want:    NeedsReview, wantReasons: []Reason{ReasonStateConflict}, wantVerdicts: []Verdict{VerdictInconclusive, VerdictInconclusive}},
+		{name: "the known job's lookup fails: the empty search is no absence", op: withJob(ambiguousOp(RiskCompensableWrite)), lag: lag, sentAgo: time.Minute,
+			results: []ProbeResult{lookupFailed("job-1", "HTTP 500"), searchFound()},
+			want:    "", wantVerdicts: []Verdict{VerdictInconclusive, VerdictInconclusive}},
+		{name: "no lookup of the known job: the empty search is no absence", op: withJob(ambiguousOp(RiskCompensableWrite)), lag: lag, sentAgo: time.Minute,
+			results: []ProbeResult{searchFound()},
+			want:    "", wantVerdicts: []Verdict{VerdictInconclusive}},
+		{name: "the known resource found naming no operation: the empty search is no absence", op: withResource(ambiguousOp(RiskCompensableWrite)), lag: lag, sentAgo: time.Minute,
+			results: []ProbeResult{lookup("fld-1", Candidate{Ref: "fld-1", Kind: "folder"}), searchFound()},
+			want:    "", wantVerdicts: []Verdict{VerdictInconclusive, VerdictInconclusive}},
+		{name: "the known job found: accepted", op: withJob(ambiguousOp(RiskCompensableWrite)), lag: lag, sentAgo: time.Minute,
+			results: []ProbeResult{lookup("job-1", ourJob), searchFound(ourJob)},
+			want:    Accepted, wantVerdicts: []Verdict{VerdictConfirms, VerdictConfirms}},
+		{name: "the known resource found, named by the search too", op: withResource(ambiguousOp(RiskCompensableWrite)), lag: lag, sentAgo: time.Minute,
+			results: []ProbeResult{lookup("fld-1", ours("fld-1")), searchFound(ours("fld-1"))},
+			want:    Confirmed, wantResource: "fld-1", wantVerdicts: []Verdict{VerdictConfirms, VerdictConfirms}},
 		{name: "one round before the limit probes again", op: ambiguousOp(RiskCompensableWrite), lag: lag, sentAgo: time.Hour,
 			results: []ProbeResult{probeFailed(ProbeSearch, "HTTP 500")}, round: MaxProbeRounds - 2,
 			want: "", wantVerdicts: []Verdict{VerdictInconclusive}},

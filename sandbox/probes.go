@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"net/http"
+	"strconv"
 	"time"
 )
 
@@ -65,31 +66,60 @@ type searchItem struct {
 }
 
 // search lists the resources whose metadata names an operation:
-// GET /search?operation_id=X[&kind=K][&include_outputs=true]. A resource
-// shows up only SearchLag after its creation, and no longer once
+// GET /search?operation_id=X[&kind=K][&include_outputs=true][&limit=N][&cursor=C].
+// A resource shows up only SearchLag after its creation, and no longer once
 // compensated. Job outputs are left out unless asked for, so that one effect
-// is one hit.
+// is one hit. With limit, at most N hits per page, and "next" names the
+// cursor of the page after (the last ref listed: a resource hidden meanwhile
+// cannot shift a page); absent on the last page.
 func (s *Sandbox) search(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	opID, kind := q.Get("operation_id"), q.Get("kind")
+	opID, kind, cursor := q.Get("operation_id"), q.Get("kind"), q.Get("cursor")
 	outputs := q.Get("include_outputs") == "true" || q.Get("include_outputs") == "1"
 	if opID == "" {
 		writeJSON(w, http.StatusBadRequest, apiError{Error: "invalid_request", Detail: "operation_id: required"})
 		return
 	}
+	limit := 0
+	if l := q.Get("limit"); l != "" {
+		n, err := strconv.Atoi(l)
+		if err != nil || n < 1 {
+			writeJSON(w, http.StatusBadRequest, apiError{Error: "invalid_request", Detail: "limit: a positive number"})
+			return
+		}
+		limit = n
+	}
 	items := []searchItem{}
+	next := ""
 	s.mu.Lock()
 	visibleBefore := s.now().Add(-s.opts.SearchLag)
+	started := cursor == ""
 	for _, res := range s.order {
+		if !started {
+			started = res.ref == cursor
+			continue
+		}
 		switch {
 		case res.operationID != opID, res.compensated, res.createdAt.After(visibleBefore),
 			kind != "" && res.kind != kind, res.jobRef != "" && !outputs:
 			continue
 		}
+		if limit > 0 && len(items) == limit {
+			next = items[len(items)-1].Ref
+			break
+		}
 		items = append(items, searchItem{Ref: res.ref, Kind: res.kind, Version: res.logicalVersion, OperationID: res.operationID, LogicalVersion: res.logicalVersion})
 	}
 	s.mu.Unlock()
-	writeJSON(w, http.StatusOK, map[string]any{"items": items})
+	if !started {
+		writeJSON(w, http.StatusBadRequest, apiError{Error: "invalid_request", Detail: "cursor: unknown"})
+		return
+	}
+	page := map[string]any{"items": items}
+	if next != "" {
+		page["next"] = next
+	}
+	writeJSON(w, http.StatusOK, page)
 }
 
 // truthItem is one effect as GET /truth shows it.

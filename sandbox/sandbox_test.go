@@ -395,6 +395,34 @@ func TestSearchLag(t *testing.T) {
 	}
 }
 
+// TestSearchPages: with limit, the search answers a page at a time and
+// names the next page's cursor until the last page; a resource hidden
+// between two pages (compensated) does not shift what the next page holds.
+func TestSearchPages(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Options{})
+	var refs []string
+	for i := range 3 {
+		got := b.must(t, 201, "POST", "/folders", fmt.Sprintf("k%d", i), map[string]any{"name": fmt.Sprint(i),
+			"metadata": map[string]any{"operation_id": "op-p", "logical_version": "v1"}})
+		refs = append(refs, got["ref"].(string))
+	}
+	page := b.must(t, 200, "GET", "/search?operation_id=op-p&limit=2", "", nil)
+	if items := page["items"].([]any); len(items) != 2 || items[1].(map[string]any)["ref"] != refs[1] || page["next"] != refs[1] {
+		t.Fatalf("page 1 = %v, want %v and next %s", page, refs[:2], refs[1])
+	}
+	b.must(t, 204, "DELETE", "/resources/"+refs[0], "", nil)
+	page = b.must(t, 200, "GET", "/search?operation_id=op-p&limit=2&cursor="+refs[1], "", nil)
+	if items := page["items"].([]any); len(items) != 1 || items[0].(map[string]any)["ref"] != refs[2] || page["next"] != nil {
+		t.Errorf("page 2 = %v, want %s and no next", page, refs[2])
+	}
+	if all := b.must(t, 200, "GET", "/search?operation_id=op-p", "", nil); len(all["items"].([]any)) != 2 || all["next"] != nil {
+		t.Errorf("without limit = %v, want both visible, one page", all)
+	}
+	b.must(t, 400, "GET", "/search?operation_id=op-p&cursor=nope", "", nil)
+	b.must(t, 400, "GET", "/search?operation_id=op-p&limit=0", "", nil)
+}
+
 func TestCompensation(t *testing.T) {
 	t.Parallel()
 	b := setup(t, Options{JobDuration: time.Hour})

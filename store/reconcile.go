@@ -224,3 +224,38 @@ func (s *Store) ApplyJobPoll(ctx context.Context, c ProbeClaim, job *review.Job,
 	}
 	return nil
 }
+
+// ApplyJobGone completes a job status poll whose answer contradicts the
+// ledger — the destination no longer finds the accepted operation's job:
+// the answer is recorded as ev and the operation goes to a person with
+// state_conflict, in one transaction with its audit event. Polling again
+// would wait for a job that, by the destination's word, is not there.
+// Fenced like ApplyJobPoll.
+func (s *Store) ApplyJobGone(ctx context.Context, c ProbeClaim, ev review.Evidence, reason string) error {
+	err := s.WithTx(ctx, func(tx *sqlx.Tx) error {
+		row, err := s.lockOperation(ctx, tx, c.Op.Tenant, c.Op.ID)
+		if err != nil {
+			return err
+		}
+		res, err := tx.ExecContext(ctx, s.rebind(releaseJobPoll), nil, c.Op.ID, c.Owner, c.Generation)
+		if err != nil {
+			return err
+		}
+		if k, _ := res.RowsAffected(); k != 1 {
+			return ErrFenced
+		}
+		ev.ObservedAt = s.now()
+		if err := s.insertEvidence(ctx, tx, c.Op.ID, ev); err != nil {
+			return err
+		}
+		return s.transition(ctx, tx, row, review.NeedsReview, reason, "system:reconciler", "reconcile.settled",
+			map[string]any{"probes": 1, "escalation": []review.Reason{review.ReasonStateConflict}})
+	})
+	if err != nil {
+		if errors.Is(err, ErrFenced) || errors.Is(err, review.ErrConflict) {
+			return err
+		}
+		return fmt.Errorf("store.ApplyJobGone: %w", err)
+	}
+	return nil
+}

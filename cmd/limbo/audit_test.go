@@ -104,6 +104,7 @@ func TestServePostgresNeedsKey(t *testing.T) {
 
 // serving is a `limbo serve` run in process.
 type serving struct {
+	addr string
 	stop func() (code int, log string)
 }
 
@@ -152,7 +153,7 @@ func serveInProcess(t *testing.T, args ...string) *serving {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	return &serving{stop: stop}
+	return &serving{addr: addr, stop: stop}
 }
 
 // waitAnchored waits until dir holds a checkpoint covering seq.

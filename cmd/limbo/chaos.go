@@ -270,6 +270,10 @@ func sandboxConfig(base string, honoursKeys bool, searchLag, lease time.Duration
 	probe := func(path, candidates string) *review.Probe {
 		return &review.Probe{URL: base + path, Timeout: 5 * time.Second, Candidates: candidates}
 	}
+	paged := func(p *review.Probe) *review.Probe {
+		p.Next, p.CursorParam = "$.next", "cursor"
+		return p
+	}
 	u, err := url.Parse(base)
 	if err != nil {
 		return nil, fmt.Errorf("sandbox address %q: %w", base, err)
@@ -287,7 +291,9 @@ func sandboxConfig(base string, honoursKeys bool, searchLag, lease time.Duration
 			ProbeConcurrency:        8,
 			Probes: review.Probes{
 				Status: probe("/resources/{{if .ResourceRef}}{{.ResourceRef}}{{else}}{{.JobRef}}{{end}}", ""),
-				Search: probe("/search?operation_id={{.ID}}", "items"),
+				// Two hits a page: duplicates (no key support) are found
+				// only by reading every page, as a real search's would be.
+				Search: paged(probe("/search?operation_id={{.ID}}&limit=2", "items")),
 				Job:    probe("/jobs/{{.JobRef}}", ""),
 			},
 			WebhookSecrets: []string{secret},
@@ -324,6 +330,9 @@ func yamlConfig(cfg *review.Config) ([]byte, error) {
 			add("      %s:\n        url: %q\n        timeout: %s\n", p.name, p.p.URL, p.p.Timeout)
 			if p.p.Candidates != "" {
 				add("        candidates: %q\n", p.p.Candidates)
+			}
+			if p.p.Next != "" {
+				add("        next: %q\n        cursor_param: %q\n", p.p.Next, p.p.CursorParam)
 			}
 		}
 		if !d.AllowInternal.Empty() {

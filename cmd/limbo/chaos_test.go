@@ -376,6 +376,10 @@ func TestSandboxConfigOptsInItsOwnAddress(t *testing.T) {
 	if !cfg.Webhooks.AllowInternal.Empty() {
 		t.Errorf("webhooks allow_internal = %+v, want nothing", cfg.Webhooks.AllowInternal)
 	}
+	// The sandbox's search pages; its probe reads every page.
+	if s := cfg.Destination(sandboxDest).Probes.Search; s == nil || s.Next != "$.next" || s.CursorParam != "cursor" {
+		t.Errorf("sandbox search probe = %+v, want it paged through next and cursor", s)
+	}
 	if _, err := sandboxConfig("http://localhost:8090", true, time.Second, time.Minute, "", 0.1); err == nil {
 		t.Error("a sandbox named by a host name was accepted; only its own address may be opted in")
 	}

@@ -3,7 +3,9 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -174,5 +176,37 @@ func TestCLIUserAdd(t *testing.T) {
 	}
 	if code, _, errOut := limbo(t, "user", "add", "--email", "x@example.com", "--role", "boss", "--db", db); code != 2 || !strings.Contains(errOut, "role") {
 		t.Fatalf("bad role: %d %q", code, errOut)
+	}
+}
+
+// TestServeWarnsOfMissingProbeCredential: a probe whose auth_env is not set
+// is warned of at start and named by /readyz, which still answers 200 —
+// the instance serves; that destination's operations go to review.
+func TestServeWarnsOfMissingProbeCredential(t *testing.T) {
+	t.Parallel()
+	const env = "LIMBO_TEST_UNSET_SERVE_TOKEN_51C2"
+	dir := t.TempDir()
+	cfgFile := filepath.Join(dir, "limbo.yaml")
+	yaml := "destinations:\n  files:\n    probes:\n      search:\n        url: https://files.example.com/search?op={{.ID}}\n" +
+		"        candidates: $.results\n        auth_header: Authorization\n        auth_env: " + env + "\n"
+	if err := os.WriteFile(cfgFile, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s := serveInProcess(t, "--db", "sqlite:"+filepath.Join(dir, "x.db"), "--config", cfgFile)
+	resp, err := http.Get("http://" + s.addr + "/readyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var body struct {
+		Status   string
+		Warnings []string
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil || resp.StatusCode != http.StatusOK || body.Status != "ready" ||
+		len(body.Warnings) != 1 || !strings.Contains(body.Warnings[0], env+" is not set") || !strings.Contains(body.Warnings[0], `"files"`) {
+		t.Errorf("/readyz = %d %+v (%v), want 200, ready, one warning naming files and %s", resp.StatusCode, body, err, env)
+	}
+	if code, log := s.stop(); code != 0 || !strings.Contains(log, "probe credential not set") || !strings.Contains(log, "auth_env="+env) {
+		t.Errorf("serve: code %d, log does not warn of %s:\n%s", code, env, log)
 	}
 }

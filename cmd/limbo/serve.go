@@ -154,6 +154,10 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	h.Metrics = metrics.New(st, log)
 	h.AuditAnchor = audit.anchorDir
 	h.TrustedProxies = trusted
+	host, _ := os.Hostname()
+	rec := reconcile.New(st, cfg, fmt.Sprintf("%s/%d", host, os.Getpid()), log)
+	rec.Metrics = h.Metrics
+	h.Warnings = probeWarnings(rec.Prober, log)
 	hashKey, err := st.Secret(ctx, "session_hash_key", 64)
 	if err != nil {
 		return err
@@ -167,9 +171,6 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	srv := &http.Server{Handler: e, ReadHeaderTimeout: 10 * time.Second}
 	workCtx, stopWork := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
-	host, _ := os.Hostname()
-	rec := reconcile.New(st, cfg, fmt.Sprintf("%s/%d", host, os.Getpid()), log)
-	rec.Metrics = h.Metrics
 	wg.Add(4)
 	go func() { defer wg.Done(); rec.Run(workCtx, reconcileEvery) }()
 	hooks := outbox.New(st, rec.Owner, log, nil)
@@ -222,6 +223,20 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	log.Info("limbo stopped")
 	return nil
+}
+
+// probeWarnings logs, once at start, every probe whose credential is not
+// set, and returns them for /readyz. Such a destination's probes are not
+// sent (an unauthenticated answer is no evidence): its ambiguous operations
+// go to review until the variable is set and Limbo restarted.
+func probeWarnings(p *reconcile.Prober, log *slog.Logger) []string {
+	var out []string
+	for _, m := range p.MissingCredentials() {
+		log.Warn("probe credential not set: this destination's probes are not sent and its ambiguous operations go to review",
+			"destination", m.Destination, "probe", m.Probe, "auth_env", m.Env)
+		out = append(out, m.String())
+	}
+	return out
 }
 
 // trustedProxies is the --trusted-proxies list when given, else the
