@@ -37,15 +37,18 @@ func TestWeighOneEvidence(t *testing.T) {
 		{"authoritative absence, empty slice", Ambiguous, Evidence{Source: SourceMetadataSearch, Authoritative: true, Candidates: []Candidate{}}, VerdictRefutes, RetryWait, nil, "no effect"},
 		{"an error answer is no absence", Ambiguous, ev(SourceResponse, true), VerdictRefutes, "", nil, ""},
 		{"two matches", Ambiguous, ev(SourceMetadataSearch, true, match, unversioned), VerdictInconclusive, NeedsReview, []Reason{ReasonMultipleCands}, "several"},
-		{"a match and another", Ambiguous, ev(SourceMetadataSearch, true, match, otherOp), VerdictInconclusive, NeedsReview, []Reason{ReasonMultipleCands}, "several"},
-		{"two non-matches", Ambiguous, ev(SourceMetadataSearch, true, otherVersion, otherOp), VerdictInconclusive, NeedsReview, []Reason{ReasonMultipleCands}, "several"},
+		{"a match and another operation's: that one is not ours", Ambiguous, ev(SourceMetadataSearch, true, match, otherOp), VerdictConfirms, Confirmed, nil, "file-1"},
+		{"a match and one naming no operation proves nothing", Ambiguous, ev(SourceMetadataSearch, true, match, noOp), VerdictInconclusive, "", nil, ""},
+		{"a match and another version", Ambiguous, ev(SourceMetadataSearch, true, match, otherVersion), VerdictInconclusive, NeedsReview, []Reason{ReasonMultipleCands}, "several"},
+		{"one ref listed twice, differently", Ambiguous, ev(SourceMetadataSearch, true, match, Candidate{Ref: "file-1", Version: "v6", OperationID: "op-1"}), VerdictInconclusive, "", nil, ""},
+		{"another version and another operation's", Ambiguous, ev(SourceMetadataSearch, true, otherVersion, otherOp), VerdictInconclusive, NeedsReview, []Reason{ReasonVersionMismatch}, "file-3"},
 		{"one candidate of another version", Ambiguous, ev(SourceMetadataSearch, true, otherVersion), VerdictInconclusive, NeedsReview, []Reason{ReasonVersionMismatch}, "file-3"},
 		{"one candidate of another operation", Ambiguous, ev(SourceStatusLookup, true, otherOp), VerdictInconclusive, NeedsReview, []Reason{ReasonNoDedupEvidence}, "file-4"},
-		{"one candidate naming no operation", Ambiguous, ev(SourceMetadataSearch, true, noOp), VerdictInconclusive, NeedsReview, []Reason{ReasonNoDedupEvidence}, "file-5"},
+		{"one candidate naming no operation proves nothing", Ambiguous, ev(SourceMetadataSearch, true, noOp), VerdictInconclusive, "", nil, ""},
 		// Evidence that settles nothing on its own.
 		{"non-authoritative match", Ambiguous, ev(SourceMetadataSearch, false, match), VerdictConfirms, "", nil, ""},
 		{"non-authoritative absence proves nothing", Ambiguous, ev(SourceMetadataSearch, false), VerdictInconclusive, "", nil, ""},
-		{"non-authoritative several", Ambiguous, ev(SourceMetadataSearch, false, match, otherOp), VerdictInconclusive, "", nil, ""},
+		{"non-authoritative several", Ambiguous, ev(SourceMetadataSearch, false, match, unversioned), VerdictInconclusive, "", nil, ""},
 		{"webhook alone never confirms", Ambiguous, ev(SourceWebhook, true, match), VerdictConfirms, "", nil, ""},
 		{"webhook alone never refutes", Ambiguous, ev(SourceWebhook, true), VerdictRefutes, "", nil, ""},
 		{"webhook with a mismatch", Ambiguous, ev(SourceWebhook, true, otherVersion), VerdictInconclusive, "", nil, ""},
@@ -61,7 +64,7 @@ func TestWeighOneEvidence(t *testing.T) {
 		{"in_flight", InFlight, ev(SourceStatusLookup, true, match), VerdictConfirms, "", nil, ""},
 		{"accepted", Accepted, ev(SourceStatusLookup, true, match), VerdictConfirms, "", nil, ""},
 		{"needs_review", NeedsReview, ev(SourceStatusLookup, true, otherVersion), VerdictInconclusive, "", nil, ""},
-		{"confirmed", Confirmed, ev(SourceStatusLookup, true, match, otherOp), VerdictInconclusive, "", nil, ""},
+		{"confirmed", Confirmed, ev(SourceStatusLookup, true, match, unversioned), VerdictInconclusive, "", nil, ""},
 		{"failed", Failed, ev(SourceStatusLookup, true, match), VerdictConfirms, "", nil, ""},
 	}
 	for _, tt := range tests {
@@ -71,6 +74,7 @@ func TestWeighOneEvidence(t *testing.T) {
 			if v := EvidenceVerdict(op, tt.ev); v != tt.wantVerdict {
 				t.Errorf("verdict = %s, want %s", v, tt.wantVerdict)
 			}
+			tt.ev.Verdict = EvidenceVerdict(op, tt.ev) // as the store records it
 			op.Evidence = []Evidence{tt.ev}
 			w := Weigh(op, Destination{}, classifyNow)
 			if w.State != tt.wantState {
@@ -150,7 +154,10 @@ func TestWeighAllEvidence(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			op := weighOp(tt.state)
-			op.Evidence = tt.evidence
+			for _, ev := range tt.evidence {
+				ev.Verdict = EvidenceVerdict(op, ev) // as the store records it
+				op.Evidence = append(op.Evidence, ev)
+			}
 			w := Weigh(op, tt.d, classifyNow)
 			if w.State != tt.want || !slices.Equal(w.Reasons, tt.reasons) {
 				t.Fatalf("Weigh = %q %v (%s), want %q %v", w.State, w.Reasons, w.Reason, tt.want, tt.reasons)

@@ -113,6 +113,37 @@ func LookupRef(op *Operation) (ref string, job bool) {
 // operation ambiguous, to be probed again. A ref the ledger knows that the
 // destination does not find contradicts the ledger: state_conflict.
 func Settle(in SettleInput) Settlement {
+	return withHistory(in, settleRound(in))
+}
+
+// withHistory weighs a round's conclusion against everything the ledger
+// already holds (review.Weigh over the earlier evidence and this round's):
+// an effect recorded earlier — a response naming the resource, a late
+// outcome kept as evidence, a webhook's claim — is not outweighed by this
+// round's empty search, and a resource this round finds is not the only
+// one when earlier evidence named another (issue 12, hole 9). Only a
+// round that would settle (confirm, or act on absence) is re-weighed.
+func withHistory(in SettleInput, st Settlement) Settlement {
+	settles := st.State == Confirmed || st.State == RetryWait || st.State == Failed ||
+		(st.State == NeedsReview && len(st.Reasons) == 0) // absence of a financial or irreversible effect
+	if !settles {
+		return st
+	}
+	op := *in.Op
+	op.Evidence = append([]Evidence{}, in.Op.Evidence...)
+	for _, ev := range st.Evidence {
+		ev.ObservedAt = in.Now
+		op.Evidence = append(op.Evidence, ev)
+	}
+	if w := Weigh(&op, in.Destination, in.Now); w.State == NeedsReview && len(w.Reasons) > 0 {
+		st.Resource, st.Job = nil, nil
+		return st.escalate(w.Reasons[0], w.Reason)
+	}
+	return st
+}
+
+// settleRound is Settle for this round's probe results alone.
+func settleRound(in SettleInput) Settlement {
 	op, now := in.Op, in.Now
 	var st Settlement
 	var matching, otherVersion, foreign []Candidate

@@ -398,3 +398,43 @@ func TestSettleBackoff(t *testing.T) {
 		prev = wait
 	}
 }
+
+// TestSettleWeighsEarlierEvidence: a round's empty search does not
+// outweigh an effect the ledger already holds, and a round's one resource
+// is not the only one when earlier evidence named another (issue 12,
+// hole 9: a response or a webhook naming R1, then an empty search, sent
+// the operation to retry_wait).
+func TestSettleWeighsEarlierEvidence(t *testing.T) {
+	t.Parallel()
+	r1 := Candidate{Ref: "fld-1", Kind: "folder", Version: "v3", OperationID: "op-9"}
+	r2 := Candidate{Ref: "fld-2", Kind: "folder", Version: "v3", OperationID: "op-9"}
+	earlier := func(src EvidenceSource, auth bool, cs ...Candidate) Evidence {
+		return Evidence{Source: src, Authoritative: auth, Candidates: cs, Verdict: VerdictConfirms, ObservedAt: settleNow.Add(-time.Minute)}
+	}
+	for _, tt := range []struct {
+		name    string
+		prior   []Evidence
+		results []ProbeResult
+		want    State
+		reason  Reason
+	}{
+		{"a response named R1, the search is empty", []Evidence{earlier(SourceResponse, true, r1)}, []ProbeResult{searchFound()}, NeedsReview, ReasonSourcesDisagree},
+		{"a webhook named R1, the search is empty", []Evidence{earlier(SourceWebhook, false, r1)}, []ProbeResult{searchFound()}, NeedsReview, ReasonSourcesDisagree},
+		{"a response named R1, the search finds R2", []Evidence{earlier(SourceResponse, true, r1)}, []ProbeResult{searchFound(r2)}, NeedsReview, ReasonMultipleCands},
+		{"a response named R1, the search finds R1", []Evidence{earlier(SourceResponse, true, r1)}, []ProbeResult{searchFound(r1)}, Confirmed, ""},
+		{"nothing earlier, the search is empty", nil, []ProbeResult{searchFound()}, RetryWait, ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			op := ambiguousOp(RiskCompensableWrite)
+			op.Attempts = []Attempt{{N: 1, StartedAt: settleNow.Add(-2 * time.Minute)}}
+			op.Evidence = tt.prior
+			got := Settle(SettleInput{Op: op, LastSend: settleNow.Add(-2 * time.Minute), Results: tt.results, Now: settleNow})
+			if got.State != tt.want || (tt.reason != "" && !slices.Contains(got.Reasons, tt.reason)) {
+				t.Fatalf("Settle = %s %v (%s), want %s %s", got.State, got.Reasons, got.Reason, tt.want, tt.reason)
+			}
+			if got.State == NeedsReview && (got.Resource != nil || got.Job != nil) {
+				t.Errorf("an escalation carries a resource or job: %+v %+v", got.Resource, got.Job)
+			}
+		})
+	}
+}

@@ -11,11 +11,17 @@ import (
 // refutes; anything else is inconclusive. It is the verdict stored with the
 // evidence; where the operation goes is decided by Weigh, from all of it.
 func EvidenceVerdict(op *Operation, ev Evidence) Verdict {
-	m, o, f := sortCandidates(op, uniqueRefs(ev.Candidates)) // a ref listed twice is one candidate
+	cands, clash := uniqueRefs(ev.Candidates) // a ref listed twice is one candidate
+	m, o, _, anon := sortCandidates(op, cands)
 	switch {
-	case len(m) == 1 && len(o) == 0 && len(f) == 0:
+	case clash != "" || len(anon) > 0:
+		// It contradicts itself, or names a resource that may be this
+		// operation's as well as anything else's.
+		return VerdictInconclusive
+	case len(m) == 1 && len(o) == 0:
+		// A candidate naming another operation is not this one's effect.
 		return VerdictConfirms
-	case len(ev.Candidates) == 0 && ev.Authoritative:
+	case len(cands) == 0 && ev.Authoritative:
 		return VerdictRefutes
 	}
 	return VerdictInconclusive
@@ -75,44 +81,43 @@ func Weigh(op *Operation, d Destination, now time.Time) Weighing {
 	}
 	effects := map[string]Candidate{} // by ref
 	var order []string
-	var claimed, absent, several, severalOthers bool
+	var claimed, absent, several bool
 	var otherVersion, foreign []Candidate
 	for _, ev := range op.Evidence {
 		if ev.ObservedAt.Before(decided) || ev.Source == SourceReviewer {
 			continue // a person weighed it when they decided
 		}
-		cands := uniqueRefs(ev.Candidates)
-		m, o, f := sortCandidates(op, cands)
+		cands, clash := uniqueRefs(ev.Candidates)
+		m, o, f, anon := sortCandidates(op, cands)
 		switch {
 		case ev.Source == SourceWebhook:
 			if len(m) > 0 {
 				claimed = true
 			}
-		case !ev.Authoritative:
+		case !ev.Authoritative, clash != "", len(anon) > 0:
+			// Proves nothing (EvidenceVerdict).
 		case len(cands) == 0:
-			// Only a look at what the destination holds proves absence: an
-			// error answer (source response) never does.
-			if (ev.Source == SourceMetadataSearch || ev.Source == SourceStatusLookup) && freshAbsence(ev, lastSend, d.SearchLag) {
+			// Only a look at what the destination holds proves absence (an
+			// error answer never does), and only as its verdict recorded it
+			// (a lookup that no longer finds a known ref is a conflict, not
+			// absence).
+			if ev.Verdict == VerdictRefutes && (ev.Source == SourceMetadataSearch || ev.Source == SourceStatusLookup) &&
+				freshAbsence(ev, lastSend, d.SearchLag) {
 				absent = true
 			}
-		case len(cands) > 1:
+		case len(m)+len(o) > 1:
 			// Exactly one candidate confirms; several naming this
-			// operation are for a person. Several naming others matter
-			// like one such: only when seen since the last send.
-			if len(m)+len(o) > 0 {
-				several = true
-			} else if !ev.ObservedAt.Before(lastSend) {
-				severalOthers = true
-			}
+			// operation are for a person.
+			several = true
 		case len(m) == 1:
 			if _, seen := effects[m[0].Ref]; !seen {
 				effects[m[0].Ref] = m[0]
 				order = append(order, m[0].Ref)
 			}
 		case !ev.ObservedAt.Before(lastSend):
-			// One candidate that is not this operation's: it matters only
-			// when seen since the last send (earlier ones were about an
-			// earlier attempt).
+			// No effect of this operation's version: what else was found
+			// matters only when seen since the last send (earlier ones
+			// were about an earlier attempt).
 			otherVersion, foreign = append(otherVersion, o...), append(foreign, f...)
 		}
 	}
@@ -122,7 +127,7 @@ func Weigh(op *Operation, d Destination, now time.Time) Weighing {
 			Reason: fmt.Sprintf("the evidence names %d resources for this operation and version", len(effects))}
 	case several:
 		return Weighing{State: NeedsReview, Reasons: []Reason{ReasonMultipleCands},
-			Reason: "the destination answered with several candidates"}
+			Reason: "the destination answered with several candidates for this operation"}
 	case len(effects) == 1 && absent:
 		return Weighing{State: NeedsReview, Reasons: []Reason{ReasonSourcesDisagree},
 			Reason: fmt.Sprintf("evidence names resource %s for this operation, and a later search proved absence", order[0])}
@@ -137,9 +142,6 @@ func Weigh(op *Operation, d Destination, now time.Time) Weighing {
 		return Weighing{State: Ambiguous, Reason: "a webhook reports an effect for this operation: reconcile before any retry"}
 	case op.State != Ambiguous:
 		return Weighing{}
-	case severalOthers:
-		return Weighing{State: NeedsReview, Reasons: []Reason{ReasonMultipleCands},
-			Reason: "the destination answered with several candidates, none naming this operation"}
 	case len(otherVersion) > 0:
 		c := otherVersion[0]
 		return Weighing{State: NeedsReview, Reasons: []Reason{ReasonVersionMismatch},
