@@ -2,6 +2,7 @@ package review
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -116,6 +117,67 @@ func TestAlreadyDecidedErrorNamesTheWinner(t *testing.T) {
 			for _, w := range tt.want {
 				if !strings.Contains(tt.err.Error(), w) {
 					t.Errorf("%q does not mention %q", tt.err.Error(), w)
+				}
+			}
+		})
+	}
+}
+
+// TestCheckDecision (issue 12, hole 3): a decision moves an operation only
+// from needs_review; on a payload_mismatch case whose operation is
+// anywhere else, fail alone is allowed, as a verdict on the refused
+// payload; a case with no payload mismatch outside review allows nothing.
+func TestCheckDecision(t *testing.T) {
+	t.Parallel()
+	all := []string{DecideConfirm, DecideCompensate, DecideApproveRetry, DecideFail}
+	mismatch := []Reason{ReasonPayloadMismatch}
+	tests := []struct {
+		name    string
+		state   State
+		reasons []Reason
+		want    []string
+		on      DecisionScope
+	}{
+		{"in review", NeedsReview, []Reason{ReasonMultipleCands}, all, OnOperation},
+		{"in review, with a payload mismatch too", NeedsReview, []Reason{ReasonMultipleCands, ReasonPayloadMismatch}, all, OnOperation},
+		{"awaiting approval", AwaitingApproval, mismatch, []string{DecideFail}, OnRefusedPayload},
+		{"pending", Pending, mismatch, []string{DecideFail}, OnRefusedPayload},
+		{"in flight", InFlight, mismatch, []string{DecideFail}, OnRefusedPayload},
+		{"retry_wait", RetryWait, mismatch, []string{DecideFail}, OnRefusedPayload},
+		{"ambiguous", Ambiguous, mismatch, []string{DecideFail}, OnRefusedPayload},
+		{"accepted", Accepted, mismatch, []string{DecideFail}, OnRefusedPayload},
+		{"confirmed", Confirmed, mismatch, []string{DecideFail}, OnRefusedPayload},
+		{"failed", Failed, mismatch, []string{DecideFail}, OnRefusedPayload},
+		{"in flight, no mismatch", InFlight, []Reason{ReasonMultipleCands}, nil, ""},
+		{"awaiting approval, no mismatch", AwaitingApproval, nil, nil, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := DecisionsAllowed(tt.state, tt.reasons); strings.Join(got, ",") != strings.Join(tt.want, ",") {
+				t.Errorf("DecisionsAllowed = %v, want %v", got, tt.want)
+			}
+			if got := DecidesOn(tt.state, tt.reasons); got != tt.on {
+				t.Errorf("DecidesOn = %q, want %q", got, tt.on)
+			}
+			for _, a := range all {
+				on, err := CheckDecision(tt.state, tt.reasons, a)
+				allowed := slices.Contains(tt.want, a)
+				switch {
+				case allowed && (err != nil || on != tt.on):
+					t.Errorf("CheckDecision(%s) = %q, %v; want %q", a, on, err, tt.on)
+				case !allowed && !errors.Is(err, ErrInvalidTransition):
+					t.Errorf("CheckDecision(%s) = %q, %v; want ErrInvalidTransition", a, on, err)
+				case !allowed && !strings.Contains(err.Error(), string(tt.state)):
+					t.Errorf("CheckDecision(%s): %q does not name the state", a, err)
+				}
+			}
+			// Whatever is allowed on the operation is a legal move.
+			if tt.on == OnOperation {
+				for _, a := range tt.want {
+					to, _ := DecisionTarget(a)
+					if err := CheckTransition(tt.state, to); err != nil {
+						t.Errorf("%s from %s: %v", a, tt.state, err)
+					}
 				}
 			}
 		})

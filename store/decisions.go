@@ -42,6 +42,12 @@ const (
 	DecisionApplied       = "applied"
 	DecisionFirstApproval = "first_approval"
 	DecisionVoid          = "void"
+	// DecisionRefusedPayload: a verdict on a payload refused under the
+	// operation's key, given while the operation was elsewhere than in
+	// review (review.OnRefusedPayload). The operation did not move:
+	// to_state is the state it was in. Not announced by webhook, which
+	// integrators read as "the operation was decided"; the feed lists it.
+	DecisionRefusedPayload = "refused_payload"
 )
 
 // DecisionRequest is a reviewer's decision on a case.
@@ -90,6 +96,12 @@ WHERE id = ? AND status = 'open' AND version = ?`
 // decided what. An approve_retry on a financial or irreversible operation
 // needs two different reviewers: the first approval is recorded, bound to
 // the payload hash and key, and the case stays open.
+//
+// What a decision may do is review.CheckDecision's rule, checked here
+// under the case's and the operation's locks: it moves the operation only
+// from needs_review; on a payload_mismatch case whose operation is
+// elsewhere, fail is recorded as a verdict on the refused payload and
+// nothing moves; anything else is review.ErrInvalidTransition.
 func (s *Store) Decide(ctx context.Context, req DecisionRequest) (*Decision, error) {
 	if err := review.ValidateDecision(req.Action, req.Ref, req.Compensation, req.Reason); err != nil {
 		return nil, err
@@ -113,10 +125,19 @@ func (s *Store) Decide(ctx context.Context, req DecisionRequest) (*Decision, err
 			return err
 		}
 		op := row.operation()
+		on, err := review.CheckDecision(op.State, c.Reasons, req.Action)
+		if err != nil {
+			return err
+		}
 		now := s.now()
 		d := &Decision{ID: newID("dec_", now), Tenant: c.Tenant, CaseID: c.ID, OperationID: op.ID, Action: req.Action,
 			ResourceRef: req.Ref, Compensation: req.Compensation, Reason: req.Reason, Actor: req.Actor,
 			PayloadHash: op.PayloadHash, Key: op.Key, Status: DecisionApplied, FromState: string(op.State), ToState: string(to), DecidedAt: now}
+		if on == review.OnRefusedPayload {
+			d.Status, d.ToState = DecisionRefusedPayload, string(op.State)
+			out = d
+			return s.resolveWithVerdict(ctx, tx, c, d)
+		}
 
 		if review.NeedsTwoApprovers(op, req.Action) {
 			first, err := s.firstApproval(ctx, tx, c.ID)
@@ -150,10 +171,8 @@ func (s *Store) Decide(ctx context.Context, req DecisionRequest) (*Decision, err
 			}
 		}
 
-		if op.State != to {
-			if err := review.CheckTransition(op.State, to); err != nil {
-				return err
-			}
+		if err := review.CheckTransition(op.State, to); err != nil {
+			return err
 		}
 		res, err := tx.ExecContext(ctx, s.rebind(resolveCase), now, req.Actor, req.Action, c.ID, c.Version)
 		if err != nil {
@@ -195,6 +214,31 @@ func (s *Store) Decide(ctx context.Context, req DecisionRequest) (*Decision, err
 	return out, nil
 }
 
+// resolveWithVerdict records d, a verdict on the payload refused under
+// c's operation's key, and resolves c; the operation is not touched.
+func (s *Store) resolveWithVerdict(ctx context.Context, tx *sqlx.Tx, c *Case, d *Decision) error {
+	res, err := tx.ExecContext(ctx, s.rebind(resolveCase), d.DecidedAt, d.Actor, d.Action, c.ID, c.Version)
+	if err != nil {
+		return err
+	}
+	if k, _ := res.RowsAffected(); k != 1 {
+		return &review.AlreadyDecidedError{CaseID: c.ID}
+	}
+	if err := s.countOpenCase(ctx, tx, c.Tenant, c.Destination, c.Action, c.Flags, reasonBits(c.Reasons), -1); err != nil {
+		return err
+	}
+	if err := s.insertDecision(ctx, tx, d); err != nil {
+		return err
+	}
+	if err := s.appendEvent(ctx, tx, &AuditEvent{At: d.DecidedAt, Actor: d.Actor, Tenant: c.Tenant, OperationID: c.OperationID,
+		Action: "decision.refused_payload", Detail: detailJSON(map[string]any{"case_id": c.ID, "decision_id": d.ID, "action": d.Action,
+			"reason": d.Reason, "state": d.FromState})}); err != nil {
+		return err
+	}
+	return s.appendEvent(ctx, tx, &AuditEvent{At: d.DecidedAt, Actor: d.Actor, Tenant: c.Tenant, OperationID: c.OperationID,
+		Action: "case.resolved", Detail: detailJSON(map[string]any{"case_id": c.ID, "decision_id": d.ID, "resolution": d.Action})})
+}
+
 // applyDecision moves the operation as decided, with the evidence a
 // reviewer's decision is (I7: a confirmation rests on it).
 func (s *Store) applyDecision(ctx context.Context, tx *sqlx.Tx, row *opRow, d *Decision, to review.State, now time.Time) error {
@@ -224,9 +268,6 @@ func (s *Store) applyDecision(ctx context.Context, tx *sqlx.Tx, row *opRow, d *D
 		if _, err := tx.ExecContext(ctx, s.rebind(updateOpRetryBudget), max, dbTime(deadline), now, row.ID); err != nil {
 			return err
 		}
-	}
-	if review.State(row.State) == to {
-		return nil // already there (a case opened on a settled operation)
 	}
 	reason := fmt.Sprintf("%s by %s: %s", d.Action, d.Actor, d.Reason)
 	return s.transition(ctx, tx, row, to, reason, d.Actor, "decision."+d.Action, detail)
