@@ -607,3 +607,42 @@ func TestConsoleDecisionFormFollowsTheSituation(t *testing.T) {
 		}
 	})
 }
+
+// TestConsoleCompensation (issue 12, hole 7): compensate through the
+// console leaves the operation compensating and its case open, offering
+// only the word on the undo; compensation_done then settles it.
+func TestConsoleCompensation(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		srv, st := consoleServer(t, e)
+		ctx := context.Background()
+		caseID := needsReview(t, st, "doc-undo")
+		sup := newBrowser(t, srv.URL)
+		sup.login("support@example.com")
+		sup.get("/cases/" + caseID)
+		if code, _, _ := sup.post("/cases/"+caseID+"/decision", url.Values{"csrf": {sup.csrf}, "action": {"compensate"}, "candidate": {"file-doc-undo"},
+			"compensation": {"deleted file-doc-undo by hand"}, "reason": {"rendered from the wrong version"}}); code != http.StatusSeeOther {
+			t.Fatalf("compensate: %d", code)
+		}
+		c, _ := st.GetCase(ctx, caseID, nil)
+		op, _ := st.OperationByID(ctx, c.OperationID, nil)
+		if op.State != review.Compensating || c.Status != store.CaseOpen {
+			t.Fatalf("after compensate: operation %s, case %s; want compensating and open", op.State, c.Status)
+		}
+		code, body := sup.get("/cases/" + caseID)
+		if got := strings.Join(radioActions(body), ","); code != 200 || got != "compensation_done,compensation_failed" {
+			t.Fatalf("compensating case page: %d, offers %s", code, got)
+		}
+		if !strings.Contains(body, "deleted file-doc-undo by hand") {
+			t.Errorf("the page does not say which undo is under way")
+		}
+		if code, _, _ := sup.post("/cases/"+caseID+"/decision", url.Values{"csrf": {sup.csrf}, "action": {"compensation_done"},
+			"reason": {"the file is gone from the destination"}, "version": {fmt.Sprint(c.Version)}}); code != http.StatusSeeOther {
+			t.Fatalf("compensation_done: %d", code)
+		}
+		op, _ = st.OperationByID(ctx, c.OperationID, nil)
+		if c, _ := st.GetCase(ctx, caseID, nil); op.State != review.Compensated || c.Status != store.CaseResolved {
+			t.Errorf("after compensation_done: operation %s, case %s; want compensated and resolved", op.State, c.Status)
+		}
+	})
+}
