@@ -1181,3 +1181,31 @@ func TestLateOutcomeAfterApprovedRetry(t *testing.T) {
 		b.post("/api/v1/operations/"+op.ID+"/attempts", "").want(t, http.StatusConflict).problem(t, "not-attemptable")
 	})
 }
+
+// TestJobOfAnotherRef (issue 12, hole 6): an operation accepted with job-A
+// is not settled by a report for job-B, a ref it never reported: 409
+// conflict naming both, nothing changed; job-A's success then confirms it.
+func TestJobOfAnotherRef(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, engine store.Engine) {
+		b := setup(t, engine, nil)
+		op := b.register(t, "contract-job", review.RiskCompensableWrite)
+		g := b.attempt(t, op.ID)
+		if a := b.outcome(t, op.ID, g.N, `{"result":"success","phase":"after_send","http_status":202,"job":{"ref":"job-A","status":"queued"}}`); a.Operation.State != review.Accepted {
+			t.Fatalf("state %s, want accepted", a.Operation.State)
+		}
+		before := b.get("/api/v1/operations/"+op.ID).want(t, http.StatusOK).op(t)
+		p := b.put("/api/v1/operations/"+op.ID+"/jobs/job-B", `{"status":"failed"}`).want(t, http.StatusConflict).problem(t, "conflict")
+		if !strings.Contains(p.Detail, "job-B") || !strings.Contains(p.Detail, "job-A") {
+			t.Errorf("detail %q does not name the refused ref and the operation's job", p.Detail)
+		}
+		got := b.get("/api/v1/operations/"+op.ID).want(t, http.StatusOK).op(t)
+		if got.State != review.Accepted || got.Version != before.Version || len(got.Jobs) != 1 || got.Jobs[0].Ref != "job-A" {
+			t.Fatalf("after job-B's report: state %s, version %d → %d, jobs %+v", got.State, before.Version, got.Version, got.Jobs)
+		}
+		got = b.put("/api/v1/operations/"+op.ID+"/jobs/job-A", `{"status":"succeeded","output_ref":"pdf-A"}`).want(t, http.StatusOK).op(t)
+		if got.State != review.Confirmed || got.Resource == nil || got.Resource.Ref != "pdf-A" {
+			t.Errorf("after job-A succeeded: state %s, resource %v; want confirmed pdf-A", got.State, got.Resource)
+		}
+	})
+}

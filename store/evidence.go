@@ -2,9 +2,10 @@ package store
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/jmoiron/sqlx"
 
@@ -82,6 +83,9 @@ const (
 	updateOpNextAttempt = `UPDATE operations SET next_attempt_at = ? WHERE id = ?`
 	/* Store.PutJob */
 	selectJob = `SELECT operation_id, ref, status, input_version, output_ref, created_at, updated_at FROM jobs WHERE operation_id = ? AND ref = ?`
+	/* Store.putJobTx: the operation's jobs, oldest first (the order
+	   loadDetails lists them in, whose last the reconciler polls). */
+	selectJobRefs = `SELECT ref FROM jobs WHERE operation_id = ? ORDER BY created_at, ref`
 )
 
 func (s *Store) setResource(ctx context.Context, tx *sqlx.Tx, opID string, r review.ResourceRef) error {
@@ -98,10 +102,21 @@ func (s *Store) setNextAttempt(ctx context.Context, tx *sqlx.Tx, opID string) er
 	return nil
 }
 
-// PutJob records or updates a transformation job. When the job of an
-// accepted operation finishes, the operation follows: succeeded for the
-// operation's logical version → confirmed; for another version → review;
-// failed or canceled → failed. A finished job cannot change status again.
+// PutJob updates one of the operation's transformation jobs. When the
+// current job of an accepted operation finishes, the operation follows:
+// succeeded for the operation's logical version → confirmed; for another
+// version → review; failed or canceled → failed. A finished job cannot
+// change status again.
+//
+// Jobs belong to their operation: a job is the operation's when the
+// destination named it — in an attempt's outcome, or to the reconciler —
+// and its current job is the newest of those (the one the reconciler
+// polls). An update for a ref the operation never reported is refused
+// (review.ErrConflict) with nothing changed, rather than kept as an
+// evidence-only job: a job row would become the newest one, which the
+// reconciler would then poll, so an unrelated ref could steer the
+// operation; and the caller learns at once that the ref is wrong. An
+// earlier job's update is recorded but settles nothing.
 func (s *Store) PutJob(ctx context.Context, tenant, opID string, j review.Job, actor string) (*review.Operation, error) {
 	if !j.Status.Valid() {
 		return nil, fmt.Errorf("%w: field \"status\": must be queued, running, succeeded, failed or canceled", review.ErrInvalid)
@@ -130,10 +145,22 @@ func (s *Store) putJobTx(ctx context.Context, tx *sqlx.Tx, tenant, opID string, 
 	if err != nil {
 		return err
 	}
+	var refs []string
+	if err := tx.SelectContext(ctx, &refs, s.rebind(selectJobRefs), opID); err != nil {
+		return fmt.Errorf("jobs: %w", err)
+	}
+	if !slices.Contains(refs, j.Ref) {
+		known := "it has none"
+		if len(refs) > 0 {
+			known = "its jobs: " + strings.Join(refs, ", ")
+		}
+		return fmt.Errorf("%w: job %s was never reported for operation %s (%s); a job is the operation's when the attempt's outcome names it",
+			review.ErrConflict, j.Ref, opID, known)
+	}
+	current := refs[len(refs)-1] == j.Ref
 	var old review.Job
 	err = tx.GetContext(ctx, &old, s.rebind(selectJob), opID, j.Ref)
 	switch {
-	case errors.Is(err, sql.ErrNoRows):
 	case err != nil:
 		return err
 	case old.Status.Done() && old.Status != j.Status:
@@ -150,8 +177,8 @@ func (s *Store) putJobTx(ctx context.Context, tx *sqlx.Tx, tenant, opID string, 
 		Action: "job.updated", Detail: detailJSON(detail)}); err != nil {
 		return err
 	}
-	if row.State != string(review.Accepted) || !j.Status.Done() {
-		return nil
+	if row.State != string(review.Accepted) || !j.Status.Done() || !current {
+		return nil // only the current job's end settles the operation
 	}
 	version := j.InputVersion
 	if version == "" {
