@@ -802,17 +802,19 @@ func TestLeaseExpiry(t *testing.T) {
 		}
 		b.post("/api/v1/operations/"+op.ID+"/attempts", "").want(t, http.StatusConflict).problem(t, "not-attemptable")
 
-		// A report arriving after the sweep is refused, and kept as evidence.
+		// A report arriving after the sweep is refused (the integrator
+		// learns it was late) and kept as evidence; the destination's word
+		// that the effect happened settles the ambiguity (review.Weigh).
 		p := b.post(fmt.Sprintf("/api/v1/operations/%s/attempts/%d/outcome", op.ID, g.N),
 			`{"result":"success","phase":"after_send","resource":{"ref":"fld_late","kind":"folder"}}`).
 			want(t, http.StatusConflict).problem(t, "outcome-conflict")
-		if p.State != review.Ambiguous {
-			t.Errorf("problem state = %s", p.State)
+		if p.State != review.Confirmed {
+			t.Errorf("problem state = %s, want confirmed", p.State)
 		}
 		got = b.get("/api/v1/operations/"+op.ID).want(t, http.StatusOK).op(t)
-		if got.State != review.Ambiguous || len(got.Evidence) != 1 || got.Evidence[0].Verdict != review.VerdictInconclusive ||
-			len(got.Evidence[0].Candidates) != 1 || got.Evidence[0].Candidates[0].Ref != "fld_late" {
-			t.Errorf("after a late report: state %s, evidence %+v", got.State, got.Evidence)
+		if got.State != review.Confirmed || got.Resource == nil || got.Resource.Ref != "fld_late" || len(got.Evidence) != 1 ||
+			got.Evidence[0].Verdict != review.VerdictConfirms || !got.Evidence[0].Authoritative {
+			t.Errorf("after a late report: state %s, resource %+v, evidence %+v", got.State, got.Resource, got.Evidence)
 		}
 	})
 }
@@ -1146,4 +1148,87 @@ func (zeros) Read(p []byte) (int, error) {
 		p[i] = '0'
 	}
 	return len(p), nil
+}
+
+// TestLateOutcomeAfterApprovedRetry (issue 12, hole 4): after a reviewer
+// approved a retry and attempt 2 was granted, attempt 1's success still
+// comes: it answers 409 outcome-conflict (the integrator learns it was
+// late), is stored as evidence, and sends the operation back to a person,
+// since attempt 2 may repeat the effect; attempt 2's own report is kept too.
+func TestLateOutcomeAfterApprovedRetry(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, engine store.Engine) {
+		b := setup(t, engine, nil)
+		op := b.register(t, "contract-late", review.RiskCompensableWrite)
+		g1 := b.attempt(t, op.ID)
+		if a := b.outcome(t, op.ID, g1.N, `{"result":"timeout","phase":"after_send"}`); a.Operation.State != review.Ambiguous {
+			t.Fatalf("after a timeout: %s", a.Operation.State)
+		}
+		got := b.post("/api/v1/operations/"+op.ID+"/evidence", `{"source":"metadata_search","authoritative":true,"candidates":[`+
+			`{"ref":"fld_a","operation_id":"`+op.ID+`"},{"ref":"fld_b","operation_id":"`+op.ID+`"}]}`).want(t, http.StatusOK).op(t)
+		if got.State != review.NeedsReview {
+			t.Fatalf("after two candidates: %s", got.State)
+		}
+		cs, err := b.store.CasesForOperation(context.Background(), op.ID)
+		if err != nil || len(cs) != 1 {
+			t.Fatalf("cases: %v %+v", err, cs)
+		}
+		if _, err := b.store.Decide(context.Background(), store.DecisionRequest{CaseID: cs[0].ID, Action: review.DecideApproveRetry,
+			Reason: "neither folder is ours, by hand", Actor: "alice@example.com"}); err != nil {
+			t.Fatal(err)
+		}
+		g2 := b.attempt(t, op.ID)
+
+		p := b.post(fmt.Sprintf("/api/v1/operations/%s/attempts/%d/outcome", op.ID, g1.N),
+			`{"result":"success","phase":"after_send","resource":{"ref":"fld_late","kind":"folder"}}`).
+			want(t, http.StatusConflict).problem(t, "outcome-conflict")
+		if !strings.Contains(p.Detail, "kept as evidence") || p.State != review.NeedsReview {
+			t.Errorf("problem = %+v, want it to say the report was kept, and the state needs_review", p)
+		}
+		got = b.get("/api/v1/operations/"+op.ID).want(t, http.StatusOK).op(t)
+		last := got.Evidence[len(got.Evidence)-1]
+		if last.Source != review.SourceResponse || !last.Authoritative || last.Verdict != review.VerdictConfirms ||
+			len(last.Candidates) != 1 || last.Candidates[0].Ref != "fld_late" {
+			t.Fatalf("newest evidence = %+v, want attempt 1's late success kept", last)
+		}
+		if got.State != review.NeedsReview {
+			t.Errorf("state %s after a late success with attempt 2 out, want needs_review", got.State)
+		}
+		b.post(fmt.Sprintf("/api/v1/operations/%s/attempts/%d/outcome", op.ID, g2.N),
+			`{"result":"success","phase":"after_send","resource":{"ref":"fld_again","kind":"folder"}}`).
+			want(t, http.StatusConflict).problem(t, "outcome-conflict")
+		got = b.get("/api/v1/operations/"+op.ID).want(t, http.StatusOK).op(t)
+		if last := got.Evidence[len(got.Evidence)-1]; len(last.Candidates) != 1 || last.Candidates[0].Ref != "fld_again" {
+			t.Errorf("attempt 2's report was not kept: %+v", last)
+		}
+		b.post("/api/v1/operations/"+op.ID+"/attempts", "").want(t, http.StatusConflict).problem(t, "not-attemptable")
+	})
+}
+
+// TestJobOfAnotherRef (issue 12, hole 6): an operation accepted with job-A
+// is not settled by a report for job-B, a ref it never reported: 409
+// conflict naming both, nothing changed; job-A's success then confirms it.
+func TestJobOfAnotherRef(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, engine store.Engine) {
+		b := setup(t, engine, nil)
+		op := b.register(t, "contract-job", review.RiskCompensableWrite)
+		g := b.attempt(t, op.ID)
+		if a := b.outcome(t, op.ID, g.N, `{"result":"success","phase":"after_send","http_status":202,"job":{"ref":"job-A","status":"queued"}}`); a.Operation.State != review.Accepted {
+			t.Fatalf("state %s, want accepted", a.Operation.State)
+		}
+		before := b.get("/api/v1/operations/"+op.ID).want(t, http.StatusOK).op(t)
+		p := b.put("/api/v1/operations/"+op.ID+"/jobs/job-B", `{"status":"failed"}`).want(t, http.StatusConflict).problem(t, "conflict")
+		if !strings.Contains(p.Detail, "job-B") || !strings.Contains(p.Detail, "job-A") {
+			t.Errorf("detail %q does not name the refused ref and the operation's job", p.Detail)
+		}
+		got := b.get("/api/v1/operations/"+op.ID).want(t, http.StatusOK).op(t)
+		if got.State != review.Accepted || got.Version != before.Version || len(got.Jobs) != 1 || got.Jobs[0].Ref != "job-A" {
+			t.Fatalf("after job-B's report: state %s, version %d → %d, jobs %+v", got.State, before.Version, got.Version, got.Jobs)
+		}
+		got = b.put("/api/v1/operations/"+op.ID+"/jobs/job-A", `{"status":"succeeded","output_ref":"pdf-A"}`).want(t, http.StatusOK).op(t)
+		if got.State != review.Confirmed || got.Resource == nil || got.Resource.Ref != "pdf-A" {
+			t.Errorf("after job-A succeeded: state %s, resource %v; want confirmed pdf-A", got.State, got.Resource)
+		}
+	})
 }

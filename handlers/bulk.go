@@ -23,8 +23,12 @@ func (h *Handlers) Bulk(c echo.Context) error {
 	form := web.QueueForm{Tenant: c.FormValue("tenant"), Destination: c.FormValue("destination"), Action: c.FormValue("action_filter"),
 		Reason: c.FormValue("reason_filter"), Flag: c.FormValue("flag"), Claimed: c.FormValue("claimed"), Age: c.FormValue("age"), Q: c.FormValue("q")}
 	v := web.BulkView{Nav: nav(c), Filter: form, Action: c.FormValue("action"), Reason: c.FormValue("reason"), Compensation: c.FormValue("compensation")}
-	if v.Action == review.DecideApproveRetry {
+	switch v.Action {
+	case review.DecideApproveRetry:
 		return consoleError(http.StatusBadRequest, "Retries are approved one case at a time.")
+	case review.DecideCompensationDone, review.DecideCompensationFailed:
+		// Each says what a person saw of one undo.
+		return consoleError(http.StatusBadRequest, "A compensation is settled one case at a time.")
 	}
 	if err := review.ValidateDecision(v.Action, "bulk", v.Compensation, v.Reason); err != nil {
 		return consoleError(http.StatusBadRequest, err.Error())

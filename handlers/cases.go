@@ -66,7 +66,10 @@ func (h *Handlers) caseViewRevealed(c echo.Context, id string, reveal bool) (*we
 			v.Diffs = review.DiffJSON(review.Redact(op.Payload, fields), review.Redact([]byte(rejected[n-1].Payload), fields))
 		}
 	}
-	for _, a := range []string{review.DecideConfirm, review.DecideCompensate, review.DecideApproveRetry, review.DecideFail} {
+	// Only the decisions the case's situation allows (review.CheckDecision
+	// refuses the others anyway): a form must not make the wrong one easy.
+	v.DecidesOn = review.DecidesOn(op.State, cs.Reasons)
+	for _, a := range review.DecisionsAllowed(op.State, cs.Reasons) {
 		if s.User.Role.CanDecide(op, a) {
 			v.Actions = append(v.Actions, a)
 		}

@@ -531,3 +531,118 @@ func TestConsoleWebhookEndpoints(t *testing.T) {
 		}
 	})
 }
+
+// radioActions lists the decision actions a case page's form offers.
+func radioActions(body string) []string {
+	var out []string
+	for _, m := range regexp.MustCompile(`name="action" value="([a-z_]+)"`).FindAllStringSubmatch(body, -1) {
+		out = append(out, m[1])
+	}
+	return out
+}
+
+// TestConsoleDecisionFormFollowsTheSituation (issue 12, hole 3): the case
+// form offers only the decisions the case's situation allows. On a
+// payload_mismatch case whose operation is in flight, a reviewer (who may
+// approve retries) is offered fail alone, labelled as a verdict on the
+// refused payload; a forged approve_retry is refused with the reason and
+// moves nothing; fail resolves the case and leaves the operation in flight.
+func TestConsoleDecisionFormFollowsTheSituation(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		srv, st := consoleServer(t, e)
+		ctx := context.Background()
+		reg := review.Registration{Tenant: "acme", SourceRef: "doc-1", LogicalVersion: "7", Action: "render", Destination: "files",
+			Risk: review.RiskCompensableWrite, Payload: []byte(`{"pages":1}`), Actor: "test"}
+		op, _, err := st.Register(ctx, reg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.StartAttempt(ctx, store.AttemptRequest{Tenant: "acme", OperationID: op.ID, Actor: "test"}); err != nil {
+			t.Fatal(err)
+		}
+		reg.Payload = []byte(`{"pages":2}`)
+		if _, _, err := st.Register(ctx, reg); err == nil {
+			t.Fatal("a different payload under the same key was accepted")
+		}
+		cs, err := st.CasesForOperation(ctx, op.ID)
+		if err != nil || len(cs) != 1 {
+			t.Fatalf("payload_mismatch case: %v %+v", err, cs)
+		}
+		caseID := cs[0].ID
+
+		rev := newBrowser(t, srv.URL)
+		rev.login("reviewer@example.com")
+		code, body := rev.get("/cases/" + caseID)
+		if got := radioActions(body); code != 200 || strings.Join(got, ",") != "fail" {
+			t.Fatalf("case page of a payload mismatch on an in-flight operation: %d, offers %v; want fail alone", code, got)
+		}
+		if !strings.Contains(body, "fail the refused payload") || !strings.Contains(body, "does not move the operation") {
+			t.Errorf("the form does not say that the decision is about the refused payload only")
+		}
+		if strings.Contains(body, `name="candidate"`) || strings.Contains(body, `name="compensation"`) {
+			t.Errorf("the form asks for a candidate or a compensation that no allowed decision takes")
+		}
+		code, body, _ = rev.post("/cases/"+caseID+"/decision", url.Values{"csrf": {rev.csrf}, "action": {"approve_retry"}, "reason": {"looks safe to me"}})
+		if code != http.StatusUnprocessableEntity || !strings.Contains(body, "refused payload will not run") {
+			t.Fatalf("forged approve_retry: %d, want 422 saying what is possible", code)
+		}
+		if got, _ := st.GetOperation(ctx, "acme", op.ID, ""); got.State != review.InFlight {
+			t.Fatalf("a refused decision moved the operation to %s", got.State)
+		}
+		if code, _, _ := rev.post("/cases/"+caseID+"/decision", url.Values{"csrf": {rev.csrf}, "action": {"fail"}, "reason": {"the second payload was a mistake"}}); code != http.StatusSeeOther {
+			t.Fatalf("fail on the refused payload: %d", code)
+		}
+		if got, _ := st.GetOperation(ctx, "acme", op.ID, ""); got.State != review.InFlight {
+			t.Errorf("the verdict on the refused payload moved the operation to %s", got.State)
+		}
+		if c, _ := st.GetCase(ctx, caseID, nil); c.Status != store.CaseResolved {
+			t.Errorf("case after the verdict: %+v", c)
+		}
+
+		// A case in review offers the reviewer every decision on the operation.
+		inReview := needsReview(t, st, "doc-2")
+		if _, body := rev.get("/cases/" + inReview); strings.Join(radioActions(body), ",") != "confirm,compensate,approve_retry,fail" {
+			t.Errorf("case in review offers %v", radioActions(body))
+		}
+	})
+}
+
+// TestConsoleCompensation (issue 12, hole 7): compensate through the
+// console leaves the operation compensating and its case open, offering
+// only the word on the undo; compensation_done then settles it.
+func TestConsoleCompensation(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		srv, st := consoleServer(t, e)
+		ctx := context.Background()
+		caseID := needsReview(t, st, "doc-undo")
+		sup := newBrowser(t, srv.URL)
+		sup.login("support@example.com")
+		sup.get("/cases/" + caseID)
+		if code, _, _ := sup.post("/cases/"+caseID+"/decision", url.Values{"csrf": {sup.csrf}, "action": {"compensate"}, "candidate": {"file-doc-undo"},
+			"compensation": {"deleted file-doc-undo by hand"}, "reason": {"rendered from the wrong version"}}); code != http.StatusSeeOther {
+			t.Fatalf("compensate: %d", code)
+		}
+		c, _ := st.GetCase(ctx, caseID, nil)
+		op, _ := st.OperationByID(ctx, c.OperationID, nil)
+		if op.State != review.Compensating || c.Status != store.CaseOpen {
+			t.Fatalf("after compensate: operation %s, case %s; want compensating and open", op.State, c.Status)
+		}
+		code, body := sup.get("/cases/" + caseID)
+		if got := strings.Join(radioActions(body), ","); code != 200 || got != "compensation_done,compensation_failed" {
+			t.Fatalf("compensating case page: %d, offers %s", code, got)
+		}
+		if !strings.Contains(body, "deleted file-doc-undo by hand") {
+			t.Errorf("the page does not say which undo is under way")
+		}
+		if code, _, _ := sup.post("/cases/"+caseID+"/decision", url.Values{"csrf": {sup.csrf}, "action": {"compensation_done"},
+			"reason": {"the file is gone from the destination"}, "version": {fmt.Sprint(c.Version)}}); code != http.StatusSeeOther {
+			t.Fatalf("compensation_done: %d", code)
+		}
+		op, _ = st.OperationByID(ctx, c.OperationID, nil)
+		if c, _ := st.GetCase(ctx, caseID, nil); op.State != review.Compensated || c.Status != store.CaseResolved {
+			t.Errorf("after compensation_done: operation %s, case %s; want compensated and resolved", op.State, c.Status)
+		}
+	})
+}

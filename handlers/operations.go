@@ -191,7 +191,8 @@ type jobRequest struct {
 	OutputRef    string           `json:"output_ref" text:"id,255"`
 }
 
-// PutJob records or updates a transformation job; 200 with the operation.
+// PutJob updates one of the operation's transformation jobs (store.PutJob
+// refuses a ref the operation never reported); 200 with the operation.
 func (h *Handlers) PutJob(c echo.Context) error {
 	var req jobRequest
 	if err := bindJSON(c, &req); err != nil {

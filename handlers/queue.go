@@ -19,7 +19,7 @@ var allReasons = []string{
 	string(review.ReasonFinancial), string(review.ReasonIrreversible), string(review.ReasonRegulated),
 	string(review.ReasonSourcesDisagree), string(review.ReasonDeadlineExpired), string(review.ReasonNoDedupEvidence),
 	string(review.ReasonPayloadMismatch), string(review.ReasonMultipleCands), string(review.ReasonVersionMismatch),
-	string(review.ReasonStateConflict), string(review.ReasonBudgetExhausted),
+	string(review.ReasonStateConflict), string(review.ReasonBudgetExhausted), string(review.ReasonCompensationFailed),
 }
 
 // Queue renders the review queue: the whole page, or for htmx (the live

@@ -96,6 +96,21 @@ func newReconciler(st *store.Store, cfg *review.Config, owner string) *reconcile
 // lost (timeout after send) and the operation is ambiguous.
 func (b *testBundle) ambiguous(t *testing.T, ref, dest string, created func(op *review.Operation)) *review.Operation {
 	t.Helper()
+	return b.ambiguousWith(t, ref, dest, created, nil)
+}
+
+// ambiguousAfter is ambiguous with attempt 1 ending in timeout (nil: a
+// plain timeout after send).
+func (b *testBundle) ambiguousAfter(t *testing.T, ref, dest string, timeout *review.Outcome) *review.Operation {
+	t.Helper()
+	return b.ambiguousWith(t, ref, dest, nil, timeout)
+}
+
+func (b *testBundle) ambiguousWith(t *testing.T, ref, dest string, created func(op *review.Operation), timeout *review.Outcome) *review.Operation {
+	t.Helper()
+	if timeout == nil {
+		timeout = &review.Outcome{Result: review.ResultTimeout, Phase: review.PhaseAfterSend}
+	}
 	payload, err := review.Canonicalize([]byte(`{"name":"` + ref + `"}`))
 	if err != nil {
 		t.Fatal(err)
@@ -112,7 +127,7 @@ func (b *testBundle) ambiguous(t *testing.T, ref, dest string, created func(op *
 	if created != nil {
 		created(op)
 	}
-	res, err := b.st.RecordOutcome(b.ctx, tenant, op.ID, g.N, review.Outcome{Result: review.ResultTimeout, Phase: review.PhaseAfterSend}, "test")
+	res, err := b.st.RecordOutcome(b.ctx, tenant, op.ID, g.N, *timeout, "test")
 	if err != nil {
 		t.Fatalf("RecordOutcome(%s): %v", ref, err)
 	}

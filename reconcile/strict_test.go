@@ -110,6 +110,8 @@ type scriptCase struct {
 	search string // extra lines of the search probe's configuration
 	auth   string // extra lines of every probe's configuration
 	script func(r *http.Request, opID string) (int, string)
+	// timeout is attempt 1's outcome, when not a plain timeout after send.
+	timeout *review.Outcome
 	// setup runs on the ambiguous operation before the round.
 	setup func(t *testing.T, b *testBundle, op *review.Operation)
 	check func(t *testing.T, b *testBundle, s *scripted, got *review.Operation)
@@ -130,7 +132,7 @@ func runCases(t *testing.T, cases []scriptCase) {
 		b := setup(t, e, sandbox.Options{}, extra)
 		ops := make([]*review.Operation, len(cases))
 		for i, c := range cases {
-			ops[i] = b.ambiguous(t, fmt.Sprintf("folder-%d", i), fmt.Sprintf("scripted-%d", i), nil)
+			ops[i] = b.ambiguousAfter(t, fmt.Sprintf("folder-%d", i), fmt.Sprintf("scripted-%d", i), c.timeout)
 			if c.setup != nil {
 				c.setup(t, b, ops[i])
 			}
@@ -435,11 +437,11 @@ func jobLookup(status int, body string) func(r *http.Request, opID string) (int,
 // proves nothing — in neither case is the empty search proof of absence.
 func TestKnownJobNotFound(t *testing.T) {
 	t.Parallel()
-	withJob := func(t *testing.T, b *testBundle, op *review.Operation) {
-		if _, err := b.st.PutJob(b.ctx, tenant, op.ID, review.Job{Ref: "J1", Status: review.JobQueued}, "test"); err != nil {
-			t.Fatal(err)
-		}
-	}
+	// Attempt 1 was accepted as job J1, and the connection dropped after
+	// the destination said so: the job is the operation's, its effect
+	// unknown. (A job is the operation's only when an outcome names it.)
+	withJob := &review.Outcome{Result: review.ResultTimeout, Phase: review.PhaseAfterSend,
+		Job: &review.JobRef{Ref: "J1", Status: string(review.JobQueued)}}
 	lookupInconclusive := func(t *testing.T, b *testBundle, s *scripted, got *review.Operation) {
 		t.Helper()
 		wantState(t, got, review.Ambiguous)
@@ -448,11 +450,11 @@ func TestKnownJobNotFound(t *testing.T) {
 		}
 	}
 	runCases(t, []scriptCase{
-		{name: "404", setup: withJob, script: jobLookup(http.StatusNotFound, `{"error":"not_found"}`), check: escalated(review.ReasonStateConflict)},
-		{name: "410", setup: withJob, script: jobLookup(http.StatusGone, `{"error":"gone"}`), check: escalated(review.ReasonStateConflict)},
-		{name: "another ref", setup: withJob, script: jobLookup(http.StatusOK, `{"ref":"J2","kind":"job","status":"queued"}`),
+		{name: "404", timeout: withJob, script: jobLookup(http.StatusNotFound, `{"error":"not_found"}`), check: escalated(review.ReasonStateConflict)},
+		{name: "410", timeout: withJob, script: jobLookup(http.StatusGone, `{"error":"gone"}`), check: escalated(review.ReasonStateConflict)},
+		{name: "another ref", timeout: withJob, script: jobLookup(http.StatusOK, `{"ref":"J2","kind":"job","status":"queued"}`),
 			check: escalated(review.ReasonStateConflict)},
-		{name: "404 to the job probe, the status probe being for resources", setup: withJob, status: "/resources/{{.ResourceRef}}",
+		{name: "404 to the job probe, the status probe being for resources", timeout: withJob, status: "/resources/{{.ResourceRef}}",
 			script: func(r *http.Request, opID string) (int, string) {
 				if r.URL.Path == "/jobs/J1" {
 					return http.StatusNotFound, `{"error":"not_found"}`
@@ -467,9 +469,9 @@ func TestKnownJobNotFound(t *testing.T) {
 					}
 				}
 			}},
-		{name: "500", setup: withJob, script: jobLookup(http.StatusInternalServerError, `{"error":"internal"}`), check: lookupInconclusive},
-		{name: "{}", setup: withJob, script: jobLookup(http.StatusOK, `{}`), check: lookupInconclusive},
-		{name: "found", setup: withJob,
+		{name: "500", timeout: withJob, script: jobLookup(http.StatusInternalServerError, `{"error":"internal"}`), check: lookupInconclusive},
+		{name: "{}", timeout: withJob, script: jobLookup(http.StatusOK, `{}`), check: lookupInconclusive},
+		{name: "found", timeout: withJob,
 			script: func(r *http.Request, opID string) (int, string) {
 				job := `{"ref":"J1","kind":"job","status":"queued","operation_id":"` + opID + `","logical_version":"v1"}`
 				if r.URL.Path == "/search" {

@@ -1,6 +1,9 @@
 package review
 
-import "fmt"
+import (
+	"fmt"
+	"slices"
+)
 
 // Decision actions a reviewer may take on a case (SPEC "Decision").
 const (
@@ -8,6 +11,15 @@ const (
 	DecideCompensate   = "compensate"
 	DecideApproveRetry = "approve_retry"
 	DecideFail         = "fail"
+	// DecideCompensationDone and DecideCompensationFailed are a reviewer's
+	// word on an undo decided earlier (the operation is compensating): it
+	// happened (→ compensated, the reviewer's evidence), or it did not
+	// (→ needs_review, reason compensation_failed). They stand in for the
+	// tracked compensation operation SPEC describes until it exists, and
+	// are named apart from confirm and fail because integrators read those
+	// as "the effect is this resource" and "the effect did not happen".
+	DecideCompensationDone   = "compensation_done"
+	DecideCompensationFailed = "compensation_failed"
 )
 
 // DecisionTarget is the state a decision moves the operation to.
@@ -16,13 +28,106 @@ func DecisionTarget(action string) (State, error) {
 	case DecideConfirm:
 		return Confirmed, nil
 	case DecideCompensate:
-		return Compensated, nil
+		// Not compensated yet: nothing shows the undo happened.
+		return Compensating, nil
 	case DecideApproveRetry:
 		return RetryWait, nil
 	case DecideFail:
 		return Failed, nil
+	case DecideCompensationDone:
+		return Compensated, nil
+	case DecideCompensationFailed:
+		return NeedsReview, nil
 	}
-	return "", fmt.Errorf("%w: action must be confirm, compensate, approve_retry or fail", ErrInvalid)
+	return "", fmt.Errorf("%w: action must be confirm, compensate, approve_retry, fail, compensation_done or compensation_failed", ErrInvalid)
+}
+
+// KeepsCaseOpen reports whether a decision leaves its case open: after
+// compensate a person still has to say whether the undo happened, and
+// after compensation_failed the operation is back in review on it.
+func KeepsCaseOpen(action string) bool {
+	return action == DecideCompensate || action == DecideCompensationFailed
+}
+
+// DecisionScope is what a decision on a case acts upon.
+type DecisionScope string
+
+const (
+	// OnOperation: the operation waits for a person (needs_review, or
+	// compensating for a reviewer's word on the undo), so a decision moves it.
+	OnOperation DecisionScope = "operation"
+	// OnRefusedPayload: the case is about a payload refused under the
+	// operation's key (payload_mismatch) while the operation itself is
+	// elsewhere in its life — pending, in flight, ambiguous, retrying,
+	// accepted, awaiting approval or settled. Nobody asked a person about
+	// the operation, so a decision is a verdict on the refused payload and
+	// moves nothing.
+	OnRefusedPayload DecisionScope = "refused_payload"
+)
+
+// DecidesOn says what decisions on a case with these reasons act upon
+// while its operation is in state, or "" when no decision applies.
+//
+// Decisions happen only where a person is asked: an operation moves by a
+// decision only from needs_review (SPEC "Operation states"), or from
+// compensating, where a reviewer says whether the undo happened. Approval
+// decisions (approve, refuse) will apply only in awaiting_approval; none
+// of the actions here ever moves an operation awaiting approval.
+//
+// A payload_mismatch case whose operation is elsewhere stays open, and
+// reviewable, even once the operation settles: the operation's outcome
+// says nothing about the refused payload — an intention that may never
+// have run because its key was reused — and closing the case on its own
+// would drop the only sign of it.
+func DecidesOn(state State, reasons []Reason) DecisionScope {
+	switch {
+	case state == NeedsReview, state == Compensating:
+		return OnOperation
+	case slices.Contains(reasons, ReasonPayloadMismatch):
+		return OnRefusedPayload
+	}
+	return ""
+}
+
+// DecisionsAllowed lists the actions a case with these reasons allows
+// while its operation is in state, in the order a form offers them
+// (before any role check).
+func DecisionsAllowed(state State, reasons []Reason) []string {
+	switch DecidesOn(state, reasons) {
+	case OnOperation:
+		if state == Compensating {
+			return []string{DecideCompensationDone, DecideCompensationFailed}
+		}
+		return []string{DecideConfirm, DecideCompensate, DecideApproveRetry, DecideFail}
+	case OnRefusedPayload:
+		// "fail" is the one verdict that means something for a refused
+		// payload: it will not run under this key. Confirming, compensating
+		// or retrying would be about the operation, which nobody asked about.
+		return []string{DecideFail}
+	}
+	return nil
+}
+
+// CheckDecision says whether action may be taken on a case with these
+// reasons while its operation is in state, and what it acts upon. A
+// refusal wraps ErrInvalidTransition and says what is possible instead.
+func CheckDecision(state State, reasons []Reason, action string) (DecisionScope, error) {
+	on := DecidesOn(state, reasons)
+	if slices.Contains(DecisionsAllowed(state, reasons), action) {
+		return on, nil
+	}
+	switch on {
+	case OnRefusedPayload:
+		return "", fmt.Errorf("%w: %s decides an operation in needs_review, and this one is %s: the case is about a payload refused under its key, "+
+			"and fail (the refused payload will not run) is the only verdict on it; the operation goes its own way", ErrInvalidTransition, action, state)
+	case OnOperation:
+		if state == Compensating {
+			return "", fmt.Errorf("%w: the operation is compensating: say whether the undo happened (compensation_done) or not (compensation_failed), not %s",
+				ErrInvalidTransition, action)
+		}
+		return "", fmt.Errorf("%w: %s applies only to an operation that is compensating; this one is %s", ErrInvalidTransition, action, state)
+	}
+	return "", fmt.Errorf("%w: the operation is %s: a decision applies only to an operation in needs_review", ErrInvalidTransition, state)
 }
 
 // ValidateDecision checks the fields each action needs: always a reason;

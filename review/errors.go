@@ -38,8 +38,9 @@ func (e *PayloadMismatchError) Error() string {
 	return fmt.Sprintf("key is already used by operation %s with a different %s", e.Operation.ID, strings.Join(e.Fields, ", "))
 }
 
-// OutcomeConflictError: the attempt already has a different outcome (or the
-// lease sweeper closed it). The late report is kept as evidence.
+// OutcomeConflictError: the report came late — the attempt already has a
+// different outcome, the lease sweeper closed it, or the operation moved
+// on while it was open. The late report is kept as evidence.
 type OutcomeConflictError struct {
 	Operation *Operation
 	Reason    string

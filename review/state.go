@@ -30,6 +30,11 @@ const (
 	Accepted State = "accepted"
 	// NeedsReview: evidence could not settle the outcome; a person decides.
 	NeedsReview State = "needs_review"
+	// Compensating: a reviewer decided to undo the effect; the operation
+	// waits for the undo to be confirmed (→ compensated) or to fail (→ back
+	// to needs_review, reason compensation_failed). Until compensation is
+	// an operation of its own, a reviewer says which, on the case.
+	Compensating State = "compensating"
 	// Confirmed (terminal): persisted evidence shows the effect happened once.
 	Confirmed State = "confirmed"
 	// Compensated (terminal): an extra or unwanted effect was undone.
@@ -41,7 +46,7 @@ const (
 // AllStates lists every state in lifecycle order.
 func AllStates() []State {
 	return []State{AwaitingApproval, Pending, InFlight, RetryWait, Ambiguous, Accepted,
-		NeedsReview, Confirmed, Compensated, Failed}
+		NeedsReview, Compensating, Confirmed, Compensated, Failed}
 }
 
 // transitions is the state machine: from → the states it may move to.
@@ -56,10 +61,13 @@ var transitions = map[State][]State{
 	RetryWait:   {InFlight, Confirmed, Ambiguous, NeedsReview, Failed},
 	Ambiguous:   {Confirmed, Accepted, RetryWait, NeedsReview, Failed},
 	Accepted:    {Confirmed, Ambiguous, NeedsReview, Failed},
-	NeedsReview: {Confirmed, Compensated, RetryWait, Failed},
-	Confirmed:   {},
-	Compensated: {},
-	Failed:      {},
+	NeedsReview: {Confirmed, Compensating, RetryWait, Failed},
+	// compensating: until a reviewer says the undo is done (compensated)
+	// or failed (back to review, reason compensation_failed).
+	Compensating: {Compensated, NeedsReview},
+	Confirmed:    {},
+	Compensated:  {},
+	Failed:       {},
 }
 
 // Valid reports whether s is one of the known states.

@@ -22,11 +22,13 @@ var legalTransitions = map[State][]State{
 	Ambiguous: {Confirmed, Accepted, RetryWait, NeedsReview, Failed},
 	// The job completes, its lease or status becomes unknown, disagrees, fails.
 	Accepted: {Confirmed, Ambiguous, NeedsReview, Failed},
-	// Reviewer decisions: confirm, compensate, approve_retry, fail.
-	NeedsReview: {Confirmed, Compensated, RetryWait, Failed},
-	Confirmed:   nil,
-	Compensated: nil,
-	Failed:      nil,
+	// Reviewer decisions: confirm, compensate (→ compensating), approve_retry, fail.
+	NeedsReview: {Confirmed, Compensating, RetryWait, Failed},
+	// The undo is confirmed, or it failed or became ambiguous: back to review.
+	Compensating: {Compensated, NeedsReview},
+	Confirmed:    nil,
+	Compensated:  nil,
+	Failed:       nil,
 }
 
 func isLegal(from, to State) bool {
@@ -142,8 +144,9 @@ func TestTerminalStatesHaveNoExits(t *testing.T) {
 			if !want && exits == 0 {
 				t.Errorf("non-terminal state has no exit")
 			}
-			// SPEC: any non-terminal → failed.
-			if !want && !CanTransition(s, Failed) {
+			// SPEC: any non-terminal → failed — except compensating: its
+			// effect happened, so it ends compensated or goes back to review.
+			if !want && s != Compensating && !CanTransition(s, Failed) {
 				t.Errorf("non-terminal state cannot fail")
 			}
 		})
@@ -162,6 +165,7 @@ func TestAttemptable(t *testing.T) {
 		{Ambiguous, false},
 		{Accepted, false},
 		{NeedsReview, false},
+		{Compensating, false},
 		{Confirmed, false},
 		{Compensated, false},
 		{Failed, false},

@@ -136,6 +136,9 @@ const (
 	ReasonVersionMismatch Reason = "version_mismatch"
 	ReasonStateConflict   Reason = "state_conflict"
 	ReasonBudgetExhausted Reason = "budget_exhausted"
+	// ReasonCompensationFailed: an undo a reviewer decided did not happen;
+	// the operation is back in review.
+	ReasonCompensationFailed Reason = "compensation_failed"
 )
 
 // The `text` tags on types that arrive in API bodies declare each string's

@@ -56,7 +56,9 @@ func TestAuditOneEventPerStateChange(t *testing.T) {
 		b.start(t, a)
 		b.report(t, a, 2, success("file-a"))
 		noTrace(a, func() { b.report(t, a, 2, success("file-a")) })
-		noTrace(a, func() { _, _ = b.s.RecordOutcome(b.ctx, tenantA, a.ID, 2, httpError(500), "test") })
+		// A different report for attempt 2 is refused but kept (issue 12,
+		// hole 4): evidence, audited, no state change.
+		_, _ = b.s.RecordOutcome(b.ctx, tenantA, a.ID, 2, httpError(500), "test")
 		noTrace(a, func() { _, _ = b.tryStart(a, "", "") })
 		noTrace(a, func() { _, _, _ = b.s.Register(b.ctx, intention("doc-a", review.RiskIdempotentWrite, "keyed")) })
 
@@ -78,14 +80,14 @@ func TestAuditOneEventPerStateChange(t *testing.T) {
 			}
 		}
 
-		// C: lease lost, late report, retried, rejected.
+		// C: lease lost, late (failed) report, retried, rejected.
 		c := b.newOp(t, "doc-c", review.RiskRead, "plain")
 		b.start(t, c)
 		b.clk.Advance(2 * review.DefaultLease)
 		if _, err := b.s.SweepLeases(b.ctx); err != nil {
 			t.Fatal(err)
 		}
-		_, _ = b.s.RecordOutcome(b.ctx, tenantA, c.ID, 1, success("file-c"), "test")
+		_, _ = b.s.RecordOutcome(b.ctx, tenantA, c.ID, 1, httpError(500), "test")
 		b.clk.Advance(time.Minute)
 		b.start(t, c)
 		b.report(t, c, 2, httpError(400))
@@ -105,7 +107,8 @@ func TestAuditOneEventPerStateChange(t *testing.T) {
 			changes []string
 			others  []string
 		}{
-			{a, []string{"→pending", "pending→in_flight", "in_flight→retry_wait", "retry_wait→in_flight", "in_flight→confirmed"}, nil},
+			{a, []string{"→pending", "pending→in_flight", "in_flight→retry_wait", "retry_wait→in_flight", "in_flight→confirmed"},
+				[]string{"evidence.recorded"}},
 			{bop, []string{"→pending", "pending→in_flight", "in_flight→ambiguous", "ambiguous→retry_wait", "retry_wait→in_flight",
 				"in_flight→accepted", "accepted→confirmed"}, []string{"evidence.recorded", "job.updated", "job.updated"}},
 			{c, []string{"→pending", "pending→in_flight", "in_flight→retry_wait", "retry_wait→in_flight", "in_flight→failed"},

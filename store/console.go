@@ -293,4 +293,5 @@ func reasonBits(rs []review.Reason) int64 {
 // of cases.reason_bits, so this order never changes (append only).
 var allReasons = []review.Reason{review.ReasonFinancial, review.ReasonIrreversible, review.ReasonRegulated,
 	review.ReasonSourcesDisagree, review.ReasonDeadlineExpired, review.ReasonNoDedupEvidence, review.ReasonPayloadMismatch,
-	review.ReasonMultipleCands, review.ReasonVersionMismatch, review.ReasonStateConflict, review.ReasonBudgetExhausted}
+	review.ReasonMultipleCands, review.ReasonVersionMismatch, review.ReasonStateConflict, review.ReasonBudgetExhausted,
+	review.ReasonCompensationFailed}

@@ -42,6 +42,12 @@ const (
 	DecisionApplied       = "applied"
 	DecisionFirstApproval = "first_approval"
 	DecisionVoid          = "void"
+	// DecisionRefusedPayload: a verdict on a payload refused under the
+	// operation's key, given while the operation was elsewhere than in
+	// review (review.OnRefusedPayload). The operation did not move:
+	// to_state is the state it was in. Not announced by webhook, which
+	// integrators read as "the operation was decided"; the feed lists it.
+	DecisionRefusedPayload = "refused_payload"
 )
 
 // DecisionRequest is a reviewer's decision on a case.
@@ -70,14 +76,16 @@ INSERT INTO decisions (seq, txid, id, tenant, case_id, operation_id, action, res
 VALUES (?, %s, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	/* Store.Decide */
 	selectFirstApproval = `SELECT ` + decisionColumns + ` FROM decisions WHERE case_id = ? AND status = 'first_approval' ORDER BY seq DESC LIMIT 1`
+	/* Store.lastApplied */
+	selectLastApplied = `SELECT ` + decisionColumns + ` FROM decisions WHERE case_id = ? AND status = 'applied' ORDER BY seq DESC LIMIT 1`
 	/* Store.Decide */
 	voidDecision = `UPDATE decisions SET status = 'void' WHERE seq = ? AND status = 'first_approval'`
-	/* Store.Decide: guarded by version and status, so two reviewers cannot both win. */
+	/* Store.closeCase: guarded by version and status, so two reviewers cannot both win. */
 	resolveCase = `
 UPDATE cases SET status = 'resolved', resolved_at = ?, resolved_by = ?, resolution = ?, claimed_by = '', claim_until = NULL,
     version = version + 1
 WHERE id = ? AND status = 'open' AND version = ?`
-	/* Store.Decide */
+	/* Store.Decide and Store.closeCase: a first approval, or a decision that keeps the case open. */
 	bumpCase = `UPDATE cases SET version = version + 1 WHERE id = ? AND status = 'open' AND version = ?`
 	/* Store.Decide: an approved retry gets room to run. */
 	updateOpRetryBudget = `UPDATE operations SET max_attempts = ?, deadline = ?, next_attempt_at = ? WHERE id = ?`
@@ -90,6 +98,14 @@ WHERE id = ? AND status = 'open' AND version = ?`
 // decided what. An approve_retry on a financial or irreversible operation
 // needs two different reviewers: the first approval is recorded, bound to
 // the payload hash and key, and the case stays open.
+//
+// What a decision may do is review.CheckDecision's rule, checked here
+// under the case's and the operation's locks: it moves the operation only
+// from needs_review (and, for the word on an undo, from compensating); on
+// a payload_mismatch case whose operation is elsewhere, fail is recorded
+// as a verdict on the refused payload and nothing moves; anything else is
+// review.ErrInvalidTransition. compensate and compensation_failed keep
+// the case open (review.KeepsCaseOpen): the undo is still to be settled.
 func (s *Store) Decide(ctx context.Context, req DecisionRequest) (*Decision, error) {
 	if err := review.ValidateDecision(req.Action, req.Ref, req.Compensation, req.Reason); err != nil {
 		return nil, err
@@ -113,10 +129,19 @@ func (s *Store) Decide(ctx context.Context, req DecisionRequest) (*Decision, err
 			return err
 		}
 		op := row.operation()
+		on, err := review.CheckDecision(op.State, c.Reasons, req.Action)
+		if err != nil {
+			return err
+		}
 		now := s.now()
 		d := &Decision{ID: newID("dec_", now), Tenant: c.Tenant, CaseID: c.ID, OperationID: op.ID, Action: req.Action,
 			ResourceRef: req.Ref, Compensation: req.Compensation, Reason: req.Reason, Actor: req.Actor,
 			PayloadHash: op.PayloadHash, Key: op.Key, Status: DecisionApplied, FromState: string(op.State), ToState: string(to), DecidedAt: now}
+		if on == review.OnRefusedPayload {
+			d.Status, d.ToState = DecisionRefusedPayload, string(op.State)
+			out = d
+			return s.resolveWithVerdict(ctx, tx, c, d)
+		}
 
 		if review.NeedsTwoApprovers(op, req.Action) {
 			first, err := s.firstApproval(ctx, tx, c.ID)
@@ -150,19 +175,18 @@ func (s *Store) Decide(ctx context.Context, req DecisionRequest) (*Decision, err
 			}
 		}
 
-		if op.State != to {
-			if err := review.CheckTransition(op.State, to); err != nil {
-				return err
-			}
-		}
-		res, err := tx.ExecContext(ctx, s.rebind(resolveCase), now, req.Actor, req.Action, c.ID, c.Version)
-		if err != nil {
+		if err := review.CheckTransition(op.State, to); err != nil {
 			return err
 		}
-		if k, _ := res.RowsAffected(); k != 1 {
-			return &review.AlreadyDecidedError{CaseID: c.ID}
+		if req.Action == review.DecideCompensationDone && d.ResourceRef == "" && d.Compensation == "" {
+			// Name what was undone: the compensate decision said.
+			if prev, err := s.lastApplied(ctx, tx, c.ID); err != nil {
+				return err
+			} else if prev != nil && prev.Action == review.DecideCompensate {
+				d.ResourceRef, d.Compensation = prev.ResourceRef, prev.Compensation
+			}
 		}
-		if err := s.countOpenCase(ctx, tx, c.Tenant, c.Destination, c.Action, c.Flags, reasonBits(c.Reasons), -1); err != nil {
+		if err := s.closeCase(ctx, tx, c, d); err != nil {
 			return err
 		}
 		if err := s.insertDecision(ctx, tx, d); err != nil {
@@ -175,15 +199,21 @@ func (s *Store) Decide(ctx context.Context, req DecisionRequest) (*Decision, err
 			return err
 		}
 		out = d
+		if review.KeepsCaseOpen(d.Action) {
+			return nil
+		}
 		return s.appendEvent(ctx, tx, &AuditEvent{At: now, Actor: req.Actor, Tenant: c.Tenant, OperationID: op.ID,
 			Action: "case.resolved", Detail: detailJSON(map[string]any{"case_id": c.ID, "decision_id": d.ID, "resolution": req.Action})})
 	})
 	if err != nil {
 		var already *review.AlreadyDecidedError
 		if errors.As(err, &already) && already.By == "" {
-			// Say who won, read after the winner committed.
-			if c, gerr := s.caseByID(ctx, s.db, req.CaseID); gerr == nil {
+			// Say who won, read after the winner committed: the resolution,
+			// or, on a case a decision kept open (compensate), that decision.
+			if c, gerr := s.caseByID(ctx, s.db, req.CaseID); gerr == nil && c.Status != CaseOpen {
 				already.By, already.Action, already.At = c.ResolvedBy, c.Resolution, deref(c.ResolvedAt)
+			} else if d, gerr := s.lastApplied(ctx, s.db, req.CaseID); gerr == nil && d != nil {
+				already.By, already.Action, already.At = d.Actor, d.Action, d.DecidedAt
 			}
 		}
 		if errors.As(err, &already) || errors.Is(err, review.ErrNotFound) || errors.Is(err, review.ErrInvalid) ||
@@ -193,6 +223,45 @@ func (s *Store) Decide(ctx context.Context, req DecisionRequest) (*Decision, err
 		return nil, fmt.Errorf("store.Decide: %w", err)
 	}
 	return out, nil
+}
+
+// closeCase resolves c for decision d or, when d keeps it open
+// (review.KeepsCaseOpen), moves its version on; either way guarded by the
+// version read under the lock, so two deciders cannot both win.
+func (s *Store) closeCase(ctx context.Context, tx *sqlx.Tx, c *Case, d *Decision) error {
+	q, args := resolveCase, []any{d.DecidedAt, d.Actor, d.Action, c.ID, c.Version}
+	if review.KeepsCaseOpen(d.Action) {
+		q, args = bumpCase, []any{c.ID, c.Version}
+	}
+	res, err := tx.ExecContext(ctx, s.rebind(q), args...)
+	if err != nil {
+		return err
+	}
+	if k, _ := res.RowsAffected(); k != 1 {
+		return &review.AlreadyDecidedError{CaseID: c.ID}
+	}
+	if review.KeepsCaseOpen(d.Action) {
+		return nil
+	}
+	return s.countOpenCase(ctx, tx, c.Tenant, c.Destination, c.Action, c.Flags, reasonBits(c.Reasons), -1)
+}
+
+// resolveWithVerdict records d, a verdict on the payload refused under
+// c's operation's key, and resolves c; the operation is not touched.
+func (s *Store) resolveWithVerdict(ctx context.Context, tx *sqlx.Tx, c *Case, d *Decision) error {
+	if err := s.closeCase(ctx, tx, c, d); err != nil {
+		return err
+	}
+	if err := s.insertDecision(ctx, tx, d); err != nil {
+		return err
+	}
+	if err := s.appendEvent(ctx, tx, &AuditEvent{At: d.DecidedAt, Actor: d.Actor, Tenant: c.Tenant, OperationID: c.OperationID,
+		Action: "decision.refused_payload", Detail: detailJSON(map[string]any{"case_id": c.ID, "decision_id": d.ID, "action": d.Action,
+			"reason": d.Reason, "state": d.FromState})}); err != nil {
+		return err
+	}
+	return s.appendEvent(ctx, tx, &AuditEvent{At: d.DecidedAt, Actor: d.Actor, Tenant: c.Tenant, OperationID: c.OperationID,
+		Action: "case.resolved", Detail: detailJSON(map[string]any{"case_id": c.ID, "decision_id": d.ID, "resolution": d.Action})})
 }
 
 // applyDecision moves the operation as decided, with the evidence a
@@ -212,6 +281,25 @@ func (s *Store) applyDecision(ctx context.Context, tx *sqlx.Tx, row *opRow, d *D
 	case review.DecideCompensate:
 		detail["compensation"] = d.Compensation
 		detail["resource_ref"] = d.ResourceRef
+	case review.DecideCompensationDone:
+		// What compensated rests on: a reviewer's word that the effect is
+		// undone — it is no longer there, hence refutes.
+		note := "compensation done"
+		if d.ResourceRef != "" {
+			note += " of " + d.ResourceRef
+		}
+		if d.Compensation != "" {
+			note += " (" + d.Compensation + ")"
+		}
+		ev := review.Evidence{Source: review.SourceReviewer, Authoritative: true, Verdict: review.VerdictRefutes, ObservedAt: now,
+			Note: note + " — " + d.Actor + ": " + d.Reason}
+		if err := s.insertEvidence(ctx, tx, row.ID, ev); err != nil {
+			return err
+		}
+		detail["compensation"] = d.Compensation
+		detail["resource_ref"] = d.ResourceRef
+	case review.DecideCompensationFailed:
+		detail["escalation"] = []review.Reason{review.ReasonCompensationFailed}
 	case review.DecideApproveRetry:
 		max := row.MaxAttempts
 		if row.AttemptCount >= max {
@@ -224,9 +312,6 @@ func (s *Store) applyDecision(ctx context.Context, tx *sqlx.Tx, row *opRow, d *D
 		if _, err := tx.ExecContext(ctx, s.rebind(updateOpRetryBudget), max, dbTime(deadline), now, row.ID); err != nil {
 			return err
 		}
-	}
-	if review.State(row.State) == to {
-		return nil // already there (a case opened on a settled operation)
 	}
 	reason := fmt.Sprintf("%s by %s: %s", d.Action, d.Actor, d.Reason)
 	return s.transition(ctx, tx, row, to, reason, d.Actor, "decision."+d.Action, detail)
@@ -247,6 +332,19 @@ func (s *Store) lockCase(ctx context.Context, tx *sqlx.Tx, id string) (*Case, er
 	}
 	c.fill()
 	return &c, nil
+}
+
+// lastApplied is the newest applied decision on a case, or nil.
+func (s *Store) lastApplied(ctx context.Context, q sqlx.QueryerContext, caseID string) (*Decision, error) {
+	var d Decision
+	err := sqlx.GetContext(ctx, q, &d, s.rebind(selectLastApplied), caseID)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &d, nil
 }
 
 func (s *Store) firstApproval(ctx context.Context, tx *sqlx.Tx, caseID string) (*Decision, error) {

@@ -45,6 +45,13 @@ func (b *bundle) inReview(t testing.TB, r review.Registration, absent bool) (*re
 	return op, &cs[0]
 }
 
+// seen marks r as made by a reviewer who saw c as it was (the console
+// sends the case version with every decision).
+func seen(r store.DecisionRequest, c *store.Case) store.DecisionRequest {
+	r.CaseVersion = c.Version
+	return r
+}
+
 // decideReq is a valid request for action on c by actor.
 func decideReq(c *store.Case, action, actor string) store.DecisionRequest {
 	req := store.DecisionRequest{CaseID: c.ID, Action: action, Actor: actor, Reason: "checked the destination by hand"}
@@ -58,7 +65,8 @@ func decideReq(c *store.Case, action, actor string) store.DecisionRequest {
 }
 
 // TestDecideTransitions: each decision moves the operation, resolves the
-// case, records the decision and audits both.
+// case (compensate keeps it open: the undo is still to be settled),
+// records the decision and audits both.
 func TestDecideTransitions(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -66,7 +74,7 @@ func TestDecideTransitions(t *testing.T) {
 		want   review.State
 	}{
 		{review.DecideConfirm, review.Confirmed},
-		{review.DecideCompensate, review.Compensated},
+		{review.DecideCompensate, review.Compensating},
 		{review.DecideFail, review.Failed},
 		{review.DecideApproveRetry, review.RetryWait},
 	}
@@ -93,14 +101,20 @@ func TestDecideTransitions(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if rc.Status != store.CaseResolved || rc.ResolvedBy != "alice" || rc.Resolution != tt.action ||
+				resolved := 1
+				if tt.action == review.DecideCompensate {
+					resolved = 0
+					if rc.Status != store.CaseOpen || rc.Version <= c.Version {
+						t.Errorf("case after compensate = %+v, want open with a new version", rc)
+					}
+				} else if rc.Status != store.CaseResolved || rc.ResolvedBy != "alice" || rc.Resolution != tt.action ||
 					rc.ResolvedAt == nil || !rc.ResolvedAt.Equal(b.clk.Now()) || rc.Version <= c.Version {
 					t.Errorf("case after decision = %+v", rc)
 				}
 				hist := b.history(t, op.ID)
 				acts := countActions(hist)
-				if acts["decision."+tt.action] != 1 || acts["case.resolved"] != 1 {
-					t.Errorf("audit = %v, want one decision.%s and one case.resolved", acts, tt.action)
+				if acts["decision."+tt.action] != 1 || acts["case.resolved"] != resolved {
+					t.Errorf("audit = %v, want one decision.%s and %d case.resolved", acts, tt.action, resolved)
 				}
 				for _, ev := range hist {
 					if ev.Action == "decision."+tt.action && (ev.Actor != "alice" || ev.FromState != string(review.NeedsReview) || ev.ToState != string(tt.want)) {
@@ -126,8 +140,14 @@ func TestDecideTransitions(t *testing.T) {
 					errAs[*review.NotAttemptableError](t, err)
 				}
 
-				// A second decision on the resolved case is refused, naming the first.
-				_, err = b.s.Decide(b.ctx, decideReq(c, review.DecideFail, "bob"))
+				// A second decision is refused, naming the first: on the
+				// resolved case by its status; on the case compensate kept
+				// open by the version bob saw.
+				req := decideReq(c, review.DecideFail, "bob")
+				if tt.action == review.DecideCompensate {
+					req = seen(req, c)
+				}
+				_, err = b.s.Decide(b.ctx, req)
 				ad := errAs[*review.AlreadyDecidedError](t, err)
 				if ad.By != "alice" || ad.Action != tt.action || ad.CaseID != c.ID || ad.At.IsZero() {
 					t.Errorf("AlreadyDecidedError = %+v, want alice's %s", ad, tt.action)
@@ -193,11 +213,13 @@ func TestDecideRefusals(t *testing.T) {
 
 // TestDecideConcurrently: 2–8 reviewers decide one case at the same
 // moment, 20 rounds: exactly one decision applies each round; every other
-// reviewer is told who decided what.
+// reviewer (each sending the case version they saw, as the console does)
+// is told who decided what — also when the winner's compensate kept the
+// case open.
 func TestDecideConcurrently(t *testing.T) {
 	t.Parallel()
 	actions := []string{review.DecideConfirm, review.DecideCompensate, review.DecideFail, review.DecideApproveRetry}
-	targets := map[string]review.State{review.DecideConfirm: review.Confirmed, review.DecideCompensate: review.Compensated,
+	targets := map[string]review.State{review.DecideConfirm: review.Confirmed, review.DecideCompensate: review.Compensating,
 		review.DecideFail: review.Failed, review.DecideApproveRetry: review.RetryWait}
 	storetest.Each(t, func(t *testing.T, e store.Engine) {
 		b := setup(t, e, nil)
@@ -213,7 +235,7 @@ func TestDecideConcurrently(t *testing.T) {
 				go func() {
 					defer wg.Done()
 					<-ready
-					decs[i], errs[i] = b.s.Decide(b.ctx, decideReq(c, actions[(i+round)%len(actions)], fmt.Sprintf("reviewer-%d", i)))
+					decs[i], errs[i] = b.s.Decide(b.ctx, seen(decideReq(c, actions[(i+round)%len(actions)], fmt.Sprintf("reviewer-%d", i)), c))
 				}()
 			}
 			close(ready)
@@ -248,8 +270,12 @@ func TestDecideConcurrently(t *testing.T) {
 			if n := countRows(t, b.s, `SELECT COUNT(*) FROM decisions WHERE case_id = ?`, c.ID); n != 1 {
 				t.Errorf("round %d: %d decisions recorded, want 1", round, n)
 			}
-			if n := countActions(b.history(t, op.ID))["case.resolved"]; n != 1 {
-				t.Errorf("round %d: %d case.resolved events, want 1", round, n)
+			resolved := 1
+			if winner.Action == review.DecideCompensate {
+				resolved = 0
+			}
+			if n := countActions(b.history(t, op.ID))["case.resolved"]; n != resolved {
+				t.Errorf("round %d: %d case.resolved events, want %d", round, n, resolved)
 			}
 		}
 		if !storetest.Sealed(t, b.s).OK {

@@ -2,9 +2,10 @@ package store
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/jmoiron/sqlx"
 
@@ -56,30 +57,40 @@ func (s *Store) AddEvidence(ctx context.Context, tenant, opID string, ev review.
 // review), or records that the evidence settled nothing (evidence.recorded).
 // Every path that lands evidence about an effect calls it.
 func (s *Store) weigh(ctx context.Context, tx *sqlx.Tx, row *opRow, actor string, detail map[string]any) error {
+	moved, err := s.weighMove(ctx, tx, row, actor, detail)
+	if err != nil || moved {
+		return err
+	}
+	return s.appendEvent(ctx, tx, &AuditEvent{Actor: actor, Tenant: row.Tenant, OperationID: row.ID,
+		Action: "evidence.recorded", Detail: detailJSON(detail)})
+}
+
+// weighMove is weigh without the "recorded" event, for callers that audit
+// the evidence themselves: it reports whether the operation moved.
+func (s *Store) weighMove(ctx context.Context, tx *sqlx.Tx, row *opRow, actor string, detail map[string]any) (bool, error) {
 	op, err := s.loadDetails(ctx, tx, row.operation())
 	if err != nil {
-		return err
+		return false, err
 	}
 	w := review.Weigh(op, s.cfg.Destination(op.Destination), s.now())
 	if w.State == "" {
-		return s.appendEvent(ctx, tx, &AuditEvent{Actor: actor, Tenant: op.Tenant, OperationID: op.ID,
-			Action: "evidence.recorded", Detail: detailJSON(detail)})
+		return false, nil
 	}
 	if len(w.Reasons) > 0 {
 		detail["escalation"] = w.Reasons
 	}
 	if w.Resource != nil {
 		if err := s.setResource(ctx, tx, op.ID, *w.Resource); err != nil {
-			return err
+			return false, err
 		}
 	}
 	if err := s.transition(ctx, tx, row, w.State, w.Reason, actor, "evidence.settled", detail); err != nil {
-		return err
+		return false, err
 	}
 	if w.State == review.RetryWait {
-		return s.setNextAttempt(ctx, tx, op.ID)
+		return true, s.setNextAttempt(ctx, tx, op.ID)
 	}
-	return nil
+	return true, nil
 }
 
 const (
@@ -89,6 +100,9 @@ const (
 	updateOpNextAttempt = `UPDATE operations SET next_attempt_at = ? WHERE id = ?`
 	/* Store.PutJob */
 	selectJob = `SELECT operation_id, ref, status, input_version, output_ref, created_at, updated_at FROM jobs WHERE operation_id = ? AND ref = ?`
+	/* Store.putJobTx: the operation's jobs, oldest first (the order
+	   loadDetails lists them in, whose last the reconciler polls). */
+	selectJobRefs = `SELECT ref FROM jobs WHERE operation_id = ? ORDER BY created_at, ref`
 )
 
 func (s *Store) setResource(ctx context.Context, tx *sqlx.Tx, opID string, r review.ResourceRef) error {
@@ -105,10 +119,21 @@ func (s *Store) setNextAttempt(ctx context.Context, tx *sqlx.Tx, opID string) er
 	return nil
 }
 
-// PutJob records or updates a transformation job. When the job of an
-// accepted operation finishes, the operation follows: succeeded for the
-// operation's logical version → confirmed; for another version → review;
-// failed or canceled → failed. A finished job cannot change status again.
+// PutJob updates one of the operation's transformation jobs. When the
+// current job of an accepted operation finishes, the operation follows:
+// succeeded for the operation's logical version → confirmed; for another
+// version → review; failed or canceled → failed. A finished job cannot
+// change status again.
+//
+// Jobs belong to their operation: a job is the operation's when the
+// destination named it — in an attempt's outcome, or to the reconciler —
+// and its current job is the newest of those (the one the reconciler
+// polls). An update for a ref the operation never reported is refused
+// (review.ErrConflict) with nothing changed, rather than kept as an
+// evidence-only job: a job row would become the newest one, which the
+// reconciler would then poll, so an unrelated ref could steer the
+// operation; and the caller learns at once that the ref is wrong. An
+// earlier job's update is recorded but settles nothing.
 func (s *Store) PutJob(ctx context.Context, tenant, opID string, j review.Job, actor string) (*review.Operation, error) {
 	if !j.Status.Valid() {
 		return nil, fmt.Errorf("%w: field \"status\": must be queued, running, succeeded, failed or canceled", review.ErrInvalid)
@@ -137,10 +162,22 @@ func (s *Store) putJobTx(ctx context.Context, tx *sqlx.Tx, tenant, opID string, 
 	if err != nil {
 		return err
 	}
+	var refs []string
+	if err := tx.SelectContext(ctx, &refs, s.rebind(selectJobRefs), opID); err != nil {
+		return fmt.Errorf("jobs: %w", err)
+	}
+	if !slices.Contains(refs, j.Ref) {
+		known := "it has none"
+		if len(refs) > 0 {
+			known = "its jobs: " + strings.Join(refs, ", ")
+		}
+		return fmt.Errorf("%w: job %s was never reported for operation %s (%s); a job is the operation's when the attempt's outcome names it",
+			review.ErrConflict, j.Ref, opID, known)
+	}
+	current := refs[len(refs)-1] == j.Ref
 	var old review.Job
 	err = tx.GetContext(ctx, &old, s.rebind(selectJob), opID, j.Ref)
 	switch {
-	case errors.Is(err, sql.ErrNoRows):
 	case err != nil:
 		return err
 	case old.Status.Done() && old.Status != j.Status:
@@ -157,8 +194,8 @@ func (s *Store) putJobTx(ctx context.Context, tx *sqlx.Tx, tenant, opID string, 
 		Action: "job.updated", Detail: detailJSON(detail)}); err != nil {
 		return err
 	}
-	if row.State != string(review.Accepted) || !j.Status.Done() {
-		return nil
+	if row.State != string(review.Accepted) || !j.Status.Done() || !current {
+		return nil // only the current job's end settles the operation
 	}
 	version := j.InputVersion
 	if version == "" {

@@ -152,15 +152,21 @@ func TestFastPathFallsBackWhenAnotherInstanceMoved(t *testing.T) {
 		sameAsStored(t, b, res.Operation, "outcome after evidence elsewhere")
 
 		// A reviewer's cancel through b while a holds a snapshot in flight:
-		// a's late report is fenced, nothing is half-written.
+		// a's late report is fenced — refused, kept as evidence only, never
+		// applied as the attempt's outcome.
 		op = a.newOp(t, "moved-3", review.RiskRead, "files")
 		a.start(t, op)
 		exec(t, b.s, `UPDATE operations SET state = 'cancelled', version = version + 1 WHERE id = ?`, op.ID)
-		if _, err := a.s.RecordOutcome(a.ctx, op.Tenant, op.ID, 1, success("file:moved-3"), "test"); !errors.Is(err, review.ErrConflict) {
-			t.Errorf("report after the operation moved on = %v, want ErrConflict", err)
+		_, err = a.s.RecordOutcome(a.ctx, op.Tenant, op.ID, 1, success("file:moved-3"), "test")
+		errAs[*review.OutcomeConflictError](t, err)
+		if got := countRows(t, a.s, `SELECT COUNT(*) FROM attempts WHERE operation_id = ? AND (result <> 'unknown' OR finished_at IS NULL)`, op.ID); got != 0 {
+			t.Errorf("the fenced report was applied to the attempt, or left it open")
 		}
-		if got := countRows(t, a.s, `SELECT COUNT(*) FROM attempts WHERE operation_id = ? AND finished_at IS NOT NULL`, op.ID); got != 0 {
-			t.Errorf("the fenced report closed the attempt")
+		if got := countRows(t, a.s, `SELECT COUNT(*) FROM operations WHERE id = ? AND state = 'cancelled' AND resource_ref IS NULL`, op.ID); got != 1 {
+			t.Errorf("the fenced report moved the operation")
+		}
+		if got := countRows(t, a.s, `SELECT COUNT(*) FROM evidence WHERE operation_id = ? AND source = 'response'`, op.ID); got != 1 {
+			t.Errorf("the fenced report was not kept as evidence")
 		}
 	})
 }

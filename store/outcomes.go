@@ -67,9 +67,10 @@ ON CONFLICT (operation_id, ref) DO UPDATE SET status = excluded.status,
 )
 
 // RecordOutcome applies an integrator's report for attempt n. The same
-// report again answers unchanged; a different one, or one for an attempt
-// the sweeper already closed, is a *review.OutcomeConflictError (the late
-// report is kept as evidence).
+// report again answers unchanged. A report that comes late — a different
+// one for a closed attempt, one for an attempt the sweeper closed, or one
+// for an attempt the operation has moved on from — is a
+// *review.OutcomeConflictError, and is kept as evidence (keepLateReport).
 func (s *Store) RecordOutcome(ctx context.Context, tenant, opID string, n int, o review.Outcome, actor string) (*OutcomeResult, error) {
 	if err := o.Validate(); err != nil {
 		return nil, err
@@ -98,23 +99,35 @@ func (s *Store) RecordOutcome(ctx context.Context, tenant, opID string, n int, o
 		if err != nil {
 			return err
 		}
-		if att.FinishedAt != nil {
-			switch {
-			case att.OutcomeHash == hash:
-				res = &OutcomeResult{Next: att.Next, RetryAt: att.RetryAt, Reason: att.NextReason, Unchanged: true}
-				return nil
-			case att.Result == review.ResultUnknown:
-				refused = &review.OutcomeConflictError{Operation: row.operation(),
-					Reason: fmt.Sprintf("attempt %d's lease expired before this report; the operation went %s. The report is kept as evidence for reconciliation", n, row.State)}
-				return s.lateReport(ctx, tx, row, n, o, actor)
-			default:
-				refused = &review.OutcomeConflictError{Operation: row.operation(),
-					Reason: fmt.Sprintf("attempt %d already has a different outcome (%s)", n, att.Result)}
-				return nil
+		var why, told string
+		switch {
+		case att.FinishedAt != nil && att.OutcomeHash == hash:
+			res = &OutcomeResult{Next: att.Next, RetryAt: att.RetryAt, Reason: att.NextReason, Unchanged: true}
+			return nil
+		case att.FinishedAt != nil && att.Result == review.ResultUnknown:
+			why = "after it was closed"
+			told = fmt.Sprintf("attempt %d was closed before this report (%s)", n, att.NextReason)
+		case att.FinishedAt != nil:
+			why = fmt.Sprintf("after its outcome %s", att.Result)
+			told = fmt.Sprintf("attempt %d already has a different outcome (%s)", n, att.Result)
+		case row.State != string(review.InFlight) || att.Generation != row.Version:
+			// Open, but the operation moved on since it was granted: the
+			// report is no longer the operation's outcome (fencing).
+			why = "after the operation moved on"
+			told = fmt.Sprintf("attempt %d was superseded: the operation moved on (%s) before this report", n, row.State)
+			if err := s.closeAttempt(ctx, tx, row, n, "superseded: the operation moved on before its outcome", actor); err != nil {
+				return err
 			}
+		default:
+			res, err = s.applyOutcome(ctx, tx, row, att, o, hash, actor)
+			return err
 		}
-		res, err = s.applyOutcome(ctx, tx, row, att, o, hash, actor)
-		return err
+		if err := s.keepLateReport(ctx, tx, row, n, o, why, actor); err != nil {
+			return err
+		}
+		refused = &review.OutcomeConflictError{Operation: row.operation(),
+			Reason: fmt.Sprintf("%s; the operation is %s. The report is kept as evidence", told, row.State)}
+		return nil
 	})
 	if err != nil {
 		if errors.Is(err, review.ErrNotFound) || errors.Is(err, review.ErrConflict) || errors.Is(err, review.ErrInvalidTransition) {
@@ -232,19 +245,80 @@ func outcomeDetail(n int, o review.Outcome, d review.Decision) map[string]any {
 	return detail
 }
 
-// lateReport keeps an outcome that arrived after the sweeper closed its
-// attempt: it is evidence (never authoritative on its own) for reconciliation.
-func (s *Store) lateReport(ctx context.Context, tx *sqlx.Tx, row *opRow, n int, o review.Outcome, actor string) error {
-	ev := review.Evidence{Source: review.SourceResponse, Verdict: review.VerdictInconclusive, ObservedAt: s.now(),
-		Note: fmt.Sprintf("late report for attempt %d after its lease expired: %s", n, o.Result)}
-	if o.Resource != nil {
-		ev.Candidates = []review.Candidate{{Ref: o.Resource.Ref, Kind: o.Resource.Kind, Version: o.Resource.Version, OperationID: row.ID}}
-	}
+// keepLateReport keeps an outcome for attempt n that came after the
+// attempt was closed (why says how) as evidence, the way the report says
+// it (review.LateEvidence), audited; the operation is not moved by it,
+// except by escalateLateSuccess. Deciding what all the evidence then
+// means is the assessment's work.
+func (s *Store) keepLateReport(ctx context.Context, tx *sqlx.Tx, row *opRow, n int, o review.Outcome, why, actor string) error {
+	ev := review.LateEvidence(row.operation(), n, o, why)
+	ev.ObservedAt = s.now()
 	if err := s.insertEvidence(ctx, tx, row.ID, ev); err != nil {
 		return err
 	}
+	if err := s.appendEvent(ctx, tx, &AuditEvent{Actor: actor, Tenant: row.Tenant, OperationID: row.ID,
+		Action: "evidence.recorded", Detail: detailJSON(map[string]any{"source": ev.Source, "authoritative": ev.Authoritative,
+			"verdict": ev.Verdict, "note": ev.Note, "n": n, "result": o.Result})}); err != nil {
+		return err
+	}
+	if o.Result != review.ResultSuccess {
+		return nil
+	}
+	if moved, err := s.escalateLateSuccess(ctx, tx, row, n, actor); err != nil || moved {
+		return err
+	}
+	// Otherwise all the evidence, this report included, says where the
+	// operation goes (a late success proves the effect: confirmed, unless
+	// other evidence contradicts it).
+	_, err := s.weighMove(ctx, tx, row, actor, map[string]any{"n": n, "late": true})
+	return err
+}
+
+// escalateLateSuccess sends the operation to review when a success
+// reported late for attempt n means the retry the ledger allowed may
+// repeat the effect (review.LateSuccessNeedsReview). An attempt in flight
+// is closed as unknown: its report, when it comes, is kept like any late
+// one. The assessment of all the evidence may call this too.
+func (s *Store) escalateLateSuccess(ctx context.Context, tx *sqlx.Tx, row *opRow, n int, actor string) (moved bool, err error) {
+	op := row.operation()
+	var first time.Time
+	if row.FirstAttemptAt.Valid {
+		first = row.FirstAttemptAt.Time
+	}
+	if !review.LateSuccessNeedsReview(op, n, review.EffectiveRisk(op.Risk, s.cfg.Destination(op.Destination), first, s.now())) {
+		return false, nil
+	}
+	why := fmt.Sprintf("attempt %d reported success after it was closed, while a retry was due: it would repeat the effect", n)
+	if op.AttemptCount > n {
+		why = fmt.Sprintf("attempt %d reported success after it was closed, while attempt %d (%s) may have its effect too", n, op.AttemptCount, op.State)
+	}
+	if op.State == review.InFlight {
+		if err := s.closeAttempt(ctx, tx, row, op.AttemptCount, fmt.Sprintf("closed in review: attempt %d's late success", n), actor); err != nil {
+			return false, err
+		}
+	}
+	return true, s.transition(ctx, tx, row, review.NeedsReview, why, actor, "operation.escalated",
+		map[string]any{"n": n, "escalation": []review.Reason{review.ReasonSourcesDisagree}})
+}
+
+/* Store.closeAttempt */
+const closeOpenAttempt = `
+UPDATE attempts SET finished_at = ?, result = 'unknown', phase = 'unknown', next = 'review', next_reason = ?
+WHERE operation_id = ? AND n = ? AND finished_at IS NULL`
+
+// closeAttempt closes attempt n of row, if still open, with outcome
+// unknown, audited: the operation no longer waits for it, and the sweeper
+// must not either.
+func (s *Store) closeAttempt(ctx context.Context, tx *sqlx.Tx, row *opRow, n int, why, actor string) error {
+	res, err := s.exec(ctx, tx, closeOpenAttempt, s.now(), why, row.ID, n)
+	if err != nil {
+		return fmt.Errorf("close attempt: %w", err)
+	}
+	if rowsAffected(res) == 0 {
+		return nil
+	}
 	return s.appendEvent(ctx, tx, &AuditEvent{Actor: actor, Tenant: row.Tenant, OperationID: row.ID,
-		Action: "evidence.recorded", Detail: detailJSON(map[string]any{"source": ev.Source, "note": ev.Note})})
+		Action: "attempt.closed", Detail: detailJSON(map[string]any{"n": n, "result": review.ResultUnknown, "reason": why})})
 }
 
 func (s *Store) insertEvidence(ctx context.Context, tx *sqlx.Tx, opID string, ev review.Evidence) error {

@@ -1,0 +1,95 @@
+package store_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/limbo-dev/limbo/review"
+	"github.com/limbo-dev/limbo/store"
+	"github.com/limbo-dev/limbo/store/storetest"
+)
+
+// accepted is an outcome whose destination accepted job ref.
+func accepted(ref string) review.Outcome {
+	return review.Outcome{Result: review.ResultSuccess, Phase: review.PhaseAfterSend, HTTPStatus: 202, Job: &review.JobRef{Ref: ref, Status: "queued"}}
+}
+
+// TestJobsBelongToTheirOperation (issue 12, hole 6): a job update for a
+// ref the operation never reported is refused (409) with nothing changed;
+// a known job that is no longer the operation's current one is recorded
+// but does not settle it; only the current job's end does.
+func TestJobsBelongToTheirOperation(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		b := setup(t, e, nil)
+
+		t.Run("a ref never reported", func(t *testing.T) {
+			op := b.newOp(t, "doc-a", review.RiskCompensableWrite, "transform")
+			b.start(t, op)
+			op = b.report(t, op, 1, accepted("job-A")).Operation
+			wantState(t, op, review.Accepted)
+			events := len(b.history(t, op.ID))
+
+			_, err := b.s.PutJob(b.ctx, tenantA, op.ID, review.Job{Ref: "job-B", Status: review.JobFailed}, "integrator")
+			if !errors.Is(err, review.ErrConflict) || !strings.Contains(err.Error(), "job-B") || !strings.Contains(err.Error(), "job-A") {
+				t.Fatalf("PutJob(job-B) = %v, want ErrConflict naming job-B and the operation's job-A", err)
+			}
+			got := b.get(t, op)
+			wantState(t, got, review.Accepted)
+			if len(got.Jobs) != 1 || got.Jobs[0].Ref != "job-A" || got.Version != op.Version || len(b.history(t, op.ID)) != events {
+				t.Errorf("the refused job update changed something: jobs %+v, version %d → %d", got.Jobs, op.Version, got.Version)
+			}
+			got, err = b.s.PutJob(b.ctx, tenantA, op.ID, review.Job{Ref: "job-A", Status: review.JobSucceeded, OutputRef: "pdf-a"}, "integrator")
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantState(t, got, review.Confirmed)
+
+			// An operation that never had a job takes none by PUT.
+			plain := b.newOp(t, "doc-p", review.RiskCompensableWrite, "transform")
+			if _, err := b.s.PutJob(b.ctx, tenantA, plain.ID, review.Job{Ref: "job-Z", Status: review.JobQueued}, "integrator"); !errors.Is(err, review.ErrConflict) {
+				t.Errorf("PutJob on an operation without jobs = %v, want ErrConflict", err)
+			}
+		})
+
+		t.Run("an earlier job does not settle the current one's operation", func(t *testing.T) {
+			r := intention("doc-two-jobs", review.RiskCompensableWrite, "transform")
+			deadline := b.clk.Now().Add(time.Hour)
+			r.Deadline = &deadline
+			op := b.register(t, r)
+			b.start(t, op)
+			wantState(t, b.report(t, op, 1, accepted("job-1")).Operation, review.Accepted)
+			b.clk.Advance(2 * time.Hour)
+			if _, err := b.s.ExpireDeadlines(b.ctx); err != nil {
+				t.Fatal(err)
+			}
+			cs, _ := b.s.CasesForOperation(b.ctx, op.ID)
+			if len(cs) != 1 {
+				t.Fatalf("cases after the deadline: %+v", cs)
+			}
+			if _, err := b.s.Decide(b.ctx, decideReq(&cs[0], review.DecideApproveRetry, "alice")); err != nil {
+				t.Fatal(err)
+			}
+			b.start(t, op)
+			op = b.report(t, op, 2, accepted("job-2")).Operation
+			wantState(t, op, review.Accepted)
+
+			got, err := b.s.PutJob(b.ctx, tenantA, op.ID, review.Job{Ref: "job-1", Status: review.JobFailed}, "integrator")
+			if err != nil {
+				t.Fatalf("PutJob(job-1) = %v, want it recorded", err)
+			}
+			wantState(t, got, review.Accepted)
+			if got.Jobs[0].Ref != "job-1" || got.Jobs[0].Status != review.JobFailed {
+				t.Errorf("jobs = %+v, want job-1 recorded failed", got.Jobs)
+			}
+			got, err = b.s.PutJob(b.ctx, tenantA, op.ID, review.Job{Ref: "job-2", Status: review.JobSucceeded, OutputRef: "pdf-2"}, "integrator")
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantState(t, got, review.Confirmed)
+		})
+		assertSealed(t, b.s)
+	})
+}

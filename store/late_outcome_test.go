@@ -1,0 +1,135 @@
+package store_test
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/limbo-dev/limbo/review"
+	"github.com/limbo-dev/limbo/store"
+	"github.com/limbo-dev/limbo/store/storetest"
+)
+
+// lateKept requires the newest evidence of op to be attempt n's late
+// report of ref: source response, kept as the report says.
+func lateKept(t *testing.T, op *review.Operation, n int, ref string, authoritative bool, verdict review.Verdict) {
+	t.Helper()
+	if len(op.Evidence) == 0 {
+		t.Fatalf("no evidence: the late report of attempt %d was thrown away", n)
+	}
+	ev := op.Evidence[len(op.Evidence)-1]
+	if ev.Source != review.SourceResponse || ev.Authoritative != authoritative || ev.Verdict != verdict ||
+		len(ev.Candidates) != 1 || ev.Candidates[0].Ref != ref || !strings.Contains(ev.Note, "late report for attempt") {
+		t.Errorf("newest evidence = %+v, want attempt %d's late report of %s (authoritative %v, %s)", ev, n, ref, authoritative, verdict)
+	}
+}
+
+// TestLateOutcomesAreKept (issue 12, hole 4): an outcome for an attempt
+// already closed — a different report for it, or any report after the
+// operation moved on — is refused (409) but always stored as evidence
+// and audited. A late success while a retry is due or a later attempt is
+// out sends the operation to a person: the retry may repeat the effect.
+func TestLateOutcomesAreKept(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		b := setup(t, e, nil)
+		// retrying leaves a compensable write in retry_wait: attempt 1
+		// timed out, then the destination authoritatively held nothing.
+		retrying := func(t *testing.T, ref string) *review.Operation {
+			t.Helper()
+			op := b.ambiguous(t, ref)
+			got, err := b.s.AddEvidence(b.ctx, tenantA, op.ID, review.Evidence{Source: review.SourceMetadataSearch, Authoritative: true}, "integrator")
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantState(t, got, review.RetryWait)
+			return got
+		}
+
+		t.Run("a different report while a retry is due", func(t *testing.T) {
+			op := retrying(t, "doc-retry")
+			_, err := b.s.RecordOutcome(b.ctx, tenantA, op.ID, 1, success("fld-late"), "integrator")
+			oc := errAs[*review.OutcomeConflictError](t, err)
+			if !strings.Contains(oc.Reason, "kept as evidence") {
+				t.Errorf("conflict reason %q does not say the report was kept", oc.Reason)
+			}
+			got := b.get(t, op)
+			lateKept(t, got, 1, "fld-late", true, review.VerdictConfirms)
+			// The retry would repeat the effect: a person decides.
+			wantState(t, got, review.NeedsReview)
+			cs, _ := b.s.CasesForOperation(b.ctx, op.ID)
+			if len(cs) != 1 || cs[0].Status != store.CaseOpen || !slices.Contains(cs[0].Reasons, review.ReasonSourcesDisagree) {
+				t.Errorf("cases = %+v, want one open with sources_disagree", cs)
+			}
+			_, err = b.tryStart(op, "", "")
+			errAs[*review.NotAttemptableError](t, err)
+			// The kept success and the earlier proof of absence disagree
+			// (review.Weigh): the absence settled once, the disagreement once.
+			acts := countActions(b.history(t, op.ID))
+			if acts["evidence.recorded"] < 1 || acts["evidence.settled"] != 2 {
+				t.Errorf("audit = %v, want the kept report and the move to review", acts)
+			}
+		})
+
+		t.Run("a late success while attempt 2 is in flight", func(t *testing.T) {
+			op := retrying(t, "doc-flight")
+			b.start(t, op)
+			_, err := b.s.RecordOutcome(b.ctx, tenantA, op.ID, 1, success("fld-1"), "integrator")
+			errAs[*review.OutcomeConflictError](t, err)
+			got := b.get(t, op)
+			lateKept(t, got, 1, "fld-1", true, review.VerdictConfirms)
+			wantState(t, got, review.NeedsReview)
+			if a := got.Attempts[1]; a.FinishedAt == nil || a.Result != review.ResultUnknown {
+				t.Errorf("attempt 2 = %+v, want closed with result unknown (its report is kept when it comes)", a)
+			}
+			// Attempt 2's own report comes: refused, kept; the case sees both.
+			_, err = b.s.RecordOutcome(b.ctx, tenantA, op.ID, 2, success("fld-2"), "integrator")
+			errAs[*review.OutcomeConflictError](t, err)
+			got = b.get(t, op)
+			lateKept(t, got, 2, "fld-2", true, review.VerdictConfirms)
+			wantState(t, got, review.NeedsReview)
+			if n := countRows(t, b.s, `SELECT COUNT(*) FROM attempts WHERE operation_id = ? AND finished_at IS NULL`, op.ID); n != 0 {
+				t.Errorf("%d attempts still open", n)
+			}
+		})
+
+		t.Run("a failure reported late says nothing about the operation", func(t *testing.T) {
+			op := retrying(t, "doc-error")
+			_, err := b.s.RecordOutcome(b.ctx, tenantA, op.ID, 1, review.Outcome{Result: review.ResultError, Phase: review.PhaseAfterSend, HTTPStatus: 500,
+				Resource: &review.ResourceRef{Ref: "fld-err"}}, "integrator")
+			errAs[*review.OutcomeConflictError](t, err)
+			got := b.get(t, op)
+			lateKept(t, got, 1, "fld-err", false, review.VerdictInconclusive)
+			wantState(t, got, review.RetryWait)
+		})
+
+		t.Run("after the operation moved on with the attempt open", func(t *testing.T) {
+			op := b.newOp(t, "doc-moved", review.RiskCompensableWrite, "plain")
+			b.start(t, op)
+			// Whatever moved it (nothing in this store may, today), the
+			// attempt's report is no longer the operation's outcome.
+			exec(t, b.s, `UPDATE operations SET state = 'needs_review', version = version + 1 WHERE id = ?`, op.ID)
+			_, err := b.s.RecordOutcome(b.ctx, tenantA, op.ID, 1, success("fld-moved"), "integrator")
+			errAs[*review.OutcomeConflictError](t, err)
+			got := b.get(t, op)
+			lateKept(t, got, 1, "fld-moved", true, review.VerdictConfirms)
+			wantState(t, got, review.NeedsReview)
+			if a := got.Attempts[0]; a.FinishedAt == nil || a.Result != review.ResultUnknown {
+				t.Errorf("attempt 1 = %+v, want closed as unknown, so that the sweeper leaves it", a)
+			}
+		})
+
+		t.Run("read: a late success is kept and settles it, nothing escalates", func(t *testing.T) {
+			op := b.newOp(t, "doc-read", review.RiskRead, "plain")
+			b.start(t, op)
+			wantState(t, b.report(t, op, 1, httpError(503)).Operation, review.RetryWait)
+			_, err := b.s.RecordOutcome(b.ctx, tenantA, op.ID, 1, success("rows"), "integrator")
+			errAs[*review.OutcomeConflictError](t, err)
+			got := b.get(t, op)
+			lateKept(t, got, 1, "rows", true, review.VerdictConfirms)
+			// No other attempt went out: the answer is there, nothing to retry.
+			wantState(t, got, review.Confirmed)
+		})
+		assertSealed(t, b.s)
+	})
+}
