@@ -38,14 +38,21 @@ const (
 )
 
 // propConfig is the configuration the property test runs under; probes
-// go to base, the world's probe server.
-func propConfig(base string) *review.Config {
+// go to base, the world's probe server, where destPlain answers in style.
+func propConfig(base string, style probeStyle) *review.Config {
 	probes := func(dest string) review.Probes {
-		return review.Probes{
+		p := review.Probes{
 			Status: &review.Probe{URL: base + "/" + dest + "/status?ref={{.ResourceRef}}&job={{.JobRef}}&op={{.ID}}"},
 			Search: &review.Probe{URL: base + "/" + dest + "/search?op={{.ID}}", Candidates: "results"},
 			Job:    &review.Probe{URL: base + "/" + dest + "/jobs/{{.JobRef}}"},
 		}
+		if dest == destPlain && style == styleAnonymous {
+			// A credential whose variable nobody set.
+			for _, pr := range []*review.Probe{p.Status, p.Search, p.Job} {
+				pr.AuthHeader, pr.AuthEnv = "Authorization", "LIMBO_PROPERTY_UNSET_TOKEN"
+			}
+		}
+		return p
 	}
 	loopback := review.AllowList{Prefixes: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}}
 	return &review.Config{Destinations: map[string]review.Destination{
@@ -94,6 +101,35 @@ type keyMemory struct {
 	res   *resource
 }
 
+// probeStyle is how a destination answers probes: what it holds is always
+// the truth, but a real destination pages, repeats, garbles, lags longer
+// than it says, forgets jobs or shows an anonymous caller nothing. Each
+// style but the clean one meets a hole the reconciler still has (issue 12
+// holes 9–16, the probes branch); the property test draws only the styles
+// in probeStyles.
+type probeStyle string
+
+const (
+	styleClean probeStyle = "clean"
+	// stylePaged: the search answers one candidate a page, after a first
+	// page that is empty (a sharded index), "next" naming the following
+	// page (hole 12).
+	stylePaged probeStyle = "paged"
+	// styleRepeats: the search lists every candidate twice (hole 10).
+	styleRepeats probeStyle = "repeats"
+	// styleGarbled: the search's answer is broken — JSON followed by an
+	// error page, a duplicate "results" member, "results": null (hole 13).
+	styleGarbled probeStyle = "garbled"
+	// styleLaggy: the search lags twice as long as configured (holes 16 and 9).
+	styleLaggy probeStyle = "laggy"
+	// styleJobsUnindexed: the search lists a job's output once it
+	// succeeded, never the job, and job lookups fail with 500 (hole 15).
+	styleJobsUnindexed probeStyle = "jobs_unindexed"
+	// styleAnonymous: the probe credential's variable is unset, and the
+	// destination shows an anonymous caller an empty search (hole 14).
+	styleAnonymous probeStyle = "anonymous"
+)
+
 // world is the ground truth of every destination.
 type world struct {
 	mu        sync.Mutex // the probe server reads it from the reconciler's goroutines
@@ -101,6 +137,17 @@ type world struct {
 	resources []*resource
 	keys      map[string]*keyMemory // by destination and key
 	seq       int
+	// style is how destPlain answers probes (the others answer cleanly).
+	style probeStyle
+	// garbled counts broken answers, to vary them.
+	garbled int
+}
+
+func (w *world) styleOf(dest string) probeStyle {
+	if dest == destPlain && w.style != "" {
+		return w.style
+	}
+	return styleClean
 }
 
 func newWorld(now func() time.Time) *world {
@@ -128,6 +175,16 @@ func (w *world) perform(dest, opID, version, key string, job bool) (res *resourc
 		w.keys[k] = &keyMemory{since: now, res: res}
 	}
 	return res, true
+}
+
+// remembers reports whether dest still remembers a request made under
+// key: it replays that request's answer instead of processing it again
+// (so it can no longer refuse the payload as invalid).
+func (w *world) remembers(dest, key string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	m := w.keys[dest+" "+key]
+	return dest == destKeys && m != nil && w.now().Sub(m.since) < keysRetention
 }
 
 // advanceJob moves a job one step on: queued → running → succeeded (or
@@ -189,17 +246,29 @@ func (w *world) liveOf(opID string) []*resource {
 	return out
 }
 
-// visible reports whether the destination's search shows r by now.
+// visible reports whether the destination's search shows r by now: past
+// its lag (twice the configured one at a laggy destination).
 func (w *world) visible(r *resource) bool {
-	return !w.now().Before(r.At.Add(lagOf(r.Dest)))
+	lag := lagOf(r.Dest)
+	if w.styleOf(r.Dest) == styleLaggy {
+		lag *= 2
+	}
+	return !w.now().Before(r.At.Add(lag))
 }
 
 // search is what the destination's metadata search for opID answers now:
-// the resources naming it that are past the search lag.
+// the resources naming it that are past the search lag (where jobs are
+// not indexed, a job's output once it succeeded, never the job).
 func (w *world) search(dest, opID string) []review.Candidate {
 	out := []review.Candidate{}
 	for _, r := range w.of(opID) {
-		if r.Dest == dest && w.visible(r) {
+		switch {
+		case r.Dest != dest || !w.visible(r):
+		case r.Kind == "job" && w.styleOf(dest) == styleJobsUnindexed:
+			if r.JobStatus == review.JobSucceeded {
+				out = append(out, review.Candidate{Ref: r.Output, Kind: "file", Version: r.Version, OperationID: r.OpID})
+			}
+		default:
 			out = append(out, r.candidate())
 		}
 	}
@@ -247,36 +316,81 @@ func (w *world) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		}
 	}
 	q := r.URL.Query()
+	style := w.styleOf(dest)
 	answer := func(v any) {
 		rw.Header().Set("Content-Type", "application/json")
 		json.NewEncoder(rw).Encode(v)
 	}
 	switch {
+	case style == styleAnonymous && r.Header.Get("Authorization") == "":
+		answer(map[string]any{"results": []review.Candidate{}}) // nothing is public
 	case rest == "search":
-		answer(map[string]any{"results": w.search(dest, q.Get("op"))})
+		w.answerSearch(rw, style, w.search(dest, q.Get("op")), q.Get("page"))
 	case rest == "status":
 		res := w.byRef(dest, q.Get("ref"))
 		if res == nil {
 			res = w.byRef(dest, q.Get("job"))
 		}
-		if res == nil {
+		switch {
+		case res != nil && res.Kind == "job" && style == styleJobsUnindexed:
+			http.Error(rw, "job store unavailable", http.StatusInternalServerError)
+		case res == nil:
 			http.NotFound(rw, r)
-			return
+		default:
+			answer(res.candidate())
 		}
-		answer(res.candidate())
 	case len(rest) > 5 && rest[:5] == "jobs/":
 		res := w.byRef(dest, rest[5:])
-		if res == nil || res.Kind != "job" {
+		switch {
+		case res == nil || res.Kind != "job":
 			http.NotFound(rw, r)
-			return
+		case style == styleJobsUnindexed:
+			http.Error(rw, "job store unavailable", http.StatusInternalServerError)
+		default:
+			w.mu.Lock()
+			ans := map[string]any{"status": res.JobStatus, "output_ref": res.Output, "logical_version": res.Version}
+			w.mu.Unlock()
+			answer(ans)
 		}
-		w.mu.Lock()
-		ans := map[string]any{"status": res.JobStatus, "output_ref": res.Output, "logical_version": res.Version}
-		w.mu.Unlock()
-		answer(ans)
 	default:
 		http.NotFound(rw, r)
 	}
+}
+
+// answerSearch writes the search's answer, cands, in the style.
+func (w *world) answerSearch(rw http.ResponseWriter, style probeStyle, cands []review.Candidate, page string) {
+	rw.Header().Set("Content-Type", "application/json")
+	body, _ := json.Marshal(map[string]any{"results": cands})
+	switch style {
+	case stylePaged:
+		i := 0
+		fmt.Sscanf(page, "%d", &i)
+		p := map[string]any{"results": []review.Candidate{}}
+		if i > 0 && i <= len(cands) {
+			p["results"] = cands[i-1 : i]
+		}
+		if i < len(cands) {
+			p["next"] = fmt.Sprint(i + 1)
+		}
+		body, _ = json.Marshal(p)
+	case styleRepeats:
+		body, _ = json.Marshal(map[string]any{"results": append(append([]review.Candidate{}, cands...), cands...)})
+	case styleGarbled:
+		w.mu.Lock()
+		w.garbled++
+		n := w.garbled
+		w.mu.Unlock()
+		switch n % 3 {
+		case 0:
+			body = []byte(`{"results":[]} <html><body>500 Internal Server Error</body></html>`)
+		case 1:
+			list, _ := json.Marshal(cands)
+			body = []byte(`{"results":` + string(list) + `,"results":[]}`)
+		default:
+			body = []byte(`{"results":null}`)
+		}
+	}
+	rw.Write(body)
 }
 
 // sortedRefs lists refs for messages.
