@@ -91,7 +91,7 @@ func (r *Reconciler) round(ctx context.Context, c store.ProbeClaim) {
 		return
 	}
 	results := r.Prober.Probe(ctx, c.Op, dest)
-	st := review.Settle(review.SettleInput{Op: c.Op, Destination: dest, LastSend: c.LastSend, Results: results,
+	st := review.Settle(review.SettleInput{Op: c.Op, Destination: dest, LastWrite: c.LastWrite, Results: results,
 		Round: c.Round, Now: r.Store.Now()})
 	if err := r.Store.ApplySettlement(ctx, c, st); err != nil {
 		switch {

@@ -81,10 +81,11 @@ type Settlement struct {
 type SettleInput struct {
 	Op          *Operation
 	Destination Destination
-	// LastSend is when the last attempt started: a search only counts as
-	// absence once the destination's search lag has passed since then.
-	LastSend time.Time
-	Results  []ProbeResult
+	// LastWrite is the latest moment an attempt could have landed
+	// (LastWriteAt): a search only counts as absence once the
+	// destination's search lag has passed since then.
+	LastWrite time.Time
+	Results   []ProbeResult
 	// Round is the number of rounds already run.
 	Round int
 	Now   time.Time
@@ -204,7 +205,7 @@ func settleRound(in SettleInput) Settlement {
 			// effect: the one matching is the only candidate that counts.
 			st.Evidence = append(st.Evidence, r.Evidence(op, VerdictConfirms, fmt.Sprintf("%s found %s", r.Kind, m[0].Ref)))
 		case r.Kind == ProbeSearch && len(cs) == 0:
-			fresh := in.LastSend.IsZero() || now.Sub(in.LastSend) >= in.Destination.SearchLag
+			fresh := in.LastWrite.IsZero() || now.Sub(in.LastWrite) >= in.Destination.SearchLag
 			switch {
 			case !fresh:
 				withinLag = true
@@ -259,7 +260,7 @@ func settleRound(in SettleInput) Settlement {
 	if withinLag {
 		// A search inside the lag proves nothing: look again when it can,
 		// and do not count the round against the limit.
-		wait = in.LastSend.Add(in.Destination.SearchLag).Sub(now) + 10*time.Millisecond
+		wait = in.LastWrite.Add(in.Destination.SearchLag).Sub(now) + 10*time.Millisecond
 	}
 	next := now.Add(wait)
 	switch {
@@ -267,7 +268,7 @@ func settleRound(in SettleInput) Settlement {
 		return st.escalate(ReasonDeadlineExpired, "the deadline comes before the outcome could be settled")
 	case round >= MaxProbeRounds && !withinLag:
 		return st.escalate(ReasonNoDedupEvidence, fmt.Sprintf("%d reconciliation rounds settled nothing", round))
-	case len(in.Results) == 0 && now.Sub(in.LastSend) >= EvidenceWait:
+	case len(in.Results) == 0 && now.Sub(in.LastWrite) >= EvidenceWait:
 		return st.escalate(ReasonNoDedupEvidence, "the destination has no probes and no evidence arrived")
 	}
 	st.NextProbe = next

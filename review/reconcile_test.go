@@ -65,7 +65,7 @@ func TestSettle(t *testing.T) {
 		name    string
 		op      *Operation
 		lag     time.Duration
-		sentAgo time.Duration // LastSend = now - sentAgo
+		sentAgo time.Duration // LastWrite = now - sentAgo (the attempt ended then)
 		results []ProbeResult
 		round   int
 
@@ -225,7 +225,7 @@ func TestSettle(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			in := SettleInput{Op: tt.op, Destination: Destination{SearchLag: tt.lag}, LastSend: settleNow.Add(-tt.sentAgo),
+			in := SettleInput{Op: tt.op, Destination: Destination{SearchLag: tt.lag}, LastWrite: settleNow.Add(-tt.sentAgo),
 				Results: tt.results, Round: tt.round, Now: settleNow}
 			got := Settle(in)
 			checkSettlement(t, in, got)
@@ -327,7 +327,7 @@ func TestSettleSearchDuringLagNeverCountsAsAbsence(t *testing.T) {
 			for _, round := range []int{0, 1, MaxProbeRounds / 2} {
 				for _, op := range []*Operation{ambiguousOp(RiskCompensableWrite), ambiguousOp(RiskIdempotentWrite), ambiguousOp(RiskIrreversible, FlagFinancial)} {
 					age := time.Duration(float64(lag) * frac)
-					in := SettleInput{Op: op, Destination: Destination{SearchLag: lag}, LastSend: settleNow.Add(-age),
+					in := SettleInput{Op: op, Destination: Destination{SearchLag: lag}, LastWrite: settleNow.Add(-age),
 						Results: []ProbeResult{searchFound()}, Round: round, Now: settleNow}
 					got := Settle(in)
 					what := fmt.Sprintf("lag %s, sent %s ago, round %d, %s %v", lag, age, round, op.Risk, op.Flags)
@@ -358,7 +358,7 @@ func TestSettleLongLagDoesNotEscalate(t *testing.T) {
 			sent := settleNow
 			now := sent.Add(100 * time.Millisecond)
 			for round := 0; ; round++ {
-				got := Settle(SettleInput{Op: op, Destination: Destination{SearchLag: lag}, LastSend: sent,
+				got := Settle(SettleInput{Op: op, Destination: Destination{SearchLag: lag}, LastWrite: sent,
 					Results: []ProbeResult{searchFound()}, Round: round, Now: now})
 				if got.State == "" {
 					if round > 50 {
@@ -386,7 +386,7 @@ func TestSettleBackoff(t *testing.T) {
 	t.Parallel()
 	prev := time.Duration(0)
 	for round := 0; round < MaxProbeRounds-1; round++ {
-		got := Settle(SettleInput{Op: ambiguousOp(RiskCompensableWrite), Destination: Destination{}, LastSend: settleNow.Add(-time.Hour),
+		got := Settle(SettleInput{Op: ambiguousOp(RiskCompensableWrite), Destination: Destination{}, LastWrite: settleNow.Add(-time.Hour),
 			Results: []ProbeResult{probeFailed(ProbeSearch, "HTTP 500")}, Round: round, Now: settleNow})
 		if got.State != "" {
 			t.Fatalf("round %d: %s (%s), want another round", round, got.State, got.Reason)
@@ -428,7 +428,7 @@ func TestSettleWeighsEarlierEvidence(t *testing.T) {
 			op := ambiguousOp(RiskCompensableWrite)
 			op.Attempts = []Attempt{{N: 1, StartedAt: settleNow.Add(-2 * time.Minute)}}
 			op.Evidence = tt.prior
-			got := Settle(SettleInput{Op: op, LastSend: settleNow.Add(-2 * time.Minute), Results: tt.results, Now: settleNow})
+			got := Settle(SettleInput{Op: op, LastWrite: settleNow.Add(-2 * time.Minute), Results: tt.results, Now: settleNow})
 			if got.State != tt.want || (tt.reason != "" && !slices.Contains(got.Reasons, tt.reason)) {
 				t.Fatalf("Settle = %s %v (%s), want %s %s", got.State, got.Reasons, got.Reason, tt.want, tt.reason)
 			}

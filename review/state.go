@@ -54,11 +54,12 @@ func AllStates() []State {
 var transitions = map[State][]State{
 	AwaitingApproval: {Pending, Failed},
 	// pending and retry_wait also move on evidence (Weigh): confirmed when
-	// it names one effect, needs_review when it names several or
-	// contradicts, ambiguous when a webhook claims an effect.
-	Pending:     {InFlight, Confirmed, Ambiguous, NeedsReview, Failed},
+	// it names one effect, accepted when it names the operation's job,
+	// needs_review when it names several or contradicts, ambiguous when a
+	// webhook claims an effect.
+	Pending:     {InFlight, Confirmed, Accepted, Ambiguous, NeedsReview, Failed},
 	InFlight:    {Confirmed, Accepted, RetryWait, Ambiguous, NeedsReview, Failed},
-	RetryWait:   {InFlight, Confirmed, Ambiguous, NeedsReview, Failed},
+	RetryWait:   {InFlight, Confirmed, Accepted, Ambiguous, NeedsReview, Failed},
 	Ambiguous:   {Confirmed, Accepted, RetryWait, NeedsReview, Failed},
 	Accepted:    {Confirmed, Ambiguous, NeedsReview, Failed},
 	NeedsReview: {Confirmed, Compensating, RetryWait, Failed},

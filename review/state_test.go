@@ -10,14 +10,15 @@ import (
 var legalTransitions = map[State][]State{
 	// approve → pending, refuse → failed.
 	AwaitingApproval: {Pending, Failed},
-	// An attempt; evidence naming an effect (confirmed), several or a
-	// contradiction (review), a webhook's claim (reconcile first); budget ends.
-	Pending: {InFlight, Confirmed, Ambiguous, NeedsReview, Failed},
+	// An attempt; evidence naming an effect (confirmed) or the operation's
+	// job (accepted), several or a contradiction (review), a webhook's
+	// claim (reconcile first); budget ends.
+	Pending: {InFlight, Confirmed, Accepted, Ambiguous, NeedsReview, Failed},
 	// An outcome: done, async job, retryable, unknown, version mismatch, rejected.
 	InFlight: {Confirmed, Accepted, RetryWait, Ambiguous, NeedsReview, Failed},
 	// Another attempt; evidence as from pending; escalation (e.g. payload
 	// mismatch); budget ends.
-	RetryWait: {InFlight, Confirmed, Ambiguous, NeedsReview, Failed},
+	RetryWait: {InFlight, Confirmed, Accepted, Ambiguous, NeedsReview, Failed},
 	// Reconciliation: exactly one match, proof of absence, anything else.
 	Ambiguous: {Confirmed, Accepted, RetryWait, NeedsReview, Failed},
 	// The job completes, its lease or status becomes unknown, disagrees, fails.

@@ -2,6 +2,7 @@ package review
 
 import (
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -34,13 +35,16 @@ type Weighing struct {
 	Reasons  []Reason
 	Reason   string
 	Resource *ResourceRef
+	// Job is a job the evidence found that the ledger does not hold yet:
+	// the operation follows it (accepted).
+	Job *Job
 }
 
-// assessed are the states evidence may move an operation out of: those in
+// Assessed reports the states evidence may move an operation out of: those in
 // which nobody is answering for the effect yet. An attempt in flight waits
 // for its outcome (or its lease), accepted follows its job, and a person
 // decides in review; terminal states are final.
-func assessed(s State) bool { return s == Pending || s == RetryWait || s == Ambiguous }
+func Assessed(s State) bool { return s == Pending || s == RetryWait || s == Ambiguous }
 
 // Weigh re-reads op's whole record — every evidence row (the newest
 // included), its attempts — and says where the operation goes. It is asked
@@ -65,15 +69,11 @@ func assessed(s State) bool { return s == Pending || s == RetryWait || s == Ambi
 //   - Evidence observed before the newest reviewer decision was weighed by
 //     that person and is not counted again.
 func Weigh(op *Operation, d Destination, now time.Time) Weighing {
-	if !assessed(op.State) {
+	if !Assessed(op.State) {
 		return Weighing{}
 	}
-	var lastSend, decided time.Time
-	for _, a := range op.Attempts {
-		if a.StartedAt.After(lastSend) {
-			lastSend = a.StartedAt
-		}
-	}
+	lastWrite := LastWriteAt(op.Attempts)
+	var decided time.Time
 	for _, ev := range op.Evidence {
 		if ev.Source == SourceReviewer && ev.ObservedAt.After(decided) {
 			decided = ev.ObservedAt
@@ -102,7 +102,7 @@ func Weigh(op *Operation, d Destination, now time.Time) Weighing {
 			// (a lookup that no longer finds a known ref is a conflict, not
 			// absence).
 			if ev.Verdict == VerdictRefutes && (ev.Source == SourceMetadataSearch || ev.Source == SourceStatusLookup) &&
-				freshAbsence(ev, lastSend, d.SearchLag) {
+				freshAbsence(ev, lastWrite, d.SearchLag) {
 				absent = true
 			}
 		case len(m)+len(o) > 1:
@@ -114,7 +114,7 @@ func Weigh(op *Operation, d Destination, now time.Time) Weighing {
 				effects[m[0].Ref] = m[0]
 				order = append(order, m[0].Ref)
 			}
-		case !ev.ObservedAt.Before(lastSend):
+		case !ev.ObservedAt.Before(lastWrite):
 			// No effect of this operation's version: what else was found
 			// matters only when seen since the last send (earlier ones
 			// were about an earlier attempt).
@@ -131,6 +131,15 @@ func Weigh(op *Operation, d Destination, now time.Time) Weighing {
 	case len(effects) == 1 && absent:
 		return Weighing{State: NeedsReview, Reasons: []Reason{ReasonSourcesDisagree},
 			Reason: fmt.Sprintf("evidence names resource %s for this operation, and a later search proved absence", order[0])}
+	case len(effects) == 1 && effects[order[0]].Kind == "job":
+		// The destination holds a job for this operation: not an effect
+		// until it succeeds (it may still fail). Follow it, as Settle does.
+		c := effects[order[0]]
+		w := Weighing{State: Accepted, Reason: fmt.Sprintf("the evidence names job %s for this operation; confirmed when it completes", c.Ref)}
+		if !slices.ContainsFunc(op.Jobs, func(j Job) bool { return j.Ref == c.Ref }) {
+			w.Job = &Job{Ref: c.Ref, Status: JobQueued, InputVersion: c.Version}
+		}
+		return w
 	case len(effects) == 1:
 		c := effects[order[0]]
 		return Weighing{State: Confirmed, Resource: &ResourceRef{Ref: c.Ref, Kind: c.Kind, Version: c.Version},
@@ -162,12 +171,36 @@ func Weigh(op *Operation, d Destination, now time.Time) Weighing {
 // freshAbsence reports whether ev, an authoritative answer with no
 // candidates, proves absence now: it was observed after the last send, and
 // a metadata search only once the search lag had passed since then.
-func freshAbsence(ev Evidence, lastSend time.Time, lag time.Duration) bool {
-	if ev.ObservedAt.Before(lastSend) {
+func freshAbsence(ev Evidence, lastWrite time.Time, lag time.Duration) bool {
+	if ev.ObservedAt.Before(lastWrite) {
 		return false
 	}
-	if ev.Source == SourceMetadataSearch && !lastSend.IsZero() && ev.ObservedAt.Sub(lastSend) < lag {
+	if ev.Source == SourceMetadataSearch && !lastWrite.IsZero() && ev.ObservedAt.Sub(lastWrite) < lag {
 		return false
 	}
 	return true
+}
+
+// LastWriteAt is the latest moment any of the attempts could have landed
+// at the destination, from which a search's lag is counted. A request
+// lands any time before its outcome is known — a slow network, a queue in
+// front of the destination — so the moment is an attempt's end (its
+// outcome report, or the lease sweep), and, while it is still open, its
+// lease expiry. Counting from the grant let a write landing late inside
+// the lease pass for absent.
+func LastWriteAt(attempts []Attempt) time.Time {
+	var last time.Time
+	for _, a := range attempts {
+		end := a.LeaseExpiresAt
+		if a.FinishedAt != nil {
+			end = *a.FinishedAt
+		}
+		if end.IsZero() {
+			end = a.StartedAt
+		}
+		if end.After(last) {
+			last = end
+		}
+	}
+	return last
 }

@@ -84,6 +84,11 @@ func (s *Store) weighMove(ctx context.Context, tx *sqlx.Tx, row *opRow, actor st
 			return false, err
 		}
 	}
+	if w.Job != nil {
+		if err := s.upsertJob(ctx, tx, op.ID, *w.Job, s.now()); err != nil {
+			return false, err
+		}
+	}
 	if err := s.transition(ctx, tx, row, w.State, w.Reason, actor, "evidence.settled", detail); err != nil {
 		return false, err
 	}
@@ -194,12 +199,34 @@ func (s *Store) putJobTx(ctx context.Context, tx *sqlx.Tx, tenant, opID string, 
 		Action: "job.updated", Detail: detailJSON(detail)}); err != nil {
 		return err
 	}
-	if row.State != string(review.Accepted) || !j.Status.Done() || !current {
+	if !j.Status.Done() || !current {
 		return nil // only the current job's end settles the operation
 	}
 	version := j.InputVersion
 	if version == "" {
 		version = old.InputVersion
+	}
+	ref := j.OutputRef
+	if ref == "" {
+		ref = j.Ref
+	}
+	ev := review.Evidence{Source: review.SourceStatusLookup, Authoritative: true, Verdict: review.VerdictConfirms, ObservedAt: now,
+		Candidates: []review.Candidate{{Ref: ref, Kind: "job_output", Version: version, OperationID: opID}},
+		Note:       fmt.Sprintf("job %s succeeded", j.Ref)}
+	if row.State != string(review.Accepted) {
+		// Nobody was following the job (the attempt's outcome was lost
+		// after the destination named it): its success is evidence of the
+		// effect, weighed with everything else (issue 12, hole 1); its
+		// failure proves nothing about other attempts, and the reconciler
+		// settles the operation.
+		if j.Status != review.JobSucceeded || !review.Assessed(review.State(row.State)) {
+			return nil
+		}
+		if err := s.insertEvidence(ctx, tx, opID, ev); err != nil {
+			return err
+		}
+		_, err := s.weighMove(ctx, tx, row, actor, detail)
+		return err
 	}
 	switch {
 	case j.Status != review.JobSucceeded:
@@ -209,13 +236,6 @@ func (s *Store) putJobTx(ctx context.Context, tx *sqlx.Tx, tenant, opID string, 
 		return s.transition(ctx, tx, row, review.NeedsReview,
 			fmt.Sprintf("job %s completed for version %s, expected %s", j.Ref, version, row.LogicalVersion), actor, "job.settled", detail)
 	}
-	ref := j.OutputRef
-	if ref == "" {
-		ref = j.Ref
-	}
-	ev := review.Evidence{Source: review.SourceStatusLookup, Authoritative: true, Verdict: review.VerdictConfirms, ObservedAt: now,
-		Candidates: []review.Candidate{{Ref: ref, Kind: "job_output", Version: version, OperationID: opID}},
-		Note:       fmt.Sprintf("job %s succeeded", j.Ref)}
 	if err := s.insertEvidence(ctx, tx, opID, ev); err != nil {
 		return err
 	}

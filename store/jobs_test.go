@@ -93,3 +93,42 @@ func TestJobsBelongToTheirOperation(t *testing.T) {
 		assertSealed(t, b.s)
 	})
 }
+
+// TestJobSuccessSettlesAnAmbiguousOperation (issue 12, hole 1, the job
+// part): the destination named job J1 and then the connection dropped,
+// so the operation is ambiguous with J1 known. J1's success, reported by
+// PUT, is evidence of the effect: the operation is confirmed with the
+// job's output instead of waiting for (or being retried past) a search.
+// J1's failure proves nothing about the operation and leaves it to the
+// reconciler. Before, both changed nothing.
+func TestJobSuccessSettlesAnAmbiguousOperation(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		b := setup(t, e, nil)
+		lost := func(ref string) *review.Operation {
+			op := b.newOp(t, ref, review.RiskCompensableWrite, "transform")
+			b.start(t, op)
+			res := b.report(t, op, 1, review.Outcome{Result: review.ResultTimeout, Phase: review.PhaseAfterSend, Job: &review.JobRef{Ref: "J1", Status: "queued"}})
+			wantState(t, res.Operation, review.Ambiguous)
+			return res.Operation
+		}
+
+		op := lost("doc-job-ok")
+		got, err := b.s.PutJob(b.ctx, tenantA, op.ID, review.Job{Ref: "J1", Status: review.JobSucceeded, OutputRef: "pdf-1", InputVersion: "v1"}, "integrator")
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantState(t, got, review.Confirmed)
+		if got.Resource == nil || got.Resource.Ref != "pdf-1" {
+			t.Errorf("confirmed with resource %+v, want the job's output pdf-1", got.Resource)
+		}
+
+		op = lost("doc-job-failed")
+		got, err = b.s.PutJob(b.ctx, tenantA, op.ID, review.Job{Ref: "J1", Status: review.JobFailed}, "integrator")
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantState(t, got, review.Ambiguous)
+		assertSealed(t, b.s)
+	})
+}

@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"time"
@@ -19,8 +18,9 @@ type ProbeClaim struct {
 	Owner      string
 	Generation int64
 	Round      int
-	// LastSend is when the operation's last attempt started.
-	LastSend time.Time
+	// LastWrite is the latest moment an attempt could have landed
+	// (review.LastWriteAt).
+	LastWrite time.Time
 }
 
 const (
@@ -39,7 +39,6 @@ WHERE id = ? AND state = ? AND (probe_until IS NULL OR probe_until <= ?)`
 	/* Store.ClaimAmbiguous */
 	selectClaimed = `SELECT ` + opColumns + `, probe_generation, probe_round FROM operations WHERE id = ?`
 	/* Store.ClaimAmbiguous */
-	selectLastSend = `SELECT started_at FROM attempts WHERE operation_id = ? ORDER BY n DESC LIMIT 1`
 	/* Store.ApplySettlement: fenced — only the current claim may complete the round. */
 	releaseProbe = `
 UPDATE operations SET probe_owner = NULL, probe_until = NULL, probe_round = probe_round + 1, next_probe_at = ?
@@ -109,13 +108,7 @@ func (s *Store) claim(ctx context.Context, state review.State, owner string, n i
 		if err != nil {
 			return nil, err
 		}
-		// Not MAX(started_at): SQLite's aggregates drop the column type,
-		// and the driver then cannot read the value as a time.
-		var last sql.NullTime
-		if err := s.db.GetContext(ctx, &last, s.rebind(selectLastSend), id); err != nil && !errors.Is(err, sql.ErrNoRows) {
-			return nil, fmt.Errorf("store.ClaimAmbiguous: %w", err)
-		}
-		claims = append(claims, ProbeClaim{Op: op, Owner: owner, Generation: r.Generation, Round: r.Round, LastSend: last.Time.UTC()})
+		claims = append(claims, ProbeClaim{Op: op, Owner: owner, Generation: r.Generation, Round: r.Round, LastWrite: review.LastWriteAt(op.Attempts)})
 	}
 	return claims, nil
 }

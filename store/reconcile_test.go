@@ -48,7 +48,7 @@ func claimedIDs(cs []store.ProbeClaim) []string {
 // settleClaim runs review.Settle on what the claim knows, as the reconciler does.
 func (b *bundle) settleClaim(c store.ProbeClaim, results ...review.ProbeResult) review.Settlement {
 	return review.Settle(review.SettleInput{Op: c.Op, Destination: b.s.Config().Destination(c.Op.Destination),
-		LastSend: c.LastSend, Results: results, Round: c.Round, Now: b.s.Now()})
+		LastWrite: c.LastWrite, Results: results, Round: c.Round, Now: b.s.Now()})
 }
 
 // escalate claims op (the only due ambiguous operation), settles it on
@@ -123,7 +123,7 @@ func TestClaimAmbiguousClaimsOnlyDue(t *testing.T) {
 
 		c1 := b.claimOne(t, "r1", due)
 		if c1.Owner != "r1" || c1.Op.State != review.Ambiguous || c1.Round != 0 || c1.Generation < 1 ||
-			!c1.LastSend.Equal(t0) || c1.Op.Key != due.Key {
+			!c1.LastWrite.Equal(t0) || c1.Op.Key != due.Key {
 			t.Errorf("claim = %+v (op %s), want owner r1, round 0, a generation, last send %v", c1, c1.Op.State, t0)
 		}
 		if cs := b.claim(t, "r2"); len(cs) != 0 {

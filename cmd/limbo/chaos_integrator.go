@@ -44,28 +44,32 @@ type intention struct {
 	opID string
 
 	mu sync.Mutex
-	// ack is the first acknowledged registration; every later one must
-	// name the same operation, key and payload hash (I6).
-	ack       *review.Operation
-	mismatch  string
+	// acks are the distinct acknowledged registrations (operation, key,
+	// payload hash): one when all agree, as I6 wants; registers counts
+	// them all.
+	acks      []review.Ack
 	registers int
 }
 
-// acknowledge records an acknowledged registration and checks it against
-// the first.
+// acknowledge records an acknowledged registration, keeping it when it
+// differs from every one before (so a mismatch is never lost, and a
+// thousand agreeing answers cost one entry).
 func (it *intention) acknowledge(op *review.Operation) {
 	it.mu.Lock()
 	defer it.mu.Unlock()
 	it.registers++
-	switch {
-	case it.ack == nil:
-		it.ack = &review.Operation{ID: op.ID, Key: op.Key, PayloadHash: op.PayloadHash, Tenant: op.Tenant}
-	case op.ID != it.ack.ID || op.Key != it.ack.Key || op.PayloadHash != it.ack.PayloadHash:
-		if it.mismatch == "" {
-			it.mismatch = fmt.Sprintf("re-registration of %s answered %s/%s/%s, first answer %s/%s/%s",
-				it.reg.SourceRef, op.ID, op.Key, op.PayloadHash, it.ack.ID, it.ack.Key, it.ack.PayloadHash)
-		}
+	a := review.Ack{Intention: it.reg.SourceRef + " " + it.reg.Action, ID: op.ID, Key: op.Key, PayloadHash: op.PayloadHash}
+	if !slices.Contains(it.acks, a) {
+		it.acks = append(it.acks, a)
 	}
+}
+
+// acknowledged returns the distinct acknowledgements and how many
+// registrations were acknowledged in all.
+func (it *intention) acknowledged() ([]review.Ack, int) {
+	it.mu.Lock()
+	defer it.mu.Unlock()
+	return slices.Clone(it.acks), it.registers
 }
 
 // integrator is one simulated integration: one tenant, its intentions.

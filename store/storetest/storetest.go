@@ -114,9 +114,21 @@ func pgAvailable(t testing.TB) bool {
 // removed when the test ends.
 func URL(t testing.TB, engine store.Engine) string {
 	t.Helper()
+	u, drop := fresh(t, engine)
+	t.Cleanup(drop)
+	return u
+}
+
+// fresh creates a fresh, empty database on engine; drop removes it.
+func fresh(t testing.TB, engine store.Engine) (string, func()) {
+	t.Helper()
 	switch engine {
 	case store.SQLite:
-		return "sqlite:" + filepath.Join(t.TempDir(), "limbo.db")
+		dir, err := os.MkdirTemp("", "limbo-test-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return "sqlite:" + filepath.Join(dir, "limbo.db"), func() { os.RemoveAll(dir) }
 	case store.Postgres:
 		if !pgAvailable(t) {
 			t.Skip("PostgreSQL unavailable")
@@ -135,18 +147,17 @@ func URL(t testing.TB, engine store.Engine) string {
 			db.Close()
 			t.Fatalf("storetest: create schema: %v", err)
 		}
-		t.Cleanup(func() {
-			defer db.Close()
-			db.Exec(`DROP SCHEMA IF EXISTS ` + schema + ` CASCADE`)
-		})
 		u, _ := url.Parse(base)
 		q := u.Query()
 		q.Set("search_path", schema)
 		u.RawQuery = q.Encode()
-		return u.String()
+		return u.String(), func() {
+			defer db.Close()
+			db.Exec(`DROP SCHEMA IF EXISTS ` + schema + ` CASCADE`)
+		}
 	}
 	t.Fatalf("storetest: unknown engine %q", engine)
-	return ""
+	return "", func() {}
 }
 
 // AuditKey signs the audit checkpoints of test stores: one fixed key, so
@@ -178,6 +189,36 @@ func Open(t testing.TB, engine store.Engine, opt store.Options) *store.Store {
 		t.Fatalf("storetest: migrate %s: %v", engine, err)
 	}
 	return s
+}
+
+// OpenTemp is Open for a database that lives only until done is called,
+// for a test that needs many fresh databases in turn (each case of a
+// property test), so that connections and schemas do not pile up until
+// the test ends. t only reports failures to open.
+func OpenTemp(t testing.TB, engine store.Engine, opt store.Options) (s *store.Store, done func()) {
+	t.Helper()
+	ctx := context.Background()
+	if opt.Resolve == nil {
+		opt.Resolve = Resolver(nil)
+	}
+	if opt.AuditKey == nil {
+		opt.AuditKey = AuditKey
+	}
+	u, drop := fresh(t, engine)
+	s, err := store.Open(ctx, u, opt)
+	if err != nil {
+		drop()
+		t.Fatalf("storetest: open %s: %v", engine, err)
+	}
+	if err := s.Migrate(ctx); err != nil {
+		s.Close()
+		drop()
+		t.Fatalf("storetest: migrate %s: %v", engine, err)
+	}
+	return s, func() {
+		s.Close()
+		drop()
+	}
 }
 
 // Each runs fn as a parallel subtest per engine.
