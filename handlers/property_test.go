@@ -775,6 +775,33 @@ func (h *harness) decide(t *rapid.T) {
 	live := h.w.liveOf(o.id)
 	form := url.Values{"reason": {"checked at the destination"}}
 	switch {
+	case review.DecidesOn(o.state, c.Reasons) == review.OnExtraEffect:
+		// The confirm window found a duplicate of a confirmed operation:
+		// decide to undo it, then undo it and say so.
+		op, err := h.st.GetOperation(h.ctx, "acme", o.id, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case o.undo != "":
+			if !h.w.undo(o.dest, o.undo) {
+				t.Skip("the undo is done; the case waits for nobody")
+			}
+			form.Set("action", review.DecideCompensationDone)
+			form.Set("candidate", o.undo)
+		default:
+			for _, r := range live {
+				if op.Resource == nil || (r.Ref != op.Resource.Ref && r.Output != op.Resource.Ref) {
+					o.undo = r.Ref
+				}
+			}
+			if o.undo == "" {
+				t.Skip("no extra resource to undo")
+			}
+			form.Set("action", review.DecideCompensate)
+			form.Set("candidate", o.undo)
+			form.Set("compensation", "delete "+o.undo+", the duplicate")
+		}
 	case o.state == review.Compensating:
 		// The reviewer undoes the extra resource, or finds it cannot.
 		if rapid.Bool().Draw(t, "the undo works") && h.w.undo(o.dest, o.undo) {

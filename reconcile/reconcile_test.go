@@ -96,17 +96,19 @@ func newReconciler(st *store.Store, cfg *review.Config, owner string) *reconcile
 // lost (timeout after send) and the operation is ambiguous.
 func (b *testBundle) ambiguous(t *testing.T, ref, dest string, created func(op *review.Operation)) *review.Operation {
 	t.Helper()
-	return b.ambiguousWith(t, ref, dest, created, nil)
+	return b.ambiguousWith(t, ref, dest, created, nil, nil)
 }
 
 // ambiguousAfter is ambiguous with attempt 1 ending in timeout (nil: a
 // plain timeout after send).
 func (b *testBundle) ambiguousAfter(t *testing.T, ref, dest string, timeout *review.Outcome) *review.Operation {
 	t.Helper()
-	return b.ambiguousWith(t, ref, dest, nil, timeout)
+	return b.ambiguousWith(t, ref, dest, nil, timeout, nil)
 }
 
-func (b *testBundle) ambiguousWith(t *testing.T, ref, dest string, created func(op *review.Operation), timeout *review.Outcome) *review.Operation {
+// ambiguousWith is ambiguous with attempt 1's outcome (nil: a plain
+// timeout) and an attempt budget (nil: the default).
+func (b *testBundle) ambiguousWith(t *testing.T, ref, dest string, created func(op *review.Operation), timeout *review.Outcome, maxAttempts *int) *review.Operation {
 	t.Helper()
 	if timeout == nil {
 		timeout = &review.Outcome{Result: review.ResultTimeout, Phase: review.PhaseAfterSend}
@@ -116,7 +118,7 @@ func (b *testBundle) ambiguousWith(t *testing.T, ref, dest string, created func(
 		t.Fatal(err)
 	}
 	op, _, err := b.st.Register(b.ctx, review.Registration{Tenant: tenant, SourceRef: ref, LogicalVersion: "v1",
-		Action: "create_folder", Destination: dest, Risk: review.RiskCompensableWrite, Payload: payload, Actor: "test"})
+		Action: "create_folder", Destination: dest, Risk: review.RiskCompensableWrite, Payload: payload, MaxAttempts: maxAttempts, Actor: "test"})
 	if err != nil {
 		t.Fatalf("Register(%s): %v", ref, err)
 	}

@@ -125,6 +125,9 @@ type Destination struct {
 	Lease time.Duration `yaml:"lease"`
 	// SearchLag is how long after a write the metadata search may not show it.
 	SearchLag time.Duration `yaml:"search_lag"`
+	// ConfirmWindow is how long after a proof of absence the destination
+	// is still searched for a late write (Window); default 10 × search_lag.
+	ConfirmWindow time.Duration `yaml:"confirm_window"`
 	// Probes configure reconciliation against this destination.
 	Probes Probes `yaml:"probes"`
 	// ProbeConcurrency is the probe traffic reserved for this destination,
@@ -299,8 +302,8 @@ func (c *Config) validate() error {
 				"targets this destination's probes may reach under allow_internal instead, e.g. allow_internal: [169.254.169.254] "+
 				"or allow_internal: [10.0.0.0/8, files.internal]", ErrInvalid, n)
 		}
-		if d.KeyRetention < 0 || d.SearchLag < 0 {
-			return fmt.Errorf("%w: config: destination %q: key_retention and search_lag must not be negative", ErrInvalid, n)
+		if d.KeyRetention < 0 || d.SearchLag < 0 || d.ConfirmWindow < 0 {
+			return fmt.Errorf("%w: config: destination %q: key_retention, search_lag and confirm_window must not be negative", ErrInvalid, n)
 		}
 		for _, kp := range d.Probes.all() {
 			p := kp.probe

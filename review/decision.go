@@ -63,6 +63,12 @@ const (
 	// the operation, so a decision is a verdict on the refused payload and
 	// moves nothing.
 	OnRefusedPayload DecisionScope = "refused_payload"
+	// OnExtraEffect: the operation is confirmed, and the destination later
+	// showed another resource for it (a multiple_candidates case the
+	// confirm window opened, review.Watch). The confirmation stands; a
+	// decision is about the extra resource: compensate it (the case stays
+	// open until the undo is done), or say it was undone.
+	OnExtraEffect DecisionScope = "extra_effect"
 )
 
 // DecidesOn says what decisions on a case with these reasons act upon
@@ -83,6 +89,8 @@ func DecidesOn(state State, reasons []Reason) DecisionScope {
 	switch {
 	case state == NeedsReview, state == Compensating:
 		return OnOperation
+	case state == Confirmed && slices.Contains(reasons, ReasonMultipleCands):
+		return OnExtraEffect
 	case slices.Contains(reasons, ReasonPayloadMismatch):
 		return OnRefusedPayload
 	}
@@ -104,6 +112,8 @@ func DecisionsAllowed(state State, reasons []Reason) []string {
 		// payload: it will not run under this key. Confirming, compensating
 		// or retrying would be about the operation, which nobody asked about.
 		return []string{DecideFail}
+	case OnExtraEffect:
+		return []string{DecideCompensate, DecideCompensationDone}
 	}
 	return nil
 }
@@ -120,6 +130,9 @@ func CheckDecision(state State, reasons []Reason, action string) (DecisionScope,
 	case OnRefusedPayload:
 		return "", fmt.Errorf("%w: %s decides an operation in needs_review, and this one is %s: the case is about a payload refused under its key, "+
 			"and fail (the refused payload will not run) is the only verdict on it; the operation goes its own way", ErrInvalidTransition, action, state)
+	case OnExtraEffect:
+		return "", fmt.Errorf("%w: the operation is confirmed and the case is about an extra resource: compensate it, or say the undo is done (compensation_done), not %s",
+			ErrInvalidTransition, action)
 	case OnOperation:
 		if state == Compensating {
 			return "", fmt.Errorf("%w: the operation is compensating: say whether the undo happened (compensation_done) or not (compensation_failed), not %s",

@@ -173,8 +173,13 @@ func priority(op *Operation, set map[Reason]bool, now time.Time) int {
 func recommend(op *Operation, set map[Reason]bool, f findings) Recommendation {
 	switch {
 	case len(f.matching) > 1:
-		return Recommendation{Action: RecommendCompensate, Ref: f.matching[1],
-			Rationale: fmt.Sprintf("%d resources name this operation and version: keep %s, compensate %s", len(f.matching), f.matching[0], f.matching[1])}
+		keep, undo := f.matching[0], f.matching[1]
+		if op.State == Confirmed && op.Resource != nil && undo == op.Resource.Ref {
+			// Keep what the ledger confirmed; the other is the extra.
+			keep, undo = undo, keep
+		}
+		return Recommendation{Action: RecommendCompensate, Ref: undo,
+			Rationale: fmt.Sprintf("%d resources name this operation and version: keep %s, compensate %s", len(f.matching), keep, undo)}
 	case len(f.matching) == 1 && !set[ReasonSourcesDisagree]:
 		return Recommendation{Action: RecommendConfirm, Ref: f.matching[0],
 			Rationale: fmt.Sprintf("exactly one resource, %s, names this operation and version %s", f.matching[0], op.LogicalVersion)}

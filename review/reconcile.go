@@ -71,7 +71,10 @@ type Settlement struct {
 	Reason   string
 	Resource *ResourceRef
 	// Job is the job found, when the operation goes to accepted.
-	Job       *Job
+	Job *Job
+	// Watch: the operation moves on proven absence; search for it through
+	// the confirm window (Watch).
+	Watch     bool
 	NextProbe time.Time
 	// Evidence are the rows to record, one per probe.
 	Evidence []Evidence
@@ -251,7 +254,20 @@ func settleRound(in SettleInput) Settlement {
 	case absent && (op.HasFlag(FlagFinancial) || op.HasFlag(FlagIrreversible) || op.Risk == RiskIrreversible):
 		return st.escalate("", "the destination holds no effect; a financial or irreversible action is never retried without a reviewer")
 	case absent:
-		st.State, st.Reason = AfterAbsence(op, func() time.Time { return now })
+		to, why := AfterAbsence(op, func() time.Time { return now })
+		if to == Failed && !AbsenceSure(in.Destination, in.LastWrite, now) {
+			// Final: wait until the confirm window has passed, in case the
+			// destination lags longer than it says.
+			sure := in.LastWrite.Add(in.Destination.Window())
+			if !op.Deadline.IsZero() && sure.After(op.Deadline) {
+				return st.escalate(ReasonDeadlineExpired, fmt.Sprintf("%s, but absence is sure only once the confirm window passes at %s, after the deadline",
+					why, sure.UTC().Format(time.RFC3339)))
+			}
+			st.NextProbe = sure.Add(10 * time.Millisecond)
+			st.Reason = fmt.Sprintf("%s; failed only if nothing shows by the end of the confirm window at %s", why, sure.UTC().Format(time.RFC3339))
+			return st
+		}
+		st.State, st.Reason, st.Watch = to, why, to == RetryWait && in.Destination.Window() > 0
 		return st
 	}
 	// Nothing settled. Probe again, unless the deadline or rounds are spent.

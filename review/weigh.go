@@ -38,6 +38,9 @@ type Weighing struct {
 	// Job is a job the evidence found that the ledger does not hold yet:
 	// the operation follows it (accepted).
 	Job *Job
+	// Watch: the operation moves on proven absence; search for it through
+	// the confirm window (Watch).
+	Watch bool
 }
 
 // Assessed reports the states evidence may move an operation out of: those in
@@ -82,6 +85,14 @@ func Weigh(op *Operation, d Destination, now time.Time) Weighing {
 	effects := map[string]Candidate{} // by ref
 	var order []string
 	var claimed, absent, several bool
+	// absentAt is the newest proof of absence, firstEffect when an effect
+	// was first named. Absence contradicts an effect seen before it, or
+	// one seen after it when the absence was sure (AbsenceSure: past the
+	// confirm window). An effect named after an absence inside the window
+	// is a write the search did not show yet — a lag longer than
+	// configured — and confirms.
+	var absentAt, firstEffect time.Time
+	var sureAbsent bool
 	var otherVersion, foreign []Candidate
 	for _, ev := range op.Evidence {
 		if ev.ObservedAt.Before(decided) || ev.Source == SourceReviewer {
@@ -104,6 +115,10 @@ func Weigh(op *Operation, d Destination, now time.Time) Weighing {
 			if ev.Verdict == VerdictRefutes && (ev.Source == SourceMetadataSearch || ev.Source == SourceStatusLookup) &&
 				freshAbsence(ev, lastWrite, d.SearchLag) {
 				absent = true
+				if ev.ObservedAt.After(absentAt) {
+					absentAt = ev.ObservedAt
+				}
+				sureAbsent = sureAbsent || AbsenceSure(d, lastWrite, ev.ObservedAt)
 			}
 		case len(m)+len(o) > 1:
 			// Exactly one candidate confirms; several naming this
@@ -113,6 +128,9 @@ func Weigh(op *Operation, d Destination, now time.Time) Weighing {
 			if _, seen := effects[m[0].Ref]; !seen {
 				effects[m[0].Ref] = m[0]
 				order = append(order, m[0].Ref)
+			}
+			if firstEffect.IsZero() || ev.ObservedAt.Before(firstEffect) {
+				firstEffect = ev.ObservedAt
 			}
 		case !ev.ObservedAt.Before(lastWrite):
 			// No effect of this operation's version: what else was found
@@ -128,7 +146,7 @@ func Weigh(op *Operation, d Destination, now time.Time) Weighing {
 	case several:
 		return Weighing{State: NeedsReview, Reasons: []Reason{ReasonMultipleCands},
 			Reason: "the destination answered with several candidates for this operation"}
-	case len(effects) == 1 && absent:
+	case len(effects) == 1 && absent && (sureAbsent || absentAt.After(firstEffect)):
 		return Weighing{State: NeedsReview, Reasons: []Reason{ReasonSourcesDisagree},
 			Reason: fmt.Sprintf("evidence names resource %s for this operation, and a later search proved absence", order[0])}
 	case len(effects) == 1 && effects[order[0]].Kind == "job":
@@ -163,7 +181,10 @@ func Weigh(op *Operation, d Destination, now time.Time) Weighing {
 			Reason: "the destination holds no effect; a financial or irreversible action is never retried without a reviewer"}
 	case absent:
 		st, why := AfterAbsence(op, func() time.Time { return now })
-		return Weighing{State: st, Reason: why}
+		if st == Failed && !AbsenceSure(d, lastWrite, now) {
+			return Weighing{} // final: the reconciler waits out the confirm window
+		}
+		return Weighing{State: st, Reason: why, Watch: st == RetryWait && d.Window() > 0}
 	}
 	return Weighing{}
 }

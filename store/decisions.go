@@ -48,6 +48,10 @@ const (
 	// to_state is the state it was in. Not announced by webhook, which
 	// integrators read as "the operation was decided"; the feed lists it.
 	DecisionRefusedPayload = "refused_payload"
+	// DecisionExtraEffect: a decision on an extra resource found after the
+	// operation was confirmed (review.OnExtraEffect); the operation stays
+	// confirmed.
+	DecisionExtraEffect = "extra_effect"
 )
 
 // DecisionRequest is a reviewer's decision on a case.
@@ -137,8 +141,13 @@ func (s *Store) Decide(ctx context.Context, req DecisionRequest) (*Decision, err
 		d := &Decision{ID: newID("dec_", now), Tenant: c.Tenant, CaseID: c.ID, OperationID: op.ID, Action: req.Action,
 			ResourceRef: req.Ref, Compensation: req.Compensation, Reason: req.Reason, Actor: req.Actor,
 			PayloadHash: op.PayloadHash, Key: op.Key, Status: DecisionApplied, FromState: string(op.State), ToState: string(to), DecidedAt: now}
-		if on == review.OnRefusedPayload {
+		switch on {
+		case review.OnRefusedPayload:
 			d.Status, d.ToState = DecisionRefusedPayload, string(op.State)
+			out = d
+			return s.resolveWithVerdict(ctx, tx, c, d)
+		case review.OnExtraEffect:
+			d.Status, d.ToState = DecisionExtraEffect, string(op.State)
 			out = d
 			return s.resolveWithVerdict(ctx, tx, c, d)
 		}
@@ -246,8 +255,10 @@ func (s *Store) closeCase(ctx context.Context, tx *sqlx.Tx, c *Case, d *Decision
 	return s.countOpenCase(ctx, tx, c.Tenant, c.Destination, c.Action, c.Flags, reasonBits(c.Reasons), -1)
 }
 
-// resolveWithVerdict records d, a verdict on the payload refused under
-// c's operation's key, and resolves c; the operation is not touched.
+// resolveWithVerdict records d, a decision that does not move the
+// operation (a verdict on the payload refused under its key, or on an
+// extra resource found after it was confirmed), and resolves c unless d
+// keeps it open.
 func (s *Store) resolveWithVerdict(ctx context.Context, tx *sqlx.Tx, c *Case, d *Decision) error {
 	if err := s.closeCase(ctx, tx, c, d); err != nil {
 		return err
@@ -255,10 +266,19 @@ func (s *Store) resolveWithVerdict(ctx context.Context, tx *sqlx.Tx, c *Case, d 
 	if err := s.insertDecision(ctx, tx, d); err != nil {
 		return err
 	}
+	detail := map[string]any{"case_id": c.ID, "decision_id": d.ID, "action": d.Action, "reason": d.Reason, "state": d.FromState}
+	if d.ResourceRef != "" {
+		detail["resource_ref"] = d.ResourceRef
+	}
+	if d.Compensation != "" {
+		detail["compensation"] = d.Compensation
+	}
 	if err := s.appendEvent(ctx, tx, &AuditEvent{At: d.DecidedAt, Actor: d.Actor, Tenant: c.Tenant, OperationID: c.OperationID,
-		Action: "decision.refused_payload", Detail: detailJSON(map[string]any{"case_id": c.ID, "decision_id": d.ID, "action": d.Action,
-			"reason": d.Reason, "state": d.FromState})}); err != nil {
+		Action: "decision." + d.Status, Detail: detailJSON(detail)}); err != nil {
 		return err
+	}
+	if review.KeepsCaseOpen(d.Action) {
+		return nil
 	}
 	return s.appendEvent(ctx, tx, &AuditEvent{At: d.DecidedAt, Actor: d.Actor, Tenant: c.Tenant, OperationID: c.OperationID,
 		Action: "case.resolved", Detail: detailJSON(map[string]any{"case_id": c.ID, "decision_id": d.ID, "resolution": d.Action})})

@@ -92,6 +92,11 @@ func (s *Store) weighMove(ctx context.Context, tx *sqlx.Tx, row *opRow, actor st
 	if err := s.transition(ctx, tx, row, w.State, w.Reason, actor, "evidence.settled", detail); err != nil {
 		return false, err
 	}
+	if w.Watch {
+		if err := s.startWatch(ctx, tx, op.ID, s.cfg.Destination(op.Destination)); err != nil {
+			return false, err
+		}
+	}
 	if w.State == review.RetryWait {
 		return true, s.setNextAttempt(ctx, tx, op.ID)
 	}

@@ -167,6 +167,11 @@ func (s *Store) ApplySettlement(ctx context.Context, c ProbeClaim, st review.Set
 		if err := s.transition(ctx, tx, row, st.State, st.Reason, actor, "reconcile.settled", detail); err != nil {
 			return err
 		}
+		if st.Watch {
+			if err := s.startWatch(ctx, tx, row.ID, s.cfg.Destination(row.Destination)); err != nil {
+				return err
+			}
+		}
 		if st.State == review.RetryWait {
 			return s.setNextAttempt(ctx, tx, row.ID)
 		}

@@ -1,0 +1,132 @@
+package review
+
+import (
+	"fmt"
+	"slices"
+	"time"
+)
+
+// The confirm window (issue 12, hole 16): a search that shows nothing once
+// the configured lag has passed is proof of absence only if the
+// destination's lag is what it says. A destination whose real lag is
+// longer shows the first write later — after Limbo granted a retry on that
+// proof — and then both resources exist. So after absence moves an
+// operation on, the reconciler keeps searching for it until the window
+// closes (Watch), and finds the late one: a case for a person, recommending
+// the undo of the extra. And absence alone never fails an operation before
+// the window has passed (AbsenceSure): failing is final, and nothing is
+// lost by being sure.
+
+// ConfirmWindowFactor is the default window, in search lags.
+const ConfirmWindowFactor = 10
+
+// Window is how long after absence was proven the destination is still
+// searched for a late write: confirm_window, or ConfirmWindowFactor times
+// the search lag. Zero (no search lag, nothing configured) means no watch.
+func (d Destination) Window() time.Duration {
+	if d.ConfirmWindow > 0 {
+		return d.ConfirmWindow
+	}
+	return ConfirmWindowFactor * d.SearchLag
+}
+
+// AbsenceSure reports whether absence observed at now, after the last
+// write at lastWrite, is sure enough to fail an operation: the confirm
+// window has passed since the write.
+func AbsenceSure(d Destination, lastWrite, now time.Time) bool {
+	return lastWrite.IsZero() || !now.Before(lastWrite.Add(d.Window()))
+}
+
+// watchStep is how often a watched operation is searched: once a lag, and
+// at least ten times over the window.
+func watchStep(d Destination) time.Duration {
+	return max(d.SearchLag, d.Window()/10, time.Second)
+}
+
+// Watching is what one look at a watched operation concludes.
+type Watching struct {
+	// Evidence are the rows to record, one per probe answered.
+	Evidence []Evidence
+	// Extra are the resources the destination holds for this operation and
+	// version besides the one the ledger confirmed: each is a duplicate.
+	Extra []Candidate
+	// Next is when to look again; zero: the watch is over.
+	Next time.Time
+}
+
+// Watch reads one look at an operation under watch until until. Evidence
+// is recorded whatever the state (weighed by Weigh where it may move the
+// operation); a confirmed operation whose destination now holds another
+// resource for it has Extra, and the watch ends there (a person takes
+// over). The watch also ends when the window closes or the operation
+// stops being one that could gain a duplicate (failed, compensated, in
+// review).
+func Watch(op *Operation, d Destination, results []ProbeResult, until, now time.Time) Watching {
+	var w Watching
+	var found []Candidate
+	for _, r := range results {
+		if r.Err != "" {
+			continue
+		}
+		cands, clash := uniqueRefs(r.Candidates)
+		m, _, _, anon := sortCandidates(op, cands)
+		verdict := VerdictInconclusive
+		switch {
+		case clash != "" || len(anon) > 0:
+		case len(m) == 1:
+			verdict = VerdictConfirms
+		case len(cands) == 0:
+			// Not absence: the operation has moved on since.
+		}
+		w.Evidence = append(w.Evidence, r.Evidence(op, verdict, fmt.Sprintf("confirm window: %s found %d candidates for this operation", r.Kind, len(m))))
+		if clash == "" {
+			found = append(found, m...)
+		}
+	}
+	if op.State == Confirmed {
+		found, _ = uniqueRefs(found)
+		for _, c := range found {
+			if !confirmedAs(op, c.Ref) {
+				w.Extra = append(w.Extra, c)
+			}
+		}
+		if len(w.Extra) > 0 {
+			return w
+		}
+	}
+	switch op.State {
+	case Failed, Compensated, Compensating, NeedsReview:
+		return w
+	}
+	if now.Before(until) {
+		w.Next = now.Add(watchStep(d))
+		if w.Next.After(until) {
+			w.Next = until
+		}
+	}
+	return w
+}
+
+// confirmedAs reports whether ref is the effect the ledger confirmed op
+// with: its resource, or the job the resource came out of.
+func confirmedAs(op *Operation, ref string) bool {
+	if op.Resource != nil && op.Resource.Ref == ref {
+		return true
+	}
+	return slices.ContainsFunc(op.Jobs, func(j Job) bool {
+		return j.Status == JobSucceeded && (j.Ref == ref || j.OutputRef == ref)
+	})
+}
+
+// ExtraEffectReason is the case text for the duplicates a watch found.
+func ExtraEffectReason(op *Operation, extra []Candidate) string {
+	refs := make([]string, len(extra))
+	for i, c := range extra {
+		refs[i] = c.Ref
+	}
+	kept := "?"
+	if op.Resource != nil {
+		kept = op.Resource.Ref
+	}
+	return fmt.Sprintf("after a retry on proven absence the destination shows %v as well as the confirmed %s: its search lags longer than configured; undo the extra (compensate)", refs, kept)
+}

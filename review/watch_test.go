@@ -1,0 +1,109 @@
+package review
+
+import (
+	"testing"
+	"time"
+)
+
+// TestAbsenceFailsOnlyPastTheWindow: with the attempt budget spent, a
+// proof of absence inside the confirm window leaves the operation where it
+// is (Weigh) or probes again at the window's end (Settle); past it, the
+// operation fails. A retry on absence is not held, but watched.
+func TestAbsenceFailsOnlyPastTheWindow(t *testing.T) {
+	d := Destination{SearchLag: 10 * time.Second} // window 100 s
+	sent := classifyNow.Add(-time.Minute)
+	spent := func() *Operation {
+		op := weighOp(Ambiguous)
+		op.MaxAttempts = 1
+		return op
+	}
+	empty := Evidence{Source: SourceMetadataSearch, Authoritative: true, Candidates: []Candidate{}, Verdict: VerdictRefutes}
+
+	op := spent()
+	ev := empty
+	ev.ObservedAt = classifyNow
+	op.Evidence = []Evidence{ev}
+	if w := Weigh(op, d, classifyNow); w.State != "" {
+		t.Errorf("Weigh inside the window = %q (%s), want no move", w.State, w.Reason)
+	}
+	search := ProbeResult{Kind: ProbeSearch, Candidates: []Candidate{}, At: classifyNow}
+	st := Settle(SettleInput{Op: spent(), Destination: d, LastWrite: sent, Results: []ProbeResult{search}, Now: classifyNow})
+	if st.State != "" || !st.NextProbe.Equal(sent.Add(d.Window()).Add(10*time.Millisecond)) {
+		t.Errorf("Settle inside the window = %q next %s (%s), want no move, next at the window's end", st.State, st.NextProbe, st.Reason)
+	}
+
+	later := sent.Add(d.Window())
+	ev.ObservedAt = later
+	op.Evidence = []Evidence{ev}
+	if w := Weigh(op, d, later); w.State != Failed {
+		t.Errorf("Weigh past the window = %q, want failed", w.State)
+	}
+	search.At = later
+	if st := Settle(SettleInput{Op: spent(), Destination: d, LastWrite: sent, Results: []ProbeResult{search}, Now: later}); st.State != Failed {
+		t.Errorf("Settle past the window = %q (%s), want failed", st.State, st.Reason)
+	}
+
+	// Budget left: the retry is not held, and the window is watched.
+	st = Settle(SettleInput{Op: weighOp(Ambiguous), Destination: d, LastWrite: sent, Results: []ProbeResult{search}, Now: later})
+	if st.State != RetryWait || !st.Watch {
+		t.Errorf("Settle with budget left = %q watch %v, want retry_wait, watched", st.State, st.Watch)
+	}
+	// No search lag: nothing to wait for, nothing to watch.
+	st = Settle(SettleInput{Op: weighOp(Ambiguous), Destination: Destination{}, LastWrite: sent, Results: []ProbeResult{search}, Now: classifyNow})
+	if st.State != RetryWait || st.Watch {
+		t.Errorf("Settle without a lag = %q watch %v, want retry_wait, not watched", st.State, st.Watch)
+	}
+}
+
+// TestWatch: what one look inside the confirm window concludes.
+func TestWatch(t *testing.T) {
+	d := Destination{SearchLag: 2 * time.Second}
+	until := classifyNow.Add(time.Minute)
+	mine := func(ref string) Candidate { return Candidate{Ref: ref, Version: "v7", OperationID: "op-1"} }
+	confirmed := func() *Operation {
+		op := weighOp(Confirmed)
+		op.Resource = &ResourceRef{Ref: "file-2", Version: "v7"}
+		return op
+	}
+	search := func(cs ...Candidate) []ProbeResult {
+		return []ProbeResult{{Kind: ProbeSearch, Candidates: append([]Candidate{}, cs...), At: classifyNow}}
+	}
+	tests := []struct {
+		name    string
+		op      *Operation
+		results []ProbeResult
+		now     time.Time
+		extra   []string
+		more    bool // another look is scheduled
+	}{
+		{"the confirmed resource only", confirmed(), search(mine("file-2")), classifyNow, nil, true},
+		{"nothing shows yet", confirmed(), search(), classifyNow, nil, true},
+		{"a late first write next to the retry's", confirmed(), search(mine("file-1"), mine("file-2")), classifyNow, []string{"file-1"}, false},
+		{"the late one alone", confirmed(), search(mine("file-1")), classifyNow, []string{"file-1"}, false},
+		{"listed twice is one", confirmed(), search(mine("file-1"), mine("file-1"), mine("file-2")), classifyNow, []string{"file-1"}, false},
+		{"another operation's resource is not a duplicate", confirmed(), search(Candidate{Ref: "x", Version: "v7", OperationID: "op-9"}), classifyNow, nil, true},
+		{"another version is not a duplicate of this one", confirmed(), search(Candidate{Ref: "x", Version: "v8", OperationID: "op-1"}), classifyNow, nil, true},
+		{"a failed probe proves nothing", confirmed(), []ProbeResult{{Kind: ProbeSearch, Err: "timeout", At: classifyNow}}, classifyNow, nil, true},
+		{"the window has closed", confirmed(), search(mine("file-2")), until, nil, false},
+		{"still retrying: keep looking (Weigh reads the evidence)", weighOp(RetryWait), search(mine("file-1")), classifyNow, nil, true},
+		{"a person has it", weighOp(NeedsReview), search(mine("file-1")), classifyNow, nil, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w := Watch(tt.op, d, tt.results, until, tt.now)
+			var extra []string
+			for _, c := range w.Extra {
+				extra = append(extra, c.Ref)
+			}
+			if len(extra) != len(tt.extra) || (len(extra) > 0 && extra[0] != tt.extra[0]) {
+				t.Errorf("extra = %v, want %v", extra, tt.extra)
+			}
+			if more := !w.Next.IsZero(); more != tt.more {
+				t.Errorf("next look at %s, want another: %v", w.Next, tt.more)
+			}
+			if !w.Next.IsZero() && w.Next.After(until) {
+				t.Errorf("next look %s after the window closes at %s", w.Next, until)
+			}
+		})
+	}
+}

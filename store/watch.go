@@ -1,0 +1,160 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/limbo-dev/limbo/review"
+)
+
+// The confirm window's watch (review/watch.go): an operation that moved on
+// proven absence is searched for again until its window closes, so a
+// destination whose search lags longer than configured cannot hide a
+// duplicate. The watch lives in three columns of operations (migration
+// 0021) and is claimed like a probe: several reconcilers take disjoint
+// operations, and a look that outlived its claim is fenced.
+
+// WatchClaim is one watched operation claimed for a look.
+type WatchClaim struct {
+	Op         *review.Operation
+	Generation int64
+	Until      time.Time
+}
+
+const (
+	/* Store.startWatch: a proven absence opens (or extends) the window. */
+	updateStartWatch = `UPDATE operations SET watch_until = ?, watch_next_at = ? WHERE id = ?`
+	/* Store.ClaimWatches: watched operations due for a look. */
+	selectWatchDue = `SELECT id FROM operations WHERE watch_next_at IS NOT NULL AND watch_next_at <= ? ORDER BY watch_next_at LIMIT ?`
+	/* Store.ClaimWatches */
+	selectWatchDueSkipLocked = selectWatchDue + ` FOR UPDATE SKIP LOCKED`
+	/* Store.ClaimWatches: the claim holds until the lease ends. */
+	claimWatch = `
+UPDATE operations SET watch_next_at = ?, watch_generation = watch_generation + 1
+WHERE id = ? AND watch_next_at IS NOT NULL AND watch_next_at <= ?`
+	/* Store.ClaimWatches */
+	selectWatchClaimed = `SELECT ` + opColumns + `, watch_generation, watch_until FROM operations WHERE id = ?`
+	/* Store.ApplyWatch: fenced by the claim's generation; NULL ends the watch. */
+	releaseWatch = `UPDATE operations SET watch_next_at = ?, watch_until = CASE WHEN ? THEN NULL ELSE watch_until END
+WHERE id = ? AND watch_generation = ?`
+)
+
+// startWatch opens op's confirm window after proven absence moved it on.
+func (s *Store) startWatch(ctx context.Context, tx *sqlx.Tx, opID string, d review.Destination) error {
+	now := s.now()
+	if _, err := tx.ExecContext(ctx, s.rebind(updateStartWatch), dbTime(now.Add(d.Window())), dbTime(now.Add(d.SearchLag)), opID); err != nil {
+		return fmt.Errorf("start watch: %w", err)
+	}
+	return nil
+}
+
+// ClaimWatches claims up to n watched operations due for a look, for
+// lease.
+func (s *Store) ClaimWatches(ctx context.Context, n int, lease time.Duration) ([]WatchClaim, error) {
+	now := s.now()
+	var due []string
+	if err := s.sel(ctx, nil, &due, selectWatchDue, dbTime(now), 1); err != nil {
+		return nil, fmt.Errorf("store.ClaimWatches: %w", err)
+	}
+	if len(due) == 0 {
+		return nil, nil // an idle tick takes no write lock
+	}
+	var ids []string
+	err := s.WithTx(ctx, func(tx *sqlx.Tx) error {
+		ids = ids[:0]
+		q := selectWatchDue
+		if s.engine == Postgres {
+			q = selectWatchDueSkipLocked
+		}
+		due = due[:0]
+		if err := tx.SelectContext(ctx, &due, s.rebind(q), dbTime(now), n); err != nil {
+			return err
+		}
+		for _, id := range due {
+			res, err := tx.ExecContext(ctx, s.rebind(claimWatch), dbTime(now.Add(lease)), id, dbTime(now))
+			if err != nil {
+				return err
+			}
+			if k, _ := res.RowsAffected(); k == 1 {
+				ids = append(ids, id)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store.ClaimWatches: %w", err)
+	}
+	claims := make([]WatchClaim, 0, len(ids))
+	for _, id := range ids {
+		var r struct {
+			opRow
+			Generation int64        `db:"watch_generation"`
+			Until      sql.NullTime `db:"watch_until"`
+		}
+		if err := s.db.GetContext(ctx, &r, s.rebind(selectWatchClaimed), id); err != nil {
+			return nil, fmt.Errorf("store.ClaimWatches: %w", err)
+		}
+		op, err := s.loadDetails(ctx, s.db, r.opRow.operation())
+		if err != nil {
+			return nil, err
+		}
+		claims = append(claims, WatchClaim{Op: op, Generation: r.Generation, Until: r.Until.Time.UTC()})
+	}
+	return claims, nil
+}
+
+// ApplyWatch records one look at a watched operation (review.Watch's
+// conclusion): the probes' evidence, weighed where it may move the
+// operation; for a confirmed operation with an extra resource, a
+// multiple_candidates case recommending its undo; then the next look, or
+// the watch's end. Fenced by the claim's generation.
+func (s *Store) ApplyWatch(ctx context.Context, c WatchClaim, w review.Watching) error {
+	err := s.WithTx(ctx, func(tx *sqlx.Tx) error {
+		row, err := s.lockOperation(ctx, tx, c.Op.Tenant, c.Op.ID)
+		if err != nil {
+			return err
+		}
+		var next any
+		if !w.Next.IsZero() {
+			next = dbTime(w.Next)
+		}
+		res, err := tx.ExecContext(ctx, s.rebind(releaseWatch), next, w.Next.IsZero(), c.Op.ID, c.Generation)
+		if err != nil {
+			return err
+		}
+		if k, _ := res.RowsAffected(); k != 1 {
+			return ErrFenced
+		}
+		if row.State != string(c.Op.State) {
+			return nil // moved meanwhile: the next look reads it afresh
+		}
+		for _, ev := range w.Evidence {
+			ev.ObservedAt = s.now()
+			if err := s.insertEvidence(ctx, tx, c.Op.ID, ev); err != nil {
+				return err
+			}
+		}
+		const actor = "system:reconciler"
+		switch {
+		case len(w.Extra) > 0:
+			_, err := s.openCase(ctx, tx, c.Op.ID, c.Op.Tenant, []review.Reason{review.ReasonMultipleCands}, actor)
+			if err != nil {
+				return err
+			}
+			return s.appendEvent(ctx, tx, &AuditEvent{Actor: actor, Tenant: row.Tenant, OperationID: row.ID, Action: "watch.extra_effect",
+				Detail: detailJSON(map[string]any{"extra": w.Extra, "reason": review.ExtraEffectReason(c.Op, w.Extra)})})
+		case review.Assessed(review.State(row.State)):
+			return s.weigh(ctx, tx, row, actor, map[string]any{"source": "confirm_window"})
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, ErrFenced) {
+		return fmt.Errorf("store.ApplyWatch: %w", err)
+	}
+	return err
+}
