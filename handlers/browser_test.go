@@ -670,3 +670,108 @@ func TestBrowserPayloadInert(t *testing.T) {
 		sup.noConsoleErrors()
 	})
 }
+
+// TestBrowserExtraEffect (issue 12, ★): the confirm window found a
+// duplicate of a confirmed operation — the destination's search lagged
+// longer than it said, and the retry made a second folder. The case page
+// says the confirmation stands, offers only what fits (compensate the
+// extra, then say it is undone), preselects the recommended extra, and
+// the reviewer takes the case out of the queue in two decisions; the
+// operation stays confirmed throughout.
+func TestBrowserExtraEffect(t *testing.T) {
+	t.Parallel()
+	chromiumPath(t)
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		clk := storetest.NewClock(time.Now().UTC())
+		dest := review.Destination{SearchLag: 2 * time.Second}
+		srv, st := consoleServerWith(t, e, consoleSetup{clock: clk, cfg: &review.Config{Destinations: map[string]review.Destination{"drive": dest}}})
+		ctx := context.Background()
+		op, _, err := st.Register(ctx, review.Registration{Tenant: "acme", SourceRef: "folder-7", LogicalVersion: "1", Action: "mkdir",
+			Destination: "drive", Risk: review.RiskCompensableWrite, Payload: []byte(`{"name":"folder-7"}`), Actor: "test"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		attempt := func(o review.Outcome) *review.Operation {
+			t.Helper()
+			g, err := st.StartAttempt(ctx, store.AttemptRequest{Tenant: "acme", OperationID: op.ID, Actor: "test"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := st.RecordOutcome(ctx, "acme", op.ID, g.N, o, "test")
+			if err != nil {
+				t.Fatal(err)
+			}
+			return res.Operation
+		}
+		attempt(review.Outcome{Result: review.ResultTimeout, Phase: review.PhaseAfterSend})
+		clk.Advance(3 * time.Second)
+		got, err := st.AddEvidence(ctx, "acme", op.ID, review.Evidence{Source: review.SourceMetadataSearch, Authoritative: true, Candidates: []review.Candidate{}}, "integrator")
+		if err != nil || got.State != review.RetryWait {
+			t.Fatalf("an empty search past the lag: %v, %+v; want retry_wait", err, got)
+		}
+		if got := attempt(review.Outcome{Result: review.ResultSuccess, Phase: review.PhaseAfterSend, HTTPStatus: 201,
+			Resource: &review.ResourceRef{Ref: "fld-2", Kind: "folder", Version: "1"}}); got.State != review.Confirmed {
+			t.Fatalf("the retry: %s, want confirmed", got.State)
+		}
+		// The reconciler's look inside the window: the first folder shows.
+		clk.Advance(3 * time.Second)
+		claims, err := st.ClaimWatches(ctx, 10, time.Minute)
+		if err != nil || len(claims) != 1 {
+			t.Fatalf("ClaimWatches: %v, %d claims; want the confirmed operation", err, len(claims))
+		}
+		both := []review.Candidate{{Ref: "fld-1", Kind: "folder", Version: "1", OperationID: op.ID}, {Ref: "fld-2", Kind: "folder", Version: "1", OperationID: op.ID}}
+		w := review.Watch(claims[0].Op, dest, []review.ProbeResult{{Kind: review.ProbeSearch, Candidates: both, At: clk.Now()}}, claims[0].Until, clk.Now())
+		if err := st.ApplyWatch(ctx, claims[0], w); err != nil {
+			t.Fatal(err)
+		}
+		cs, err := st.CasesForOperation(ctx, op.ID)
+		if err != nil || len(cs) != 1 {
+			t.Fatalf("cases: %v %+v; want the extra effect's", err, cs)
+		}
+		caseID := cs[0].ID
+		browser := startChromium(t)
+
+		rev := openBrowserTab(t, browser, srv.URL, "reviewer")
+		rev.login("reviewer@example.com")
+		if !slices.Contains(rev.queueCases(), caseID) {
+			rev.fatalf("the queue does not show %s", caseID)
+		}
+		rev.open("/cases/" + caseID)
+		rev.waitText("#decision .situation", "confirmed")
+		actions := evalJS[[]string](rev, `Array.from(document.querySelectorAll('form.decision input[name="action"]'), i => i.value)`)
+		if !slices.Equal(actions, []string{review.DecideCompensate, review.DecideCompensationDone}) {
+			rev.fatalf("the form offers %v, want compensate and compensation_done only", actions)
+		}
+		if sel := evalJS[string](rev, `document.getElementById("candidate").value`); sel != "fld-1" {
+			rev.fatalf("the candidate preselected is %q, want the recommended extra fld-1 (fld-2 is confirmed)", sel)
+		}
+		rev.screenshot("extra-effect")
+		rev.axe("extra-effect case")
+		rev.do("deciding to compensate",
+			chromedp.Click(chromedp.CSS(`form.decision input[name="action"][value="compensate"]`)),
+			chromedp.SendKeys(chromedp.ID("compensation"), "delete fld-1, the duplicate"),
+			chromedp.SendKeys(chromedp.ID("reason"), "two folders for one intention"),
+			chromedp.Click(chromedp.CSS(`form.decision button[type="submit"]`)))
+		rev.waitText("#decision .decided", "compensate by reviewer@example.com")
+		if c, err := st.GetCase(ctx, caseID, nil); err != nil || c.Status != store.CaseOpen {
+			rev.fatalf("after compensate: %v, %+v; want the case open until the undo is done", err, c)
+		}
+		rev.open("/cases/" + caseID)
+		rev.do("saying the undo is done",
+			chromedp.Click(chromedp.CSS(`form.decision input[name="action"][value="compensation_done"]`)),
+			chromedp.SendKeys(chromedp.ID("reason"), "fld-1 deleted at the destination"),
+			chromedp.Click(chromedp.CSS(`form.decision button[type="submit"]`)))
+		rev.waitText("#decision", "compensation_done by reviewer@example.com")
+		rev.noConsoleErrors()
+		if c, err := st.GetCase(ctx, caseID, nil); err != nil || c.Status == store.CaseOpen {
+			rev.fatalf("after compensation_done: %v, %+v; want the case resolved", err, c)
+		}
+		if got, err := st.OperationByID(ctx, op.ID, nil); err != nil || got.State != review.Confirmed || got.Resource == nil || got.Resource.Ref != "fld-2" {
+			rev.fatalf("the operation after the undo: %v, %+v; want still confirmed with fld-2", err, got)
+		}
+		rev.open("/")
+		if slices.Contains(rev.queueCases(), caseID) {
+			rev.fatalf("the resolved case is still in the queue")
+		}
+	})
+}

@@ -33,13 +33,14 @@ func consoleServer(t testing.TB, e store.Engine, with ...func(*handlers.Handlers
 // consoleSetup is what a console test may change about the server.
 type consoleSetup struct {
 	clock   *storetest.Clock // nil: the real clock
+	cfg     *review.Config   // nil: no destinations configured
 	proxies []string         // trusted proxies (CIDR)
 	with    []func(*handlers.Handlers)
 }
 
 func consoleServerWith(t testing.TB, e store.Engine, cs consoleSetup) (*httptest.Server, *store.Store) {
 	t.Helper()
-	var opt store.Options
+	opt := store.Options{Config: cs.cfg}
 	if cs.clock != nil {
 		opt.Clock = cs.clock.Now
 	}
