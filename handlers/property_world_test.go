@@ -138,8 +138,12 @@ const (
 	styleGarbled probeStyle = "garbled"
 	// styleLaggy: the search lags twice as long as configured (holes 16 and 9).
 	styleLaggy probeStyle = "laggy"
-	// styleJobsUnindexed: the search lists a job's output once it
-	// succeeded, never the job, and job lookups fail with 500 (hole 15).
+	// styleJobsUnindexed: job lookups fail with 500 (hole 15), and the
+	// search lists a job's output once it succeeded instead of the job.
+	// (A search that never showed an unfinished job would make a job whose
+	// answer was lost undiscoverable: no ledger could tell it from
+	// absence. The property test found that; it is the destination's
+	// configuration that would be wrong, not Limbo.)
 	styleJobsUnindexed probeStyle = "jobs_unindexed"
 	// styleAnonymous: the probe credential's variable is unset, and the
 	// destination shows an anonymous caller an empty search (hole 14).
@@ -274,15 +278,18 @@ func (w *world) visible(r *resource) bool {
 
 // search is what the destination's metadata search for opID answers now:
 // the resources naming it that are past the search lag (where jobs are
-// not indexed, a job's output once it succeeded, never the job).
+// not indexed, a job's output once it succeeded instead of the job).
 func (w *world) search(dest, opID string) []review.Candidate {
 	out := []review.Candidate{}
 	for _, r := range w.of(opID) {
 		switch {
 		case r.Dest != dest || r.Undone || !w.visible(r):
 		case r.Kind == "job" && w.styleOf(dest) == styleJobsUnindexed:
-			if r.JobStatus == review.JobSucceeded {
+			switch {
+			case r.JobStatus == review.JobSucceeded:
 				out = append(out, review.Candidate{Ref: r.Output, Kind: "file", Version: r.Version, OperationID: r.OpID})
+			case r.live():
+				out = append(out, r.candidate())
 			}
 		default:
 			out = append(out, r.candidate())

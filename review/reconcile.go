@@ -139,11 +139,36 @@ func withHistory(in SettleInput, st Settlement) Settlement {
 		ev.ObservedAt = in.Now
 		op.Evidence = append(op.Evidence, ev)
 	}
-	if w := Weigh(&op, in.Destination, in.Now); w.State == NeedsReview && len(w.Reasons) > 0 {
+	w := Weigh(&op, in.Destination, in.Now)
+	onAbsence := st.State != Confirmed
+	switch {
+	case w.State == NeedsReview && len(w.Reasons) > 0:
 		st.Resource, st.Job = nil, nil
 		return st.escalate(w.Reasons[0], w.Reason)
+	case onAbsence && w.State == Confirmed:
+		// An effect the ledger already holds, which this round's search
+		// does not show yet (inside the confirm window): it is the effect.
+		st.State, st.Reasons, st.Reason, st.Resource, st.Watch = Confirmed, nil, w.Reason, w.Resource, false
+	case onAbsence && w.State == "":
+		// Earlier evidence (a webhook's claim) names an effect that the
+		// search does not show yet: not absence until the window passes.
+		sure := in.LastWrite.Add(in.Destination.Window())
+		if !in.Op.Deadline.IsZero() && sure.After(in.Op.Deadline) {
+			st.State, st.Watch = "", false
+			return st.escalate(ReasonDeadlineExpired, "an effect is claimed that the search does not show, and the confirm window ends after the deadline")
+		}
+		st.State, st.Reasons, st.Resource, st.Job, st.Watch = "", nil, nil, nil, false
+		st.NextProbe = maxTime(sure, in.Now.Add(ProbeBackoffBase))
+		st.Reason = "an effect is claimed for this operation that the search does not show yet; probing again once the confirm window has passed"
 	}
 	return st
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 // settleRound is Settle for this round's probe results alone.
@@ -235,7 +260,10 @@ func settleRound(in SettleInput) Settlement {
 		return st.escalate(ReasonMultipleCands, fmt.Sprintf("%d resources name this operation and version", len(matching)))
 	case len(otherVersion) > 0:
 		return st.escalate(ReasonVersionMismatch, fmt.Sprintf("%s belongs to version %s, expected %s", otherVersion[0].Ref, otherVersion[0].Version, op.LogicalVersion))
-	case len(matching) == 1 && absent:
+	case len(matching) == 1 && absent && AbsenceSure(in.Destination, in.LastWrite, now):
+		// Inside the confirm window an empty search next to a lookup that
+		// finds the resource is a search lagging longer than configured:
+		// the lookup's resource is the effect. Past it, they disagree.
 		return st.escalate(ReasonSourcesDisagree, "status lookup and search disagree")
 	case len(matching) == 1 && matching[0].Kind == "job":
 		// The destination accepted a job for this operation: it is not done

@@ -107,3 +107,39 @@ func TestWatch(t *testing.T) {
 		})
 	}
 }
+
+// TestSettleWaitsOutAClaim: a webhook claimed an effect; the round's
+// search, past the configured lag but inside the confirm window, shows
+// nothing. That is a lagging search, not absence: no retry, no case —
+// probe again at the window's end. Past the window they disagree. An
+// effect the ledger holds confirms the operation instead.
+func TestSettleWaitsOutAClaim(t *testing.T) {
+	d := Destination{SearchLag: 2 * time.Second} // window 20 s
+	sent := classifyNow.Add(-5 * time.Second)
+	match := Candidate{Ref: "file-1", Version: "v7", OperationID: "op-1"}
+	with := func(ev Evidence) *Operation {
+		op := weighOp(Ambiguous)
+		op.Attempts[0].FinishedAt = &sent // the attempt ended (timed out) then
+		op.Evidence = []Evidence{ev}
+		return op
+	}
+	claim := Evidence{Source: SourceWebhook, Candidates: []Candidate{match}, Verdict: VerdictInconclusive, ObservedAt: sent.Add(time.Second)}
+	response := Evidence{Source: SourceResponse, Authoritative: true, Candidates: []Candidate{match}, Verdict: VerdictConfirms, ObservedAt: sent.Add(time.Second)}
+	search := func(at time.Time) []ProbeResult {
+		return []ProbeResult{{Kind: ProbeSearch, Candidates: []Candidate{}, At: at}}
+	}
+
+	st := Settle(SettleInput{Op: with(claim), Destination: d, LastWrite: sent, Results: search(classifyNow), Now: classifyNow})
+	if st.State != "" || !st.NextProbe.Equal(sent.Add(d.Window())) {
+		t.Errorf("claim, search inside the window: %q next %s (%s); want no move, next at %s", st.State, st.NextProbe, st.Reason, sent.Add(d.Window()))
+	}
+	late := sent.Add(d.Window() + time.Second)
+	st = Settle(SettleInput{Op: with(claim), Destination: d, LastWrite: sent, Results: search(late), Now: late})
+	if st.State != NeedsReview || len(st.Reasons) == 0 || st.Reasons[0] != ReasonSourcesDisagree {
+		t.Errorf("claim, search past the window: %q %v; want needs_review, sources_disagree", st.State, st.Reasons)
+	}
+	st = Settle(SettleInput{Op: with(response), Destination: d, LastWrite: sent, Results: search(classifyNow), Now: classifyNow})
+	if st.State != Confirmed || st.Resource == nil || st.Resource.Ref != "file-1" || st.Watch {
+		t.Errorf("response, search inside the window: %q %+v watch %v; want confirmed with file-1, unwatched", st.State, st.Resource, st.Watch)
+	}
+}

@@ -85,13 +85,11 @@ func Weigh(op *Operation, d Destination, now time.Time) Weighing {
 	effects := map[string]Candidate{} // by ref
 	var order []string
 	var claimed, absent, several bool
-	// absentAt is the newest proof of absence, firstEffect when an effect
-	// was first named. Absence contradicts an effect seen before it, or
-	// one seen after it when the absence was sure (AbsenceSure: past the
-	// confirm window). An effect named after an absence inside the window
-	// is a write the search did not show yet — a lag longer than
-	// configured — and confirms.
-	var absentAt, firstEffect time.Time
+	// Absence contradicts an effect (or a webhook's claim of one) only when
+	// it was sure (AbsenceSure: past the confirm window since the last
+	// write). Inside the window an empty search next to a named effect is
+	// a search lagging longer than configured — resources do not vanish —
+	// and the effect stands.
 	var sureAbsent bool
 	var otherVersion, foreign []Candidate
 	for _, ev := range op.Evidence {
@@ -115,9 +113,6 @@ func Weigh(op *Operation, d Destination, now time.Time) Weighing {
 			if ev.Verdict == VerdictRefutes && (ev.Source == SourceMetadataSearch || ev.Source == SourceStatusLookup) &&
 				freshAbsence(ev, lastWrite, d.SearchLag) {
 				absent = true
-				if ev.ObservedAt.After(absentAt) {
-					absentAt = ev.ObservedAt
-				}
 				sureAbsent = sureAbsent || AbsenceSure(d, lastWrite, ev.ObservedAt)
 			}
 		case len(m)+len(o) > 1:
@@ -128,9 +123,6 @@ func Weigh(op *Operation, d Destination, now time.Time) Weighing {
 			if _, seen := effects[m[0].Ref]; !seen {
 				effects[m[0].Ref] = m[0]
 				order = append(order, m[0].Ref)
-			}
-			if firstEffect.IsZero() || ev.ObservedAt.Before(firstEffect) {
-				firstEffect = ev.ObservedAt
 			}
 		case !ev.ObservedAt.Before(lastWrite):
 			// No effect of this operation's version: what else was found
@@ -146,7 +138,7 @@ func Weigh(op *Operation, d Destination, now time.Time) Weighing {
 	case several:
 		return Weighing{State: NeedsReview, Reasons: []Reason{ReasonMultipleCands},
 			Reason: "the destination answered with several candidates for this operation"}
-	case len(effects) == 1 && absent && (sureAbsent || absentAt.After(firstEffect)):
+	case len(effects) == 1 && sureAbsent:
 		return Weighing{State: NeedsReview, Reasons: []Reason{ReasonSourcesDisagree},
 			Reason: fmt.Sprintf("evidence names resource %s for this operation, and a later search proved absence", order[0])}
 	case len(effects) == 1 && effects[order[0]].Kind == "job":
@@ -162,9 +154,13 @@ func Weigh(op *Operation, d Destination, now time.Time) Weighing {
 		c := effects[order[0]]
 		return Weighing{State: Confirmed, Resource: &ResourceRef{Ref: c.Ref, Kind: c.Kind, Version: c.Version},
 			Reason: fmt.Sprintf("the evidence names exactly one resource %s for this operation and version", c.Ref)}
-	case claimed && absent:
+	case claimed && sureAbsent:
 		return Weighing{State: NeedsReview, Reasons: []Reason{ReasonSourcesDisagree},
 			Reason: "a webhook reports an effect for this operation, and a search proved absence"}
+	case claimed && absent && op.State == Ambiguous:
+		// The search may not show it yet: no retry, and no case, until
+		// the confirm window has passed (the reconciler probes again).
+		return Weighing{}
 	case claimed && op.State != Ambiguous:
 		return Weighing{State: Ambiguous, Reason: "a webhook reports an effect for this operation: reconcile before any retry"}
 	case op.State != Ambiguous:

@@ -37,7 +37,7 @@ import (
 )
 
 const chaosUsage = `Usage: limbo chaos [fault flags] [--ops N] [--integrators N] [--kills K] [--db URL]
-                   [--truth-out FILE] [--settle D]
+                   [--truth-out FILE] [--settle D] [--configured-lag D] [--confirm-window D]
 
 Runs the whole fault scenario in one process: Limbo (on --db, by default a
 fresh SQLite file in a temporary directory, left in place) and the sandbox
@@ -50,6 +50,13 @@ ledger against the sandbox's ground truth, writes that truth to
 I1–I7 hold, 1 when one does not, 2 on errors. Each run uses tenants of its
 own (chaos-<run>-<n>), so --db may name a database used before.
 The sandbox's --webhook-url and --webhook-secret are set by chaos itself.
+
+--search-lag is the sandbox's real search lag; Limbo is configured with it,
+unless --configured-lag tells Limbo another one: shorter, the destination
+lies about its lag, an empty search after it is no proof of absence, and
+the confirm window (--confirm-window, by default 10 × the configured lag)
+must catch the late first write next to the retry's. When it lies, chaos
+waits for every confirm window still open to close before the check.
 
 Flags:
 `
@@ -75,6 +82,15 @@ type chaosOptions struct {
 	Settle   time.Duration
 	// RetryRatio is the retry budget's ratio for the sandbox destination.
 	RetryRatio float64
+	// ConfiguredLag is the search lag Limbo is told the destination has;
+	// zero: the sandbox's real one (Sandbox.SearchLag). Shorter than the
+	// real lag, the destination lies about it: an empty search after it is
+	// no proof of absence, and only the confirm window catches the late
+	// first write.
+	ConfiguredLag time.Duration
+	// ConfirmWindow is the destination's confirm_window; zero: the default
+	// (review.ConfirmWindowFactor × the configured lag).
+	ConfirmWindow time.Duration
 	// Log receives Limbo's, the sandbox's and the integrations' logs.
 	Log *slog.Logger
 }
@@ -94,6 +110,8 @@ func cmdChaos(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 	fs.StringVar(&o.TruthOut, "truth-out", "", "write the sandbox's ground truth here, as a JSON array of effects")
 	fs.DurationVar(&o.Settle, "settle", 60*time.Second, "how long to wait, once every operation has started, for all of them to settle")
 	fs.Float64Var(&o.RetryRatio, "retry-ratio", 1, "retry budget for the sandbox: retries per first attempt over a minute, 0–1 (the product default, 0.1, throttles this scenario's fault rates for minutes)")
+	fs.DurationVar(&o.ConfiguredLag, "configured-lag", 0, "the search lag Limbo is told the destination has (0: the sandbox's real --search-lag); shorter than --search-lag, the destination lies about its lag and the confirm window must catch the late writes")
+	fs.DurationVar(&o.ConfirmWindow, "confirm-window", 0, "the destination's confirm_window: how long after a proof of absence Limbo keeps searching for a late write (0: 10 × the configured lag)")
 	verbose := fs.Bool("verbose", false, "log every reconciliation and worker event to stderr")
 	fs.Usage = func() {}
 	if err := fs.Parse(args); err != nil {
@@ -144,6 +162,10 @@ func (o *chaosOptions) validate() error {
 		return errors.New("chaos: --settle must be positive")
 	case !(o.RetryRatio > 0 && o.RetryRatio <= 1):
 		return errors.New("chaos: --retry-ratio must lie in (0, 1]")
+	case o.ConfiguredLag < 0:
+		return errors.New("chaos: --configured-lag must not be negative")
+	case o.ConfirmWindow < 0:
+		return errors.New("chaos: --confirm-window must not be negative")
 	}
 	return o.Sandbox.Validate()
 }
@@ -189,7 +211,20 @@ func runChaos(ctx context.Context, o chaosOptions) (*chaosSummary, error) {
 	if err != nil {
 		return nil, err
 	}
-	cfg, err := sandboxConfig(sbURL, !o.Sandbox.NoKeySupport, o.Sandbox.SearchLag, chaosLease, secret, o.RetryRatio)
+	// The lag Limbo is told: the sandbox's real one, unless the
+	// destination lies about it.
+	lag := o.Sandbox.SearchLag
+	if o.ConfiguredLag > 0 {
+		lag = o.ConfiguredLag
+	}
+	draft, err := sandboxDestConfig(sbURL, !o.Sandbox.NoKeySupport, lag, chaosLease, secret, o.RetryRatio)
+	if err != nil {
+		return nil, err
+	}
+	d := draft.Destinations[sandboxDest]
+	d.ConfirmWindow = o.ConfirmWindow
+	draft.Destinations[sandboxDest] = d
+	cfg, err := parsedConfig(draft)
 	if err != nil {
 		return nil, err
 	}
@@ -231,6 +266,15 @@ func runChaos(ctx context.Context, o chaosOptions) (*chaosSummary, error) {
 		"limbo", limboURL, "sandbox", sbURL, "seed", sb.Seed())
 
 	settled := runIntegrators(ctx, igs, o.Settle, o.Log)
+	if settled && lag < o.Sandbox.SearchLag {
+		// A destination that lies about its lag shows first writes late:
+		// the confirm windows still open are Limbo's work in progress, so
+		// judge the ledger once they have closed. (With the real lag there
+		// is nothing late for a window to find.)
+		if err := awaitWindows(ctx, st, igs, cfg.Destination(sandboxDest), o.Log); err != nil {
+			return nil, err
+		}
+	}
 	// Freeze the ledger: stop Limbo's workers and API, then the sandbox.
 	stoppedAt := time.Now()
 	lim.stop()
@@ -267,6 +311,25 @@ func runChaos(ctx context.Context, o chaosOptions) (*chaosSummary, error) {
 // every outbound request by default: its probes may reach it only because
 // allow_internal names its address, and only that address.
 func sandboxConfig(base string, honoursKeys bool, searchLag, lease time.Duration, secret string, retryRatio float64) (*review.Config, error) {
+	cfg, err := sandboxDestConfig(base, honoursKeys, searchLag, lease, secret, retryRatio)
+	if err != nil {
+		return nil, err
+	}
+	return parsedConfig(cfg)
+}
+
+// parsedConfig passes cfg through the parser's own checks, as a
+// configuration file would go.
+func parsedConfig(cfg *review.Config) (*review.Config, error) {
+	data, err := yamlConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return review.ParseConfig(data)
+}
+
+// sandboxDestConfig is sandboxConfig before the parser.
+func sandboxDestConfig(base string, honoursKeys bool, searchLag, lease time.Duration, secret string, retryRatio float64) (*review.Config, error) {
 	probe := func(path, candidates string) *review.Probe {
 		return &review.Probe{URL: base + path, Timeout: 5 * time.Second, Candidates: candidates}
 	}
@@ -301,12 +364,7 @@ func sandboxConfig(base string, honoursKeys bool, searchLag, lease time.Duration
 		}},
 		RetryBudget: review.RetryBudget{Ratio: retryRatio},
 	}
-	// Through the parser's own checks, as a configuration file would go.
-	data, err := yamlConfig(cfg)
-	if err != nil {
-		return nil, err
-	}
-	return review.ParseConfig(data)
+	return cfg, nil
 }
 
 // yamlConfig renders cfg as the YAML a --config file would hold.
@@ -319,6 +377,9 @@ func yamlConfig(cfg *review.Config) ([]byte, error) {
 		add("  %s:\n", name)
 		add("    honours_keys: %t\n    conflict_means_in_progress: %t\n", d.HonoursKeys, d.ConflictMeansInProgress)
 		add("    search_lag: %s\n    lease: %s\n    probe_concurrency: %d\n", d.SearchLag, d.Lease, d.ProbeConcurrency)
+		if d.ConfirmWindow > 0 {
+			add("    confirm_window: %s\n", d.ConfirmWindow)
+		}
 		add("    probes:\n")
 		for _, p := range []struct {
 			name string
@@ -439,4 +500,52 @@ func writeTruth(path string, truth []sandbox.Effect) error {
 		return err
 	}
 	return os.WriteFile(path, append(data, '\n'), 0o644)
+}
+
+// awaitWindows waits until every confirm window the run opened has
+// closed, so a late write the watch is still looking for is judged with
+// the watch's conclusion, not before it. A window opens when proven
+// absence moves an operation to retry_wait (the settled transitions of
+// the trail) and lasts d.Window(); its last look comes within a
+// reconciliation tick after it ends.
+func awaitWindows(ctx context.Context, st *store.Store, igs []*integrator, d review.Destination, log *slog.Logger) error {
+	if d.Window() <= 0 {
+		return nil
+	}
+	ours := map[string]bool{}
+	for _, ig := range igs {
+		for _, it := range ig.work {
+			if it.opID != "" {
+				ours[it.opID] = true
+			}
+		}
+	}
+	var last time.Time
+	for after := int64(0); ; {
+		evs, err := st.AuditEvents(ctx, after, 5000)
+		if err != nil {
+			return err
+		}
+		if len(evs) == 0 {
+			break
+		}
+		for _, e := range evs {
+			if ours[e.OperationID] && e.ToState == string(review.RetryWait) &&
+				(e.Action == "reconcile.settled" || e.Action == "evidence.settled") && e.At.After(last) {
+				last = e.At
+			}
+		}
+		after = evs[len(evs)-1].Seq
+	}
+	if last.IsZero() {
+		return nil
+	}
+	until := last.Add(d.Window() + 4*reconcileEvery + time.Second)
+	if wait := time.Until(until); wait > 0 {
+		log.Info("chaos: waiting for the last confirm window to close", "wait", wait.Round(time.Millisecond))
+		if !pause(ctx, wait) {
+			return ctx.Err()
+		}
+	}
+	return nil
 }

@@ -55,6 +55,15 @@ type chaosSummary struct {
 		FailedWithEffect       int `json:"failed_with_effect"`
 		ConfirmedWithoutEffect int `json:"confirmed_without_effect"`
 	} `json:"ledger_vs_truth"`
+	// SeveralEffects counts write operations (neither read nor generate)
+	// whose destination holds more than one effect, live or undone, for
+	// their version: duplicates, wherever they were caught.
+	SeveralEffects int `json:"operations_with_several_effects"`
+	// LateDuplicatesCaught counts operations for which the confirm window
+	// found an extra resource after confirmation and opened a case
+	// (watch.extra_effect in the trail): a destination that lags longer
+	// than it says, caught.
+	LateDuplicatesCaught int `json:"late_duplicates_caught"`
 	// MaxSweepLateness is the longest an expired attempt stayed open past
 	// its lease.
 	MaxSweepLateness string `json:"max_sweep_lateness"`
@@ -128,6 +137,7 @@ func checkChaos(ctx context.Context, st *store.Store, anchors *anchor.Writer, ig
 		t.Sweeps = append(t.Sweeps, review.SweepRound{Start: r.start, End: r.end})
 	}
 	sum := summarise(*l, review.CheckInvariants(*l, t))
+	countDuplicates(sum, *l, t)
 	sum.Registrations = registrations
 	sum.Effects = len(truth)
 	cases, err := st.OpenCases(ctx, 1<<30)
@@ -179,6 +189,38 @@ func summarise(l review.Ledger, rep review.InvariantReport) *chaosSummary {
 		sum.SettledWithoutPerson = float64(settled) / float64(len(l.Operations))
 	}
 	return sum
+}
+
+// countDuplicates fills the summary's duplicate figures from the truth
+// (several effects for one write's version) and the trail (the confirm
+// window's cases).
+func countDuplicates(sum *chaosSummary, l review.Ledger, t review.Truth) {
+	byID := map[string]*review.Operation{}
+	for _, op := range l.Operations {
+		byID[op.ID] = op
+	}
+	effects := map[[2]string]int{}
+	for _, e := range t.Effects {
+		effects[[2]string{e.OperationID, e.LogicalVersion}]++
+	}
+	for k, n := range effects {
+		op := byID[k[0]]
+		if op == nil || n < 2 {
+			continue
+		}
+		switch review.EffectClass(op, t.Config.Destination(op.Destination)) {
+		case review.RiskRead, review.RiskGenerate:
+		default:
+			sum.SeveralEffects++
+		}
+	}
+	caught := map[string]bool{}
+	for _, e := range l.Trail {
+		if e.Action == "watch.extra_effect" {
+			caught[e.OperationID] = true
+		}
+	}
+	sum.LateDuplicatesCaught = len(caught)
 }
 
 // sealAndVerify seals until every committed event is in a checkpoint (on
