@@ -617,8 +617,8 @@ func (h *harness) othersAt(o *propOp) []*resource {
 }
 
 // foreignJobs lets the integrator report a job under another operation
-// (see putJob).
-const foreignJobs = false
+// (see putJob): refused with 409, nothing changed (issue 12, hole 6).
+const foreignJobs = true
 
 // putJob reports a job's status as the destination has it: the
 // operation's own job, or another operation's (an integrator mixing refs).
@@ -636,9 +636,8 @@ func (h *harness) putJob(t *rapid.T) {
 	var o *propOp
 	// Issue 12 hole 6 (decide branch): a job update for a ref the
 	// operation never reported settles it (failed, or confirmed with the
-	// other operation's output). Until that is merged, jobs are reported
-	// under their own operation only; TestPropertyHole6ForeignJob keeps
-	// the sequences. Remove foreignJobs then.
+	// other operation's output); TestPropertyHole6ForeignJob keeps the
+	// sequences.
 	if foreignJobs && rapid.IntRange(0, 3).Draw(t, "foreign") == 0 {
 		// Reported under another operation (an integrator mixing refs),
 		// most often one that follows a job of its own.
@@ -662,14 +661,10 @@ func (h *harness) putJob(t *rapid.T) {
 // ---------------------------------------------------------------------
 // The destination.
 
-// jobsFail lets the destination's jobs fail. Off for now: review.Weigh
-// takes a job's candidate (stored by the reconciler, or sent as evidence)
-// for the effect itself and confirms, though the job may still fail — a
-// hole nobody owns yet, kept in TestPropertyHoleJobCandidateConfirms.
-// Switch it on once Weigh follows a job; until then hole 6 (a foreign
-// job's failure) is reached through the job report instead, see
-// TestPropertyHole6ForeignJobFails.
-const jobsFail = false
+// jobsFail lets the destination's jobs fail. (Weigh once took a job's
+// candidate for the effect itself and confirmed, though the job could
+// still fail: TestPropertyHoleJobCandidateConfirms keeps that sequence.)
+const jobsFail = true
 
 // jobRuns moves a job on at the destination.
 func (h *harness) jobRuns(t *rapid.T) {
@@ -789,6 +784,8 @@ func (h *harness) decide(t *rapid.T) {
 			}
 			form.Set("action", review.DecideCompensationDone)
 			form.Set("candidate", o.undo)
+		case len(live) < 2:
+			t.Skip("one effect: nothing extra to undo")
 		default:
 			for _, r := range live {
 				if op.Resource == nil || (r.Ref != op.Resource.Ref && r.Output != op.Resource.Ref) {

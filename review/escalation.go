@@ -113,8 +113,10 @@ func weigh(op *Operation) findings {
 			f.confirms = f.confirms || e.Verdict == VerdictConfirms
 			f.refutes = f.refutes || e.Verdict == VerdictRefutes
 		}
-		if e.Source == SourceWebhook {
-			continue // a webhook is a hint to probe, not a finding
+		if e.Source == SourceWebhook || !e.Authoritative {
+			// A webhook is a hint to probe, and evidence nobody vouches
+			// for proves nothing (EvidenceVerdict): neither is a finding.
+			continue
 		}
 		for _, c := range e.Candidates {
 			switch {

@@ -274,3 +274,32 @@ func TestAssessPriority(t *testing.T) {
 		t.Errorf("a month-old plain case has priority %d, a fresh financial one %d", o, f)
 	}
 }
+
+// TestAssessIgnoresUnvouchedCandidates: a second "resource" that only a
+// non-authoritative answer names is no finding. On a confirmed operation
+// with a payload_mismatch case it must not add multiple_candidates —
+// which would turn the case into one about an extra effect and offer to
+// undo the operation's only real effect (the property test found it).
+func TestAssessIgnoresUnvouchedCandidates(t *testing.T) {
+	op := testOp(RiskCompensableWrite)
+	op.State = Confirmed
+	op.Resource = &ResourceRef{Ref: "file-1", Version: op.LogicalVersion}
+	op.Evidence = []Evidence{
+		{Source: SourceResponse, Authoritative: true, Verdict: VerdictConfirms,
+			Candidates: []Candidate{{Ref: "file-1", Version: op.LogicalVersion, OperationID: op.ID}}},
+		{Source: SourceResponse, Authoritative: false, Verdict: VerdictInconclusive,
+			Candidates: []Candidate{{Ref: "made-up", Version: op.LogicalVersion, OperationID: op.ID}}},
+	}
+	a := Assess(op, []Reason{ReasonPayloadMismatch}, classifyNow)
+	if slices.Contains(a.Reasons, ReasonMultipleCands) {
+		t.Fatalf("reasons %v: an unvouched candidate made it multiple_candidates", a.Reasons)
+	}
+	if on := DecidesOn(op.State, a.Reasons); on != OnRefusedPayload {
+		t.Errorf("decisions act on %q, want %q", on, OnRefusedPayload)
+	}
+	// Vouched for, a second resource is a finding.
+	op.Evidence[1].Authoritative = true
+	if a := Assess(op, nil, classifyNow); !slices.Contains(a.Reasons, ReasonMultipleCands) {
+		t.Errorf("reasons %v: two authoritative resources, want multiple_candidates", a.Reasons)
+	}
+}
