@@ -71,35 +71,30 @@ func (r *Reconciler) RunOnce(ctx context.Context) (int, error) {
 	}
 	var wg sync.WaitGroup
 	for _, c := range watches {
-		sem := r.sem(c.Op.Destination)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			select {
-			case sem <- struct{}{}:
-			case <-ctx.Done():
-				return
-			}
-			defer func() { <-sem }()
-			r.watch(ctx, c)
-		}()
+		r.within(ctx, &wg, c.Op.Destination, func() { r.watch(ctx, c) })
 	}
 	for _, c := range claims {
-		sem := r.sem(c.Op.Destination)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			select {
-			case sem <- struct{}{}:
-			case <-ctx.Done():
-				return
-			}
-			defer func() { <-sem }()
-			r.round(ctx, c)
-		}()
+		r.within(ctx, &wg, c.Op.Destination, func() { r.round(ctx, c) })
 	}
 	wg.Wait()
 	return len(claims) + len(watches), nil
+}
+
+// within runs work on its own goroutine, counted in wg, once dest's
+// reserved probe concurrency has room (or not at all when ctx ends first).
+func (r *Reconciler) within(ctx context.Context, wg *sync.WaitGroup, dest string, work func()) {
+	sem := r.sem(dest)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+			return
+		}
+		defer func() { <-sem }()
+		work()
+	}()
 }
 
 // watch looks once more for an operation inside its confirm window

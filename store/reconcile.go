@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jmoiron/sqlx"
@@ -59,38 +60,8 @@ func (s *Store) ClaimAccepted(ctx context.Context, owner string, n int, lease ti
 
 func (s *Store) claim(ctx context.Context, state review.State, owner string, n int, lease time.Duration) ([]ProbeClaim, error) {
 	now := s.now()
-	var probe []string
-	if err := s.sel(ctx, nil, &probe, selectDue, string(state), now, now, 1); err != nil {
-		return nil, fmt.Errorf("store.claim: %w", err)
-	}
-	if len(probe) == 0 {
-		// Nothing due: an idle tick reads and takes no write lock (SQLite
-		// has one writer, which the API's calls need).
-		return nil, nil
-	}
-	var ids []string
-	err := s.WithTx(ctx, func(tx *sqlx.Tx) error {
-		ids = ids[:0]
-		now := s.now()
-		q := selectDue
-		if s.engine == Postgres {
-			q = selectDueSkipLocked
-		}
-		var due []string
-		if err := tx.SelectContext(ctx, &due, s.rebind(q), string(state), now, now, n); err != nil {
-			return err
-		}
-		for _, id := range due {
-			res, err := tx.ExecContext(ctx, s.rebind(claimOperation), owner, now.Add(lease), id, string(state), now)
-			if err != nil {
-				return err
-			}
-			if k, _ := res.RowsAffected(); k == 1 {
-				ids = append(ids, id)
-			}
-		}
-		return nil
-	})
+	ids, err := s.claimDue(ctx, selectDue, selectDueSkipLocked, []any{string(state), now, now}, n, claimOperation,
+		func(id string) []any { return []any{owner, now.Add(lease), id, string(state), now} })
 	if err != nil {
 		return nil, fmt.Errorf("store.claim: %w", err)
 	}
@@ -116,6 +87,45 @@ func (s *Store) claim(ctx context.Context, state review.State, owner string, n i
 // ErrFenced: the claim was superseded (its lease expired and another
 // reconciler claimed the operation, or the operation moved on).
 var ErrFenced = errors.New("probe claim superseded")
+
+// claimDue claims, in one transaction, up to n operations the query due
+// lists (its args, then the limit) — skipLocked on PostgreSQL, so several
+// instances claim disjoint sets — each with the update claim and
+// claimArgs(id), and returns the ids it claimed. Nothing due, an idle tick
+// reads and takes no write lock (SQLite has one writer, which the API's
+// calls need).
+func (s *Store) claimDue(ctx context.Context, due, skipLocked string, args []any, n int, claim string, claimArgs func(id string) []any) ([]string, error) {
+	var probe []string
+	if err := s.sel(ctx, nil, &probe, due, append(slices.Clone(args), 1)...); err != nil {
+		return nil, err
+	}
+	if len(probe) == 0 {
+		return nil, nil
+	}
+	var ids []string
+	err := s.WithTx(ctx, func(tx *sqlx.Tx) error {
+		ids = ids[:0]
+		q := due
+		if s.engine == Postgres {
+			q = skipLocked
+		}
+		var listed []string
+		if err := tx.SelectContext(ctx, &listed, s.rebind(q), append(slices.Clone(args), n)...); err != nil {
+			return err
+		}
+		for _, id := range listed {
+			res, err := tx.ExecContext(ctx, s.rebind(claim), claimArgs(id)...)
+			if err != nil {
+				return err
+			}
+			if k, _ := res.RowsAffected(); k == 1 {
+				ids = append(ids, id)
+			}
+		}
+		return nil
+	})
+	return ids, err
+}
 
 // ApplySettlement completes a reconciliation round: records every probe's
 // evidence and moves the operation where review.Settle says — or, when it

@@ -57,35 +57,8 @@ func (s *Store) startWatch(ctx context.Context, tx *sqlx.Tx, opID string, d revi
 // lease.
 func (s *Store) ClaimWatches(ctx context.Context, n int, lease time.Duration) ([]WatchClaim, error) {
 	now := s.now()
-	var due []string
-	if err := s.sel(ctx, nil, &due, selectWatchDue, dbTime(now), 1); err != nil {
-		return nil, fmt.Errorf("store.ClaimWatches: %w", err)
-	}
-	if len(due) == 0 {
-		return nil, nil // an idle tick takes no write lock
-	}
-	var ids []string
-	err := s.WithTx(ctx, func(tx *sqlx.Tx) error {
-		ids = ids[:0]
-		q := selectWatchDue
-		if s.engine == Postgres {
-			q = selectWatchDueSkipLocked
-		}
-		due = due[:0]
-		if err := tx.SelectContext(ctx, &due, s.rebind(q), dbTime(now), n); err != nil {
-			return err
-		}
-		for _, id := range due {
-			res, err := tx.ExecContext(ctx, s.rebind(claimWatch), dbTime(now.Add(lease)), id, dbTime(now))
-			if err != nil {
-				return err
-			}
-			if k, _ := res.RowsAffected(); k == 1 {
-				ids = append(ids, id)
-			}
-		}
-		return nil
-	})
+	ids, err := s.claimDue(ctx, selectWatchDue, selectWatchDueSkipLocked, []any{dbTime(now)}, n, claimWatch,
+		func(id string) []any { return []any{dbTime(now.Add(lease)), id, dbTime(now)} })
 	if err != nil {
 		return nil, fmt.Errorf("store.ClaimWatches: %w", err)
 	}
