@@ -297,29 +297,3 @@ func TestPropertyHole7Compensate(t *testing.T) {
 		// for the tracked compensation to say.)
 	})
 }
-
-// TestPropertyHoleAbsenceBeforeTheAttempt: an authoritative empty search
-// submitted while the operation was still pending, at the same instant as
-// attempt 1 that then timed out, counted as absence after the attempt at
-// a destination without search lag: retry_wait, a second attempt, and the
-// first one's effect stands beside it. Absence counts only when seen
-// strictly after the last write. The property test found it (shrunk: the
-// search while pending, attempt 1 processed and its answer lost, reported
-// as a connection error, a retry).
-func TestPropertyHoleAbsenceBeforeTheAttempt(t *testing.T) {
-	t.Parallel()
-	storetest.Each(t, func(t *testing.T, e store.Engine) {
-		cfg := &review.Config{Destinations: map[string]review.Destination{"blind": {Lease: propLease}}}
-		b := setup(t, e, cfg)
-		op := b.registerAt(t, "doc-1", "blind", review.RiskCompensableWrite)
-		b.post("/api/v1/operations/"+op.ID+"/evidence", `{"source":"metadata_search","authoritative":true,"candidates":[]}`).want(t, http.StatusOK)
-		g := b.attempt(t, op.ID)
-		b.outcome(t, op.ID, g.N, `{"result":"connection_error","phase":"after_send"}`)
-		// Any evidence landing makes Limbo weigh everything again.
-		b.post("/api/v1/operations/"+op.ID+"/evidence", `{"source":"response","authoritative":false,"candidates":[]}`).want(t, http.StatusOK)
-		if got := b.get("/api/v1/operations/" + op.ID).op(t); got.State != review.Ambiguous {
-			t.Fatalf("after a lost answer, with only a search from before the attempt: %s (%s), want ambiguous", got.State, got.StateReason)
-		}
-		wantInvariants(t, b, cfg, effect(op, "res-1"))
-	})
-}

@@ -233,7 +233,7 @@ func settleRound(in SettleInput) Settlement {
 			// effect: the one matching is the only candidate that counts.
 			st.Evidence = append(st.Evidence, r.Evidence(op, VerdictConfirms, fmt.Sprintf("%s found %s", r.Kind, m[0].Ref)))
 		case r.Kind == ProbeSearch && len(cs) == 0:
-			fresh := in.LastWrite.IsZero() || now.After(in.LastWrite) && now.Sub(in.LastWrite) >= in.Destination.SearchLag
+			fresh := in.LastWrite.IsZero() || now.Sub(in.LastWrite) >= in.Destination.SearchLag
 			switch {
 			case !fresh:
 				withinLag = true

@@ -189,9 +189,7 @@ func Weigh(op *Operation, d Destination, now time.Time) Weighing {
 // candidates, proves absence now: it was observed after the last send, and
 // a metadata search only once the search lag had passed since then.
 func freshAbsence(ev Evidence, lastWrite time.Time, lag time.Duration) bool {
-	if !ev.ObservedAt.After(lastWrite) {
-		// Strictly after: seen at the instant the attempt ended (or
-		// before it started), the answer may predate the write.
+	if ev.ObservedAt.Before(lastWrite) {
 		return false
 	}
 	if ev.Source == SourceMetadataSearch && !lastWrite.IsZero() && ev.ObservedAt.Sub(lastWrite) < lag {
