@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// RELIABILITY.md's invariants, stated once. CheckInvariants reads what
+// docs/RELIABILITY.md's invariants, stated once. CheckInvariants reads what
 // Limbo holds (a Ledger) against what really happened at the destination
 // (a Truth) and names every broken invariant. The fault harness (`limbo
 // chaos`), the crash test and the stateful property test all call it, so

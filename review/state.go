@@ -1,4 +1,4 @@
-// Package review is Limbo's pure domain core: the vocabulary of SPEC.md, the
+// Package review is Limbo's pure domain core: the vocabulary of docs/SPEC.md, the
 // operation state machine, key and payload rules, error classification, retry
 // policy and the decision of what happens after an outcome. It does no I/O:
 // the store persists whatever review decides, and the clock and randomness are
