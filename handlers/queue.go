@@ -15,12 +15,14 @@ import (
 // queuePageSize is how many cases one queue page shows.
 const queuePageSize = 50
 
-var allReasons = []string{
-	string(review.ReasonFinancial), string(review.ReasonIrreversible), string(review.ReasonRegulated),
-	string(review.ReasonSourcesDisagree), string(review.ReasonDeadlineExpired), string(review.ReasonNoDedupEvidence),
-	string(review.ReasonPayloadMismatch), string(review.ReasonMultipleCands), string(review.ReasonVersionMismatch),
-	string(review.ReasonStateConflict), string(review.ReasonBudgetExhausted), string(review.ReasonCompensationFailed),
-}
+// allReasons are the queue filter's reasons, as review defines them.
+var allReasons = func() []string {
+	var out []string
+	for _, r := range review.AllReasons() {
+		out = append(out, string(r))
+	}
+	return out
+}()
 
 // Queue renders the review queue: the whole page, or for htmx (the live
 // poll) only the table fragment.

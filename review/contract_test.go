@@ -29,6 +29,9 @@ func TestContractCopies(t *testing.T) {
 	for _, f := range AllFlags() {
 		words = append(words, string(f))
 	}
+	for _, r := range AllReasons() {
+		words = append(words, string(r))
+	}
 	for _, w := range words {
 		if !strings.Contains(string(spec), "`"+w+"`") {
 			t.Errorf("docs/SPEC.md does not name `%s`, which review/ defines", w)

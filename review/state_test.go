@@ -186,3 +186,20 @@ func TestAttemptable(t *testing.T) {
 		})
 	}
 }
+
+// TestAllReasonsOrderIsStored: the store keeps a case's reasons as bits in
+// AllReasons' order, so the order written here is the stored one and may
+// only grow at its end.
+func TestAllReasonsOrderIsStored(t *testing.T) {
+	stored := []Reason{"financial", "irreversible", "regulated", "sources_disagree", "deadline_expired", "no_dedup_evidence",
+		"payload_mismatch", "multiple_candidates", "version_mismatch", "state_conflict", "budget_exhausted", "compensation_failed"}
+	all := AllReasons()
+	if len(all) < len(stored) {
+		t.Fatalf("AllReasons lost reasons: %v", all)
+	}
+	for i, r := range stored {
+		if all[i] != r {
+			t.Errorf("AllReasons()[%d] = %s, stored cases read bit %d as %s", i, all[i], i, r)
+		}
+	}
+}

@@ -141,6 +141,15 @@ const (
 	ReasonCompensationFailed Reason = "compensation_failed"
 )
 
+// AllReasons lists every escalation reason, in an order that only ever
+// grows at its end: the store keeps a case's reasons as bits in this order
+// (cases.reason_bits), so reordering it would misread stored cases.
+func AllReasons() []Reason {
+	return []Reason{ReasonFinancial, ReasonIrreversible, ReasonRegulated, ReasonSourcesDisagree, ReasonDeadlineExpired,
+		ReasonNoDedupEvidence, ReasonPayloadMismatch, ReasonMultipleCands, ReasonVersionMismatch, ReasonStateConflict,
+		ReasonBudgetExhausted, ReasonCompensationFailed}
+}
+
 // The `text` tags on types that arrive in API bodies declare each string's
 // intake rule (CheckText's kind and limit; see handlers/intake.go).
 

@@ -290,8 +290,5 @@ func reasonBits(rs []review.Reason) int64 {
 }
 
 // allReasons are the escalation reasons the queue counts; reason i is bit i
-// of cases.reason_bits, so this order never changes (append only).
-var allReasons = []review.Reason{review.ReasonFinancial, review.ReasonIrreversible, review.ReasonRegulated,
-	review.ReasonSourcesDisagree, review.ReasonDeadlineExpired, review.ReasonNoDedupEvidence, review.ReasonPayloadMismatch,
-	review.ReasonMultipleCands, review.ReasonVersionMismatch, review.ReasonStateConflict, review.ReasonBudgetExhausted,
-	review.ReasonCompensationFailed}
+// of cases.reason_bits (review.AllReasons only grows at its end).
+var allReasons = review.AllReasons()
