@@ -132,7 +132,7 @@ func (h *Handlers) Decide(c echo.Context) error {
 	var already *review.AlreadyDecidedError
 	switch {
 	case err == nil:
-		if c.Request().Header.Get("HX-Request") != "true" {
+		if !isFragment(c) {
 			return c.Redirect(http.StatusSeeOther, "/cases/"+v.Case.ID)
 		}
 	case errors.As(err, &already):
@@ -147,10 +147,7 @@ func (h *Handlers) Decide(c echo.Context) error {
 		return verr
 	}
 	fresh.Problem, fresh.Form = v.Problem, v.Form
-	if c.Request().Header.Get("HX-Request") == "true" {
-		return render(c, status, web.DecisionPanel(*fresh))
-	}
-	return render(c, status, web.CasePage(*fresh))
+	return renderPageOr(c, status, web.CasePage(*fresh), web.DecisionPanel(*fresh))
 }
 
 // RevealPayload shows the case's payload with its redacted fields, and

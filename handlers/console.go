@@ -80,7 +80,8 @@ func (h *Handlers) requireUser(next echo.HandlerFunc) echo.HandlerFunc {
 			}
 		}
 		to := "/login?next=" + url.QueryEscape(c.Request().URL.RequestURI())
-		if c.Request().Header.Get("HX-Request") == "true" {
+		if isHTMX(c) {
+			// Any htmx request, boosted or not: htmx follows HX-Redirect.
 			c.Response().Header().Set("HX-Redirect", to)
 			return c.NoContent(http.StatusUnauthorized)
 		}
@@ -149,13 +150,7 @@ func consoleError(status int, msg string) error { return &ConsoleError{Status: s
 func (h *Handlers) renderConsoleError(c echo.Context, status int, msg string) {
 	n := nav(c)
 	n.Flash = msg
-	var err error
-	if c.Request().Header.Get("HX-Request") == "true" {
-		err = render(c, status, web.ErrorFragment(msg))
-	} else {
-		err = render(c, status, web.ErrorPage(n, status, msg))
-	}
-	if err != nil {
+	if err := renderPageOr(c, status, web.ErrorPage(n, status, msg), web.ErrorFragment(msg)); err != nil {
 		h.Log.Error("rendering error page", "err", err)
 	}
 }

@@ -1,22 +1,8 @@
 package handlers
 
 import (
-	"bytes"
-
-	"github.com/a-h/templ"
 	"github.com/labstack/echo/v4"
 )
-
-// render buffers a component, then writes it, so a failing template never
-// leaves half a page behind.
-func render(c echo.Context, status int, cmp templ.Component) error {
-	var buf bytes.Buffer
-	if err := cmp.Render(c.Request().Context(), &buf); err != nil {
-		return err
-	}
-	c.Response().Header().Set("Vary", "HX-Request")
-	return c.HTMLBlob(status, buf.Bytes())
-}
 
 // securityHeaders sets the headers every answer carries: a strict CSP (no
 // inline script), no framing, no sniffing, no referrer leaks. The values are

@@ -31,10 +31,7 @@ func (h *Handlers) Queue(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if c.Request().Header.Get("HX-Request") == "true" {
-		return render(c, http.StatusOK, web.QueueTable(*v))
-	}
-	return render(c, http.StatusOK, web.QueuePage(*v))
+	return renderPageOr(c, http.StatusOK, web.QueuePage(*v), web.QueueTable(*v))
 }
 
 func (h *Handlers) queueView(c echo.Context) (*web.QueueView, error) {
