@@ -213,6 +213,34 @@ func MayHaveHadEffect(o Outcome, d Destination, action string, now time.Time) bo
 	return true
 }
 
+// PriorMayHaveEffect reports whether a finished attempt before n ended
+// with its effect unknown, by classifying each stored outcome again (pure,
+// so the answer is the one given at the time).
+func PriorMayHaveEffect(attempts []Attempt, n int, d Destination, action string, now time.Time) bool {
+	for _, a := range attempts {
+		if a.N >= n || a.FinishedAt == nil {
+			continue
+		}
+		o := Outcome{Result: a.Result, Phase: a.Phase, HTTPStatus: a.HTTPStatus, ProviderCode: a.ProviderCode, RetryAfter: a.RetryAfter}
+		if MayHaveHadEffect(o, d, action, now) {
+			return true
+		}
+	}
+	return false
+}
+
+// BudgetEnded is where an operation goes when its budget (attempts, cost
+// or deadline) ends with no attempt left to run: failed — unless an
+// attempt may have had its effect (mayHaveEffect) and the operation writes,
+// when the budget ending proves nothing and it is reconciled (ambiguous),
+// never declared failed.
+func BudgetEnded(risk Risk, mayHaveEffect bool) State {
+	if mayHaveEffect && risk != RiskRead && risk != RiskGenerate {
+		return Ambiguous
+	}
+	return Failed
+}
+
 // Decide turns an outcome into the operation's next state. Budgets count the
 // attempt just finished and its cost.
 func Decide(in DecideInput) Decision {
@@ -256,7 +284,7 @@ func Decide(in DecideInput) Decision {
 		return Decision{Next: NextRetryAt, State: RetryWait, RetryAt: &retryAt,
 			Reason: fmt.Sprintf("%s; retry at %s", cl.Reason, retryAt.UTC().Format(time.RFC3339Nano))}
 	}
-	if (cl.Effect == EffectUnknown || in.PriorMayHaveEffect) && risk != RiskRead && risk != RiskGenerate {
+	if BudgetEnded(risk, cl.Effect == EffectUnknown || in.PriorMayHaveEffect) == Ambiguous {
 		// The write may have happened (now or in an earlier attempt) and no
 		// retry will settle it: reconcile, never declare it failed.
 		return Decision{Next: NextReconcile, State: Ambiguous, Escalation: []Reason{stopReason},

@@ -680,3 +680,21 @@ func TestRetryNeedsReconcile(t *testing.T) {
 		}
 	}
 }
+
+// TestBudgetEnded: the one rule for a budget that ends with no attempt
+// left — failed, unless an attempt may have had its effect and the
+// operation writes (reconcile, never declare failed).
+func TestBudgetEnded(t *testing.T) {
+	for _, r := range AllRisks() {
+		if got := BudgetEnded(r, false); got != Failed {
+			t.Errorf("BudgetEnded(%s, no effect possible) = %s, want failed", r, got)
+		}
+		want := Ambiguous
+		if r == RiskRead || r == RiskGenerate {
+			want = Failed
+		}
+		if got := BudgetEnded(r, true); got != want {
+			t.Errorf("BudgetEnded(%s, an effect may exist) = %s, want %s", r, got, want)
+		}
+	}
+}

@@ -105,7 +105,7 @@ func (s *Store) StartAttempt(ctx context.Context, req AttemptRequest) (*Grant, e
 			if err != nil {
 				return err
 			}
-			if prior && op.Risk != review.RiskRead && op.Risk != review.RiskGenerate {
+			if review.BudgetEnded(op.Risk, prior) == review.Ambiguous {
 				to, action = review.Ambiguous, "operation.ambiguous"
 				reason += "; an earlier attempt may have had its effect"
 				detail = map[string]any{"escalation": []review.Reason{review.ReasonBudgetExhausted}}

@@ -52,8 +52,8 @@ func (s *Store) ExpireDeadlines(ctx context.Context) (int, error) {
 					return err
 				}
 				reason = "the deadline passed while waiting to retry"
-				if prior && op.Risk != review.RiskRead && op.Risk != review.RiskGenerate {
-					to, reason = review.Ambiguous, reason+"; an earlier attempt may have had its effect"
+				if to = review.BudgetEnded(op.Risk, prior); to == review.Ambiguous {
+					reason += "; an earlier attempt may have had its effect"
 				}
 			case review.Accepted:
 				to, reason = review.NeedsReview, "the deadline passed before the destination's job finished"

@@ -158,7 +158,7 @@ func (s *Store) recordOutcomeFast(ctx context.Context, tenant, opID string, n in
 		first = *sn.firstAttemptAt
 	}
 	dest := s.cfg.Destination(op.Destination)
-	prior := priorMayHaveEffect(op.Attempts, n, dest, op.Action, now)
+	prior := review.PriorMayHaveEffect(op.Attempts, n, dest, op.Action, now)
 	d := review.Decide(review.DecideInput{Op: op, N: n, FirstAttemptAt: first, Outcome: o,
 		Destination: dest, Now: now, Rand: s, PriorMayHaveEffect: prior})
 	if d.State == review.NeedsReview {

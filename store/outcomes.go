@@ -410,28 +410,11 @@ SELECT n, finished_at, result, phase, http_status, provider_code, retry_after FR
 WHERE operation_id = ? AND n < ? AND finished_at IS NOT NULL`
 
 // loadPriorEffect reports whether an attempt before n ended with its
-// effect unknown (see priorMayHaveEffect), reading the attempts in tx.
+// effect unknown (review.PriorMayHaveEffect), reading the attempts in tx.
 func (s *Store) loadPriorEffect(ctx context.Context, tx *sqlx.Tx, op *review.Operation, n int) (bool, error) {
 	var prior []review.Attempt
 	if err := s.sel(ctx, tx, &prior, selectPriorOutcomes, op.ID, n); err != nil {
 		return false, fmt.Errorf("prior outcomes: %w", err)
 	}
-	return priorMayHaveEffect(prior, n, s.cfg.Destination(op.Destination), op.Action, s.now()), nil
-}
-
-// priorMayHaveEffect reports whether a finished attempt before n ended with
-// its effect unknown, by classifying each stored outcome again (pure, so
-// the answer is the one given at the time).
-func priorMayHaveEffect(attempts []review.Attempt, n int, d review.Destination, action string, now time.Time) bool {
-	for _, a := range attempts {
-		if a.N >= n || a.FinishedAt == nil {
-			continue
-		}
-		o := review.Outcome{Result: a.Result, Phase: a.Phase, HTTPStatus: a.HTTPStatus,
-			ProviderCode: a.ProviderCode, RetryAfter: a.RetryAfter}
-		if review.MayHaveHadEffect(o, d, action, now) {
-			return true
-		}
-	}
-	return false
+	return review.PriorMayHaveEffect(prior, n, s.cfg.Destination(op.Destination), op.Action, s.now()), nil
 }
