@@ -154,7 +154,7 @@ func withHistory(in SettleInput, st Settlement) Settlement {
 		// search does not show yet: not absence until the window passes.
 		sure := in.LastWrite.Add(in.Destination.Window())
 		if !in.Op.Deadline.IsZero() && sure.After(in.Op.Deadline) {
-			st.State, st.Watch = "", false
+			st.Watch = false
 			return st.escalate(ReasonDeadlineExpired, "an effect is claimed that the search does not show, and the confirm window ends after the deadline")
 		}
 		st.State, st.Reasons, st.Resource, st.Job, st.Watch = "", nil, nil, nil, false

@@ -3,6 +3,7 @@ package review
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -70,13 +71,11 @@ func Watch(op *Operation, d Destination, results []ProbeResult, until, now time.
 		}
 		cands, clash := uniqueRefs(r.Candidates)
 		m, _, _, anon := sortCandidates(op, cands)
+		// Never refutes: an empty search here is no absence — the
+		// operation has moved on since.
 		verdict := VerdictInconclusive
-		switch {
-		case clash != "" || len(anon) > 0:
-		case len(m) == 1:
+		if clash == "" && len(anon) == 0 && len(m) == 1 {
 			verdict = VerdictConfirms
-		case len(cands) == 0:
-			// Not absence: the operation has moved on since.
 		}
 		w.Evidence = append(w.Evidence, r.Evidence(op, verdict, fmt.Sprintf("confirm window: %s found %d candidates for this operation", r.Kind, len(m))))
 		if clash == "" {
@@ -124,9 +123,10 @@ func ExtraEffectReason(op *Operation, extra []Candidate) string {
 	for i, c := range extra {
 		refs[i] = c.Ref
 	}
-	kept := "?"
+	kept := "resource"
 	if op.Resource != nil {
 		kept = op.Resource.Ref
 	}
-	return fmt.Sprintf("after a retry on proven absence the destination shows %v as well as the confirmed %s: its search lags longer than configured; undo the extra (compensate)", refs, kept)
+	return fmt.Sprintf("after a retry on proven absence the destination shows %s as well as the confirmed %s: its search lags longer than configured; undo the extra (compensate)",
+		strings.Join(refs, ", "), kept)
 }
