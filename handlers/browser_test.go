@@ -306,6 +306,17 @@ func (b *browserTab) screenshot(name string) string {
 	return path
 }
 
+// screenshotWidths takes a screenshot of the page at a phone's width
+// (390 px) and a desktop's (1,400 px), then restores the tab's size.
+func (b *browserTab) screenshotWidths(name string) {
+	b.t.Helper()
+	for _, w := range []int64{390, 1400} {
+		b.do(fmt.Sprintf("sizing the page to %d px", w), chromedp.EmulateViewport(w, 900))
+		b.screenshot(fmt.Sprintf("%s-%dpx", name, w))
+	}
+	b.do("restoring the page size", chromedp.EmulateViewport(1280, 900))
+}
+
 var unsafeName = regexp.MustCompile(`[^A-Za-z0-9._-]+`)
 
 // writeArtefact writes a test artefact under LIMBO_ARTIFACTS (default the
@@ -745,7 +756,7 @@ func TestBrowserExtraEffect(t *testing.T) {
 		if sel := evalJS[string](rev, `document.getElementById("candidate").value`); sel != "fld-1" {
 			rev.fatalf("the candidate preselected is %q, want the recommended extra fld-1 (fld-2 is confirmed)", sel)
 		}
-		rev.screenshot("extra-effect")
+		rev.screenshotWidths("extra-effect")
 		rev.axe("extra-effect case")
 		rev.do("deciding to compensate",
 			chromedp.Click(chromedp.CSS(`form.decision input[name="action"][value="compensate"]`)),
@@ -773,5 +784,6 @@ func TestBrowserExtraEffect(t *testing.T) {
 		if slices.Contains(rev.queueCases(), caseID) {
 			rev.fatalf("the resolved case is still in the queue")
 		}
+		rev.screenshotWidths("queue-after-extra-effect")
 	})
 }
