@@ -236,3 +236,13 @@ func (w *Writer) CatchUp(ctx context.Context) error {
 		}
 	}
 }
+
+// ReadExported reads a checkpoint `limbo audit export` wrote, to verify
+// the trail against.
+func ReadExported(path string) (store.Checkpoint, error) {
+	c, err := readFile(path)
+	if err != nil {
+		return store.Checkpoint{}, err
+	}
+	return *c, nil
+}

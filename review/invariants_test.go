@@ -177,6 +177,12 @@ func TestCheckInvariantsCatchViolations(t *testing.T) {
 		truth := review.Truth{Sweeps: []review.SweepRound{{Start: t0, End: t0.Add(10 * time.Millisecond)},
 			{Start: t0.Add(5 * time.Second), End: t0.Add(5010 * time.Millisecond)}}, SweepEvery: time.Second, SweepSlack: time.Second}
 		only(t, review.CheckInvariants(ledgerOf(), truth), review.InvLeases)
+		// The gap spans an outage (the fault run killed Limbo): no stall.
+		truth.Outages = []review.Outage{{From: t0.Add(2 * time.Second), To: t0.Add(4 * time.Second)}}
+		only(t, review.CheckInvariants(ledgerOf(), truth))
+		truth.Outages = []review.Outage{{From: t0.Add(6 * time.Second), To: t0.Add(7 * time.Second)}}
+		only(t, review.CheckInvariants(ledgerOf(), truth), review.InvLeases)
+		truth.Outages = nil
 		truth.SweepEvery = 0 // a fake clock's explicit rounds have no interval
 		only(t, review.CheckInvariants(ledgerOf(), truth))
 	})

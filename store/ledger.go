@@ -15,7 +15,7 @@ import (
 // console; the caller adds what only it knows (acknowledgements, the audit
 // verification).
 func (s *Store) Ledger(ctx context.Context, tenants []string) (*review.Ledger, error) {
-	l := &review.Ledger{OpenCases: map[string]bool{}}
+	l := &review.Ledger{OpenCases: map[string]bool{}, Recommendations: map[string]review.Recommendation{}}
 	ours := map[string]bool{}
 	for _, tenant := range tenants {
 		cursor := ""
@@ -56,6 +56,7 @@ func (s *Store) Ledger(ctx context.Context, tenants []string) (*review.Ledger, e
 	for _, c := range cases {
 		if ours[c.OperationID] {
 			l.OpenCases[c.OperationID] = true
+			l.Recommendations[c.OperationID] = review.Recommendation{Action: c.RecommendedAction, Ref: c.RecommendedRef, Rationale: c.Rationale}
 		}
 	}
 	return l, nil

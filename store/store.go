@@ -5,6 +5,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
@@ -61,6 +62,9 @@ type Options struct {
 	// AuditSealMax: the sealer writes a checkpoint at least this often, even
 	// when idle (0: DefaultSealMax). Each checkpoint records it.
 	AuditSealMax time.Duration
+	// MaxConns bounds the connection pool; zero: 32 on PostgreSQL, 8 on
+	// SQLite.
+	MaxConns int
 }
 
 // Store is Limbo's persistence. Safe for concurrent use.
@@ -129,10 +133,10 @@ func Open(ctx context.Context, dbURL string, opt Options) (*Store, error) {
 	switch {
 	case strings.HasPrefix(dbURL, "sqlite:"):
 		s.engine = SQLite
-		s.db, err = openSQLite(ctx, strings.TrimPrefix(dbURL, "sqlite:"))
+		s.db, err = openSQLite(ctx, strings.TrimPrefix(dbURL, "sqlite:"), cmp.Or(opt.MaxConns, 8))
 	case strings.HasPrefix(dbURL, "postgres://"), strings.HasPrefix(dbURL, "postgresql://"):
 		s.engine = Postgres
-		s.db, err = openPostgres(ctx, dbURL)
+		s.db, err = openPostgres(ctx, dbURL, cmp.Or(opt.MaxConns, 32))
 	default:
 		return nil, fmt.Errorf("store.Open: database URL must start with sqlite: or postgres://, got %q", redact(dbURL))
 	}
@@ -142,7 +146,7 @@ func Open(ctx context.Context, dbURL string, opt Options) (*Store, error) {
 	return s, nil
 }
 
-func openSQLite(ctx context.Context, path string) (*sqlx.DB, error) {
+func openSQLite(ctx context.Context, path string, maxConns int) (*sqlx.DB, error) {
 	if path == "" {
 		return nil, errors.New("store.Open: sqlite: needs a file path")
 	}
@@ -161,7 +165,7 @@ func openSQLite(ctx context.Context, path string) (*sqlx.DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store.Open: %w", err)
 	}
-	db.SetMaxOpenConns(8)
+	db.SetMaxOpenConns(maxConns)
 	var mode string
 	if err := db.GetContext(ctx, &mode, "PRAGMA journal_mode"); err != nil {
 		db.Close()
@@ -179,13 +183,13 @@ func openSQLite(ctx context.Context, path string) (*sqlx.DB, error) {
 	return db, nil
 }
 
-func openPostgres(ctx context.Context, dbURL string) (*sqlx.DB, error) {
+func openPostgres(ctx context.Context, dbURL string, maxConns int) (*sqlx.DB, error) {
 	db, err := sqlx.Open("postgres", dbURL)
 	if err != nil {
 		return nil, fmt.Errorf("store.Open: %w", err)
 	}
-	db.SetMaxOpenConns(32)
-	db.SetMaxIdleConns(32)
+	db.SetMaxOpenConns(maxConns)
+	db.SetMaxIdleConns(maxConns)
 	var sc string
 	if err := db.GetContext(ctx, &sc, "SHOW synchronous_commit"); err != nil {
 		db.Close()

@@ -8,12 +8,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
-	"strings"
-	"time"
 
 	"github.com/limbo-dev/limbo/anchor"
-	"github.com/limbo-dev/limbo/review"
+	"github.com/limbo-dev/limbo/auditkey"
 	"github.com/limbo-dev/limbo/store"
 )
 
@@ -35,18 +32,18 @@ func cmdAuditKeygen(args []string, stdout, stderr io.Writer) error {
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	k := newAuditKey()
-	pub := encodeAuditPub(k.Public().(ed25519.PublicKey))
+	k := auditkey.New()
+	pub := auditkey.EncodePub(k.Public().(ed25519.PublicKey))
 	if *out == "" {
-		fmt.Fprintln(stdout, encodeAuditKey(k))
-		fmt.Fprintf(stderr, "limbo: new audit key %s; its public key: %s\n", keyID(k), pub)
+		fmt.Fprintln(stdout, auditkey.Encode(k))
+		fmt.Fprintf(stderr, "limbo: new audit key %s; its public key: %s\n", auditkey.ID(k), pub)
 		return nil
 	}
-	if err := writeAuditKeyFile(*out, k); err != nil {
+	if err := auditkey.WriteFile(*out, k); err != nil {
 		return err
 	}
 	fmt.Fprintln(stdout, pub)
-	fmt.Fprintf(stderr, "limbo: wrote audit key %s to %s; keep a copy safe: checkpoints signed with it verify only with its public key (above)\n", keyID(k), *out)
+	fmt.Fprintf(stderr, "limbo: wrote audit key %s to %s; keep a copy safe: checkpoints signed with it verify only with its public key (above)\n", auditkey.ID(k), *out)
 	return nil
 }
 
@@ -62,37 +59,15 @@ func cmdAuditPubkey(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	k, err := findAuditKey(*keyFile, cfg, *cfgPath, s.DB, false)
+	k, err := auditkey.Find(*keyFile, cfg, *cfgPath, s.DB, false)
 	if err != nil {
 		return err
 	}
 	if k == nil {
-		return errNoAuditKey(s.DB)
+		return auditkey.ErrNone(s.DB)
 	}
-	fmt.Fprintln(stdout, encodeAuditPub(k.key.Public().(ed25519.PublicKey)))
-	fmt.Fprintf(stderr, "limbo: audit key %s, from %s\n", keyID(k.key), k.where)
-	return nil
-}
-
-// optionalDuration is a duration flag that knows whether it was given.
-type optionalDuration struct {
-	d   time.Duration
-	set bool
-}
-
-func (o *optionalDuration) String() string {
-	if !o.set {
-		return ""
-	}
-	return o.d.String()
-}
-
-func (o *optionalDuration) Set(v string) error {
-	d, err := time.ParseDuration(v)
-	if err != nil || d < 0 {
-		return errors.New("want a duration such as 2m, or 0 to skip the age check")
-	}
-	o.d, o.set = d, true
+	fmt.Fprintln(stdout, auditkey.EncodePub(k.Key.Public().(ed25519.PublicKey)))
+	fmt.Fprintf(stderr, "limbo: audit key %s, from %s\n", auditkey.ID(k.Key), k.Where)
 	return nil
 }
 
@@ -104,13 +79,16 @@ func cmdAuditVerify(ctx context.Context, args []string, stdout, stderr io.Writer
 	pubFlag := fs.String("pubkey", "", "the audit public key, as `limbo audit pubkey` prints it (instead of the key itself)")
 	anchorDir := fs.String("anchor", "", "an anchor directory (serve --audit-anchor): prove the database still holds every checkpoint in it, and every event they cover")
 	exported := fs.String("checkpoint", "", "a checkpoint exported earlier with `limbo audit export`, to check against")
-	var maxAge optionalDuration
-	fs.Var(&maxAge, "max-age", "how old the newest checkpoint may be before the tail counts as cut off; 0 skips the check, for a stopped server "+
+	maxAge := fs.Duration("max-age", 0, "how old the newest checkpoint may be before the tail counts as cut off; 0 skips the check, for a stopped server "+
 		"(default: twice the sealer interval the checkpoint records; not checked with --anchor or --checkpoint)")
 	if err := parse(fs, args); err != nil {
 		return 2, err
 	}
-	pub, err := verifyKey(*pubFlag, *keyFile, *cfgPath, s.DB)
+	cfg, err := loadConfig(*cfgPath)
+	if err != nil {
+		return 2, err
+	}
+	pub, err := auditkey.Public(*pubFlag, *keyFile, cfg, *cfgPath, s.DB)
 	if err != nil {
 		return 2, err
 	}
@@ -124,19 +102,18 @@ func cmdAuditVerify(ctx context.Context, args []string, stdout, stderr io.Writer
 		}
 	}
 	if *exported != "" {
-		data, err := os.ReadFile(*exported)
+		c, err := anchor.ReadExported(*exported)
 		if err != nil {
 			return 2, err
-		}
-		var c store.Checkpoint
-		if err := json.Unmarshal(data, &c); err != nil {
-			return 2, fmt.Errorf("audit verify: %s: %w", *exported, err)
 		}
 		opt.Anchors = append(opt.Anchors, c)
 	}
 	switch {
-	case maxAge.set:
-		opt.MaxAge, opt.SkipAge = maxAge.d, maxAge.d == 0
+	case flagSet(fs, "max-age"):
+		if *maxAge < 0 {
+			return 2, errors.New("audit verify: --max-age wants a duration such as 2m, or 0 to skip the age check")
+		}
+		opt.MaxAge, opt.SkipAge = *maxAge, *maxAge == 0
 	case len(opt.Anchors) > 0:
 		// The anchors prove the trail up to them, whether Limbo runs or not.
 		opt.SkipAge = true
@@ -151,48 +128,18 @@ func cmdAuditVerify(ctx context.Context, args []string, stdout, stderr io.Writer
 		return 2, err
 	}
 	if !rep.OK {
-		fmt.Fprintf(stderr, "audit chain broken at seq %d: %s\n", rep.BrokenSeq, rep.Problem)
+		fmt.Fprintln(stderr, rep)
 		return 1, nil
 	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "audit chain holds: %d events, %d checkpoints, %d not yet sealed; signed by key %s",
-		rep.Events, rep.Checkpoints, rep.Unsealed, rep.KeyID)
-	if rep.Anchors > 0 {
-		fmt.Fprintf(&b, "; complete up to anchored checkpoint %d (%d anchors checked)", rep.Anchored, rep.Anchors)
-	}
-	if rep.MaxAge > 0 {
-		fmt.Fprintf(&b, "; newest checkpoint younger than %s", rep.MaxAge)
-	} else {
-		b.WriteString("; age not checked")
-	}
-	fmt.Fprintln(stdout, b.String())
+	fmt.Fprintln(stdout, rep)
 	return 0, nil
 }
 
-// verifyKey finds the public key to verify with: --pubkey, or the public
-// half of the key serve would use (never generated here).
-func verifyKey(pubFlag, keyFile, cfgPath, dbURL string) (ed25519.PublicKey, error) {
-	if pubFlag != "" {
-		if keyFile != "" {
-			return nil, errors.New("audit verify: --pubkey and --audit-key name two keys; keep one")
-		}
-		return decodeAuditPub(pubFlag)
-	}
-	var cfg *review.Config
-	if cfgPath != "" {
-		var err error
-		if cfg, err = loadConfig(cfgPath); err != nil {
-			return nil, err
-		}
-	}
-	k, err := findAuditKey(keyFile, cfg, cfgPath, dbURL, false)
-	if err != nil {
-		return nil, err
-	}
-	if k == nil {
-		return nil, errNoAuditKey(dbURL)
-	}
-	return k.key.Public().(ed25519.PublicKey), nil
+// flagSet reports whether the command line gave flag name.
+func flagSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }
 
 func cmdAuditExport(ctx context.Context, args []string, stdout, stderr io.Writer) error {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/limbo-dev/limbo/anchor"
+	"github.com/limbo-dev/limbo/auditkey"
 	"github.com/limbo-dev/limbo/store"
 )
 
@@ -23,7 +24,7 @@ func TestCLIAuditKeygenAndPubkey(t *testing.T) {
 	dir := t.TempDir()
 	keyFile := filepath.Join(dir, "audit-key")
 	code, pub, errOut := limbo(t, "audit", "keygen", "--out", keyFile)
-	if code != 0 || !strings.HasPrefix(pub, auditPubPrefix) || strings.Count(pub, "\n") != 1 {
+	if code != 0 || !strings.HasPrefix(pub, auditkey.PubPrefix) || strings.Count(pub, "\n") != 1 {
 		t.Fatalf("keygen: code %d, stdout %q, stderr %q", code, pub, errOut)
 	}
 	fi, err := os.Stat(keyFile)
@@ -31,7 +32,7 @@ func TestCLIAuditKeygenAndPubkey(t *testing.T) {
 		t.Fatalf("key file: %v, mode %v; want 0600", err, fi.Mode())
 	}
 	written, _ := os.ReadFile(keyFile)
-	if !strings.HasPrefix(string(written), auditKeyPrefix) {
+	if !strings.HasPrefix(string(written), auditkey.KeyPrefix) {
 		t.Fatalf("key file holds %q", written)
 	}
 	if code, _, errOut := limbo(t, "audit", "keygen", "--out", keyFile); code != 2 || !strings.Contains(errOut, "never overwritten") {
@@ -55,7 +56,7 @@ func TestCLIAuditKeygenAndPubkey(t *testing.T) {
 
 	// Without --out the key itself is printed, for LIMBO_AUDIT_KEY.
 	code, printed, errOut := limbo(t, "audit", "keygen")
-	if _, err := decodeAuditKey(printed); code != 0 || err != nil || !strings.Contains(errOut, auditPubPrefix) {
+	if _, err := auditkey.Decode(printed); code != 0 || err != nil || !strings.Contains(errOut, auditkey.PubPrefix) {
 		t.Fatalf("keygen to stdout: code %d, %v, stdout %q, stderr %q", code, err, printed, errOut)
 	}
 
@@ -76,11 +77,11 @@ func TestCLIAuditKeygenAndPubkey(t *testing.T) {
 // TestCLIAuditKeyFromEnv: LIMBO_AUDIT_KEY holds the key itself; a key file
 // as well is ambiguous and refused. (Not parallel: it sets the environment.)
 func TestCLIAuditKeyFromEnv(t *testing.T) {
-	k := newAuditKey()
-	t.Setenv("LIMBO_AUDIT_KEY", encodeAuditKey(k))
+	k := auditkey.New()
+	t.Setenv("LIMBO_AUDIT_KEY", auditkey.Encode(k))
 	db := "sqlite:" + filepath.Join(t.TempDir(), "limbo.db")
 	code, out, errOut := limbo(t, "audit", "pubkey", "--db", db)
-	if code != 0 || strings.TrimSpace(out) != encodeAuditPub(k.Public().(ed25519.PublicKey)) || !strings.Contains(errOut, "LIMBO_AUDIT_KEY") {
+	if code != 0 || strings.TrimSpace(out) != auditkey.EncodePub(k.Public().(ed25519.PublicKey)) || !strings.Contains(errOut, "LIMBO_AUDIT_KEY") {
 		t.Fatalf("pubkey from LIMBO_AUDIT_KEY: code %d, stdout %q, stderr %q", code, out, errOut)
 	}
 	keyFile := filepath.Join(t.TempDir(), "key")

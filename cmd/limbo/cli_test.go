@@ -13,6 +13,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/limbo-dev/limbo/auditkey"
 	"github.com/limbo-dev/limbo/review"
 	"github.com/limbo-dev/limbo/store"
 	"github.com/limbo-dev/limbo/store/storetest"
@@ -84,7 +85,7 @@ func TestCLITokenAndAudit(t *testing.T) {
 		if code != 0 {
 			t.Fatalf("keygen: %d %s", code, errOut)
 		}
-		key, err := readAuditKeyFile(keyFile)
+		key, err := auditkey.ReadFile(keyFile)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -209,4 +210,10 @@ func TestServeWarnsOfMissingProbeCredential(t *testing.T) {
 	if code, log := s.stop(); code != 0 || !strings.Contains(log, "probe credential not set") || !strings.Contains(log, "auth_env="+env) {
 		t.Errorf("serve: code %d, log does not warn of %s:\n%s", code, env, log)
 	}
+}
+
+// tail is the last n lines of s.
+func tail(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }

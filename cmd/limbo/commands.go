@@ -17,7 +17,7 @@ func cmdMigrate(ctx context.Context, args []string, stderr io.Writer) error {
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	st, err := openStore(ctx, s.DB, store.Options{})
+	st, err := openStore(ctx, s, store.Options{})
 	if err != nil {
 		return err
 	}
@@ -40,7 +40,7 @@ func cmdTokenCreate(ctx context.Context, args []string, stdout, stderr io.Writer
 	if *name == "" {
 		*name = "cli"
 	}
-	st, err := openStore(ctx, s.DB, store.Options{})
+	st, err := openStore(ctx, s, store.Options{})
 	if err != nil {
 		return err
 	}

@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 
+	"github.com/limbo-dev/limbo/app"
 	"github.com/limbo-dev/limbo/review"
 	"github.com/limbo-dev/limbo/store"
 )
@@ -18,6 +20,8 @@ type settings struct {
 	DB     string
 	Config string
 	Demo   bool
+	// MaxConns bounds the database pool (0: the store's default).
+	MaxConns int
 }
 
 func envOr(name, def string) string {
@@ -27,11 +31,19 @@ func envOr(name, def string) string {
 	return def
 }
 
+// envInt is an integer variable, 0 when unset or not a number (the flag
+// then names the default).
+func envInt(name string) int {
+	n, _ := strconv.Atoi(os.Getenv(name))
+	return n
+}
+
 // newFlags returns a flag set that prints its errors to stderr.
 func newFlags(name string, stderr io.Writer, s *settings) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&s.DB, "db", envOr("LIMBO_DB", "sqlite:limbo.db"), "database URL: sqlite:PATH or postgres://… (env LIMBO_DB)")
+	fs.IntVar(&s.MaxConns, "db-max-conns", envInt("LIMBO_DB_MAX_CONNS"), "most database connections this process opens (env LIMBO_DB_MAX_CONNS; 0: 32 on PostgreSQL, 8 on SQLite)")
 	return fs
 }
 
@@ -61,14 +73,7 @@ func loadConfig(path string) (*review.Config, error) {
 }
 
 // openStore opens and migrates the database.
-func openStore(ctx context.Context, dbURL string, opt store.Options) (*store.Store, error) {
-	s, err := store.Open(ctx, dbURL, opt)
-	if err != nil {
-		return nil, err
-	}
-	if err := s.Migrate(ctx); err != nil {
-		s.Close()
-		return nil, err
-	}
-	return s, nil
+func openStore(ctx context.Context, s settings, opt store.Options) (*store.Store, error) {
+	opt.MaxConns = s.MaxConns
+	return app.OpenStore(ctx, s.DB, opt)
 }

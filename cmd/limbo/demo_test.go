@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/limbo-dev/limbo/demo"
 	"github.com/limbo-dev/limbo/review"
 	"github.com/limbo-dev/limbo/store"
 )
@@ -35,7 +36,7 @@ func TestServeDemo(t *testing.T) {
 	deadline := time.Now().Add(40 * time.Second)
 	for time.Now().Before(deadline) && (confirmed["acme"] < 3 || confirmed["globex"] < 3 || confirmed["demo"] < 3) {
 		time.Sleep(500 * time.Millisecond)
-		for _, tenant := range demoTenants {
+		for _, tenant := range demo.Tenants {
 			if ops, _, err := st.ListOperations(context.Background(), tenant, review.Confirmed, "", 500); err == nil {
 				confirmed[tenant] = len(ops)
 			}

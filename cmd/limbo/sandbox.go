@@ -27,29 +27,11 @@ Flags:
 // cmdSandbox serves the sandbox destination until ctx ends.
 func cmdSandbox(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("sandbox", flag.ContinueOnError)
-	fs.SetOutput(stderr)
 	addr := fs.String("addr", envOr("LIMBO_SANDBOX_ADDR", "127.0.0.1:8090"), "listen address (env LIMBO_SANDBOX_ADDR)")
 	var opts sandbox.Options
 	opts.RegisterFlags(fs)
-	usage := func(w io.Writer) {
-		fmt.Fprint(w, sandboxUsage)
-		fs.SetOutput(w)
-		fs.PrintDefaults()
-		fs.SetOutput(stderr)
-	}
-	// flag would print the usage on its own; we print it where it belongs:
-	// stdout for --help (which succeeds), stderr after a mistake.
-	fs.Usage = func() {}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			usage(stdout)
-			return nil
-		}
-		usage(stderr)
+	if help, err := parseTool(fs, sandboxUsage, args, stdout, stderr); help || err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("sandbox: unexpected argument %q", fs.Arg(0))
 	}
 	if err := opts.Validate(); err != nil {
 		return fmt.Errorf("sandbox: %w", err)

@@ -2,24 +2,17 @@ package main
 
 import (
 	"context"
-	"crypto/ed25519"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
-	"net/http"
-	"os"
 	"strings"
 	"sync"
 	"time"
 
-	"github.com/limbo-dev/limbo/anchor"
-	"github.com/limbo-dev/limbo/handlers"
-	"github.com/limbo-dev/limbo/loop"
-	"github.com/limbo-dev/limbo/metrics"
-	"github.com/limbo-dev/limbo/outbox"
-	"github.com/limbo-dev/limbo/reconcile"
+	"github.com/limbo-dev/limbo/app"
+	"github.com/limbo-dev/limbo/auditkey"
+	"github.com/limbo-dev/limbo/demo"
 	"github.com/limbo-dev/limbo/review"
 	"github.com/limbo-dev/limbo/store"
 )
@@ -32,45 +25,6 @@ const (
 	sealEvery      = time.Second
 	reconcileEvery = 500 * time.Millisecond
 )
-
-// serveAuditSettings is how serve signs and anchors the audit trail.
-type serveAuditSettings struct {
-	key       *auditKey
-	anchorDir string
-	sealMax   time.Duration
-}
-
-// serveAudit resolves the audit settings: flags first, then the config
-// file. Without a key, a SQLite database gets one generated beside it (and
-// the log says where, with its public key); PostgreSQL refuses to start,
-// since every instance must sign with the same key.
-func serveAudit(cfg *review.Config, s settings, keyFile, anchorDir string, sealMax time.Duration, log *slog.Logger) (*serveAuditSettings, error) {
-	k, err := findAuditKey(keyFile, cfg, s.Config, s.DB, true)
-	if err != nil {
-		return nil, err
-	}
-	if k == nil {
-		return nil, fmt.Errorf("serve: %w", errNoAuditKey(s.DB))
-	}
-	if k.generated {
-		log.Warn("generated an audit signing key beside the database; keep a copy outside this machine, or pass --audit-key",
-			"file", k.where, "key_id", keyID(k.key), "public_key", encodeAuditPub(k.key.Public().(ed25519.PublicKey)))
-	}
-	out := &serveAuditSettings{key: k, anchorDir: anchorDir, sealMax: sealMax}
-	if out.anchorDir == "" {
-		out.anchorDir = besideConfig(cfg.Audit.AnchorDir, s.Config)
-	}
-	if out.sealMax == 0 {
-		out.sealMax = cfg.Audit.SealMax
-	}
-	if out.sealMax == 0 {
-		out.sealMax = store.DefaultSealMax
-	}
-	if out.sealMax < review.MinSealMax {
-		return nil, fmt.Errorf("serve: --audit-seal-max must be at least %s", review.MinSealMax)
-	}
-	return out, nil
-}
 
 func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var s settings
@@ -86,18 +40,20 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		"copy every signed audit checkpoint to this directory, outside the database (env LIMBO_AUDIT_ANCHOR; or audit.anchor_dir)")
 	sealMax := fs.Duration("audit-seal-max", 0, "write an audit checkpoint at least this often, even when idle (default 60s, or audit.seal_max; at least 2s)")
 	proxies := fs.String("trusted-proxies", envOr("LIMBO_TRUSTED_PROXIES", ""), "comma-separated CIDR ranges of the reverse proxies whose X-Forwarded-For names the client, e.g. 10.0.0.0/8; overrides trusted_proxies in --config; without either, forwarding headers are ignored (env LIMBO_TRUSTED_PROXIES)")
+	var level slog.Level
+	fs.TextVar(&level, "log-level", slog.LevelInfo, "debug, info, warn or error; debug adds a line per lease-sweep round")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
 	if *idle <= 0 || *maxAge <= 0 || *idle > *maxAge {
 		return fmt.Errorf("serve: --session-idle and --session-max must be positive, idle no longer than max")
 	}
-	log := slog.New(slog.NewTextHandler(stderr, nil))
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 	cfg, err := loadConfig(s.Config)
 	if err != nil {
 		return err
 	}
-	audit, err := serveAudit(cfg, s, *keyFile, *anchorDir, *sealMax, log)
+	audit, err := app.ResolveAudit(cfg, s.Config, s.DB, *keyFile, *anchorDir, *sealMax, log)
 	if err != nil {
 		return err
 	}
@@ -105,138 +61,55 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	var sandboxDemo *demo
+	var sandboxDemo *demo.Demo
 	if s.Demo {
 		// Before the store opens: the demo adds the sandbox destination to cfg.
-		if sandboxDemo, err = newDemo(cfg, log); err != nil {
+		if sandboxDemo, err = demo.New(cfg, log); err != nil {
 			return fmt.Errorf("demo: %w", err)
 		}
-		defer sandboxDemo.close()
+		defer sandboxDemo.Close()
 	}
-	st, err := openStore(ctx, s.DB, store.Options{Config: cfg, AuditKey: audit.key.key, AuditSealMax: audit.sealMax})
+	a, err := app.New(ctx, app.Config{DB: s.DB, MaxConns: s.MaxConns, Addr: s.Addr, Destinations: cfg,
+		AuditKey: audit.Key.Key, AnchorDir: audit.AnchorDir, SealMax: audit.SealMax,
+		SecureCookies: *secure, Session: store.SessionPolicy{Idle: *idle, Absolute: *maxAge}, TrustedProxies: trusted, Log: log})
 	if err != nil {
 		return err
 	}
-	defer st.Close()
-	var anchors *anchor.Writer
-	if audit.anchorDir != "" {
-		// Catch up from the database before serving, then after every seal.
-		if anchors, err = anchor.NewWriter(audit.anchorDir, st, log); err != nil {
-			return err
-		}
-		if err := anchors.CatchUp(ctx); err != nil {
-			return err
-		}
-	}
-	seal := func(c context.Context) error {
-		if err := st.SealAll(c); err != nil {
-			return err
-		}
-		if anchors != nil {
-			return anchors.CatchUp(c)
-		}
-		return nil
-	}
-
-	ln, err := net.Listen("tcp", s.Addr)
-	if err != nil {
-		return err
-	}
-	url := "http://" + ln.Addr().String()
-	if sandboxDemo != nil {
-		if err := sandboxDemo.start(ctx, st, url, stdout); err != nil {
-			ln.Close()
-			return fmt.Errorf("demo: %w", err)
-		}
-	}
-
-	h := handlers.New(st, log)
-	h.Metrics = metrics.New(st, log)
-	h.AuditAnchor = audit.anchorDir
-	h.TrustedProxies = trusted
-	host, _ := os.Hostname()
-	rec := reconcile.New(st, cfg, fmt.Sprintf("%s/%d", host, os.Getpid()), log)
-	rec.Metrics = h.Metrics
-	h.Warnings = probeWarnings(rec.Prober, log)
-	hashKey, err := st.Secret(ctx, "session_hash_key", 64)
-	if err != nil {
-		return err
-	}
-	blockKey, err := st.Secret(ctx, "session_block_key", 32)
-	if err != nil {
-		return err
-	}
-	h.Console = handlers.NewConsole(hashKey, blockKey, *secure, store.SessionPolicy{Idle: *idle, Absolute: *maxAge})
-	e := handlers.NewServer(h)
-	srv := &http.Server{Handler: e, ReadHeaderTimeout: 10 * time.Second}
-	workCtx, stopWork := context.WithCancel(context.WithoutCancel(ctx))
-	var wg sync.WaitGroup
-	wg.Add(4)
-	go func() { defer wg.Done(); rec.Run(workCtx, reconcileEvery) }()
-	hooks := outbox.New(st, rec.Owner, log, nil)
-	go func() { defer wg.Done(); hooks.Run(workCtx, time.Second) }()
-	go func() {
-		defer wg.Done()
-		loop.Every(workCtx, sweepEvery, log, "lease sweep", func(c context.Context) error {
-			if _, err := st.SweepLeases(c); err != nil {
-				return err
-			}
-			_, err := st.ExpireDeadlines(c)
-			return err
-		})
-	}()
-	go func() {
-		defer wg.Done()
-		loop.Every(workCtx, sealEvery, log, "audit seal", seal)
-	}()
-	if sandboxDemo != nil {
-		// The traffic stops at the signal, before the server shuts down.
-		trafficCtx, stopTraffic := context.WithCancel(workCtx)
-		stopOnSignal := context.AfterFunc(ctx, stopTraffic)
-		wg.Add(1)
-		go func() { defer wg.Done(); defer stopOnSignal(); sandboxDemo.traffic(trafficCtx, url) }()
-	}
-
-	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.Serve(ln) }()
-	log.Info("limbo serving", "url", url, "db", st.Engine(), "config", s.Config, "trusted_proxies", trusted,
-		"audit_key", keyID(audit.key.key), "audit_key_from", audit.key.where, "audit_anchor", audit.anchorDir, "audit_seal_max", audit.sealMax)
-
-	select {
-	case err := <-serveErr:
-		stopWork()
-		wg.Wait()
-		return err
-	case <-ctx.Done():
-	}
-	log.Info("limbo shutting down")
-	shutCtx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-	defer cancel()
-	if err := srv.Shutdown(shutCtx); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		log.Error("shutdown", "err", err)
-	}
-	stopWork()
-	wg.Wait()
-	// Seal what is left so the trail is chained up to the last request.
-	if err := seal(shutCtx); err != nil {
-		log.Error("final seal", "err", err)
-	}
-	log.Info("limbo stopped")
-	return nil
+	defer a.Close()
+	log.Info("audit key", "key_id", auditkey.ID(audit.Key.Key), "from", audit.Key.Where, "config", s.Config)
+	return serveUntilDone(ctx, a, sandboxDemo, stdout, log)
 }
 
-// probeWarnings logs, once at start, every probe whose credential is not
-// set, and returns them for /readyz. Such a destination's probes are not
-// sent (an unauthenticated answer is no evidence): its ambiguous operations
-// go to review until the variable is set and Limbo restarted.
-func probeWarnings(p *reconcile.Prober, log *slog.Logger) []string {
-	var out []string
-	for _, m := range p.MissingCredentials() {
-		log.Warn("probe credential not set: this destination's probes are not sent and its ambiguous operations go to review",
-			"destination", m.Destination, "probe", m.Probe, "auth_env", m.Env)
-		out = append(out, m.String())
+// serveUntilDone runs a (and the demo's traffic) until ctx ends or the
+// server fails, then stops it.
+func serveUntilDone(ctx context.Context, a *app.App, d *demo.Demo, stdout io.Writer, log *slog.Logger) error {
+	if d != nil {
+		if err := d.Start(ctx, a.Store, a.URL, stdout); err != nil {
+			return fmt.Errorf("demo: %w", err)
+		}
 	}
-	return out
+	a.Start(ctx)
+	// The traffic stops first, before the server shuts down.
+	trafficCtx, stopTraffic := context.WithCancel(ctx)
+	var traffic sync.WaitGroup
+	if d != nil {
+		traffic.Go(func() { d.Traffic(trafficCtx, a.URL) })
+	}
+	var failed error
+	select {
+	case failed = <-a.Failed():
+	case <-ctx.Done():
+		log.Info("limbo shutting down")
+	}
+	stopTraffic()
+	traffic.Wait()
+	shutCtx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	if err := a.Stop(shutCtx); err != nil {
+		log.Error("shutdown", "err", err)
+	}
+	log.Info("limbo stopped")
+	return failed
 }
 
 // trustedProxies is the --trusted-proxies list when given, else the

@@ -36,7 +36,7 @@ func cmdUserAdd(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	if err != nil {
 		return err
 	}
-	st, err := openStore(ctx, s.DB, store.Options{})
+	st, err := openStore(ctx, s, store.Options{})
 	if err != nil {
 		return err
 	}

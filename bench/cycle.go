@@ -1,4 +1,4 @@
-package main
+package bench
 
 // The attempt cycle rounds of `limbo bench`: the API through real HTTP
 // clients and the two floors, interleaved, timed the same way.
@@ -33,7 +33,7 @@ const (
 
 // benchCycles warms up, then runs the rounds — API, plain floor and min
 // floor, the order rotating each round — and fills rep's cycle figures.
-func benchCycles(ctx context.Context, st *store.Store, srv *benchServer, o benchOptions, dbURL string, rep *benchReport) error {
+func benchCycles(ctx context.Context, st *store.Store, srv *benchServer, o Options, dbURL string, rep *Report) error {
 	plain, err := newFloor(ctx, st, floorPlain, benchTenant, srv.actor)
 	if err != nil {
 		return err

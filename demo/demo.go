@@ -1,4 +1,4 @@
-package main
+package demo
 
 // `limbo serve --demo`: the sandbox destination in process, a demo tenant
 // with a token, a few seeded operations, and a traffic generator built on
@@ -22,12 +22,13 @@ import (
 	"github.com/limbo-dev/limbo/client"
 	"github.com/limbo-dev/limbo/review"
 	"github.com/limbo-dev/limbo/sandbox"
+	"github.com/limbo-dev/limbo/simulate"
 	"github.com/limbo-dev/limbo/store"
 	"github.com/limbo-dev/limbo/webhook"
 )
 
-// demoTenants run traffic; "demo" is the tenant whose token is printed.
-var demoTenants = []string{"demo", "acme", "globex"}
+// Tenants run traffic; "demo" is the tenant whose token is printed.
+var Tenants = []string{"demo", "acme", "globex"}
 
 // demoFaults are the sandbox's faults in the demo: enough to see lost
 // answers reconciled and 503s retried, few enough to read the console.
@@ -36,8 +37,8 @@ var demoFaults = sandbox.Options{Loss: 0.10, Unavailable: 0.05, RateLimited: 0.0
 // demoLease is the attempt lease of the demo's sandbox destination.
 const demoLease = 15 * time.Second
 
-// demo is the in-process sandbox and the traffic that runs against it.
-type demo struct {
+// Demo is the in-process sandbox and the traffic that runs against it.
+type Demo struct {
 	log    *slog.Logger
 	ln     net.Listener
 	sbURL  string
@@ -50,18 +51,18 @@ type demo struct {
 	tokens     map[string]string
 }
 
-// newDemo listens for the sandbox on a loopback port and, unless cfg
+// New listens for the sandbox on a loopback port and, unless cfg
 // already names a "sandbox" destination, configures it there: keys
 // honoured, 409 for a key in progress, the search lag, status, search and
 // job probes, and a webhook secret. Call it before the store opens: the
 // store keeps cfg.
-func newDemo(cfg *review.Config, log *slog.Logger) (*demo, error) {
+func New(cfg *review.Config, log *slog.Logger) (*Demo, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
 	}
-	d := &demo{log: log, ln: ln, sbURL: "http://" + ln.Addr().String(), tokens: map[string]string{}}
-	if _, named := cfg.Destinations[sandboxDest]; named {
+	d := &Demo{log: log, ln: ln, sbURL: "http://" + ln.Addr().String(), tokens: map[string]string{}}
+	if _, named := cfg.Destinations[sandbox.DestinationName]; named {
 		return d, nil
 	}
 	if d.secret, err = webhook.NewSecret(); err != nil {
@@ -69,9 +70,10 @@ func newDemo(cfg *review.Config, log *slog.Logger) (*demo, error) {
 		return nil, err
 	}
 	// The sandbox listens on loopback, which every outbound request is
-	// refused by default; sandboxConfig opts its address in for the
+	// refused by default; sandbox.LimboConfig opts its address in for the
 	// sandbox destination's probes (allow_internal), and nothing else.
-	own, err := sandboxConfig(d.sbURL, true, demoFaults.SearchLag, demoLease, d.secret, review.DefaultRetryRatio)
+	own, err := sandbox.LimboConfig(sandbox.LimboOptions{Base: d.sbURL, HonoursKeys: true,
+		SearchLag: demoFaults.SearchLag, Lease: demoLease, WebhookSecret: d.secret, RetryRatio: review.DefaultRetryRatio})
 	if err != nil {
 		ln.Close()
 		return nil, err
@@ -79,24 +81,24 @@ func newDemo(cfg *review.Config, log *slog.Logger) (*demo, error) {
 	if cfg.Destinations == nil {
 		cfg.Destinations = map[string]review.Destination{}
 	}
-	cfg.Destinations[sandboxDest] = own.Destinations[sandboxDest]
+	cfg.Destinations[sandbox.DestinationName] = own.Destinations[sandbox.DestinationName]
 	d.configured = true
 	return d, nil
 }
 
-// start serves the sandbox (its job webhooks signed for limboURL), creates
+// Start serves the sandbox (its job webhooks signed for limboURL), creates
 // the tenants' tokens, seeds the demo operations and prints how to use
 // the demo tenant's token.
-func (d *demo) start(ctx context.Context, st *store.Store, limboURL string, stdout io.Writer) error {
+func (d *Demo) Start(ctx context.Context, st *store.Store, limboURL string, stdout io.Writer) error {
 	opts := demoFaults
 	opts.Logger = d.log
 	if d.configured {
-		opts.WebhookURL, opts.WebhookSecret = limboURL+"/api/v1/inbound/"+sandboxDest, d.secret
+		opts.WebhookURL, opts.WebhookSecret = limboURL+"/api/v1/inbound/"+sandbox.DestinationName, d.secret
 	}
 	d.sb = sandbox.New(opts)
 	d.srv = &http.Server{Handler: d.sb.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	go d.srv.Serve(d.ln)
-	for _, tenant := range demoTenants[1:] {
+	for _, tenant := range Tenants[1:] {
 		tok, err := st.CreateToken(ctx, review.Operator("cli:demo"), tenant, "demo traffic")
 		if err != nil {
 			return err
@@ -111,15 +113,15 @@ func (d *demo) start(ctx context.Context, st *store.Store, limboURL string, stdo
 	fmt.Fprintf(stdout, `
 Sandbox destination at %s (faults: %.0f %% lost answers, %.0f %% 503, %.0f %% 429, %.0f %% 500 after commit, %s search lag).
 Demo traffic runs for tenants %v: upload, transform to PDF, share link, send email, charge.
-`, d.sbURL, 100*opts.Loss, 100*opts.Unavailable, 100*opts.RateLimited, 100*opts.ErrorAfterCommit, opts.SearchLag, demoTenants)
+`, d.sbURL, 100*opts.Loss, 100*opts.Unavailable, 100*opts.RateLimited, 100*opts.ErrorAfterCommit, opts.SearchLag, Tenants)
 	if !d.configured {
-		fmt.Fprintf(stdout, "The configuration names its own %q destination: its probes are used as configured.\n", sandboxDest)
+		fmt.Fprintf(stdout, "The configuration names its own %q destination: its probes are used as configured.\n", sandbox.DestinationName)
 	}
 	return nil
 }
 
-// close stops the sandbox.
-func (d *demo) close() {
+// Close stops the sandbox.
+func (d *Demo) Close() {
 	if d.srv != nil {
 		d.srv.Close()
 	}
@@ -129,10 +131,10 @@ func (d *demo) close() {
 	d.ln.Close()
 }
 
-// traffic runs two flows at a time per tenant until ctx ends.
-func (d *demo) traffic(ctx context.Context, limboURL string) {
+// Traffic runs two flows at a time per tenant until ctx ends.
+func (d *Demo) Traffic(ctx context.Context, limboURL string) {
 	var wg sync.WaitGroup
-	for i, tenant := range demoTenants {
+	for i, tenant := range Tenants {
 		tok := d.tokens[tenant]
 		if tok == "" {
 			continue
@@ -141,7 +143,7 @@ func (d *demo) traffic(ctx context.Context, limboURL string) {
 			f := &demoFlow{
 				tenant: tenant,
 				c:      client.New(limboURL, tok, &http.Client{Timeout: 10 * time.Second}),
-				dest:   destClient(5 * time.Second),
+				dest:   simulate.DestClient(5 * time.Second),
 				sbURL:  d.sbURL,
 				rng:    rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), uint64(i*2+w))),
 				log:    d.log.With("tenant", tenant),
@@ -166,19 +168,19 @@ type demoFlow struct {
 	docs   int
 }
 
-// flavour returns the catalogue's flavour for an action.
-func flavourOf(action string) flavour {
-	for _, f := range chaosFlavours {
-		if f.action == action {
+// simulate.Flavour returns the catalogue's simulate.Flavour for an action.
+func flavourOf(action string) simulate.Flavour {
+	for _, f := range simulate.Flavours {
+		if f.Action == action {
 			return f
 		}
 	}
-	panic("demo: no flavour " + action)
+	panic("demo: no simulate.Flavour " + action)
 }
 
 func (f *demoFlow) loop(ctx context.Context) {
 	// Stagger the flows so the first operations do not arrive at once.
-	pause(ctx, time.Duration(f.rng.IntN(3000))*time.Millisecond)
+	simulate.Pause(ctx, time.Duration(f.rng.IntN(3000))*time.Millisecond)
 	for ctx.Err() == nil {
 		f.docs++
 		source := fmt.Sprintf("contract-%s-%d", f.prefix, f.docs)
@@ -188,7 +190,7 @@ func (f *demoFlow) loop(ctx context.Context) {
 		if f.rng.IntN(4) == 0 {
 			f.document(ctx, source, "2")
 		}
-		pause(ctx, time.Duration(1000+f.rng.IntN(2000))*time.Millisecond)
+		simulate.Pause(ctx, time.Duration(1000+f.rng.IntN(2000))*time.Millisecond)
 	}
 }
 
@@ -197,7 +199,7 @@ func (f *demoFlow) loop(ctx context.Context) {
 // this version — share a link to the PDF, send the email, and sometimes
 // charge for it.
 func (f *demoFlow) document(ctx context.Context, source, version string) {
-	step := func() { pause(ctx, time.Duration(300+f.rng.IntN(700))*time.Millisecond) }
+	step := func() { simulate.Pause(ctx, time.Duration(300+f.rng.IntN(700))*time.Millisecond) }
 	file := f.run(ctx, "upload_file", source, version, nil)
 	if file == nil || file.State != review.Confirmed || file.Resource == nil {
 		return
@@ -236,14 +238,14 @@ func (f *demoFlow) transformedFor(ctx context.Context, op *review.Operation, ver
 		return op.Resource.Ref
 	}
 	for ctx.Err() == nil {
-		j, err := lookupJob(ctx, f.dest, f.sbURL, op.Resource.Ref)
+		j, err := simulate.LookupJob(ctx, f.dest, f.sbURL, op.Resource.Ref)
 		switch {
 		case err != nil || j.LogicalVersion != version || j.Status == sandbox.JobCanceled:
 			return ""
 		case j.Status == sandbox.JobSucceeded:
 			return j.OutputRef
 		}
-		pause(ctx, 200*time.Millisecond)
+		simulate.Pause(ctx, 200*time.Millisecond)
 	}
 	return ""
 }
@@ -252,10 +254,10 @@ func (f *demoFlow) transformedFor(ctx context.Context, op *review.Operation, ver
 // confirmed, failed, or handed to a reviewer (then the flow moves on).
 func (f *demoFlow) run(ctx context.Context, action, source, version string, body map[string]any) *review.Operation {
 	fl := flavourOf(action)
-	if body == nil && fl.body != nil {
-		body = fl.body(source, version)
+	if body == nil && fl.Body != nil {
+		body = fl.Body(source, version)
 	}
-	op, _, err := f.c.Register(ctx, fl.registration(source, version, body))
+	op, _, err := f.c.Register(ctx, fl.Registration(source, version, body))
 	if err != nil {
 		f.trouble(ctx, action, err)
 		return nil
@@ -264,7 +266,7 @@ func (f *demoFlow) run(ctx context.Context, action, source, version string, body
 	for ctx.Err() == nil && time.Now().Before(deadline) {
 		switch op.State {
 		case review.Pending, review.RetryWait:
-			res, err := f.c.Do(ctx, op.ID, client.AttemptOptions{}, sender(f.dest, f.sbURL, fl, op, body))
+			res, err := f.c.Do(ctx, op.ID, client.AttemptOptions{}, simulate.Sender(f.dest, f.sbURL, fl, op, body))
 			if err == nil {
 				op = res.Operation
 				continue
@@ -273,7 +275,7 @@ func (f *demoFlow) run(ctx context.Context, action, source, version string, body
 				f.trouble(ctx, action, err)
 			}
 		case review.Accepted:
-			if next, err := followJob(ctx, f.c, f.dest, f.sbURL, op); err == nil && next.State != review.Accepted {
+			if next, err := simulate.FollowJob(ctx, f.c, f.dest, f.sbURL, op); err == nil && next.State != review.Accepted {
 				op = next
 				continue
 			}
@@ -282,7 +284,7 @@ func (f *demoFlow) run(ctx context.Context, action, source, version string, body
 		default:
 			return op
 		}
-		pause(ctx, 500*time.Millisecond)
+		simulate.Pause(ctx, 500*time.Millisecond)
 		if next, err := f.c.Get(ctx, op.ID); err == nil {
 			op = next
 		}
@@ -294,7 +296,7 @@ func (f *demoFlow) run(ctx context.Context, action, source, version string, body
 // reports, as an integration that crashed right after its grant.
 func (f *demoFlow) abandon(ctx context.Context, action, source, version string, body map[string]any) {
 	fl := flavourOf(action)
-	op, _, err := f.c.Register(ctx, fl.registration(source, version, body))
+	op, _, err := f.c.Register(ctx, fl.Registration(source, version, body))
 	if err != nil {
 		f.trouble(ctx, action, err)
 		return
@@ -376,7 +378,7 @@ func seedDemoOperations(ctx context.Context, st *store.Store) error {
 	}
 	for _, d := range demos {
 		op, created, err := st.Register(ctx, review.Registration{Tenant: "demo", SourceRef: d.source, LogicalVersion: "7",
-			Action: d.action, Destination: sandboxDest, Risk: d.risk, Payload: []byte(`{"source":"` + d.source + `","version":7}`), Actor: "cli:demo"})
+			Action: d.action, Destination: sandbox.DestinationName, Risk: d.risk, Payload: []byte(`{"source":"` + d.source + `","version":7}`), Actor: "cli:demo"})
 		if err != nil {
 			return err
 		}

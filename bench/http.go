@@ -1,4 +1,4 @@
-package main
+package bench
 
 // The bench's HTTP clients. An integration's HTTP client runs on its own
 // machine, but bench runs it on the same cores as the server and the

@@ -1,4 +1,4 @@
-package main
+package bench
 
 // reconcile_per_min of `limbo bench`: ambiguous operations whose effect
 // did happen at the sandbox, settled by the reconciler's rounds against a
@@ -46,7 +46,7 @@ func startBenchSandbox(delay time.Duration) (*benchSandbox, error) {
 	b := &benchSandbox{url: "http://" + ln.Addr().String()}
 	// Keys not honoured: a timeout after send is then ambiguous whatever
 	// the risk class, and only reconciliation can settle it.
-	if b.cfg, err = sandboxConfig(b.url, false, 0, review.DefaultLease, secret, 1); err != nil {
+	if b.cfg, err = sandbox.LimboConfig(sandbox.LimboOptions{Base: b.url, Lease: review.DefaultLease, WebhookSecret: secret, RetryRatio: 1}); err != nil {
 		ln.Close()
 		return nil, err
 	}
@@ -90,6 +90,8 @@ const benchReconcileTenant = "limbo-bench-reconcile"
 // benchReconcile makes k operations ambiguous — registered, attempted,
 // created at the sandbox (the effect happened) and reported as a timeout
 // after send — then runs reconciler rounds until none is left ambiguous.
+// The app's own reconciliation loop runs beside these rounds, as a second
+// instance would (claims are disjoint), and may settle some during setup.
 // The clock runs from the first round to the end of the last round that
 // claimed anything; setup and the final check are not timed.
 func benchReconcile(ctx context.Context, st *store.Store, b *benchSandbox, k int, log *slog.Logger) (*reconcileFigures, error) {
@@ -97,7 +99,13 @@ func benchReconcile(ctx context.Context, st *store.Store, b *benchSandbox, k int
 	if err != nil {
 		return nil, err
 	}
-	rec := reconcile.New(st, b.cfg, "limbo-bench", log)
+	rec := reconcile.New(st, b.cfg, "limbo-bench/rounds", log)
+	g, err := st.Gauges(ctx)
+	if err != nil {
+		return nil, err
+	}
+	// Only those still ambiguous when the clock starts count.
+	left := g.OperationsByState[string(review.Ambiguous)]
 	start := time.Now()
 	last := start
 	giveUp := start.Add(5 * time.Minute)
@@ -122,7 +130,7 @@ func benchReconcile(ctx context.Context, st *store.Store, b *benchSandbox, k int
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	f := &reconcileFigures{perMin: float64(k) / last.Sub(start).Minutes(), probeConcurrency: b.cfg.Destination(sandboxDest).ProbeConcurrency}
+	f := &reconcileFigures{perMin: float64(left) / max(last.Sub(start), time.Millisecond).Minutes(), probeConcurrency: b.cfg.Destination(sandbox.DestinationName).ProbeConcurrency}
 	for _, id := range ids {
 		op, err := st.GetOperation(ctx, benchReconcileTenant, id, "")
 		if err != nil {
@@ -171,7 +179,7 @@ func makeAmbiguous(ctx context.Context, st *store.Store, sbURL string, k int) ([
 
 func makeOneAmbiguous(ctx context.Context, st *store.Store, hc *http.Client, sbURL string, i int) (string, error) {
 	op, _, err := st.Register(ctx, review.Registration{Tenant: benchReconcileTenant, SourceRef: fmt.Sprintf("reconcile/%d", i),
-		LogicalVersion: "v1", Action: "create_file", Destination: sandboxDest, Risk: review.RiskCompensableWrite,
+		LogicalVersion: "v1", Action: "create_file", Destination: sandbox.DestinationName, Risk: review.RiskCompensableWrite,
 		Payload: []byte(fmt.Sprintf(`{"n":%d}`, i)), Actor: "cli:bench"})
 	if err != nil {
 		return "", err

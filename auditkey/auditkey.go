@@ -1,6 +1,4 @@
-package main
-
-// Audit signing keys. Checkpoints are signed with an Ed25519 key that lives
+// Package auditkey holds the audit signing keys. Checkpoints are signed with an Ed25519 key that lives
 // outside the database, so whoever can write the database cannot forge
 // one. A key is one line of text, versioned:
 //
@@ -9,6 +7,7 @@ package main
 // in a file of mode 0600 (--audit-key FILE, env LIMBO_AUDIT_KEY_FILE, or
 // audit.key_file in the config) or in the environment (LIMBO_AUDIT_KEY).
 // Its public half prints as limbo-audit-pub-v1:<base64 of 32 bytes>.
+package auditkey
 
 import (
 	"crypto/ed25519"
@@ -26,18 +25,20 @@ import (
 )
 
 const (
-	auditKeyPrefix = "limbo-audit-key-v1:"
-	auditPubPrefix = "limbo-audit-pub-v1:"
+	KeyPrefix = "limbo-audit-key-v1:"
+	PubPrefix = "limbo-audit-pub-v1:"
 )
 
-func encodeAuditKey(k ed25519.PrivateKey) string {
-	return auditKeyPrefix + base64.StdEncoding.EncodeToString(k.Seed())
+// Encode is the key's one line of text.
+func Encode(k ed25519.PrivateKey) string {
+	return KeyPrefix + base64.StdEncoding.EncodeToString(k.Seed())
 }
 
-func decodeAuditKey(s string) (ed25519.PrivateKey, error) {
-	rest, ok := strings.CutPrefix(strings.TrimSpace(s), auditKeyPrefix)
+// Decode reads a key's line of text.
+func Decode(s string) (ed25519.PrivateKey, error) {
+	rest, ok := strings.CutPrefix(strings.TrimSpace(s), KeyPrefix)
 	if !ok {
-		return nil, fmt.Errorf("not a Limbo audit key (want %s…)", auditKeyPrefix)
+		return nil, fmt.Errorf("not a Limbo audit key (want %s…)", KeyPrefix)
 	}
 	seed, err := base64.StdEncoding.DecodeString(rest)
 	if err != nil || len(seed) != ed25519.SeedSize {
@@ -46,14 +47,16 @@ func decodeAuditKey(s string) (ed25519.PrivateKey, error) {
 	return ed25519.NewKeyFromSeed(seed), nil
 }
 
-func encodeAuditPub(p ed25519.PublicKey) string {
-	return auditPubPrefix + base64.StdEncoding.EncodeToString(p)
+// EncodePub is the public key's line of text.
+func EncodePub(p ed25519.PublicKey) string {
+	return PubPrefix + base64.StdEncoding.EncodeToString(p)
 }
 
-func decodeAuditPub(s string) (ed25519.PublicKey, error) {
-	rest, ok := strings.CutPrefix(strings.TrimSpace(s), auditPubPrefix)
+// DecodePub reads a public key's line of text.
+func DecodePub(s string) (ed25519.PublicKey, error) {
+	rest, ok := strings.CutPrefix(strings.TrimSpace(s), PubPrefix)
 	if !ok {
-		return nil, fmt.Errorf("not a Limbo audit public key (want %s…, as `limbo audit pubkey` prints)", auditPubPrefix)
+		return nil, fmt.Errorf("not a Limbo audit public key (want %s…, as `limbo audit pubkey` prints)", PubPrefix)
 	}
 	b, err := base64.StdEncoding.DecodeString(rest)
 	if err != nil || len(b) != ed25519.PublicKeySize {
@@ -62,9 +65,9 @@ func decodeAuditPub(s string) (ed25519.PublicKey, error) {
 	return ed25519.PublicKey(b), nil
 }
 
-// readAuditKeyFile reads a key file, refusing one that others may read: a
+// ReadFile reads a key file, refusing one that others may read: a
 // key anyone can read signs anything.
-func readAuditKeyFile(path string) (ed25519.PrivateKey, error) {
+func ReadFile(path string) (ed25519.PrivateKey, error) {
 	fi, err := os.Stat(path)
 	if err != nil {
 		return nil, fmt.Errorf("audit key: %w", err)
@@ -76,24 +79,24 @@ func readAuditKeyFile(path string) (ed25519.PrivateKey, error) {
 	if err != nil {
 		return nil, fmt.Errorf("audit key: %w", err)
 	}
-	k, err := decodeAuditKey(string(data))
+	k, err := Decode(string(data))
 	if err != nil {
 		return nil, fmt.Errorf("audit key %s: %w", path, err)
 	}
 	return k, nil
 }
 
-// writeAuditKeyFile writes a new key to path, mode 0600, and fsyncs it. It
+// WriteFile writes a new key to path, mode 0600, and fsyncs it. It
 // never replaces an existing file: a lost key cannot be recovered, and
 // every checkpoint signed with it would stop verifying.
-func writeAuditKeyFile(path string, k ed25519.PrivateKey) error {
+func WriteFile(path string, k ed25519.PrivateKey) error {
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if errors.Is(err, fs.ErrExist) {
 		return fmt.Errorf("audit key %s already exists; it is never overwritten", path)
 	} else if err != nil {
 		return fmt.Errorf("audit key: %w", err)
 	}
-	if _, err := f.WriteString(encodeAuditKey(k) + "\n"); err != nil {
+	if _, err := f.WriteString(Encode(k) + "\n"); err != nil {
 		f.Close()
 		return fmt.Errorf("audit key: %w", err)
 	}
@@ -112,7 +115,8 @@ func writeAuditKeyFile(path string, k ed25519.PrivateKey) error {
 	return d.Sync()
 }
 
-func newAuditKey() ed25519.PrivateKey {
+// New makes a fresh key.
+func New() ed25519.PrivateKey {
 	_, k, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {
 		panic(err) // crypto/rand does not fail on supported systems
@@ -120,16 +124,16 @@ func newAuditKey() ed25519.PrivateKey {
 	return k
 }
 
-// auditKey is the signing key in use and where it came from.
-type auditKey struct {
-	key       ed25519.PrivateKey
-	where     string
-	generated bool
+// Key is the signing key in use and where it came from.
+type Key struct {
+	Key       ed25519.PrivateKey
+	Where     string // the file or variable it was read from
+	Generated bool   // made and written beside the database just now
 }
 
-// besideDatabase is where serve keeps a generated key for a SQLite
+// BesideDatabase is where serve keeps a generated key for a SQLite
 // database: next to its file, "" for PostgreSQL.
-func besideDatabase(dbURL string) string {
+func BesideDatabase(dbURL string) string {
 	path, ok := strings.CutPrefix(dbURL, "sqlite:")
 	if !ok || path == "" {
 		return ""
@@ -137,72 +141,92 @@ func besideDatabase(dbURL string) string {
 	return path + ".audit-key"
 }
 
-// findAuditKey resolves the configured audit key: the file named by
+// Find resolves the configured audit key: the file named by
 // --audit-key (or LIMBO_AUDIT_KEY_FILE), else by audit.key_file in the
 // config (relative to the config file); or LIMBO_AUDIT_KEY — not together
 // with a file, since two keys would be ambiguous. Failing those, a SQLite
 // database's key beside its file, generated there when create is set (serve
 // does). It returns nil, nil when no key is found and none may be made.
-func findAuditKey(flagFile string, cfg *review.Config, cfgPath, dbURL string, create bool) (*auditKey, error) {
+func Find(flagFile string, cfg *review.Config, cfgPath, dbURL string, create bool) (*Key, error) {
 	file, env := flagFile, os.Getenv("LIMBO_AUDIT_KEY")
 	if file == "" && cfg != nil {
-		file = besideConfig(cfg.Audit.KeyFile, cfgPath)
+		file = BesideConfig(cfg.Audit.KeyFile, cfgPath)
 	}
 	switch {
 	case file != "" && env != "":
 		return nil, fmt.Errorf("audit key: both a key file (%s) and LIMBO_AUDIT_KEY are set; keep one", file)
 	case file != "":
-		k, err := readAuditKeyFile(file)
+		k, err := ReadFile(file)
 		if err != nil {
 			return nil, err
 		}
-		return &auditKey{key: k, where: file}, nil
+		return &Key{Key: k, Where: file}, nil
 	case env != "":
-		k, err := decodeAuditKey(env)
+		k, err := Decode(env)
 		if err != nil {
 			return nil, fmt.Errorf("LIMBO_AUDIT_KEY: %w", err)
 		}
-		return &auditKey{key: k, where: "LIMBO_AUDIT_KEY"}, nil
+		return &Key{Key: k, Where: "LIMBO_AUDIT_KEY"}, nil
 	}
-	beside := besideDatabase(dbURL)
+	beside := BesideDatabase(dbURL)
 	if beside == "" {
 		return nil, nil
 	}
-	k, err := readAuditKeyFile(beside)
+	k, err := ReadFile(beside)
 	switch {
 	case err == nil:
-		return &auditKey{key: k, where: beside}, nil
+		return &Key{Key: k, Where: beside}, nil
 	case !errors.Is(err, fs.ErrNotExist):
 		return nil, err
 	case !create:
 		return nil, nil
 	}
-	k = newAuditKey()
-	if err := writeAuditKeyFile(beside, k); err != nil {
+	k = New()
+	if err := WriteFile(beside, k); err != nil {
 		return nil, err
 	}
-	return &auditKey{key: k, where: beside, generated: true}, nil
+	return &Key{Key: k, Where: beside, Generated: true}, nil
 }
 
-// errNoAuditKey explains how to give serve or verify a key.
-func errNoAuditKey(dbURL string) error {
-	if besideDatabase(dbURL) == "" {
+// ErrNone explains how to give serve or verify a key.
+func ErrNone(dbURL string) error {
+	if BesideDatabase(dbURL) == "" {
 		return errors.New("no audit signing key: instances on one PostgreSQL must share one, so Limbo does not make it up; " +
 			"run `limbo audit keygen --out FILE` once and pass --audit-key FILE to every instance " +
 			"(or set LIMBO_AUDIT_KEY_FILE, audit.key_file in the config, or LIMBO_AUDIT_KEY)")
 	}
 	return fmt.Errorf("no audit key: none configured and none beside the database (%s); "+
-		"pass --audit-key FILE, or --pubkey KEY as `limbo audit pubkey` prints it", besideDatabase(dbURL))
+		"pass --audit-key FILE, or --pubkey KEY as `limbo audit pubkey` prints it", BesideDatabase(dbURL))
 }
 
-// besideConfig resolves a path from the config file: relative to the
+// BesideConfig resolves a path from the config file: relative to the
 // file's directory, so the config means the same from any working directory.
-func besideConfig(path, cfgPath string) string {
+func BesideConfig(path, cfgPath string) string {
 	if path == "" || filepath.IsAbs(path) || cfgPath == "" {
 		return path
 	}
 	return filepath.Join(filepath.Dir(cfgPath), path)
 }
 
-// keyID names a key in messages.
-func keyID(k ed25519.PrivateKey) string { return store.AuditKeyID(k.Public().(ed25519.PublicKey)) }
+// ID names a key in messages.
+func ID(k ed25519.PrivateKey) string { return store.AuditKeyID(k.Public().(ed25519.PublicKey)) }
+
+// Public finds the public key to verify with: pub as `limbo audit pubkey`
+// prints it, or the public half of the key serve would use (never
+// generated here).
+func Public(pub, keyFile string, cfg *review.Config, cfgPath, dbURL string) (ed25519.PublicKey, error) {
+	if pub != "" {
+		if keyFile != "" {
+			return nil, errors.New("audit verify: --pubkey and --audit-key name two keys; keep one")
+		}
+		return DecodePub(pub)
+	}
+	k, err := Find(keyFile, cfg, cfgPath, dbURL, false)
+	if err != nil {
+		return nil, err
+	}
+	if k == nil {
+		return nil, ErrNone(dbURL)
+	}
+	return k.Key.Public().(ed25519.PublicKey), nil
+}

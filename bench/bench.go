@@ -1,4 +1,4 @@
-package main
+package bench
 
 // `limbo bench`: the performance harness of issue 5. It measures, in one
 // process and one run, the attempt cycle through the real HTTP API
@@ -13,14 +13,11 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
-	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -30,13 +27,13 @@ import (
 	"strings"
 	"time"
 
-	"github.com/limbo-dev/limbo/handlers"
-	"github.com/limbo-dev/limbo/metrics"
+	"github.com/limbo-dev/limbo/app"
+	"github.com/limbo-dev/limbo/auditkey"
 	"github.com/limbo-dev/limbo/review"
 	"github.com/limbo-dev/limbo/store"
 )
 
-const benchUsage = `Usage: limbo bench [--db URL] [--duration D] [--concurrency N] [--rounds R]
+const Usage = `Usage: limbo bench [--db URL] [--duration D] [--concurrency N] [--rounds R]
                    [--queue-ops N] [--open-cases M] [--reconcile-ops K] [--keep]
 
 Measures Limbo on this machine and prints one JSON object:
@@ -62,8 +59,8 @@ not read: the run writes many synthetic rows.
 Flags:
 `
 
-// benchOptions configure one bench run.
-type benchOptions struct {
+// Options configure one bench run.
+type Options struct {
 	DB            string
 	Duration      time.Duration
 	Concurrency   int
@@ -85,10 +82,8 @@ type benchOptions struct {
 	Stderr io.Writer
 }
 
-func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	o := benchOptions{}
+// RegisterFlags adds bench's flags to fs, defaults included.
+func (o *Options) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.DB, "db", "", "database URL (sqlite:PATH or postgres://…); default: a fresh SQLite file in a temporary directory")
 	fs.DurationVar(&o.Duration, "duration", 10*time.Second, "length of each timed run (API and each floor, per round)")
 	fs.IntVar(&o.Concurrency, "concurrency", 16, "concurrent clients")
@@ -102,33 +97,9 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.StringVar(&o.CPUProfile, "cpuprofile", "", "write a CPU profile of the first timed API run to this file (go tool pprof)")
 	fs.StringVar(&o.HTTPClient, "http-client", clientLean, "the API clients: lean (HTTP/1.1 by the calling goroutine) or net/http (net/http.Client)")
 	fs.BoolVar(&o.Keep, "keep", false, "keep the database (the temporary SQLite file, or the fresh PostgreSQL schema)")
-	fs.Usage = func() {}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprint(stdout, benchUsage)
-			fs.SetOutput(stdout)
-			fs.PrintDefaults()
-			return nil
-		}
-		fmt.Fprint(stderr, benchUsage)
-		fs.PrintDefaults()
-		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("bench: unexpected argument %q", fs.Arg(0))
-	}
-	o.Log = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	o.Stderr = stderr
-	rep, err := runBench(ctx, o)
-	if err != nil {
-		return err
-	}
-	enc := json.NewEncoder(stdout)
-	enc.SetIndent("", "  ")
-	return enc.Encode(rep)
 }
 
-func (o *benchOptions) validate() error {
+func (o *Options) validate() error {
 	switch {
 	case o.Duration <= 0:
 		return errors.New("bench: --duration must be positive")
@@ -146,9 +117,9 @@ func (o *benchOptions) validate() error {
 	return checkHTTPClient(o.HTTPClient)
 }
 
-// benchReport is what `limbo bench` prints. Rates are medians over rounds;
+// Report is what `limbo bench` prints. Rates are medians over rounds;
 // call latencies pool every call of every round.
-type benchReport struct {
+type Report struct {
 	Engine      string `json:"engine"`
 	Concurrency int    `json:"concurrency"`
 	Duration    string `json:"duration"`
@@ -225,7 +196,7 @@ const (
 // benchTenant is the tenant of the API and floor cycles.
 const benchTenant = "limbo-bench"
 
-func runBench(ctx context.Context, o benchOptions) (*benchReport, error) {
+func Run(ctx context.Context, o Options) (*Report, error) {
 	began := time.Now()
 	if o.Log == nil {
 		o.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -252,11 +223,13 @@ func runBench(ctx context.Context, o benchOptions) (*benchReport, error) {
 		return nil, err
 	}
 	defer sb.close()
-	st, err := openStore(ctx, dbURL, store.Options{Config: sb.cfg})
+	// Limbo as `limbo serve` runs it, every background loop included.
+	srv, err := startBenchServer(ctx, dbURL, sb.cfg, o.Log)
 	if err != nil {
 		return nil, err
 	}
-	defer st.Close()
+	defer srv.close()
+	st := srv.app.Store
 	var used int
 	if err := st.DB().GetContext(ctx, &used, benchAnyOperation); err != nil {
 		return nil, fmt.Errorf("bench: %w", err)
@@ -265,13 +238,7 @@ func runBench(ctx context.Context, o benchOptions) (*benchReport, error) {
 		return nil, errors.New("bench: the database already holds operations; give bench an empty one (or no --db)")
 	}
 
-	srv, err := startBenchServer(ctx, st, o.Log)
-	if err != nil {
-		return nil, err
-	}
-	defer srv.close()
-
-	rep := &benchReport{Engine: string(st.Engine()), Concurrency: o.Concurrency, Duration: o.Duration.String(), Rounds: o.Rounds, HTTPClient: o.HTTPClient,
+	rep := &Report{Engine: string(st.Engine()), Concurrency: o.Concurrency, Duration: o.Duration.String(), Rounds: o.Rounds, HTTPClient: o.HTTPClient,
 		GoVersion: runtime.Version(), CPUs: runtime.NumCPU(), GOMAXPROCS: runtime.GOMAXPROCS(0), Started: began.UTC().Format(time.RFC3339)}
 	if err := benchCycles(ctx, st, srv, o, dbURL, rep); err != nil {
 		return nil, err
@@ -350,35 +317,31 @@ func benchDatabase(ctx context.Context, dbURL string, keep bool, stderr io.Write
 	return dbURL, noop, nil
 }
 
-// benchServer is Limbo's HTTP surface in process, as `limbo serve` builds
-// it (API, console, metrics), on a loopback listener.
+// benchServer is Limbo in process, assembled by app as `limbo serve`
+// assembles it (API, console, metrics, background loops), on a loopback
+// listener, with the token the API cycles use.
 type benchServer struct {
+	app   *app.App
 	url   string
-	srv   *http.Server
 	token string
 	// actor is how the API names the token in audit events; the floors
 	// write the same.
 	actor string
 }
 
-func startBenchServer(ctx context.Context, st *store.Store, log *slog.Logger) (*benchServer, error) {
-	h := handlers.New(st, log)
-	h.Metrics = metrics.New(st, log)
-	keys := make([]byte, 96)
-	rand.Read(keys)
-	h.Console = handlers.NewConsole(keys[:64], keys[64:], false, store.SessionPolicy{})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+func startBenchServer(ctx context.Context, dbURL string, cfg *review.Config, log *slog.Logger) (*benchServer, error) {
+	a, err := app.New(ctx, app.Config{DB: dbURL, Addr: "127.0.0.1:0", Destinations: cfg,
+		AuditKey: auditkey.New(), Owner: "limbo-bench/app", Log: log})
 	if err != nil {
 		return nil, err
 	}
-	s := &benchServer{url: "http://" + ln.Addr().String(),
-		srv: &http.Server{Handler: handlers.NewServer(h), ReadHeaderTimeout: 10 * time.Second}}
-	go s.srv.Serve(ln)
-	if s.token, err = st.CreateToken(ctx, review.Operator("cli:bench"), benchTenant, "bench"); err != nil {
+	a.Start(ctx)
+	s := &benchServer{app: a, url: a.URL}
+	if s.token, err = a.Store.CreateToken(ctx, review.Operator("cli:bench"), benchTenant, "bench"); err != nil {
 		s.close()
 		return nil, err
 	}
-	ti, err := st.TenantForToken(ctx, s.token)
+	ti, err := a.Store.TenantForToken(ctx, s.token)
 	if err != nil {
 		s.close()
 		return nil, err
@@ -387,11 +350,7 @@ func startBenchServer(ctx context.Context, st *store.Store, log *slog.Logger) (*
 	return s, nil
 }
 
-func (s *benchServer) close() {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	s.srv.Shutdown(ctx)
-}
+func (s *benchServer) close() { s.app.Close() }
 
 // peakRSSMb is the process's peak resident set (VmHWM), 0 where /proc is missing.
 func peakRSSMb() float64 {

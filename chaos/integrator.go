@@ -1,4 +1,4 @@
-package main
+package chaos
 
 // The integrations of `limbo chaos`: each is a "process" — a group of
 // goroutines with its own context and HTTP clients — that is killed at
@@ -21,15 +21,17 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/limbo-dev/limbo/app"
 	"github.com/limbo-dev/limbo/client"
 	"github.com/limbo-dev/limbo/review"
+	"github.com/limbo-dev/limbo/simulate"
 	"github.com/limbo-dev/limbo/store"
 )
 
 // intention is one business intention of an integration, and what the
 // integration remembers about it across kills.
 type intention struct {
-	flavour flavour
+	flavour simulate.Flavour
 	reg     client.Registration
 	body    map[string]any
 
@@ -90,10 +92,15 @@ type integrator struct {
 }
 
 // newIntegrators builds the integrations, their tenants and tokens, and
-// deals ops intentions out among them, cycling through every flavour.
+// deals ops intentions out among them, cycling through every simulate.Flavour.
 // Pairs of intentions share a source at versions 1 and 2: a new version is
 // a new key.
-func newIntegrators(ctx context.Context, st *store.Store, o chaosOptions, limboURL, sbURL string, rng *rand.Rand) ([]*integrator, error) {
+func newIntegrators(ctx context.Context, cfg app.Config, o Options, limboURL, sbURL string, rng *rand.Rand) ([]*integrator, error) {
+	st, err := app.OpenStore(ctx, cfg.DB, store.Options{Config: cfg.Destinations, MaxConns: cfg.MaxConns})
+	if err != nil {
+		return nil, err
+	}
+	defer st.Close()
 	igs := make([]*integrator, o.Integrators)
 	// Tenants of this run only: the same intentions registered in an
 	// earlier run's tenants would answer with that run's operations.
@@ -114,13 +121,13 @@ func newIntegrators(ctx context.Context, st *store.Store, o chaosOptions, limboU
 	}
 	order := rng.Perm(o.Ops)
 	for n, i := range order {
-		f := chaosFlavours[i%len(chaosFlavours)]
+		f := simulate.Flavours[i%len(simulate.Flavours)]
 		source, version := fmt.Sprintf("doc-%05d", i/2), strconv.Itoa(i%2+1)
-		it := &intention{flavour: f, body: nil}
-		if f.body != nil {
-			it.body = f.body(source, version)
+		it := &intention{flavour: f}
+		if f.Body != nil {
+			it.body = f.Body(source, version)
 		}
-		it.reg = f.registration(source, version, it.body)
+		it.reg = f.Registration(source, version, it.body)
 		ig := igs[n%len(igs)]
 		ig.work = append(ig.work, it)
 	}
@@ -150,12 +157,12 @@ func (ig *integrator) supervise(ctx context.Context) {
 		go func() { defer close(done); ig.live(lifeCtx, life+1) }()
 		if life < len(ig.killAt) && ig.waitForKillPoint(ctx, done, ig.killAt[life]) {
 			// A random point: whatever each worker is doing right now.
-			pause(ctx, time.Duration(ig.rng.IntN(250))*time.Millisecond)
+			simulate.Pause(ctx, time.Duration(ig.rng.IntN(250))*time.Millisecond)
 			kill()
 			<-done
 			ig.kills.Add(1)
 			ig.log.Info("chaos: integration killed", "life", life+1)
-			pause(ctx, time.Duration(50+ig.rng.IntN(250))*time.Millisecond)
+			simulate.Pause(ctx, time.Duration(50+ig.rng.IntN(250))*time.Millisecond)
 			if ctx.Err() == nil {
 				continue
 			}
@@ -202,7 +209,7 @@ func (ig *integrator) live(ctx context.Context, life int) {
 	limboTr := &http.Transport{MaxIdleConnsPerHost: ig.workers, IdleConnTimeout: 30 * time.Second}
 	defer limboTr.CloseIdleConnections()
 	c := client.New(ig.limboURL, ig.token, &http.Client{Transport: limboTr, Timeout: 10 * time.Second})
-	dest := destClient(destSendTimeout)
+	dest := simulate.DestClient(destSendTimeout)
 	defer dest.CloseIdleConnections()
 
 	queue := make(chan *intention)
@@ -225,7 +232,7 @@ func (ig *integrator) live(ctx context.Context, life int) {
 					return
 				}
 			}
-			if !unfinished || !pause(ctx, 50*time.Millisecond) {
+			if !unfinished || !simulate.Pause(ctx, 50*time.Millisecond) {
 				return
 			}
 		}
@@ -267,7 +274,7 @@ func (ig *integrator) step(ctx context.Context, c *client.Client, dest *http.Cli
 	for ctx.Err() == nil {
 		switch op.State {
 		case review.Pending, review.RetryWait:
-			res, err := c.Do(ctx, op.ID, client.AttemptOptions{}, sender(dest, ig.sandboxURL, it.flavour, op, it.body))
+			res, err := c.Do(ctx, op.ID, client.AttemptOptions{}, simulate.Sender(dest, ig.sandboxURL, it.flavour, op, it.body))
 			if err == nil {
 				op = res.Operation
 				continue
@@ -278,7 +285,7 @@ func (ig *integrator) step(ctx context.Context, c *client.Client, dest *http.Cli
 			park(200 * time.Millisecond)
 			return
 		case review.Accepted:
-			next, err := followJob(ctx, c, dest, ig.sandboxURL, op)
+			next, err := simulate.FollowJob(ctx, c, dest, ig.sandboxURL, op)
 			if err != nil {
 				ig.trouble(ctx, "job", it, err)
 			}
@@ -312,13 +319,14 @@ func (ig *integrator) trouble(ctx context.Context, what string, it *intention, e
 // runIntegrators runs every integration until all intentions are finished,
 // or until settle has passed since the last one started and the last kill
 // was done. It reports whether everything finished in time.
-func runIntegrators(ctx context.Context, igs []*integrator, settle time.Duration, log *slog.Logger) bool {
+func runIntegrators(ctx context.Context, igs []*integrator, settle time.Duration, log *slog.Logger, f *faults) bool {
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	var wg sync.WaitGroup
 	for _, ig := range igs {
 		wg.Go(func() { ig.supervise(runCtx) })
 	}
+	f.start(ctx, func() float64 { return startedShare(igs) })
 	done := make(chan struct{})
 	go func() { wg.Wait(); close(done) }()
 
@@ -335,7 +343,7 @@ func runIntegrators(ctx context.Context, igs []*integrator, settle time.Duration
 			return false
 		case <-t.C:
 		}
-		if settleFrom.IsZero() && allStarted(igs) {
+		if settleFrom.IsZero() && allStarted(igs) && f.finished() {
 			settleFrom = time.Now()
 		}
 		if !settleFrom.IsZero() && time.Since(settleFrom) > settle {
@@ -345,6 +353,16 @@ func runIntegrators(ctx context.Context, igs []*integrator, settle time.Duration
 			return allFinished(igs)
 		}
 	}
+}
+
+// startedShare is the share of every integration's intentions started.
+func startedShare(igs []*integrator) float64 {
+	started, all := 0, 0
+	for _, ig := range igs {
+		s, _ := ig.progress()
+		started, all = started+s, all+len(ig.work)
+	}
+	return float64(started) / float64(max(all, 1))
 }
 
 func allStarted(igs []*integrator) bool {

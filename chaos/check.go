@@ -1,4 +1,4 @@
-package main
+package chaos
 
 // The checks at the end of `limbo chaos`: the ledger (through the store's
 // API, no SQL here) against the sandbox's ground truth and against itself,
@@ -10,8 +10,10 @@ import (
 	"time"
 
 	"github.com/limbo-dev/limbo/anchor"
+	"github.com/limbo-dev/limbo/app"
 	"github.com/limbo-dev/limbo/review"
 	"github.com/limbo-dev/limbo/sandbox"
+	"github.com/limbo-dev/limbo/simulate"
 	"github.com/limbo-dev/limbo/store"
 )
 
@@ -26,8 +28,8 @@ const sweepSlop = 5 * time.Millisecond
 // maxViolations bounds the examples kept per invariant.
 const maxViolations = 5
 
-// chaosSummary is what `limbo chaos` prints.
-type chaosSummary struct {
+// Summary is what `limbo chaos` prints.
+type Summary struct {
 	Operations int                  `json:"operations"`
 	States     map[review.State]int `json:"states"`
 	// DuplicateEffectsOutsideOpenCase counts effects beyond the first for
@@ -64,6 +66,20 @@ type chaosSummary struct {
 	// (watch.extra_effect in the trail): a destination that lags longer
 	// than it says, caught.
 	LateDuplicatesCaught int `json:"late_duplicates_caught"`
+	// RecommendationsCorrect is the share of open cases whose decisive
+	// recommendation (confirm X, compensate Y, approve_retry, fail) the
+	// sandbox's truth supports, out of RecommendationsScored; those that
+	// recommend another look (reconcile_again) are counted apart, and
+	// WrongRecommendations lists the others.
+	RecommendationsCorrect   float64  `json:"recommendations_correct"`
+	RecommendationsScored    int      `json:"recommendations_scored"`
+	RecommendationsUndecided int      `json:"recommendations_undecided"`
+	WrongRecommendations     []string `json:"wrong_recommendations,omitempty"`
+	// ServerKills and DBRestarts count the faults done to Limbo itself.
+	ServerKills int `json:"server_kills"`
+	DBRestarts  int `json:"db_restarts"`
+	// Loops are the background loops the Limbo under test ran.
+	Loops []string `json:"loops"`
 	// MaxSweepLateness is the longest an expired attempt stayed open past
 	// its lease.
 	MaxSweepLateness string `json:"max_sweep_lateness"`
@@ -75,16 +91,16 @@ type chaosSummary struct {
 }
 
 // Holds reports whether every invariant held.
-func (s *chaosSummary) Holds() bool {
+func (s *Summary) Holds() bool {
 	for _, ok := range s.Invariants {
 		if !ok {
 			return false
 		}
 	}
-	return len(s.Invariants) > 0
+	return len(s.Invariants) > 0 && len(s.WrongRecommendations) == 0
 }
 
-func (s *chaosSummary) violate(inv, format string, args ...any) {
+func (s *Summary) violate(inv, format string, args ...any) {
 	if _, ok := s.Invariants[inv]; ok {
 		s.Invariants[inv] = false
 	}
@@ -100,7 +116,7 @@ func (s *chaosSummary) violate(inv, format string, args ...any) {
 // one statement (review.CheckInvariants): the ledger as the store reads it
 // (store.Ledger), the integrators' acknowledgements, and the sandbox's
 // effects as the truth.
-func checkChaos(ctx context.Context, st *store.Store, anchors *anchor.Writer, igs []*integrator, truth []sandbox.Effect, cfg *review.Config, sweeps []sweepRound, stoppedAt time.Time) (*chaosSummary, error) {
+func checkChaos(ctx context.Context, st *store.Store, anchors *anchor.Writer, igs []*integrator, truth []sandbox.Effect, cfg *review.Config, lim *limbo, stoppedAt time.Time) (*Summary, error) {
 	rep, err := sealAndVerify(ctx, st, anchors)
 	if err != nil {
 		return nil, err
@@ -127,17 +143,17 @@ func checkChaos(ctx context.Context, st *store.Store, anchors *anchor.Writer, ig
 			l.Acks = append(l.Acks, acks...)
 		}
 	}
-	t := review.Truth{Config: cfg, SweepEvery: sweepEvery, SweepSlack: sweepSlack, Slop: sweepSlop,
-		Settled: true, StoppedAt: stoppedAt}
+	t := review.Truth{Config: cfg, SweepEvery: app.SweepEvery, SweepSlack: sweepSlack, Slop: sweepSlop,
+		Settled: true, StoppedAt: stoppedAt, Sweeps: lim.sweeps.all(), Outages: lim.outages.all()}
 	for _, e := range truth {
 		t.Effects = append(t.Effects, review.TrueEffect{OperationID: e.OperationID, LogicalVersion: e.LogicalVersion,
 			Ref: e.ResourceRef, Compensated: e.Compensated})
 	}
-	for _, r := range sweeps {
-		t.Sweeps = append(t.Sweeps, review.SweepRound{Start: r.start, End: r.end})
-	}
 	sum := summarise(*l, review.CheckInvariants(*l, t))
 	countDuplicates(sum, *l, t)
+	score := review.ScoreRecommendations(*l, l.Recommendations, t)
+	sum.RecommendationsCorrect, sum.RecommendationsScored = score.Share(), score.Scored
+	sum.RecommendationsUndecided, sum.WrongRecommendations = score.Undecided, score.Wrong
 	sum.Registrations = registrations
 	sum.Effects = len(truth)
 	cases, err := st.OpenCases(ctx, 1<<30)
@@ -155,8 +171,8 @@ func checkChaos(ctx context.Context, st *store.Store, anchors *anchor.Writer, ig
 }
 
 // summarise turns the invariants' report into the chaos summary.
-func summarise(l review.Ledger, rep review.InvariantReport) *chaosSummary {
-	sum := &chaosSummary{States: map[review.State]int{}, CaseReasons: map[string]int{}, Invariants: map[string]bool{}}
+func summarise(l review.Ledger, rep review.InvariantReport) *Summary {
+	sum := &Summary{States: map[review.State]int{}, CaseReasons: map[string]int{}, Invariants: map[string]bool{}}
 	for _, inv := range review.Invariants() {
 		sum.Invariants[inv] = true
 	}
@@ -194,7 +210,7 @@ func summarise(l review.Ledger, rep review.InvariantReport) *chaosSummary {
 // countDuplicates fills the summary's duplicate figures from the truth
 // (several effects for one write's version) and the trail (the confirm
 // window's cases).
-func countDuplicates(sum *chaosSummary, l review.Ledger, t review.Truth) {
+func countDuplicates(sum *Summary, l review.Ledger, t review.Truth) {
 	byID := map[string]*review.Operation{}
 	for _, op := range l.Operations {
 		byID[op.ID] = op
@@ -244,7 +260,7 @@ func sealAndVerify(ctx context.Context, st *store.Store, anchors *anchor.Writer)
 		if rep.Unsealed == 0 {
 			break
 		}
-		if !pause(ctx, 50*time.Millisecond) {
+		if !simulate.Pause(ctx, 50*time.Millisecond) {
 			return nil, ctx.Err()
 		}
 	}

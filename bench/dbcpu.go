@@ -1,4 +1,4 @@
-package main
+package bench
 
 // CPU time of a PostgreSQL server on this machine, read from /proc, so a
 // bench run can say where a cycle's CPU goes: the bench process (clients,

@@ -1,4 +1,4 @@
-package main
+package bench
 
 // The floors of `limbo bench`: the attempt cycle's three calls (register →
 // attempt → outcome success) written straight to the database, with no

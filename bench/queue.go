@@ -1,4 +1,4 @@
-package main
+package bench
 
 // queue_p50_ms, queue_p99_ms and case_p99_ms of `limbo bench`: the
 // console's pages, whole HTML with their counts, as a signed-in reviewer

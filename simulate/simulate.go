@@ -1,0 +1,188 @@
+// Package simulate holds the simulated integrations of `limbo chaos` and the
+// demo: what each kind of operation sends to the sandbox destination, and
+// how its answer becomes an outcome for Limbo.
+package simulate
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/limbo-dev/limbo/client"
+	"github.com/limbo-dev/limbo/review"
+	"github.com/limbo-dev/limbo/sandbox"
+)
+
+// Flavour is one kind of operation an integration runs against the sandbox.
+type Flavour struct {
+	Action string
+	Risk   review.Risk
+	Flags  []review.Flag
+	Method string
+	Path   string
+	// Job: the destination answers 202 with a transformation job, which the
+	// integration follows until it completes.
+	Job bool
+	// Body is the request body, without the metadata naming the operation.
+	Body func(source, version string) map[string]any
+}
+
+// Flavours covers every risk class and flag: a read (a search), a
+// generate, an idempotent and a compensable write, a transformation job,
+// irreversible sends and publications, and a financial charge.
+var Flavours = []Flavour{
+	{Action: "search_files", Risk: review.RiskRead, Method: http.MethodGet, Path: "/search"},
+	{Action: "generate_summary", Risk: review.RiskGenerate, Method: http.MethodPost, Path: "/files",
+		Body: func(s, v string) map[string]any {
+			return map[string]any{"name": s + "-v" + v + "-summary.txt", "content": "summary of " + s}
+		}},
+	{Action: "create_folder", Risk: review.RiskIdempotentWrite, Method: http.MethodPost, Path: "/folders",
+		Body: func(s, v string) map[string]any { return map[string]any{"name": s + "-v" + v} }},
+	{Action: "upload_file", Risk: review.RiskCompensableWrite, Method: http.MethodPost, Path: "/files",
+		Body: func(s, v string) map[string]any {
+			return map[string]any{"name": s + "-v" + v + ".docx", "content": "contract " + s + " version " + v}
+		}},
+	{Action: "transform_pdf", Risk: review.RiskCompensableWrite, Method: http.MethodPost, Path: "/jobs", Job: true,
+		Body: func(s, v string) map[string]any {
+			return map[string]any{"input_ref": s + "-v" + v + ".docx", "format": "pdf"}
+		}},
+	{Action: "send_email", Risk: review.RiskIrreversible, Method: http.MethodPost, Path: "/emails",
+		Body: func(s, v string) map[string]any {
+			return map[string]any{"to": "client+" + s + "@example.com", "subject": s + " version " + v + " is ready"}
+		}},
+	{Action: "share_link", Risk: review.RiskIrreversible, Flags: []review.Flag{review.FlagIrreversible}, Method: http.MethodPost, Path: "/links",
+		Body: func(s, v string) map[string]any { return map[string]any{"file_ref": s + "-v" + v + ".pdf"} }},
+	{Action: "charge", Risk: review.RiskIrreversible, Flags: []review.Flag{review.FlagFinancial}, Method: http.MethodPost, Path: "/charges",
+		Body: func(s, v string) map[string]any { return map[string]any{"amount": 12.5, "currency": "EUR"} }},
+}
+
+// Registration is what an integration registers for Flavour f on source
+// at version. The payload is the request, so a reviewer sees what runs.
+func (f Flavour) Registration(source, version string, body map[string]any) client.Registration {
+	payload, _ := json.Marshal(map[string]any{"method": f.Method, "path": f.Path, "body": body})
+	return client.Registration{SourceRef: source, LogicalVersion: version, Action: f.Action,
+		Destination: sandbox.DestinationName, Risk: f.Risk, Flags: f.Flags, Payload: payload}
+}
+
+// View is the part of a sandbox answer (a created resource, or a
+// job) an integration reads.
+type View struct {
+	Ref            string `json:"ref"`
+	Kind           string `json:"kind"`
+	Version        string `json:"version"`
+	Status         string `json:"status"`
+	OutputRef      string `json:"output_ref"`
+	LogicalVersion string `json:"logical_version"`
+}
+
+// Sender returns the send function for op: one request to the sandbox at
+// base, with the grant's key, whose metadata names the operation and its
+// logical version (what reconciliation searches for). body is the request
+// without that metadata; it is the same on every attempt, as a key demands.
+func Sender(hc *http.Client, base string, f Flavour, op *review.Operation, body map[string]any) func(ctx context.Context, g *client.Grant) review.Outcome {
+	target := base + f.Path
+	var data []byte
+	if f.Method == http.MethodGet {
+		target += "?operation_id=" + url.QueryEscape(op.ID)
+	} else {
+		b := map[string]any{}
+		for k, v := range body {
+			b[k] = v
+		}
+		b["metadata"] = map[string]any{"operation_id": op.ID, "logical_version": op.LogicalVersion}
+		data, _ = json.Marshal(b)
+	}
+	return func(ctx context.Context, g *client.Grant) review.Outcome {
+		req, err := client.NewAttemptRequest(ctx, g, f.Method, target, data)
+		if err != nil {
+			return review.Outcome{Result: review.ResultConnectionError, Phase: review.PhaseBeforeSend}
+		}
+		resp, o := client.SendAttempt(hc, req)
+		if resp == nil {
+			return o
+		}
+		defer resp.Body.Close()
+		if o.Result != review.ResultSuccess || f.Method == http.MethodGet {
+			return o
+		}
+		// The effect happened; what it created is a bonus for the ledger
+		// (an unreadable body still reports success, without a resource).
+		var v View
+		if b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20)); err == nil && json.Unmarshal(b, &v) == nil && v.Ref != "" {
+			if f.Job {
+				o.Job = &review.JobRef{Ref: v.Ref, Status: v.Status}
+			} else {
+				o.Resource = &review.ResourceRef{Ref: v.Ref, Kind: v.Kind, Version: v.Version}
+			}
+		}
+		return o
+	}
+}
+
+// DestClient is an integration's HTTP client for the destination: it never
+// follows a redirect (an answer, not a second request) and gives up well
+// within the attempt lease.
+func DestClient(timeout time.Duration) *http.Client {
+	return &http.Client{
+		Transport:     &http.Transport{MaxIdleConnsPerHost: 16, IdleConnTimeout: 30 * time.Second},
+		Timeout:       timeout,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+}
+
+// LookupJob reads a job's status at the sandbox (GET /jobs/{ref}: a probe,
+// never faulted).
+func LookupJob(ctx context.Context, hc *http.Client, base, ref string) (*View, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/jobs/"+url.PathEscape(ref), nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET /jobs/%s: HTTP %d", ref, resp.StatusCode)
+	}
+	var v View
+	if err := json.NewDecoder(resp.Body).Decode(&v); err != nil {
+		return nil, err
+	}
+	return &v, nil
+}
+
+// FollowJob reports an accepted operation's job to Limbo once the sandbox
+// says it ended: succeeded (with its output and the version it was for),
+// or canceled. It returns the operation as Limbo then holds it.
+func FollowJob(ctx context.Context, c *client.Client, hc *http.Client, base string, op *review.Operation) (*review.Operation, error) {
+	if len(op.Jobs) == 0 {
+		return c.Get(ctx, op.ID)
+	}
+	j := op.Jobs[len(op.Jobs)-1]
+	v, err := LookupJob(ctx, hc, base, j.Ref)
+	if err != nil {
+		return nil, err
+	}
+	switch review.JobStatus(v.Status) {
+	case review.JobSucceeded, review.JobCanceled, review.JobFailed:
+		return c.PutJob(ctx, op.ID, j.Ref, client.JobUpdate{Status: review.JobStatus(v.Status), InputVersion: v.LogicalVersion, OutputRef: v.OutputRef})
+	}
+	return op, nil
+}
+
+// Pause waits d, or until ctx ends; it reports whether the wait completed.
+func Pause(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}

@@ -1,0 +1,25 @@
+package store
+
+import (
+	"fmt"
+	"strings"
+)
+
+// String is the report as `limbo audit verify` prints it.
+func (r *VerifyReport) String() string {
+	if !r.OK {
+		return fmt.Sprintf("audit chain broken at seq %d: %s", r.BrokenSeq, r.Problem)
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "audit chain holds: %d events, %d checkpoints, %d not yet sealed; signed by key %s",
+		r.Events, r.Checkpoints, r.Unsealed, r.KeyID)
+	if r.Anchors > 0 {
+		fmt.Fprintf(&b, "; complete up to anchored checkpoint %d (%d anchors checked)", r.Anchored, r.Anchors)
+	}
+	if r.MaxAge > 0 {
+		fmt.Fprintf(&b, "; newest checkpoint younger than %s", r.MaxAge)
+	} else {
+		b.WriteString("; age not checked")
+	}
+	return b.String()
+}
