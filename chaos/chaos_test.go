@@ -15,11 +15,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -29,6 +27,7 @@ import (
 	"time"
 
 	"github.com/limbo-dev/limbo/app"
+	"github.com/limbo-dev/limbo/internal/limbobin"
 	"github.com/limbo-dev/limbo/review"
 	"github.com/limbo-dev/limbo/sandbox"
 	"github.com/limbo-dev/limbo/store"
@@ -122,7 +121,7 @@ func TestChaosAttacksLimbo(t *testing.T) {
 	} else if testing.Short() {
 		ops, kills = 60, 1
 	}
-	bin := limboBinary(t)
+	bin := limbobin.Path(t)
 	seed := chaosSeed(t)
 	for _, engine := range storetest.Engines(t) {
 		t.Run(string(engine), func(t *testing.T) {
@@ -155,39 +154,7 @@ func TestChaosAttacksLimbo(t *testing.T) {
 	}
 }
 
-var (
-	binOnce sync.Once
-	binDir  string
-	binPath string
-	binErr  error
-)
-
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if binDir != "" {
-		os.RemoveAll(binDir)
-	}
-	os.Exit(code)
-}
-
-// limboBinary builds the limbo binary once per test run, for the child
-// server (a test's working directory is its package's).
-func limboBinary(t *testing.T) string {
-	t.Helper()
-	binOnce.Do(func() {
-		if binDir, binErr = os.MkdirTemp("", "limbo-chaos-bin-"); binErr != nil {
-			return
-		}
-		binPath = filepath.Join(binDir, "limbo")
-		if out, err := exec.Command("go", "build", "-o", binPath, "../cmd/limbo").CombinedOutput(); err != nil {
-			binErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if binErr != nil {
-		t.Fatalf("building limbo: %v", binErr)
-	}
-	return binPath
-}
+func TestMain(m *testing.M) { limbobin.Main(m) }
 
 // chaosSeed is a fresh seed for the sandbox's fault draws, or
 // LIMBO_CHAOS_SEED's.

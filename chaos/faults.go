@@ -16,6 +16,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/limbo-dev/limbo/review"
 	"github.com/limbo-dev/limbo/simulate"
 )
 
@@ -97,7 +98,7 @@ func (f *faults) do(ctx context.Context, ft fault) error {
 		simulate.Pause(ctx, ft.down)
 		// Started even when ctx ended: the database must not stay down.
 		out, err := exec.Command(f.o.DBStart[0], f.o.DBStart[1:]...).CombinedOutput()
-		f.lim.outages.add(from, time.Now())
+		f.lim.outages.add(review.Outage{From: from, To: time.Now()})
 		if err != nil {
 			return fmt.Errorf("%v: %v: %s", f.o.DBStart, err, out)
 		}

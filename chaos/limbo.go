@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -32,8 +33,8 @@ import (
 type limbo struct {
 	url     string
 	appCfg  app.Config
-	sweeps  sweepLog
-	outages outageLog
+	sweeps  record[review.SweepRound]
+	outages record[review.Outage]
 
 	// In process.
 	app *app.App
@@ -54,7 +55,7 @@ type limbo struct {
 // and anchor directory written to dir.
 func newLimbo(ctx context.Context, bin, dir string, ln net.Listener, cfg app.Config) (*limbo, error) {
 	l := &limbo{url: "http://" + ln.Addr().String(), appCfg: cfg, bin: bin, log: cfg.Log}
-	l.appCfg.OnSweep = l.sweeps.add
+	l.appCfg.OnSweep = func(start, end time.Time) { l.sweeps.add(review.SweepRound{Start: start, End: end}) }
 	if bin == "" {
 		l.appCfg.Listener = ln
 		a, err := app.New(ctx, l.appCfg)
@@ -110,7 +111,7 @@ func (l *limbo) readLog(r io.Reader) {
 	for sc.Scan() {
 		line := sc.Text()
 		if start, end, ok := app.ParseSweepLine(line); ok {
-			l.sweeps.add(start, end)
+			l.sweeps.add(review.SweepRound{Start: start, End: end})
 			continue
 		}
 		if loops, ok := app.ParseServingLine(line); ok {
@@ -158,7 +159,7 @@ func (l *limbo) kill(ctx context.Context, down time.Duration) error {
 	l.log.Info("chaos: limbo serve killed")
 	simulate.Pause(ctx, down)
 	err := l.start(ctx)
-	l.outages.add(from, time.Now())
+	l.outages.add(review.Outage{From: from, To: time.Now()})
 	return err
 }
 
@@ -194,38 +195,21 @@ func (l *limbo) loops() []string {
 	return l.childLoops
 }
 
-// sweepLog records when each lease-sweep round ran.
-type sweepLog struct {
-	mu     sync.Mutex
-	rounds []review.SweepRound
+// record is a list that the run's goroutines append to: the sweep
+// rounds, the outages.
+type record[T any] struct {
+	mu    sync.Mutex
+	items []T
 }
 
-func (s *sweepLog) add(start, end time.Time) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.rounds = append(s.rounds, review.SweepRound{Start: start, End: end})
+func (r *record[T]) add(v T) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.items = append(r.items, v)
 }
 
-func (s *sweepLog) all() []review.SweepRound {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]review.SweepRound(nil), s.rounds...)
-}
-
-// outageLog records when Limbo (or its database) was down.
-type outageLog struct {
-	mu   sync.Mutex
-	list []review.Outage
-}
-
-func (o *outageLog) add(from, to time.Time) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	o.list = append(o.list, review.Outage{From: from, To: to})
-}
-
-func (o *outageLog) all() []review.Outage {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return append([]review.Outage(nil), o.list...)
+func (r *record[T]) all() []T {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.items)
 }

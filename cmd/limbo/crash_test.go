@@ -19,7 +19,6 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -30,6 +29,7 @@ import (
 	"time"
 
 	"github.com/limbo-dev/limbo/client"
+	"github.com/limbo-dev/limbo/internal/limbobin"
 	"github.com/limbo-dev/limbo/review"
 	"github.com/limbo-dev/limbo/store"
 	"github.com/limbo-dev/limbo/store/storetest"
@@ -41,44 +41,10 @@ const crashTenant = "crash"
 // crashWorkers is how many integrations run at once.
 const crashWorkers = 20
 
-var (
-	binOnce sync.Once
-	binDir  string
-	binPath string
-	binErr  error
-)
-
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if binDir != "" {
-		os.RemoveAll(binDir)
-	}
-	os.Exit(code)
-}
-
-// limboBinary builds the limbo binary once per test run (the working
-// directory of a test is its package's, cmd/limbo).
-func limboBinary(t *testing.T) string {
-	t.Helper()
-	binOnce.Do(func() {
-		binDir, binErr = os.MkdirTemp("", "limbo-crash-")
-		if binErr != nil {
-			return
-		}
-		binPath = filepath.Join(binDir, "limbo")
-		out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput()
-		if err != nil {
-			binErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if binErr != nil {
-		t.Fatalf("building limbo: %v", binErr)
-	}
-	return binPath
-}
+func TestMain(m *testing.M) { limbobin.Main(m) }
 
 func TestCrashRecovery(t *testing.T) {
-	bin := limboBinary(t)
+	bin := limbobin.Path(t)
 	kills := 3
 	if testing.Short() {
 		kills = 1
