@@ -110,6 +110,12 @@ func (b *testBundle) ambiguousAfter(t *testing.T, ref, dest string, timeout *rev
 // timeout) and an attempt budget (nil: the default).
 func (b *testBundle) ambiguousWith(t *testing.T, ref, dest string, created func(op *review.Operation), timeout *review.Outcome, maxAttempts *int) *review.Operation {
 	t.Helper()
+	return b.ambiguousAs(t, ref, dest, review.RiskCompensableWrite, created, timeout, maxAttempts)
+}
+
+// ambiguousAs is ambiguousWith for an operation of the given risk.
+func (b *testBundle) ambiguousAs(t *testing.T, ref, dest string, risk review.Risk, created func(op *review.Operation), timeout *review.Outcome, maxAttempts *int) *review.Operation {
+	t.Helper()
 	if timeout == nil {
 		timeout = &review.Outcome{Result: review.ResultTimeout, Phase: review.PhaseAfterSend}
 	}
@@ -118,7 +124,7 @@ func (b *testBundle) ambiguousWith(t *testing.T, ref, dest string, created func(
 		t.Fatal(err)
 	}
 	op, _, err := b.st.Register(b.ctx, review.Registration{Tenant: tenant, SourceRef: ref, LogicalVersion: "v1",
-		Action: "create_folder", Destination: dest, Risk: review.RiskCompensableWrite, Payload: payload, MaxAttempts: maxAttempts, Actor: "test"})
+		Action: "create_folder", Destination: dest, Risk: risk, Payload: payload, MaxAttempts: maxAttempts, Actor: "test"})
 	if err != nil {
 		t.Fatalf("Register(%s): %v", ref, err)
 	}

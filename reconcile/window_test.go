@@ -166,3 +166,37 @@ func TestAbsenceFailsOnlyAfterTheWindow(t *testing.T) {
 		sealed(t, b.st)
 	})
 }
+
+// TestAbsenceAsksForApprovalOnlyAfterTheWindow: an irreversible operation
+// whose search shows nothing past the configured lag. Before, it went to a
+// reviewer at once, recommending approve_retry — and the fault run found
+// every such recommendation wrong on a destination lagging longer than it
+// says: the send had happened, and approving would send again. Now the
+// reconciler holds it until the confirm window has passed: the late write
+// shows and confirms it, and only an operation with nothing there by then
+// asks for approval.
+func TestAbsenceAsksForApprovalOnlyAfterTheWindow(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		b := lyingSandbox(t, e)
+		made := b.ambiguousAs(t, "sent", "sandbox", review.RiskIrreversible, func(op *review.Operation) { b.createFolder(t, op) }, nil, nil)
+		never := b.ambiguousAs(t, "never-sent", "sandbox", review.RiskIrreversible, nil, nil, nil)
+		b.clk.Advance(searchLag + time.Second)
+		b.runOnce(t, 2)
+		wantState(t, b.get(t, made), review.Ambiguous)
+		wantState(t, b.get(t, never), review.Ambiguous)
+
+		b.rounds(t, 10*searchLag, time.Second)
+		wantState(t, b.get(t, made), review.Confirmed)
+		got := b.get(t, never)
+		wantState(t, got, review.NeedsReview)
+		cs, err := b.st.CasesForOperation(b.ctx, got.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(cs) != 1 || cs[0].RecommendedAction != review.RecommendApproveRetry {
+			t.Errorf("cases %+v, want one recommending approve_retry once absence is sure", cs)
+		}
+		sealed(t, b.st)
+	})
+}

@@ -163,6 +163,5 @@ func ValidateDecision(action, ref, compensation, reason string) error {
 // NeedsTwoApprovers reports whether approving a retry of op needs a second,
 // different reviewer: financial or irreversible operations.
 func NeedsTwoApprovers(op *Operation, action string) bool {
-	return action == DecideApproveRetry &&
-		(op.HasFlag(FlagFinancial) || op.HasFlag(FlagIrreversible) || op.Risk == RiskIrreversible)
+	return action == DecideApproveRetry && RetryNeedsReviewer(op)
 }

@@ -279,21 +279,16 @@ func settleRound(in SettleInput) Settlement {
 		return st
 	case len(foreign) > 0:
 		return st.escalate(ReasonNoDedupEvidence, fmt.Sprintf("%s was found but its metadata does not name this operation", foreign[0].Ref))
-	case absent && (op.HasFlag(FlagFinancial) || op.HasFlag(FlagIrreversible) || op.Risk == RiskIrreversible):
-		return st.escalate("", "the destination holds no effect; a financial or irreversible action is never retried without a reviewer")
+	case absent && RetryNeedsReviewer(op):
+		why := "the destination holds no effect; a financial or irreversible action is never retried without a reviewer"
+		if !AbsenceSure(in.Destination, in.LastWrite, now) {
+			return st.waitOutWindow(in, "the destination shows no effect", "a reviewer is asked to approve a retry")
+		}
+		return st.escalate("", why)
 	case absent:
 		to, why := AfterAbsence(op, func() time.Time { return now })
 		if to == Failed && !AbsenceSure(in.Destination, in.LastWrite, now) {
-			// Final: wait until the confirm window has passed, in case the
-			// destination lags longer than it says.
-			sure := in.LastWrite.Add(in.Destination.Window())
-			if !op.Deadline.IsZero() && sure.After(op.Deadline) {
-				return st.escalate(ReasonDeadlineExpired, fmt.Sprintf("%s, but absence is sure only once the confirm window passes at %s, after the deadline",
-					why, sure.UTC().Format(time.RFC3339)))
-			}
-			st.NextProbe = sure.Add(10 * time.Millisecond)
-			st.Reason = fmt.Sprintf("%s; failed only if nothing shows by the end of the confirm window at %s", why, sure.UTC().Format(time.RFC3339))
-			return st
+			return st.waitOutWindow(in, why, "failed")
 		}
 		st.State, st.Reason, st.Watch = to, why, to == RetryWait && in.Destination.Window() > 0
 		return st
@@ -317,6 +312,22 @@ func settleRound(in SettleInput) Settlement {
 	}
 	st.NextProbe = next
 	st.Reason = fmt.Sprintf("inconclusive (%d of %d probes failed); probing again", failed, len(in.Results))
+	return st
+}
+
+// waitOutWindow holds an operation whose next step on absence cannot be
+// taken back — failing it, or asking a person to approve an irreversible
+// retry — until the confirm window has passed, in case the destination
+// lags longer than it says; the reconciler looks again then (or a person,
+// when the window ends after the deadline).
+func (st Settlement) waitOutWindow(in SettleInput, why, then string) Settlement {
+	sure := in.LastWrite.Add(in.Destination.Window())
+	if !in.Op.Deadline.IsZero() && sure.After(in.Op.Deadline) {
+		return st.escalate(ReasonDeadlineExpired, fmt.Sprintf("%s, but absence is sure only once the confirm window passes at %s, after the deadline",
+			why, sure.UTC().Format(time.RFC3339)))
+	}
+	st.NextProbe = sure.Add(10 * time.Millisecond)
+	st.Reason = fmt.Sprintf("%s; %s only if nothing shows by the end of the confirm window at %s", why, then, sure.UTC().Format(time.RFC3339))
 	return st
 }
 

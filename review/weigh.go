@@ -172,7 +172,10 @@ func Weigh(op *Operation, d Destination, now time.Time) Weighing {
 	case len(foreign) > 0:
 		return Weighing{State: NeedsReview, Reasons: []Reason{ReasonNoDedupEvidence},
 			Reason: fmt.Sprintf("%s was found but its metadata does not name this operation", foreign[0].Ref)}
-	case absent && (op.HasFlag(FlagFinancial) || op.HasFlag(FlagIrreversible) || op.Risk == RiskIrreversible):
+	case absent && RetryNeedsReviewer(op):
+		if !AbsenceSure(d, lastWrite, now) {
+			return Weighing{} // an approved retry is final: the reconciler waits out the confirm window
+		}
 		return Weighing{State: NeedsReview,
 			Reason: "the destination holds no effect; a financial or irreversible action is never retried without a reviewer"}
 	case absent:
