@@ -201,76 +201,126 @@ func Run(ctx context.Context, o Options) (*Summary, error) {
 	if err := o.defaults(); err != nil {
 		return nil, err
 	}
-	// Listeners first: the configuration names the sandbox's address, and
-	// the sandbox names Limbo's for its webhooks.
-	sbLn, err := net.Listen("tcp", "127.0.0.1:0")
+	sc, err := newScene(o)
 	if err != nil {
 		return nil, err
 	}
-	defer sbLn.Close()
-	limboLn, err := net.Listen("tcp", "127.0.0.1:0")
+	defer sc.close()
+	rng := rand.New(rand.NewPCG(uint64(sc.sb.Seed()), 0x5eed))
+	igs, err := newIntegrators(ctx, sc.app, o, sc.limboURL, sc.sbURL, rng)
 	if err != nil {
 		return nil, err
 	}
-	defer limboLn.Close()
-	sbURL, limboURL := "http://"+sbLn.Addr().String(), "http://"+limboLn.Addr().String()
-	secret, err := webhook.NewSecret()
-	if err != nil {
-		return nil, err
-	}
-	// The lag Limbo is told: the sandbox's real one, unless the
-	// destination lies about it.
-	lag := cmp.Or(o.ConfiguredLag, o.Sandbox.SearchLag)
-	cfg, err := sandbox.LimboConfig(sandbox.LimboOptions{Base: sbURL, HonoursKeys: !o.Sandbox.NoKeySupport,
-		SearchLag: lag, ConfirmWindow: o.ConfirmWindow, Lease: chaosLease, WebhookSecret: secret, RetryRatio: o.RetryRatio})
-	if err != nil {
-		return nil, err
-	}
-	dir, err := os.MkdirTemp("", "limbo-chaos-run-")
-	if err != nil {
-		return nil, err
-	}
-	defer os.RemoveAll(dir)
-	// A key of the run's own, and an anchor directory, so I5 checks the
-	// trail as `limbo audit verify --anchor` would.
-	appCfg := app.Config{DB: o.DB, MaxConns: o.DBMaxConns, Destinations: cfg, AuditKey: auditkey.New(),
-		AnchorDir: filepath.Join(dir, "anchors"), Owner: "chaos", Log: o.Log}
-	if err := os.Mkdir(appCfg.AnchorDir, 0o700); err != nil {
-		return nil, err
-	}
-
-	sbOpts := o.Sandbox
-	sbOpts.WebhookURL, sbOpts.WebhookSecret, sbOpts.Logger = limboURL+"/api/v1/inbound/"+sandbox.DestinationName, secret, o.Log
-	sb := sandbox.New(sbOpts)
-	sbSrv := &http.Server{Handler: sb.Handler(), ReadHeaderTimeout: 10 * time.Second}
-	go sbSrv.Serve(sbLn)
-	defer sbSrv.Close()
-	defer sb.Close()
-
-	rng := rand.New(rand.NewPCG(uint64(sb.Seed()), 0x5eed))
-	igs, err := newIntegrators(ctx, appCfg, o, limboURL, sbURL, rng)
-	if err != nil {
-		return nil, err
-	}
-	lim, err := newLimbo(ctx, o.ServerBinary, dir, limboLn, appCfg)
+	lim, err := newLimbo(ctx, o.ServerBinary, sc.dir, sc.limboLn, sc.app)
 	if err != nil {
 		return nil, err
 	}
 	defer lim.stop()
 	o.Log.Info("chaos: running", "ops", o.Ops, "integrators", o.Integrators, "kills", o.Kills, "server_kills", o.ServerKills,
-		"db_restarts", o.DBRestarts, "db", o.DB, "limbo", limboURL, "sandbox", sbURL, "seed", sb.Seed())
+		"db_restarts", o.DBRestarts, "db", o.DB, "limbo", sc.limboURL, "sandbox", sc.sbURL, "seed", sc.sb.Seed())
 
 	f := newFaults(o, lim, rng)
 	settled := runIntegrators(ctx, igs, o.Settle, o.Log, f)
 	if err := f.wait(); err != nil {
 		return nil, err
 	}
-	st, err := app.OpenStore(ctx, o.DB, store.Options{Config: cfg, AuditKey: appCfg.AuditKey, MaxConns: o.DBMaxConns})
+	sum, err := judge(ctx, o, sc, lim, igs, settled)
+	if err != nil {
+		return nil, err
+	}
+	sum.DB, sum.Seed, sum.SettledInTime = o.DB, sc.sb.Seed(), settled
+	sum.ServerKills, sum.DBRestarts = f.done()
+	sum.Elapsed = time.Since(began).Round(time.Millisecond).String()
+	for _, ig := range igs {
+		sum.Kills += int(ig.kills.Load())
+	}
+	return sum, nil
+}
+
+// scene is what a run plays on: the listeners, the sandbox destination
+// (serving), Limbo's configuration, a directory of the run's own.
+type scene struct {
+	sbLn, limboLn   net.Listener
+	sbURL, limboURL string
+	// lag is the search lag Limbo is told.
+	lag time.Duration
+	app app.Config
+	sb  *sandbox.Sandbox
+	srv *http.Server
+	dir string
+}
+
+func newScene(o Options) (sc *scene, err error) {
+	sc = &scene{}
+	defer func() {
+		if err != nil {
+			sc.close()
+		}
+	}()
+	// Listeners first: the configuration names the sandbox's address, and
+	// the sandbox names Limbo's for its webhooks.
+	if sc.sbLn, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
+		return nil, err
+	}
+	if sc.limboLn, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
+		return nil, err
+	}
+	sc.sbURL, sc.limboURL = "http://"+sc.sbLn.Addr().String(), "http://"+sc.limboLn.Addr().String()
+	secret, err := webhook.NewSecret()
+	if err != nil {
+		return nil, err
+	}
+	// The lag Limbo is told: the sandbox's real one, unless the
+	// destination lies about it.
+	sc.lag = cmp.Or(o.ConfiguredLag, o.Sandbox.SearchLag)
+	cfg, err := sandbox.LimboConfig(sandbox.LimboOptions{Base: sc.sbURL, HonoursKeys: !o.Sandbox.NoKeySupport,
+		SearchLag: sc.lag, ConfirmWindow: o.ConfirmWindow, Lease: chaosLease, WebhookSecret: secret, RetryRatio: o.RetryRatio})
+	if err != nil {
+		return nil, err
+	}
+	if sc.dir, err = os.MkdirTemp("", "limbo-chaos-run-"); err != nil {
+		return nil, err
+	}
+	// A key of the run's own, and an anchor directory, so I5 checks the
+	// trail as `limbo audit verify --anchor` would.
+	sc.app = app.Config{DB: o.DB, MaxConns: o.DBMaxConns, Destinations: cfg, AuditKey: auditkey.New(),
+		AnchorDir: filepath.Join(sc.dir, "anchors"), Owner: "chaos", Log: o.Log}
+	if err := os.Mkdir(sc.app.AnchorDir, 0o700); err != nil {
+		return nil, err
+	}
+	opts := o.Sandbox
+	opts.WebhookURL, opts.WebhookSecret, opts.Logger = sc.limboURL+"/api/v1/inbound/"+sandbox.DestinationName, secret, o.Log
+	sc.sb = sandbox.New(opts)
+	sc.srv = &http.Server{Handler: sc.sb.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	go sc.srv.Serve(sc.sbLn)
+	return sc, nil
+}
+
+func (sc *scene) close() {
+	if sc.srv != nil {
+		sc.srv.Close()
+		sc.sb.Close()
+	}
+	for _, ln := range []net.Listener{sc.sbLn, sc.limboLn} {
+		if ln != nil {
+			ln.Close()
+		}
+	}
+	if sc.dir != "" {
+		os.RemoveAll(sc.dir)
+	}
+}
+
+// judge freezes the ledger — once the confirm windows a lying destination
+// keeps open have closed — and checks it against the sandbox's truth.
+func judge(ctx context.Context, o Options, sc *scene, lim *limbo, igs []*integrator, settled bool) (*Summary, error) {
+	cfg := sc.app.Destinations
+	st, err := app.OpenStore(ctx, o.DB, store.Options{Config: cfg, AuditKey: sc.app.AuditKey, MaxConns: o.DBMaxConns})
 	if err != nil {
 		return nil, err
 	}
 	defer st.Close()
-	if settled && lag < o.Sandbox.SearchLag {
+	if settled && sc.lag < o.Sandbox.SearchLag {
 		// A destination that lies about its lag shows first writes late:
 		// the confirm windows still open are Limbo's work in progress, so
 		// judge the ledger once they have closed. (With the real lag there
@@ -283,17 +333,17 @@ func Run(ctx context.Context, o Options) (*Summary, error) {
 	stoppedAt := time.Now()
 	loops := lim.loops()
 	lim.stop()
-	sb.Close()
+	sc.sb.Close()
 	if ctx.Err() != nil {
 		return nil, ctx.Err()
 	}
-	truth := sb.Truth()
+	truth := sc.sb.Truth()
 	if o.TruthOut != "" {
 		if err := writeTruth(o.TruthOut, truth); err != nil {
 			return nil, err
 		}
 	}
-	anchors, err := anchor.NewWriter(appCfg.AnchorDir, st, o.Log)
+	anchors, err := anchor.NewWriter(sc.app.AnchorDir, st, o.Log)
 	if err != nil {
 		return nil, err
 	}
@@ -301,12 +351,7 @@ func Run(ctx context.Context, o Options) (*Summary, error) {
 	if err != nil {
 		return nil, err
 	}
-	sum.DB, sum.Seed, sum.SettledInTime, sum.Loops = o.DB, sb.Seed(), settled, loops
-	sum.ServerKills, sum.DBRestarts = f.done()
-	sum.Elapsed = time.Since(began).Round(time.Millisecond).String()
-	for _, ig := range igs {
-		sum.Kills += int(ig.kills.Load())
-	}
+	sum.Loops = loops
 	return sum, nil
 }
 
