@@ -2,6 +2,8 @@ package sandbox
 
 import (
 	"encoding/json"
+	"fmt"
+	"math"
 	"net/http"
 	"sync/atomic"
 	"time"
@@ -75,28 +77,36 @@ func (s *Sandbox) ProbeStats() ProbeStats {
 		Hangs: s.probeCount.hangs.Load(), Garbage: s.probeCount.garbage.Load()}
 }
 
-// drawProbe draws from the probes' own stream of the seeded source: how
-// many probes a reconciler sends varies with its timing, and must not
-// shift the draws of the mutating requests' faults.
-func (s *Sandbox) drawProbe() float64 {
+// SetProbeErrors changes Options.ProbeErrors from the next probe on: a
+// fault run can end its probe faults so that everything left settles. A
+// share outside [0, 1] is refused.
+func (s *Sandbox) SetProbeErrors(share float64) error {
+	if math.IsNaN(share) || share < 0 || share > 1 {
+		return fmt.Errorf("probe errors %v: a share must lie in [0, 1]", share)
+	}
 	s.rngMu.Lock()
 	defer s.rngMu.Unlock()
-	return s.probeRng.Float64()
+	s.probeErrors = share
+	return nil
 }
 
 // pickProbe draws whether a probe is faulted and, if so, how, with the
 // variant of that kind (the 5xx status, the garbage body): i indexes
-// probeStatuses or garbage.
+// probeStatuses or garbage. The draws come from the probes' own stream of
+// the seeded source: how many probes a reconciler sends varies with its
+// timing, and must not shift the draws of the mutating requests' faults.
 func (s *Sandbox) pickProbe() (f probeFault, i int) {
-	if s.opts.ProbeErrors <= 0 || s.drawProbe() >= s.opts.ProbeErrors {
+	s.rngMu.Lock()
+	defer s.rngMu.Unlock()
+	if s.probeErrors <= 0 || s.probeRng.Float64() >= s.probeErrors {
 		return probeTruth, 0
 	}
-	f = probe5xx + probeFault(min(int(s.drawProbe()*3), 2))
+	f = probe5xx + probeFault(min(int(s.probeRng.Float64()*3), 2))
 	switch f {
 	case probe5xx:
-		i = min(int(s.drawProbe()*float64(len(probeStatuses))), len(probeStatuses)-1)
+		i = min(int(s.probeRng.Float64()*float64(len(probeStatuses))), len(probeStatuses)-1)
 	case probeGarbage:
-		i = min(int(s.drawProbe()*float64(len(garbage))), len(garbage)-1)
+		i = min(int(s.probeRng.Float64()*float64(len(garbage))), len(garbage)-1)
 	}
 	return f, i
 }

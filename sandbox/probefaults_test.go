@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"reflect"
@@ -296,4 +297,42 @@ func TestProbeHangEndsOnClose(t *testing.T) {
 		t.Fatal("the hung probe got no answer after Close")
 	}
 	<-done
+}
+
+// TestSetProbeErrors: the share can be changed while the sandbox serves
+// (a fault run ends its probe faults so that everything settles), and a
+// share outside [0, 1] is refused.
+func TestSetProbeErrors(t *testing.T) {
+	t.Parallel()
+	f := newProbeFixture(t, Options{ProbeErrors: 1, ProbeHang: time.Millisecond, Seed: 5})
+	p := f.paths[0]
+	for range 20 {
+		status, _, body, err := f.do("GET", p, "", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if classify(t, p, f.truth[p], status, body) == probeTruth {
+			t.Fatalf("GET %s answered the truth at share 1", p)
+		}
+	}
+	for _, bad := range []float64{-0.1, 1.1, math.NaN()} {
+		if err := f.sb.SetProbeErrors(bad); err == nil {
+			t.Errorf("SetProbeErrors(%v) accepted", bad)
+		}
+	}
+	if err := f.sb.SetProbeErrors(0); err != nil {
+		t.Fatal(err)
+	}
+	for range 20 {
+		status, _, body, err := f.do("GET", p, "", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if classify(t, p, f.truth[p], status, body) != probeTruth {
+			t.Fatalf("GET %s answered %d %q at share 0", p, status, body)
+		}
+	}
+	if st := f.sb.ProbeStats(); st.Probes != 40 || st.Faulted() != 20 {
+		t.Errorf("ProbeStats %+v, want 40 probes, 20 faulted", st)
+	}
 }

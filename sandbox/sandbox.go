@@ -104,8 +104,10 @@ type Sandbox struct {
 	rng   *rand.Rand
 	// probeRng draws the probes' faults: a stream of its own, so that the
 	// number of probes does not shift the mutating requests' draws.
-	probeRng   *rand.Rand
-	probeCount probeCounters
+	probeRng *rand.Rand
+	// probeErrors is Options.ProbeErrors, changed by SetProbeErrors; under rngMu.
+	probeErrors float64
+	probeCount  probeCounters
 
 	mu        sync.Mutex
 	seq       int
@@ -143,17 +145,18 @@ func New(opts Options) *Sandbox {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Sandbox{
-		opts:      opts,
-		now:       now,
-		log:       log,
-		seed:      seed,
-		client:    &http.Client{Timeout: 5 * time.Second},
-		rng:       rand.New(rand.NewPCG(uint64(seed), uint64(seed)^0x9e3779b97f4a7c15)),
-		probeRng:  rand.New(rand.NewPCG(uint64(seed)^0x5bd1e9955bd1e995, uint64(seed))),
-		resources: make(map[string]*resource),
-		keys:      make(map[string]*keyEntry),
-		ctx:       ctx,
-		cancel:    cancel,
+		opts:        opts,
+		now:         now,
+		log:         log,
+		seed:        seed,
+		client:      &http.Client{Timeout: 5 * time.Second},
+		rng:         rand.New(rand.NewPCG(uint64(seed), uint64(seed)^0x9e3779b97f4a7c15)),
+		probeRng:    rand.New(rand.NewPCG(uint64(seed)^0x5bd1e9955bd1e995, uint64(seed))),
+		probeErrors: opts.ProbeErrors,
+		resources:   make(map[string]*resource),
+		keys:        make(map[string]*keyEntry),
+		ctx:         ctx,
+		cancel:      cancel,
 	}
 	s.mux = s.routes()
 	return s
