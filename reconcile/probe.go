@@ -220,6 +220,12 @@ func (p *Prober) send(ctx context.Context, op *review.Operation, s step, f probe
 				cands, err = candidates(v, s.pr.Candidates)
 			}
 		}
+		if err == nil && s.kind == review.ProbeStatus && len(cands) == 0 {
+			// A lookup answers about one thing. An empty list names no
+			// ref at all: neither the one asked about nor a 404 saying it
+			// does not exist, so it cannot contradict the ledger.
+			err = fmt.Errorf("the lookup of %s answers an empty list, naming nothing", s.ref)
+		}
 		if err != nil {
 			res.Err, res.Candidates = where+"answer: "+err.Error(), nil
 			return res

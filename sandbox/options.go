@@ -16,12 +16,19 @@ import (
 // leaves JobDuration at zero.
 const DefaultJobDuration = 200 * time.Millisecond
 
+// DefaultProbeHang is how long a probe faulted as a hang is held when
+// Options leaves ProbeHang at zero: longer than a probe's default timeout
+// (5 s).
+const DefaultProbeHang = 6 * time.Second
+
 // Options configures a Sandbox: its faults, its clock and its webhook.
 //
 // The shares are probabilities per mutating request. RateLimited and
 // Unavailable are drawn before any effect and together are at most 1;
 // ErrorAfterCommit and Loss are drawn after the effect committed and
 // together are at most 1 too (one draw decides which, if either, applies).
+// ProbeErrors is a probability per probe request, drawn from a stream of
+// its own.
 type Options struct {
 	// Loss is the share of committed (or replayed) requests whose answer is
 	// dropped: the connection closes without a byte of answer.
@@ -33,6 +40,18 @@ type Options struct {
 	// ErrorAfterCommit is the share of committed (or replayed) requests
 	// answered 500 although the effect happened.
 	ErrorAfterCommit float64
+	// ProbeErrors is the share of probe requests (GET /resources/{ref},
+	// GET /search, GET /jobs/{ref}) whose answer is faulted, each as one of
+	// three kinds drawn at random: a 500, 502 or 503 with a JSON error body;
+	// a hang of ProbeHang; or 200 with garbage (invalid or truncated JSON,
+	// or valid JSON of the wrong shape). A faulted probe still reads, and
+	// changes, nothing.
+	ProbeErrors float64
+	// ProbeHang is how long a probe faulted as a hang is held before it is
+	// answered 504 (DefaultProbeHang when 0): longer than the probe's
+	// timeout, so the prober gives up first. The hang ends as soon as the
+	// client goes away or the sandbox closes.
+	ProbeHang time.Duration
 	// Delay is latency added to every mutating request before it is handled.
 	Delay time.Duration
 	// SearchLag is how long a new resource stays invisible to metadata search.
@@ -61,10 +80,15 @@ func (o *Options) RegisterFlags(fs *flag.FlagSet) {
 	if o.JobDuration == 0 {
 		o.JobDuration = DefaultJobDuration
 	}
+	if o.ProbeHang == 0 {
+		o.ProbeHang = DefaultProbeHang
+	}
 	fs.Float64Var(&o.Loss, "loss", o.Loss, "share of committed (or replayed) requests whose answer is dropped, 0–1: the effect happens, the connection closes with no answer")
 	fs.Float64Var(&o.RateLimited, "rate-limited", o.RateLimited, "share of mutating requests answered 429 with Retry-After: 1, before any effect, 0–1")
 	fs.Float64Var(&o.Unavailable, "unavailable", o.Unavailable, "share of mutating requests answered 503, before any effect, 0–1")
 	fs.Float64Var(&o.ErrorAfterCommit, "error-after-commit", o.ErrorAfterCommit, "share of committed (or replayed) requests answered 500 although the effect happened, 0–1")
+	fs.Float64Var(&o.ProbeErrors, "probe-errors", o.ProbeErrors, "share of probe requests (status lookup, search, job lookup) whose answer is faulted, 0–1: a 5xx, a hang of --probe-hang, or garbage with 200, one at random; never the truth changed")
+	fs.DurationVar(&o.ProbeHang, "probe-hang", o.ProbeHang, "how long a probe faulted as a hang is held (longer than the probe's timeout); it ends when the client leaves")
 	fs.DurationVar(&o.Delay, "delay", o.Delay, "latency added to every mutating request, e.g. 300ms")
 	fs.DurationVar(&o.SearchLag, "search-lag", o.SearchLag, "how long a new resource stays invisible to metadata search, e.g. 2s")
 	fs.BoolVar(&o.NoKeySupport, "no-key-support", o.NoKeySupport, "ignore Idempotency-Key: a repeated create really creates a duplicate")
@@ -80,7 +104,7 @@ func (o *Options) Validate() error {
 	shares := []struct {
 		name string
 		v    float64
-	}{{"loss", o.Loss}, {"rate-limited", o.RateLimited}, {"unavailable", o.Unavailable}, {"error-after-commit", o.ErrorAfterCommit}}
+	}{{"loss", o.Loss}, {"rate-limited", o.RateLimited}, {"unavailable", o.Unavailable}, {"error-after-commit", o.ErrorAfterCommit}, {"probe-errors", o.ProbeErrors}}
 	for _, s := range shares {
 		if math.IsNaN(s.v) || s.v < 0 || s.v > 1 {
 			errs = append(errs, fmt.Errorf("--%s %v: a share must lie in [0, 1]", s.name, s.v))
@@ -95,7 +119,7 @@ func (o *Options) Validate() error {
 	durations := []struct {
 		name string
 		v    time.Duration
-	}{{"delay", o.Delay}, {"search-lag", o.SearchLag}, {"job-duration", o.JobDuration}}
+	}{{"delay", o.Delay}, {"search-lag", o.SearchLag}, {"job-duration", o.JobDuration}, {"probe-hang", o.ProbeHang}}
 	for _, d := range durations {
 		if d.v < 0 {
 			errs = append(errs, fmt.Errorf("--%s %v: must not be negative", d.name, d.v))

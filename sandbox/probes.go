@@ -6,10 +6,15 @@ import (
 	"time"
 )
 
-// Probes never fault and never lag (except search, by design): they are
-// how a reconciler learns the truth.
+// Probes are how a reconciler learns the truth. They never lag (except
+// search, by design) and answer the truth, unless Options.ProbeErrors
+// faults their answer (probefaults.go): a faulted answer says nothing,
+// and no probe ever changes anything.
 
-func (s *Sandbox) getResource(w http.ResponseWriter, r *http.Request) {
+// probeEndpoint answers one probe: a status and the value to render.
+type probeEndpoint func(r *http.Request) (int, any)
+
+func (s *Sandbox) getResource(r *http.Request) (int, any) {
 	s.mu.Lock()
 	res, ok := s.resources[r.PathValue("ref")]
 	var v map[string]any
@@ -18,10 +23,9 @@ func (s *Sandbox) getResource(w http.ResponseWriter, r *http.Request) {
 	}
 	s.mu.Unlock()
 	if !ok {
-		writeJSON(w, http.StatusNotFound, apiError{Error: "not_found"})
-		return
+		return http.StatusNotFound, apiError{Error: "not_found"}
 	}
-	writeJSON(w, http.StatusOK, v)
+	return http.StatusOK, v
 }
 
 // jobView is a job as GET /jobs/{ref} shows it.
@@ -36,7 +40,7 @@ type jobView struct {
 	Compensated    bool   `json:"compensated"`
 }
 
-func (s *Sandbox) getJob(w http.ResponseWriter, r *http.Request) {
+func (s *Sandbox) getJob(r *http.Request) (int, any) {
 	s.mu.Lock()
 	res, ok := s.resources[r.PathValue("ref")]
 	ok = ok && res.job != nil
@@ -50,10 +54,9 @@ func (s *Sandbox) getJob(w http.ResponseWriter, r *http.Request) {
 	}
 	s.mu.Unlock()
 	if !ok {
-		writeJSON(w, http.StatusNotFound, apiError{Error: "not_found"})
-		return
+		return http.StatusNotFound, apiError{Error: "not_found"}
 	}
-	writeJSON(w, http.StatusOK, v)
+	return http.StatusOK, v
 }
 
 // searchItem is one hit of GET /search.
@@ -72,20 +75,18 @@ type searchItem struct {
 // is one hit. With limit, at most N hits per page, and "next" names the
 // cursor of the page after (the last ref listed: a resource hidden meanwhile
 // cannot shift a page); absent on the last page.
-func (s *Sandbox) search(w http.ResponseWriter, r *http.Request) {
+func (s *Sandbox) search(r *http.Request) (int, any) {
 	q := r.URL.Query()
 	opID, kind, cursor := q.Get("operation_id"), q.Get("kind"), q.Get("cursor")
 	outputs := q.Get("include_outputs") == "true" || q.Get("include_outputs") == "1"
 	if opID == "" {
-		writeJSON(w, http.StatusBadRequest, apiError{Error: "invalid_request", Detail: "operation_id: required"})
-		return
+		return http.StatusBadRequest, apiError{Error: "invalid_request", Detail: "operation_id: required"}
 	}
 	limit := 0
 	if l := q.Get("limit"); l != "" {
 		n, err := strconv.Atoi(l)
 		if err != nil || n < 1 {
-			writeJSON(w, http.StatusBadRequest, apiError{Error: "invalid_request", Detail: "limit: a positive number"})
-			return
+			return http.StatusBadRequest, apiError{Error: "invalid_request", Detail: "limit: a positive number"}
 		}
 		limit = n
 	}
@@ -112,14 +113,13 @@ func (s *Sandbox) search(w http.ResponseWriter, r *http.Request) {
 	}
 	s.mu.Unlock()
 	if !started {
-		writeJSON(w, http.StatusBadRequest, apiError{Error: "invalid_request", Detail: "cursor: unknown"})
-		return
+		return http.StatusBadRequest, apiError{Error: "invalid_request", Detail: "cursor: unknown"}
 	}
 	page := map[string]any{"items": items}
 	if next != "" {
 		page["next"] = next
 	}
-	writeJSON(w, http.StatusOK, page)
+	return http.StatusOK, page
 }
 
 // truthItem is one effect as GET /truth shows it.

@@ -8,8 +8,9 @@
 // records every effect it really performed, so a test can compare what Limbo
 // believes with what happened. Faults (lost answers, 429, 503,
 // 500-after-commit, delay, no idempotency-key support) are drawn from a
-// seeded source, and apply to mutating requests only: probes always answer
-// the truth.
+// seeded source, and apply to mutating requests; probes answer the truth
+// unless Options.ProbeErrors faults them (a 5xx, a hang, garbage with 200),
+// and never change it.
 package sandbox
 
 import (
@@ -101,6 +102,12 @@ type Sandbox struct {
 
 	rngMu sync.Mutex
 	rng   *rand.Rand
+	// probeRng draws the probes' faults: a stream of its own, so that the
+	// number of probes does not shift the mutating requests' draws.
+	probeRng *rand.Rand
+	// probeErrors is Options.ProbeErrors, changed by SetProbeErrors; under rngMu.
+	probeErrors float64
+	probeCount  probeCounters
 
 	mu        sync.Mutex
 	seq       int
@@ -121,6 +128,9 @@ func New(opts Options) *Sandbox {
 	if opts.JobDuration == 0 {
 		opts.JobDuration = DefaultJobDuration
 	}
+	if opts.ProbeHang == 0 {
+		opts.ProbeHang = DefaultProbeHang
+	}
 	now := opts.Now
 	if now == nil {
 		now = time.Now
@@ -135,16 +145,18 @@ func New(opts Options) *Sandbox {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Sandbox{
-		opts:      opts,
-		now:       now,
-		log:       log,
-		seed:      seed,
-		client:    &http.Client{Timeout: 5 * time.Second},
-		rng:       rand.New(rand.NewPCG(uint64(seed), uint64(seed)^0x9e3779b97f4a7c15)),
-		resources: make(map[string]*resource),
-		keys:      make(map[string]*keyEntry),
-		ctx:       ctx,
-		cancel:    cancel,
+		opts:        opts,
+		now:         now,
+		log:         log,
+		seed:        seed,
+		client:      &http.Client{Timeout: 5 * time.Second},
+		rng:         rand.New(rand.NewPCG(uint64(seed), uint64(seed)^0x9e3779b97f4a7c15)),
+		probeRng:    rand.New(rand.NewPCG(uint64(seed)^0x5bd1e9955bd1e995, uint64(seed))),
+		probeErrors: opts.ProbeErrors,
+		resources:   make(map[string]*resource),
+		keys:        make(map[string]*keyEntry),
+		ctx:         ctx,
+		cancel:      cancel,
 	}
 	s.mux = s.routes()
 	return s
@@ -160,10 +172,10 @@ func (s *Sandbox) routes() *http.ServeMux {
 	m.Handle("POST /emails", s.mutating(s.createEmail))
 	m.Handle("POST /charges", s.mutating(s.createCharge))
 	m.Handle("DELETE /resources/{ref}", s.mutating(s.compensate))
-	// Probes: never faulted, always the truth.
-	m.HandleFunc("GET /resources/{ref}", s.getResource)
-	m.HandleFunc("GET /jobs/{ref}", s.getJob)
-	m.HandleFunc("GET /search", s.search)
+	// Probes: the truth, unless ProbeErrors faults the answer; read-only.
+	m.Handle("GET /resources/{ref}", s.probe(s.getResource))
+	m.Handle("GET /jobs/{ref}", s.probe(s.getJob))
+	m.Handle("GET /search", s.probe(s.search))
 	m.HandleFunc("GET /truth", s.truth)
 	m.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
@@ -186,8 +198,9 @@ func (s *Sandbox) Truth() []Effect {
 	return out
 }
 
-// Close stops job completion and webhook deliveries and waits for them. Jobs
-// still queued stay queued. The handler keeps answering.
+// Close stops job completion, webhook deliveries and probes held by a hang
+// fault, and waits for them. Jobs still queued stay queued. The handler
+// keeps answering.
 func (s *Sandbox) Close() {
 	s.mu.Lock()
 	s.closed = true
