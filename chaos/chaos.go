@@ -338,6 +338,7 @@ func judge(ctx context.Context, o Options, sc *scene, lim *limbo, igs []*integra
 		return nil, ctx.Err()
 	}
 	truth := sc.sb.Truth()
+	probes := sc.sb.ProbeStats()
 	if o.TruthOut != "" {
 		if err := writeTruth(o.TruthOut, truth); err != nil {
 			return nil, err
@@ -351,7 +352,7 @@ func judge(ctx context.Context, o Options, sc *scene, lim *limbo, igs []*integra
 	if err != nil {
 		return nil, err
 	}
-	sum.Loops = loops
+	sum.Loops, sum.ProbeAnswers, sum.ProbeAnswersFaulted = loops, probes.Probes, probes.Faulted()
 	return sum, nil
 }
 

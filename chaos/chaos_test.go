@@ -105,9 +105,10 @@ func TestChaosLyingLag(t *testing.T) {
 
 // TestChaosAttacksLimbo: the fault run against Limbo itself. Limbo runs
 // as a `limbo serve` child process, killed with SIGKILL at random moments
-// and restarted on the same database, under the faults of TestChaos. The
-// long variant (LIMBO_CHAOS_LONG=1, CI) runs 2,000 operations on each
-// engine, with faulty probes and a destination whose search lags 6 s
+// and restarted on the same database, under the faults of TestChaos, and
+// a tenth of the probe answers are a 5xx, a hang or garbage. The long
+// variant (LIMBO_CHAOS_LONG=1, CI) runs 2,000 operations on each engine,
+// with a destination whose search lags 6 s
 // although Limbo is told 3 s, and — with LIMBO_CHAOS_DB_RESTARTS=1, which
 // stops the PostgreSQL cluster, so only where nothing else uses it — a
 // database restart on PostgreSQL; it asserts the issue's targets: nothing
@@ -127,7 +128,7 @@ func TestChaosAttacksLimbo(t *testing.T) {
 		t.Run(string(engine), func(t *testing.T) {
 			o := Options{
 				Sandbox: sandbox.Options{Loss: 0.30, RateLimited: 0.10, Unavailable: 0.05, ErrorAfterCommit: 0.05,
-					SearchLag: 2 * time.Second, Seed: seed},
+					SearchLag: 2 * time.Second, ProbeErrors: 0.10, Seed: seed},
 				Ops: ops, Integrators: 4, Workers: 8, Kills: 2, ServerBinary: bin, ServerKills: kills,
 				DB: storetest.URL(t, engine), Settle: budget / 2,
 			}
@@ -143,6 +144,9 @@ func TestChaosAttacksLimbo(t *testing.T) {
 				sum.RecommendationsScored, sum.RecommendationsUndecided, sum.MaxSweepLateness)
 			if sum.SettledWithoutPerson < minShare {
 				t.Errorf("settled without a person: %.3f, want ≥ %.2f", sum.SettledWithoutPerson, minShare)
+			}
+			if sum.ProbeAnswersFaulted == 0 {
+				t.Errorf("none of %d probe answers was faulted", sum.ProbeAnswers)
 			}
 			if !slices.Equal(sum.Loops, []string{app.LoopReconcile, app.LoopOutbox, app.LoopSweep, app.LoopSeal}) {
 				t.Errorf("the child server ran the loops %v", sum.Loops)

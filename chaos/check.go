@@ -78,6 +78,11 @@ type Summary struct {
 	// ServerKills and DBRestarts count the faults done to Limbo itself.
 	ServerKills int `json:"server_kills"`
 	DBRestarts  int `json:"db_restarts"`
+	// ProbeAnswers counts the sandbox's answers to probes, and
+	// ProbeAnswersFaulted those --probe-errors turned into a 5xx, a hang or
+	// garbage.
+	ProbeAnswers        int64 `json:"probe_answers"`
+	ProbeAnswersFaulted int64 `json:"probe_answers_faulted"`
 	// Loops are the background loops the Limbo under test ran.
 	Loops []string `json:"loops"`
 	// MaxSweepLateness is the longest an expired attempt stayed open past
