@@ -77,84 +77,11 @@ func (s *Store) StartAttempt(ctx context.Context, req AttemptRequest) (*Grant, e
 	}
 	s.fastMisses.Add(1)
 	defer s.snaps.drop(req.OperationID)
-	var grant *Grant
-	var refused error
+	var ans attemptAnswer
 	err := s.WithTx(ctx, func(tx *sqlx.Tx) error {
-		grant, refused = nil, nil
-		now := s.now()
-		row, err := s.lockOperation(ctx, tx, req.Tenant, req.OperationID)
-		if err != nil {
-			return err
-		}
-		op := row.operation()
-		if !op.State.Attemptable() {
-			refused = &review.NotAttemptableError{Operation: op}
-			return nil
-		}
-		if op.AttemptCount >= op.MaxAttempts || !now.Before(op.Deadline) {
-			// Out of budget while no effect can be pending: failed, audited,
-			// and the caller is told so.
-			reason := "the deadline has passed"
-			if op.AttemptCount >= op.MaxAttempts {
-				reason = "the attempt budget is exhausted"
-			}
-			// An earlier attempt whose effect is unknown means the budget
-			// ending proves nothing: reconcile instead of failing.
-			to, action, detail := review.Failed, "operation.failed", map[string]any(nil)
-			prior, err := s.loadPriorEffect(ctx, tx, op, op.AttemptCount+1)
-			if err != nil {
-				return err
-			}
-			if review.BudgetEnded(op.Risk, prior) == review.Ambiguous {
-				to, action = review.Ambiguous, "operation.ambiguous"
-				reason += "; an earlier attempt may have had its effect"
-				detail = map[string]any{"escalation": []review.Reason{review.ReasonBudgetExhausted}}
-			}
-			if err := s.transition(ctx, tx, row, to, reason, req.Actor, action, detail); err != nil {
-				return err
-			}
-			op.State, op.StateReason = to, reason
-			refused = &review.NotAttemptableError{Operation: op}
-			return nil
-		}
-		if op.NextAttemptAt != nil && now.Before(*op.NextAttemptAt) {
-			refused = &review.WaitError{Until: *op.NextAttemptAt, Reason: "backoff: the next attempt may start at " + op.NextAttemptAt.Format(time.RFC3339Nano)}
-			return nil
-		}
-		n := op.AttemptCount + 1
-		dest := s.cfg.Destination(op.Destination)
-		if n > 1 && op.Risk == review.RiskIdempotentWrite && dest.KeyRetention > 0 {
-			prior, err := s.loadPriorEffect(ctx, tx, op, n)
-			if err != nil {
-				return err
-			}
-			var first time.Time
-			if row.FirstAttemptAt.Valid {
-				first = row.FirstAttemptAt.Time
-			}
-			if review.RetryNeedsReconcile(op, dest, first, now, prior) {
-				reason := "the destination's key memory (key_retention) has lapsed since the first attempt, and an earlier attempt may have had its effect: reconcile before any retry"
-				if err := s.transition(ctx, tx, row, review.Ambiguous, reason, req.Actor, "operation.ambiguous", nil); err != nil {
-					return err
-				}
-				op.State, op.StateReason = review.Ambiguous, reason
-				refused = &review.NotAttemptableError{Operation: op}
-				return nil
-			}
-		}
-		if w, err := s.checkLimits(ctx, tx, op.Destination, dest, n, req, now); err != nil || w != nil {
-			refused = w
-			return err
-		}
-		g, reason, ev := newGrant(op, n, dest, req, now)
-		if err := s.writeGrant(ctx, tx, op, row.DetailVersion, g, reason, ev, req, now); err != nil {
-			if errors.Is(err, errGuard) {
-				return review.ErrConflict // cannot happen under the row lock; kept as a check
-			}
-			return err
-		}
-		grant = g
-		return nil
+		var err error
+		ans, err = s.startAttemptTx(ctx, tx, req)
+		return err
 	})
 	if err != nil {
 		if errors.Is(err, review.ErrNotFound) || errors.Is(err, review.ErrConflict) {
@@ -162,10 +89,112 @@ func (s *Store) StartAttempt(ctx context.Context, req AttemptRequest) (*Grant, e
 		}
 		return nil, fmt.Errorf("store.StartAttempt: %w", err)
 	}
-	if refused != nil {
-		return nil, refused
+	if ans.refused != nil {
+		return nil, ans.refused
 	}
-	return grant, nil
+	return ans.grant, nil
+}
+
+// attemptAnswer is the ordinary path's answer to an attempt request: the
+// grant, or why not (a *review.NotAttemptableError or *review.WaitError).
+// A refusal is not an error of the transaction: what it wrote (an
+// operation whose budget ended) commits.
+type attemptAnswer struct {
+	grant   *Grant
+	refused error
+}
+
+// startAttemptTx is StartAttempt's ordinary path in its transaction: it
+// reads the operation under its lock, then refuses, moves it (a budget
+// ended, a key the destination may have forgotten) or grants.
+func (s *Store) startAttemptTx(ctx context.Context, tx *sqlx.Tx, req AttemptRequest) (attemptAnswer, error) {
+	now := s.now()
+	row, err := s.lockOperation(ctx, tx, req.Tenant, req.OperationID)
+	if err != nil {
+		return attemptAnswer{}, err
+	}
+	op := row.operation()
+	if !op.State.Attemptable() {
+		return attemptAnswer{refused: &review.NotAttemptableError{Operation: op}}, nil
+	}
+	if op.AttemptCount >= op.MaxAttempts || !now.Before(op.Deadline) {
+		return s.endBudget(ctx, tx, row, op, req.Actor)
+	}
+	if op.NextAttemptAt != nil && now.Before(*op.NextAttemptAt) {
+		return attemptAnswer{refused: &review.WaitError{Until: *op.NextAttemptAt,
+			Reason: "backoff: the next attempt may start at " + op.NextAttemptAt.Format(time.RFC3339Nano)}}, nil
+	}
+	n := op.AttemptCount + 1
+	dest := s.cfg.Destination(op.Destination)
+	if n > 1 && op.Risk == review.RiskIdempotentWrite && dest.KeyRetention > 0 {
+		if ans, err := s.keyLapsed(ctx, tx, row, op, dest, now, req.Actor); err != nil || ans.refused != nil {
+			return ans, err
+		}
+	}
+	if w, err := s.checkLimits(ctx, tx, op.Destination, dest, n, req, now); err != nil || w != nil {
+		if err != nil {
+			return attemptAnswer{}, err
+		}
+		return attemptAnswer{refused: w}, nil
+	}
+	g, reason, ev := newGrant(op, n, dest, req, now)
+	if err := s.writeGrant(ctx, tx, op, row.DetailVersion, g, reason, ev, req, now); err != nil {
+		if errors.Is(err, errGuard) {
+			return attemptAnswer{}, review.ErrConflict // cannot happen under the row lock; kept as a check
+		}
+		return attemptAnswer{}, err
+	}
+	return attemptAnswer{grant: g}, nil
+}
+
+// endBudget moves op, out of attempts or past its deadline while no effect
+// can be pending, to where review.BudgetEnded says, audited, and refuses
+// the attempt: failed, or ambiguous when an earlier attempt whose effect
+// is unknown means the budget ending proves nothing.
+func (s *Store) endBudget(ctx context.Context, tx *sqlx.Tx, row *opRow, op *review.Operation, actor string) (attemptAnswer, error) {
+	reason := "the deadline has passed"
+	if op.AttemptCount >= op.MaxAttempts {
+		reason = "the attempt budget is exhausted"
+	}
+	to, action, detail := review.Failed, "operation.failed", map[string]any(nil)
+	prior, err := s.loadPriorEffect(ctx, tx, op, op.AttemptCount+1)
+	if err != nil {
+		return attemptAnswer{}, err
+	}
+	if review.BudgetEnded(op.Risk, prior) == review.Ambiguous {
+		to, action = review.Ambiguous, "operation.ambiguous"
+		reason += "; an earlier attempt may have had its effect"
+		detail = map[string]any{"escalation": []review.Reason{review.ReasonBudgetExhausted}}
+	}
+	if err := s.transition(ctx, tx, row, to, reason, actor, action, detail); err != nil {
+		return attemptAnswer{}, err
+	}
+	op.State, op.StateReason = to, reason
+	return attemptAnswer{refused: &review.NotAttemptableError{Operation: op}}, nil
+}
+
+// keyLapsed checks a retry of an idempotent_write to a destination that
+// forgets keys (review.RetryNeedsReconcile): when the key may be forgotten
+// and an earlier attempt may have had its effect, op moves to ambiguous
+// and the attempt is refused; otherwise the answer is empty.
+func (s *Store) keyLapsed(ctx context.Context, tx *sqlx.Tx, row *opRow, op *review.Operation, dest review.Destination, now time.Time, actor string) (attemptAnswer, error) {
+	prior, err := s.loadPriorEffect(ctx, tx, op, op.AttemptCount+1)
+	if err != nil {
+		return attemptAnswer{}, err
+	}
+	var first time.Time
+	if row.FirstAttemptAt.Valid {
+		first = row.FirstAttemptAt.Time
+	}
+	if !review.RetryNeedsReconcile(op, dest, first, now, prior) {
+		return attemptAnswer{}, nil
+	}
+	reason := "the destination's key memory (key_retention) has lapsed since the first attempt, and an earlier attempt may have had its effect: reconcile before any retry"
+	if err := s.transition(ctx, tx, row, review.Ambiguous, reason, actor, "operation.ambiguous", nil); err != nil {
+		return attemptAnswer{}, err
+	}
+	op.State, op.StateReason = review.Ambiguous, reason
+	return attemptAnswer{refused: &review.NotAttemptableError{Operation: op}}, nil
 }
 
 // newGrant is attempt n of op, granted at now: the grant, the operation's

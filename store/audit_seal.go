@@ -142,81 +142,105 @@ func (s *Store) Seal(ctx context.Context) (*Checkpoint, error) {
 	}
 	var out *Checkpoint
 	err := s.WithTx(ctx, func(tx *sqlx.Tx) error {
-		if s.engine == Postgres {
-			var got bool
-			if err := tx.GetContext(ctx, &got, `SELECT pg_try_advisory_xact_lock(hashtext(current_schema()))`); err != nil {
-				return err
-			}
-			if !got {
-				return nil // another instance is sealing
-			}
-		}
-		prev := &Checkpoint{}
-		if err := tx.GetContext(ctx, prev, selectLastCheckpoint); errors.Is(err, sql.ErrNoRows) {
-			prev = &Checkpoint{}
-		} else if err != nil {
-			return err
-		}
-		var evs []seqHash
-		horizon := prev.Horizon
-		if s.engine == SQLite {
-			if err := tx.SelectContext(ctx, &evs, selectUnsealedSQLite, prev.Horizon, sealBatch); err != nil {
-				return err
-			}
-			if len(evs) > 0 {
-				horizon = evs[len(evs)-1].Seq
-			}
-		} else {
-			var xmin int64
-			if err := tx.GetContext(ctx, &xmin, selectXmin); err != nil {
-				return err
-			}
-			horizon = max(xmin, prev.Horizon)
-			var bound int64
-			err := tx.GetContext(ctx, &bound, selectBatchBound, prev.Horizon, horizon, sealBatch)
-			switch {
-			case err == nil:
-				horizon = max(bound, prev.Horizon+1)
-			case !errors.Is(err, sql.ErrNoRows):
-				return err
-			}
-			if err := tx.SelectContext(ctx, &evs, selectUnsealedPostgres, prev.Horizon, horizon); err != nil {
-				return err
-			}
-		}
-		if len(evs) == 0 && !s.heartbeatDue(prev, now) {
-			return nil
-		}
-		c := &Checkpoint{ID: prev.ID + 1, SealedAt: now, EventCount: int64(len(evs)), Horizon: horizon, PrevHash: prev.Hash,
-			SealMaxMS: s.sealMax.Milliseconds()}
-		h := sha256.New()
-		seqs := make([]int64, len(evs))
-		var short strings.Builder
-		for i, e := range evs {
-			digestAdd(h, e.Seq, e.Hash)
-			seqs[i] = e.Seq
-			short.WriteString(shortHash(e.Hash))
-		}
-		c.Seqs = formatRanges(seqs)
-		c.EventsDigest = hex.EncodeToString(h.Sum(nil))
-		c.EventHashes = short.String()
-		if err := s.sign(c); err != nil {
-			return err
-		}
-		if _, err := tx.ExecContext(ctx, s.rebind(insertCheckpoint), c.ID, c.SealedAt, c.Seqs, c.EventCount,
-			c.Horizon, c.EventsDigest, c.EventHashes, c.PrevHash, c.SealMaxMS, c.KeyID, c.Hash, c.Signature); err != nil {
-			if isUnique(err) {
-				return nil // another sealer won this round
-			}
-			return err
-		}
-		out = c
-		return nil
+		var err error
+		out, err = s.sealTx(ctx, tx, now)
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("store.Seal: %w", err)
 	}
 	return out, nil
+}
+
+// sealTx is one round of Seal in its transaction: the checkpoint it wrote,
+// or nil when another sealer holds or won the round, or nothing was due.
+func (s *Store) sealTx(ctx context.Context, tx *sqlx.Tx, now time.Time) (*Checkpoint, error) {
+	if s.engine == Postgres {
+		var got bool
+		if err := tx.GetContext(ctx, &got, `SELECT pg_try_advisory_xact_lock(hashtext(current_schema()))`); err != nil {
+			return nil, err
+		}
+		if !got {
+			return nil, nil // another instance is sealing
+		}
+	}
+	prev := &Checkpoint{}
+	if err := tx.GetContext(ctx, prev, selectLastCheckpoint); errors.Is(err, sql.ErrNoRows) {
+		prev = &Checkpoint{}
+	} else if err != nil {
+		return nil, err
+	}
+	evs, horizon, err := s.unsealed(ctx, tx, prev)
+	if err != nil {
+		return nil, err
+	}
+	if len(evs) == 0 && !s.heartbeatDue(prev, now) {
+		return nil, nil
+	}
+	c := newCheckpoint(prev, evs, horizon, now, s.sealMax)
+	if err := s.sign(c); err != nil {
+		return nil, err
+	}
+	if _, err := tx.ExecContext(ctx, s.rebind(insertCheckpoint), c.ID, c.SealedAt, c.Seqs, c.EventCount,
+		c.Horizon, c.EventsDigest, c.EventHashes, c.PrevHash, c.SealMaxMS, c.KeyID, c.Hash, c.Signature); err != nil {
+		if isUnique(err) {
+			return nil, nil // another sealer won this round
+		}
+		return nil, err
+	}
+	return c, nil
+}
+
+// unsealed reads the events the checkpoint after prev covers, at most
+// sealBatch of them, in seq order, and the horizon it will record.
+func (s *Store) unsealed(ctx context.Context, tx *sqlx.Tx, prev *Checkpoint) ([]seqHash, int64, error) {
+	var evs []seqHash
+	horizon := prev.Horizon
+	if s.engine == SQLite {
+		if err := tx.SelectContext(ctx, &evs, selectUnsealedSQLite, prev.Horizon, sealBatch); err != nil {
+			return nil, 0, err
+		}
+		if len(evs) > 0 {
+			horizon = evs[len(evs)-1].Seq
+		}
+		return evs, horizon, nil
+	}
+	var xmin int64
+	if err := tx.GetContext(ctx, &xmin, selectXmin); err != nil {
+		return nil, 0, err
+	}
+	horizon = max(xmin, prev.Horizon)
+	var bound int64
+	err := tx.GetContext(ctx, &bound, selectBatchBound, prev.Horizon, horizon, sealBatch)
+	switch {
+	case err == nil:
+		horizon = max(bound, prev.Horizon+1)
+	case !errors.Is(err, sql.ErrNoRows):
+		return nil, 0, err
+	}
+	if err := tx.SelectContext(ctx, &evs, selectUnsealedPostgres, prev.Horizon, horizon); err != nil {
+		return nil, 0, err
+	}
+	return evs, horizon, nil
+}
+
+// newCheckpoint is the unsigned checkpoint after prev covering evs (in seq
+// order) up to horizon, sealed at now by a sealer with interval sealMax.
+func newCheckpoint(prev *Checkpoint, evs []seqHash, horizon int64, now time.Time, sealMax time.Duration) *Checkpoint {
+	c := &Checkpoint{ID: prev.ID + 1, SealedAt: now, EventCount: int64(len(evs)), Horizon: horizon, PrevHash: prev.Hash,
+		SealMaxMS: sealMax.Milliseconds()}
+	h := sha256.New()
+	seqs := make([]int64, len(evs))
+	var short strings.Builder
+	for i, e := range evs {
+		digestAdd(h, e.Seq, e.Hash)
+		seqs[i] = e.Seq
+		short.WriteString(shortHash(e.Hash))
+	}
+	c.Seqs = formatRanges(seqs)
+	c.EventsDigest = hex.EncodeToString(h.Sum(nil))
+	c.EventHashes = short.String()
+	return c
 }
 
 // SealAll seals until nothing is left (used at graceful shutdown).

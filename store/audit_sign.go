@@ -40,10 +40,15 @@ func (s *Store) sign(c *Checkpoint) error {
 	if s.auditKey == nil {
 		return ErrNoAuditKey
 	}
-	c.KeyID = AuditKeyID(s.auditPub)
-	c.Hash = checkpointHash(c)
-	c.Signature = base64.StdEncoding.EncodeToString(ed25519.Sign(s.auditKey, []byte(signingPrefix+c.Hash)))
+	signCheckpoint(c, s.auditKey)
 	return nil
+}
+
+// signCheckpoint fills c's key id, hash and signature with key.
+func signCheckpoint(c *Checkpoint, key ed25519.PrivateKey) {
+	c.KeyID = AuditKeyID(key.Public().(ed25519.PublicKey))
+	c.Hash = checkpointHash(c)
+	c.Signature = base64.StdEncoding.EncodeToString(ed25519.Sign(key, []byte(signingPrefix+c.Hash)))
 }
 
 // Check reports whether c is intact and signed by pub: its hash matches its

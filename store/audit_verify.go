@@ -8,9 +8,12 @@ import (
 	"errors"
 	"fmt"
 	"hash"
+	"iter"
 	"slices"
 	"sort"
 	"time"
+
+	"github.com/jmoiron/sqlx"
 )
 
 // VerifyOptions say what the audit trail is checked against.
@@ -204,25 +207,91 @@ func checkChain(rep *VerifyReport, ch *chain, pub ed25519.PublicKey) {
 // every checkpoint kept outside it. Unless opt.SkipAge, a newest checkpoint
 // or an unsealed event older than the sealer's interval allows is reported
 // too: the tail may have been removed. It names the first broken sequence
-// number.
+// number. The store reads the rows; verifyChain judges them.
 func (s *Store) VerifyAudit(ctx context.Context, opt VerifyOptions) (*VerifyReport, error) {
 	if len(opt.PublicKey) != ed25519.PublicKeySize {
 		return nil, errors.New("store.VerifyAudit: the audit public key is required")
 	}
-	rep := &VerifyReport{OK: true, KeyID: AuditKeyID(opt.PublicKey)}
 	var stored []Checkpoint
 	if err := s.db.SelectContext(ctx, &stored, selectCheckpoints); err != nil {
 		return nil, fmt.Errorf("store.VerifyAudit: %w", err)
 	}
-	rep.Checkpoints = int64(len(stored))
+	if opt.Now.IsZero() {
+		opt.Now = s.now()
+	}
+	rows, err := s.db.QueryxContext(ctx, selectAllEvents)
+	if err != nil {
+		return nil, fmt.Errorf("store.VerifyAudit: %w", err)
+	}
+	defer rows.Close()
+	rep, err := verifyChain(stored, scanEvents(rows), opt, s.engine == Postgres)
+	if err != nil {
+		return nil, fmt.Errorf("store.VerifyAudit: %w", err)
+	}
+	return rep, nil
+}
+
+// scanEvents yields the audit events rows holds, one at a time, then any
+// error reading them.
+func scanEvents(rows *sqlx.Rows) iter.Seq2[*AuditEvent, error] {
+	return func(yield func(*AuditEvent, error) bool) {
+		for rows.Next() {
+			var e AuditEvent
+			if err := rows.StructScan(&e); err != nil {
+				yield(nil, err)
+				return
+			}
+			if !yield(&e, nil) {
+				return
+			}
+		}
+		if err := rows.Err(); err != nil {
+			yield(nil, err)
+		}
+	}
+}
+
+// verifyChain checks the audit trail: the stored checkpoints (with
+// opt.Anchors), and the events in seq order, streamed so memory stays flat
+// on a long trail. It touches no database; the only error it returns is one
+// events yields. opt.Now must be set. byTxID says the checkpoints' horizons
+// are transaction ids (PostgreSQL), not seqs (SQLite).
+func verifyChain(stored []Checkpoint, events iter.Seq2[*AuditEvent, error], opt VerifyOptions, byTxID bool) (*VerifyReport, error) {
+	rep := &VerifyReport{OK: true, KeyID: AuditKeyID(opt.PublicKey), Checkpoints: int64(len(stored))}
 	ch := buildChain(rep, stored, opt.Anchors, opt.PublicKey)
 	checkChain(rep, ch, opt.PublicKey)
-	cps := ch.cps
-
-	now := opt.Now
-	if now.IsZero() {
-		now = s.now()
+	v := newVerifier(rep, ch, opt, byTxID)
+	for e, err := range events {
+		if err != nil {
+			return nil, err
+		}
+		v.event(e)
 	}
+	v.finish()
+	return rep, nil
+}
+
+// verifier walks the events, in seq order, along the seq ranges the chain's
+// checkpoints cover.
+type verifier struct {
+	rep    *VerifyReport
+	ch     *chain
+	now    time.Time
+	byTxID bool
+	// ranges are every checkpoint's seq ranges, sorted; ranges[ip] is the
+	// one the walk is in, expect the next seq it must hold.
+	ranges  []covered
+	ip      int
+	expect  int64
+	digests []hash.Hash
+	// horizon is the newest checkpoint's: an uncovered event below it was
+	// slipped into sealed history.
+	horizon       int64
+	firstUnsealed int64
+}
+
+func newVerifier(rep *VerifyReport, ch *chain, opt VerifyOptions, byTxID bool) *verifier {
+	cps := ch.cps
 	if !opt.SkipAge {
 		rep.MaxAge = opt.MaxAge
 		if rep.MaxAge <= 0 {
@@ -233,107 +302,100 @@ func (s *Store) VerifyAudit(ctx context.Context, opt VerifyOptions) (*VerifyRepo
 			rep.MaxAge = 2 * interval
 		}
 	}
-	tooOld := func(t time.Time) bool { return rep.MaxAge > 0 && t.Before(now.Add(-rep.MaxAge)) }
-
-	var ranges []covered
+	v := &verifier{rep: rep, ch: ch, now: opt.Now, byTxID: byTxID, digests: make([]hash.Hash, len(cps))}
 	for i := range cps {
 		var off int64
 		for _, r := range ch.ranges[i] {
-			ranges = append(ranges, covered{seqRange: r, cp: i, offset: off})
+			v.ranges = append(v.ranges, covered{seqRange: r, cp: i, offset: off})
 			off += r.hi - r.lo + 1
 		}
+		v.digests[i] = sha256.New()
 	}
-	sort.Slice(ranges, func(i, j int) bool { return ranges[i].lo < ranges[j].lo })
-	for i := 1; i < len(ranges); i++ {
-		if ranges[i].lo <= ranges[i-1].hi {
-			rep.fail(ranges[i].lo, "seq %d is covered by two checkpoints", ranges[i].lo)
+	sort.Slice(v.ranges, func(i, j int) bool { return v.ranges[i].lo < v.ranges[j].lo })
+	for i := 1; i < len(v.ranges); i++ {
+		if v.ranges[i].lo <= v.ranges[i-1].hi {
+			rep.fail(v.ranges[i].lo, "seq %d is covered by two checkpoints", v.ranges[i].lo)
 		}
 	}
-	var horizon int64
 	if len(cps) > 0 {
-		horizon = cps[len(cps)-1].Horizon
+		v.horizon = cps[len(cps)-1].Horizon
 	}
+	if len(v.ranges) > 0 {
+		v.expect = v.ranges[0].lo
+	}
+	return v
+}
 
-	digests := make([]hash.Hash, len(cps))
-	for i := range digests {
-		digests[i] = sha256.New()
+func (v *verifier) tooOld(t time.Time) bool {
+	return v.rep.MaxAge > 0 && t.Before(v.now.Add(-v.rep.MaxAge))
+}
+
+// closeRange leaves the current range: any seq of it not seen is missing.
+func (v *verifier) closeRange() {
+	if v.expect <= v.ranges[v.ip].hi {
+		v.rep.fail(v.expect, "sealed event %d is missing (deleted)", v.expect)
 	}
-	rows, err := s.db.QueryxContext(ctx, selectAllEvents)
-	if err != nil {
-		return nil, fmt.Errorf("store.VerifyAudit: %w", err)
+	v.ip++
+	if v.ip < len(v.ranges) {
+		v.expect = v.ranges[v.ip].lo
 	}
-	defer rows.Close()
-	ip := 0
-	expect := int64(0)
-	if len(ranges) > 0 {
-		expect = ranges[0].lo
+}
+
+// event checks the next event: its own hash, then against the checkpoint
+// covering it or, if none does, as sealed history or the unsealed tail.
+func (v *verifier) event(e *AuditEvent) {
+	rep := v.rep
+	rep.Events++
+	if EventHash(e) != e.Hash {
+		rep.fail(e.Seq, "event %d does not match its hash (edited or moved)", e.Seq)
 	}
-	var firstUnsealed int64
-	for rows.Next() {
-		var e AuditEvent
-		if err := rows.StructScan(&e); err != nil {
-			return nil, fmt.Errorf("store.VerifyAudit: %w", err)
+	for v.ip < len(v.ranges) && v.ranges[v.ip].hi < e.Seq {
+		v.closeRange()
+	}
+	if v.ip < len(v.ranges) && v.ranges[v.ip].lo <= e.Seq {
+		r := v.ranges[v.ip]
+		if v.expect < e.Seq {
+			rep.fail(v.expect, "sealed event %d is missing (deleted)", v.expect)
 		}
-		rep.Events++
-		if EventHash(&e) != e.Hash {
-			rep.fail(e.Seq, "event %d does not match its hash (edited or moved)", e.Seq)
+		cp := &v.ch.cps[r.cp]
+		at := 16 * (r.offset + e.Seq - r.lo)
+		if at+16 <= int64(len(cp.EventHashes)) && cp.EventHashes[at:at+16] != shortHash(e.Hash) {
+			rep.fail(e.Seq, "event %d differs from what checkpoint %d sealed", e.Seq, cp.ID)
 		}
-		for ip < len(ranges) && ranges[ip].hi < e.Seq {
-			if expect <= ranges[ip].hi {
-				rep.fail(expect, "sealed event %d is missing (deleted)", expect)
-			}
-			ip++
-			if ip < len(ranges) {
-				expect = ranges[ip].lo
-			}
-		}
-		if ip < len(ranges) && ranges[ip].lo <= e.Seq {
-			r := ranges[ip]
-			if expect < e.Seq {
-				rep.fail(expect, "sealed event %d is missing (deleted)", expect)
-			}
-			cp := &cps[r.cp]
-			at := 16 * (r.offset + e.Seq - r.lo)
-			if at+16 <= int64(len(cp.EventHashes)) && cp.EventHashes[at:at+16] != shortHash(e.Hash) {
-				rep.fail(e.Seq, "event %d differs from what checkpoint %d sealed", e.Seq, cp.ID)
-			}
-			digestAdd(digests[r.cp], e.Seq, e.Hash)
-			expect = e.Seq + 1
-			continue
-		}
-		// Not covered by any checkpoint: either newer than the last seal, or
-		// slipped into sealed history.
-		sealed := e.Seq <= horizon
-		if s.engine == Postgres {
-			sealed = e.TxID < horizon
-		}
-		switch {
-		case sealed:
-			rep.fail(e.Seq, "event %d was inserted into sealed history", e.Seq)
-		case tooOld(e.At):
-			rep.fail(e.Seq, "event %d (at %s) is older than %s and in no checkpoint: its checkpoint was removed, or the sealer has stopped",
-				e.Seq, e.At.Format(time.RFC3339), rep.MaxAge)
-			fallthrough
-		default:
-			rep.Unsealed++
-			if firstUnsealed == 0 {
-				firstUnsealed = e.Seq
-			}
+		digestAdd(v.digests[r.cp], e.Seq, e.Hash)
+		v.expect = e.Seq + 1
+		return
+	}
+	// Not covered by any checkpoint: either newer than the last seal, or
+	// slipped into sealed history.
+	sealed := e.Seq <= v.horizon
+	if v.byTxID {
+		sealed = e.TxID < v.horizon
+	}
+	switch {
+	case sealed:
+		rep.fail(e.Seq, "event %d was inserted into sealed history", e.Seq)
+	case v.tooOld(e.At):
+		rep.fail(e.Seq, "event %d (at %s) is older than %s and in no checkpoint: its checkpoint was removed, or the sealer has stopped",
+			e.Seq, e.At.Format(time.RFC3339), rep.MaxAge)
+		fallthrough
+	default:
+		rep.Unsealed++
+		if v.firstUnsealed == 0 {
+			v.firstUnsealed = e.Seq
 		}
 	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("store.VerifyAudit: %w", err)
-	}
-	for ; ip < len(ranges); ip++ {
-		if expect <= ranges[ip].hi {
-			rep.fail(expect, "sealed event %d is missing (deleted)", expect)
-		}
-		if ip+1 < len(ranges) {
-			expect = ranges[ip+1].lo
-		}
+}
+
+// finish checks what the events left: sealed seqs never seen, each
+// checkpoint's digest, and the newest checkpoint's age.
+func (v *verifier) finish() {
+	rep, ch, cps := v.rep, v.ch, v.ch.cps
+	for v.ip < len(v.ranges) {
+		v.closeRange()
 	}
 	for i := range cps {
-		if hex.EncodeToString(digests[i].Sum(nil)) != cps[i].EventsDigest {
+		if hex.EncodeToString(v.digests[i].Sum(nil)) != cps[i].EventsDigest {
 			first, last := ch.firstSeq(cps[i].ID), ch.top[i]
 			if !rep.OK && rep.BrokenSeq >= first && rep.BrokenSeq <= last {
 				continue // an event of this checkpoint is already named
@@ -341,15 +403,14 @@ func (s *Store) VerifyAudit(ctx context.Context, opt VerifyOptions) (*VerifyRepo
 			rep.fail(first, "events of checkpoint %d do not match its digest", cps[i].ID)
 		}
 	}
-	if n := len(cps); n > 0 && tooOld(cps[n-1].SealedAt) {
+	if n := len(cps); n > 0 && v.tooOld(cps[n-1].SealedAt) {
 		// The sealer writes a checkpoint at least every interval; a newest
 		// one this old means later ones (and their events) may be gone.
-		seq := firstUnsealed
+		seq := v.firstUnsealed
 		if seq == 0 {
 			seq = ch.top[n-1] + 1
 		}
 		rep.fail(seq, "the newest checkpoint (%d, sealed %s) is older than %s: the tail after it may have been removed, or Limbo is not running: verify against --anchor",
 			cps[n-1].ID, cps[n-1].SealedAt.Format(time.RFC3339), rep.MaxAge)
 	}
-	return rep, nil
 }

@@ -76,78 +76,19 @@ func (s *Store) Queue(ctx context.Context, f QueueFilter, limit int) (*QueuePage
 	if f.Scope != nil && len(f.Scope) == 0 {
 		return &QueuePage{Counts: map[string]int{}}, nil
 	}
-	scope, args := inScope("c.tenant", f.Scope)
-	where := []string{"c.status = 'open'", scope}
-	add := func(cond string, v any) {
-		where, args = append(where, cond), append(args, v)
-	}
-	if f.Tenant != "" {
-		add("c.tenant = ?", f.Tenant)
-	}
-	if f.Destination != "" {
-		add("c.destination = ?", f.Destination)
-	}
-	if f.Action != "" {
-		add("c.action = ?", f.Action)
-	}
-	if f.Reason != "" {
-		bit := reasonBit(review.Reason(f.Reason))
-		if bit == 0 {
-			return nil, fmt.Errorf("%w: field \"reason\": not an escalation reason", review.ErrInvalid)
-		}
-		add("(c.reason_bits & ?) <> 0", bit)
-	}
-	if f.Flag != "" {
-		add("(',' || c.flags || ',') LIKE ?", "%,"+f.Flag+",%")
-	}
-	if f.ClaimedBy != "" {
-		where, args = append(where, "c.claimed_by = ? AND c.claim_until > ?"), append(args, f.ClaimedBy, now)
-	}
-	if f.Unclaimed {
-		add("(c.claimed_by = '' OR c.claim_until IS NULL OR c.claim_until <= ?)", now)
-	}
-	if f.MinAge > 0 {
-		add("c.opened_at <= ?", now.Add(-f.MinAge))
-	}
-	if q := strings.TrimSpace(f.Search); q != "" {
-		where = append(where, "(c.tenant = ? OR c.operation_id = ? OR o.key = ? OR o.source_ref = ? OR o.resource_ref = ? OR c.id = ?)")
-		args = append(args, q, q, q, q, q, q)
+	where, args, err := queueWhere(f, now)
+	if err != nil {
+		return nil, err
 	}
 	// The operations join is only needed to search by key, source or resource.
 	from := " FROM cases c"
 	if strings.TrimSpace(f.Search) != "" {
 		from += " JOIN operations o ON o.id = c.operation_id"
 	}
-	base := from + " WHERE " + strings.Join(where, " AND ")
-
-	// Counts per reason over the filtered open cases, never the ledger. The
-	// filters open_case_counts carries (scope, tenant, destination, action,
-	// reason, flag) sum its kept counts, a few hundred rows at most; the
-	// others (claims, age, search) group the open cases themselves by
-	// their reason bit set. Either way, summed per reason here.
-	countQ := "SELECT c.reason_bits, COUNT(*) AS n" + base + " GROUP BY c.reason_bits"
-	if f.ClaimedBy == "" && !f.Unclaimed && f.MinAge == 0 && strings.TrimSpace(f.Search) == "" {
-		countQ = "SELECT c.reason_bits, SUM(c.n) AS n FROM open_case_counts c"
-		if conds := where[1:]; len(conds) > 0 { // where[0] is the status: every counted case is open
-			countQ += " WHERE " + strings.Join(conds, " AND ")
-		}
-		countQ += " GROUP BY c.reason_bits"
-	}
-	var groups []struct {
-		Bits int64 `db:"reason_bits"`
-		N    int   `db:"n"`
-	}
-	if err := s.db.SelectContext(ctx, &groups, s.rebind(countQ), args...); err != nil {
-		return nil, fmt.Errorf("store.Queue: counts: %w", err)
-	}
-	page := &QueuePage{Counts: map[string]int{}}
-	for _, g := range groups {
-		page.Total += g.N
-		for i, r := range allReasons {
-			if g.Bits&(1<<i) != 0 {
-				page.Counts[string(r)] += g.N
-			}
-		}
+	base := from + " WHERE c.status = 'open' AND " + where
+	page, err := s.queueCounts(ctx, f, base, where, args)
+	if err != nil {
+		return nil, err
 	}
 	if f.After != "" {
 		p, at, id, err := parseQueueCursor(f.After)
@@ -169,6 +110,79 @@ func (s *Store) Queue(ctx context.Context, f QueueFilter, limit int) (*QueuePage
 	}
 	for i := range page.Cases {
 		page.Cases[i].fill()
+	}
+	return page, nil
+}
+
+// queueWhere is f as SQL: the conditions, joined by AND, on an open case c
+// (and, when f searches, its operation o), with their arguments. It does
+// not say the case is open: open_case_counts counts open cases only.
+func queueWhere(f QueueFilter, now time.Time) (string, []any, error) {
+	scope, args := inScope("c.tenant", f.Scope)
+	where := []string{scope}
+	add := func(cond string, vs ...any) {
+		where, args = append(where, cond), append(args, vs...)
+	}
+	if f.Tenant != "" {
+		add("c.tenant = ?", f.Tenant)
+	}
+	if f.Destination != "" {
+		add("c.destination = ?", f.Destination)
+	}
+	if f.Action != "" {
+		add("c.action = ?", f.Action)
+	}
+	if f.Reason != "" {
+		bit := reasonBit(review.Reason(f.Reason))
+		if bit == 0 {
+			return "", nil, fmt.Errorf("%w: field \"reason\": not an escalation reason", review.ErrInvalid)
+		}
+		add("(c.reason_bits & ?) <> 0", bit)
+	}
+	if f.Flag != "" {
+		add("(',' || c.flags || ',') LIKE ?", "%,"+f.Flag+",%")
+	}
+	if f.ClaimedBy != "" {
+		add("c.claimed_by = ? AND c.claim_until > ?", f.ClaimedBy, now)
+	}
+	if f.Unclaimed {
+		add("(c.claimed_by = '' OR c.claim_until IS NULL OR c.claim_until <= ?)", now)
+	}
+	if f.MinAge > 0 {
+		add("c.opened_at <= ?", now.Add(-f.MinAge))
+	}
+	if q := strings.TrimSpace(f.Search); q != "" {
+		add("(c.tenant = ? OR c.operation_id = ? OR o.key = ? OR o.source_ref = ? OR o.resource_ref = ? OR c.id = ?)", q, q, q, q, q, q)
+	}
+	return strings.Join(where, " AND "), args, nil
+}
+
+// queueCounts is a queue page without its cases: the counts per reason
+// over the filtered open cases (base, from FROM on), never the ledger.
+// The filters open_case_counts carries (scope, tenant, destination,
+// action, reason, flag) sum its kept counts, a few hundred rows at most;
+// the others (claims, age, search) group the open cases themselves by
+// their reason bit set. Either way, summed per reason here.
+func (s *Store) queueCounts(ctx context.Context, f QueueFilter, base, where string, args []any) (*QueuePage, error) {
+	countQ := "SELECT c.reason_bits, COUNT(*) AS n" + base + " GROUP BY c.reason_bits"
+	if f.ClaimedBy == "" && !f.Unclaimed && f.MinAge == 0 && strings.TrimSpace(f.Search) == "" {
+		countQ = "SELECT c.reason_bits, SUM(c.n) AS n FROM open_case_counts c WHERE " + where + " GROUP BY c.reason_bits"
+	}
+	var groups []struct {
+		Bits int64 `db:"reason_bits"`
+		N    int   `db:"n"`
+	}
+	if err := s.db.SelectContext(ctx, &groups, s.rebind(countQ), args...); err != nil {
+		return nil, fmt.Errorf("store.Queue: counts: %w", err)
+	}
+	page := &QueuePage{Counts: map[string]int{}}
+	for _, g := range groups {
+		page.Total += g.N
+		for i, r := range allReasons {
+			if g.Bits&(1<<i) != 0 {
+				page.Counts[string(r)] += g.N
+			}
+		}
 	}
 	return page, nil
 }

@@ -114,124 +114,152 @@ func (s *Store) Decide(ctx context.Context, req DecisionRequest) (*Decision, err
 	if err := review.ValidateDecision(req.Action, req.Ref, req.Compensation, req.Reason); err != nil {
 		return nil, err
 	}
-	to, _ := review.DecisionTarget(req.Action)
 	var out *Decision
 	err := s.WithTx(ctx, func(tx *sqlx.Tx) error {
-		out = nil
-		c, err := s.lockCase(ctx, tx, req.CaseID)
-		if err != nil {
-			return err
-		}
-		if req.Scope != nil && !slices.Contains(req.Scope, c.Tenant) {
-			return review.ErrNotFound
-		}
-		if c.Status != CaseOpen || (req.CaseVersion != 0 && req.CaseVersion != c.Version) {
-			return &review.AlreadyDecidedError{CaseID: c.ID, By: c.ResolvedBy, Action: c.Resolution, At: deref(c.ResolvedAt)}
-		}
-		row, err := s.lockOperation(ctx, tx, c.Tenant, c.OperationID)
-		if err != nil {
-			return err
-		}
-		op := row.operation()
-		on, err := review.CheckDecision(op.State, c.Reasons, req.Action)
-		if err != nil {
-			return err
-		}
-		now := s.now()
-		d := &Decision{ID: newID("dec_", now), Tenant: c.Tenant, CaseID: c.ID, OperationID: op.ID, Action: req.Action,
-			ResourceRef: req.Ref, Compensation: req.Compensation, Reason: req.Reason, Actor: req.Actor,
-			PayloadHash: op.PayloadHash, Key: op.Key, Status: DecisionApplied, FromState: string(op.State), ToState: string(to), DecidedAt: now}
-		switch on {
-		case review.OnRefusedPayload:
-			d.Status, d.ToState = DecisionRefusedPayload, string(op.State)
-			out = d
-			return s.resolveWithVerdict(ctx, tx, c, d)
-		case review.OnExtraEffect:
-			d.Status, d.ToState = DecisionExtraEffect, string(op.State)
-			out = d
-			return s.resolveWithVerdict(ctx, tx, c, d)
-		}
-
-		if review.NeedsTwoApprovers(op, req.Action) {
-			first, err := s.firstApproval(ctx, tx, c.ID)
-			if err != nil {
-				return err
-			}
-			if first != nil && (first.PayloadHash != op.PayloadHash || first.Key != op.Key) {
-				// The approval was for something else: void, start over.
-				if _, err := tx.ExecContext(ctx, s.rebind(voidDecision), first.Seq); err != nil {
-					return err
-				}
-				first = nil
-			}
-			if first != nil && first.Actor == req.Actor {
-				return fmt.Errorf("%w: %s already gave the first approval", review.ErrSecondApprover, req.Actor)
-			}
-			if first == nil {
-				d.Status, d.ToState = DecisionFirstApproval, string(op.State)
-				if err := s.insertDecision(ctx, tx, d); err != nil {
-					return err
-				}
-				if res, err := tx.ExecContext(ctx, s.rebind(bumpCase), c.ID, c.Version); err != nil {
-					return err
-				} else if k, _ := res.RowsAffected(); k != 1 {
-					return &review.AlreadyDecidedError{CaseID: c.ID}
-				}
-				out = d
-				return s.appendEvent(ctx, tx, &AuditEvent{At: now, Actor: req.Actor, Tenant: c.Tenant, OperationID: op.ID,
-					Action: "decision.first_approval", Detail: detailJSON(map[string]any{"case_id": c.ID, "decision_id": d.ID,
-						"reason": req.Reason, "payload_hash": op.PayloadHash, "key": op.Key})})
-			}
-		}
-
-		if err := review.CheckTransition(op.State, to); err != nil {
-			return err
-		}
-		if req.Action == review.DecideCompensationDone && d.ResourceRef == "" && d.Compensation == "" {
-			// Name what was undone: the compensate decision said.
-			if prev, err := s.lastApplied(ctx, tx, c.ID); err != nil {
-				return err
-			} else if prev != nil && prev.Action == review.DecideCompensate {
-				d.ResourceRef, d.Compensation = prev.ResourceRef, prev.Compensation
-			}
-		}
-		if err := s.closeCase(ctx, tx, c, d); err != nil {
-			return err
-		}
-		if err := s.insertDecision(ctx, tx, d); err != nil {
-			return err
-		}
-		if err := s.enqueueDecision(ctx, tx, d); err != nil { // outbound webhooks, same transaction
-			return err
-		}
-		if err := s.applyDecision(ctx, tx, row, d, to, now); err != nil {
-			return err
-		}
-		out = d
-		if review.KeepsCaseOpen(d.Action) {
-			return nil
-		}
-		return s.appendEvent(ctx, tx, &AuditEvent{At: now, Actor: req.Actor, Tenant: c.Tenant, OperationID: op.ID,
-			Action: "case.resolved", Detail: detailJSON(map[string]any{"case_id": c.ID, "decision_id": d.ID, "resolution": req.Action})})
+		var err error
+		out, err = s.decideTx(ctx, tx, req)
+		return err
 	})
 	if err != nil {
-		var already *review.AlreadyDecidedError
-		if errors.As(err, &already) && already.By == "" {
-			// Say who won, read after the winner committed: the resolution,
-			// or, on a case a decision kept open (compensate), that decision.
-			if c, gerr := s.caseByID(ctx, s.db, req.CaseID); gerr == nil && c.Status != CaseOpen {
-				already.By, already.Action, already.At = c.ResolvedBy, c.Resolution, deref(c.ResolvedAt)
-			} else if d, gerr := s.lastApplied(ctx, s.db, req.CaseID); gerr == nil && d != nil {
-				already.By, already.Action, already.At = d.Actor, d.Action, d.DecidedAt
-			}
-		}
-		if errors.As(err, &already) || errors.Is(err, review.ErrNotFound) || errors.Is(err, review.ErrInvalid) ||
-			errors.Is(err, review.ErrInvalidTransition) || errors.Is(err, review.ErrSecondApprover) {
-			return nil, err
-		}
-		return nil, fmt.Errorf("store.Decide: %w", err)
+		return nil, s.decideError(ctx, req.CaseID, err)
 	}
 	return out, nil
+}
+
+// decideTx is Decide in its transaction: it reads the case and the
+// operation under their locks, asks review what the decision may do, and
+// records it as a verdict, a first approval, or a decision that moves the
+// operation.
+func (s *Store) decideTx(ctx context.Context, tx *sqlx.Tx, req DecisionRequest) (*Decision, error) {
+	c, err := s.lockCase(ctx, tx, req.CaseID)
+	if err != nil {
+		return nil, err
+	}
+	if req.Scope != nil && !slices.Contains(req.Scope, c.Tenant) {
+		return nil, review.ErrNotFound
+	}
+	if c.Status != CaseOpen || (req.CaseVersion != 0 && req.CaseVersion != c.Version) {
+		return nil, &review.AlreadyDecidedError{CaseID: c.ID, By: c.ResolvedBy, Action: c.Resolution, At: deref(c.ResolvedAt)}
+	}
+	row, err := s.lockOperation(ctx, tx, c.Tenant, c.OperationID)
+	if err != nil {
+		return nil, err
+	}
+	op := row.operation()
+	on, err := review.CheckDecision(op.State, c.Reasons, req.Action)
+	if err != nil {
+		return nil, err
+	}
+	to, _ := review.DecisionTarget(req.Action)
+	now := s.now()
+	d := &Decision{ID: newID("dec_", now), Tenant: c.Tenant, CaseID: c.ID, OperationID: op.ID, Action: req.Action,
+		ResourceRef: req.Ref, Compensation: req.Compensation, Reason: req.Reason, Actor: req.Actor,
+		PayloadHash: op.PayloadHash, Key: op.Key, Status: DecisionApplied, FromState: string(op.State), ToState: string(to), DecidedAt: now}
+	switch on {
+	case review.OnRefusedPayload:
+		d.Status, d.ToState = DecisionRefusedPayload, string(op.State)
+		return d, s.resolveWithVerdict(ctx, tx, c, d)
+	case review.OnExtraEffect:
+		d.Status, d.ToState = DecisionExtraEffect, string(op.State)
+		return d, s.resolveWithVerdict(ctx, tx, c, d)
+	}
+	if review.NeedsTwoApprovers(op, req.Action) {
+		if first, err := s.firstOfTwo(ctx, tx, c, op, d); err != nil || first {
+			return d, err
+		}
+	}
+	return d, s.applyDecided(ctx, tx, c, row, d, to)
+}
+
+// firstOfTwo is the first step of an action that needs two approvers.
+// With no first approval on record for the payload and key the operation
+// has now, d becomes that first approval (recorded, the case kept open)
+// and first is true; with one by another reviewer, d is the second and the
+// caller applies it.
+func (s *Store) firstOfTwo(ctx context.Context, tx *sqlx.Tx, c *Case, op *review.Operation, d *Decision) (first bool, err error) {
+	prior, err := s.firstApproval(ctx, tx, c.ID)
+	if err != nil {
+		return false, err
+	}
+	if prior != nil && (prior.PayloadHash != op.PayloadHash || prior.Key != op.Key) {
+		// The approval was for something else: void, start over.
+		if _, err := tx.ExecContext(ctx, s.rebind(voidDecision), prior.Seq); err != nil {
+			return false, err
+		}
+		prior = nil
+	}
+	if prior != nil && prior.Actor == d.Actor {
+		return false, fmt.Errorf("%w: %s already gave the first approval", review.ErrSecondApprover, d.Actor)
+	}
+	if prior != nil {
+		return false, nil
+	}
+	d.Status, d.ToState = DecisionFirstApproval, string(op.State)
+	if err := s.insertDecision(ctx, tx, d); err != nil {
+		return false, err
+	}
+	if res, err := tx.ExecContext(ctx, s.rebind(bumpCase), c.ID, c.Version); err != nil {
+		return false, err
+	} else if k, _ := res.RowsAffected(); k != 1 {
+		return false, &review.AlreadyDecidedError{CaseID: c.ID}
+	}
+	return true, s.appendEvent(ctx, tx, &AuditEvent{At: d.DecidedAt, Actor: d.Actor, Tenant: c.Tenant, OperationID: op.ID,
+		Action: "decision.first_approval", Detail: detailJSON(map[string]any{"case_id": c.ID, "decision_id": d.ID,
+			"reason": d.Reason, "payload_hash": op.PayloadHash, "key": op.Key})})
+}
+
+// applyDecided records d, a decision that moves the operation row to to:
+// the case closed (or kept open), the decision and its webhooks, the
+// operation's move with its evidence, and the audit event.
+func (s *Store) applyDecided(ctx context.Context, tx *sqlx.Tx, c *Case, row *opRow, d *Decision, to review.State) error {
+	if err := review.CheckTransition(review.State(row.State), to); err != nil {
+		return err
+	}
+	if d.Action == review.DecideCompensationDone && d.ResourceRef == "" && d.Compensation == "" {
+		// Name what was undone: the compensate decision said.
+		if prev, err := s.lastApplied(ctx, tx, c.ID); err != nil {
+			return err
+		} else if prev != nil && prev.Action == review.DecideCompensate {
+			d.ResourceRef, d.Compensation = prev.ResourceRef, prev.Compensation
+		}
+	}
+	if err := s.closeCase(ctx, tx, c, d); err != nil {
+		return err
+	}
+	if err := s.insertDecision(ctx, tx, d); err != nil {
+		return err
+	}
+	if err := s.enqueueDecision(ctx, tx, d); err != nil { // outbound webhooks, same transaction
+		return err
+	}
+	if err := s.applyDecision(ctx, tx, row, d, to, d.DecidedAt); err != nil {
+		return err
+	}
+	if review.KeepsCaseOpen(d.Action) {
+		return nil
+	}
+	return s.appendEvent(ctx, tx, &AuditEvent{At: d.DecidedAt, Actor: d.Actor, Tenant: c.Tenant, OperationID: d.OperationID,
+		Action: "case.resolved", Detail: detailJSON(map[string]any{"case_id": c.ID, "decision_id": d.ID, "resolution": d.Action})})
+}
+
+// decideError is what Decide says of err: a refusal as it is, with who
+// won when another decider did; anything else wrapped.
+func (s *Store) decideError(ctx context.Context, caseID string, err error) error {
+	var already *review.AlreadyDecidedError
+	if errors.As(err, &already) && already.By == "" {
+		// Say who won, read after the winner committed: the resolution,
+		// or, on a case a decision kept open (compensate), that decision.
+		if c, gerr := s.caseByID(ctx, s.db, caseID); gerr == nil && c.Status != CaseOpen {
+			already.By, already.Action, already.At = c.ResolvedBy, c.Resolution, deref(c.ResolvedAt)
+		} else if d, gerr := s.lastApplied(ctx, s.db, caseID); gerr == nil && d != nil {
+			already.By, already.Action, already.At = d.Actor, d.Action, d.DecidedAt
+		}
+	}
+	if errors.As(err, &already) || errors.Is(err, review.ErrNotFound) || errors.Is(err, review.ErrInvalid) ||
+		errors.Is(err, review.ErrInvalidTransition) || errors.Is(err, review.ErrSecondApprover) {
+		return err
+	}
+	return fmt.Errorf("store.Decide: %w", err)
 }
 
 // closeCase resolves c for decision d or, when d keeps it open

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/jmoiron/sqlx"
 
@@ -207,9 +208,18 @@ func (s *Store) putJobTx(ctx context.Context, tx *sqlx.Tx, tenant, opID string, 
 	if !j.Status.Done() || !current {
 		return nil // only the current job's end settles the operation
 	}
+	return s.settleJob(ctx, tx, row, j, old.InputVersion, actor, detail, now)
+}
+
+// settleJob settles the operation row on the end of its current job j
+// (reported for oldVersion when j names no input version): by the job's
+// own word while the operation follows it (accepted), otherwise as
+// evidence weighed with everything else.
+func (s *Store) settleJob(ctx context.Context, tx *sqlx.Tx, row *opRow, j review.Job, oldVersion, actor string, detail map[string]any, now time.Time) error {
+	opID := row.ID
 	version := j.InputVersion
 	if version == "" {
-		version = old.InputVersion
+		version = oldVersion
 	}
 	ref := j.OutputRef
 	if ref == "" {

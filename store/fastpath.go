@@ -138,6 +138,46 @@ func (s *Store) startAttemptFast(ctx context.Context, req AttemptRequest) (g *Gr
 // recordOutcomeFast applies a first report for attempt n from the snapshot
 // with one statement; ok is false when the ordinary path must decide.
 func (s *Store) recordOutcomeFast(ctx context.Context, tenant, opID string, n int, o review.Outcome, hash, actor string) (res *OutcomeResult, ok bool, err error) {
+	p, ok, err := s.decideOutcomeFast(tenant, opID, n, o, hash, actor)
+	if !ok || err != nil {
+		return nil, false, err
+	}
+	evID, err := s.writeOutcomeFast(ctx, p)
+	if errors.Is(err, errGuard) {
+		s.snaps.drop(p.op.ID)
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	return s.afterOutcomeFast(p, evID), true, nil
+}
+
+// fastOutcome is a first report for attempt n decided from the snapshot:
+// what recordOutcomeFast writes, and what the snapshot becomes.
+type fastOutcome struct {
+	sn   *snapshot
+	op   *review.Operation
+	ai   int // attempt n's index in op.Attempts
+	n    int
+	o    review.Outcome
+	hash string
+	now  time.Time
+	d    review.Decision
+	// Column values: NULL (nil) unless set.
+	retryAt, resRef, resKind, resVersion any
+	// ev is the response's evidence (on success), cands its candidates
+	// as stored, bump 1 when it adds to the operation's details.
+	ev    *review.Evidence
+	cands string
+	bump  int
+	audit *AuditEvent
+}
+
+// decideOutcomeFast decides the report from the snapshot, with the same
+// review functions as the ordinary path; ok is false for anything but a
+// first report for the current attempt that opens no case and names no job.
+func (s *Store) decideOutcomeFast(tenant, opID string, n int, o review.Outcome, hash, actor string) (p *fastOutcome, ok bool, err error) {
 	sn := s.snaps.get(tenant, opID)
 	if sn == nil || sn.op.State != review.InFlight || o.Job != nil {
 		return nil, false, nil
@@ -152,7 +192,6 @@ func (s *Store) recordOutcomeFast(ctx context.Context, tenant, opID string, n in
 	if ai < 0 || op.Attempts[ai].FinishedAt != nil || op.Attempts[ai].Generation != op.Version {
 		return nil, false, nil // unknown, repeated, late or fenced: the ordinary path answers
 	}
-	att := op.Attempts[ai]
 	first := now
 	if sn.firstAttemptAt != nil {
 		first = *sn.firstAttemptAt
@@ -167,94 +206,96 @@ func (s *Store) recordOutcomeFast(ctx context.Context, tenant, opID string, n in
 	if err := review.CheckTransition(op.State, d.State); err != nil {
 		return nil, false, err
 	}
-	var retryAt any
+	p = &fastOutcome{sn: sn, op: op, ai: ai, n: n, o: o, hash: hash, now: now, d: d}
 	if d.RetryAt != nil {
 		t := dbTime(*d.RetryAt)
-		d.RetryAt = &t
-		retryAt = t
+		p.d.RetryAt = &t
+		p.retryAt = t
 	}
-	var resRef, resKind, resVersion any
 	if o.Resource != nil && d.State == review.Confirmed {
-		resRef, resKind, resVersion = o.Resource.Ref, o.Resource.Kind, o.Resource.Version
+		p.resRef, p.resKind, p.resVersion = o.Resource.Ref, o.Resource.Kind, o.Resource.Version
 	}
-	var ev *review.Evidence
-	var cands string
-	bump := 0
 	if o.Result == review.ResultSuccess {
-		ev = responseEvidence(op.ID, n, o, d, now)
-		b, err := json.Marshal(ev.Candidates)
+		p.ev = responseEvidence(op.ID, n, o, p.d, now)
+		b, err := json.Marshal(p.ev.Candidates)
 		if err != nil {
 			return nil, false, err
 		}
-		cands, bump = string(b), 1
+		p.cands, p.bump = string(b), 1
 	}
-	audit := &AuditEvent{At: now, Actor: actor, Tenant: op.Tenant, OperationID: op.ID, Action: "attempt.outcome",
-		FromState: string(op.State), ToState: string(d.State), Detail: detailJSON(outcomeDetail(n, o, d))}
-	var evID int64
+	p.audit = &AuditEvent{At: now, Actor: actor, Tenant: op.Tenant, OperationID: op.ID, Action: "attempt.outcome",
+		FromState: string(op.State), ToState: string(d.State), Detail: detailJSON(outcomeDetail(n, o, p.d))}
+	return p, true, nil
+}
+
+// writeOutcomeFast writes p guarded by the snapshot's versions (errGuard
+// when they no longer match): one statement on PostgreSQL, a short
+// transaction of the same statements on SQLite. It returns the evidence id.
+func (s *Store) writeOutcomeFast(ctx context.Context, p *fastOutcome) (evID int64, err error) {
+	op, o, d, now, n := p.op, p.o, p.d, p.now, p.n
 	if s.engine == Postgres {
-		var r fastResult
 		var verdict, note string
-		if ev != nil {
-			verdict, note = string(ev.Verdict), ev.Note
+		if p.ev != nil {
+			verdict, note = string(p.ev.Verdict), p.ev.Note
 		}
-		if r, err = s.fast(ctx, "outcome", string(d.State), d.Reason, o.Cost, retryAt, resRef, resKind, resVersion,
-			bump, now, op.ID, op.Version, sn.detailVersion, string(o.Result), string(o.Phase), o.HTTPStatus, o.ProviderCode,
-			o.ProviderRequestID, o.RetryAfter, string(d.Next), hash, n, cands, verdict, note, actor, op.Tenant, audit.Detail,
-			ContentHash(audit)); err == nil && r.Ops != 1 {
+		r, err := s.fast(ctx, "outcome", string(d.State), d.Reason, o.Cost, p.retryAt, p.resRef, p.resKind, p.resVersion,
+			p.bump, now, op.ID, op.Version, p.sn.detailVersion, string(o.Result), string(o.Phase), o.HTTPStatus, o.ProviderCode,
+			o.ProviderRequestID, o.RetryAfter, string(d.Next), p.hash, n, p.cands, verdict, note, p.audit.Actor, op.Tenant, p.audit.Detail,
+			ContentHash(p.audit))
+		if err == nil && r.Ops != 1 {
 			err = errGuard
 		}
-		evID = r.EvidenceID
-	} else {
-		err = s.WithTx(ctx, func(tx *sqlx.Tx) error {
-			res, err := s.exec(ctx, tx, updateOpOutcome, string(d.State), d.Reason, o.Cost, retryAt, resRef, resKind, resVersion,
-				bump, now, op.ID, op.Version, sn.detailVersion)
-			if err != nil {
+		return r.EvidenceID, err
+	}
+	err = s.WithTx(ctx, func(tx *sqlx.Tx) error {
+		evID = 0
+		res, err := s.exec(ctx, tx, updateOpOutcome, string(d.State), d.Reason, o.Cost, p.retryAt, p.resRef, p.resKind, p.resVersion,
+			p.bump, now, op.ID, op.Version, p.sn.detailVersion)
+		if err != nil {
+			return err
+		}
+		if rowsAffected(res) != 1 {
+			return errGuard
+		}
+		if res, err = s.exec(ctx, tx, finishAttempt, now, string(o.Result), string(o.Phase), o.HTTPStatus, o.ProviderCode,
+			o.ProviderRequestID, o.RetryAfter, o.Cost, string(d.Next), d.Reason, p.retryAt, p.hash, op.ID, n, op.Attempts[p.ai].Generation); err != nil {
+			return fmt.Errorf("finish attempt: %w", err)
+		}
+		if rowsAffected(res) != 1 {
+			return errGuard
+		}
+		if p.ev != nil {
+			if res, err = s.exec(ctx, tx, insertEvidence, op.ID, string(p.ev.Source), p.ev.Authoritative, p.cands, string(p.ev.Verdict), p.ev.Note, now); err != nil {
+				return fmt.Errorf("insert evidence: %w", err)
+			}
+			if evID, err = res.LastInsertId(); err != nil {
 				return err
 			}
-			if rowsAffected(res) != 1 {
-				return errGuard
-			}
-			if res, err = s.exec(ctx, tx, finishAttempt, now, string(o.Result), string(o.Phase), o.HTTPStatus, o.ProviderCode,
-				o.ProviderRequestID, o.RetryAfter, o.Cost, string(d.Next), d.Reason, retryAt, hash, op.ID, n, att.Generation); err != nil {
-				return fmt.Errorf("finish attempt: %w", err)
-			}
-			if rowsAffected(res) != 1 {
-				return errGuard
-			}
-			if ev != nil {
-				if res, err = s.exec(ctx, tx, insertEvidence, op.ID, string(ev.Source), ev.Authoritative, cands, string(ev.Verdict), ev.Note, now); err != nil {
-					return fmt.Errorf("insert evidence: %w", err)
-				}
-				if evID, err = res.LastInsertId(); err != nil {
-					return err
-				}
-			}
-			return s.appendEvent(ctx, tx, audit)
-		})
-	}
-	if errors.Is(err, errGuard) {
-		s.snaps.drop(op.ID)
-		return nil, false, nil
-	}
-	if err != nil {
-		return nil, false, err
-	}
+		}
+		return s.appendEvent(ctx, tx, p.audit)
+	})
+	return evID, err
+}
+
+// afterOutcomeFast is p written: the snapshot moved on, and the answer.
+func (s *Store) afterOutcomeFast(p *fastOutcome, evID int64) *OutcomeResult {
+	op, o, d, now := p.op, p.o, p.d, p.now
 	next := copyOperation(op)
 	next.State, next.StateReason, next.CostSpent, next.NextAttemptAt = d.State, d.Reason, op.CostSpent+o.Cost, d.RetryAt
 	next.Version, next.UpdatedAt = op.Version+1, now
-	if resRef != nil {
+	if p.resRef != nil {
 		next.Resource = &review.ResourceRef{Ref: o.Resource.Ref, Kind: o.Resource.Kind, Version: o.Resource.Version}
 	}
-	a := &next.Attempts[ai]
+	a := &next.Attempts[p.ai]
 	a.FinishedAt, a.Result, a.Phase, a.HTTPStatus, a.ProviderCode = &now, o.Result, o.Phase, o.HTTPStatus, o.ProviderCode
 	a.ProviderReqID, a.RetryAfter, a.Cost, a.Next, a.NextReason = o.ProviderRequestID, o.RetryAfter, o.Cost, d.Next, d.Reason
-	a.RetryAt, a.OutcomeHash = d.RetryAt, hash
-	if ev != nil {
-		ev.ID = evID
-		next.Evidence = append(next.Evidence, *ev)
+	a.RetryAt, a.OutcomeHash = d.RetryAt, p.hash
+	if p.ev != nil {
+		p.ev.ID = evID
+		next.Evidence = append(next.Evidence, *p.ev)
 	}
-	s.snaps.put(&snapshot{op: next, firstAttemptAt: sn.firstAttemptAt, detailVersion: sn.detailVersion + int64(bump)})
-	return &OutcomeResult{Operation: copyOperation(next), Next: d.Next, RetryAt: d.RetryAt, Reason: d.Reason}, true, nil
+	s.snaps.put(&snapshot{op: next, firstAttemptAt: p.sn.firstAttemptAt, detailVersion: p.sn.detailVersion + int64(p.bump)})
+	return &OutcomeResult{Operation: copyOperation(next), Next: d.Next, RetryAt: d.RetryAt, Reason: d.Reason}
 }
 
 func rowsAffected(res sql.Result) int64 {
