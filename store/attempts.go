@@ -77,12 +77,7 @@ func (s *Store) StartAttempt(ctx context.Context, req AttemptRequest) (*Grant, e
 	}
 	s.fastMisses.Add(1)
 	defer s.snaps.drop(req.OperationID)
-	var ans attemptAnswer
-	err := s.WithTx(ctx, func(tx *sqlx.Tx) error {
-		var err error
-		ans, err = s.startAttemptTx(ctx, tx, req)
-		return err
-	})
+	ans, err := inTx(ctx, s, func(tx *sqlx.Tx) (attemptAnswer, error) { return s.startAttemptTx(ctx, tx, req) })
 	if err != nil {
 		if errors.Is(err, review.ErrNotFound) || errors.Is(err, review.ErrConflict) {
 			return nil, err

@@ -61,17 +61,18 @@ func (s *Store) registerFast(ctx context.Context, r review.Registration, hash st
 		}
 		created = res.Ops == 1
 	} else {
-		err := s.WithTx(ctx, func(tx *sqlx.Tx) error {
+		var err error
+		created, err = inTx(ctx, s, func(tx *sqlx.Tx) (bool, error) {
 			res, err := s.exec(ctx, tx, insertOperation, row.ID, row.Tenant, row.Key, row.SourceRef, row.LogicalVersion,
 				row.Action, row.Destination, row.Risk, row.Flags, row.Payload, row.PayloadHash, row.State, row.StateReason,
 				row.Deadline, row.MaxAttempts, budget, now, now)
 			if err != nil {
-				return err
+				return false, err
 			}
-			if created = rowsAffected(res) == 1; !created {
-				return nil
+			if rowsAffected(res) != 1 {
+				return false, nil
 			}
-			return s.appendEvent(ctx, tx, ev)
+			return true, s.appendEvent(ctx, tx, ev)
 		})
 		if err != nil {
 			return nil, err
@@ -231,7 +232,7 @@ func (s *Store) decideOutcomeFast(tenant, opID string, n int, o review.Outcome, 
 // writeOutcomeFast writes p guarded by the snapshot's versions (errGuard
 // when they no longer match): one statement on PostgreSQL, a short
 // transaction of the same statements on SQLite. It returns the evidence id.
-func (s *Store) writeOutcomeFast(ctx context.Context, p *fastOutcome) (evID int64, err error) {
+func (s *Store) writeOutcomeFast(ctx context.Context, p *fastOutcome) (int64, error) {
 	op, o, d, now, n := p.op, p.o, p.d, p.now, p.n
 	if s.engine == Postgres {
 		var verdict, note string
@@ -247,34 +248,32 @@ func (s *Store) writeOutcomeFast(ctx context.Context, p *fastOutcome) (evID int6
 		}
 		return r.EvidenceID, err
 	}
-	err = s.WithTx(ctx, func(tx *sqlx.Tx) error {
-		evID = 0
+	return inTx(ctx, s, func(tx *sqlx.Tx) (evID int64, err error) {
 		res, err := s.exec(ctx, tx, updateOpOutcome, string(d.State), d.Reason, o.Cost, p.retryAt, p.resRef, p.resKind, p.resVersion,
 			p.bump, now, op.ID, op.Version, p.sn.detailVersion)
 		if err != nil {
-			return err
+			return 0, err
 		}
 		if rowsAffected(res) != 1 {
-			return errGuard
+			return 0, errGuard
 		}
 		if res, err = s.exec(ctx, tx, finishAttempt, now, string(o.Result), string(o.Phase), o.HTTPStatus, o.ProviderCode,
 			o.ProviderRequestID, o.RetryAfter, o.Cost, string(d.Next), d.Reason, p.retryAt, p.hash, op.ID, n, op.Attempts[p.ai].Generation); err != nil {
-			return fmt.Errorf("finish attempt: %w", err)
+			return 0, fmt.Errorf("finish attempt: %w", err)
 		}
 		if rowsAffected(res) != 1 {
-			return errGuard
+			return 0, errGuard
 		}
 		if p.ev != nil {
 			if res, err = s.exec(ctx, tx, insertEvidence, op.ID, string(p.ev.Source), p.ev.Authoritative, p.cands, string(p.ev.Verdict), p.ev.Note, now); err != nil {
-				return fmt.Errorf("insert evidence: %w", err)
+				return 0, fmt.Errorf("insert evidence: %w", err)
 			}
 			if evID, err = res.LastInsertId(); err != nil {
-				return err
+				return 0, err
 			}
 		}
-		return s.appendEvent(ctx, tx, p.audit)
+		return evID, s.appendEvent(ctx, tx, p.audit)
 	})
-	return evID, err
 }
 
 // afterOutcomeFast is p written: the snapshot moved on, and the answer.

@@ -133,9 +133,11 @@ func (s *Store) Register(ctx context.Context, r review.Registration) (op *review
 	// The key exists (registerFast's insert met it, committed: rows are
 	// never deleted): compare intentions, and record a refusal with its case
 	// in one transaction.
-	var mismatch *review.PayloadMismatchError
-	err = s.WithTx(ctx, func(tx *sqlx.Tx) error {
-		mismatch = nil
+	type existing struct {
+		op       *review.Operation
+		mismatch *review.PayloadMismatchError
+	}
+	found, err := inTx(ctx, s, func(tx *sqlx.Tx) (existing, error) {
 		// Locked: concurrent refusals under one key queue here, so the
 		// second finds the first one's case and joins it.
 		q := selectOperationByKey
@@ -144,33 +146,35 @@ func (s *Store) Register(ctx context.Context, r review.Registration) (op *review
 		}
 		var row opRow
 		if err := s.get(ctx, tx, &row, q, r.Tenant, r.Key); err != nil {
-			return fmt.Errorf("select existing: %w", err)
+			return existing{}, fmt.Errorf("select existing: %w", err)
 		}
-		op = row.operation()
-		if diff := r.SameIntention(op, hash); len(diff) > 0 {
-			// Refused, but a person must know: the same key arrived with a
-			// different payload. The case is committed with the refusal.
-			mismatch = &review.PayloadMismatchError{Operation: op, Fields: diff}
-			if err := s.appendEvent(ctx, tx, &AuditEvent{At: now, Actor: r.Actor, Tenant: r.Tenant, OperationID: op.ID,
-				Action: "operation.payload_mismatch", Detail: detailJSON(map[string]any{"fields": diff, "payload_hash": hash})}); err != nil {
-				return err
-			}
-			c, err := s.openCase(ctx, tx, op.ID, op.Tenant, []review.Reason{review.ReasonPayloadMismatch}, r.Actor)
-			if err != nil {
-				return err
-			}
-			_, err = tx.ExecContext(ctx, s.rebind(insertRejectedPayload), c.ID, hash, string(r.Payload), now)
-			return err
+		op := row.operation()
+		diff := r.SameIntention(op, hash)
+		if len(diff) == 0 {
+			return existing{op: op}, nil
 		}
-		return nil
+		// Refused, but a person must know: the same key arrived with a
+		// different payload. The case is committed with the refusal.
+		if err := s.appendEvent(ctx, tx, &AuditEvent{At: now, Actor: r.Actor, Tenant: r.Tenant, OperationID: op.ID,
+			Action: "operation.payload_mismatch", Detail: detailJSON(map[string]any{"fields": diff, "payload_hash": hash})}); err != nil {
+			return existing{}, err
+		}
+		c, err := s.openCase(ctx, tx, op.ID, op.Tenant, []review.Reason{review.ReasonPayloadMismatch}, r.Actor)
+		if err != nil {
+			return existing{}, err
+		}
+		if _, err := tx.ExecContext(ctx, s.rebind(insertRejectedPayload), c.ID, hash, string(r.Payload), now); err != nil {
+			return existing{}, err
+		}
+		return existing{op: op, mismatch: &review.PayloadMismatchError{Operation: op, Fields: diff}}, nil
 	})
-	if err == nil && mismatch != nil {
-		return nil, false, mismatch
-	}
 	if err != nil {
 		return nil, false, fmt.Errorf("store.Register: %w", err)
 	}
-	op, err = s.loadDetails(ctx, s.db, op)
+	if found.mismatch != nil {
+		return nil, false, found.mismatch
+	}
+	op, err = s.loadDetails(ctx, s.db, found.op)
 	return op, false, err
 }
 
