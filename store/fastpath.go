@@ -96,11 +96,9 @@ func (s *Store) startAttemptFast(ctx context.Context, req AttemptRequest) (g *Gr
 	op, now := sn.op, s.now()
 	n := op.AttemptCount + 1
 	dest := s.cfg.Destination(op.Destination)
-	if !op.State.Attemptable() || op.AttemptCount >= op.MaxAttempts || !now.Before(op.Deadline) ||
-		(op.NextAttemptAt != nil && now.Before(*op.NextAttemptAt)) || limitsApply(dest, n, req) ||
-		(n > 1 && op.Risk == review.RiskIdempotentWrite && dest.KeyRetention > 0) {
-		// A refusal, a wait, a limit, or a retry whose key the destination
-		// may have forgotten: the ordinary path says which.
+	if review.Grantable(op, dest, now) != review.GrantNow || limitsApply(dest, n, req) {
+		// A refusal, a wait, a retry whose key the destination may have
+		// forgotten, or a limit: the ordinary path says which.
 		return nil, false, nil
 	}
 	g, reason, ev := newGrant(op, n, dest, req, now)
