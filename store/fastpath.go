@@ -37,20 +37,23 @@ import (
 // errGuard: a fast write's guard matched nothing; the ordinary path decides.
 var errGuard = errors.New("store: fast path guard failed")
 
-// registerFast records a new operation with one statement. It returns nil
-// when the key already exists: the ordinary path compares intentions.
-func (s *Store) registerFast(ctx context.Context, r review.Registration, hash string, state review.State, reason string, now time.Time) (*review.Operation, error) {
+// registerFast persists p, a registration planned for a new key, with one
+// statement. It returns nil when the key already exists: the ordinary path
+// compares intentions (RegistrationPlan.ExistingKey). On PostgreSQL,
+// limbo_fast_batch writes the audit event's action and to-state itself;
+// they are p.Event's, which is hashed here.
+func (s *Store) registerFast(ctx context.Context, p *review.RegistrationPlan, now time.Time) (*review.Operation, error) {
+	r := &p.Registration
 	row := opRow{ID: newID("op_", now), Tenant: r.Tenant, Key: r.Key, SourceRef: r.SourceRef, LogicalVersion: r.LogicalVersion,
 		Action: r.Action, Destination: r.Destination, Risk: string(r.Risk), Flags: joinFlags(r.Flags), Payload: string(r.Payload),
-		PayloadHash: hash, State: string(state), StateReason: reason, Deadline: dbTime(*r.Deadline), MaxAttempts: *r.MaxAttempts,
+		PayloadHash: p.PayloadHash, State: string(p.State), StateReason: p.Reason, Deadline: dbTime(*r.Deadline), MaxAttempts: *r.MaxAttempts,
 		Version: 1, CreatedAt: now, UpdatedAt: now}
 	var budget any
 	if r.CostBudget != nil {
 		budget = *r.CostBudget
 		row.CostBudget = sql.NullFloat64{Float64: *r.CostBudget, Valid: true}
 	}
-	ev := &AuditEvent{At: now, Actor: r.Actor, Tenant: r.Tenant, OperationID: row.ID, Action: "operation.registered",
-		ToState: string(state), Detail: detailJSON(map[string]any{"key": r.Key, "payload_hash": hash, "risk": r.Risk, "reason": reason})}
+	ev := plannedEvent(p.Event, now, r.Actor, r.Tenant, row.ID)
 	var created bool
 	if s.engine == Postgres {
 		res, err := s.fast(ctx, "register", row.ID, row.Tenant, row.Key, row.SourceRef, row.LogicalVersion,
