@@ -77,12 +77,7 @@ func (s *Store) StartAttempt(ctx context.Context, req AttemptRequest) (*Grant, e
 	}
 	s.fastMisses.Add(1)
 	defer s.snaps.drop(req.OperationID)
-	var ans attemptAnswer
-	err := s.WithTx(ctx, func(tx *sqlx.Tx) error {
-		var err error
-		ans, err = s.startAttemptTx(ctx, tx, req)
-		return err
-	})
+	ans, err := inTx(ctx, s, func(tx *sqlx.Tx) (attemptAnswer, error) { return s.startAttemptTx(ctx, tx, req) })
 	if err != nil {
 		if errors.Is(err, review.ErrNotFound) || errors.Is(err, review.ErrConflict) {
 			return nil, err
@@ -114,19 +109,17 @@ func (s *Store) startAttemptTx(ctx context.Context, tx *sqlx.Tx, req AttemptRequ
 		return attemptAnswer{}, err
 	}
 	op := row.operation()
-	if !op.State.Attemptable() {
-		return attemptAnswer{refused: &review.NotAttemptableError{Operation: op}}, nil
-	}
-	if op.AttemptCount >= op.MaxAttempts || !now.Before(op.Deadline) {
-		return s.endBudget(ctx, tx, row, op, req.Actor)
-	}
-	if op.NextAttemptAt != nil && now.Before(*op.NextAttemptAt) {
-		return attemptAnswer{refused: &review.WaitError{Until: *op.NextAttemptAt,
-			Reason: "backoff: the next attempt may start at " + op.NextAttemptAt.Format(time.RFC3339Nano)}}, nil
-	}
 	n := op.AttemptCount + 1
 	dest := s.cfg.Destination(op.Destination)
-	if n > 1 && op.Risk == review.RiskIdempotentWrite && dest.KeyRetention > 0 {
+	switch g := review.Grantable(op, dest, now); g {
+	case review.GrantNotAttemptable:
+		return attemptAnswer{refused: &review.NotAttemptableError{Operation: op}}, nil
+	case review.GrantAttemptsSpent, review.GrantDeadlinePassed:
+		return s.endBudget(ctx, tx, row, op, g, req.Actor)
+	case review.GrantBackoff:
+		return attemptAnswer{refused: &review.WaitError{Until: *op.NextAttemptAt,
+			Reason: "backoff: the next attempt may start at " + op.NextAttemptAt.Format(time.RFC3339Nano)}}, nil
+	case review.GrantIfKeyKept:
 		if ans, err := s.keyLapsed(ctx, tx, row, op, dest, now, req.Actor); err != nil || ans.refused != nil {
 			return ans, err
 		}
@@ -147,13 +140,13 @@ func (s *Store) startAttemptTx(ctx context.Context, tx *sqlx.Tx, req AttemptRequ
 	return attemptAnswer{grant: g}, nil
 }
 
-// endBudget moves op, out of attempts or past its deadline while no effect
-// can be pending, to where review.BudgetEnded says, audited, and refuses
-// the attempt: failed, or ambiguous when an earlier attempt whose effect
-// is unknown means the budget ending proves nothing.
-func (s *Store) endBudget(ctx context.Context, tx *sqlx.Tx, row *opRow, op *review.Operation, actor string) (attemptAnswer, error) {
+// endBudget moves op, out of attempts or past its deadline (g) while no
+// effect can be pending, to where review.BudgetEnded says, audited, and
+// refuses the attempt: failed, or ambiguous when an earlier attempt whose
+// effect is unknown means the budget ending proves nothing.
+func (s *Store) endBudget(ctx context.Context, tx *sqlx.Tx, row *opRow, op *review.Operation, g review.Grantability, actor string) (attemptAnswer, error) {
 	reason := "the deadline has passed"
-	if op.AttemptCount >= op.MaxAttempts {
+	if g == review.GrantAttemptsSpent {
 		reason = "the attempt budget is exhausted"
 	}
 	to, action, detail := review.Failed, "operation.failed", map[string]any(nil)
@@ -173,8 +166,8 @@ func (s *Store) endBudget(ctx context.Context, tx *sqlx.Tx, row *opRow, op *revi
 	return attemptAnswer{refused: &review.NotAttemptableError{Operation: op}}, nil
 }
 
-// keyLapsed checks a retry of an idempotent_write to a destination that
-// forgets keys (review.RetryNeedsReconcile): when the key may be forgotten
+// keyLapsed checks a retry review.Grantable grants only if the destination
+// still knows its key (review.RetryNeedsReconcile): when the key may be forgotten
 // and an earlier attempt may have had its effect, op moves to ambiguous
 // and the attempt is refused; otherwise the answer is empty.
 func (s *Store) keyLapsed(ctx context.Context, tx *sqlx.Tx, row *opRow, op *review.Operation, dest review.Destination, now time.Time, actor string) (attemptAnswer, error) {

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/jmoiron/sqlx"
+
+	"github.com/limbo-dev/limbo/review"
 )
 
 // AuditEvent is one append-only record of a state change, decision, login
@@ -72,6 +74,17 @@ func detailJSON(v any) string {
 		return "{}"
 	}
 	return string(b)
+}
+
+// plannedEvent is e, an event a review plan records, as actor's at at on
+// tenant's operation opID.
+func plannedEvent(e review.PlannedEvent, at time.Time, actor, tenant, opID string) *AuditEvent {
+	var detail any
+	if e.Detail != nil {
+		detail = e.Detail
+	}
+	return &AuditEvent{At: at, Actor: actor, Tenant: tenant, OperationID: opID, Action: e.Action,
+		FromState: string(e.From), ToState: string(e.To), Detail: detailJSON(detail)}
 }
 
 const (

@@ -140,12 +140,7 @@ func (s *Store) Seal(ctx context.Context) (*Checkpoint, error) {
 			return nil, nil
 		}
 	}
-	var out *Checkpoint
-	err := s.WithTx(ctx, func(tx *sqlx.Tx) error {
-		var err error
-		out, err = s.sealTx(ctx, tx, now)
-		return err
-	})
+	out, err := inTx(ctx, s, func(tx *sqlx.Tx) (*Checkpoint, error) { return s.sealTx(ctx, tx, now) })
 	if err != nil {
 		return nil, fmt.Errorf("store.Seal: %w", err)
 	}

@@ -34,13 +34,13 @@ func (s *Store) ExpireDeadlines(ctx context.Context) (int, error) {
 	}
 	n := 0
 	for _, d := range due {
-		err := s.WithTx(ctx, func(tx *sqlx.Tx) error {
+		expired, err := inTx(ctx, s, func(tx *sqlx.Tx) (bool, error) {
 			row, err := s.lockOperation(ctx, tx, d.Tenant, d.ID)
 			if err != nil {
-				return err
+				return false, err
 			}
 			if s.now().Before(row.Deadline) {
-				return nil
+				return false, nil
 			}
 			op := row.operation()
 			to, reason := review.Failed, "the deadline passed before the operation could run"
@@ -49,7 +49,7 @@ func (s *Store) ExpireDeadlines(ctx context.Context) (int, error) {
 			case review.RetryWait:
 				prior, err := s.loadPriorEffect(ctx, tx, op, op.AttemptCount+1)
 				if err != nil {
-					return err
+					return false, err
 				}
 				reason = "the deadline passed while waiting to retry"
 				if to = review.BudgetEnded(op.Risk, prior); to == review.Ambiguous {
@@ -59,13 +59,15 @@ func (s *Store) ExpireDeadlines(ctx context.Context) (int, error) {
 				to, reason = review.NeedsReview, "the deadline passed before the destination's job finished"
 			case review.Pending, review.AwaitingApproval:
 			default:
-				return nil // moved on meanwhile
+				return false, nil // moved on meanwhile
 			}
-			n++
-			return s.transition(ctx, tx, row, to, reason, "system:deadline-sweeper", "operation.deadline_expired", detail)
+			return true, s.transition(ctx, tx, row, to, reason, "system:deadline-sweeper", "operation.deadline_expired", detail)
 		})
 		if err != nil && !errors.Is(err, review.ErrConflict) && !errors.Is(err, review.ErrNotFound) {
 			return n, fmt.Errorf("store.ExpireDeadlines: %s: %w", d.ID, err)
+		}
+		if expired {
+			n++
 		}
 	}
 	return n, nil

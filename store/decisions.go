@@ -114,12 +114,7 @@ func (s *Store) Decide(ctx context.Context, req DecisionRequest) (*Decision, err
 	if err := review.ValidateDecision(req.Action, req.Ref, req.Compensation, req.Reason); err != nil {
 		return nil, err
 	}
-	var out *Decision
-	err := s.WithTx(ctx, func(tx *sqlx.Tx) error {
-		var err error
-		out, err = s.decideTx(ctx, tx, req)
-		return err
-	})
+	out, err := inTx(ctx, s, func(tx *sqlx.Tx) (*Decision, error) { return s.decideTx(ctx, tx, req) })
 	if err != nil {
 		return nil, s.decideError(ctx, req.CaseID, err)
 	}

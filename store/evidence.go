@@ -29,6 +29,7 @@ func (s *Store) AddEvidence(ctx context.Context, tenant, opID string, ev review.
 		}
 	}
 	err := s.WithTx(ctx, func(tx *sqlx.Tx) error {
+		ev := ev // each try starts from the evidence as submitted
 		row, err := s.lockOperation(ctx, tx, tenant, opID)
 		if err != nil {
 			return err

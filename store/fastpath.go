@@ -37,20 +37,23 @@ import (
 // errGuard: a fast write's guard matched nothing; the ordinary path decides.
 var errGuard = errors.New("store: fast path guard failed")
 
-// registerFast records a new operation with one statement. It returns nil
-// when the key already exists: the ordinary path compares intentions.
-func (s *Store) registerFast(ctx context.Context, r review.Registration, hash string, state review.State, reason string, now time.Time) (*review.Operation, error) {
+// registerFast persists p, a registration planned for a new key, with one
+// statement. It returns nil when the key already exists: the ordinary path
+// compares intentions (RegistrationPlan.ExistingKey). On PostgreSQL,
+// limbo_fast_batch writes the audit event's action and to-state itself;
+// they are p.Event's, which is hashed here.
+func (s *Store) registerFast(ctx context.Context, p *review.RegistrationPlan, now time.Time) (*review.Operation, error) {
+	r := &p.Registration
 	row := opRow{ID: newID("op_", now), Tenant: r.Tenant, Key: r.Key, SourceRef: r.SourceRef, LogicalVersion: r.LogicalVersion,
 		Action: r.Action, Destination: r.Destination, Risk: string(r.Risk), Flags: joinFlags(r.Flags), Payload: string(r.Payload),
-		PayloadHash: hash, State: string(state), StateReason: reason, Deadline: dbTime(*r.Deadline), MaxAttempts: *r.MaxAttempts,
+		PayloadHash: p.PayloadHash, State: string(p.State), StateReason: p.Reason, Deadline: dbTime(*r.Deadline), MaxAttempts: *r.MaxAttempts,
 		Version: 1, CreatedAt: now, UpdatedAt: now}
 	var budget any
 	if r.CostBudget != nil {
 		budget = *r.CostBudget
 		row.CostBudget = sql.NullFloat64{Float64: *r.CostBudget, Valid: true}
 	}
-	ev := &AuditEvent{At: now, Actor: r.Actor, Tenant: r.Tenant, OperationID: row.ID, Action: "operation.registered",
-		ToState: string(state), Detail: detailJSON(map[string]any{"key": r.Key, "payload_hash": hash, "risk": r.Risk, "reason": reason})}
+	ev := plannedEvent(p.Event, now, r.Actor, r.Tenant, row.ID)
 	var created bool
 	if s.engine == Postgres {
 		res, err := s.fast(ctx, "register", row.ID, row.Tenant, row.Key, row.SourceRef, row.LogicalVersion,
@@ -61,17 +64,18 @@ func (s *Store) registerFast(ctx context.Context, r review.Registration, hash st
 		}
 		created = res.Ops == 1
 	} else {
-		err := s.WithTx(ctx, func(tx *sqlx.Tx) error {
+		var err error
+		created, err = inTx(ctx, s, func(tx *sqlx.Tx) (bool, error) {
 			res, err := s.exec(ctx, tx, insertOperation, row.ID, row.Tenant, row.Key, row.SourceRef, row.LogicalVersion,
 				row.Action, row.Destination, row.Risk, row.Flags, row.Payload, row.PayloadHash, row.State, row.StateReason,
 				row.Deadline, row.MaxAttempts, budget, now, now)
 			if err != nil {
-				return err
+				return false, err
 			}
-			if created = rowsAffected(res) == 1; !created {
-				return nil
+			if rowsAffected(res) != 1 {
+				return false, nil
 			}
-			return s.appendEvent(ctx, tx, ev)
+			return true, s.appendEvent(ctx, tx, ev)
 		})
 		if err != nil {
 			return nil, err
@@ -95,11 +99,9 @@ func (s *Store) startAttemptFast(ctx context.Context, req AttemptRequest) (g *Gr
 	op, now := sn.op, s.now()
 	n := op.AttemptCount + 1
 	dest := s.cfg.Destination(op.Destination)
-	if !op.State.Attemptable() || op.AttemptCount >= op.MaxAttempts || !now.Before(op.Deadline) ||
-		(op.NextAttemptAt != nil && now.Before(*op.NextAttemptAt)) || limitsApply(dest, n, req) ||
-		(n > 1 && op.Risk == review.RiskIdempotentWrite && dest.KeyRetention > 0) {
-		// A refusal, a wait, a limit, or a retry whose key the destination
-		// may have forgotten: the ordinary path says which.
+	if review.Grantable(op, dest, now) != review.GrantNow || limitsApply(dest, n, req) {
+		// A refusal, a wait, a retry whose key the destination may have
+		// forgotten, or a limit: the ordinary path says which.
 		return nil, false, nil
 	}
 	g, reason, ev := newGrant(op, n, dest, req, now)
@@ -231,7 +233,7 @@ func (s *Store) decideOutcomeFast(tenant, opID string, n int, o review.Outcome, 
 // writeOutcomeFast writes p guarded by the snapshot's versions (errGuard
 // when they no longer match): one statement on PostgreSQL, a short
 // transaction of the same statements on SQLite. It returns the evidence id.
-func (s *Store) writeOutcomeFast(ctx context.Context, p *fastOutcome) (evID int64, err error) {
+func (s *Store) writeOutcomeFast(ctx context.Context, p *fastOutcome) (int64, error) {
 	op, o, d, now, n := p.op, p.o, p.d, p.now, p.n
 	if s.engine == Postgres {
 		var verdict, note string
@@ -247,34 +249,32 @@ func (s *Store) writeOutcomeFast(ctx context.Context, p *fastOutcome) (evID int6
 		}
 		return r.EvidenceID, err
 	}
-	err = s.WithTx(ctx, func(tx *sqlx.Tx) error {
-		evID = 0
+	return inTx(ctx, s, func(tx *sqlx.Tx) (evID int64, err error) {
 		res, err := s.exec(ctx, tx, updateOpOutcome, string(d.State), d.Reason, o.Cost, p.retryAt, p.resRef, p.resKind, p.resVersion,
 			p.bump, now, op.ID, op.Version, p.sn.detailVersion)
 		if err != nil {
-			return err
+			return 0, err
 		}
 		if rowsAffected(res) != 1 {
-			return errGuard
+			return 0, errGuard
 		}
 		if res, err = s.exec(ctx, tx, finishAttempt, now, string(o.Result), string(o.Phase), o.HTTPStatus, o.ProviderCode,
 			o.ProviderRequestID, o.RetryAfter, o.Cost, string(d.Next), d.Reason, p.retryAt, p.hash, op.ID, n, op.Attempts[p.ai].Generation); err != nil {
-			return fmt.Errorf("finish attempt: %w", err)
+			return 0, fmt.Errorf("finish attempt: %w", err)
 		}
 		if rowsAffected(res) != 1 {
-			return errGuard
+			return 0, errGuard
 		}
 		if p.ev != nil {
 			if res, err = s.exec(ctx, tx, insertEvidence, op.ID, string(p.ev.Source), p.ev.Authoritative, p.cands, string(p.ev.Verdict), p.ev.Note, now); err != nil {
-				return fmt.Errorf("insert evidence: %w", err)
+				return 0, fmt.Errorf("insert evidence: %w", err)
 			}
 			if evID, err = res.LastInsertId(); err != nil {
-				return err
+				return 0, err
 			}
 		}
-		return s.appendEvent(ctx, tx, p.audit)
+		return evID, s.appendEvent(ctx, tx, p.audit)
 	})
-	return evID, err
 }
 
 // afterOutcomeFast is p written: the snapshot moved on, and the answer.

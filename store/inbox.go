@@ -36,43 +36,41 @@ ON CONFLICT (source, event_id) DO NOTHING`
 // probe now. duplicate reports an event id already seen. An operation that
 // does not exist at that destination is review.ErrNotFound.
 func (s *Store) Inbound(ctx context.Context, ev InboundEvent) (duplicate bool, err error) {
-	err = s.WithTx(ctx, func(tx *sqlx.Tx) error {
-		duplicate = false
+	duplicate, err = inTx(ctx, s, func(tx *sqlx.Tx) (bool, error) {
 		var tenant string
 		err := tx.GetContext(ctx, &tenant, s.rebind(selectOpTenant), ev.OperationID, ev.Source)
 		if errors.Is(err, sql.ErrNoRows) {
-			return review.ErrNotFound
+			return false, review.ErrNotFound
 		}
 		if err != nil {
-			return err // not "not found": the database may be down
+			return false, err // not "not found": the database may be down
 		}
 		now := s.now()
 		res, err := tx.ExecContext(ctx, s.rebind(insertInbox), ev.Source, ev.EventID, now, ev.OperationID, ev.Body)
 		if err != nil {
-			return err
+			return false, err
 		}
 		if k, _ := res.RowsAffected(); k == 0 {
-			duplicate = true
-			return nil
+			return true, nil
 		}
 		// Locked before the evidence is written, as on every other path.
 		row, err := s.lockOperation(ctx, tx, tenant, ev.OperationID)
 		if err != nil {
-			return err
+			return false, err
 		}
 		e := review.Evidence{Source: review.SourceWebhook, Verdict: review.VerdictInconclusive, Candidates: ev.Candidates,
 			ObservedAt: now, Note: "webhook " + ev.EventID + ": " + ev.Note}
 		if err := s.insertEvidence(ctx, tx, ev.OperationID, e); err != nil {
-			return err
+			return false, err
 		}
 		// Weighed with everything else: a webhook never confirms, but a
 		// pending or retry_wait operation it claims an effect for is
 		// reconciled before anything is repeated.
 		if err := s.weigh(ctx, tx, row, "webhook:"+ev.Source, map[string]any{"source": "webhook", "event_id": ev.EventID}); err != nil {
-			return err
+			return false, err
 		}
 		_, err = tx.ExecContext(ctx, s.rebind(triggerProbe), now, ev.OperationID)
-		return err
+		return false, err
 	})
 	if err != nil && !errors.Is(err, review.ErrNotFound) {
 		return false, fmt.Errorf("store.Inbound: %w", err)

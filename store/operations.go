@@ -111,18 +111,14 @@ ON CONFLICT (case_id, payload_hash) DO NOTHING`
 // with a different payload or intention is a *review.PayloadMismatchError.
 func (s *Store) Register(ctx context.Context, r review.Registration) (op *review.Operation, created bool, err error) {
 	now := s.now()
-	if err := r.Normalize(now); err != nil {
+	p, err := review.PlanRegistration(r, s.cfg, now)
+	if err != nil {
 		return nil, false, err
 	}
-	hash := review.PayloadHash(r.Payload)
-	state, reason := review.Pending, "registered"
-	if s.cfg.Destination(r.Destination).RequiresApproval(r.Action) {
-		state, reason = review.AwaitingApproval, "the action requires approval before any attempt"
-	}
-	if err := s.knownTenant(ctx, r.Tenant, now); err != nil {
+	if err := s.knownTenant(ctx, p.Registration.Tenant, now); err != nil {
 		return nil, false, fmt.Errorf("store.Register: %w", err)
 	}
-	if op, err := s.registerFast(ctx, r, hash, state, reason, now); err != nil || op != nil {
+	if op, err := s.registerFast(ctx, p, now); err != nil || op != nil {
 		if err != nil {
 			return nil, false, fmt.Errorf("store.Register: %w", err)
 		}
@@ -133,45 +129,56 @@ func (s *Store) Register(ctx context.Context, r review.Registration) (op *review
 	// The key exists (registerFast's insert met it, committed: rows are
 	// never deleted): compare intentions, and record a refusal with its case
 	// in one transaction.
-	var mismatch *review.PayloadMismatchError
-	err = s.WithTx(ctx, func(tx *sqlx.Tx) error {
-		mismatch = nil
-		// Locked: concurrent refusals under one key queue here, so the
-		// second finds the first one's case and joins it.
-		q := selectOperationByKey
-		if s.engine == Postgres {
-			q += " FOR UPDATE"
-		}
-		var row opRow
-		if err := s.get(ctx, tx, &row, q, r.Tenant, r.Key); err != nil {
-			return fmt.Errorf("select existing: %w", err)
-		}
-		op = row.operation()
-		if diff := r.SameIntention(op, hash); len(diff) > 0 {
-			// Refused, but a person must know: the same key arrived with a
-			// different payload. The case is committed with the refusal.
-			mismatch = &review.PayloadMismatchError{Operation: op, Fields: diff}
-			if err := s.appendEvent(ctx, tx, &AuditEvent{At: now, Actor: r.Actor, Tenant: r.Tenant, OperationID: op.ID,
-				Action: "operation.payload_mismatch", Detail: detailJSON(map[string]any{"fields": diff, "payload_hash": hash})}); err != nil {
-				return err
-			}
-			c, err := s.openCase(ctx, tx, op.ID, op.Tenant, []review.Reason{review.ReasonPayloadMismatch}, r.Actor)
-			if err != nil {
-				return err
-			}
-			_, err = tx.ExecContext(ctx, s.rebind(insertRejectedPayload), c.ID, hash, string(r.Payload), now)
-			return err
-		}
-		return nil
-	})
-	if err == nil && mismatch != nil {
-		return nil, false, mismatch
-	}
+	taken, err := inTx(ctx, s, func(tx *sqlx.Tx) (keyTaken, error) { return s.registerTakenTx(ctx, tx, p, now) })
 	if err != nil {
 		return nil, false, fmt.Errorf("store.Register: %w", err)
 	}
-	op, err = s.loadDetails(ctx, s.db, op)
+	if taken.plan.Mismatch != nil {
+		return nil, false, taken.plan.Mismatch
+	}
+	op, err = s.loadDetails(ctx, s.db, taken.op)
 	return op, false, err
+}
+
+// keyTaken is the operation holding a registration's key, and what the
+// registration does about it.
+type keyTaken struct {
+	op   *review.Operation
+	plan review.KeyTakenPlan
+}
+
+// registerTakenTx reads the operation holding p's key under its lock, asks
+// p what to do about it, and persists that: nothing for the same
+// intention; for another, the audited refusal, its case and the refused
+// payload.
+func (s *Store) registerTakenTx(ctx context.Context, tx *sqlx.Tx, p *review.RegistrationPlan, now time.Time) (keyTaken, error) {
+	r := &p.Registration
+	// Locked: concurrent refusals under one key queue here, so the
+	// second finds the first one's case and joins it.
+	q := selectOperationByKey
+	if s.engine == Postgres {
+		q += " FOR UPDATE"
+	}
+	var row opRow
+	if err := s.get(ctx, tx, &row, q, r.Tenant, r.Key); err != nil {
+		return keyTaken{}, fmt.Errorf("select existing: %w", err)
+	}
+	op := row.operation()
+	kp := p.ExistingKey(op)
+	if kp.Mismatch == nil {
+		return keyTaken{op: op, plan: kp}, nil
+	}
+	if err := s.appendEvent(ctx, tx, plannedEvent(kp.Event, now, r.Actor, r.Tenant, op.ID)); err != nil {
+		return keyTaken{}, err
+	}
+	c, err := s.openCase(ctx, tx, op.ID, op.Tenant, kp.CaseReasons, r.Actor)
+	if err != nil {
+		return keyTaken{}, err
+	}
+	if _, err := tx.ExecContext(ctx, s.rebind(insertRejectedPayload), c.ID, p.PayloadHash, string(r.Payload), now); err != nil {
+		return keyTaken{}, err
+	}
+	return keyTaken{op: op, plan: kp}, nil
 }
 
 // knownTenant makes sure the tenant exists, asking the database once per

@@ -205,9 +205,7 @@ func (s *Store) ClaimDeliveries(ctx context.Context, owner string, n int, lease 
 	if now := s.now(); s.sel(ctx, nil, &probe, selectDueDeliveries, now, now, 1) == nil && len(probe) == 0 {
 		return nil, nil // nothing due: no write transaction (see Store.claim)
 	}
-	var claims []DeliveryClaim
-	err := s.WithTx(ctx, func(tx *sqlx.Tx) error {
-		claims = claims[:0]
+	claims, err := inTx(ctx, s, func(tx *sqlx.Tx) ([]DeliveryClaim, error) {
 		now := s.now()
 		q := selectDueDeliveries
 		if s.engine == Postgres {
@@ -218,30 +216,31 @@ func (s *Store) ClaimDeliveries(ctx context.Context, owner string, n int, lease 
 			DisabledAt *time.Time `db:"disabled_at"`
 		}
 		if err := tx.SelectContext(ctx, &due, s.rebind(q), now, now, n); err != nil {
-			return err
+			return nil, err
 		}
+		var claims []DeliveryClaim
 		for _, m := range due {
 			if m.DisabledAt != nil {
 				if _, err := tx.ExecContext(ctx, s.rebind(failDisabledDelivery), m.ID, now); err != nil {
-					return err
+					return nil, err
 				}
 				continue
 			}
 			res, err := tx.ExecContext(ctx, s.rebind(claimDelivery), owner, now.Add(lease), m.ID, now)
 			if err != nil {
-				return err
+				return nil, err
 			}
 			if k, _ := res.RowsAffected(); k != 1 {
 				continue
 			}
 			var c DeliveryClaim
 			if err := tx.GetContext(ctx, &c, s.rebind(selectClaimedDelivery), m.ID); err != nil {
-				return err
+				return nil, err
 			}
 			c.CreatedAt = c.CreatedAt.UTC()
 			claims = append(claims, c)
 		}
-		return nil
+		return claims, nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("store.ClaimDeliveries: %w", err)
@@ -261,8 +260,7 @@ func (s *Store) ClaimDeliveries(ctx context.Context, owner string, n int, lease 
 // lease while another claimed the message gets ErrDeliveryFenced and
 // writes nothing.
 func (s *Store) CompleteDelivery(ctx context.Context, c DeliveryClaim, statusCode int, sendErr error, took time.Duration) (*OutboxMessage, error) {
-	var out OutboxMessage
-	err := s.WithTx(ctx, func(tx *sqlx.Tx) error {
+	out, err := inTx(ctx, s, func(tx *sqlx.Tx) (*OutboxMessage, error) {
 		now := s.now()
 		n := c.Attempts + 1
 		// The class and a fixed message, never sendErr's text: that would
@@ -281,7 +279,7 @@ func (s *Store) CompleteDelivery(ctx context.Context, c DeliveryClaim, statusCod
 		} else {
 			var disabled *time.Time
 			if err := tx.GetContext(ctx, &disabled, s.rebind(selectEndpointDisabled), c.EndpointID); err != nil {
-				return err
+				return nil, err
 			}
 			status, next = OutboxPending, dbTime(now.Add(webhookBackoff(n, s.Float64())))
 			switch {
@@ -295,16 +293,20 @@ func (s *Store) CompleteDelivery(ctx context.Context, c DeliveryClaim, statusCod
 		res, err := tx.ExecContext(ctx, s.rebind(completeDelivery), status, next, statusCode, errText, deliveredAt,
 			c.ID, c.Owner, c.Generation)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if k, _ := res.RowsAffected(); k != 1 {
-			return ErrDeliveryFenced
+			return nil, ErrDeliveryFenced
 		}
 		if _, err := tx.ExecContext(ctx, s.rebind(insertDelivery), newID("dlv_", now), c.ID, c.EndpointID, c.Tenant, n, now,
 			statusCode, string(class), errText, took.Milliseconds()); err != nil {
-			return err
+			return nil, err
 		}
-		return tx.GetContext(ctx, &out, s.rebind(selectOutboxMessage), c.ID)
+		var m OutboxMessage
+		if err := tx.GetContext(ctx, &m, s.rebind(selectOutboxMessage), c.ID); err != nil {
+			return nil, err
+		}
+		return &m, nil
 	})
 	if err != nil {
 		if errors.Is(err, ErrDeliveryFenced) {
@@ -313,7 +315,7 @@ func (s *Store) CompleteDelivery(ctx context.Context, c DeliveryClaim, statusCod
 		return nil, fmt.Errorf("store.CompleteDelivery: %w", err)
 	}
 	out.fill()
-	return &out, nil
+	return out, nil
 }
 
 // webhookBackoff is the wait after the n-th failed try: the nominal

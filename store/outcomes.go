@@ -87,23 +87,19 @@ func (s *Store) RecordOutcome(ctx context.Context, tenant, opID string, n int, o
 	}
 	s.fastMisses.Add(1)
 	s.snaps.drop(opID) // GetOperation below takes a new one
-	var res *OutcomeResult
-	var refused error
-	err := s.WithTx(ctx, func(tx *sqlx.Tx) error {
-		res, refused = nil, nil
+	ans, err := inTx(ctx, s, func(tx *sqlx.Tx) (outcomeAnswer, error) {
 		row, err := s.lockOperation(ctx, tx, tenant, opID)
 		if err != nil {
-			return err
+			return outcomeAnswer{}, err
 		}
 		att, err := s.selectAttempt(ctx, tx, opID, n)
 		if err != nil {
-			return err
+			return outcomeAnswer{}, err
 		}
 		var why, told string
 		switch {
 		case att.FinishedAt != nil && att.OutcomeHash == hash:
-			res = &OutcomeResult{Next: att.Next, RetryAt: att.RetryAt, Reason: att.NextReason, Unchanged: true}
-			return nil
+			return outcomeAnswer{res: &OutcomeResult{Next: att.Next, RetryAt: att.RetryAt, Reason: att.NextReason, Unchanged: true}}, nil
 		case att.FinishedAt != nil && att.Result == review.ResultUnknown:
 			why = "after it was closed"
 			told = fmt.Sprintf("attempt %d was closed before this report (%s)", n, att.NextReason)
@@ -116,18 +112,17 @@ func (s *Store) RecordOutcome(ctx context.Context, tenant, opID string, n int, o
 			why = "after the operation moved on"
 			told = fmt.Sprintf("attempt %d was superseded: the operation moved on (%s) before this report", n, row.State)
 			if err := s.closeAttempt(ctx, tx, row, n, "superseded: the operation moved on before its outcome", actor); err != nil {
-				return err
+				return outcomeAnswer{}, err
 			}
 		default:
-			res, err = s.applyOutcome(ctx, tx, row, att, o, hash, actor)
-			return err
+			res, err := s.applyOutcome(ctx, tx, row, att, o, hash, actor)
+			return outcomeAnswer{res: res}, err
 		}
 		if err := s.keepLateReport(ctx, tx, row, n, o, why, actor); err != nil {
-			return err
+			return outcomeAnswer{}, err
 		}
-		refused = &review.OutcomeConflictError{Operation: row.operation(),
-			Reason: fmt.Sprintf("%s; the operation is %s. The report is kept as evidence", told, row.State)}
-		return nil
+		return outcomeAnswer{refused: &review.OutcomeConflictError{Operation: row.operation(),
+			Reason: fmt.Sprintf("%s; the operation is %s. The report is kept as evidence", told, row.State)}}, nil
 	})
 	if err != nil {
 		if errors.Is(err, review.ErrNotFound) || errors.Is(err, review.ErrConflict) || errors.Is(err, review.ErrInvalidTransition) {
@@ -135,13 +130,22 @@ func (s *Store) RecordOutcome(ctx context.Context, tenant, opID string, n int, o
 		}
 		return nil, fmt.Errorf("store.RecordOutcome: %w", err)
 	}
-	if refused != nil {
-		return nil, refused
+	if ans.refused != nil {
+		return nil, ans.refused
 	}
+	res := ans.res
 	if res.Operation, err = s.GetOperation(ctx, tenant, opID, ""); err != nil {
 		return nil, err
 	}
 	return res, nil
+}
+
+// outcomeAnswer is the ordinary path's answer to a report: the result, or
+// why it was refused (a *review.OutcomeConflictError). A refusal is not an
+// error of the transaction: the late report it keeps as evidence commits.
+type outcomeAnswer struct {
+	res     *OutcomeResult
+	refused error
 }
 
 // applyOutcome closes an open attempt with o, moves the operation where
@@ -378,27 +382,29 @@ func (s *Store) SweepLeases(ctx context.Context) (int, error) {
 	}
 	closed := 0
 	for _, e := range expired {
-		err := s.WithTx(ctx, func(tx *sqlx.Tx) error {
+		swept, err := inTx(ctx, s, func(tx *sqlx.Tx) (bool, error) {
 			row, err := s.lockOperation(ctx, tx, e.Tenant, e.OperationID)
 			if err != nil {
-				return err
+				return false, err
 			}
 			att, err := s.selectAttempt(ctx, tx, e.OperationID, e.N)
 			if err != nil {
-				return err
+				return false, err
 			}
 			if att.FinishedAt != nil || att.LeaseExpiresAt.After(s.now()) {
-				return nil // reported meanwhile
+				return false, nil // reported meanwhile
 			}
 			o := review.LeaseExpired()
 			if _, err := s.applyOutcome(ctx, tx, row, att, o, OutcomeHash(o), "system:lease-sweeper"); err != nil {
-				return err
+				return false, err
 			}
-			closed++
-			return nil
+			return true, nil
 		})
 		if err != nil && !errors.Is(err, review.ErrConflict) {
 			return closed, fmt.Errorf("store.SweepLeases: %s/%d: %w", e.OperationID, e.N, err)
+		}
+		if swept {
+			closed++
 		}
 	}
 	return closed, nil

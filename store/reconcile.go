@@ -102,29 +102,27 @@ func (s *Store) claimDue(ctx context.Context, due, skipLocked string, args []any
 	if len(probe) == 0 {
 		return nil, nil
 	}
-	var ids []string
-	err := s.WithTx(ctx, func(tx *sqlx.Tx) error {
-		ids = ids[:0]
+	return inTx(ctx, s, func(tx *sqlx.Tx) ([]string, error) {
 		q := due
 		if s.engine == Postgres {
 			q = skipLocked
 		}
 		var listed []string
 		if err := tx.SelectContext(ctx, &listed, s.rebind(q), append(slices.Clone(args), n)...); err != nil {
-			return err
+			return nil, err
 		}
+		var ids []string
 		for _, id := range listed {
 			res, err := tx.ExecContext(ctx, s.rebind(claim), claimArgs(id)...)
 			if err != nil {
-				return err
+				return nil, err
 			}
 			if k, _ := res.RowsAffected(); k == 1 {
 				ids = append(ids, id)
 			}
 		}
-		return nil
+		return ids, nil
 	})
-	return ids, err
 }
 
 // ApplySettlement completes a reconciliation round: records every probe's

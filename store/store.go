@@ -249,7 +249,9 @@ func (s *Store) Float64() float64 {
 
 // WithTx runs fn in a transaction: committed when fn returns nil, rolled
 // back otherwise. The rollback ignores ctx cancellation so a cancelled
-// request never leaves a transaction open.
+// request never leaves a transaction open. A serialisation failure or a
+// busy database runs fn again, from the start: a closure that produces
+// results returns them through inTx instead of writing captured variables.
 func (s *Store) WithTx(ctx context.Context, fn func(tx *sqlx.Tx) error) error {
 	if s.engine == SQLite {
 		s.writeMu.Lock()
@@ -265,6 +267,29 @@ func (s *Store) WithTx(ctx context.Context, fn func(tx *sqlx.Tx) error) error {
 		}
 		return err
 	}
+}
+
+// inTx runs fn in a transaction as WithTx does, retried the same way, and
+// returns what fn returned on the try that committed. A closure hands its
+// results back rather than writing variables it captured: a failed try's
+// results are dropped with it, so a retry can neither double what a
+// closure accumulates nor leave a stale value behind. On an error the
+// result is T's zero value.
+func inTx[T any](ctx context.Context, s *Store, fn func(tx *sqlx.Tx) (T, error)) (T, error) {
+	var out T
+	err := s.WithTx(ctx, func(tx *sqlx.Tx) error {
+		v, err := fn(tx)
+		if err != nil {
+			return err
+		}
+		out = v
+		return nil
+	})
+	if err != nil {
+		var zero T
+		return zero, err
+	}
+	return out, nil
 }
 
 func (s *Store) withTxOnce(ctx context.Context, fn func(tx *sqlx.Tx) error) error {

@@ -217,14 +217,12 @@ func (s *Store) GetWebhookEndpoint(ctx context.Context, id string, scope []strin
 // RevealWebhookSecret returns an endpoint's signing secret to by, an
 // admin of its tenant, and audits that they saw it.
 func (s *Store) RevealWebhookSecret(ctx context.Context, by review.Principal, id string) (string, error) {
-	var secret string
-	err := s.WithTx(ctx, func(tx *sqlx.Tx) error {
+	secret, err := inTx(ctx, s, func(tx *sqlx.Tx) (string, error) {
 		ep, err := s.administeredEndpoint(ctx, tx, by, id)
 		if err != nil {
-			return err
+			return "", err
 		}
-		secret = ep.Secret
-		return s.appendEvent(ctx, tx, &AuditEvent{Actor: by.Name, Tenant: ep.Tenant, Action: "webhook.secret_revealed",
+		return ep.Secret, s.appendEvent(ctx, tx, &AuditEvent{Actor: by.Name, Tenant: ep.Tenant, Action: "webhook.secret_revealed",
 			Detail: detailJSON(map[string]any{"endpoint_id": ep.ID})})
 	})
 	if err != nil {
