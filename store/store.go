@@ -61,7 +61,17 @@ type Options struct {
 	// AuditSealMax: the sealer writes a checkpoint at least this often, even
 	// when idle (0: DefaultSealMax). Each checkpoint records it.
 	AuditSealMax time.Duration
+	// MaxConns bounds the connection pool, open and idle alike (0: the
+	// defaults, DefaultMaxConnsPostgres and DefaultMaxConnsSQLite). Several
+	// stores sharing one PostgreSQL server, tests among them, set it small.
+	MaxConns int
 }
+
+// The pool sizes a store uses when Options.MaxConns is zero.
+const (
+	DefaultMaxConnsPostgres = 32
+	DefaultMaxConnsSQLite   = 8
+)
 
 // Store is Limbo's persistence. Safe for concurrent use.
 type Store struct {
@@ -125,14 +135,17 @@ func Open(ctx context.Context, dbURL string, opt Options) (*Store, error) {
 	if s.sealMax <= 0 {
 		s.sealMax = DefaultSealMax
 	}
+	if opt.MaxConns < 0 {
+		return nil, fmt.Errorf("store.Open: MaxConns must not be negative, got %d", opt.MaxConns)
+	}
 	var err error
 	switch {
 	case strings.HasPrefix(dbURL, "sqlite:"):
 		s.engine = SQLite
-		s.db, err = openSQLite(ctx, strings.TrimPrefix(dbURL, "sqlite:"))
+		s.db, err = openSQLite(ctx, strings.TrimPrefix(dbURL, "sqlite:"), poolSize(opt.MaxConns, DefaultMaxConnsSQLite))
 	case strings.HasPrefix(dbURL, "postgres://"), strings.HasPrefix(dbURL, "postgresql://"):
 		s.engine = Postgres
-		s.db, err = openPostgres(ctx, dbURL)
+		s.db, err = openPostgres(ctx, dbURL, poolSize(opt.MaxConns, DefaultMaxConnsPostgres))
 	default:
 		return nil, fmt.Errorf("store.Open: database URL must start with sqlite: or postgres://, got %q", redact(dbURL))
 	}
@@ -142,7 +155,15 @@ func Open(ctx context.Context, dbURL string, opt Options) (*Store, error) {
 	return s, nil
 }
 
-func openSQLite(ctx context.Context, path string) (*sqlx.DB, error) {
+// poolSize is Options.MaxConns, or def when it is zero.
+func poolSize(maxConns, def int) int {
+	if maxConns > 0 {
+		return maxConns
+	}
+	return def
+}
+
+func openSQLite(ctx context.Context, path string, maxConns int) (*sqlx.DB, error) {
 	if path == "" {
 		return nil, errors.New("store.Open: sqlite: needs a file path")
 	}
@@ -161,7 +182,8 @@ func openSQLite(ctx context.Context, path string) (*sqlx.DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store.Open: %w", err)
 	}
-	db.SetMaxOpenConns(8)
+	db.SetMaxOpenConns(maxConns)
+	db.SetMaxIdleConns(maxConns)
 	var mode string
 	if err := db.GetContext(ctx, &mode, "PRAGMA journal_mode"); err != nil {
 		db.Close()
@@ -179,13 +201,13 @@ func openSQLite(ctx context.Context, path string) (*sqlx.DB, error) {
 	return db, nil
 }
 
-func openPostgres(ctx context.Context, dbURL string) (*sqlx.DB, error) {
+func openPostgres(ctx context.Context, dbURL string, maxConns int) (*sqlx.DB, error) {
 	db, err := sqlx.Open("postgres", dbURL)
 	if err != nil {
 		return nil, fmt.Errorf("store.Open: %w", err)
 	}
-	db.SetMaxOpenConns(32)
-	db.SetMaxIdleConns(32)
+	db.SetMaxOpenConns(maxConns)
+	db.SetMaxIdleConns(maxConns)
 	var sc string
 	if err := db.GetContext(ctx, &sc, "SHOW synchronous_commit"); err != nil {
 		db.Close()
