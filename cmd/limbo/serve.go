@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -85,9 +86,20 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	anchorDir := fs.String("audit-anchor", envOr("LIMBO_AUDIT_ANCHOR", ""),
 		"copy every signed audit checkpoint to this directory, outside the database (env LIMBO_AUDIT_ANCHOR; or audit.anchor_dir)")
 	sealMax := fs.Duration("audit-seal-max", 0, "write an audit checkpoint at least this often, even when idle (default 60s, or audit.seal_max; at least 2s)")
+	maxConns := fs.Int("db-max-conns", 0, "at most this many database connections, open or idle (env LIMBO_DB_MAX_CONNS; default 0: PostgreSQL 32, SQLite 8)")
 	proxies := fs.String("trusted-proxies", envOr("LIMBO_TRUSTED_PROXIES", ""), "comma-separated CIDR ranges of the reverse proxies whose X-Forwarded-For names the client, e.g. 10.0.0.0/8; overrides trusted_proxies in --config; without either, forwarding headers are ignored (env LIMBO_TRUSTED_PROXIES)")
+	if v := os.Getenv("LIMBO_DB_MAX_CONNS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			return fmt.Errorf("serve: LIMBO_DB_MAX_CONNS must be a number, got %q", v)
+		}
+		*maxConns = n // the flag, parsed next, overrides it
+	}
 	if err := parse(fs, args); err != nil {
 		return err
+	}
+	if *maxConns < 0 {
+		return fmt.Errorf("serve: --db-max-conns must not be negative")
 	}
 	if *idle <= 0 || *maxAge <= 0 || *idle > *maxAge {
 		return fmt.Errorf("serve: --session-idle and --session-max must be positive, idle no longer than max")
@@ -113,7 +125,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 		defer sandboxDemo.close()
 	}
-	st, err := openStore(ctx, s.DB, store.Options{Config: cfg, AuditKey: audit.key.key, AuditSealMax: audit.sealMax})
+	st, err := openStore(ctx, s.DB, store.Options{Config: cfg, AuditKey: audit.key.key, AuditSealMax: audit.sealMax, MaxConns: *maxConns})
 	if err != nil {
 		return err
 	}
