@@ -239,7 +239,7 @@ func TestBenchCommand(t *testing.T) {
 func benchServerForTest(t *testing.T, e store.Engine) (*store.Store, *benchServer) {
 	t.Helper()
 	ctx := context.Background()
-	st, err := openStore(ctx, storetest.URL(t, e), store.Options{AuditKey: storetest.AuditKey})
+	st, err := openStore(ctx, storetest.URL(t, e), store.Options{AuditKey: storetest.AuditKey, MaxConns: storetest.MaxConns})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -93,6 +93,10 @@ type chaosOptions struct {
 	ConfirmWindow time.Duration
 	// Log receives Limbo's, the sandbox's and the integrations' logs.
 	Log *slog.Logger
+
+	// DBMaxConns bounds the store's connection pool (store.Options
+	// MaxConns; 0: the default). Tests keep it small.
+	DBMaxConns int
 }
 
 func cmdChaos(ctx context.Context, args []string, stdout, stderr io.Writer) (int, error) {
@@ -230,7 +234,7 @@ func runChaos(ctx context.Context, o chaosOptions) (*chaosSummary, error) {
 	}
 	// A key of the run's own, and an anchor directory, so I5 checks the
 	// trail as `limbo audit verify --anchor` would.
-	st, err := openStore(ctx, o.DB, store.Options{Config: cfg, AuditKey: newAuditKey()})
+	st, err := openStore(ctx, o.DB, store.Options{Config: cfg, AuditKey: newAuditKey(), MaxConns: o.DBMaxConns})
 	if err != nil {
 		return nil, err
 	}

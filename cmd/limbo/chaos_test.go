@@ -43,7 +43,7 @@ func TestChaos(t *testing.T) {
 				Sandbox: sandbox.Options{Loss: 0.30, RateLimited: 0.10, Unavailable: 0.05, ErrorAfterCommit: 0.05,
 					SearchLag: 2 * time.Second, Seed: seed},
 				Ops: ops, Integrators: 4, Workers: 8, Kills: 2,
-				DB: storetest.URL(t, engine), Settle: budget / 2,
+				DB: storetest.URL(t, engine), DBMaxConns: storetest.MaxConns, Settle: budget / 2,
 			}
 			sum, logs := runChaosChecked(t, o, budget)
 			t.Logf("settled without a person: %.1f %% (target ≥ 95 %%; asserted ≥ %.0f %%)", 100*sum.SettledWithoutPerson, 100*minShare)
@@ -80,7 +80,7 @@ func TestChaosLyingLag(t *testing.T) {
 					SearchLag: 3 * time.Second, NoKeySupport: true, Seed: seed},
 				ConfiguredLag: time.Second,
 				Ops:           ops, Integrators: 4, Workers: 8, Kills: 2,
-				DB: storetest.URL(t, engine), Settle: budget / 2,
+				DB: storetest.URL(t, engine), DBMaxConns: storetest.MaxConns, Settle: budget / 2,
 			}
 			sum, logs := runChaosChecked(t, o, budget)
 			t.Logf("lying lag (real %s, configured %s): %d operations with several effects, %d late duplicates caught by the confirm window, %d open cases %v, settled without a person %.1f %%",
