@@ -203,7 +203,7 @@ func TestWritersOfTwoInstances(t *testing.T) {
 		var writers [2]*anchor.Writer
 		var logs logBuffer
 		for i := range stores {
-			st, err := store.Open(ctx, url, store.Options{Clock: clk.Now, AuditKey: storetest.AuditKey})
+			st, err := store.Open(ctx, url, store.Options{Clock: clk.Now, AuditKey: storetest.AuditKey, MaxConns: storetest.MaxConns})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -72,6 +72,8 @@ type Options struct {
 	ReconcileOps  int
 	ProbeDelay    time.Duration
 	Keep          bool
+	// DBMaxConns bounds the server's database pool (0: the store's default).
+	DBMaxConns int
 	// HTTPClient is the API clients' kind: clientLean (the default) or
 	// clientNetHTTP.
 	HTTPClient string
@@ -96,6 +98,7 @@ func (o *Options) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.ProbeDelay, "sandbox-delay", 50*time.Millisecond, "latency the sandbox adds to every call, probes included")
 	fs.StringVar(&o.CPUProfile, "cpuprofile", "", "write a CPU profile of the first timed API run to this file (go tool pprof)")
 	fs.StringVar(&o.HTTPClient, "http-client", clientLean, "the API clients: lean (HTTP/1.1 by the calling goroutine) or net/http (net/http.Client)")
+	fs.IntVar(&o.DBMaxConns, "db-max-conns", 0, "most database connections Limbo opens (0: 32 on PostgreSQL, 8 on SQLite)")
 	fs.BoolVar(&o.Keep, "keep", false, "keep the database (the temporary SQLite file, or the fresh PostgreSQL schema)")
 }
 
@@ -224,7 +227,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}
 	defer sb.close()
 	// Limbo as `limbo serve` runs it, every background loop included.
-	srv, err := startBenchServer(ctx, dbURL, sb.cfg, o.Log)
+	srv, err := startBenchServer(ctx, dbURL, o.DBMaxConns, sb.cfg, o.Log)
 	if err != nil {
 		return nil, err
 	}
@@ -329,8 +332,8 @@ type benchServer struct {
 	actor string
 }
 
-func startBenchServer(ctx context.Context, dbURL string, cfg *review.Config, log *slog.Logger) (*benchServer, error) {
-	a, err := app.New(ctx, app.Config{DB: dbURL, Addr: "127.0.0.1:0", Destinations: cfg,
+func startBenchServer(ctx context.Context, dbURL string, maxConns int, cfg *review.Config, log *slog.Logger) (*benchServer, error) {
+	a, err := app.New(ctx, app.Config{DB: dbURL, MaxConns: maxConns, Addr: "127.0.0.1:0", Destinations: cfg,
 		AuditKey: auditkey.New(), Owner: "limbo-bench/app", Log: log})
 	if err != nil {
 		return nil, err

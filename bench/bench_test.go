@@ -178,7 +178,7 @@ FROM attempts WHERE operation_id = ? ORDER BY n`)
 // server over it; both stop when the test ends.
 func benchServerForTest(t *testing.T, e store.Engine) (*store.Store, *benchServer) {
 	t.Helper()
-	srv, err := startBenchServer(context.Background(), storetest.URL(t, e), nil, nil)
+	srv, err := startBenchServer(context.Background(), storetest.URL(t, e), storetest.MaxConns, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -232,7 +232,7 @@ func TestBenchHTTPClients(t *testing.T) {
 func TestBenchRun(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, e store.Engine) {
 		db := storetest.URL(t, e)
-		args := []string{"--db", db, "--duration", "200ms", "--warmup", "0", "--concurrency", "2", "--rounds", "1",
+		args := []string{"--db", db, "--db-max-conns", "4", "--duration", "200ms", "--warmup", "0", "--concurrency", "2", "--rounds", "1",
 			"--reconcile-ops", "4", "--queue-ops", "200", "--queue-requests", "4"}
 		code, out, errOut := benchCLI(t, args...)
 		if code != 0 {

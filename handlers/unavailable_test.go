@@ -125,7 +125,7 @@ func TestDatabaseDown(t *testing.T) {
 	via := *direct
 	via.Host = proxy.addr
 	clk := storetest.NewClock(t0)
-	st, err := store.Open(ctx, via.String(), store.Options{Clock: clk.Now})
+	st, err := store.Open(ctx, via.String(), store.Options{Clock: clk.Now, MaxConns: storetest.MaxConns})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -70,7 +70,7 @@ func openAllowing(t *testing.T, u string, clk *storetest.Clock, allow string) *s
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := store.Open(t.Context(), u, store.Options{Config: cfg, Clock: clk.Now, Rand: fixedRand(0.5), Resolve: storetest.Resolver(nil)})
+	s, err := store.Open(t.Context(), u, store.Options{Config: cfg, Clock: clk.Now, Rand: fixedRand(0.5), Resolve: storetest.Resolver(nil), MaxConns: storetest.MaxConns})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -469,7 +469,7 @@ func TestConcurrentReconcilersNeverDoubleApply(t *testing.T) {
 		url := storetest.URL(t, e)
 		stores := make([]*store.Store, 2)
 		for i := range stores {
-			s, err := store.Open(b.ctx, url, store.Options{Config: b.cfg, Clock: b.clk.Now, AuditKey: storetest.AuditKey})
+			s, err := store.Open(b.ctx, url, store.Options{Config: b.cfg, Clock: b.clk.Now, AuditKey: storetest.AuditKey, MaxConns: storetest.MaxConns})
 			if err != nil {
 				t.Fatal(err)
 			}

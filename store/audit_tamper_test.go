@@ -84,7 +84,7 @@ func writeSealedTrail(t *testing.T, e store.Engine) *sealedTrail {
 // openOn opens a store on url signing with key, on clk.
 func openOn(t *testing.T, url string, key ed25519.PrivateKey, clk *storetest.Clock) *store.Store {
 	t.Helper()
-	s, err := store.Open(context.Background(), url, store.Options{Clock: clk.Now, Rand: fixedRand(0.5), AuditKey: key})
+	s, err := store.Open(context.Background(), url, store.Options{Clock: clk.Now, Rand: fixedRand(0.5), AuditKey: key, MaxConns: storetest.MaxConns})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -313,7 +313,7 @@ func TestAuditSignature(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, e store.Engine) {
 		ctx := context.Background()
 		url := storetest.URL(t, e)
-		keyless, err := store.Open(ctx, url, store.Options{})
+		keyless, err := store.Open(ctx, url, store.Options{MaxConns: storetest.MaxConns})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -22,7 +22,7 @@ func twoInstances(t *testing.T, e store.Engine, cfg *review.Config) (a, b *bundl
 	clk := storetest.NewClock(t0)
 	url := storetest.URL(t, e)
 	open := func() *bundle {
-		s, err := store.Open(context.Background(), url, store.Options{Config: cfg, Clock: clk.Now, Rand: fixedRand(0.5), AuditKey: storetest.AuditKey})
+		s, err := store.Open(context.Background(), url, store.Options{Config: cfg, Clock: clk.Now, Rand: fixedRand(0.5), AuditKey: storetest.AuditKey, MaxConns: storetest.MaxConns})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -62,10 +62,17 @@ type Options struct {
 	// AuditSealMax: the sealer writes a checkpoint at least this often, even
 	// when idle (0: DefaultSealMax). Each checkpoint records it.
 	AuditSealMax time.Duration
-	// MaxConns bounds the connection pool; zero: 32 on PostgreSQL, 8 on
-	// SQLite.
+	// MaxConns bounds the connection pool, open and idle alike (0: the
+	// defaults, DefaultMaxConnsPostgres and DefaultMaxConnsSQLite). Several
+	// stores sharing one PostgreSQL server, tests among them, set it small.
 	MaxConns int
 }
+
+// The pool sizes a store uses when Options.MaxConns is zero.
+const (
+	DefaultMaxConnsPostgres = 32
+	DefaultMaxConnsSQLite   = 8
+)
 
 // Store is Limbo's persistence. Safe for concurrent use.
 type Store struct {
@@ -129,14 +136,17 @@ func Open(ctx context.Context, dbURL string, opt Options) (*Store, error) {
 	if s.sealMax <= 0 {
 		s.sealMax = DefaultSealMax
 	}
+	if opt.MaxConns < 0 {
+		return nil, fmt.Errorf("store.Open: MaxConns must not be negative, got %d", opt.MaxConns)
+	}
 	var err error
 	switch {
 	case strings.HasPrefix(dbURL, "sqlite:"):
 		s.engine = SQLite
-		s.db, err = openSQLite(ctx, strings.TrimPrefix(dbURL, "sqlite:"), cmp.Or(opt.MaxConns, 8))
+		s.db, err = openSQLite(ctx, strings.TrimPrefix(dbURL, "sqlite:"), cmp.Or(opt.MaxConns, DefaultMaxConnsSQLite))
 	case strings.HasPrefix(dbURL, "postgres://"), strings.HasPrefix(dbURL, "postgresql://"):
 		s.engine = Postgres
-		s.db, err = openPostgres(ctx, dbURL, cmp.Or(opt.MaxConns, 32))
+		s.db, err = openPostgres(ctx, dbURL, cmp.Or(opt.MaxConns, DefaultMaxConnsPostgres))
 	default:
 		return nil, fmt.Errorf("store.Open: database URL must start with sqlite: or postgres://, got %q", redact(dbURL))
 	}
@@ -166,6 +176,7 @@ func openSQLite(ctx context.Context, path string, maxConns int) (*sqlx.DB, error
 		return nil, fmt.Errorf("store.Open: %w", err)
 	}
 	db.SetMaxOpenConns(maxConns)
+	db.SetMaxIdleConns(maxConns)
 	var mode string
 	if err := db.GetContext(ctx, &mode, "PRAGMA journal_mode"); err != nil {
 		db.Close()

@@ -91,7 +91,7 @@ func TestCLITokenAndAudit(t *testing.T) {
 		}
 
 		ctx := context.Background()
-		st, err := store.Open(ctx, db, store.Options{AuditKey: key})
+		st, err := store.Open(ctx, db, store.Options{AuditKey: key, MaxConns: storetest.MaxConns})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -167,7 +167,7 @@ func TestCLIUserAdd(t *testing.T) {
 		t.Fatalf("stdin password: code %d, %q", code, out.String())
 	}
 	ctx := context.Background()
-	st, err := store.Open(ctx, db, store.Options{})
+	st, err := store.Open(ctx, db, store.Options{MaxConns: storetest.MaxConns})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -77,7 +77,7 @@ func crashEngine(t *testing.T, bin string, engine store.Engine, kills int) {
 		t.Fatalf("limbo audit keygen: %v %q\n%s", err, out, stderrOf(err))
 	}
 	anchorDir := filepath.Join(t.TempDir(), "anchor")
-	srv := &server{t: t, bin: bin, db: dbURL, args: []string{"--audit-key", keyFile, "--audit-anchor", anchorDir}}
+	srv := &server{t: t, bin: bin, db: dbURL, args: []string{"--audit-key", keyFile, "--audit-anchor", anchorDir, "--db-max-conns", fmt.Sprint(storetest.MaxConns)}}
 	t.Cleanup(srv.kill) // before storetest drops the database
 	srv.start()
 
@@ -707,7 +707,7 @@ func checkThroughAPI(t *testing.T, c *client.Client, acks []*ack) {
 func checkInDatabase(t *testing.T, dbURL string, acks []*ack, sent map[string]bool) {
 	t.Helper()
 	ctx := context.Background()
-	s, err := store.Open(ctx, dbURL, store.Options{})
+	s, err := store.Open(ctx, dbURL, store.Options{MaxConns: storetest.MaxConns})
 	if err != nil {
 		t.Fatalf("store.Open: %v", err)
 	}

@@ -33,6 +33,26 @@ import (
 // DefaultPostgres is where tests look for PostgreSQL when LIMBO_TEST_POSTGRES is unset.
 const DefaultPostgres = "postgres://postgres:postgres@127.0.0.1:5432/postgres?sslmode=disable"
 
+// MaxConns is the pool size of every store a test opens (store.Options
+// MaxConns): Open and OpenTemp use it unless told otherwise, and a test
+// calling store.Open passes it. The suite shares one PostgreSQL server with
+// whatever else is connected to it (.ci/run holds 70 of a stock server's
+// 100 connections), so each store keeps to a few connections; concurrent
+// callers queue for them.
+const MaxConns = 4
+
+// admin opens a connection to url for creating and dropping test
+// databases and schemas: one connection, not kept when idle.
+func admin(url string) (*sqlx.DB, error) {
+	db, err := sqlx.Open("postgres", url)
+	if err != nil {
+		return nil, err
+	}
+	db.SetMaxOpenConns(1)
+	db.SetMaxIdleConns(0)
+	return db, nil
+}
+
 // Engines lists the engines to run store tests on.
 func Engines(t testing.TB) []store.Engine {
 	if pgAvailable(t) {
@@ -53,20 +73,20 @@ var (
 // testDatabase makes sure the shared test database exists and returns its URL.
 func testDatabase(t testing.TB) string {
 	dbOnce.Do(func() {
-		admin, err := sqlx.Open("postgres", adminURL())
+		db, err := admin(adminURL())
 		if err != nil {
 			dbErr = err
 			return
 		}
-		defer admin.Close()
+		defer db.Close()
 		var n int
-		if dbErr = admin.Get(&n, `SELECT COUNT(*) FROM pg_database WHERE datname = 'limbo_test'`); dbErr != nil {
+		if dbErr = db.Get(&n, `SELECT COUNT(*) FROM pg_database WHERE datname = 'limbo_test'`); dbErr != nil {
 			return
 		}
 		if n == 0 {
-			if _, err := admin.Exec(`CREATE DATABASE limbo_test`); err != nil {
+			if _, err := db.Exec(`CREATE DATABASE limbo_test`); err != nil {
 				// Another test binary may have created it meanwhile.
-				if dbErr = admin.Get(&n, `SELECT COUNT(*) FROM pg_database WHERE datname = 'limbo_test'`); dbErr == nil && n == 0 {
+				if dbErr = db.Get(&n, `SELECT COUNT(*) FROM pg_database WHERE datname = 'limbo_test'`); dbErr == nil && n == 0 {
 					dbErr = err
 				}
 			}
@@ -90,7 +110,7 @@ func adminURL() string {
 
 func pgAvailable(t testing.TB) bool {
 	pgOnce.Do(func() {
-		db, err := sqlx.Open("postgres", adminURL())
+		db, err := admin(adminURL())
 		if err != nil {
 			pgErr = err
 			return
@@ -139,12 +159,15 @@ func fresh(t testing.TB, engine store.Engine) (string, func()) {
 		var b [6]byte
 		rand.Read(b[:])
 		schema := "t_" + hex.EncodeToString(b[:])
-		db, err := sqlx.Open("postgres", base)
+		// The admin connection is closed at once and opened again to drop
+		// the schema, so a running test holds only its store's connections.
+		db, err := admin(base)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := db.Exec(`CREATE SCHEMA ` + schema); err != nil {
-			db.Close()
+		_, err = db.Exec(`CREATE SCHEMA ` + schema)
+		db.Close()
+		if err != nil {
 			t.Fatalf("storetest: create schema: %v", err)
 		}
 		u, _ := url.Parse(base)
@@ -152,6 +175,10 @@ func fresh(t testing.TB, engine store.Engine) (string, func()) {
 		q.Set("search_path", schema)
 		u.RawQuery = q.Encode()
 		return u.String(), func() {
+			db, err := admin(base)
+			if err != nil {
+				return
+			}
 			defer db.Close()
 			db.Exec(`DROP SCHEMA IF EXISTS ` + schema + ` CASCADE`)
 		}
@@ -170,7 +197,8 @@ var AuditKey = func() ed25519.PrivateKey {
 }()
 
 // Open returns a migrated store on a fresh database, closed at cleanup. It
-// signs checkpoints with AuditKey unless opt names another key.
+// signs checkpoints with AuditKey unless opt names another key, and keeps
+// to MaxConns connections unless opt says otherwise.
 func Open(t testing.TB, engine store.Engine, opt store.Options) *store.Store {
 	t.Helper()
 	ctx := context.Background()
@@ -179,6 +207,9 @@ func Open(t testing.TB, engine store.Engine, opt store.Options) *store.Store {
 	}
 	if opt.AuditKey == nil {
 		opt.AuditKey = AuditKey
+	}
+	if opt.MaxConns == 0 {
+		opt.MaxConns = MaxConns
 	}
 	s, err := store.Open(ctx, URL(t, engine), opt)
 	if err != nil {
@@ -203,6 +234,9 @@ func OpenTemp(t testing.TB, engine store.Engine, opt store.Options) (s *store.St
 	}
 	if opt.AuditKey == nil {
 		opt.AuditKey = AuditKey
+	}
+	if opt.MaxConns == 0 {
+		opt.MaxConns = MaxConns
 	}
 	u, drop := fresh(t, engine)
 	s, err := store.Open(ctx, u, opt)
