@@ -1,0 +1,88 @@
+package app_test
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"log/slog"
+
+	"github.com/limbo-dev/limbo/app"
+	"github.com/limbo-dev/limbo/auditkey"
+)
+
+// syncBuffer collects the app's log from its goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) lines() []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return strings.Split(b.b.String(), "\n")
+}
+
+// TestAppRunsEveryLoop: an App serves HTTP and runs every background loop
+// until Stop; its log names the loops and each lease-sweep round, in the
+// lines a fault run reads from a child server.
+func TestAppRunsEveryLoop(t *testing.T) {
+	var log syncBuffer
+	ctx := context.Background()
+	a, err := app.New(ctx, app.Config{DB: "sqlite:" + filepath.Join(t.TempDir(), "limbo.db"), Addr: "127.0.0.1:0",
+		AuditKey: auditkey.New(), Log: slog.New(slog.NewTextHandler(&log, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	a.Start(ctx)
+	want := []string{app.LoopReconcile, app.LoopOutbox, app.LoopSweep, app.LoopSeal}
+	if got := a.Loops(); !slices.Equal(got, want) {
+		t.Fatalf("loops %v, want %v", got, want)
+	}
+	resp, err := http.Get(a.URL + "/healthz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("/healthz: %d", resp.StatusCode)
+	}
+	var served []string
+	var sweeps int
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline) && (served == nil || sweeps == 0); time.Sleep(50 * time.Millisecond) {
+		sweeps = 0
+		for _, line := range log.lines() {
+			if loops, ok := app.ParseServingLine(line); ok {
+				served = loops
+			}
+			if start, end, ok := app.ParseSweepLine(line); ok && !end.Before(start) {
+				sweeps++
+			}
+		}
+	}
+	if !slices.Equal(served, want) || sweeps == 0 {
+		t.Fatalf("the log names loops %v and %d sweep rounds:\n%s", served, sweeps, strings.Join(log.lines(), "\n"))
+	}
+	if err := a.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := a.Loops(); len(got) != 0 {
+		t.Errorf("loops %v after Stop", got)
+	}
+	if _, err := http.Get(a.URL + "/healthz"); err == nil {
+		t.Error("the server still answers after Stop")
+	}
+}
