@@ -44,7 +44,8 @@ end it waits up to --settle for every operation to settle, checks the
 ledger against the sandbox's ground truth, writes that truth to
 --truth-out, and prints a JSON summary. Exit status 0 when invariants
 I1–I7 hold, 1 when one does not, 2 on errors. Each run uses tenants of its
-own (chaos-<run>-<n>), so --db may name a database used before.
+own (chaos-<run>-<n>), but signs the audit trail with a key of its own and
+I5 verifies the whole trail: give each run a fresh database.
 The sandbox's --webhook-url and --webhook-secret are set by chaos itself.
 
 --search-lag is the sandbox's real search lag; Limbo is configured with it,
