@@ -1,13 +1,11 @@
 package app_test
 
 import (
-	"bytes"
 	"context"
 	"net/http"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,31 +13,14 @@ import (
 
 	"github.com/limbo-dev/limbo/app"
 	"github.com/limbo-dev/limbo/auditkey"
+	"github.com/limbo-dev/limbo/internal/testlog"
 )
-
-// syncBuffer collects the app's log from its goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) lines() []string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return strings.Split(b.b.String(), "\n")
-}
 
 // TestAppRunsEveryLoop: an App serves HTTP and runs every background loop
 // until Stop; its log names the loops and each lease-sweep round, in the
 // lines a fault run reads from a child server.
 func TestAppRunsEveryLoop(t *testing.T) {
-	var log syncBuffer
+	var log testlog.Buffer
 	ctx := context.Background()
 	a, err := app.New(ctx, app.Config{DB: "sqlite:" + filepath.Join(t.TempDir(), "limbo.db"), Addr: "127.0.0.1:0",
 		AuditKey: auditkey.New(), Log: slog.New(slog.NewTextHandler(&log, &slog.HandlerOptions{Level: slog.LevelDebug}))})
@@ -64,7 +45,7 @@ func TestAppRunsEveryLoop(t *testing.T) {
 	var sweeps int
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline) && (served == nil || sweeps == 0); time.Sleep(50 * time.Millisecond) {
 		sweeps = 0
-		for _, line := range log.lines() {
+		for _, line := range strings.Split(log.String(), "\n") {
 			if loops, ok := app.ParseServingLine(line); ok {
 				served = loops
 			}
@@ -74,7 +55,7 @@ func TestAppRunsEveryLoop(t *testing.T) {
 		}
 	}
 	if !slices.Equal(served, want) || sweeps == 0 {
-		t.Fatalf("the log names loops %v and %d sweep rounds:\n%s", served, sweeps, strings.Join(log.lines(), "\n"))
+		t.Fatalf("the log names loops %v and %d sweep rounds:\n%s", served, sweeps, strings.Join(strings.Split(log.String(), "\n"), "\n"))
 	}
 	if err := a.Stop(ctx); err != nil {
 		t.Fatal(err)

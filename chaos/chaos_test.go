@@ -12,7 +12,6 @@ package chaos
 // catch every late first write next to its retry's.
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"log/slog"
@@ -22,12 +21,12 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/limbo-dev/limbo/app"
 	"github.com/limbo-dev/limbo/internal/limbobin"
+	"github.com/limbo-dev/limbo/internal/testlog"
 	"github.com/limbo-dev/limbo/review"
 	"github.com/limbo-dev/limbo/sandbox"
 	"github.com/limbo-dev/limbo/store"
@@ -182,7 +181,7 @@ func chaosSeed(t *testing.T) int64 {
 // the test has failed).
 func runChaosChecked(t *testing.T, o Options, budget time.Duration) (*Summary, string) {
 	t.Helper()
-	var logs syncBuffer
+	var logs testlog.Buffer
 	truthFile := filepath.Join(t.TempDir(), "truth.json")
 	o.TruthOut = truthFile
 	o.Log = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
@@ -309,23 +308,4 @@ func TestChaosSummaryOfViolations(t *testing.T) {
 	if len(sum.Violations["ledger_vs_truth"]) != 1 || sum.Operations != 1 || sum.States[review.Failed] != 1 || sum.SettledWithoutPerson != 1 {
 		t.Errorf("summary %+v", sum)
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for concurrent writers (the run's
-// log).
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/limbo-dev/limbo/anchor"
 	"github.com/limbo-dev/limbo/auditkey"
+	"github.com/limbo-dev/limbo/internal/testlog"
 	"github.com/limbo-dev/limbo/store"
 )
 
@@ -115,7 +116,7 @@ func serveInProcess(t *testing.T, args ...string) *serving {
 	t.Helper()
 	addr := freeAddr(t)
 	ctx, cancel := context.WithCancel(context.Background())
-	var out, errOut syncBuffer
+	var out, errOut testlog.Buffer
 	done := make(chan int, 1)
 	go func() {
 		done <- run(ctx, append([]string{"serve", "--addr", addr}, args...), strings.NewReader(""), &out, &errOut)

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/limbo-dev/limbo/app"
+	"github.com/limbo-dev/limbo/internal/testlog"
 )
 
 func TestChaosCommand(t *testing.T) {
@@ -66,7 +67,7 @@ func TestChaosCommand(t *testing.T) {
 func serveLoops(t *testing.T) []string {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	var out, errOut syncBuffer
+	var out, errOut testlog.Buffer
 	done := make(chan int, 1)
 	db := "sqlite:" + filepath.Join(t.TempDir(), "serve.db")
 	go func() {

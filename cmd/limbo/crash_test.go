@@ -30,6 +30,7 @@ import (
 
 	"github.com/limbo-dev/limbo/client"
 	"github.com/limbo-dev/limbo/internal/limbobin"
+	"github.com/limbo-dev/limbo/internal/testlog"
 	"github.com/limbo-dev/limbo/review"
 	"github.com/limbo-dev/limbo/store"
 	"github.com/limbo-dev/limbo/store/storetest"
@@ -169,7 +170,7 @@ type server struct {
 	cmd  *exec.Cmd
 	done chan struct{}
 	err  error // from Wait, once done is closed
-	log  syncBuffer
+	log  testlog.Buffer
 }
 
 // freeAddr finds a free local port (listen on :0, read it, close).
@@ -279,24 +280,6 @@ func (s *server) logTail(lines int) string {
 		all = all[len(all)-lines:]
 	}
 	return strings.Join(all, "\n")
-}
-
-// syncBuffer is a bytes.Buffer safe for the process's two output streams.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
 }
 
 func stderrOf(err error) string {

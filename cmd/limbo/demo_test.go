@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/limbo-dev/limbo/demo"
+	"github.com/limbo-dev/limbo/internal/testlog"
 	"github.com/limbo-dev/limbo/review"
 	"github.com/limbo-dev/limbo/store"
 )
@@ -21,7 +22,7 @@ func TestServeDemo(t *testing.T) {
 	}
 	db := "sqlite:" + filepath.Join(t.TempDir(), "demo.db")
 	ctx, cancel := context.WithCancel(context.Background())
-	var out, errOut syncBuffer
+	var out, errOut testlog.Buffer
 	done := make(chan int, 1)
 	go func() {
 		done <- run(ctx, []string{"serve", "--demo", "--addr", "127.0.0.1:0", "--db", db}, strings.NewReader(""), &out, &errOut)
