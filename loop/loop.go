@@ -24,6 +24,11 @@ func Drain(ctx context.Context, d time.Duration, log *slog.Logger, name string, 
 		case <-ctx.Done():
 			return
 		case <-t.C:
+			// A tick and the end can both be ready; select picks either,
+			// and work must not start once the context has ended.
+			if ctx.Err() != nil {
+				return
+			}
 			for {
 				n, err := fn(ctx)
 				if err != nil && ctx.Err() == nil {
