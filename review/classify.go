@@ -261,6 +261,13 @@ func Decide(in DecideInput) Decision {
 	case EffectAccepted:
 		return Decision{Next: NextDone, State: Accepted, Reason: cl.Reason + "; confirmed when the job completes"}
 	case EffectRejected:
+		// The destination refused this attempt, which proves only that
+		// this one did nothing: an earlier attempt whose effect is unknown
+		// may have written, and a failure would hide it.
+		if BudgetEnded(risk, in.PriorMayHaveEffect) == Ambiguous {
+			return Decision{Next: NextReconcile, State: Ambiguous,
+				Reason: fmt.Sprintf("%s; an earlier attempt may have had its effect: reconcile, never declare it failed", cl.Reason)}
+		}
 		return Decision{Next: NextFailed, State: Failed, Reason: cl.Reason}
 	case EffectUnknown:
 		if op.HasFlag(FlagFinancial) || op.HasFlag(FlagIrreversible) || risk == RiskCompensableWrite || risk == RiskIrreversible {

@@ -1,6 +1,9 @@
 package review
 
-import "time"
+import (
+	"fmt"
+	"time"
+)
 
 // A plan is what a request writes, decided here before anything is: the
 // rows, the case to open, the events to audit. The store persists a plan
@@ -70,4 +73,101 @@ func (p *RegistrationPlan) ExistingKey(op *Operation) KeyTakenPlan {
 		Event:       PlannedEvent{Action: "operation.payload_mismatch", Detail: map[string]any{"fields": diff, "payload_hash": p.PayloadHash}},
 		CaseReasons: []Reason{ReasonPayloadMismatch},
 	}
+}
+
+// OutcomePlan is what an attempt's outcome writes: the attempt closed and
+// the operation moved as Decision says (its next step, state, retry time
+// and reason), the operation's Resource when it is confirmed, the
+// response's Evidence on success, the Job the report names, the Event,
+// and, when the operation goes to review, a case for Decision.Escalation.
+type OutcomePlan struct {
+	Decision Decision
+	Resource *ResourceRef
+	Evidence *Evidence
+	Job      *Job
+	Event    PlannedEvent
+}
+
+// OpensCase reports whether the plan sends the operation to a person.
+func (p *OutcomePlan) OpensCase() bool { return p.Decision.State == NeedsReview }
+
+// PlanOutcome plans the outcome of attempt in.N of in.Op, which must carry
+// its whole record (attempts, evidence, jobs): state follows from all of
+// it, not from the report alone. Decide reads the report and
+// the earlier attempts (PriorMayHaveEffect is computed here); then, unless
+// the destination answered success, the evidence that landed while the
+// attempt was in flight is weighed (Weigh) — an effect it names, or a
+// webhook's claim of one, outweighs a retry or a failure the report alone
+// would have planned.
+func PlanOutcome(in DecideInput) OutcomePlan {
+	op, o, now := in.Op, in.Outcome, in.Now
+	in.PriorMayHaveEffect = PriorMayHaveEffect(op.Attempts, in.N, in.Destination, op.Action, now)
+	p := OutcomePlan{Decision: Decide(in)}
+	d := &p.Decision
+	if o.Result != ResultSuccess && (d.State == RetryWait || d.State == Failed) {
+		asked := *op
+		asked.State = RetryWait // as though the report were in: what does the evidence say?
+		if w := Weigh(&asked, in.Destination, now); w.State != "" {
+			*d = Decision{Next: nextFor(w.State), State: w.State, Escalation: w.Reasons,
+				Reason: fmt.Sprintf("%s; but %s", d.Reason, w.Reason)}
+			p.Resource, p.Job = w.Resource, w.Job
+		}
+	}
+	if o.Resource != nil && d.State == Confirmed && p.Resource == nil {
+		p.Resource = &ResourceRef{Ref: o.Resource.Ref, Kind: o.Resource.Kind, Version: o.Resource.Version}
+	}
+	if o.Result == ResultSuccess {
+		p.Evidence = responseEvidence(op.ID, in.N, o, *d, now)
+	}
+	if o.Job != nil {
+		status := JobStatus(o.Job.Status)
+		if status == "" {
+			status = JobQueued
+		}
+		p.Job = &Job{Ref: o.Job.Ref, Status: status, InputVersion: op.LogicalVersion}
+	}
+	p.Event = PlannedEvent{Action: "attempt.outcome", From: op.State, To: d.State, Detail: outcomeDetail(in.N, o, *d)}
+	return p
+}
+
+// nextFor is what an integrator is told to do next about an operation
+// that evidence moved to s.
+func nextFor(s State) Next {
+	switch s {
+	case Confirmed, Accepted:
+		return NextDone
+	case NeedsReview:
+		return NextReview
+	case Failed:
+		return NextFailed
+	case RetryWait:
+		return NextRetryAt
+	}
+	return NextReconcile
+}
+
+// responseEvidence is the evidence a reported success leaves: the response
+// is what a confirmation rests on (I7).
+func responseEvidence(opID string, n int, o Outcome, d Decision, now time.Time) *Evidence {
+	ev := &Evidence{OperationID: opID, Source: SourceResponse, Authoritative: true, ObservedAt: now,
+		Candidates: []Candidate{}, Verdict: VerdictConfirms, Note: fmt.Sprintf("attempt %d: %s", n, d.Reason)}
+	if o.Resource != nil {
+		ev.Candidates = []Candidate{{Ref: o.Resource.Ref, Kind: o.Resource.Kind, Version: o.Resource.Version, OperationID: opID}}
+	}
+	if d.State != Confirmed && d.State != Accepted {
+		ev.Verdict = VerdictInconclusive
+	}
+	return ev
+}
+
+// outcomeDetail is the audit detail of an attempt's outcome.
+func outcomeDetail(n int, o Outcome, d Decision) map[string]any {
+	detail := map[string]any{"n": n, "result": o.Result, "phase": o.Phase, "next": d.Next, "reason": d.Reason}
+	if o.HTTPStatus != 0 {
+		detail["http_status"] = o.HTTPStatus
+	}
+	if len(d.Escalation) > 0 {
+		detail["escalation"] = d.Escalation
+	}
+	return detail
 }

@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"slices"
 	"testing"
+	"time"
 )
 
 func TestPlanRegistration(t *testing.T) {
@@ -71,4 +72,88 @@ func TestRegistrationPlanExistingKey(t *testing.T) {
 	if !reflect.DeepEqual(kp.Event, want) || !slices.Equal(kp.CaseReasons, []Reason{ReasonPayloadMismatch}) {
 		t.Errorf("another intention plans %+v, want event %+v and a payload_mismatch case", kp, want)
 	}
+}
+
+// TestPlanOutcome: an outcome is planned from the operation's whole
+// record. A refusal proves only that its own attempt did nothing, and the
+// evidence that landed while the attempt was in flight outweighs a retry
+// or a failure the report alone would plan (the property test found an
+// idempotent write declared failed on a 429 while its first attempt's 502
+// had left the folder at the destination).
+func TestPlanOutcome(t *testing.T) {
+	quota := Outcome{Result: ResultError, Phase: PhaseAfterSend, HTTPStatus: 429, ProviderCode: "insufficient_quota"}
+	earlier := classifyNow.Add(-time.Minute)
+	unknown := Attempt{N: 1, StartedAt: earlier, FinishedAt: &earlier, Result: ResultError, Phase: PhaseUnknown, HTTPStatus: 502}
+	refused := Attempt{N: 1, StartedAt: earlier, FinishedAt: &earlier, Result: ResultError, Phase: PhaseAfterSend, HTTPStatus: 422}
+	open := Attempt{N: 2, StartedAt: classifyNow.Add(-time.Second), LeaseExpiresAt: classifyNow.Add(time.Minute)}
+	match := Candidate{Ref: "fld-1", Kind: "folder", Version: "v7", OperationID: "op-1"}
+	claim := Evidence{Source: SourceWebhook, Candidates: []Candidate{match}, Verdict: VerdictInconclusive, ObservedAt: classifyNow.Add(-time.Millisecond)}
+	found := Evidence{Source: SourceStatusLookup, Authoritative: true, Candidates: []Candidate{match}, Verdict: VerdictConfirms, ObservedAt: claim.ObservedAt}
+	tests := []struct {
+		name     string
+		risk     Risk
+		attempts []Attempt
+		evidence []Evidence
+		outcome  Outcome
+		want     State
+		next     Next
+		resource string
+	}{
+		{"a refusal after an attempt whose effect is unknown", RiskIdempotentWrite, []Attempt{unknown, open}, nil, quota, Ambiguous, NextReconcile, ""},
+		{"the same refusal after an attempt that did nothing", RiskIdempotentWrite, []Attempt{refused, open}, nil, quota, Failed, NextFailed, ""},
+		{"a refused read fails whatever came before", RiskRead, []Attempt{unknown, open}, nil, quota, Failed, NextFailed, ""},
+		{"a refusal while a webhook claims the effect", RiskIdempotentWrite, []Attempt{refused, open}, []Evidence{claim}, quota, Ambiguous, NextReconcile, ""},
+		{"a transient error while a webhook claims the effect", RiskIdempotentWrite, []Attempt{refused, open}, []Evidence{claim}, httpErr(503), Ambiguous, NextReconcile, ""},
+		{"a transient error while a lookup found the effect", RiskIdempotentWrite, []Attempt{refused, open}, []Evidence{found}, httpErr(503), Confirmed, NextDone, "fld-1"},
+		{"a refusal while a lookup found the effect", RiskCompensableWrite, []Attempt{refused, open}, []Evidence{found}, quota, Confirmed, NextDone, "fld-1"},
+		{"a transient error and nothing else", RiskIdempotentWrite, []Attempt{refused, open}, nil, httpErr(503), RetryWait, NextRetryAt, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			op := testOp(tt.risk)
+			op.Attempts, op.Evidence, op.AttemptCount = tt.attempts, tt.evidence, len(tt.attempts)
+			in := decideIn(op, Destination{}, tt.outcome)
+			in.N = 2
+			p := PlanOutcome(in)
+			d := p.Decision
+			if d.State != tt.want || d.Next != tt.next {
+				t.Fatalf("plan %s (%s), want %s (%s): %s", d.State, d.Next, tt.want, tt.next, d.Reason)
+			}
+			checkDecision(t, in, d)
+			if got := p.Resource; (tt.resource == "") != (got == nil) || got != nil && got.Ref != tt.resource {
+				t.Errorf("resource %+v, want %q", got, tt.resource)
+			}
+			if p.Evidence != nil || p.Job != nil || p.OpensCase() {
+				t.Errorf("a failed attempt plans evidence %+v, job %+v, case %v", p.Evidence, p.Job, p.OpensCase())
+			}
+			want := PlannedEvent{Action: "attempt.outcome", From: InFlight, To: d.State,
+				Detail: map[string]any{"n": 2, "result": tt.outcome.Result, "phase": tt.outcome.Phase, "next": d.Next, "reason": d.Reason, "http_status": tt.outcome.HTTPStatus}}
+			if !reflect.DeepEqual(p.Event, want) {
+				t.Errorf("event %+v, want %+v", p.Event, want)
+			}
+		})
+	}
+
+	t.Run("a success confirms, with the response as its evidence", func(t *testing.T) {
+		op := testOp(RiskIdempotentWrite)
+		op.Attempts, op.AttemptCount = []Attempt{open}, 1
+		o := Outcome{Result: ResultSuccess, Resource: &ResourceRef{Ref: "fld-9", Kind: "folder", Version: "v7"}}
+		p := PlanOutcome(decideIn(op, Destination{}, o))
+		if p.Decision.State != Confirmed || p.Resource == nil || *p.Resource != *o.Resource {
+			t.Fatalf("plan %+v, want confirmed on fld-9", p)
+		}
+		if ev := p.Evidence; ev == nil || ev.Source != SourceResponse || !ev.Authoritative || ev.Verdict != VerdictConfirms ||
+			len(ev.Candidates) != 1 || ev.Candidates[0].Ref != "fld-9" || ev.Candidates[0].OperationID != op.ID {
+			t.Errorf("evidence %+v, want the response naming fld-9", p.Evidence)
+		}
+	})
+	t.Run("an accepted job is followed", func(t *testing.T) {
+		op := testOp(RiskIdempotentWrite)
+		op.Attempts, op.AttemptCount = []Attempt{open}, 1
+		o := Outcome{Result: ResultSuccess, Job: &JobRef{Ref: "job-1"}}
+		p := PlanOutcome(decideIn(op, Destination{}, o))
+		if p.Decision.State != Accepted || p.Job == nil || *p.Job != (Job{Ref: "job-1", Status: JobQueued, InputVersion: "v7"}) {
+			t.Errorf("plan %+v (job %+v), want accepted, following job-1", p.Decision, p.Job)
+		}
+	})
 }

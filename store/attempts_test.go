@@ -722,3 +722,80 @@ func TestRetryAfterKeyRetentionReconciles(t *testing.T) {
 		}
 	})
 }
+
+// TestOutcomeFollowsTheWholeRecord: an outcome moves the operation as its
+// whole record says, not as the report alone would — on the fast path
+// (the snapshot holds the record) and the ordinary one (a fresh store
+// reads it). A refusal after an attempt whose effect is unknown is
+// reconciled, not failed; a webhook's claim that landed while the attempt
+// was in flight turns a retry or a failure into reconciliation; a lookup
+// that found the effect confirms.
+func TestOutcomeFollowsTheWholeRecord(t *testing.T) {
+	t.Parallel()
+	quota := review.Outcome{Result: review.ResultError, Phase: review.PhaseAfterSend, HTTPStatus: 429, ProviderCode: "insufficient_quota"}
+	unknown := review.Outcome{Result: review.ResultError, Phase: review.PhaseUnknown, HTTPStatus: 502}
+	refused := httpError(422)
+	claim := func(op *review.Operation) review.Evidence {
+		return review.Evidence{Source: review.SourceWebhook, Candidates: []review.Candidate{{Ref: "fld-1", Kind: "folder", Version: "v1", OperationID: op.ID}}}
+	}
+	found := func(op *review.Operation) review.Evidence {
+		return review.Evidence{Source: review.SourceStatusLookup, Authoritative: true,
+			Candidates: []review.Candidate{{Ref: "fld-1", Kind: "folder", Version: "v1", OperationID: op.ID}}}
+	}
+	tests := []struct {
+		name     string
+		risk     review.Risk
+		first    review.Outcome // attempt 1's outcome, which leaves a retry due
+		inFlight func(*review.Operation) review.Evidence
+		second   review.Outcome
+		want     review.State
+	}{
+		{"a refusal after an unknown effect", review.RiskIdempotentWrite, unknown, nil, quota, review.Ambiguous},
+		{"a refusal after a refusal", review.RiskIdempotentWrite, httpError(503), nil, quota, review.Failed},
+		{"a refusal while a webhook claims the effect", review.RiskIdempotentWrite, httpError(503), claim, refused, review.Ambiguous},
+		{"a transient error while a webhook claims the effect", review.RiskIdempotentWrite, httpError(503), claim, httpError(503), review.Ambiguous},
+		{"a transient error while a lookup found the effect", review.RiskIdempotentWrite, httpError(503), found, httpError(503), review.Confirmed},
+	}
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		for _, path := range []string{"fast", "ordinary"} {
+			for i, tt := range tests {
+				t.Run(path+"/"+tt.name, func(t *testing.T) {
+					b, other := twoInstances(t, e, keyedConfig())
+					op := b.newOp(t, fmt.Sprintf("doc-%d", i), tt.risk, "keyed")
+					b.start(t, op)
+					wantState(t, b.report(t, op, 1, tt.first).Operation, review.RetryWait)
+					b.clk.Advance(time.Minute)
+					b.start(t, op)
+					if tt.inFlight != nil {
+						got, err := b.s.AddEvidence(b.ctx, tenantA, op.ID, tt.inFlight(op), "integrator")
+						if err != nil {
+							t.Fatal(err)
+						}
+						wantState(t, got, review.InFlight) // evidence never moves an attempt in flight
+					}
+					reporter := b
+					if path == "fast" {
+						b.get(t, op) // a snapshot that holds the whole record
+					} else {
+						reporter = other // no snapshot: it reads the record under a lock
+					}
+					var last int64
+					hits(reporter.s, &last)
+					res := reporter.report(t, op, 2, tt.second)
+					if fast := hits(reporter.s, &last) == 1; fast != (path == "fast") {
+						t.Errorf("answered by the fast path: %v, want %v", fast, path == "fast")
+					}
+					wantState(t, res.Operation, tt.want)
+					sameAsStored(t, other, res.Operation, "the outcome")
+					if tt.want == review.Confirmed && (res.Operation.Resource == nil || res.Operation.Resource.Ref != "fld-1") {
+						t.Errorf("confirmed on %+v, want fld-1", res.Operation.Resource)
+					}
+					if _, err := b.tryStart(op, "", ""); err == nil {
+						t.Errorf("a third attempt was granted from %s", tt.want)
+					}
+					assertSealed(t, b.s)
+				})
+			}
+		}
+	})
+}

@@ -166,6 +166,8 @@ type fastOutcome struct {
 	hash string
 	now  time.Time
 	d    review.Decision
+	// res is the operation's resource when the plan confirms it.
+	res *review.ResourceRef
 	// Column values: NULL (nil) unless set.
 	retryAt, resRef, resKind, resVersion any
 	// ev is the response's evidence (on success), cands its candidates
@@ -198,35 +200,33 @@ func (s *Store) decideOutcomeFast(tenant, opID string, n int, o review.Outcome, 
 	if sn.firstAttemptAt != nil {
 		first = *sn.firstAttemptAt
 	}
-	dest := s.cfg.Destination(op.Destination)
-	prior := review.PriorMayHaveEffect(op.Attempts, n, dest, op.Action, now)
-	d := review.Decide(review.DecideInput{Op: op, N: n, FirstAttemptAt: first, Outcome: o,
-		Destination: dest, Now: now, Rand: s, PriorMayHaveEffect: prior})
-	if d.State == review.NeedsReview {
-		return nil, false, nil // opens a case: the ordinary path
+	plan := review.PlanOutcome(review.DecideInput{Op: op, N: n, FirstAttemptAt: first, Outcome: o,
+		Destination: s.cfg.Destination(op.Destination), Now: now, Rand: s})
+	if plan.OpensCase() || plan.Job != nil {
+		return nil, false, nil // opens a case or follows a job: the ordinary path
 	}
+	d := plan.Decision
 	if err := review.CheckTransition(op.State, d.State); err != nil {
 		return nil, false, err
 	}
-	p = &fastOutcome{sn: sn, op: op, ai: ai, n: n, o: o, hash: hash, now: now, d: d}
+	p = &fastOutcome{sn: sn, op: op, ai: ai, n: n, o: o, hash: hash, now: now, d: d, res: plan.Resource}
 	if d.RetryAt != nil {
 		t := dbTime(*d.RetryAt)
 		p.d.RetryAt = &t
 		p.retryAt = t
 	}
-	if o.Resource != nil && d.State == review.Confirmed {
-		p.resRef, p.resKind, p.resVersion = o.Resource.Ref, o.Resource.Kind, o.Resource.Version
+	if r := plan.Resource; r != nil {
+		p.resRef, p.resKind, p.resVersion = r.Ref, r.Kind, r.Version
 	}
-	if o.Result == review.ResultSuccess {
-		p.ev = responseEvidence(op.ID, n, o, p.d, now)
+	if plan.Evidence != nil {
+		p.ev = plan.Evidence
 		b, err := json.Marshal(p.ev.Candidates)
 		if err != nil {
 			return nil, false, err
 		}
 		p.cands, p.bump = string(b), 1
 	}
-	p.audit = &AuditEvent{At: now, Actor: actor, Tenant: op.Tenant, OperationID: op.ID, Action: "attempt.outcome",
-		FromState: string(op.State), ToState: string(d.State), Detail: detailJSON(outcomeDetail(n, o, p.d))}
+	p.audit = plannedEvent(plan.Event, now, actor, op.Tenant, op.ID)
 	return p, true, nil
 }
 
@@ -283,8 +283,9 @@ func (s *Store) afterOutcomeFast(p *fastOutcome, evID int64) *OutcomeResult {
 	next := copyOperation(op)
 	next.State, next.StateReason, next.CostSpent, next.NextAttemptAt = d.State, d.Reason, op.CostSpent+o.Cost, d.RetryAt
 	next.Version, next.UpdatedAt = op.Version+1, now
-	if p.resRef != nil {
-		next.Resource = &review.ResourceRef{Ref: o.Resource.Ref, Kind: o.Resource.Kind, Version: o.Resource.Version}
+	if p.res != nil {
+		r := *p.res
+		next.Resource = &r
 	}
 	a := &next.Attempts[p.ai]
 	a.FinishedAt, a.Result, a.Phase, a.HTTPStatus, a.ProviderCode = &now, o.Result, o.Phase, o.HTTPStatus, o.ProviderCode

@@ -148,25 +148,27 @@ type outcomeAnswer struct {
 	refused error
 }
 
-// applyOutcome closes an open attempt with o, moves the operation where
-// review.Decide says, and writes evidence, job and audit event — all in tx.
+// applyOutcome closes an open attempt with o and persists the plan
+// review.PlanOutcome makes of it, read from the operation's whole record:
+// attempt, operation, resource, evidence, job, audit event and case — all
+// in tx.
 func (s *Store) applyOutcome(ctx context.Context, tx *sqlx.Tx, row *opRow, att *review.Attempt, o review.Outcome, hash, actor string) (*OutcomeResult, error) {
 	now := s.now()
-	op := row.operation()
-	if op.State != review.InFlight || att.Generation != op.Version {
+	if row.State != string(review.InFlight) || att.Generation != row.Version {
 		// The operation moved on since this attempt was granted: fenced off.
 		return nil, review.ErrConflict
+	}
+	op, err := s.loadDetails(ctx, tx, row.operation())
+	if err != nil {
+		return nil, err
 	}
 	first := now
 	if row.FirstAttemptAt.Valid {
 		first = row.FirstAttemptAt.Time
 	}
-	prior, err := s.loadPriorEffect(ctx, tx, op, att.N)
-	if err != nil {
-		return nil, err
-	}
-	d := review.Decide(review.DecideInput{Op: op, N: att.N, FirstAttemptAt: first, Outcome: o,
-		Destination: s.cfg.Destination(op.Destination), Now: now, Rand: s, PriorMayHaveEffect: prior})
+	p := review.PlanOutcome(review.DecideInput{Op: op, N: att.N, FirstAttemptAt: first, Outcome: o,
+		Destination: s.cfg.Destination(op.Destination), Now: now, Rand: s})
+	d := p.Decision
 	if err := review.CheckTransition(op.State, d.State); err != nil {
 		return nil, err
 	}
@@ -184,8 +186,8 @@ func (s *Store) applyOutcome(ctx context.Context, tx *sqlx.Tx, row *opRow, att *
 		return nil, review.ErrConflict
 	}
 	var resRef, resKind, resVersion any
-	if o.Resource != nil && d.State == review.Confirmed {
-		resRef, resKind, resVersion = o.Resource.Ref, o.Resource.Kind, o.Resource.Version
+	if p.Resource != nil {
+		resRef, resKind, resVersion = p.Resource.Ref, p.Resource.Kind, p.Resource.Version
 	}
 	r, err = s.exec(ctx, tx, updateOpOutcome, string(d.State), d.Reason, o.Cost, retryAt,
 		resRef, resKind, resVersion, 0, now, op.ID, op.Version, row.DetailVersion)
@@ -195,58 +197,25 @@ func (s *Store) applyOutcome(ctx context.Context, tx *sqlx.Tx, row *opRow, att *
 	if k, _ := r.RowsAffected(); k != 1 {
 		return nil, review.ErrConflict
 	}
-	if o.Result == review.ResultSuccess {
-		if err := s.insertEvidence(ctx, tx, op.ID, *responseEvidence(op.ID, att.N, o, d, now)); err != nil {
+	if p.Evidence != nil {
+		if err := s.insertEvidence(ctx, tx, op.ID, *p.Evidence); err != nil {
 			return nil, err
 		}
 	}
-	if o.Job != nil {
-		status := review.JobStatus(o.Job.Status)
-		if status == "" {
-			status = review.JobQueued
-		}
-		if err := s.upsertJob(ctx, tx, op.ID, review.Job{Ref: o.Job.Ref, Status: status, InputVersion: op.LogicalVersion}, now); err != nil {
+	if p.Job != nil {
+		if err := s.upsertJob(ctx, tx, op.ID, *p.Job, now); err != nil {
 			return nil, err
 		}
 	}
-	if err := s.appendEvent(ctx, tx, &AuditEvent{
-		At: now, Actor: actor, Tenant: op.Tenant, OperationID: op.ID, Action: "attempt.outcome",
-		FromState: string(op.State), ToState: string(d.State), Detail: detailJSON(outcomeDetail(att.N, o, d)),
-	}); err != nil {
+	if err := s.appendEvent(ctx, tx, plannedEvent(p.Event, now, actor, op.Tenant, op.ID)); err != nil {
 		return nil, err
 	}
-	if d.State == review.NeedsReview {
+	if p.OpensCase() {
 		if _, err := s.openCase(ctx, tx, op.ID, op.Tenant, d.Escalation, actor); err != nil {
 			return nil, err
 		}
 	}
 	return &OutcomeResult{Next: d.Next, RetryAt: d.RetryAt, Reason: d.Reason}, nil
-}
-
-// responseEvidence is the evidence a reported success leaves: the response
-// is what a confirmation rests on (I7).
-func responseEvidence(opID string, n int, o review.Outcome, d review.Decision, now time.Time) *review.Evidence {
-	ev := &review.Evidence{OperationID: opID, Source: review.SourceResponse, Authoritative: true, ObservedAt: now,
-		Candidates: []review.Candidate{}, Verdict: review.VerdictConfirms, Note: fmt.Sprintf("attempt %d: %s", n, d.Reason)}
-	if o.Resource != nil {
-		ev.Candidates = []review.Candidate{{Ref: o.Resource.Ref, Kind: o.Resource.Kind, Version: o.Resource.Version, OperationID: opID}}
-	}
-	if d.State != review.Confirmed && d.State != review.Accepted {
-		ev.Verdict = review.VerdictInconclusive
-	}
-	return ev
-}
-
-// outcomeDetail is the audit detail of an attempt's outcome.
-func outcomeDetail(n int, o review.Outcome, d review.Decision) map[string]any {
-	detail := map[string]any{"n": n, "result": o.Result, "phase": o.Phase, "next": d.Next, "reason": d.Reason}
-	if o.HTTPStatus != 0 {
-		detail["http_status"] = o.HTTPStatus
-	}
-	if len(d.Escalation) > 0 {
-		detail["escalation"] = d.Escalation
-	}
-	return detail
 }
 
 // keepLateReport keeps an outcome for attempt n that came after the
