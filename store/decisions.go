@@ -37,21 +37,13 @@ type Decision struct {
 	DecidedAt    time.Time `json:"decided_at" db:"decided_at"`
 }
 
-// Decision statuses.
+// Decision statuses, as stored (review.DecisionStatus says what each did).
 const (
-	DecisionApplied       = "applied"
-	DecisionFirstApproval = "first_approval"
-	DecisionVoid          = "void"
-	// DecisionRefusedPayload: a verdict on a payload refused under the
-	// operation's key, given while the operation was elsewhere than in
-	// review (review.OnRefusedPayload). The operation did not move:
-	// to_state is the state it was in. Not announced by webhook, which
-	// integrators read as "the operation was decided"; the feed lists it.
-	DecisionRefusedPayload = "refused_payload"
-	// DecisionExtraEffect: a decision on an extra resource found after the
-	// operation was confirmed (review.OnExtraEffect); the operation stays
-	// confirmed.
-	DecisionExtraEffect = "extra_effect"
+	DecisionApplied        = string(review.DecisionApplied)
+	DecisionFirstApproval  = string(review.DecisionFirstApproval)
+	DecisionVoid           = string(review.DecisionVoid)
+	DecisionRefusedPayload = string(review.DecisionRefusedPayload)
+	DecisionExtraEffect    = string(review.DecisionExtraEffect)
 )
 
 // DecisionRequest is a reviewer's decision on a case.
@@ -103,7 +95,7 @@ WHERE id = ? AND status = 'open' AND version = ?`
 // needs two different reviewers: the first approval is recorded, bound to
 // the payload hash and key, and the case stays open.
 //
-// What a decision may do is review.CheckDecision's rule, checked here
+// What a decision may do is review.PlanDecision's rule, planned here
 // under the case's and the operation's locks: it moves the operation only
 // from needs_review (and, for the word on an undo, from compensating); on
 // a payload_mismatch case whose operation is elsewhere, fail is recorded
@@ -121,10 +113,9 @@ func (s *Store) Decide(ctx context.Context, req DecisionRequest) (*Decision, err
 	return out, nil
 }
 
-// decideTx is Decide in its transaction: it reads the case and the
-// operation under their locks, asks review what the decision may do, and
-// records it as a verdict, a first approval, or a decision that moves the
-// operation.
+// decideTx is Decide in its transaction: it reads the case, the
+// operation and the case's earlier decisions under the locks, has review
+// plan the decision (review.PlanDecision), and persists the plan.
 func (s *Store) decideTx(ctx context.Context, tx *sqlx.Tx, req DecisionRequest) (*Decision, error) {
 	c, err := s.lockCase(ctx, tx, req.CaseID)
 	if err != nil {
@@ -140,101 +131,85 @@ func (s *Store) decideTx(ctx context.Context, tx *sqlx.Tx, req DecisionRequest) 
 	if err != nil {
 		return nil, err
 	}
-	op := row.operation()
-	on, err := review.CheckDecision(op.State, c.Reasons, req.Action)
+	first, err := s.firstApproval(ctx, tx, c.ID)
 	if err != nil {
 		return nil, err
 	}
-	to, _ := review.DecisionTarget(req.Action)
-	now := s.now()
-	d := &Decision{ID: newID("dec_", now), Tenant: c.Tenant, CaseID: c.ID, OperationID: op.ID, Action: req.Action,
-		ResourceRef: req.Ref, Compensation: req.Compensation, Reason: req.Reason, Actor: req.Actor,
-		PayloadHash: op.PayloadHash, Key: op.Key, Status: DecisionApplied, FromState: string(op.State), ToState: string(to), DecidedAt: now}
-	switch on {
-	case review.OnRefusedPayload:
-		d.Status, d.ToState = DecisionRefusedPayload, string(op.State)
-		return d, s.resolveWithVerdict(ctx, tx, c, d)
-	case review.OnExtraEffect:
-		d.Status, d.ToState = DecisionExtraEffect, string(op.State)
-		return d, s.resolveWithVerdict(ctx, tx, c, d)
-	}
-	if review.NeedsTwoApprovers(op, req.Action) {
-		if first, err := s.firstOfTwo(ctx, tx, c, op, d); err != nil || first {
-			return d, err
-		}
-	}
-	return d, s.applyDecided(ctx, tx, c, row, d, to)
-}
-
-// firstOfTwo is the first step of an action that needs two approvers.
-// With no first approval on record for the payload and key the operation
-// has now, d becomes that first approval (recorded, the case kept open)
-// and first is true; with one by another reviewer, d is the second and the
-// caller applies it.
-func (s *Store) firstOfTwo(ctx context.Context, tx *sqlx.Tx, c *Case, op *review.Operation, d *Decision) (first bool, err error) {
-	prior, err := s.firstApproval(ctx, tx, c.ID)
+	last, err := s.lastApplied(ctx, tx, c.ID)
 	if err != nil {
-		return false, err
+		return nil, err
 	}
-	if prior != nil && (prior.PayloadHash != op.PayloadHash || prior.Key != op.Key) {
-		// The approval was for something else: void, start over.
-		if _, err := tx.ExecContext(ctx, s.rebind(voidDecision), prior.Seq); err != nil {
-			return false, err
-		}
-		prior = nil
+	op, now := row.operation(), s.now()
+	id := newID("dec_", now)
+	p, err := review.PlanDecision(review.DecisionInput{Op: op, CaseID: c.ID, CaseReasons: c.Reasons, DecisionID: id,
+		Action: req.Action, Ref: req.Ref, Compensation: req.Compensation, Reason: req.Reason, Actor: req.Actor,
+		FirstApproval: first.prior(), LastApplied: last.prior(), Now: now})
+	if err != nil {
+		return nil, err
 	}
-	if prior != nil && prior.Actor == d.Actor {
-		return false, fmt.Errorf("%w: %s already gave the first approval", review.ErrSecondApprover, d.Actor)
-	}
-	if prior != nil {
-		return false, nil
-	}
-	d.Status, d.ToState = DecisionFirstApproval, string(op.State)
-	if err := s.insertDecision(ctx, tx, d); err != nil {
-		return false, err
-	}
-	if res, err := tx.ExecContext(ctx, s.rebind(bumpCase), c.ID, c.Version); err != nil {
-		return false, err
-	} else if k, _ := res.RowsAffected(); k != 1 {
-		return false, &review.AlreadyDecidedError{CaseID: c.ID}
-	}
-	return true, s.appendEvent(ctx, tx, &AuditEvent{At: d.DecidedAt, Actor: d.Actor, Tenant: c.Tenant, OperationID: op.ID,
-		Action: "decision.first_approval", Detail: detailJSON(map[string]any{"case_id": c.ID, "decision_id": d.ID,
-			"reason": d.Reason, "payload_hash": op.PayloadHash, "key": op.Key})})
+	d := &Decision{ID: id, Tenant: c.Tenant, CaseID: c.ID, OperationID: op.ID, Action: req.Action,
+		ResourceRef: p.ResourceRef, Compensation: p.Compensation, Reason: req.Reason, Actor: req.Actor,
+		PayloadHash: op.PayloadHash, Key: op.Key, Status: string(p.Status), FromState: string(p.From), ToState: string(p.To), DecidedAt: now}
+	return d, s.persistDecision(ctx, tx, c, row, first, p, d)
 }
 
-// applyDecided records d, a decision that moves the operation row to to:
-// the case closed (or kept open), the decision and its webhooks, the
-// operation's move with its evidence, and the audit event.
-func (s *Store) applyDecided(ctx context.Context, tx *sqlx.Tx, c *Case, row *opRow, d *Decision, to review.State) error {
-	if err := review.CheckTransition(review.State(row.State), to); err != nil {
-		return err
-	}
-	if d.Action == review.DecideCompensationDone && d.ResourceRef == "" && d.Compensation == "" {
-		// Name what was undone: the compensate decision said.
-		if prev, err := s.lastApplied(ctx, tx, c.ID); err != nil {
+// persistDecision writes plan p of decision d on case c, in tx: the first
+// approval it voids, the case resolved or kept open (guarded by the
+// version read under the lock, so two deciders cannot both win), the
+// decision and its announcement, the operation's move with its evidence,
+// resource and retry budget, and the audit events.
+func (s *Store) persistDecision(ctx context.Context, tx *sqlx.Tx, c *Case, row *opRow, first *Decision, p *review.DecisionPlan, d *Decision) error {
+	if p.VoidFirstApproval {
+		if _, err := tx.ExecContext(ctx, s.rebind(voidDecision), first.Seq); err != nil {
 			return err
-		} else if prev != nil && prev.Action == review.DecideCompensate {
-			d.ResourceRef, d.Compensation = prev.ResourceRef, prev.Compensation
 		}
 	}
-	if err := s.closeCase(ctx, tx, c, d); err != nil {
+	if err := s.closeCase(ctx, tx, c, d, p.ResolveCase); err != nil {
 		return err
 	}
 	if err := s.insertDecision(ctx, tx, d); err != nil {
 		return err
 	}
-	if err := s.enqueueDecision(ctx, tx, d); err != nil { // outbound webhooks, same transaction
-		return err
+	if p.Announce {
+		if err := s.enqueueDecision(ctx, tx, d); err != nil { // outbound webhooks, same transaction
+			return err
+		}
 	}
-	if err := s.applyDecision(ctx, tx, row, d, to, d.DecidedAt); err != nil {
-		return err
+	if p.Evidence != nil {
+		if err := s.insertEvidence(ctx, tx, row.ID, *p.Evidence); err != nil {
+			return err
+		}
 	}
-	if review.KeepsCaseOpen(d.Action) {
+	if p.Resource != nil {
+		if err := s.setResource(ctx, tx, row.ID, *p.Resource); err != nil {
+			return err
+		}
+	}
+	if r := p.Retry; r != nil {
+		if _, err := tx.ExecContext(ctx, s.rebind(updateOpRetryBudget), r.MaxAttempts, dbTime(r.Deadline), dbTime(r.NextAttemptAt), row.ID); err != nil {
+			return err
+		}
+	}
+	if m := p.Move; m != nil {
+		if err := s.transition(ctx, tx, row, m.To, p.MoveReason, d.Actor, m.Action, m.Detail); err != nil {
+			return err
+		}
+	}
+	for _, e := range p.Events {
+		if err := s.appendEvent(ctx, tx, plannedEvent(e, d.DecidedAt, d.Actor, c.Tenant, c.OperationID)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// prior is d as review plans the next decision with it (nil: none).
+func (d *Decision) prior() *review.PriorDecision {
+	if d == nil {
 		return nil
 	}
-	return s.appendEvent(ctx, tx, &AuditEvent{At: d.DecidedAt, Actor: d.Actor, Tenant: c.Tenant, OperationID: d.OperationID,
-		Action: "case.resolved", Detail: detailJSON(map[string]any{"case_id": c.ID, "decision_id": d.ID, "resolution": d.Action})})
+	return &review.PriorDecision{Action: d.Action, Actor: d.Actor, ResourceRef: d.ResourceRef, Compensation: d.Compensation,
+		PayloadHash: d.PayloadHash, Key: d.Key}
 }
 
 // decideError is what Decide says of err: a refusal as it is, with who
@@ -257,12 +232,12 @@ func (s *Store) decideError(ctx context.Context, caseID string, err error) error
 	return fmt.Errorf("store.Decide: %w", err)
 }
 
-// closeCase resolves c for decision d or, when d keeps it open
-// (review.KeepsCaseOpen), moves its version on; either way guarded by the
-// version read under the lock, so two deciders cannot both win.
-func (s *Store) closeCase(ctx context.Context, tx *sqlx.Tx, c *Case, d *Decision) error {
+// closeCase resolves c for decision d or, when the case stays open,
+// moves its version on; either way guarded by the version read under the
+// lock, so two deciders cannot both win.
+func (s *Store) closeCase(ctx context.Context, tx *sqlx.Tx, c *Case, d *Decision, resolve bool) error {
 	q, args := resolveCase, []any{d.DecidedAt, d.Actor, d.Action, c.ID, c.Version}
-	if review.KeepsCaseOpen(d.Action) {
+	if !resolve {
 		q, args = bumpCase, []any{c.ID, c.Version}
 	}
 	res, err := tx.ExecContext(ctx, s.rebind(q), args...)
@@ -272,92 +247,10 @@ func (s *Store) closeCase(ctx context.Context, tx *sqlx.Tx, c *Case, d *Decision
 	if k, _ := res.RowsAffected(); k != 1 {
 		return &review.AlreadyDecidedError{CaseID: c.ID}
 	}
-	if review.KeepsCaseOpen(d.Action) {
+	if !resolve {
 		return nil
 	}
 	return s.countOpenCase(ctx, tx, c.Tenant, c.Destination, c.Action, c.Flags, reasonBits(c.Reasons), -1)
-}
-
-// resolveWithVerdict records d, a decision that does not move the
-// operation (a verdict on the payload refused under its key, or on an
-// extra resource found after it was confirmed), and resolves c unless d
-// keeps it open.
-func (s *Store) resolveWithVerdict(ctx context.Context, tx *sqlx.Tx, c *Case, d *Decision) error {
-	if err := s.closeCase(ctx, tx, c, d); err != nil {
-		return err
-	}
-	if err := s.insertDecision(ctx, tx, d); err != nil {
-		return err
-	}
-	detail := map[string]any{"case_id": c.ID, "decision_id": d.ID, "action": d.Action, "reason": d.Reason, "state": d.FromState}
-	if d.ResourceRef != "" {
-		detail["resource_ref"] = d.ResourceRef
-	}
-	if d.Compensation != "" {
-		detail["compensation"] = d.Compensation
-	}
-	if err := s.appendEvent(ctx, tx, &AuditEvent{At: d.DecidedAt, Actor: d.Actor, Tenant: c.Tenant, OperationID: c.OperationID,
-		Action: "decision." + d.Status, Detail: detailJSON(detail)}); err != nil {
-		return err
-	}
-	if review.KeepsCaseOpen(d.Action) {
-		return nil
-	}
-	return s.appendEvent(ctx, tx, &AuditEvent{At: d.DecidedAt, Actor: d.Actor, Tenant: c.Tenant, OperationID: c.OperationID,
-		Action: "case.resolved", Detail: detailJSON(map[string]any{"case_id": c.ID, "decision_id": d.ID, "resolution": d.Action})})
-}
-
-// applyDecision moves the operation as decided, with the evidence a
-// reviewer's decision is (I7: a confirmation rests on it).
-func (s *Store) applyDecision(ctx context.Context, tx *sqlx.Tx, row *opRow, d *Decision, to review.State, now time.Time) error {
-	detail := map[string]any{"decision_id": d.ID, "case_id": d.CaseID, "action": d.Action}
-	switch d.Action {
-	case review.DecideConfirm:
-		ev := review.Evidence{Source: review.SourceReviewer, Authoritative: true, Verdict: review.VerdictConfirms, ObservedAt: now,
-			Candidates: []review.Candidate{{Ref: d.ResourceRef, OperationID: row.ID}}, Note: d.Actor + ": " + d.Reason}
-		if err := s.insertEvidence(ctx, tx, row.ID, ev); err != nil {
-			return err
-		}
-		if err := s.setResource(ctx, tx, row.ID, review.ResourceRef{Ref: d.ResourceRef}); err != nil {
-			return err
-		}
-	case review.DecideCompensate:
-		detail["compensation"] = d.Compensation
-		detail["resource_ref"] = d.ResourceRef
-	case review.DecideCompensationDone:
-		// What compensated rests on: a reviewer's word that the effect is
-		// undone — it is no longer there, hence refutes.
-		note := "compensation done"
-		if d.ResourceRef != "" {
-			note += " of " + d.ResourceRef
-		}
-		if d.Compensation != "" {
-			note += " (" + d.Compensation + ")"
-		}
-		ev := review.Evidence{Source: review.SourceReviewer, Authoritative: true, Verdict: review.VerdictRefutes, ObservedAt: now,
-			Note: note + " — " + d.Actor + ": " + d.Reason}
-		if err := s.insertEvidence(ctx, tx, row.ID, ev); err != nil {
-			return err
-		}
-		detail["compensation"] = d.Compensation
-		detail["resource_ref"] = d.ResourceRef
-	case review.DecideCompensationFailed:
-		detail["escalation"] = []review.Reason{review.ReasonCompensationFailed}
-	case review.DecideApproveRetry:
-		max := row.MaxAttempts
-		if row.AttemptCount >= max {
-			max = row.AttemptCount + 1
-		}
-		deadline := row.Deadline
-		if !now.Before(deadline) {
-			deadline = now.Add(time.Hour) // a retry approved after the deadline gets an hour to run
-		}
-		if _, err := tx.ExecContext(ctx, s.rebind(updateOpRetryBudget), max, dbTime(deadline), now, row.ID); err != nil {
-			return err
-		}
-	}
-	reason := fmt.Sprintf("%s by %s: %s", d.Action, d.Actor, d.Reason)
-	return s.transition(ctx, tx, row, to, reason, d.Actor, "decision."+d.Action, detail)
 }
 
 func (s *Store) lockCase(ctx context.Context, tx *sqlx.Tx, id string) (*Case, error) {

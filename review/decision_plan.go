@@ -1,0 +1,192 @@
+package review
+
+import (
+	"fmt"
+	"time"
+)
+
+// DecisionStatus is what a recorded decision did.
+type DecisionStatus string
+
+const (
+	// DecisionApplied: the decision moved the operation.
+	DecisionApplied DecisionStatus = "applied"
+	// DecisionFirstApproval: the first of two approvals; the case stays open.
+	DecisionFirstApproval DecisionStatus = "first_approval"
+	// DecisionVoid: a first approval for a payload or key the operation no
+	// longer has.
+	DecisionVoid DecisionStatus = "void"
+	// DecisionRefusedPayload: a verdict on a payload refused under the
+	// operation's key, given while the operation was elsewhere than in
+	// review (OnRefusedPayload). The operation did not move.
+	DecisionRefusedPayload DecisionStatus = "refused_payload"
+	// DecisionExtraEffect: a decision on an extra resource found after the
+	// operation was confirmed (OnExtraEffect); it stays confirmed.
+	DecisionExtraEffect DecisionStatus = "extra_effect"
+)
+
+// PriorDecision is a decision already recorded on the case, as planning
+// the next one needs it.
+type PriorDecision struct {
+	Action, Actor, ResourceRef, Compensation, PayloadHash, Key string
+}
+
+// DecisionInput is a reviewer's decision on a case and what it is judged
+// against, read under the case's and the operation's locks.
+type DecisionInput struct {
+	Op          *Operation
+	CaseID      string
+	CaseReasons []Reason
+	// DecisionID is the id the decision is recorded under.
+	DecisionID                               string
+	Action, Ref, Compensation, Reason, Actor string
+	// FirstApproval is the case's first approval on record (nil: none);
+	// LastApplied its newest applied decision (nil: none).
+	FirstApproval, LastApplied *PriorDecision
+	Now                        time.Time
+}
+
+// DecisionPlan is what a decision writes: the decision (Status, and the
+// resource and undo it names), the case resolved or kept open, the first
+// approval it voids, the operation's move with the evidence, resource and
+// retry budget that go with it, the announcement to integrators, and the
+// events audited after the move.
+type DecisionPlan struct {
+	Status DecisionStatus
+	// From is the operation's state; To the state it moves to (From when
+	// it does not move).
+	From, To                  State
+	ResourceRef, Compensation string
+	// ResolveCase: the case is resolved; otherwise it stays open (its
+	// version moves on, so a form read before is stale).
+	ResolveCase       bool
+	VoidFirstApproval bool
+	// Announce: integrators learn of it (decisions feed webhook).
+	Announce bool
+	// Move is the operation's transition to To (nil: it does not move).
+	Move       *PlannedEvent
+	MoveReason string
+	Evidence   *Evidence
+	Resource   *ResourceRef
+	Retry      *ApprovedRetry
+	Events     []PlannedEvent
+}
+
+// ApprovedRetry is the room an approved retry gets to run.
+type ApprovedRetry struct {
+	MaxAttempts   int
+	Deadline      time.Time
+	NextAttemptAt time.Time
+}
+
+// PlanDecision decides what a reviewer's decision does (CheckDecision
+// says whether it may be taken at all). On a refused payload or an extra
+// effect it is a verdict that moves nothing; an approve_retry that needs
+// two approvers is a first approval until a different reviewer gives the
+// second for the same payload and key; anything else moves the operation
+// to DecisionTarget. Errors wrap ErrInvalidTransition or ErrSecondApprover.
+func PlanDecision(in DecisionInput) (*DecisionPlan, error) {
+	op := in.Op
+	on, err := CheckDecision(op.State, in.CaseReasons, in.Action)
+	if err != nil {
+		return nil, err
+	}
+	p := &DecisionPlan{Status: DecisionApplied, From: op.State, To: op.State, ResourceRef: in.Ref, Compensation: in.Compensation,
+		ResolveCase: !KeepsCaseOpen(in.Action)}
+	switch on {
+	case OnRefusedPayload, OnExtraEffect:
+		p.Status = DecisionRefusedPayload
+		if on == OnExtraEffect {
+			p.Status = DecisionExtraEffect
+		}
+		detail := map[string]any{"case_id": in.CaseID, "decision_id": in.DecisionID, "action": in.Action, "reason": in.Reason, "state": op.State}
+		if in.Ref != "" {
+			detail["resource_ref"] = in.Ref
+		}
+		if in.Compensation != "" {
+			detail["compensation"] = in.Compensation
+		}
+		p.Events = append(p.Events, PlannedEvent{Action: "decision." + string(p.Status), Detail: detail})
+		p.Events = append(p.Events, p.resolved(in)...)
+		return p, nil
+	}
+	if NeedsTwoApprovers(op, in.Action) {
+		prior := in.FirstApproval
+		if prior != nil && (prior.PayloadHash != op.PayloadHash || prior.Key != op.Key) {
+			p.VoidFirstApproval, prior = true, nil // the approval was for something else: start over
+		}
+		if prior != nil && prior.Actor == in.Actor {
+			return nil, fmt.Errorf("%w: %s already gave the first approval", ErrSecondApprover, in.Actor)
+		}
+		if prior == nil {
+			p.Status, p.ResolveCase = DecisionFirstApproval, false
+			p.Events = []PlannedEvent{{Action: "decision.first_approval", Detail: map[string]any{"case_id": in.CaseID,
+				"decision_id": in.DecisionID, "reason": in.Reason, "payload_hash": op.PayloadHash, "key": op.Key}}}
+			return p, nil
+		}
+	}
+	to, err := DecisionTarget(in.Action)
+	if err != nil {
+		return nil, err
+	}
+	if err := CheckTransition(op.State, to); err != nil {
+		return nil, err
+	}
+	p.To, p.Announce = to, true
+	if last := in.LastApplied; in.Action == DecideCompensationDone && in.Ref == "" && in.Compensation == "" &&
+		last != nil && last.Action == DecideCompensate {
+		p.ResourceRef, p.Compensation = last.ResourceRef, last.Compensation // name what was undone
+	}
+	p.planMove(in)
+	p.Events = p.resolved(in)
+	return p, nil
+}
+
+// planMove plans the operation's move as decided, with the evidence a
+// reviewer's decision is (I7: a confirmation rests on it).
+func (p *DecisionPlan) planMove(in DecisionInput) {
+	op, now := in.Op, in.Now
+	detail := map[string]any{"decision_id": in.DecisionID, "case_id": in.CaseID, "action": in.Action}
+	switch in.Action {
+	case DecideConfirm:
+		p.Evidence = &Evidence{Source: SourceReviewer, Authoritative: true, Verdict: VerdictConfirms, ObservedAt: now,
+			Candidates: []Candidate{{Ref: p.ResourceRef, OperationID: op.ID}}, Note: in.Actor + ": " + in.Reason}
+		p.Resource = &ResourceRef{Ref: p.ResourceRef}
+	case DecideCompensate:
+		detail["compensation"], detail["resource_ref"] = p.Compensation, p.ResourceRef
+	case DecideCompensationDone:
+		// What compensated rests on: a reviewer's word that the effect is
+		// undone — it is no longer there, hence refutes.
+		note := "compensation done"
+		if p.ResourceRef != "" {
+			note += " of " + p.ResourceRef
+		}
+		if p.Compensation != "" {
+			note += " (" + p.Compensation + ")"
+		}
+		p.Evidence = &Evidence{Source: SourceReviewer, Authoritative: true, Verdict: VerdictRefutes, ObservedAt: now,
+			Note: note + " — " + in.Actor + ": " + in.Reason}
+		detail["compensation"], detail["resource_ref"] = p.Compensation, p.ResourceRef
+	case DecideCompensationFailed:
+		detail["escalation"] = []Reason{ReasonCompensationFailed}
+	case DecideApproveRetry:
+		b := &ApprovedRetry{MaxAttempts: op.MaxAttempts, Deadline: op.Deadline, NextAttemptAt: now}
+		if op.AttemptCount >= b.MaxAttempts {
+			b.MaxAttempts = op.AttemptCount + 1
+		}
+		if !now.Before(b.Deadline) {
+			b.Deadline = now.Add(time.Hour) // a retry approved after the deadline gets an hour to run
+		}
+		p.Retry = b
+	}
+	p.MoveReason = fmt.Sprintf("%s by %s: %s", in.Action, in.Actor, in.Reason)
+	p.Move = &PlannedEvent{Action: "decision." + in.Action, From: p.From, To: p.To, Detail: detail}
+}
+
+// resolved is the case.resolved event, when the decision resolves the case.
+func (p *DecisionPlan) resolved(in DecisionInput) []PlannedEvent {
+	if !p.ResolveCase {
+		return nil
+	}
+	return []PlannedEvent{{Action: "case.resolved", Detail: map[string]any{"case_id": in.CaseID, "decision_id": in.DecisionID, "resolution": in.Action}}}
+}
