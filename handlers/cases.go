@@ -66,15 +66,34 @@ func (h *Handlers) caseViewRevealed(c echo.Context, id string, reveal bool) (*we
 			v.Diffs = review.DiffJSON(review.Redact(op.Payload, fields), review.Redact([]byte(rejected[n-1].Payload), fields))
 		}
 	}
+	if v.DecidesOn = review.DecidesOn(op.State, cs.Reasons); v.DecidesOn == review.OnApproval {
+		v.Approval = approvalView(op, cs, ds, h.Store.Config(), review.Redact(op.Payload, fields))
+		if reveal {
+			v.Approval.Canonical = string(op.Payload)
+		}
+	}
 	// Only the decisions the case's situation allows (review.CheckDecision
 	// refuses the others anyway): a form must not make the wrong one easy.
-	v.DecidesOn = review.DecidesOn(op.State, cs.Reasons)
 	for _, a := range review.DecisionsAllowed(op.State, cs.Reasons) {
 		if s.User.Role.CanDecide(op, a) {
 			v.Actions = append(v.Actions, a)
 		}
 	}
 	return v, nil
+}
+
+// approvalView is what an approval case asks a reviewer: the canonical
+// payload (redacted as the page shows it), the approvals given, those
+// needed.
+func approvalView(op *review.Operation, cs *store.Case, ds []store.Decision, cfg *review.Config, canonical []byte) *web.ApprovalView {
+	a := &web.ApprovalView{Canonical: string(canonical), Needed: cfg.Destination(op.Destination).ApprovalsNeeded(op),
+		RequestedBy: cs.RequestedBy, ExpiresAt: cs.ExpiresAt}
+	for _, d := range ds {
+		if d.Status == store.DecisionFirstApproval && d.Action == review.DecideApprove {
+			a.Given = append(a.Given, d)
+		}
+	}
+	return a
 }
 
 // ClaimCase gives the case to the signed-in user for a while.
@@ -137,7 +156,8 @@ func (h *Handlers) Decide(c echo.Context) error {
 		}
 	case errors.As(err, &already):
 		status, v.Problem = http.StatusConflict, already.Error()
-	case errors.Is(err, review.ErrInvalid), errors.Is(err, review.ErrInvalidTransition), errors.Is(err, review.ErrSecondApprover):
+	case errors.Is(err, review.ErrInvalid), errors.Is(err, review.ErrInvalidTransition), errors.Is(err, review.ErrSecondApprover),
+		errors.Is(err, review.ErrOwnRequest):
 		status, v.Problem, v.Form = http.StatusUnprocessableEntity, err.Error(), form
 	default:
 		return err

@@ -82,6 +82,10 @@ func (h *Handlers) toProblem(err error, c echo.Context) *Problem {
 	case errors.As(err, &mismatch):
 		return &Problem{Type: "payload-mismatch", Title: "Key already used with a different payload", Status: http.StatusUnprocessableEntity,
 			Detail: mismatch.Error(), OperationID: mismatch.Operation.ID, State: mismatch.Operation.State}
+	case errors.As(err, &notAtt) && notAtt.Operation.State == review.AwaitingApproval:
+		op := notAtt.Operation
+		return &Problem{Type: "awaiting-approval", Title: "The operation awaits approval", Status: http.StatusConflict,
+			Detail: "no attempt may start before a reviewer approves the operation: " + op.StateReason, OperationID: op.ID, State: op.State}
 	case errors.As(err, &notAtt):
 		op := notAtt.Operation
 		return &Problem{Type: "not-attemptable", Title: "No attempt may start", Status: http.StatusConflict,
@@ -161,7 +165,8 @@ func (h *Handlers) consoleStatus(err error, c echo.Context) (int, string) {
 		return http.StatusConflict, already.Error()
 	case errors.Is(err, review.ErrNotFound):
 		return http.StatusNotFound, "Not found."
-	case errors.Is(err, review.ErrInvalid), errors.Is(err, review.ErrInvalidTransition), errors.Is(err, review.ErrSecondApprover):
+	case errors.Is(err, review.ErrInvalid), errors.Is(err, review.ErrInvalidTransition), errors.Is(err, review.ErrSecondApprover),
+		errors.Is(err, review.ErrOwnRequest):
 		return http.StatusBadRequest, err.Error()
 	case errors.Is(err, review.ErrConflict):
 		return http.StatusConflict, err.Error()

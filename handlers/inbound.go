@@ -120,6 +120,24 @@ type decisionPage struct {
 	NextCursor string           `json:"next_cursor"`
 }
 
+// operationDecisions is GET /api/v1/operations/{id}/decisions's answer.
+type operationDecisions struct {
+	OperationID string           `json:"operation_id"`
+	State       review.State     `json:"state"`
+	Decisions   []store.Decision `json:"decisions"`
+}
+
+// OperationDecisions lists every decision on one of the tenant's
+// operations, oldest first, with its state: what client.WaitDecision
+// polls while a person is asked.
+func (h *Handlers) OperationDecisions(c echo.Context) error {
+	op, ds, err := h.Store.OperationDecisions(c.Request().Context(), caller(c).Tenant, c.Param("id"))
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, operationDecisions{OperationID: op.ID, State: op.State, Decisions: ds})
+}
+
 // ListDecisions is the feed of reviewer decisions on the tenant's
 // operations, in order; pass next_cursor back to continue.
 func (h *Handlers) ListDecisions(c echo.Context) error {

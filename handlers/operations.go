@@ -58,7 +58,7 @@ func (h *Handlers) RegisterOperation(c echo.Context) error {
 		Tenant: caller(c).Tenant, SourceRef: req.SourceRef, LogicalVersion: req.LogicalVersion,
 		Action: req.Action, Destination: req.Destination, Risk: req.Risk, Flags: req.Flags,
 		Payload: payload, Key: req.Key, Deadline: deadline, MaxAttempts: req.MaxAttempts,
-		CostBudget: req.CostBudget, Actor: actor(c),
+		CostBudget: req.CostBudget, Actor: actor(c), RequestedBy: caller(c).CreatedBy,
 	})
 	if err != nil {
 		return err

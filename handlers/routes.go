@@ -151,6 +151,7 @@ func (h *Handlers) Routes(e *echo.Echo) {
 	api.POST("/operations/:id/attempts/:n/outcome", h.RecordOutcome)
 	api.POST("/operations/:id/evidence", h.AddEvidence)
 	api.PUT("/operations/:id/jobs/:ref", h.PutJob)
+	api.GET("/operations/:id/decisions", h.OperationDecisions)
 	api.GET("/decisions", h.ListDecisions)
 
 	// Anything else under /api answers a problem, not an HTML page.

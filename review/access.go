@@ -51,11 +51,12 @@ var grants = map[Role][]Permission{
 // Can reports whether r holds p.
 func (r Role) Can(p Permission) bool { return slices.Contains(grants[r], p) }
 
-// CanDecide reports whether r may take action on op: approve_retry needs
-// PermApproveRetry; a flagged (financial, irreversible, regulated) or
+// CanDecide reports whether r may take action on op: approve_retry, and
+// approve and refuse on an approval case, need PermApproveRetry (a
+// reviewer's: it lets an action run); a flagged (financial, irreversible, regulated) or
 // irreversible-risk operation needs PermDecideFlagged; anything else PermDecide.
 func (r Role) CanDecide(op *Operation, action string) bool {
-	if action == DecideApproveRetry && !r.Can(PermApproveRetry) {
+	if (action == DecideApproveRetry || action == DecideApprove || action == DecideRefuse) && !r.Can(PermApproveRetry) {
 		return false
 	}
 	if len(op.Flags) > 0 || op.Risk == RiskIrreversible {

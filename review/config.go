@@ -151,9 +151,24 @@ type Destination struct {
 // ActionConfig overrides classification for one action.
 type ActionConfig struct {
 	Errors map[string]ErrorClass `yaml:"errors"`
-	// RequiresApproval: operations of this action start awaiting_approval.
+	// RequiresApproval: operations of this action start awaiting_approval,
+	// with an approval case, and run only once approved.
 	RequiresApproval bool `yaml:"requires_approval"`
+	// Approvals is how many different reviewers must approve (0: one; a
+	// financial, irreversible or regulated operation always needs two).
+	Approvals int `yaml:"approvals"`
+	// ApprovalTimeout is how long an approval may take (0:
+	// DefaultApprovalTimeout). Past it, or past the operation's deadline,
+	// the operation fails: an approval never given is a refusal.
+	ApprovalTimeout time.Duration `yaml:"approval_timeout"`
 }
+
+// DefaultApprovalTimeout is how long an operation waits for its approval
+// when the action's policy does not say.
+const DefaultApprovalTimeout = 24 * time.Hour
+
+// MaxApprovals bounds an action's approvals.
+const MaxApprovals = 5
 
 // Probes are the HTTP requests the reconciler sends to settle an ambiguous
 // operation. URLs are templates over the operation's fields.
@@ -230,6 +245,30 @@ func (c *Config) Budget() RetryBudget {
 // be approved before their first attempt.
 func (d Destination) RequiresApproval(action string) bool {
 	return d.Actions[action].RequiresApproval
+}
+
+// ApprovalsNeeded is how many different reviewers must approve op before
+// it runs: the action's policy (at least one), and two for a financial,
+// irreversible or regulated operation.
+func (d Destination) ApprovalsNeeded(op *Operation) int {
+	n := max(d.Actions[op.Action].Approvals, 1)
+	if RetryNeedsReviewer(op) || op.HasFlag(FlagRegulated) {
+		n = max(n, 2)
+	}
+	return n
+}
+
+// ApprovalExpiry is when an operation registered at now stops waiting for
+// its approval: the action's timeout, or its deadline if that comes first.
+func (d Destination) ApprovalExpiry(action string, deadline, now time.Time) time.Time {
+	t := d.Actions[action].ApprovalTimeout
+	if t <= 0 {
+		t = DefaultApprovalTimeout
+	}
+	if at := now.Add(t); deadline.IsZero() || at.Before(deadline) {
+		return at
+	}
+	return deadline
 }
 
 // ParseConfig reads a YAML configuration strictly: unknown keys are errors,
@@ -320,6 +359,10 @@ func (c *Config) validate() error {
 		for a, ac := range d.Actions {
 			if err := checkErrors(ac.Errors); err != nil {
 				return fmt.Errorf("%w: config: destination %q action %q: %v", ErrInvalid, n, a, err)
+			}
+			if ac.Approvals < 0 || ac.Approvals > MaxApprovals || ac.ApprovalTimeout < 0 {
+				return fmt.Errorf("%w: config: destination %q action %q: approvals must be between 0 and %d, approval_timeout not negative",
+					ErrInvalid, n, a, MaxApprovals)
 			}
 		}
 		c.Destinations[n] = d

@@ -20,6 +20,11 @@ const (
 	// as "the effect is this resource" and "the effect did not happen".
 	DecideCompensationDone   = "compensation_done"
 	DecideCompensationFailed = "compensation_failed"
+	// DecideApprove and DecideRefuse answer an approval case: the action
+	// may run (→ pending, once every approval its policy asks for is
+	// given), or it may not (→ failed).
+	DecideApprove = "approve"
+	DecideRefuse  = "refuse"
 )
 
 // DecisionTarget is the state a decision moves the operation to.
@@ -38,8 +43,12 @@ func DecisionTarget(action string) (State, error) {
 		return Compensated, nil
 	case DecideCompensationFailed:
 		return NeedsReview, nil
+	case DecideApprove:
+		return Pending, nil
+	case DecideRefuse:
+		return Failed, nil
 	}
-	return "", fmt.Errorf("%w: action must be confirm, compensate, approve_retry, fail, compensation_done or compensation_failed", ErrInvalid)
+	return "", fmt.Errorf("%w: action must be confirm, compensate, approve_retry, fail, compensation_done, compensation_failed, approve or refuse", ErrInvalid)
 }
 
 // KeepsCaseOpen reports whether a decision leaves its case open: after
@@ -69,6 +78,9 @@ const (
 	// decision is about the extra resource: compensate it (the case stays
 	// open until the undo is done), or say it was undone.
 	OnExtraEffect DecisionScope = "extra_effect"
+	// OnApproval: the operation awaits approval before it runs
+	// (approval_required); a decision approves or refuses it.
+	OnApproval DecisionScope = "approval"
 )
 
 // DecidesOn says what decisions on a case with these reasons act upon
@@ -76,9 +88,8 @@ const (
 //
 // Decisions happen only where a person is asked: an operation moves by a
 // decision only from needs_review (SPEC "Operation states"), or from
-// compensating, where a reviewer says whether the undo happened. Approval
-// decisions (approve, refuse) will apply only in awaiting_approval; none
-// of the actions here ever moves an operation awaiting approval.
+// compensating, where a reviewer says whether the undo happened; and from
+// awaiting_approval, where only approve and refuse apply.
 //
 // A payload_mismatch case whose operation is elsewhere stays open, and
 // reviewable, even once the operation settles: the operation's outcome
@@ -87,6 +98,8 @@ const (
 // would drop the only sign of it.
 func DecidesOn(state State, reasons []Reason) DecisionScope {
 	switch {
+	case state == AwaitingApproval && slices.Contains(reasons, ReasonApprovalRequired):
+		return OnApproval
 	case state == NeedsReview, state == Compensating:
 		return OnOperation
 	case state == Confirmed && slices.Contains(reasons, ReasonMultipleCands):
@@ -114,6 +127,8 @@ func DecisionsAllowed(state State, reasons []Reason) []string {
 		return []string{DecideFail}
 	case OnExtraEffect:
 		return []string{DecideCompensate, DecideCompensationDone}
+	case OnApproval:
+		return []string{DecideApprove, DecideRefuse}
 	}
 	return nil
 }
@@ -127,6 +142,8 @@ func CheckDecision(state State, reasons []Reason, action string) (DecisionScope,
 		return on, nil
 	}
 	switch on {
+	case OnApproval:
+		return "", fmt.Errorf("%w: the operation awaits approval before it runs: approve or refuse it, not %s", ErrInvalidTransition, action)
 	case OnRefusedPayload:
 		return "", fmt.Errorf("%w: %s decides an operation in needs_review, and this one is %s: the case is about a payload refused under its key, "+
 			"and fail (the refused payload will not run) is the only verdict on it; the operation goes its own way", ErrInvalidTransition, action, state)

@@ -2,6 +2,7 @@ package review
 
 import (
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -11,7 +12,9 @@ type DecisionStatus string
 const (
 	// DecisionApplied: the decision moved the operation.
 	DecisionApplied DecisionStatus = "applied"
-	// DecisionFirstApproval: the first of two approvals; the case stays open.
+	// DecisionFirstApproval: an approval that is not yet the last one
+	// needed (the first of two, or of as many as the action's policy
+	// asks); the case stays open.
 	DecisionFirstApproval DecisionStatus = "first_approval"
 	// DecisionVoid: a first approval for a payload or key the operation no
 	// longer has.
@@ -28,6 +31,7 @@ const (
 // PriorDecision is a decision already recorded on the case, as planning
 // the next one needs it.
 type PriorDecision struct {
+	Seq                                                       int64
 	Action, Actor, ResourceRef, Compensation, PayloadHash, Key string
 }
 
@@ -40,10 +44,16 @@ type DecisionInput struct {
 	// DecisionID is the id the decision is recorded under.
 	DecisionID                               string
 	Action, Ref, Compensation, Reason, Actor string
-	// FirstApproval is the case's first approval on record (nil: none);
-	// LastApplied its newest applied decision (nil: none).
-	FirstApproval, LastApplied *PriorDecision
-	Now                        time.Time
+	// Approvals are the case's approvals on record that were not the last
+	// one needed (status first_approval, oldest first); LastApplied is its
+	// newest applied decision (nil: none).
+	Approvals   []PriorDecision
+	LastApplied *PriorDecision
+	// RequestedBy is who asked for the operation (the creator of the token
+	// that registered it), who may not approve it.
+	RequestedBy string
+	Destination Destination
+	Now         time.Time
 }
 
 // DecisionPlan is what a decision writes: the decision (Status, and the
@@ -59,8 +69,10 @@ type DecisionPlan struct {
 	ResourceRef, Compensation string
 	// ResolveCase: the case is resolved; otherwise it stays open (its
 	// version moves on, so a form read before is stale).
-	ResolveCase       bool
-	VoidFirstApproval bool
+	ResolveCase bool
+	// Void lists the approvals on record (by Seq) that no longer count:
+	// given for a payload or key the operation no longer has.
+	Void []int64
 	// Announce: integrators learn of it (decisions feed webhook).
 	Announce bool
 	// Move is the operation's transition to To (nil: it does not move).
@@ -110,18 +122,16 @@ func PlanDecision(in DecisionInput) (*DecisionPlan, error) {
 		p.Events = append(p.Events, p.resolved(in)...)
 		return p, nil
 	}
-	if NeedsTwoApprovers(op, in.Action) {
-		prior := in.FirstApproval
-		if prior != nil && (prior.PayloadHash != op.PayloadHash || prior.Key != op.Key) {
-			p.VoidFirstApproval, prior = true, nil // the approval was for something else: start over
+	if need := approvalsNeeded(in); need > 1 || in.Action == DecideApprove {
+		given, err := p.countApprovals(in)
+		if err != nil {
+			return nil, err
 		}
-		if prior != nil && prior.Actor == in.Actor {
-			return nil, fmt.Errorf("%w: %s already gave the first approval", ErrSecondApprover, in.Actor)
-		}
-		if prior == nil {
+		if given+1 < need {
 			p.Status, p.ResolveCase = DecisionFirstApproval, false
 			p.Events = []PlannedEvent{{Action: "decision.first_approval", Detail: map[string]any{"case_id": in.CaseID,
-				"decision_id": in.DecisionID, "reason": in.Reason, "payload_hash": op.PayloadHash, "key": op.Key}}}
+				"decision_id": in.DecisionID, "action": in.Action, "reason": in.Reason, "payload_hash": op.PayloadHash, "key": op.Key,
+				"approvals": given + 1, "needed": need}}}
 			return p, nil
 		}
 	}
@@ -181,6 +191,44 @@ func (p *DecisionPlan) planMove(in DecisionInput) {
 	}
 	p.MoveReason = fmt.Sprintf("%s by %s: %s", in.Action, in.Actor, in.Reason)
 	p.Move = &PlannedEvent{Action: "decision." + in.Action, From: p.From, To: p.To, Detail: detail}
+}
+
+// approvalsNeeded is how many different people must give in.Action
+// before it applies: an approval case's policy (Destination.ApprovalsNeeded),
+// two for a retry that needs a reviewer (NeedsTwoApprovers), else one.
+func approvalsNeeded(in DecisionInput) int {
+	switch {
+	case in.Action == DecideApprove:
+		return in.Destination.ApprovalsNeeded(in.Op)
+	case NeedsTwoApprovers(in.Op, in.Action):
+		return 2
+	}
+	return 1
+}
+
+// countApprovals counts the approvals on record that still count towards
+// in.Action, marking for voiding those given for another payload or key
+// (an approval is bound to both), and refuses a person approving twice or
+// approving their own request.
+func (p *DecisionPlan) countApprovals(in DecisionInput) (int, error) {
+	op := in.Op
+	if in.Action == DecideApprove && in.RequestedBy != "" && strings.EqualFold(in.RequestedBy, in.Actor) {
+		return 0, fmt.Errorf("%w: %s created the API token that registered this operation; another reviewer must approve it", ErrOwnRequest, in.Actor)
+	}
+	given := 0
+	for _, a := range in.Approvals {
+		switch {
+		case a.PayloadHash != op.PayloadHash || a.Key != op.Key:
+			p.Void = append(p.Void, a.Seq) // the approval was for something else
+		case a.Action != in.Action:
+			// An approval of another action does not count towards this one.
+		case strings.EqualFold(a.Actor, in.Actor):
+			return 0, fmt.Errorf("%w: %s already approved", ErrSecondApprover, in.Actor)
+		default:
+			given++
+		}
+	}
+	return given, nil
 }
 
 // resolved is the case.resolved event, when the decision resolves the case.

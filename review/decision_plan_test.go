@@ -2,6 +2,7 @@ package review
 
 import (
 	"errors"
+	"slices"
 	"testing"
 	"time"
 )
@@ -47,7 +48,7 @@ func TestPlanDecision(t *testing.T) {
 			t.Errorf("first approval plans %+v", p)
 		}
 		second := in(op, DecideApproveRetry)
-		second.FirstApproval = &PriorDecision{Action: DecideApproveRetry, Actor: "rita", PayloadHash: op.PayloadHash, Key: op.Key}
+		second.Approvals = []PriorDecision{{Seq: 7, Action: DecideApproveRetry, Actor: "rita", PayloadHash: op.PayloadHash, Key: op.Key}}
 		if _, err := PlanDecision(second); !errors.Is(err, ErrSecondApprover) {
 			t.Errorf("the same reviewer twice: %v, want ErrSecondApprover", err)
 		}
@@ -56,12 +57,12 @@ func TestPlanDecision(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if p.Status != DecisionApplied || p.To != RetryWait || p.VoidFirstApproval || p.Retry == nil ||
+		if p.Status != DecisionApplied || p.To != RetryWait || len(p.Void) != 0 || p.Retry == nil ||
 			p.Retry.MaxAttempts != 4 || !p.Retry.Deadline.Equal(op.Deadline) || !p.Retry.NextAttemptAt.Equal(now) {
 			t.Errorf("second approval plans %+v (retry %+v), want retry_wait with one more attempt", p, p.Retry)
 		}
-		second.FirstApproval.PayloadHash = "sha256:other"
-		if p, _ = PlanDecision(second); p.Status != DecisionFirstApproval || !p.VoidFirstApproval {
+		second.Approvals[0].PayloadHash = "sha256:other"
+		if p, _ = PlanDecision(second); p.Status != DecisionFirstApproval || !slices.Equal(p.Void, []int64{7}) {
 			t.Errorf("an approval of another payload: %+v, want it void and this one first", p)
 		}
 		late := in(inReview(), DecideApproveRetry)

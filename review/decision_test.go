@@ -41,7 +41,7 @@ func TestDecisionTarget(t *testing.T) {
 			}
 		})
 	}
-	for _, bad := range []string{"", "approve", "Confirm", "retry", "compensate "} {
+	for _, bad := range []string{"", "approved", "Confirm", "retry", "compensate "} {
 		if _, err := DecisionTarget(bad); !errors.Is(err, ErrInvalid) {
 			t.Errorf("DecisionTarget(%q) error = %v, want ErrInvalid", bad, err)
 		}
@@ -64,7 +64,7 @@ func TestValidateDecision(t *testing.T) {
 		{name: "reason of three bytes", action: DecideFail, reason: "dup"},
 		{name: "compensation_done", action: DecideCompensationDone, reason: "the duplicate folder is gone"},
 		{name: "compensation_failed without a reason", action: DecideCompensationFailed, wantField: "reason"},
-		{name: "unknown action", action: "approve", reason: "looks fine", wantField: ""},
+		{name: "unknown action", action: "approved", reason: "looks fine", wantField: ""},
 		{name: "no reason", action: DecideFail, reason: "", wantField: "reason"},
 		{name: "reason too short", action: DecideApproveRetry, reason: "ok", wantField: "reason"},
 		{name: "confirm without a ref", action: DecideConfirm, reason: "it is there", wantField: "candidate"},
@@ -73,7 +73,7 @@ func TestValidateDecision(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			err := ValidateDecision(tt.action, tt.ref, tt.compensation, tt.reason)
-			valid := tt.wantField == "" && tt.action != "approve"
+			valid := tt.wantField == "" && tt.action != "approved"
 			switch {
 			case valid && err != nil:
 				t.Fatalf("ValidateDecision = %v, want nil", err)

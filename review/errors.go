@@ -68,3 +68,7 @@ func (e *AlreadyDecidedError) Error() string {
 // ErrSecondApprover: the second approval of a four-eyes decision must come
 // from a different person than the first.
 var ErrSecondApprover = errors.New("a second, different reviewer must approve")
+
+// ErrOwnRequest: nobody approves an operation they asked for — one
+// registered with an API token they created.
+var ErrOwnRequest = errors.New("nobody approves their own request")

@@ -13,6 +13,8 @@ const (
 	RecommendApproveRetry   = "approve_retry"
 	RecommendReconcileAgain = "reconcile_again"
 	RecommendFail           = "fail"
+	// RecommendReviewPayload: an approval case; only a person can judge.
+	RecommendReviewPayload = "review_payload"
 )
 
 // Recommendation is the action a case suggests, with a one-line rationale.
@@ -174,6 +176,11 @@ func priority(op *Operation, set map[Reason]bool, now time.Time) int {
 
 func recommend(op *Operation, set map[Reason]bool, f findings) Recommendation {
 	switch {
+	case op.State == AwaitingApproval && set[ReasonApprovalRequired]:
+		// Nothing in the ledger can say whether the action should run: a
+		// person reads the payload. No default the form could preselect.
+		return Recommendation{Action: RecommendReviewPayload,
+			Rationale: "the action's policy asks for approval before it runs: read the payload, then approve or refuse"}
 	case len(f.matching) > 1:
 		keep, undo := f.matching[0], f.matching[1]
 		if op.State == Confirmed && op.Resource != nil && undo == op.Resource.Ref {

@@ -32,6 +32,18 @@ type RegistrationPlan struct {
 	State        State
 	Reason       string
 	Event        PlannedEvent
+	// Approval is the approval case an operation awaiting approval opens
+	// (nil: none).
+	Approval *ApprovalRequest
+}
+
+// ApprovalRequest is the case an operation awaiting approval opens: its
+// reasons, who asked (who may not approve), and when it expires — the
+// operation then fails, as if refused.
+type ApprovalRequest struct {
+	Reasons     []Reason
+	RequestedBy string
+	ExpiresAt   time.Time
 }
 
 // PlanRegistration validates and normalizes r (Normalize: errors wrap
@@ -42,8 +54,10 @@ func PlanRegistration(r Registration, cfg *Config, now time.Time) (*Registration
 		return nil, err
 	}
 	p := &RegistrationPlan{Registration: r, PayloadHash: PayloadHash(r.Payload), State: Pending, Reason: "registered"}
-	if cfg.Destination(r.Destination).RequiresApproval(r.Action) {
+	if d := cfg.Destination(r.Destination); d.RequiresApproval(r.Action) {
 		p.State, p.Reason = AwaitingApproval, "the action requires approval before any attempt"
+		p.Approval = &ApprovalRequest{Reasons: []Reason{ReasonApprovalRequired}, RequestedBy: r.RequestedBy,
+			ExpiresAt: d.ApprovalExpiry(r.Action, *r.Deadline, now)}
 	}
 	p.Event = PlannedEvent{Action: "operation.registered", To: p.State,
 		Detail: map[string]any{"key": r.Key, "payload_hash": p.PayloadHash, "risk": r.Risk, "reason": p.Reason}}
@@ -170,4 +184,18 @@ func outcomeDetail(n int, o Outcome, d Decision) map[string]any {
 		detail["escalation"] = d.Escalation
 	}
 	return detail
+}
+
+// ApprovalLapsed says whether an operation awaiting approval has waited
+// too long at now — past its approval case's expiry (nil: none recorded)
+// or its deadline — and why. It then fails: an approval never given is a
+// refusal (fail closed), never a run.
+func ApprovalLapsed(expires *time.Time, deadline, now time.Time) (bool, string) {
+	switch {
+	case expires != nil && !now.Before(*expires):
+		return true, "no approval was given before the request expired; the operation will not run"
+	case !now.Before(deadline):
+		return true, "the deadline passed before the operation was approved; it will not run"
+	}
+	return false, ""
 }

@@ -27,6 +27,9 @@ type Registration struct {
 	CostBudget  *float64
 	// Actor is who registers (for the audit trail).
 	Actor string
+	// RequestedBy is the person answerable for the request: the creator of
+	// the API token that registers it, who may not approve it.
+	RequestedBy string
 }
 
 // Limits on registration fields.

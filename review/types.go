@@ -139,6 +139,9 @@ const (
 	// ReasonCompensationFailed: an undo a reviewer decided did not happen;
 	// the operation is back in review.
 	ReasonCompensationFailed Reason = "compensation_failed"
+	// ReasonApprovalRequired: the action's policy asks for approval before
+	// it runs; the case is the approval request (awaiting_approval).
+	ReasonApprovalRequired Reason = "approval_required"
 )
 
 // AllReasons lists every escalation reason, in an order that only ever
@@ -147,7 +150,7 @@ const (
 func AllReasons() []Reason {
 	return []Reason{ReasonFinancial, ReasonIrreversible, ReasonRegulated, ReasonSourcesDisagree, ReasonDeadlineExpired,
 		ReasonNoDedupEvidence, ReasonPayloadMismatch, ReasonMultipleCands, ReasonVersionMismatch, ReasonStateConflict,
-		ReasonBudgetExhausted, ReasonCompensationFailed}
+		ReasonBudgetExhausted, ReasonCompensationFailed, ReasonApprovalRequired}
 }
 
 // The `text` tags on types that arrive in API bodies declare each string's

@@ -36,6 +36,10 @@ type Case struct {
 	ResolvedBy        string          `json:"resolved_by,omitempty" db:"resolved_by"`
 	Resolution        string          `json:"resolution,omitempty" db:"resolution"`
 	Version           int64           `json:"version" db:"version"`
+	// RequestedBy and ExpiresAt are an approval case's: who asked for the
+	// operation (and may not approve it), and when the request lapses.
+	RequestedBy string     `json:"requested_by,omitempty" db:"requested_by"`
+	ExpiresAt   *time.Time `json:"expires_at,omitempty" db:"expires_at"`
 }
 
 // Case statuses.
@@ -63,7 +67,8 @@ func joinReasons(rs []review.Reason) string {
 }
 
 const caseColumns = `id, tenant, operation_id, status, reasons, priority, recommended_action, recommended_ref,
-rationale, destination, action, flags, claimed_by, claim_until, opened_at, resolved_at, resolved_by, resolution, version`
+rationale, destination, action, flags, claimed_by, claim_until, opened_at, resolved_at, resolved_by, resolution, version,
+requested_by, expires_at`
 
 const (
 	/* Store.openCase */
@@ -159,6 +164,25 @@ func (s *Store) openCase(ctx context.Context, tx *sqlx.Tx, opID, tenant string, 
 		return nil, err
 	}
 	return s.caseByID(ctx, tx, id)
+}
+
+/* Store.openApprovalCase */
+const setCaseRequest = `UPDATE cases SET requested_by = ?, expires_at = ? WHERE id = ?`
+
+// openApprovalCase opens the approval case a registration awaiting
+// approval asks for (a, nil: none), in the transaction that registers it.
+func (s *Store) openApprovalCase(ctx context.Context, tx *sqlx.Tx, row *opRow, a *review.ApprovalRequest, actor string) error {
+	if a == nil {
+		return nil
+	}
+	c, err := s.openCase(ctx, tx, row.ID, row.Tenant, a.Reasons, actor)
+	if err != nil {
+		return err
+	}
+	if _, err := s.exec(ctx, tx, setCaseRequest, a.RequestedBy, dbTime(a.ExpiresAt), c.ID); err != nil {
+		return fmt.Errorf("approval case: %w", err)
+	}
+	return nil
 }
 
 func (s *Store) caseByID(ctx context.Context, q sqlx.QueryerContext, id string) (*Case, error) {

@@ -2,8 +2,10 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jmoiron/sqlx"
 
@@ -16,28 +18,48 @@ const (
 SELECT id, tenant FROM operations
 WHERE state IN ('pending', 'awaiting_approval', 'retry_wait', 'accepted') AND deadline <= ?
 ORDER BY deadline LIMIT ?`
+	/* Store.ExpireDeadlines: approval requests that lapsed (cases_expiring). */
+	selectLapsedApprovals = `
+SELECT o.id, o.tenant FROM cases c JOIN operations o ON o.id = c.operation_id
+WHERE c.status = 'open' AND c.expires_at IS NOT NULL AND c.expires_at <= ?
+ORDER BY c.expires_at LIMIT ?`
+	/* Store.expireApproval: the lapsed request is resolved by the sweeper. */
+	resolveLapsedCase = `
+UPDATE cases SET status = 'resolved', resolved_at = ?, resolved_by = ?, resolution = 'expired', claimed_by = '', claim_until = NULL,
+    version = version + 1
+WHERE id = ? AND status = 'open' AND version = ?`
 )
+
+const deadlineSweeper = "system:deadline-sweeper"
 
 // ExpireDeadlines ends operations whose deadline passed while nobody was
 // working on them, so every operation ends terminal or in review within its
 // deadline (I4): never attempted → failed; waiting to retry → failed, or
 // ambiguous when an earlier attempt may have had its effect; an accepted
-// job that never finished → needs_review. Ambiguous operations are the
+// job that never finished → needs_review; awaiting approval past its
+// request's expiry or its deadline → failed, the request resolved as
+// expired (review.ApprovalLapsed). Ambiguous operations are the
 // reconciler's, in-flight ones the lease sweeper's.
 func (s *Store) ExpireDeadlines(ctx context.Context) (int, error) {
-	var due []struct {
+	var due, lapsed []struct {
 		ID     string `db:"id"`
 		Tenant string `db:"tenant"`
 	}
 	if err := s.db.SelectContext(ctx, &due, s.rebind(selectPastDeadline), s.now(), 500); err != nil {
 		return 0, fmt.Errorf("store.ExpireDeadlines: %w", err)
 	}
+	if err := s.db.SelectContext(ctx, &lapsed, s.rebind(selectLapsedApprovals), s.now(), 500); err != nil {
+		return 0, fmt.Errorf("store.ExpireDeadlines: %w", err)
+	}
 	n := 0
-	for _, d := range due {
+	for _, d := range append(due, lapsed...) {
 		expired, err := inTx(ctx, s, func(tx *sqlx.Tx) (bool, error) {
 			row, err := s.lockOperation(ctx, tx, d.Tenant, d.ID)
 			if err != nil {
 				return false, err
+			}
+			if row.State == string(review.AwaitingApproval) {
+				return s.expireApproval(ctx, tx, row)
 			}
 			if s.now().Before(row.Deadline) {
 				return false, nil
@@ -57,11 +79,11 @@ func (s *Store) ExpireDeadlines(ctx context.Context) (int, error) {
 				}
 			case review.Accepted:
 				to, reason = review.NeedsReview, "the deadline passed before the destination's job finished"
-			case review.Pending, review.AwaitingApproval:
+			case review.Pending:
 			default:
 				return false, nil // moved on meanwhile
 			}
-			return true, s.transition(ctx, tx, row, to, reason, "system:deadline-sweeper", "operation.deadline_expired", detail)
+			return true, s.transition(ctx, tx, row, to, reason, deadlineSweeper, "operation.deadline_expired", detail)
 		})
 		if err != nil && !errors.Is(err, review.ErrConflict) && !errors.Is(err, review.ErrNotFound) {
 			return n, fmt.Errorf("store.ExpireDeadlines: %s: %w", d.ID, err)
@@ -71,4 +93,47 @@ func (s *Store) ExpireDeadlines(ctx context.Context) (int, error) {
 		}
 	}
 	return n, nil
+}
+
+// expireApproval fails row, awaiting approval, once its request lapsed
+// (review.ApprovalLapsed), and resolves the request as expired: it is
+// answered, and nobody may approve it afterwards.
+func (s *Store) expireApproval(ctx context.Context, tx *sqlx.Tx, row *opRow) (bool, error) {
+	var c *Case
+	var open Case
+	switch err := tx.GetContext(ctx, &open, s.rebind(selectOpenCase), row.ID); {
+	case err == nil:
+		open.fill()
+		c = &open
+	case !errors.Is(err, sql.ErrNoRows):
+		return false, fmt.Errorf("approval case: %w", err)
+	}
+	var expires *time.Time
+	if c != nil {
+		expires = c.ExpiresAt
+	}
+	now := s.now()
+	lapsed, reason := review.ApprovalLapsed(expires, row.Deadline, now)
+	if !lapsed {
+		return false, nil
+	}
+	detail := map[string]any{"escalation": []review.Reason{review.ReasonApprovalRequired}}
+	if err := s.transition(ctx, tx, row, review.Failed, reason, deadlineSweeper, "operation.approval_expired", detail); err != nil {
+		return false, err
+	}
+	if c == nil {
+		return true, nil
+	}
+	res, err := s.exec(ctx, tx, resolveLapsedCase, now, deadlineSweeper, c.ID, c.Version)
+	if err != nil {
+		return false, err
+	}
+	if rowsAffected(res) != 1 {
+		return false, review.ErrConflict
+	}
+	if err := s.countOpenCase(ctx, tx, c.Tenant, c.Destination, c.Action, c.Flags, reasonBits(c.Reasons), -1); err != nil {
+		return false, err
+	}
+	return true, s.appendEvent(ctx, tx, &AuditEvent{At: now, Actor: deadlineSweeper, Tenant: c.Tenant, OperationID: row.ID,
+		Action: "case.resolved", Detail: detailJSON(map[string]any{"case_id": c.ID, "resolution": "expired"})})
 }

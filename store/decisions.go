@@ -71,7 +71,7 @@ INSERT INTO decisions (seq, txid, id, tenant, case_id, operation_id, action, res
     actor, payload_hash, key, status, from_state, to_state, decided_at)
 VALUES (?, %s, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	/* Store.Decide */
-	selectFirstApproval = `SELECT ` + decisionColumns + ` FROM decisions WHERE case_id = ? AND status = 'first_approval' ORDER BY seq DESC LIMIT 1`
+	selectApprovals = `SELECT ` + decisionColumns + ` FROM decisions WHERE case_id = ? AND status = 'first_approval' ORDER BY seq`
 	/* Store.lastApplied */
 	selectLastApplied = `SELECT ` + decisionColumns + ` FROM decisions WHERE case_id = ? AND status = 'applied' ORDER BY seq DESC LIMIT 1`
 	/* Store.Decide */
@@ -131,7 +131,7 @@ func (s *Store) decideTx(ctx context.Context, tx *sqlx.Tx, req DecisionRequest) 
 	if err != nil {
 		return nil, err
 	}
-	first, err := s.firstApproval(ctx, tx, c.ID)
+	approvals, err := s.approvals(ctx, tx, c.ID)
 	if err != nil {
 		return nil, err
 	}
@@ -143,24 +143,24 @@ func (s *Store) decideTx(ctx context.Context, tx *sqlx.Tx, req DecisionRequest) 
 	id := newID("dec_", now)
 	p, err := review.PlanDecision(review.DecisionInput{Op: op, CaseID: c.ID, CaseReasons: c.Reasons, DecisionID: id,
 		Action: req.Action, Ref: req.Ref, Compensation: req.Compensation, Reason: req.Reason, Actor: req.Actor,
-		FirstApproval: first.prior(), LastApplied: last.prior(), Now: now})
+		Approvals: approvals, LastApplied: last.prior(), RequestedBy: c.RequestedBy, Destination: s.cfg.Destination(op.Destination), Now: now})
 	if err != nil {
 		return nil, err
 	}
 	d := &Decision{ID: id, Tenant: c.Tenant, CaseID: c.ID, OperationID: op.ID, Action: req.Action,
 		ResourceRef: p.ResourceRef, Compensation: p.Compensation, Reason: req.Reason, Actor: req.Actor,
 		PayloadHash: op.PayloadHash, Key: op.Key, Status: string(p.Status), FromState: string(p.From), ToState: string(p.To), DecidedAt: now}
-	return d, s.persistDecision(ctx, tx, c, row, first, p, d)
+	return d, s.persistDecision(ctx, tx, c, row, p, d)
 }
 
-// persistDecision writes plan p of decision d on case c, in tx: the first
-// approval it voids, the case resolved or kept open (guarded by the
+// persistDecision writes plan p of decision d on case c, in tx: the
+// approvals it voids, the case resolved or kept open (guarded by the
 // version read under the lock, so two deciders cannot both win), the
 // decision and its announcement, the operation's move with its evidence,
 // resource and retry budget, and the audit events.
-func (s *Store) persistDecision(ctx context.Context, tx *sqlx.Tx, c *Case, row *opRow, first *Decision, p *review.DecisionPlan, d *Decision) error {
-	if p.VoidFirstApproval {
-		if _, err := tx.ExecContext(ctx, s.rebind(voidDecision), first.Seq); err != nil {
+func (s *Store) persistDecision(ctx context.Context, tx *sqlx.Tx, c *Case, row *opRow, p *review.DecisionPlan, d *Decision) error {
+	for _, seq := range p.Void {
+		if _, err := tx.ExecContext(ctx, s.rebind(voidDecision), seq); err != nil {
 			return err
 		}
 	}
@@ -208,7 +208,7 @@ func (d *Decision) prior() *review.PriorDecision {
 	if d == nil {
 		return nil
 	}
-	return &review.PriorDecision{Action: d.Action, Actor: d.Actor, ResourceRef: d.ResourceRef, Compensation: d.Compensation,
+	return &review.PriorDecision{Seq: d.Seq, Action: d.Action, Actor: d.Actor, ResourceRef: d.ResourceRef, Compensation: d.Compensation,
 		PayloadHash: d.PayloadHash, Key: d.Key}
 }
 
@@ -226,7 +226,7 @@ func (s *Store) decideError(ctx context.Context, caseID string, err error) error
 		}
 	}
 	if errors.As(err, &already) || errors.Is(err, review.ErrNotFound) || errors.Is(err, review.ErrInvalid) ||
-		errors.Is(err, review.ErrInvalidTransition) || errors.Is(err, review.ErrSecondApprover) {
+		errors.Is(err, review.ErrInvalidTransition) || errors.Is(err, review.ErrSecondApprover) || errors.Is(err, review.ErrOwnRequest) {
 		return err
 	}
 	return fmt.Errorf("store.Decide: %w", err)
@@ -283,16 +283,18 @@ func (s *Store) lastApplied(ctx context.Context, q sqlx.QueryerContext, caseID s
 	return &d, nil
 }
 
-func (s *Store) firstApproval(ctx context.Context, tx *sqlx.Tx, caseID string) (*Decision, error) {
-	var d Decision
-	err := tx.GetContext(ctx, &d, s.rebind(selectFirstApproval), caseID)
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, nil
+// approvals are the case's approvals that were not the last one needed
+// (status first_approval), oldest first.
+func (s *Store) approvals(ctx context.Context, tx *sqlx.Tx, caseID string) ([]review.PriorDecision, error) {
+	var ds []Decision
+	if err := tx.SelectContext(ctx, &ds, s.rebind(selectApprovals), caseID); err != nil {
+		return nil, fmt.Errorf("approvals: %w", err)
 	}
-	if err != nil {
-		return nil, err
+	out := make([]review.PriorDecision, len(ds))
+	for i := range ds {
+		out[i] = *ds[i].prior()
 	}
-	return &d, nil
+	return out, nil
 }
 
 func (s *Store) insertDecision(ctx context.Context, tx *sqlx.Tx, d *Decision) error {
@@ -308,6 +310,30 @@ func (s *Store) insertDecision(ctx context.Context, tx *sqlx.Tx, d *Decision) er
 		return fmt.Errorf("insert decision: %w", err)
 	}
 	return nil
+}
+
+/* Store.OperationDecisions */
+const selectOperationDecisions = `SELECT ` + decisionColumns + ` FROM decisions WHERE tenant = ? AND operation_id = ? ORDER BY seq LIMIT 1000`
+
+// OperationDecisions returns every decision on the tenant's operation
+// opID, oldest first; another tenant's operation is review.ErrNotFound.
+func (s *Store) OperationDecisions(ctx context.Context, tenant, opID string) (*review.Operation, []Decision, error) {
+	var row opRow
+	err := s.get(ctx, nil, &row, selectOperation, tenant, opID)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil, review.ErrNotFound
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("store.OperationDecisions: %w", err)
+	}
+	ds := []Decision{}
+	if err := s.sel(ctx, nil, &ds, selectOperationDecisions, tenant, opID); err != nil {
+		return nil, nil, fmt.Errorf("store.OperationDecisions: %w", err)
+	}
+	for i := range ds {
+		ds[i].DecidedAt = ds[i].DecidedAt.UTC()
+	}
+	return row.operation(), ds, nil
 }
 
 // DecisionCursorPattern is the form of the decisions feed's cursor: the

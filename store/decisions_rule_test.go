@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"errors"
+	"slices"
 	"testing"
 
 	"github.com/limbo-dev/limbo/review"
@@ -33,9 +34,11 @@ func (b *bundle) mismatch(t testing.TB, op *review.Operation) *store.Case {
 // TestDecisionOnlyWhereAPersonIsAsked (issue 12, hole 3): a decision on a
 // payload_mismatch case moves the operation only when it is in
 // needs_review. Elsewhere in its life (pending, in flight, ambiguous,
-// awaiting approval, settled) the only decision is fail, a verdict on the
+// settled) the only decision is fail, a verdict on the
 // refused payload that leaves the operation alone; the case stays open
-// until a person gives it, even after the operation settles.
+// until a person gives it, even after the operation settles. Awaiting
+// approval, the mismatch joins the approval case, answered by approve or
+// refuse.
 func TestDecisionOnlyWhereAPersonIsAsked(t *testing.T) {
 	t.Parallel()
 	cfg := &review.Config{Destinations: map[string]review.Destination{
@@ -124,12 +127,22 @@ func TestDecisionOnlyWhereAPersonIsAsked(t *testing.T) {
 			refused(t, op, c)
 			verdict(t, op, c)
 		})
-		t.Run("awaiting approval", func(t *testing.T) {
+		t.Run("awaiting approval: the mismatch joins the approval case", func(t *testing.T) {
 			op := b.newOp(t, "doc-gated", review.RiskCompensableWrite, "gated")
 			wantState(t, op, review.AwaitingApproval)
 			c := b.mismatch(t, op)
+			if !slices.Contains(c.Reasons, review.ReasonApprovalRequired) || !slices.Contains(c.Reasons, review.ReasonPayloadMismatch) {
+				t.Fatalf("case reasons %v, want the approval request and the mismatch", c.Reasons)
+			}
 			refused(t, op, c)
-			verdict(t, op, c)
+			// The reviewer answers the request, having seen the refused
+			// payload: the refused one never runs under this key either way.
+			if _, err := b.s.Decide(b.ctx, decideReq(c, review.DecideFail, "alice")); !errors.Is(err, review.ErrInvalidTransition) {
+				t.Errorf("fail on an approval case = %v, want ErrInvalidTransition", err)
+			}
+			if d, err := b.s.Decide(b.ctx, decideReq(c, review.DecideApprove, "alice")); err != nil || d.ToState != string(review.Pending) {
+				t.Fatalf("approve = %+v, %v", d, err)
+			}
 		})
 		t.Run("the case outlives the operation's settling", func(t *testing.T) {
 			op := b.newOp(t, "doc-settles", review.RiskCompensableWrite, "plain")

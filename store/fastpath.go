@@ -55,7 +55,7 @@ func (s *Store) registerFast(ctx context.Context, p *review.RegistrationPlan, no
 	}
 	ev := plannedEvent(p.Event, now, r.Actor, r.Tenant, row.ID)
 	var created bool
-	if s.engine == Postgres {
+	if s.engine == Postgres && p.Approval == nil {
 		res, err := s.fast(ctx, "register", row.ID, row.Tenant, row.Key, row.SourceRef, row.LogicalVersion,
 			row.Action, row.Destination, row.Risk, row.Flags, row.Payload, row.PayloadHash, row.State, row.StateReason,
 			row.Deadline, row.MaxAttempts, budget, now, ev.Actor, ev.Detail, ContentHash(ev))
@@ -75,7 +75,10 @@ func (s *Store) registerFast(ctx context.Context, p *review.RegistrationPlan, no
 			if rowsAffected(res) != 1 {
 				return false, nil
 			}
-			return true, s.appendEvent(ctx, tx, ev)
+			if err := s.appendEvent(ctx, tx, ev); err != nil {
+				return false, err
+			}
+			return true, s.openApprovalCase(ctx, tx, &row, p.Approval, r.Actor)
 		})
 		if err != nil {
 			return nil, err

@@ -28,9 +28,9 @@ func hashToken(token string) string {
 
 const (
 	/* Store.CreateToken */
-	insertToken = `INSERT INTO api_tokens (id, tenant, name, token_hash, created_at) VALUES (?, ?, ?, ?, ?)`
+	insertToken = `INSERT INTO api_tokens (id, tenant, name, token_hash, created_at, created_by) VALUES (?, ?, ?, ?, ?, ?)`
 	/* Store.TenantForToken */
-	selectTokenTenant = `SELECT id, tenant, name FROM api_tokens WHERE token_hash = ? AND revoked_at IS NULL`
+	selectTokenTenant = `SELECT id, tenant, name, created_by FROM api_tokens WHERE token_hash = ? AND revoked_at IS NULL`
 )
 
 // CreateToken creates an API token for tenant (creating the tenant if new)
@@ -60,7 +60,7 @@ func (s *Store) CreateToken(ctx context.Context, by review.Principal, tenant, na
 			return err
 		}
 		id := newID("tok_", now)
-		if _, err := tx.ExecContext(ctx, s.rebind(insertToken), id, tenant, name, hashToken(token), now); err != nil {
+		if _, err := tx.ExecContext(ctx, s.rebind(insertToken), id, tenant, name, hashToken(token), now, by.Name); err != nil {
 			return err
 		}
 		return s.appendEvent(ctx, tx, &AuditEvent{At: now, Actor: by.Name, Tenant: tenant, Action: "token.created",
@@ -80,6 +80,9 @@ type TokenInfo struct {
 	ID     string `db:"id"`
 	Tenant string `db:"tenant"`
 	Name   string `db:"name"`
+	// CreatedBy is who created the token (an admin's email, or the
+	// operator's name): the person answerable for what it registers.
+	CreatedBy string `db:"created_by"`
 }
 
 // TenantForToken resolves a bearer token; unknown or revoked tokens are

@@ -1,0 +1,186 @@
+package store_test
+
+import (
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/limbo-dev/limbo/review"
+	"github.com/limbo-dev/limbo/store"
+	"github.com/limbo-dev/limbo/store/storetest"
+)
+
+// approvalConfig: "mail" asks for approval before send_email runs (one
+// approval, two for a flagged operation, as the policy says), and
+// "slow-mail" lets a request wait an hour at most.
+func approvalConfig() *review.Config {
+	return &review.Config{Destinations: map[string]review.Destination{
+		"mail":      {Actions: map[string]review.ActionConfig{"send_email": {RequiresApproval: true}}},
+		"slow-mail": {Actions: map[string]review.ActionConfig{"send_email": {RequiresApproval: true, ApprovalTimeout: time.Hour}}},
+	}}
+}
+
+// awaiting registers a send_email to dest, asked for by owner, which
+// must wait for approval with its approval case open; it returns both.
+func (b *bundle) awaiting(t *testing.T, ref, dest string, flags ...review.Flag) (*review.Operation, *store.Case) {
+	t.Helper()
+	r := intention(ref, review.RiskIrreversible, dest)
+	r.Action, r.Flags, r.RequestedBy = "send_email", flags, "owner@example.com"
+	op := b.register(t, r)
+	wantState(t, op, review.AwaitingApproval)
+	cs, err := b.s.CasesForOperation(b.ctx, op.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cs) != 1 || cs[0].Status != store.CaseOpen || !slices.Contains(cs[0].Reasons, review.ReasonApprovalRequired) ||
+		cs[0].RequestedBy != "owner@example.com" || cs[0].ExpiresAt == nil || cs[0].RecommendedAction != review.RecommendReviewPayload {
+		t.Fatalf("cases = %+v, want one open approval case asked for by owner@example.com, with an expiry", cs)
+	}
+	_, err = b.tryStart(op, "", "")
+	if na := errAs[*review.NotAttemptableError](t, err); na.Operation.State != review.AwaitingApproval {
+		t.Errorf("an attempt before approval: %v", err)
+	}
+	return op, &cs[0]
+}
+
+func (b *bundle) decide(c *store.Case, action, actor string) (*store.Decision, error) {
+	return b.s.Decide(b.ctx, store.DecisionRequest{CaseID: c.ID, Action: action, Actor: actor, Reason: "read the payload"})
+}
+
+// TestApprovalBeforeExecution (issue 14, part 1): an action whose policy
+// asks for approval waits in awaiting_approval with an approval case; no
+// attempt is granted until the approvals are given (two different
+// reviewers for an irreversible one, never the person who asked); a
+// refusal and a lapsed request fail it, and nothing else moves it.
+func TestApprovalBeforeExecution(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		b := setup(t, e, approvalConfig())
+
+		t.Run("two different reviewers approve an irreversible send", func(t *testing.T) {
+			op, c := b.awaiting(t, "mail-1", "mail", review.FlagIrreversible)
+			if !c.ExpiresAt.Equal(t0.Add(review.DefaultApprovalTimeout)) {
+				t.Errorf("expires at %v, want the default %s after registration", c.ExpiresAt, review.DefaultApprovalTimeout)
+			}
+			if _, err := b.decide(c, review.DecideApprove, "Owner@example.com"); !errors.Is(err, review.ErrOwnRequest) {
+				t.Errorf("the requester approves: %v, want ErrOwnRequest", err)
+			}
+			if _, err := b.decide(c, review.DecideFail, "rita@example.com"); !errors.Is(err, review.ErrInvalidTransition) {
+				t.Errorf("fail on an approval case: %v, want ErrInvalidTransition", err)
+			}
+			d, err := b.decide(c, review.DecideApprove, "rita@example.com")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d.Status != store.DecisionFirstApproval || d.ToState != string(review.AwaitingApproval) {
+				t.Errorf("first approval = %+v", d)
+			}
+			wantState(t, b.get(t, op), review.AwaitingApproval)
+			if _, err := b.tryStart(op, "", ""); err == nil {
+				t.Error("an attempt was granted after one approval of two")
+			}
+			if _, err := b.decide(c, review.DecideApprove, "rita@example.com"); !errors.Is(err, review.ErrSecondApprover) {
+				t.Errorf("the same reviewer twice: %v, want ErrSecondApprover", err)
+			}
+			if d, err = b.decide(c, review.DecideApprove, "marco@example.com"); err != nil {
+				t.Fatal(err)
+			}
+			if d.Status != store.DecisionApplied || d.ToState != string(review.Pending) || d.PayloadHash != op.PayloadHash || d.Key != op.Key {
+				t.Errorf("second approval = %+v, want applied, pending, bound to the payload and key", d)
+			}
+			wantState(t, b.get(t, op), review.Pending)
+			if got, _ := b.s.GetCase(b.ctx, c.ID, nil); got.Status != store.CaseResolved || got.Resolution != review.DecideApprove {
+				t.Errorf("case after approval = %+v", got)
+			}
+			// On PostgreSQL the feed lists a decision once every older
+			// transaction has ended: other tests' may still be running.
+			announced := func() bool {
+				feed, _, err := b.s.Decisions(b.ctx, tenantA, "", 100)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return slices.ContainsFunc(feed, func(f store.Decision) bool { return f.ID == d.ID && f.Action == review.DecideApprove })
+			}
+			for wait := time.Now().Add(10 * time.Second); !announced(); time.Sleep(20 * time.Millisecond) {
+				if time.Now().After(wait) {
+					t.Fatal("the decisions feed does not announce the approval")
+				}
+			}
+			b.start(t, op) // granted, once
+			if _, err := b.decide(c, review.DecideApprove, "ugo@example.com"); err == nil {
+				t.Error("a decision on the resolved approval case was accepted")
+			}
+		})
+
+		t.Run("one approval is enough when the policy and flags say so", func(t *testing.T) {
+			_, c := b.awaiting(t, "mail-2", "mail")
+			d, err := b.decide(c, review.DecideApprove, "rita@example.com")
+			if err != nil {
+				t.Fatal(err)
+			}
+			// An irreversible risk class counts like the flag: two approvals.
+			if d.Status != store.DecisionFirstApproval {
+				t.Errorf("an irreversible-risk send approved once: %+v, want a first approval", d)
+			}
+			r := intention("mail-plain", review.RiskCompensableWrite, "mail")
+			r.Action = "send_email"
+			plain := b.register(t, r)
+			cs, _ := b.s.CasesForOperation(b.ctx, plain.ID)
+			if len(cs) != 1 {
+				t.Fatalf("cases = %+v", cs)
+			}
+			if d, err = b.decide(&cs[0], review.DecideApprove, "rita@example.com"); err != nil || d.Status != store.DecisionApplied {
+				t.Fatalf("one approval of an unflagged write: %+v, %v", d, err)
+			}
+			wantState(t, b.get(t, plain), review.Pending)
+		})
+
+		t.Run("a refusal fails it", func(t *testing.T) {
+			op, c := b.awaiting(t, "mail-3", "mail", review.FlagIrreversible)
+			d, err := b.decide(c, review.DecideRefuse, "rita@example.com")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d.Status != store.DecisionApplied || d.ToState != string(review.Failed) {
+				t.Errorf("refusal = %+v", d)
+			}
+			wantState(t, b.get(t, op), review.Failed)
+			_, err = b.tryStart(op, "", "")
+			errAs[*review.NotAttemptableError](t, err)
+		})
+
+		t.Run("a request that lapses fails, closed", func(t *testing.T) {
+			op, c := b.awaiting(t, "mail-4", "slow-mail")
+			if !c.ExpiresAt.Equal(b.clk.Now().Add(time.Hour)) {
+				t.Errorf("expires at %v, want in an hour", c.ExpiresAt)
+			}
+			if _, err := b.decide(c, review.DecideApprove, "rita@example.com"); err != nil {
+				t.Fatal(err) // one approval of two: still waiting
+			}
+			if n, err := b.s.ExpireDeadlines(b.ctx); err != nil || n != 0 {
+				t.Fatalf("ExpireDeadlines before the expiry = %d, %v", n, err)
+			}
+			b.clk.Advance(time.Hour)
+			if n, err := b.s.ExpireDeadlines(b.ctx); err != nil || n != 1 {
+				t.Fatalf("ExpireDeadlines = %d, %v, want 1", n, err)
+			}
+			got := b.get(t, op)
+			wantState(t, got, review.Failed)
+			if got.StateReason != "no approval was given before the request expired; the operation will not run" {
+				t.Errorf("reason %q", got.StateReason)
+			}
+			if cs, _ := b.s.GetCase(b.ctx, c.ID, nil); cs.Status != store.CaseResolved || cs.Resolution != "expired" {
+				t.Errorf("lapsed case = %+v, want resolved as expired", cs)
+			}
+			if _, err := b.decide(c, review.DecideApprove, "marco@example.com"); err == nil {
+				t.Error("an approval after the request lapsed was accepted")
+			}
+			acts := countActions(b.history(t, op.ID))
+			if acts["operation.approval_expired"] != 1 || acts["case.resolved"] != 1 || acts["case.opened"] != 1 {
+				t.Errorf("audit = %v", acts)
+			}
+		})
+		assertSealed(t, b.s)
+	})
+}
