@@ -31,7 +31,7 @@ const (
 // PriorDecision is a decision already recorded on the case, as planning
 // the next one needs it.
 type PriorDecision struct {
-	Seq                                                       int64
+	Seq                                                        int64
 	Action, Actor, ResourceRef, Compensation, PayloadHash, Key string
 }
 
