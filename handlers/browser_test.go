@@ -602,7 +602,7 @@ func TestBrowserFourEyes(t *testing.T) {
 
 		// The same reviewer again: refused, and told why.
 		approve(r1, "approving my own approval")
-		r1.waitText("#decision .error[role=alert]", "already gave the first approval")
+		r1.waitText("#decision .error[role=alert]", "already gave an approval")
 		if c, err := st.GetCase(ctx, caseID, nil); err != nil || c.Status != store.CaseOpen {
 			r1.fatalf("after a self-approval: %v, %+v; want the case still open", err, c)
 		}

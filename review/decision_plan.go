@@ -223,7 +223,7 @@ func (p *DecisionPlan) countApprovals(in DecisionInput) (int, error) {
 		case a.Action != in.Action:
 			// An approval of another action does not count towards this one.
 		case strings.EqualFold(a.Actor, in.Actor):
-			return 0, fmt.Errorf("%w: %s already approved", ErrSecondApprover, in.Actor)
+			return 0, fmt.Errorf("%w: %s already gave an approval; the next must come from someone else", ErrSecondApprover, in.Actor)
 		default:
 			given++
 		}
