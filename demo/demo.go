@@ -81,7 +81,14 @@ func New(cfg *review.Config, log *slog.Logger) (*Demo, error) {
 	if cfg.Destinations == nil {
 		cfg.Destinations = map[string]review.Destination{}
 	}
-	cfg.Destinations[sandbox.DestinationName] = own.Destinations[sandbox.DestinationName]
+	dest := own.Destinations[sandbox.DestinationName]
+	if dest.Actions == nil {
+		dest.Actions = map[string]review.ActionConfig{}
+	}
+	// Publishing a press release waits for two reviewers' approval (it is
+	// irreversible): the demo seeds one such request.
+	dest.Actions[demoApprovalAction] = review.ActionConfig{RequiresApproval: true}
+	cfg.Destinations[sandbox.DestinationName] = dest
 	d.configured = true
 	return d, nil
 }
@@ -105,7 +112,7 @@ func (d *Demo) Start(ctx context.Context, st *store.Store, limboURL string, stdo
 		}
 		d.tokens[tenant] = tok
 	}
-	token, err := seedDemo(ctx, st, limboURL, stdout)
+	token, err := seedDemo(ctx, st, limboURL, d.configured, stdout)
 	if err != nil {
 		return err
 	}
@@ -317,12 +324,12 @@ func (f *demoFlow) trouble(ctx context.Context, action string, err error) {
 
 // seedDemo creates the demo tenant's token, seeds the demo operations and
 // prints how to use the token. It returns the token.
-func seedDemo(ctx context.Context, st *store.Store, url string, stdout io.Writer) (string, error) {
+func seedDemo(ctx context.Context, st *store.Store, url string, approval bool, stdout io.Writer) (string, error) {
 	token, err := st.CreateToken(ctx, review.Operator("cli:demo"), "demo", "demo")
 	if err != nil {
 		return "", err
 	}
-	if err := seedDemoOperations(ctx, st); err != nil {
+	if err := seedDemoOperations(ctx, st, approval); err != nil {
 		return "", err
 	}
 	logins, err := seedDemoUsers(ctx, st)
@@ -358,10 +365,14 @@ func seedDemoUsers(ctx context.Context, st *store.Store) (string, error) {
 	return b.String(), nil
 }
 
+// demoApprovalAction is the demo's action that needs approval before it runs.
+const demoApprovalAction = "publish_release"
+
 // seedDemoOperations runs a few operations through the real ledger so the
 // demo shows every kind of ending: confirmed, ambiguous, waiting to retry,
-// failed, and an accepted job. Already seeded operations are left alone.
-func seedDemoOperations(ctx context.Context, st *store.Store) error {
+// failed, an accepted job, and a request awaiting approval. Already seeded
+// operations are left alone.
+func seedDemoOperations(ctx context.Context, st *store.Store, approval bool) error {
 	demos := []struct {
 		source, action string
 		risk           review.Risk
@@ -375,6 +386,13 @@ func seedDemoOperations(ctx context.Context, st *store.Store) error {
 		{"contract-585", "render_pdf", review.RiskCompensableWrite, review.Outcome{Result: review.ResultError, Phase: review.PhaseAfterSend, HTTPStatus: 422, ProviderCode: "unsupported_font"}},
 		{"contract-586", "transform_docx", review.RiskCompensableWrite, review.Outcome{Result: review.ResultSuccess, Phase: review.PhaseAfterSend, HTTPStatus: 202,
 			Job: &review.JobRef{Ref: "job-31", Status: "queued"}}},
+	}
+	if approval { // the action needs approval only where the demo configures the sandbox
+		if _, _, err := st.Register(ctx, review.Registration{Tenant: "demo", SourceRef: "press-release-12", LogicalVersion: "1",
+			Action: demoApprovalAction, Destination: sandbox.DestinationName, Risk: review.RiskIrreversible, Flags: []review.Flag{review.FlagIrreversible},
+			Payload: []byte(`{"channel":"newsroom","title":"Limbo 1.0 is out"}`), Actor: "cli:demo", RequestedBy: "cli:demo"}); err != nil {
+			return err
+		}
 	}
 	for _, d := range demos {
 		op, created, err := st.Register(ctx, review.Registration{Tenant: "demo", SourceRef: d.source, LogicalVersion: "7",
