@@ -524,7 +524,8 @@ func TestAttemptWhileInFlightOrAwaitingApproval(t *testing.T) {
 		if held.State != review.AwaitingApproval {
 			t.Fatalf("state = %s, want awaiting_approval", held.State)
 		}
-		p = b.post("/api/v1/operations/"+held.ID+"/attempts", "").want(t, http.StatusConflict).problem(t, "not-attemptable")
+		// SPEC: 409 awaiting-approval until the approvals are given.
+		p = b.post("/api/v1/operations/"+held.ID+"/attempts", "").want(t, http.StatusConflict).problem(t, "awaiting-approval")
 		if p.State != review.AwaitingApproval {
 			t.Errorf("problem state = %s, want awaiting_approval", p.State)
 		}

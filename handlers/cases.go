@@ -110,6 +110,23 @@ func (h *Handlers) ReleaseCase(c echo.Context) error {
 	return h.afterCaseAction(c, err)
 }
 
+// TakeOverCase takes a case someone else holds, with a reason (audited).
+// A reason that is missing or too long re-renders the page with it kept.
+func (h *Handlers) TakeOverCase(c echo.Context) error {
+	s := session(c)
+	reason := c.FormValue("takeover_reason")
+	_, err := h.Store.TakeOverCase(c.Request().Context(), c.Param("id"), s.User.Email, reason, s.User.Scope().List())
+	if errors.Is(err, review.ErrInvalid) {
+		v, verr := h.caseView(c, c.Param("id"))
+		if verr != nil {
+			return verr
+		}
+		v.TakeOver, v.TakeOverProblem = reason, err.Error()
+		return render(c, http.StatusUnprocessableEntity, web.CasePage(*v))
+	}
+	return h.afterCaseAction(c, err)
+}
+
 // afterCaseAction redirects to the case page (303) or, for a refusal a
 // person can act on, re-renders it with the reason.
 func (h *Handlers) afterCaseAction(c echo.Context, err error) error {
@@ -149,6 +166,7 @@ func (h *Handlers) Decide(c echo.Context) error {
 		Ref: form.Candidate, Compensation: form.Compensation, Reason: form.Reason, Actor: s.User.Email, CaseVersion: version})
 	status := http.StatusOK
 	var already *review.AlreadyDecidedError
+	var held *review.ClaimHeldError
 	switch {
 	case err == nil:
 		if !isFragment(c) {
@@ -156,6 +174,8 @@ func (h *Handlers) Decide(c echo.Context) error {
 		}
 	case errors.As(err, &already):
 		status, v.Problem = http.StatusConflict, already.Error()
+	case errors.As(err, &held):
+		status, v.Problem, v.Form = http.StatusConflict, held.Error(), form
 	case errors.Is(err, review.ErrInvalid), errors.Is(err, review.ErrInvalidTransition), errors.Is(err, review.ErrSecondApprover),
 		errors.Is(err, review.ErrOwnRequest):
 		status, v.Problem, v.Form = http.StatusUnprocessableEntity, err.Error(), form

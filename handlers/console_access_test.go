@@ -26,6 +26,7 @@ var consoleRoutes = []struct {
 	{"GET", "/operations/{op}", review.PermRead},
 	{"POST", "/cases/{case}/claim", review.PermClaim},
 	{"POST", "/cases/{case}/release", review.PermClaim},
+	{"POST", "/cases/{case}/takeover", review.PermClaim},
 	{"POST", "/cases/{case}/reveal", review.PermClaim},
 	{"POST", "/cases/{case}/decision", review.PermDecide},
 	{"POST", "/bulk", review.PermDecide},

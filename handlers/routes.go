@@ -108,6 +108,7 @@ func (h *Handlers) Routes(e *echo.Echo) {
 	ui(http.MethodGet, "/operations/:id", h.OperationPage, review.PermRead)
 	ui(http.MethodPost, "/cases/:id/claim", h.ClaimCase, review.PermClaim)
 	ui(http.MethodPost, "/cases/:id/release", h.ReleaseCase, review.PermClaim)
+	ui(http.MethodPost, "/cases/:id/takeover", h.TakeOverCase, review.PermClaim)
 	ui(http.MethodPost, "/cases/:id/decision", h.Decide, review.PermDecide)
 	ui(http.MethodPost, "/cases/:id/reveal", h.RevealPayload, review.PermClaim)
 	ui(http.MethodPost, "/bulk", h.Bulk, review.PermDecide)

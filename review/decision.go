@@ -3,6 +3,7 @@ package review
 import (
 	"fmt"
 	"slices"
+	"strings"
 )
 
 // Decision actions a reviewer may take on a case (SPEC "Decision").
@@ -160,15 +161,24 @@ func CheckDecision(state State, reasons []Reason, action string) (DecisionScope,
 	return "", fmt.Errorf("%w: the operation is %s: a decision applies only to an operation in needs_review", ErrInvalidTransition, state)
 }
 
-// ValidateDecision checks the fields each action needs: always a reason;
-// confirm names the resource; compensate says what is undone and how.
+// ValidateDecision checks the fields each action needs: always a reason
+// (NormalizeReason); confirm names the resource; compensate says what is
+// undone and how. Fields are judged trimmed, as they are recorded.
 func ValidateDecision(action, ref, compensation, reason string) error {
 	if _, err := DecisionTarget(action); err != nil {
 		return err
 	}
+	if _, err := NormalizeReason(reason); err != nil {
+		return err
+	}
+	ref, compensation = strings.TrimSpace(ref), strings.TrimSpace(compensation)
+	if err := CheckText("candidate", Identifier, MaxFieldLen, ref); err != nil {
+		return err
+	}
+	if err := CheckText("compensation", FreeText, MaxReasonLen, compensation); err != nil {
+		return err
+	}
 	switch {
-	case len(reason) < 3:
-		return fmt.Errorf("%w: field \"reason\": every decision needs a reason", ErrInvalid)
 	case action == DecideConfirm && ref == "":
 		return fmt.Errorf("%w: field \"candidate\": confirm names the resource that is the effect", ErrInvalid)
 	case action == DecideCompensate && compensation == "":

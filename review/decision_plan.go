@@ -52,6 +52,9 @@ type DecisionInput struct {
 	// RequestedBy is who asked for the operation (the creator of the token
 	// that registered it), who may not approve it.
 	RequestedBy string
+	// ClaimedBy and ClaimUntil are the case's claim (CheckClaim).
+	ClaimedBy   string
+	ClaimUntil  *time.Time
 	Destination Destination
 	Now         time.Time
 }
@@ -70,6 +73,9 @@ type DecisionPlan struct {
 	// ResolveCase: the case is resolved; otherwise it stays open (its
 	// version moves on, so a form read before is stale).
 	ResolveCase bool
+	// ReleaseClaim: a case kept open is let go by its holder — after an
+	// approval that is not the last, the next one is someone else's.
+	ReleaseClaim bool
 	// Void lists the approvals on record (by Seq) that no longer count:
 	// given for a payload or key the operation no longer has.
 	Void []int64
@@ -91,14 +97,18 @@ type ApprovedRetry struct {
 	NextAttemptAt time.Time
 }
 
-// PlanDecision decides what a reviewer's decision does (CheckDecision
-// says whether it may be taken at all). On a refused payload or an extra
+// PlanDecision decides what a reviewer's decision does: only the holder
+// of a live claim may decide (CheckClaim), and CheckDecision says whether
+// it may be taken at all. On a refused payload or an extra
 // effect it is a verdict that moves nothing; an approve_retry that needs
 // two approvers is a first approval until a different reviewer gives the
 // second for the same payload and key; anything else moves the operation
 // to DecisionTarget. Errors wrap ErrInvalidTransition or ErrSecondApprover.
 func PlanDecision(in DecisionInput) (*DecisionPlan, error) {
 	op := in.Op
+	if err := CheckClaim(in.CaseID, in.ClaimedBy, in.ClaimUntil, in.Actor, in.Now); err != nil {
+		return nil, err
+	}
 	on, err := CheckDecision(op.State, in.CaseReasons, in.Action)
 	if err != nil {
 		return nil, err
@@ -128,7 +138,7 @@ func PlanDecision(in DecisionInput) (*DecisionPlan, error) {
 			return nil, err
 		}
 		if given+1 < need {
-			p.Status, p.ResolveCase = DecisionFirstApproval, false
+			p.Status, p.ResolveCase, p.ReleaseClaim = DecisionFirstApproval, false, true
 			p.Events = []PlannedEvent{{Action: "decision.first_approval", Detail: map[string]any{"case_id": in.CaseID,
 				"decision_id": in.DecisionID, "action": in.Action, "reason": in.Reason, "payload_hash": op.PayloadHash, "key": op.Key,
 				"approvals": given + 1, "needed": need}}}

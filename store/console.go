@@ -264,6 +264,46 @@ func (s *Store) claimOrRelease(ctx context.Context, id, actor string, scope []st
 	return s.caseByID(ctx, s.db, id)
 }
 
+/* Store.TakeOverCase: guarded by the version read under the lock. */
+const takeOverCase = `UPDATE cases SET claimed_by = ?, claim_until = ?, version = version + 1 WHERE id = ? AND status = 'open' AND version = ?`
+
+// TakeOverCase gives an open case to actor for ClaimTTL even while
+// someone else holds it — explicitly, with a reason (review.NormalizeReason),
+// audited as case.taken_over naming the previous holder, whose claim ends.
+// A case nobody holds is simply claimed (case.claimed, with the reason).
+func (s *Store) TakeOverCase(ctx context.Context, id, actor, reason string, scope []string) (*Case, error) {
+	reason, err := review.NormalizeReason(reason)
+	if err != nil {
+		return nil, err
+	}
+	err = s.WithTx(ctx, func(tx *sqlx.Tx) error {
+		c, err := s.lockCase(ctx, tx, id)
+		if err != nil {
+			return err
+		}
+		if scope != nil && !slices.Contains(scope, c.Tenant) {
+			return review.ErrNotFound
+		}
+		if c.Status != CaseOpen {
+			return &review.AlreadyDecidedError{CaseID: c.ID, By: c.ResolvedBy, Action: c.Resolution, At: deref(c.ResolvedAt)}
+		}
+		now := s.now()
+		if _, err := s.exec(ctx, tx, takeOverCase, actor, now.Add(ClaimTTL), c.ID, c.Version); err != nil {
+			return err
+		}
+		action, detail := "case.claimed", map[string]any{"case_id": c.ID, "reason": reason}
+		if from := review.ClaimHolder(c.ClaimedBy, c.ClaimUntil, now); from != "" && !strings.EqualFold(from, actor) {
+			action, detail["from"] = "case.taken_over", from
+		}
+		return s.appendEvent(ctx, tx, &AuditEvent{At: now, Actor: actor, Tenant: c.Tenant, OperationID: c.OperationID,
+			Action: action, Detail: detailJSON(detail)})
+	})
+	if err != nil {
+		return nil, err
+	}
+	return s.caseByID(ctx, s.db, id)
+}
+
 // CaseDecisions returns the decisions on a case, in order.
 func (s *Store) CaseDecisions(ctx context.Context, caseID string) ([]Decision, error) {
 	var ds []Decision

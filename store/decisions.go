@@ -83,6 +83,8 @@ UPDATE cases SET status = 'resolved', resolved_at = ?, resolved_by = ?, resoluti
 WHERE id = ? AND status = 'open' AND version = ?`
 	/* Store.Decide and Store.closeCase: a first approval, or a decision that keeps the case open. */
 	bumpCase = `UPDATE cases SET version = version + 1 WHERE id = ? AND status = 'open' AND version = ?`
+	/* Store.closeCase: a decision that keeps the case open and lets its claim go. */
+	bumpCaseReleased = `UPDATE cases SET version = version + 1, claimed_by = '', claim_until = NULL WHERE id = ? AND status = 'open' AND version = ?`
 	/* Store.Decide: an approved retry gets room to run. */
 	updateOpRetryBudget = `UPDATE operations SET max_attempts = ?, deadline = ?, next_attempt_at = ? WHERE id = ?`
 	/* Store.lockCase */
@@ -106,6 +108,8 @@ func (s *Store) Decide(ctx context.Context, req DecisionRequest) (*Decision, err
 	if err := review.ValidateDecision(req.Action, req.Ref, req.Compensation, req.Reason); err != nil {
 		return nil, err
 	}
+	req.Reason, _ = review.NormalizeReason(req.Reason)
+	req.Ref, req.Compensation = strings.TrimSpace(req.Ref), strings.TrimSpace(req.Compensation)
 	out, err := inTx(ctx, s, func(tx *sqlx.Tx) (*Decision, error) { return s.decideTx(ctx, tx, req) })
 	if err != nil {
 		return nil, s.decideError(ctx, req.CaseID, err)
@@ -143,7 +147,8 @@ func (s *Store) decideTx(ctx context.Context, tx *sqlx.Tx, req DecisionRequest) 
 	id := newID("dec_", now)
 	p, err := review.PlanDecision(review.DecisionInput{Op: op, CaseID: c.ID, CaseReasons: c.Reasons, DecisionID: id,
 		Action: req.Action, Ref: req.Ref, Compensation: req.Compensation, Reason: req.Reason, Actor: req.Actor,
-		Approvals: approvals, LastApplied: last.prior(), RequestedBy: c.RequestedBy, Destination: s.cfg.Destination(op.Destination), Now: now})
+		Approvals: approvals, LastApplied: last.prior(), RequestedBy: c.RequestedBy, ClaimedBy: c.ClaimedBy, ClaimUntil: c.ClaimUntil,
+		Destination: s.cfg.Destination(op.Destination), Now: now})
 	if err != nil {
 		return nil, err
 	}
@@ -164,7 +169,7 @@ func (s *Store) persistDecision(ctx context.Context, tx *sqlx.Tx, c *Case, row *
 			return err
 		}
 	}
-	if err := s.closeCase(ctx, tx, c, d, p.ResolveCase); err != nil {
+	if err := s.closeCase(ctx, tx, c, d, p.ResolveCase, p.ReleaseClaim); err != nil {
 		return err
 	}
 	if err := s.insertDecision(ctx, tx, d); err != nil {
@@ -216,6 +221,10 @@ func (d *Decision) prior() *review.PriorDecision {
 // won when another decider did; anything else wrapped.
 func (s *Store) decideError(ctx context.Context, caseID string, err error) error {
 	var already *review.AlreadyDecidedError
+	var held *review.ClaimHeldError
+	if errors.As(err, &held) {
+		return err
+	}
 	if errors.As(err, &already) && already.By == "" {
 		// Say who won, read after the winner committed: the resolution,
 		// or, on a case a decision kept open (compensate), that decision.
@@ -235,9 +244,12 @@ func (s *Store) decideError(ctx context.Context, caseID string, err error) error
 // closeCase resolves c for decision d or, when the case stays open,
 // moves its version on; either way guarded by the version read under the
 // lock, so two deciders cannot both win.
-func (s *Store) closeCase(ctx context.Context, tx *sqlx.Tx, c *Case, d *Decision, resolve bool) error {
+func (s *Store) closeCase(ctx context.Context, tx *sqlx.Tx, c *Case, d *Decision, resolve, release bool) error {
 	q, args := resolveCase, []any{d.DecidedAt, d.Actor, d.Action, c.ID, c.Version}
-	if !resolve {
+	switch {
+	case !resolve && release:
+		q, args = bumpCaseReleased, []any{c.ID, c.Version}
+	case !resolve:
 		q, args = bumpCase, []any{c.ID, c.Version}
 	}
 	res, err := tx.ExecContext(ctx, s.rebind(q), args...)

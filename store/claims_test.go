@@ -1,0 +1,141 @@
+package store_test
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/limbo-dev/limbo/review"
+	"github.com/limbo-dev/limbo/store"
+	"github.com/limbo-dev/limbo/store/storetest"
+)
+
+// reviewCase leaves a compensable write in needs_review (two candidates)
+// and returns its open case.
+func (b *bundle) reviewCase(t *testing.T, ref string) *store.Case {
+	t.Helper()
+	op := b.ambiguous(t, ref)
+	ev := review.Evidence{Source: review.SourceMetadataSearch, Authoritative: true, Candidates: []review.Candidate{
+		{Ref: "fld-1", Kind: "folder", Version: op.LogicalVersion, OperationID: op.ID},
+		{Ref: "fld-2", Kind: "folder", Version: op.LogicalVersion, OperationID: op.ID}}}
+	got, err := b.s.AddEvidence(b.ctx, tenantA, op.ID, ev, "integrator")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantState(t, got, review.NeedsReview)
+	cs, err := b.s.CasesForOperation(b.ctx, op.ID)
+	if err != nil || len(cs) != 1 {
+		t.Fatalf("cases %+v, %v", cs, err)
+	}
+	return &cs[0]
+}
+
+// TestClaimsHold (issue 14, part 2): while a claim is live only its holder
+// decides; anyone else is refused, naming the holder, until they take the
+// case over — explicitly, with a reason, audited, the holder's claim
+// ended. Eight reviewers racing a claimed case: only the holder wins.
+func TestClaimsHold(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		b := setup(t, e, nil)
+
+		t.Run("only the holder decides; a take-over is explicit and audited", func(t *testing.T) {
+			c := b.reviewCase(t, "doc-held")
+			if _, err := b.s.ClaimCase(b.ctx, c.ID, "sara@example.com", nil); err != nil {
+				t.Fatal(err)
+			}
+			_, err := b.s.Decide(b.ctx, decideReq(c, review.DecideFail, "rita@example.com"))
+			if held := errAs[*review.ClaimHeldError](t, err); held.By != "sara@example.com" {
+				t.Errorf("refusal names %q, want the holder", held.By)
+			}
+			if _, err := b.s.TakeOverCase(b.ctx, c.ID, "rita@example.com", "   ", nil); !errors.Is(err, review.ErrInvalid) {
+				t.Errorf("a take-over without a reason: %v, want ErrInvalid", err)
+			}
+			got, err := b.s.TakeOverCase(b.ctx, c.ID, "rita@example.com", "  Sara is on leave today  ", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.ClaimedBy != "rita@example.com" {
+				t.Errorf("after the take-over the case is held by %q", got.ClaimedBy)
+			}
+			if _, err := b.s.Decide(b.ctx, decideReq(c, review.DecideFail, "sara@example.com")); err == nil {
+				t.Error("the previous holder decided after the take-over")
+			}
+			if _, err := b.s.Decide(b.ctx, decideReq(c, review.DecideFail, "rita@example.com")); err != nil {
+				t.Fatalf("the new holder's decision: %v", err)
+			}
+			var taken *store.AuditEvent
+			for _, ev := range b.history(t, c.OperationID) {
+				if ev.Action == "case.taken_over" {
+					taken = &ev
+				}
+			}
+			if taken == nil || taken.Actor != "rita@example.com" || !strings.Contains(string(taken.Detail), `"from":"sara@example.com"`) ||
+				!strings.Contains(string(taken.Detail), `"reason":"Sara is on leave today"`) {
+				t.Errorf("take-over audit = %+v", taken)
+			}
+		})
+
+		t.Run("a case nobody holds is claimed and decided in one step", func(t *testing.T) {
+			c := b.reviewCase(t, "doc-free")
+			if _, err := b.s.Decide(b.ctx, decideReq(c, review.DecideFail, "rita@example.com")); err != nil {
+				t.Fatal(err)
+			}
+		})
+
+		t.Run("eight reviewers race a claimed case: only the holder wins", func(t *testing.T) {
+			c := b.reviewCase(t, "doc-race")
+			if _, err := b.s.ClaimCase(b.ctx, c.ID, "reviewer-3@example.com", nil); err != nil {
+				t.Fatal(err)
+			}
+			var wg sync.WaitGroup
+			errs := make([]error, 8)
+			for i := range errs {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					_, errs[i] = b.s.Decide(b.ctx, decideReq(c, review.DecideFail, fmt.Sprintf("reviewer-%d@example.com", i)))
+				}()
+			}
+			wg.Wait()
+			for i, err := range errs {
+				var held *review.ClaimHeldError
+				var already *review.AlreadyDecidedError
+				switch {
+				case i == 3 && err != nil:
+					t.Errorf("the holder lost: %v", err)
+				case i != 3 && !errors.As(err, &held) && !errors.As(err, &already):
+					// Refused either way: held while the holder had not
+					// decided yet, already decided once they had.
+					t.Errorf("reviewer %d: %v, want refused", i, err)
+				}
+			}
+			if got, _ := b.s.GetCase(b.ctx, c.ID, nil); got.Status != store.CaseResolved || got.ResolvedBy != "reviewer-3@example.com" {
+				t.Errorf("case = %+v, want resolved by the holder", got)
+			}
+		})
+
+		t.Run("reasons are trimmed and bounded", func(t *testing.T) {
+			c := b.reviewCase(t, "doc-reason")
+			for _, reason := range []string{"      ", "\t\n", strings.Repeat("x", 200_000), "ok\x00no"} {
+				req := decideReq(c, review.DecideFail, "rita@example.com")
+				req.Reason = reason
+				if _, err := b.s.Decide(b.ctx, req); !errors.Is(err, review.ErrInvalid) {
+					t.Errorf("reason of %d bytes: %v, want ErrInvalid", len(reason), err)
+				}
+			}
+			req := decideReq(c, review.DecideFail, "rita@example.com")
+			req.Reason = "  " + strings.Repeat("é", review.MaxReasonLen) + "\n"
+			d, err := b.s.Decide(b.ctx, req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d.Reason != strings.Repeat("é", review.MaxReasonLen) {
+				t.Errorf("the reason was recorded untrimmed (%d bytes)", len(d.Reason))
+			}
+		})
+		assertSealed(t, b.s)
+	})
+}
