@@ -491,7 +491,7 @@ func TestBrowserSupportFlow(t *testing.T) {
 		// Confirm the candidate, with a reason.
 		sup.do("filling the decision",
 			chromedp.Click(chromedp.CSS(`form.decision input[name="action"][value="confirm"]`)),
-			chromedp.SetValue(chromedp.ID("candidate"), "file-doc-1"),
+			chromedp.SetValue(chromedp.ID("confirm_ref"), "file-doc-1"),
 			chromedp.SendKeys(chromedp.ID("reason"), "the v6 file is what the customer wanted"),
 			chromedp.Click(chromedp.CSS(`form.decision button[type="submit"]`)))
 		sup.waitText("#decision .decided", "confirm by support@example.com")
@@ -673,7 +673,7 @@ func TestBrowserPayloadInert(t *testing.T) {
 				sup.fatalf("%s should show %q as text; it shows %q", want.sel, want.text, got)
 			}
 		}
-		opts := evalJS[[]string](sup, `Array.from(document.querySelectorAll("#candidate option"), o => o.value)`)
+		opts := evalJS[[]string](sup, `Array.from(document.querySelectorAll("#confirm_ref option"), o => o.value)`)
 		if !slices.Contains(opts, "fld-a"+img) || !slices.Contains(opts, "fld-b"+script) {
 			sup.fatalf("the candidate choices are %q, want the refs verbatim", opts)
 		}
@@ -753,7 +753,7 @@ func TestBrowserExtraEffect(t *testing.T) {
 		if !slices.Equal(actions, []string{review.DecideCompensate, review.DecideCompensationDone}) {
 			rev.fatalf("the form offers %v, want compensate and compensation_done only", actions)
 		}
-		if sel := evalJS[string](rev, `document.getElementById("candidate").value`); sel != "fld-1" {
+		if sel := evalJS[string](rev, `document.getElementById("undo_ref").value`); sel != "fld-1" {
 			rev.fatalf("the candidate preselected is %q, want the recommended extra fld-1 (fld-2 is confirmed)", sel)
 		}
 		rev.screenshotWidths("extra-effect")

@@ -66,14 +66,14 @@ func (h *Handlers) Bulk(c echo.Context) error {
 			continue
 		}
 		_, err = h.Store.Decide(c.Request().Context(), store.DecisionRequest{CaseID: cs.ID, Scope: f.Scope, Action: v.Action, Ref: ref,
-			Compensation: v.Compensation, Reason: v.Reason + " (bulk)", Actor: s.User.Email, CaseVersion: cs.Version})
+			Compensation: v.Compensation, Reason: v.Reason + " (bulk)", Actor: s.User.Email, CaseVersion: cs.Version, OpVersion: op.Version})
 		var already *review.AlreadyDecidedError
 		var held *review.ClaimHeldError
 		switch {
 		case err == nil:
 			v.Applied++
 		case errors.As(err, &already), errors.As(err, &held), errors.Is(err, review.ErrInvalidTransition), errors.Is(err, review.ErrInvalid),
-			errors.Is(err, review.ErrSecondApprover), errors.Is(err, review.ErrOwnRequest):
+			errors.Is(err, review.ErrSecondApprover), errors.Is(err, review.ErrOwnRequest), errors.Is(err, review.ErrStale):
 			v.Skipped++
 			v.Problems = append(v.Problems, fmt.Sprintf("%s: %v", cs.ID, err))
 		default:

@@ -2,8 +2,10 @@ package handlers
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"slices"
 	"strconv"
@@ -79,6 +81,16 @@ func (h *Handlers) caseViewRevealed(c echo.Context, id string, reveal bool) (*we
 			v.Actions = append(v.Actions, a)
 		}
 	}
+	// The form's defaults follow the recommendation: its action, and for a
+	// duplicate the resource to keep apart from the one to undo (a fresh
+	// assessment knows which; it is used only while it agrees with the case).
+	v.Recommendation = review.Recommendation{Action: cs.RecommendedAction, Ref: cs.RecommendedRef, Rationale: cs.Rationale}
+	if fresh := review.Assess(op, cs.Reasons, h.Store.Now()).Recommendation; fresh.Action == cs.RecommendedAction && fresh.Ref == cs.RecommendedRef {
+		v.Recommendation.Keep = fresh.Keep
+	}
+	if slices.Contains(v.Actions, v.Recommendation.Action) {
+		v.Default = v.Recommendation.Action
+	}
 	return v, nil
 }
 
@@ -147,13 +159,19 @@ func (h *Handlers) afterCaseAction(c echo.Context, err error) error {
 
 // Decide applies a reviewer's decision. Validation problems and losing a
 // race re-render the decision panel with the reason (nothing is
-// overwritten); success redirects to the case (or, for htmx, answers the
-// updated panel).
+// overwritten, the typed reason kept); success redirects to the case,
+// which htmx swaps in whole: state, summary and history reflect it.
+//
+// The form must carry the case's and the operation's versions the
+// reviewer saw (the stale-form guard is not optional): a form without
+// them is refused, and so is one older than either.
 func (h *Handlers) Decide(c echo.Context) error {
 	ctx := c.Request().Context()
 	s := session(c)
+	// "candidate" is the one field older forms had for both resources.
 	form := web.DecisionForm{Action: c.FormValue("action"), Reason: c.FormValue("reason"),
-		Candidate: c.FormValue("candidate"), Compensation: c.FormValue("compensation")}
+		ConfirmRef: cmp.Or(c.FormValue("confirm_ref"), c.FormValue("candidate")), UndoRef: cmp.Or(c.FormValue("undo_ref"), c.FormValue("candidate")),
+		Compensation: c.FormValue("compensation")}
 	v, err := h.caseView(c, c.Param("id"))
 	if err != nil {
 		return err
@@ -161,17 +179,24 @@ func (h *Handlers) Decide(c echo.Context) error {
 	if !s.User.Role.CanDecide(v.Op, form.Action) {
 		return consoleError(http.StatusForbidden, "Your role may not take this action on this case.")
 	}
-	version, _ := strconv.ParseInt(c.FormValue("version"), 10, 64)
-	_, err = h.Store.Decide(ctx, store.DecisionRequest{CaseID: v.Case.ID, Scope: s.User.Scope().List(), Action: form.Action,
-		Ref: form.Candidate, Compensation: form.Compensation, Reason: form.Reason, Actor: s.User.Email, CaseVersion: version})
+	caseVersion, err1 := strconv.ParseInt(c.FormValue("version"), 10, 64)
+	opVersion, err2 := strconv.ParseInt(c.FormValue("op_version"), 10, 64)
+	if err1 != nil || err2 != nil || caseVersion <= 0 || opVersion <= 0 {
+		err = fmt.Errorf("%w: this form does not say which version of the case you saw (it is incomplete or from an older page): reload the case and decide again",
+			review.ErrStale)
+	} else {
+		_, err = h.Store.Decide(ctx, store.DecisionRequest{CaseID: v.Case.ID, Scope: s.User.Scope().List(), Action: form.Action,
+			Ref: form.Ref(), Compensation: form.Compensation, Reason: form.Reason, Actor: s.User.Email,
+			CaseVersion: caseVersion, OpVersion: opVersion})
+	}
 	status := http.StatusOK
 	var already *review.AlreadyDecidedError
 	var held *review.ClaimHeldError
 	switch {
 	case err == nil:
-		if !isFragment(c) {
-			return c.Redirect(http.StatusSeeOther, "/cases/"+v.Case.ID)
-		}
+		return c.Redirect(http.StatusSeeOther, "/cases/"+v.Case.ID)
+	case errors.Is(err, review.ErrStale):
+		status, v.Problem, v.Form = http.StatusConflict, err.Error(), form
 	case errors.As(err, &already):
 		status, v.Problem = http.StatusConflict, already.Error()
 	case errors.As(err, &held):
@@ -187,7 +212,7 @@ func (h *Handlers) Decide(c echo.Context) error {
 		return verr
 	}
 	fresh.Problem, fresh.Form = v.Problem, v.Form
-	return renderPageOr(c, status, web.CasePage(*fresh), web.DecisionPanel(*fresh))
+	return render(c, status, web.CasePage(*fresh))
 }
 
 // RevealPayload shows the case's payload with its redacted fields, and

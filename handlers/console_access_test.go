@@ -223,7 +223,7 @@ func TestConsoleConcurrentDecisions(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				codes[i], _, _ = b.post("/cases/"+caseID+"/decision", url.Values{"csrf": {b.csrf}, "action": {"fail"}, "reason": {"race " + string(rune('a'+i))}})
+				codes[i], _, _ = b.decide(caseID, url.Values{"action": {"fail"}, "reason": {"race " + string(rune('a'+i))}})
 			}()
 		}
 		wg.Wait()

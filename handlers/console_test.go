@@ -143,6 +143,26 @@ func (b *browser) send(path, contentType string, body io.Reader, hdr http.Header
 	return resp.StatusCode, string(data), resp.Header
 }
 
+var (
+	caseVersionField = regexp.MustCompile(`name="version" value="([0-9]+)"`)
+	opVersionField   = regexp.MustCompile(`name="op_version" value="([0-9]+)"`)
+)
+
+// decide posts a decision on a case as its page's form would: with the
+// CSRF token and the versions the page shows (read from it first).
+func (b *browser) decide(caseID string, form url.Values) (int, string, http.Header) {
+	b.t.Helper()
+	_, page := b.get("/cases/" + caseID)
+	if m := caseVersionField.FindStringSubmatch(page); m != nil {
+		form.Set("version", m[1])
+	}
+	if m := opVersionField.FindStringSubmatch(page); m != nil {
+		form.Set("op_version", m[1])
+	}
+	form.Set("csrf", b.csrf)
+	return b.post("/cases/"+caseID+"/decision", form)
+}
+
 func (b *browser) login(email string) {
 	b.t.Helper()
 	b.get("/login")
@@ -222,10 +242,10 @@ func TestConsoleFlow(t *testing.T) {
 		if code, _, _ := sup.post("/cases/"+caseID+"/claim", url.Values{"csrf": {sup.csrf}}); code != http.StatusSeeOther {
 			t.Fatalf("claim: %d", code)
 		}
-		if code, body, _ := sup.post("/cases/"+caseID+"/decision", url.Values{"csrf": {sup.csrf}, "action": {"confirm"}, "reason": {"x"}}); code != http.StatusUnprocessableEntity || !strings.Contains(body, "reason") {
+		if code, body, _ := sup.decide(caseID, url.Values{"action": {"confirm"}, "reason": {"x"}}); code != http.StatusUnprocessableEntity || !strings.Contains(body, "reason") {
 			t.Fatalf("decision without a reason: %d", code)
 		}
-		if code, _, _ := sup.post("/cases/"+caseID+"/decision", url.Values{"csrf": {sup.csrf}, "action": {"confirm"}, "candidate": {"file-doc-1"},
+		if code, _, _ := sup.decide(caseID, url.Values{"action": {"confirm"}, "candidate": {"file-doc-1"},
 			"reason": {"the v6 file is what the customer wanted"}}); code != http.StatusSeeOther {
 			t.Fatalf("confirm: %d", code)
 		}
@@ -233,7 +253,7 @@ func TestConsoleFlow(t *testing.T) {
 			t.Fatalf("a decided case stays in the queue")
 		}
 		// A second decision on the same case is refused with who decided.
-		if code, body, _ := sup.post("/cases/"+caseID+"/decision", url.Values{"csrf": {sup.csrf}, "action": {"fail"}, "reason": {"second thoughts"}}); code != http.StatusConflict || !strings.Contains(body, "support@example.com") {
+		if code, body, _ := sup.decide(caseID, url.Values{"action": {"fail"}, "reason": {"second thoughts"}}); code != http.StatusConflict || !strings.Contains(body, "support@example.com") {
 			t.Fatalf("second decision: %d", code)
 		}
 
@@ -581,17 +601,17 @@ func TestConsoleDecisionFormFollowsTheSituation(t *testing.T) {
 		if !strings.Contains(body, "fail the refused payload") || !strings.Contains(body, "does not move the operation") {
 			t.Errorf("the form does not say that the decision is about the refused payload only")
 		}
-		if strings.Contains(body, `name="candidate"`) || strings.Contains(body, `name="compensation"`) {
+		if strings.Contains(body, `name="confirm_ref"`) || strings.Contains(body, `name="undo_ref"`) || strings.Contains(body, `name="compensation"`) {
 			t.Errorf("the form asks for a candidate or a compensation that no allowed decision takes")
 		}
-		code, body, _ = rev.post("/cases/"+caseID+"/decision", url.Values{"csrf": {rev.csrf}, "action": {"approve_retry"}, "reason": {"looks safe to me"}})
+		code, body, _ = rev.decide(caseID, url.Values{"action": {"approve_retry"}, "reason": {"looks safe to me"}})
 		if code != http.StatusUnprocessableEntity || !strings.Contains(body, "refused payload will not run") {
 			t.Fatalf("forged approve_retry: %d, want 422 saying what is possible", code)
 		}
 		if got, _ := st.GetOperation(ctx, "acme", op.ID, ""); got.State != review.InFlight {
 			t.Fatalf("a refused decision moved the operation to %s", got.State)
 		}
-		if code, _, _ := rev.post("/cases/"+caseID+"/decision", url.Values{"csrf": {rev.csrf}, "action": {"fail"}, "reason": {"the second payload was a mistake"}}); code != http.StatusSeeOther {
+		if code, _, _ := rev.decide(caseID, url.Values{"action": {"fail"}, "reason": {"the second payload was a mistake"}}); code != http.StatusSeeOther {
 			t.Fatalf("fail on the refused payload: %d", code)
 		}
 		if got, _ := st.GetOperation(ctx, "acme", op.ID, ""); got.State != review.InFlight {
@@ -621,7 +641,7 @@ func TestConsoleCompensation(t *testing.T) {
 		sup := newBrowser(t, srv.URL)
 		sup.login("support@example.com")
 		sup.get("/cases/" + caseID)
-		if code, _, _ := sup.post("/cases/"+caseID+"/decision", url.Values{"csrf": {sup.csrf}, "action": {"compensate"}, "candidate": {"file-doc-undo"},
+		if code, _, _ := sup.decide(caseID, url.Values{"action": {"compensate"}, "candidate": {"file-doc-undo"},
 			"compensation": {"deleted file-doc-undo by hand"}, "reason": {"rendered from the wrong version"}}); code != http.StatusSeeOther {
 			t.Fatalf("compensate: %d", code)
 		}
@@ -637,7 +657,7 @@ func TestConsoleCompensation(t *testing.T) {
 		if !strings.Contains(body, "deleted file-doc-undo by hand") {
 			t.Errorf("the page does not say which undo is under way")
 		}
-		if code, _, _ := sup.post("/cases/"+caseID+"/decision", url.Values{"csrf": {sup.csrf}, "action": {"compensation_done"},
+		if code, _, _ := sup.decide(caseID, url.Values{"action": {"compensation_done"},
 			"reason": {"the file is gone from the destination"}, "version": {fmt.Sprint(c.Version)}}); code != http.StatusSeeOther {
 			t.Fatalf("compensation_done: %d", code)
 		}

@@ -41,7 +41,7 @@ func TestConsoleIntake(t *testing.T) {
 			code, body := reviewer.get(p.path)
 			refused("GET "+p.path, code, body, p.field)
 		}
-		code, body, _ := reviewer.post("/cases/"+caseID+"/decision", url.Values{"csrf": {reviewer.csrf}, "action": {"fail"}, "reason": {"bad\x00reason"}})
+		code, body, _ := reviewer.decide(caseID, url.Values{"action": {"fail"}, "reason": {"bad\x00reason"}})
 		refused("a decision with NUL in its reason", code, body, "reason")
 		code, body, _ = admin.post("/admin/webhooks", url.Values{"csrf": {admin.csrf}, "tenant": {"acme"}, "url": {"https://example.com/hook"}, "description": {"x\u0085"}})
 		refused("a webhook description with a C1 control", code, body, "description")
@@ -64,7 +64,7 @@ func TestConsoleIntake(t *testing.T) {
 		}
 
 		reviewer.get("/cases/" + caseID)
-		if code, body, _ := reviewer.post("/cases/"+caseID+"/decision", url.Values{"csrf": {reviewer.csrf}, "action": {"fail"},
+		if code, body, _ := reviewer.decide(caseID, url.Values{"action": {"fail"},
 			"reason": {"first line\r\nsecond line\twith a tab"}}); code != http.StatusSeeOther {
 			t.Fatalf("a decision with CRLF in its reason: %d: %.300s", code, body)
 		}

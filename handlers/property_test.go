@@ -905,10 +905,18 @@ func (cs *console) post(path string, form url.Values) (int, string) {
 	return resp.StatusCode, string(body)
 }
 
-// decide opens the case page (for its CSRF token) and posts the decision.
+// decide opens the case page (for its CSRF token and the versions its
+// form carries) and posts the decision.
 func (cs *console) decide(caseID string, form url.Values) (int, string) {
-	if code, body := cs.get("/cases/" + caseID); code != http.StatusOK {
+	code, body := cs.get("/cases/" + caseID)
+	if code != http.StatusOK {
 		cs.h.rt.Fatalf("case page %s: %d %.500s", caseID, code, body)
+	}
+	if m := caseVersionField.FindStringSubmatch(body); m != nil {
+		form.Set("version", m[1])
+	}
+	if m := opVersionField.FindStringSubmatch(body); m != nil {
+		form.Set("op_version", m[1])
 	}
 	form.Set("csrf", cs.csrf)
 	return cs.post("/cases/"+caseID+"/decision", form)

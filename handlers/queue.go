@@ -37,7 +37,8 @@ func (h *Handlers) Queue(c echo.Context) error {
 func (h *Handlers) queueView(c echo.Context) (*web.QueueView, error) {
 	s := session(c)
 	form := web.QueueForm{Tenant: c.QueryParam("tenant"), Destination: c.QueryParam("destination"), Action: c.QueryParam("action"),
-		Reason: c.QueryParam("reason"), Flag: c.QueryParam("flag"), Claimed: c.QueryParam("claimed"), Age: c.QueryParam("age"), Q: c.QueryParam("q")}
+		Reason: c.QueryParam("reason"), Flag: c.QueryParam("flag"), Claimed: c.QueryParam("claimed"), Age: c.QueryParam("age"), Q: c.QueryParam("q"),
+		Decidable: c.QueryParam("decidable") == "1"}
 	f, err := queueFilter(form, s)
 	if err != nil {
 		return nil, err
@@ -67,6 +68,9 @@ func (h *Handlers) queueView(c echo.Context) (*web.QueueView, error) {
 func queueFilter(form web.QueueForm, s *store.Session) (store.QueueFilter, error) {
 	f := store.QueueFilter{Scope: s.User.Scope().List(), Tenant: form.Tenant, Destination: form.Destination, Action: form.Action,
 		Reason: form.Reason, Flag: form.Flag, Search: form.Q}
+	if form.Decidable {
+		f.DecidableBy = s.User.Role
+	}
 	switch form.Claimed {
 	case "me":
 		f.ClaimedBy = s.User.Email

@@ -65,6 +65,23 @@ func (r Role) CanDecide(op *Operation, action string) bool {
 	return r.Can(PermDecide)
 }
 
+// DecidesCases says which cases r may decide, as the queue filters them:
+// none (any false), or every case without one of the excluded reasons —
+// a flag or an irreversible risk shows among a case's reasons
+// (Assess), and an approval request needs PermApproveRetry.
+func (r Role) DecidesCases() (any bool, excluded []Reason) {
+	switch {
+	case !r.Can(PermDecide):
+		return false, nil
+	case !r.Can(PermDecideFlagged):
+		excluded = []Reason{ReasonFinancial, ReasonIrreversible, ReasonRegulated}
+	}
+	if !r.Can(PermApproveRetry) {
+		excluded = append(excluded, ReasonApprovalRequired)
+	}
+	return true, excluded
+}
+
 // Scope is the set of tenants a user may see: all, or a list.
 type Scope struct {
 	All     bool

@@ -69,6 +69,10 @@ func (e *AlreadyDecidedError) Error() string {
 // from a different person than the first.
 var ErrSecondApprover = errors.New("a second, different reviewer must approve")
 
+// ErrStale: a decision made on a page older than the case or the
+// operation it decides: refused, never applied blind.
+var ErrStale = errors.New("the case changed since this page was opened")
+
 // ErrOwnRequest: nobody approves an operation they asked for — one
 // registered with an API token they created.
 var ErrOwnRequest = errors.New("nobody approves their own request")

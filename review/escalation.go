@@ -21,7 +21,10 @@ const (
 type Recommendation struct {
 	Action string `json:"action"`
 	// Ref is the resource to confirm or compensate, when the action names one.
-	Ref       string `json:"ref,omitempty"`
+	Ref string `json:"ref,omitempty"`
+	// Keep is, when the recommendation undoes a duplicate, the resource to
+	// keep: what a confirm should name, never Ref.
+	Keep      string `json:"keep,omitempty"`
 	Rationale string `json:"rationale"`
 }
 
@@ -31,6 +34,27 @@ func (r Recommendation) String() string {
 		return r.Action + " " + r.Ref
 	}
 	return r.Action
+}
+
+// ConfirmRef is the resource a confirm decision should name by default:
+// the one recommended to confirm, or the one to keep when a duplicate is
+// to be undone — never the one to undo. "" when none.
+func (r Recommendation) ConfirmRef() string {
+	switch r.Action {
+	case RecommendConfirm:
+		return r.Ref
+	case RecommendCompensate:
+		return r.Keep
+	}
+	return ""
+}
+
+// UndoRef is the resource a compensate decision should name by default.
+func (r Recommendation) UndoRef() string {
+	if r.Action == RecommendCompensate {
+		return r.Ref
+	}
+	return ""
 }
 
 // Assessment is what escalation rules make of an operation: why a person
@@ -187,7 +211,7 @@ func recommend(op *Operation, set map[Reason]bool, f findings) Recommendation {
 			// Keep what the ledger confirmed; the other is the extra.
 			keep, undo = undo, keep
 		}
-		return Recommendation{Action: RecommendCompensate, Ref: undo,
+		return Recommendation{Action: RecommendCompensate, Ref: undo, Keep: keep,
 			Rationale: fmt.Sprintf("%d resources name this operation and version: keep %s, compensate %s", len(f.matching), keep, undo)}
 	case len(f.matching) == 1 && !set[ReasonSourcesDisagree]:
 		return Recommendation{Action: RecommendConfirm, Ref: f.matching[0],

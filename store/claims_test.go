@@ -3,6 +3,7 @@ package store_test
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -137,5 +138,55 @@ func TestClaimsHold(t *testing.T) {
 			}
 		})
 		assertSealed(t, b.s)
+	})
+}
+
+// TestQueueDecidable (issue 14, part 3): "cases I can decide" shows a
+// support user only unflagged cases, a reviewer every case, including
+// approval requests, and a manager none.
+func TestQueueDecidable(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		b := setup(t, e, approvalConfig())
+		plain := b.reviewCase(t, "doc-plain")
+		_, approval := b.awaiting(t, "mail-q", "mail")
+		r := intention("charge-q", review.RiskCompensableWrite, "plain")
+		r.Flags = []review.Flag{review.FlagFinancial}
+		op := b.register(t, r)
+		b.start(t, op)
+		b.report(t, op, 1, timeoutAfterSend)
+		ev := review.Evidence{Source: review.SourceMetadataSearch, Authoritative: true, Candidates: []review.Candidate{
+			{Ref: "chg-1", Version: op.LogicalVersion, OperationID: op.ID}, {Ref: "chg-2", Version: op.LogicalVersion, OperationID: op.ID}}}
+		if _, err := b.s.AddEvidence(b.ctx, tenantA, op.ID, ev, "integrator"); err != nil {
+			t.Fatal(err)
+		}
+		cs, _ := b.s.CasesForOperation(b.ctx, op.ID)
+		if len(cs) != 1 {
+			t.Fatalf("financial cases %+v", cs)
+		}
+		financial := cs[0]
+		for _, tt := range []struct {
+			role review.Role
+			want []string
+		}{
+			{review.RoleSupport, []string{plain.ID}},
+			{review.RoleReviewer, []string{plain.ID, approval.ID, financial.ID}},
+			{review.RoleManager, nil},
+		} {
+			page, err := b.s.Queue(b.ctx, store.QueueFilter{DecidableBy: tt.role}, 50)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, c := range page.Cases {
+				got = append(got, c.ID)
+			}
+			slices.Sort(got)
+			want := slices.Clone(tt.want)
+			slices.Sort(want)
+			if !slices.Equal(got, want) {
+				t.Errorf("%s decides %v, want %v", tt.role, got, want)
+			}
+		}
 	})
 }

@@ -52,6 +52,9 @@ type QueueFilter struct {
 	// cases nobody holds.
 	ClaimedBy string
 	Unclaimed bool
+	// DecidableBy, when set, shows only the cases that role may decide
+	// (review.Role.DecidesCases).
+	DecidableBy review.Role
 	// MinAge shows only cases open at least this long.
 	MinAge time.Duration
 	// Search matches tenant, operation id, key, source ref or resource ref.
@@ -147,6 +150,14 @@ func queueWhere(f QueueFilter, now time.Time) (string, []any, error) {
 	}
 	if f.Unclaimed {
 		add("(c.claimed_by = '' OR c.claim_until IS NULL OR c.claim_until <= ?)", now)
+	}
+	if f.DecidableBy != "" {
+		switch any, excluded := f.DecidableBy.DecidesCases(); {
+		case !any:
+			add("1 = 0")
+		case len(excluded) > 0:
+			add("(c.reason_bits & ?) = 0", reasonBits(excluded))
+		}
 	}
 	if f.MinAge > 0 {
 		add("c.opened_at <= ?", now.Add(-f.MinAge))

@@ -56,9 +56,11 @@ type DecisionRequest struct {
 	Compensation string
 	Reason       string
 	Actor        string
-	// CaseVersion, when not zero, is the case version the reviewer saw:
-	// a case changed since is refused rather than decided blind.
-	CaseVersion int64
+	// CaseVersion and OpVersion, when not zero, are the case's and the
+	// operation's versions the reviewer saw: either changed since is
+	// refused (review.ErrStale) rather than decided blind. The console
+	// always sends both.
+	CaseVersion, OpVersion int64
 }
 
 const decisionColumns = `seq, txid, id, tenant, case_id, operation_id, action, resource_ref, compensation, reason,
@@ -128,12 +130,27 @@ func (s *Store) decideTx(ctx context.Context, tx *sqlx.Tx, req DecisionRequest) 
 	if req.Scope != nil && !slices.Contains(req.Scope, c.Tenant) {
 		return nil, review.ErrNotFound
 	}
-	if c.Status != CaseOpen || (req.CaseVersion != 0 && req.CaseVersion != c.Version) {
+	if c.Status != CaseOpen {
 		return nil, &review.AlreadyDecidedError{CaseID: c.ID, By: c.ResolvedBy, Action: c.Resolution, At: deref(c.ResolvedAt)}
+	}
+	if req.CaseVersion != 0 && req.CaseVersion != c.Version {
+		// Lost to another decider (a decision that kept the case open):
+		// say who won (decideError). Otherwise it was claimed, released or
+		// re-assessed since.
+		if last, err := s.lastApplied(ctx, tx, c.ID); err != nil {
+			return nil, err
+		} else if last != nil {
+			return nil, &review.AlreadyDecidedError{CaseID: c.ID}
+		}
+		return nil, fmt.Errorf("%w: it was claimed, released or re-assessed since (version %d, now %d); reload the case and decide again",
+			review.ErrStale, req.CaseVersion, c.Version)
 	}
 	row, err := s.lockOperation(ctx, tx, c.Tenant, c.OperationID)
 	if err != nil {
 		return nil, err
+	}
+	if req.OpVersion != 0 && req.OpVersion != row.Version {
+		return nil, fmt.Errorf("%w: the operation moved on since (it is %s now); reload the case and decide again", review.ErrStale, row.State)
 	}
 	approvals, err := s.approvals(ctx, tx, c.ID)
 	if err != nil {
@@ -235,7 +252,8 @@ func (s *Store) decideError(ctx context.Context, caseID string, err error) error
 		}
 	}
 	if errors.As(err, &already) || errors.Is(err, review.ErrNotFound) || errors.Is(err, review.ErrInvalid) ||
-		errors.Is(err, review.ErrInvalidTransition) || errors.Is(err, review.ErrSecondApprover) || errors.Is(err, review.ErrOwnRequest) {
+		errors.Is(err, review.ErrInvalidTransition) || errors.Is(err, review.ErrSecondApprover) || errors.Is(err, review.ErrOwnRequest) ||
+		errors.Is(err, review.ErrStale) {
 		return err
 	}
 	return fmt.Errorf("store.Decide: %w", err)

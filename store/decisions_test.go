@@ -192,8 +192,16 @@ func TestDecideRefusals(t *testing.T) {
 		t.Run("stale case version", func(t *testing.T) {
 			req := decideReq(c, review.DecideFail, "alice")
 			req.CaseVersion = c.Version + 7
-			_, err := b.s.Decide(b.ctx, req)
-			errAs[*review.AlreadyDecidedError](t, err)
+			if _, err := b.s.Decide(b.ctx, req); !errors.Is(err, review.ErrStale) {
+				t.Errorf("Decide = %v, want ErrStale", err)
+			}
+		})
+		t.Run("stale operation version", func(t *testing.T) {
+			req := decideReq(c, review.DecideFail, "alice")
+			req.OpVersion = op.Version + 7
+			if _, err := b.s.Decide(b.ctx, req); !errors.Is(err, review.ErrStale) || !strings.Contains(err.Error(), "reload") {
+				t.Errorf("Decide = %v, want ErrStale telling to reload", err)
+			}
 		})
 		wantState(t, b.get(t, op), review.NeedsReview)
 		if rc, _ := b.s.GetCase(b.ctx, c.ID, nil); rc.Status != store.CaseOpen {
