@@ -2,8 +2,8 @@ package handlers
 
 import (
 	"errors"
-	"fmt"
 	"net/http"
+	"strings"
 
 	"github.com/labstack/echo/v4"
 
@@ -15,23 +15,27 @@ import (
 // bulkLimit bounds one bulk decision; a bigger set is narrowed first.
 const bulkLimit = 500
 
-// Bulk applies one decision to every open case the queue filter selects:
-// first a dry-run count, then, confirmed, one decision (and its audit
-// events) per case. Cases the user may not decide are skipped, never forced.
+// Bulk applies one decision — fail, confirm or compensate the resource
+// each case recommends, or each case's own recommendation — to every open
+// case the queue filter selects: first a dry run listing each case with
+// what would be decided on it (review.PlanBulk), then, confirmed, one
+// decision (and its audit events) per case. Cases the user may not decide,
+// or that name no resource for the action, are skipped, never forced.
 func (h *Handlers) Bulk(c echo.Context) error {
 	s := session(c)
 	form := web.QueueForm{Tenant: c.FormValue("tenant"), Destination: c.FormValue("destination"), Action: c.FormValue("action_filter"),
 		Reason: c.FormValue("reason_filter"), Flag: c.FormValue("flag"), Claimed: c.FormValue("claimed"), Age: c.FormValue("age"), Q: c.FormValue("q")}
 	v := web.BulkView{Nav: nav(c), Filter: form, Action: c.FormValue("action"), Reason: c.FormValue("reason"), Compensation: c.FormValue("compensation")}
 	switch v.Action {
-	case review.DecideApproveRetry:
-		return consoleError(http.StatusBadRequest, "Retries are approved one case at a time.")
-	case review.DecideCompensationDone, review.DecideCompensationFailed:
-		// Each says what a person saw of one undo.
-		return consoleError(http.StatusBadRequest, "A compensation is settled one case at a time.")
+	case review.DecideFail, review.DecideConfirm, review.DecideCompensate, review.BulkRecommended:
+	default:
+		return consoleError(http.StatusBadRequest, "A bulk decision fails, confirms or compensates, or applies each case's recommendation; retries, approvals and compensations are settled one case at a time.")
 	}
-	if err := review.ValidateDecision(v.Action, "bulk", v.Compensation, v.Reason); err != nil {
+	if _, err := review.NormalizeReason(v.Reason); err != nil {
 		return consoleError(http.StatusBadRequest, err.Error())
+	}
+	if v.Action == review.DecideCompensate && strings.TrimSpace(v.Compensation) == "" {
+		return consoleError(http.StatusBadRequest, "Say what is undone, and how, for a bulk compensate.")
 	}
 	f, err := queueFilter(form, s)
 	if err != nil {
@@ -41,44 +45,58 @@ func (h *Handlers) Bulk(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if c.FormValue("confirm") != "1" {
-		v.Matching = page.Total
-		return render(c, http.StatusOK, web.BulkPage(v))
-	}
-	v.Done = true
+	apply := c.FormValue("confirm") == "1"
+	v.Matching, v.Done = page.Total, apply
 	for _, cs := range page.Cases {
-		op, err := h.Store.OperationByID(c.Request().Context(), cs.OperationID, f.Scope)
+		row, err := h.bulkCase(c, s, f, cs, v, apply)
 		if err != nil {
 			return err
 		}
-		ref := ""
-		if v.Action == review.DecideConfirm {
-			if cs.RecommendedAction != review.RecommendConfirm || cs.RecommendedRef == "" {
-				v.Skipped++
-				v.Problems = append(v.Problems, fmt.Sprintf("%s: no single resource is recommended to confirm", cs.ID))
-				continue
-			}
-			ref = cs.RecommendedRef
-		}
-		if !s.User.Role.CanDecide(op, v.Action) {
-			v.Skipped++
-			v.Problems = append(v.Problems, fmt.Sprintf("%s: your role may not decide this case", cs.ID))
-			continue
-		}
-		_, err = h.Store.Decide(c.Request().Context(), store.DecisionRequest{CaseID: cs.ID, Scope: f.Scope, Action: v.Action, Ref: ref,
-			Compensation: v.Compensation, Reason: v.Reason + " (bulk)", Actor: s.User.Email, CaseVersion: cs.Version, OpVersion: op.Version})
-		var already *review.AlreadyDecidedError
-		var held *review.ClaimHeldError
+		v.Cases = append(v.Cases, row)
 		switch {
-		case err == nil:
-			v.Applied++
-		case errors.As(err, &already), errors.As(err, &held), errors.Is(err, review.ErrInvalidTransition), errors.Is(err, review.ErrInvalid),
-			errors.Is(err, review.ErrSecondApprover), errors.Is(err, review.ErrOwnRequest), errors.Is(err, review.ErrStale):
+		case row.Skip != "":
 			v.Skipped++
-			v.Problems = append(v.Problems, fmt.Sprintf("%s: %v", cs.ID, err))
-		default:
-			return err
+		case apply:
+			v.Applied++
 		}
 	}
 	return render(c, http.StatusOK, web.BulkPage(v))
+}
+
+// bulkCase is what the bulk decision v does to case cs: planned
+// (review.PlanBulk, and the role's right to it), and when apply, decided.
+func (h *Handlers) bulkCase(c echo.Context, s *store.Session, f store.QueueFilter, cs store.Case, v web.BulkView, apply bool) (web.BulkCase, error) {
+	rec := review.Recommendation{Action: cs.RecommendedAction, Ref: cs.RecommendedRef}
+	row := web.BulkCase{CaseID: cs.ID, Recommended: rec.String(), BulkItem: review.PlanBulk(v.Action, rec)}
+	if row.Skip != "" {
+		return row, nil
+	}
+	if row.Action == review.DecideCompensate && strings.TrimSpace(v.Compensation) == "" {
+		row.Skip = "a compensate needs what is undone, and how"
+		return row, nil
+	}
+	op, err := h.Store.OperationByID(c.Request().Context(), cs.OperationID, f.Scope)
+	if err != nil {
+		return row, err
+	}
+	if !s.User.Role.CanDecide(op, row.Action) {
+		row.Skip = "your role may not decide this case"
+		return row, nil
+	}
+	if !apply {
+		return row, nil
+	}
+	_, err = h.Store.Decide(c.Request().Context(), store.DecisionRequest{CaseID: cs.ID, Scope: f.Scope, Action: row.Action, Ref: row.Ref,
+		Compensation: v.Compensation, Reason: v.Reason + " (bulk)", Actor: s.User.Email, CaseVersion: cs.Version, OpVersion: op.Version})
+	var already *review.AlreadyDecidedError
+	var held *review.ClaimHeldError
+	switch {
+	case err == nil:
+	case errors.As(err, &already), errors.As(err, &held), errors.Is(err, review.ErrInvalidTransition), errors.Is(err, review.ErrInvalid),
+		errors.Is(err, review.ErrSecondApprover), errors.Is(err, review.ErrOwnRequest), errors.Is(err, review.ErrStale):
+		row.Skip = err.Error()
+	default:
+		return row, err
+	}
+	return row, nil
 }

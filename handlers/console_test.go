@@ -520,6 +520,41 @@ func TestConsoleBulk(t *testing.T) {
 				t.Fatalf("case %s: %d decision events, want 1", id, n)
 			}
 		}
+
+		// Issue 14, part 5: a bulk compensate names the resource each case
+		// recommends to undo, listed in the dry run; a case that names none
+		// is skipped, never decided without it.
+		var dups []string
+		for _, src := range []string{"d-1", "d-2"} {
+			_, id := duplicatesCase(t, st, review.Registration{Tenant: "acme", SourceRef: src, LogicalVersion: "1", Action: "mkdir",
+				Destination: "files", Risk: review.RiskCompensableWrite, Payload: []byte(`{"name":"` + src + `"}`), Actor: "test"}, src+"-a", src+"-b")
+			dups = append(dups, id)
+		}
+		plain := needsReview(t, st, "b-4") // recommends compensating another version's file
+		form = url.Values{"csrf": {sup.csrf}, "action": {"confirm"}, "reason": {"keep what the recommendation keeps"}}
+		code, body, _ = sup.post("/bulk", form)
+		if code != 200 || !strings.Contains(body, "no single resource is recommended to confirm") {
+			t.Fatalf("dry run of a bulk confirm: %d, want the cases with nothing to confirm listed as skipped", code)
+		}
+		form = url.Values{"csrf": {sup.csrf}, "action": {"compensate"}, "compensation": {"delete the extra folder"}, "reason": {"duplicates from a retry storm"}}
+		code, body, _ = sup.post("/bulk", form)
+		for _, id := range append(dups, plain) {
+			c, _ := st.GetCase(context.Background(), id, nil)
+			if code != 200 || !strings.Contains(body, id) || !strings.Contains(body, "<code>"+c.RecommendedRef+"</code>") {
+				t.Fatalf("the dry run does not list case %s with the resource it would undo (%s)", id, c.RecommendedRef)
+			}
+		}
+		form.Set("confirm", "1")
+		if code, body, _ = sup.post("/bulk", form); code != 200 || !strings.Contains(body, "Applied to 3 cases") {
+			t.Fatalf("apply the bulk compensate: %d", code)
+		}
+		for _, id := range append(dups, plain) {
+			c, _ := st.GetCase(context.Background(), id, nil)
+			ds, _ := st.CaseDecisions(context.Background(), id)
+			if len(ds) != 1 || ds[0].Action != review.DecideCompensate || ds[0].ResourceRef == "" || ds[0].ResourceRef != c.RecommendedRef {
+				t.Errorf("case %s: decisions %+v, want one compensate of %s", id, ds, c.RecommendedRef)
+			}
+		}
 	})
 }
 

@@ -270,7 +270,7 @@ func Decide(in DecideInput) Decision {
 		}
 		return Decision{Next: NextFailed, State: Failed, Reason: cl.Reason}
 	case EffectUnknown:
-		if op.HasFlag(FlagFinancial) || op.HasFlag(FlagIrreversible) || risk == RiskCompensableWrite || risk == RiskIrreversible {
+		if RetryNeedsReviewer(op) || risk == RiskCompensableWrite || risk == RiskIrreversible {
 			esc := flagReasons(op)
 			if risk == RiskIrreversible && !op.HasFlag(FlagIrreversible) {
 				esc = append(esc, ReasonIrreversible)

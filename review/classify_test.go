@@ -222,7 +222,8 @@ func TestDecideEscalations(t *testing.T) {
 		{"irreversible-flagged read", testOp(RiskRead, FlagIrreversible), keyedDest, timeout, wAmbig, []Reason{ReasonIrreversible}},
 		{"financial generate on 502", testOp(RiskGenerate, FlagFinancial), keyedDest, httpErr(502), wAmbig, []Reason{ReasonFinancial}},
 		{"financial idempotent_write on lease expiry", testOp(RiskIdempotentWrite, FlagFinancial), keyedDest, LeaseExpired(), wAmbig, []Reason{ReasonFinancial}},
-		{"regulated read retries", testOp(RiskRead, FlagRegulated), keyedDest, timeout, wRetry, nil},
+		// Issue 14, part 5: regulated escalates like financial.
+		{"regulated read is never retried blind", testOp(RiskRead, FlagRegulated), keyedDest, timeout, wAmbig, []Reason{ReasonRegulated}},
 		{"financial read before_send retries", testOp(RiskRead, FlagFinancial), keyedDest, Outcome{Result: ResultConnectionError, Phase: PhaseBeforeSend}, wRetry, nil},
 		{"financial read on 503 retries", testOp(RiskRead, FlagFinancial), keyedDest, httpErr(503), wRetry, nil},
 		{"financial read on 400 fails", testOp(RiskRead, FlagFinancial), keyedDest, httpErr(400), wFail, nil},

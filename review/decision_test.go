@@ -98,7 +98,7 @@ func TestNeedsTwoApprovers(t *testing.T) {
 		{"irreversible flag approve_retry", caseOp(RiskCompensableWrite, FlagIrreversible), DecideApproveRetry, true},
 		{"irreversible risk approve_retry", caseOp(RiskIrreversible), DecideApproveRetry, true},
 		{"financial irreversible approve_retry", caseOp(RiskIrreversible, FlagFinancial), DecideApproveRetry, true},
-		{"regulated approve_retry", caseOp(RiskCompensableWrite, FlagRegulated), DecideApproveRetry, false},
+		{"regulated approve_retry", caseOp(RiskCompensableWrite, FlagRegulated), DecideApproveRetry, true},
 		{"plain approve_retry", caseOp(RiskCompensableWrite), DecideApproveRetry, false},
 		{"idempotent approve_retry", caseOp(RiskIdempotentWrite), DecideApproveRetry, false},
 		{"financial confirm", caseOp(RiskCompensableWrite, FlagFinancial), DecideConfirm, false},

@@ -239,11 +239,11 @@ func checkKeys(r *InvariantReport, l Ledger) {
 	}
 }
 
-// EffectClass is how I2 treats an operation's effects: financial and
-// irreversible flags make any write irreversible; an idempotent write at a
+// EffectClass is how I2 treats an operation's effects: a financial,
+// irreversible or regulated flag makes any write irreversible; an idempotent write at a
 // destination that does not honour keys is compensable.
 func EffectClass(op *Operation, d Destination) Risk {
-	if op.HasFlag(FlagFinancial) || op.HasFlag(FlagIrreversible) {
+	if RetryNeedsReviewer(op) {
 		return RiskIrreversible
 	}
 	return EffectiveRisk(op.Risk, d, time.Time{}, time.Time{})

@@ -50,7 +50,6 @@ func LateSuccessNeedsReview(op *Operation, n int, risk Risk) bool {
 	// Weigh confirms it and nothing is retried.
 	later := op.AttemptCount > n
 	retrying := later && (op.State == RetryWait || op.State == InFlight || op.State == Accepted)
-	duplicateMatters := op.HasFlag(FlagFinancial) || op.HasFlag(FlagIrreversible) ||
-		risk == RiskCompensableWrite || risk == RiskIrreversible
+	duplicateMatters := RetryNeedsReviewer(op) || risk == RiskCompensableWrite || risk == RiskIrreversible
 	return retrying && duplicateMatters
 }

@@ -280,7 +280,7 @@ func settleRound(in SettleInput) Settlement {
 	case len(foreign) > 0:
 		return st.escalate(ReasonNoDedupEvidence, fmt.Sprintf("%s was found but its metadata does not name this operation", foreign[0].Ref))
 	case absent && RetryNeedsReviewer(op):
-		why := "the destination holds no effect; a financial or irreversible action is never retried without a reviewer"
+		why := "the destination holds no effect; a financial, irreversible or regulated action is never retried without a reviewer"
 		if !AbsenceSure(in.Destination, in.LastWrite, now) {
 			return st.waitOutWindow(in, "the destination shows no effect", "a reviewer is asked to approve a retry")
 		}

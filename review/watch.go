@@ -39,12 +39,13 @@ func AbsenceSure(d Destination, lastWrite, now time.Time) bool {
 }
 
 // RetryNeedsReviewer reports whether a retry of op needs a reviewer's
-// approval: a financial or irreversible action. Absence proven for such an
+// approval: a financial, irreversible or regulated action (SPEC: all
+// three send a proven-absent write to a reviewer before any retry). Absence proven for such an
 // operation asks a person to approve the retry, which is as final as
 // failing it (an approved send cannot be unsent), so it waits for absence
 // to be sure, as failing does.
 func RetryNeedsReviewer(op *Operation) bool {
-	return op.HasFlag(FlagFinancial) || op.HasFlag(FlagIrreversible) || op.Risk == RiskIrreversible
+	return op.HasFlag(FlagFinancial) || op.HasFlag(FlagIrreversible) || op.HasFlag(FlagRegulated) || op.Risk == RiskIrreversible
 }
 
 // watchStep is how often a watched operation is searched: once a lag, and

@@ -177,7 +177,7 @@ func Weigh(op *Operation, d Destination, now time.Time) Weighing {
 			return Weighing{} // an approved retry is final: the reconciler waits out the confirm window
 		}
 		return Weighing{State: NeedsReview,
-			Reason: "the destination holds no effect; a financial or irreversible action is never retried without a reviewer"}
+			Reason: "the destination holds no effect; a financial, irreversible or regulated action is never retried without a reviewer"}
 	case absent:
 		st, why := AfterAbsence(op, func() time.Time { return now })
 		if st == Failed && !AbsenceSure(d, lastWrite, now) {
