@@ -148,17 +148,23 @@ var (
 	opVersionField   = regexp.MustCompile(`name="op_version" value="([0-9]+)"`)
 )
 
-// decide posts a decision on a case as its page's form would: with the
-// CSRF token and the versions the page shows (read from it first).
-func (b *browser) decide(caseID string, form url.Values) (int, string, http.Header) {
-	b.t.Helper()
-	_, page := b.get("/cases/" + caseID)
+// setFormVersions copies the versions a case page's decision form carries
+// into form (none when the page offers no form).
+func setFormVersions(form url.Values, page string) {
 	if m := caseVersionField.FindStringSubmatch(page); m != nil {
 		form.Set("version", m[1])
 	}
 	if m := opVersionField.FindStringSubmatch(page); m != nil {
 		form.Set("op_version", m[1])
 	}
+}
+
+// decide posts a decision on a case as its page's form would: with the
+// CSRF token and the versions the page shows (read from it first).
+func (b *browser) decide(caseID string, form url.Values) (int, string, http.Header) {
+	b.t.Helper()
+	_, page := b.get("/cases/" + caseID)
+	setFormVersions(form, page)
 	form.Set("csrf", b.csrf)
 	return b.post("/cases/"+caseID+"/decision", form)
 }

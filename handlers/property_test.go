@@ -912,12 +912,7 @@ func (cs *console) decide(caseID string, form url.Values) (int, string) {
 	if code != http.StatusOK {
 		cs.h.rt.Fatalf("case page %s: %d %.500s", caseID, code, body)
 	}
-	if m := caseVersionField.FindStringSubmatch(body); m != nil {
-		form.Set("version", m[1])
-	}
-	if m := opVersionField.FindStringSubmatch(body); m != nil {
-		form.Set("op_version", m[1])
-	}
+	setFormVersions(form, body)
 	form.Set("csrf", cs.csrf)
 	return cs.post("/cases/"+caseID+"/decision", form)
 }
