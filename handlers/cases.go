@@ -51,9 +51,13 @@ func (h *Handlers) caseViewRevealed(c echo.Context, id string, reveal bool) (*we
 	if err != nil {
 		return nil, err
 	}
+	comps, err := h.Store.Compensations(ctx, op.ID)
+	if err != nil {
+		return nil, err
+	}
 	fields := h.redactFields()
 	v := &web.CaseView{Nav: nav(c), Case: cs, Op: op, History: hist, Decisions: ds,
-		Me: s.User.Email, Now: h.Store.Now(), Redacted: !bytes.Equal(review.Redact(op.Payload, fields), op.Payload)}
+		Me: s.User.Email, Now: h.Store.Now(), Redacted: !bytes.Equal(review.Redact(op.Payload, fields), op.Payload), Compensations: comps}
 	if reveal {
 		v.Payload = pretty(op.Payload, nil)
 	} else {

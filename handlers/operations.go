@@ -42,6 +42,9 @@ func (h *Handlers) RegisterOperation(c echo.Context) error {
 	if len(req.Payload) == 0 || string(req.Payload) == "null" {
 		return &FieldError{Field: "payload", Problem: "required"}
 	}
+	if review.IsCompensation(req.Action) {
+		return &FieldError{Field: "action", Problem: "actions starting with " + review.CompensationPrefix + " are Limbo's own: it registers a compensation when a reviewer decides one"}
+	}
 	payload, err := review.Canonicalize(req.Payload)
 	if err != nil {
 		return &FieldError{Field: "payload", Problem: err.Error()}

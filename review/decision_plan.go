@@ -88,6 +88,9 @@ type DecisionPlan struct {
 	Resource   *ResourceRef
 	Retry      *ApprovedRetry
 	Events     []PlannedEvent
+	// Undo is the compensation operation a compensate registers (nil:
+	// none): the undo is tracked as an operation of its own.
+	Undo *RegistrationPlan
 }
 
 // ApprovedRetry is the room an approved retry gets to run.
@@ -120,6 +123,11 @@ func PlanDecision(in DecisionInput) (*DecisionPlan, error) {
 		p.Status = DecisionRefusedPayload
 		if on == OnExtraEffect {
 			p.Status = DecisionExtraEffect
+		}
+		if on == OnExtraEffect && in.Action == DecideCompensate {
+			if p.Undo, err = PlanCompensation(op, in.Ref, in.Compensation, in.DecisionID, in.Actor, in.Now); err != nil {
+				return nil, err
+			}
 		}
 		detail := map[string]any{"case_id": in.CaseID, "decision_id": in.DecisionID, "action": in.Action, "reason": in.Reason, "state": op.State}
 		if in.Ref != "" {
@@ -158,6 +166,11 @@ func PlanDecision(in DecisionInput) (*DecisionPlan, error) {
 		p.ResourceRef, p.Compensation = last.ResourceRef, last.Compensation // name what was undone
 	}
 	p.planMove(in)
+	if in.Action == DecideCompensate {
+		if p.Undo, err = PlanCompensation(op, p.ResourceRef, p.Compensation, in.DecisionID, in.Actor, in.Now); err != nil {
+			return nil, err
+		}
+	}
 	p.Events = p.resolved(in)
 	return p, nil
 }

@@ -334,6 +334,9 @@ func (s *Store) transition(ctx context.Context, tx *sqlx.Tx, row *opRow, to revi
 			return err
 		}
 	}
+	if review.IsCompensation(row.Action) {
+		return s.settleParent(ctx, tx, row.Tenant, row.ID, to)
+	}
 	return nil
 }
 

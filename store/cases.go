@@ -166,6 +166,32 @@ func (s *Store) openCase(ctx context.Context, tx *sqlx.Tx, opID, tenant string, 
 	return s.caseByID(ctx, tx, id)
 }
 
+/* Store.resolveBySystem */
+const resolveOpenCase = `
+UPDATE cases SET status = 'resolved', resolved_at = ?, resolved_by = ?, resolution = ?, claimed_by = '', claim_until = NULL,
+    version = version + 1
+WHERE id = ? AND status = 'open'`
+
+// resolveBySystem resolves case id, if still open, for what settled it
+// without a person's decision (resolution, e.g. expired), as actor: the
+// open-case counts and the audit trail follow, in tx.
+func (s *Store) resolveBySystem(ctx context.Context, tx *sqlx.Tx, id, resolution, actor string) error {
+	c, err := s.lockCase(ctx, tx, id)
+	if err != nil {
+		return err
+	}
+	now := s.now()
+	res, err := s.exec(ctx, tx, resolveOpenCase, now, actor, resolution, id)
+	if err != nil || rowsAffected(res) != 1 {
+		return err // resolved already: nothing to do
+	}
+	if err := s.countOpenCase(ctx, tx, c.Tenant, c.Destination, c.Action, c.Flags, reasonBits(c.Reasons), -1); err != nil {
+		return err
+	}
+	return s.appendEvent(ctx, tx, &AuditEvent{At: now, Actor: actor, Tenant: c.Tenant, OperationID: c.OperationID,
+		Action: "case.resolved", Detail: detailJSON(map[string]any{"case_id": c.ID, "resolution": resolution})})
+}
+
 /* Store.openApprovalCase */
 const setCaseRequest = `UPDATE cases SET requested_by = ?, expires_at = ? WHERE id = ?`
 

@@ -22,6 +22,9 @@ type Dashboard struct {
 	// DuplicatesPrevented counts unknown outcomes reconciliation found
 	// already done: a blind retry would have repeated the effect.
 	DuplicatesPrevented int
+	// Compensations registered in the window: done (confirmed), failed
+	// (failed, ambiguous or in review), and pending (anything else).
+	CompensationsDone, CompensationsPending, CompensationsFailed int
 }
 
 // Point is one sample of a series.
@@ -53,6 +56,10 @@ FROM attempts a JOIN operations o ON o.id = a.operation_id
 WHERE a.finished_at >= ? AND ` + scopeCond + ` GROUP BY a.destination ORDER BY a.destination`
 	/* Store.Dashboard: reconciliation endings, from the audit trail. */
 	countSettled = `SELECT to_state, COUNT(*) AS n FROM audit_events WHERE action = 'reconcile.settled' AND at >= ? AND ` + scopeCond + ` GROUP BY to_state`
+	/* Store.Dashboard: compensation operations by state. */
+	countCompensations = `
+SELECT o.state, COUNT(*) AS n FROM compensations c JOIN operations o ON o.id = c.operation_id
+WHERE c.created_at >= ? AND ` + scopeCond + ` GROUP BY o.state`
 )
 
 // scoped writes scope's condition on col into q in place of scopeCond,
@@ -124,6 +131,24 @@ func (s *Store) Dashboard(ctx context.Context, scope []string, window time.Durat
 		}
 		if r.ToState == "confirmed" {
 			d.DuplicatesPrevented += r.N
+		}
+	}
+	var comps []struct {
+		State string `db:"state"`
+		N     int    `db:"n"`
+	}
+	q, args = s.scoped(countCompensations, "o.tenant", scope, since)
+	if err := s.db.SelectContext(ctx, &comps, q, args...); err != nil {
+		return nil, fmt.Errorf("store.Dashboard: %w", err)
+	}
+	for _, c := range comps {
+		switch c.State {
+		case "confirmed":
+			d.CompensationsDone += c.N
+		case "failed", "ambiguous", "needs_review":
+			d.CompensationsFailed += c.N
+		default:
+			d.CompensationsPending += c.N
 		}
 	}
 	return d, nil

@@ -23,11 +23,6 @@ ORDER BY deadline LIMIT ?`
 SELECT o.id, o.tenant FROM cases c JOIN operations o ON o.id = c.operation_id
 WHERE c.status = 'open' AND c.expires_at IS NOT NULL AND c.expires_at <= ?
 ORDER BY c.expires_at LIMIT ?`
-	/* Store.expireApproval: the lapsed request is resolved by the sweeper. */
-	resolveLapsedCase = `
-UPDATE cases SET status = 'resolved', resolved_at = ?, resolved_by = ?, resolution = 'expired', claimed_by = '', claim_until = NULL,
-    version = version + 1
-WHERE id = ? AND status = 'open' AND version = ?`
 )
 
 const deadlineSweeper = "system:deadline-sweeper"
@@ -124,16 +119,5 @@ func (s *Store) expireApproval(ctx context.Context, tx *sqlx.Tx, row *opRow) (bo
 	if c == nil {
 		return true, nil
 	}
-	res, err := s.exec(ctx, tx, resolveLapsedCase, now, deadlineSweeper, c.ID, c.Version)
-	if err != nil {
-		return false, err
-	}
-	if rowsAffected(res) != 1 {
-		return false, review.ErrConflict
-	}
-	if err := s.countOpenCase(ctx, tx, c.Tenant, c.Destination, c.Action, c.Flags, reasonBits(c.Reasons), -1); err != nil {
-		return false, err
-	}
-	return true, s.appendEvent(ctx, tx, &AuditEvent{At: now, Actor: deadlineSweeper, Tenant: c.Tenant, OperationID: row.ID,
-		Action: "case.resolved", Detail: detailJSON(map[string]any{"case_id": c.ID, "resolution": "expired"})})
+	return true, s.resolveBySystem(ctx, tx, c.ID, "expired", deadlineSweeper)
 }

@@ -217,6 +217,11 @@ func (s *Store) persistDecision(ctx context.Context, tx *sqlx.Tx, c *Case, row *
 			return err
 		}
 	}
+	if p.Undo != nil {
+		if err := s.registerCompensation(ctx, tx, c, row.ID, d, p.Undo); err != nil {
+			return err
+		}
+	}
 	for _, e := range p.Events {
 		if err := s.appendEvent(ctx, tx, plannedEvent(e, d.DecidedAt, d.Actor, c.Tenant, c.OperationID)); err != nil {
 			return err

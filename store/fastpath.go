@@ -186,8 +186,8 @@ type fastOutcome struct {
 // first report for the current attempt that opens no case and names no job.
 func (s *Store) decideOutcomeFast(tenant, opID string, n int, o review.Outcome, hash, actor string) (p *fastOutcome, ok bool, err error) {
 	sn := s.snaps.get(tenant, opID)
-	if sn == nil || sn.op.State != review.InFlight || o.Job != nil {
-		return nil, false, nil
+	if sn == nil || sn.op.State != review.InFlight || o.Job != nil || review.IsCompensation(sn.op.Action) {
+		return nil, false, nil // a compensation's outcome moves its parent too: the ordinary path
 	}
 	op, now := sn.op, s.now()
 	ai := -1

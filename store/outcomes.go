@@ -215,6 +215,11 @@ func (s *Store) applyOutcome(ctx context.Context, tx *sqlx.Tx, row *opRow, att *
 			return nil, err
 		}
 	}
+	if review.IsCompensation(op.Action) {
+		if err := s.settleParent(ctx, tx, op.Tenant, op.ID, d.State); err != nil {
+			return nil, err
+		}
+	}
 	return &OutcomeResult{Next: d.Next, RetryAt: d.RetryAt, Reason: d.Reason}, nil
 }
 

@@ -1,0 +1,118 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/limbo-dev/limbo/review"
+)
+
+const (
+	/* Store.registerCompensation */
+	insertCompensation = `
+INSERT INTO compensations (operation_id, parent_id, case_id, decision_id, resource_ref, created_at) VALUES (?, ?, ?, ?, ?, ?)`
+	/* Store.settleParent */
+	selectCompensationLink = `SELECT parent_id, case_id, resource_ref FROM compensations WHERE operation_id = ?`
+	/* Store.Compensations */
+	selectCompensations = `SELECT c.operation_id, c.case_id, c.decision_id, c.resource_ref, c.created_at, o.state, o.state_reason, o.key
+FROM compensations c JOIN operations o ON o.id = c.operation_id WHERE c.parent_id = ? ORDER BY c.created_at, c.operation_id`
+)
+
+// compensationActor is who moves a parent when its compensation settles.
+const compensationActor = "system:compensation"
+
+// registerCompensation records p, the compensation operation decision d
+// asked for on case c, in the decision's transaction: the child operation
+// (pending, its own key), its registration event, and its link to the
+// parent and the case.
+func (s *Store) registerCompensation(ctx context.Context, tx *sqlx.Tx, c *Case, parentID string, d *Decision, p *review.RegistrationPlan) error {
+	r := &p.Registration
+	id := newID("op_", d.DecidedAt)
+	res, err := s.exec(ctx, tx, insertOperation, id, r.Tenant, r.Key, r.SourceRef, r.LogicalVersion, r.Action, r.Destination,
+		string(r.Risk), joinFlags(r.Flags), string(r.Payload), p.PayloadHash, string(p.State), p.Reason, dbTime(*r.Deadline),
+		*r.MaxAttempts, nil, d.DecidedAt, d.DecidedAt)
+	if err != nil {
+		return fmt.Errorf("compensation: %w", err)
+	}
+	if rowsAffected(res) != 1 {
+		return fmt.Errorf("%w: a compensation of this resource was already registered by this decision", review.ErrConflict)
+	}
+	if err := s.appendEvent(ctx, tx, plannedEvent(p.Event, d.DecidedAt, d.Actor, r.Tenant, id)); err != nil {
+		return err
+	}
+	_, err = s.exec(ctx, tx, insertCompensation, id, parentID, c.ID, d.ID, d.ResourceRef, d.DecidedAt)
+	return err
+}
+
+// settleParent moves the parent of compensation child (now in state) as
+// review.CompensationSettles says, in the transaction that moved the
+// child: compensating → compensated once the undo is confirmed (its case
+// resolved), or back to needs_review with compensation_failed. A parent
+// that stayed confirmed (an extra resource undone) keeps its state; its
+// case is resolved, or marked compensation_failed.
+func (s *Store) settleParent(ctx context.Context, tx *sqlx.Tx, tenant, child string, state review.State) error {
+	var link struct {
+		ParentID    string `db:"parent_id"`
+		CaseID      string `db:"case_id"`
+		ResourceRef string `db:"resource_ref"`
+	}
+	err := s.get(ctx, tx, &link, selectCompensationLink, child)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil // registered under the prefix some other way: nothing to settle
+	}
+	if err != nil {
+		return fmt.Errorf("compensation link: %w", err)
+	}
+	parent, err := s.lockOperation(ctx, tx, tenant, link.ParentID)
+	if err != nil {
+		return err
+	}
+	to, reasons, why := review.CompensationSettles(state, "")
+	detail := map[string]any{"compensation": child, "resource_ref": link.ResourceRef, "case_id": link.CaseID}
+	switch {
+	case to == "":
+		return nil
+	case parent.State == string(review.Compensating):
+		if len(reasons) > 0 {
+			detail["escalation"] = reasons
+		}
+		if err := s.transition(ctx, tx, parent, to, why, compensationActor, "compensation.settled", detail); err != nil {
+			return err
+		}
+	case len(reasons) > 0:
+		// The parent stayed where it was (confirmed, the extra resource
+		// to undo): the case says the undo failed.
+		_, err := s.openCase(ctx, tx, parent.ID, parent.Tenant, reasons, compensationActor)
+		return err
+	}
+	if len(reasons) > 0 {
+		return nil
+	}
+	return s.resolveBySystem(ctx, tx, link.CaseID, "compensation_done", compensationActor)
+}
+
+// Compensation is a compensation operation of a parent, as the case page
+// lists it.
+type Compensation struct {
+	OperationID string       `db:"operation_id"`
+	CaseID      string       `db:"case_id"`
+	DecisionID  string       `db:"decision_id"`
+	ResourceRef string       `db:"resource_ref"`
+	State       review.State `db:"state"`
+	StateReason string       `db:"state_reason"`
+	Key         string       `db:"key"`
+	CreatedAt   sql.NullTime `db:"created_at"`
+}
+
+// Compensations lists the compensation operations of parent, oldest first.
+func (s *Store) Compensations(ctx context.Context, parent string) ([]Compensation, error) {
+	var cs []Compensation
+	if err := s.sel(ctx, nil, &cs, selectCompensations, parent); err != nil {
+		return nil, fmt.Errorf("store.Compensations: %w", err)
+	}
+	return cs, nil
+}

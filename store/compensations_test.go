@@ -1,0 +1,95 @@
+package store_test
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/limbo-dev/limbo/review"
+	"github.com/limbo-dev/limbo/store"
+	"github.com/limbo-dev/limbo/store/storetest"
+)
+
+// TestCompensationIsAnOperation (issue 14, part 4): a compensate decision
+// registers an operation of its own — its key derived from the parent,
+// the resource and the decision — which the integrator runs through the
+// same API. The parent stays compensating until it is confirmed, then is
+// compensated and its case resolved; a compensation that fails sends the
+// parent back to review with compensation_failed.
+func TestCompensationIsAnOperation(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		b := setup(t, e, nil)
+		compensate := func(t *testing.T, ref string) (*store.Case, *review.Operation, store.Compensation) {
+			t.Helper()
+			c := b.reviewCase(t, ref)
+			d, err := b.s.Decide(b.ctx, store.DecisionRequest{CaseID: c.ID, Action: review.DecideCompensate, Ref: "fld-2",
+				Compensation: "delete the duplicate folder", Actor: "rita@example.com", Reason: "two folders for one operation"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			parent, err := b.s.OperationByID(b.ctx, c.OperationID, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantState(t, parent, review.Compensating)
+			cs, err := b.s.Compensations(b.ctx, parent.ID)
+			if err != nil || len(cs) != 1 {
+				t.Fatalf("compensations %+v, %v", cs, err)
+			}
+			k := cs[0]
+			if k.ResourceRef != "fld-2" || k.DecisionID != d.ID || k.CaseID != c.ID || k.State != review.Pending ||
+				k.Key != review.CompensationKey(parent.Key, "fld-2", d.ID) {
+				t.Errorf("compensation %+v", k)
+			}
+			child, err := b.s.GetOperation(b.ctx, tenantA, k.OperationID, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if child.Action != review.CompensationPrefix+parent.Action || child.Risk != review.RiskCompensableWrite {
+				t.Errorf("compensation operation %+v", child)
+			}
+			return c, parent, k
+		}
+
+		t.Run("confirmed: the parent is compensated", func(t *testing.T) {
+			c, parent, k := compensate(t, "doc-undo")
+			child := &review.Operation{ID: k.OperationID, Tenant: tenantA}
+			b.start(t, child)
+			wantState(t, b.get(t, parent), review.Compensating) // in flight: nothing settled yet
+			b.report(t, child, 1, success("fld-2"))
+			wantState(t, b.get(t, parent), review.Compensated)
+			if got, _ := b.s.GetCase(b.ctx, c.ID, nil); got.Status != store.CaseResolved || got.Resolution != "compensation_done" {
+				t.Errorf("case after the undo = %+v", got)
+			}
+			acts := countActions(b.history(t, parent.ID))
+			if acts["compensation.settled"] != 1 || acts["case.resolved"] != 1 {
+				t.Errorf("parent's audit = %v", acts)
+			}
+		})
+
+		t.Run("failed: the parent goes back to review", func(t *testing.T) {
+			c, parent, k := compensate(t, "doc-undo-fails")
+			child := &review.Operation{ID: k.OperationID, Tenant: tenantA}
+			b.start(t, child)
+			b.report(t, child, 1, httpError(422))
+			got := b.get(t, parent)
+			wantState(t, got, review.NeedsReview)
+			rc, _ := b.s.GetCase(b.ctx, c.ID, nil)
+			if rc.Status != store.CaseOpen || !slices.Contains(rc.Reasons, review.ReasonCompensationFailed) {
+				t.Errorf("case after a failed undo = %+v", rc)
+			}
+		})
+		t.Run("the dashboard counts them", func(t *testing.T) {
+			compensate(t, "doc-undo-pending")
+			d, err := b.s.Dashboard(b.ctx, nil, 24*time.Hour, 4)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d.CompensationsDone != 1 || d.CompensationsFailed != 1 || d.CompensationsPending != 1 {
+				t.Errorf("compensations done %d, pending %d, failed %d; want 1 each", d.CompensationsDone, d.CompensationsPending, d.CompensationsFailed)
+			}
+		})
+		assertSealed(t, b.s)
+	})
+}
