@@ -45,7 +45,7 @@ func TestCompensationThroughTheAPI(t *testing.T) {
 		if err != nil || len(comps) != 1 {
 			t.Fatalf("compensations %+v, %v", comps, err)
 		}
-		child := b.get("/api/v1/operations/" + comps[0].OperationID).want(t, http.StatusOK).op(t)
+		child := b.get("/api/v1/operations/"+comps[0].OperationID).want(t, http.StatusOK).op(t)
 		if child.Action != "compensate:create_folder" || child.Key != comps[0].Key || child.State != review.Pending {
 			t.Fatalf("the compensation as the API shows it: %+v", child)
 		}
@@ -56,7 +56,7 @@ func TestCompensationThroughTheAPI(t *testing.T) {
 		if a := b.outcome(t, child.ID, g.N, `{"result":"success","phase":"after_send","http_status":204}`); a.Next != review.NextDone {
 			t.Errorf("the undo's outcome: next %s", a.Next)
 		}
-		if got := b.get("/api/v1/operations/" + parent.ID).want(t, http.StatusOK).op(t); got.State != review.Compensated {
+		if got := b.get("/api/v1/operations/"+parent.ID).want(t, http.StatusOK).op(t); got.State != review.Compensated {
 			t.Errorf("parent after its compensation was confirmed: %s, want compensated", got.State)
 		}
 	})
