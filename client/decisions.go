@@ -19,6 +19,7 @@ type Decision struct {
 	OperationID  string       `json:"operation_id"`
 	Action       string       `json:"action"`
 	ResourceRef  string       `json:"resource_ref,omitempty"`
+	UndoRef      string       `json:"undo_ref,omitempty"`
 	Compensation string       `json:"compensation,omitempty"`
 	Reason       string       `json:"reason"`
 	Actor        string       `json:"actor"`

@@ -92,10 +92,21 @@ func (h *Handlers) caseViewRevealed(c echo.Context, id string, reveal bool) (*we
 	if fresh := review.Assess(op, cs.Reasons, h.Store.Now()).Recommendation; fresh.Action == cs.RecommendedAction && fresh.Ref == cs.RecommendedRef {
 		v.Recommendation.Keep = fresh.Keep
 	}
-	if slices.Contains(v.Actions, v.Recommendation.Action) {
+	switch {
+	case v.Recommendation.Keep != "" && slices.Contains(v.Actions, review.DecideKeepAndUndo):
+		v.Default = review.DecideKeepAndUndo // a duplicate: keep one, undo the other, in one decision
+	case slices.Contains(v.Actions, v.Recommendation.Action):
 		v.Default = v.Recommendation.Action
 	}
 	return v, nil
+}
+
+// undoRef is what a keep_and_undo undoes: the resource to undo.
+func undoRef(f web.DecisionForm) string {
+	if f.Action == review.DecideKeepAndUndo {
+		return f.UndoRef
+	}
+	return ""
 }
 
 // approvalView is what an approval case asks a reviewer: the canonical
@@ -190,7 +201,7 @@ func (h *Handlers) Decide(c echo.Context) error {
 			review.ErrStale)
 	} else {
 		_, err = h.Store.Decide(ctx, store.DecisionRequest{CaseID: v.Case.ID, Scope: s.User.Scope().List(), Action: form.Action,
-			Ref: form.Ref(), Compensation: form.Compensation, Reason: form.Reason, Actor: s.User.Email,
+			Ref: form.Ref(), UndoRef: undoRef(form), Compensation: form.Compensation, Reason: form.Reason, Actor: s.User.Email,
 			CaseVersion: caseVersion, OpVersion: opVersion})
 	}
 	status := http.StatusOK

@@ -158,8 +158,17 @@ func TestConsoleFormDefaults(t *testing.T) {
 		if got := selected("undo_ref"); got != undo {
 			t.Errorf("compensate preselects %q, want %q", got, undo)
 		}
-		if !strings.Contains(body, `value="compensate" checked`) {
-			t.Errorf("the recommended action is not preselected")
+		// A duplicate: keep one and undo the other, in one decision.
+		if !strings.Contains(body, `value="keep_and_undo" checked`) {
+			t.Errorf("keep_and_undo is not preselected on a duplicate")
+		}
+		if code, _, _ := sup.decide(caseID, url.Values{"action": {review.DecideKeepAndUndo}, "confirm_ref": {keep}, "undo_ref": {undo},
+			"compensation": {"delete the extra folder"}, "reason": {"two folders for one mkdir"}}); code != http.StatusSeeOther {
+			t.Fatalf("keep_and_undo: %d", code)
+		}
+		ds, _ := st.CaseDecisions(context.Background(), caseID)
+		if len(ds) != 1 || ds[0].ResourceRef != keep || ds[0].UndoRef != undo {
+			t.Errorf("decisions %+v, want keep %s and undo %s", ds, keep, undo)
 		}
 	})
 }

@@ -26,6 +26,11 @@ const (
 	// given), or it may not (→ failed).
 	DecideApprove = "approve"
 	DecideRefuse  = "refuse"
+	// DecideKeepAndUndo resolves a duplicate in one decision: keep one
+	// resource (the operation's effect) and undo another, tracked as a
+	// compensation operation; the operation is confirmed with the kept
+	// resource once the undo is confirmed.
+	DecideKeepAndUndo = "keep_and_undo"
 )
 
 // DecisionTarget is the state a decision moves the operation to.
@@ -46,10 +51,12 @@ func DecisionTarget(action string) (State, error) {
 		return NeedsReview, nil
 	case DecideApprove:
 		return Pending, nil
+	case DecideKeepAndUndo:
+		return Compensating, nil
 	case DecideRefuse:
 		return Failed, nil
 	}
-	return "", fmt.Errorf("%w: action must be confirm, compensate, approve_retry, fail, compensation_done, compensation_failed, approve or refuse", ErrInvalid)
+	return "", fmt.Errorf("%w: action must be confirm, compensate, approve_retry, fail, compensation_done, compensation_failed, approve, refuse or keep_and_undo", ErrInvalid)
 }
 
 // KeepsCaseOpen reports whether a decision leaves its case open: after
@@ -120,6 +127,9 @@ func DecisionsAllowed(state State, reasons []Reason) []string {
 		if state == Compensating {
 			return []string{DecideCompensationDone, DecideCompensationFailed}
 		}
+		if slices.Contains(reasons, ReasonMultipleCands) {
+			return []string{DecideKeepAndUndo, DecideConfirm, DecideCompensate, DecideApproveRetry, DecideFail}
+		}
 		return []string{DecideConfirm, DecideCompensate, DecideApproveRetry, DecideFail}
 	case OnRefusedPayload:
 		// "fail" is the one verdict that means something for a refused
@@ -181,7 +191,9 @@ func ValidateDecision(action, ref, compensation, reason string) error {
 	switch {
 	case action == DecideConfirm && ref == "":
 		return fmt.Errorf("%w: field \"candidate\": confirm names the resource that is the effect", ErrInvalid)
-	case action == DecideCompensate && compensation == "":
+	case action == DecideKeepAndUndo && ref == "":
+		return fmt.Errorf("%w: field \"candidate\": keep_and_undo names the resource to keep", ErrInvalid)
+	case (action == DecideCompensate || action == DecideKeepAndUndo) && compensation == "":
 		return fmt.Errorf("%w: field \"compensation\": say what is undone and how", ErrInvalid)
 	}
 	return nil

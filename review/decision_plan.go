@@ -44,6 +44,8 @@ type DecisionInput struct {
 	// DecisionID is the id the decision is recorded under.
 	DecisionID                               string
 	Action, Ref, Compensation, Reason, Actor string
+	// UndoRef is the resource keep_and_undo undoes (Ref is the one kept).
+	UndoRef string
 	// Approvals are the case's approvals on record that were not the last
 	// one needed (status first_approval, oldest first); LastApplied is its
 	// newest applied decision (nil: none).
@@ -89,8 +91,11 @@ type DecisionPlan struct {
 	Retry      *ApprovedRetry
 	Events     []PlannedEvent
 	// Undo is the compensation operation a compensate registers (nil:
-	// none): the undo is tracked as an operation of its own.
-	Undo *RegistrationPlan
+	// none): the undo is tracked as an operation of its own. Keep is the
+	// resource keep_and_undo keeps (the operation is confirmed with it once
+	// the undo of UndoRef is confirmed).
+	Undo          *RegistrationPlan
+	Keep, UndoRef string
 }
 
 // ApprovedRetry is the room an approved retry gets to run.
@@ -166,10 +171,19 @@ func PlanDecision(in DecisionInput) (*DecisionPlan, error) {
 		p.ResourceRef, p.Compensation = last.ResourceRef, last.Compensation // name what was undone
 	}
 	p.planMove(in)
-	if in.Action == DecideCompensate {
+	switch in.Action {
+	case DecideCompensate:
 		if p.Undo, err = PlanCompensation(op, p.ResourceRef, p.Compensation, in.DecisionID, in.Actor, in.Now); err != nil {
 			return nil, err
 		}
+	case DecideKeepAndUndo:
+		if in.UndoRef == "" || in.UndoRef == in.Ref {
+			return nil, fmt.Errorf("%w: field \"undo_ref\": keep_and_undo undoes another resource than the one it keeps", ErrInvalid)
+		}
+		if p.Undo, err = PlanCompensation(op, in.UndoRef, p.Compensation, in.DecisionID, in.Actor, in.Now); err != nil {
+			return nil, err
+		}
+		p.Keep, p.UndoRef = in.Ref, in.UndoRef
 	}
 	p.Events = p.resolved(in)
 	return p, nil
@@ -187,6 +201,12 @@ func (p *DecisionPlan) planMove(in DecisionInput) {
 		p.Resource = &ResourceRef{Ref: p.ResourceRef}
 	case DecideCompensate:
 		detail["compensation"], detail["resource_ref"] = p.Compensation, p.ResourceRef
+	case DecideKeepAndUndo:
+		// The reviewer's word that the kept resource is the effect; the
+		// operation is confirmed with it when the other's undo is.
+		p.Evidence = &Evidence{Source: SourceReviewer, Authoritative: true, Verdict: VerdictConfirms, ObservedAt: now,
+			Candidates: []Candidate{{Ref: p.ResourceRef, OperationID: op.ID}}, Note: in.Actor + ": keep " + p.ResourceRef + ", undo " + in.UndoRef + ": " + in.Reason}
+		detail["compensation"], detail["resource_ref"], detail["undo_ref"] = p.Compensation, p.ResourceRef, in.UndoRef
 	case DecideCompensationDone:
 		// What compensated rests on: a reviewer's word that the effect is
 		// undone — it is no longer there, hence refutes.

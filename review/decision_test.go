@@ -142,6 +142,7 @@ func TestAlreadyDecidedErrorNamesTheWinner(t *testing.T) {
 func TestCheckDecision(t *testing.T) {
 	t.Parallel()
 	review := []string{DecideConfirm, DecideCompensate, DecideApproveRetry, DecideFail}
+	duplicates := append([]string{DecideKeepAndUndo}, review...) // several resources: keep one, undo another
 	all := append(slices.Clone(review), DecideCompensationDone, DecideCompensationFailed)
 	mismatch := []Reason{ReasonPayloadMismatch}
 	tests := []struct {
@@ -151,8 +152,9 @@ func TestCheckDecision(t *testing.T) {
 		want    []string
 		on      DecisionScope
 	}{
-		{"in review", NeedsReview, []Reason{ReasonMultipleCands}, review, OnOperation},
-		{"in review, with a payload mismatch too", NeedsReview, []Reason{ReasonMultipleCands, ReasonPayloadMismatch}, review, OnOperation},
+		{"in review", NeedsReview, []Reason{ReasonMultipleCands}, duplicates, OnOperation},
+		{"in review, one resource", NeedsReview, []Reason{ReasonVersionMismatch}, review, OnOperation},
+		{"in review, with a payload mismatch too", NeedsReview, []Reason{ReasonMultipleCands, ReasonPayloadMismatch}, duplicates, OnOperation},
 		{"awaiting approval", AwaitingApproval, mismatch, []string{DecideFail}, OnRefusedPayload},
 		{"pending", Pending, mismatch, []string{DecideFail}, OnRefusedPayload},
 		{"in flight", InFlight, mismatch, []string{DecideFail}, OnRefusedPayload},

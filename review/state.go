@@ -65,7 +65,9 @@ var transitions = map[State][]State{
 	NeedsReview: {Confirmed, Compensating, RetryWait, Failed},
 	// compensating: until a reviewer says the undo is done (compensated)
 	// or failed (back to review, reason compensation_failed).
-	Compensating: {Compensated, NeedsReview},
+	// compensating → confirmed: a keep_and_undo's kept resource, once the
+	// other one's undo is confirmed.
+	Compensating: {Compensated, Confirmed, NeedsReview},
 	Confirmed:    {},
 	Compensated:  {},
 	Failed:       {},

@@ -26,7 +26,8 @@ var legalTransitions = map[State][]State{
 	// Reviewer decisions: confirm, compensate (→ compensating), approve_retry, fail.
 	NeedsReview: {Confirmed, Compensating, RetryWait, Failed},
 	// The undo is confirmed, or it failed or became ambiguous: back to review.
-	Compensating: {Compensated, NeedsReview},
+	// keep_and_undo: confirmed with the kept resource once the undo is.
+	Compensating: {Compensated, Confirmed, NeedsReview},
 	Confirmed:    nil,
 	Compensated:  nil,
 	Failed:       nil,

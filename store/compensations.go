@@ -14,9 +14,9 @@ import (
 const (
 	/* Store.registerCompensation */
 	insertCompensation = `
-INSERT INTO compensations (operation_id, parent_id, case_id, decision_id, resource_ref, created_at) VALUES (?, ?, ?, ?, ?, ?)`
+INSERT INTO compensations (operation_id, parent_id, case_id, decision_id, resource_ref, keep_ref, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)`
 	/* Store.settleParent */
-	selectCompensationLink = `SELECT parent_id, case_id, resource_ref FROM compensations WHERE operation_id = ?`
+	selectCompensationLink = `SELECT parent_id, case_id, resource_ref, keep_ref FROM compensations WHERE operation_id = ?`
 	/* Store.Compensations */
 	selectCompensations = `SELECT c.operation_id, c.case_id, c.decision_id, c.resource_ref, c.created_at, o.state, o.state_reason, o.key
 FROM compensations c JOIN operations o ON o.id = c.operation_id WHERE c.parent_id = ? ORDER BY c.created_at, c.operation_id`
@@ -25,11 +25,12 @@ FROM compensations c JOIN operations o ON o.id = c.operation_id WHERE c.parent_i
 // compensationActor is who moves a parent when its compensation settles.
 const compensationActor = "system:compensation"
 
-// registerCompensation records p, the compensation operation decision d
-// asked for on case c, in the decision's transaction: the child operation
-// (pending, its own key), its registration event, and its link to the
-// parent and the case.
-func (s *Store) registerCompensation(ctx context.Context, tx *sqlx.Tx, c *Case, parentID string, d *Decision, p *review.RegistrationPlan) error {
+// registerCompensation records the compensation operation decision d
+// asked for on case c (dp.Undo), in the decision's transaction: the child
+// operation (pending, its own key), its registration event, and its link
+// to the parent, the case, the resource it undoes and the one kept.
+func (s *Store) registerCompensation(ctx context.Context, tx *sqlx.Tx, c *Case, parentID string, d *Decision, dp *review.DecisionPlan) error {
+	p := dp.Undo
 	r := &p.Registration
 	id := newID("op_", d.DecidedAt)
 	res, err := s.exec(ctx, tx, insertOperation, id, r.Tenant, r.Key, r.SourceRef, r.LogicalVersion, r.Action, r.Destination,
@@ -44,7 +45,11 @@ func (s *Store) registerCompensation(ctx context.Context, tx *sqlx.Tx, c *Case, 
 	if err := s.appendEvent(ctx, tx, plannedEvent(p.Event, d.DecidedAt, d.Actor, r.Tenant, id)); err != nil {
 		return err
 	}
-	_, err = s.exec(ctx, tx, insertCompensation, id, parentID, c.ID, d.ID, d.ResourceRef, d.DecidedAt)
+	undo := d.ResourceRef
+	if dp.UndoRef != "" {
+		undo = dp.UndoRef
+	}
+	_, err = s.exec(ctx, tx, insertCompensation, id, parentID, c.ID, d.ID, undo, dp.Keep, d.DecidedAt)
 	return err
 }
 
@@ -59,6 +64,7 @@ func (s *Store) settleParent(ctx context.Context, tx *sqlx.Tx, tenant, child str
 		ParentID    string `db:"parent_id"`
 		CaseID      string `db:"case_id"`
 		ResourceRef string `db:"resource_ref"`
+		KeepRef     string `db:"keep_ref"`
 	}
 	err := s.get(ctx, tx, &link, selectCompensationLink, child)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -71,7 +77,7 @@ func (s *Store) settleParent(ctx context.Context, tx *sqlx.Tx, tenant, child str
 	if err != nil {
 		return err
 	}
-	to, reasons, why := review.CompensationSettles(state, "")
+	to, reasons, why := review.CompensationSettles(state, link.KeepRef)
 	detail := map[string]any{"compensation": child, "resource_ref": link.ResourceRef, "case_id": link.CaseID}
 	switch {
 	case to == "":
@@ -79,6 +85,11 @@ func (s *Store) settleParent(ctx context.Context, tx *sqlx.Tx, tenant, child str
 	case parent.State == string(review.Compensating):
 		if len(reasons) > 0 {
 			detail["escalation"] = reasons
+		}
+		if to == review.Confirmed {
+			if err := s.setResource(ctx, tx, parent.ID, review.ResourceRef{Ref: link.KeepRef}); err != nil {
+				return err
+			}
 		}
 		if err := s.transition(ctx, tx, parent, to, why, compensationActor, "compensation.settled", detail); err != nil {
 			return err

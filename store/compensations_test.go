@@ -1,6 +1,7 @@
 package store_test
 
 import (
+	"errors"
 	"slices"
 	"testing"
 	"time"
@@ -80,14 +81,52 @@ func TestCompensationIsAnOperation(t *testing.T) {
 				t.Errorf("case after a failed undo = %+v", rc)
 			}
 		})
+		t.Run("keep one, undo the other: confirmed with the kept one once the undo is", func(t *testing.T) {
+			c := b.reviewCase(t, "doc-keep")
+			req := store.DecisionRequest{CaseID: c.ID, Action: review.DecideKeepAndUndo, Ref: "fld-1", Compensation: "delete the duplicate folder",
+				Actor: "rita@example.com", Reason: "fld-1 is the one the customer uses"}
+			for _, undo := range []string{"", "fld-1"} {
+				bad := req
+				bad.UndoRef = undo
+				if _, err := b.s.Decide(b.ctx, bad); !errors.Is(err, review.ErrInvalid) {
+					t.Errorf("keep_and_undo undoing %q: %v, want ErrInvalid", undo, err)
+				}
+			}
+			req.UndoRef = "fld-2"
+			d, err := b.s.Decide(b.ctx, req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d.ResourceRef != "fld-1" || d.UndoRef != "fld-2" || d.ToState != string(review.Compensating) {
+				t.Errorf("decision %+v", d)
+			}
+			parent, _ := b.s.OperationByID(b.ctx, c.OperationID, nil)
+			wantState(t, parent, review.Compensating)
+			cs, _ := b.s.Compensations(b.ctx, parent.ID)
+			if len(cs) != 1 || cs[0].ResourceRef != "fld-2" {
+				t.Fatalf("compensations %+v, want the undo of fld-2", cs)
+			}
+			child := &review.Operation{ID: cs[0].OperationID, Tenant: tenantA}
+			b.start(t, child)
+			b.report(t, child, 1, success("fld-2"))
+			got := b.get(t, parent)
+			wantState(t, got, review.Confirmed)
+			if got.Resource == nil || got.Resource.Ref != "fld-1" {
+				t.Errorf("confirmed with %+v, want the kept fld-1", got.Resource)
+			}
+			if rc, _ := b.s.GetCase(b.ctx, c.ID, nil); rc.Status != store.CaseResolved {
+				t.Errorf("case after keep-and-undo settled: %+v", rc)
+			}
+		})
+
 		t.Run("the dashboard counts them", func(t *testing.T) {
 			compensate(t, "doc-undo-pending")
 			d, err := b.s.Dashboard(b.ctx, nil, 24*time.Hour, 4)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if d.CompensationsDone != 1 || d.CompensationsFailed != 1 || d.CompensationsPending != 1 {
-				t.Errorf("compensations done %d, pending %d, failed %d; want 1 each", d.CompensationsDone, d.CompensationsPending, d.CompensationsFailed)
+			if d.CompensationsDone != 2 || d.CompensationsFailed != 1 || d.CompensationsPending != 1 {
+				t.Errorf("compensations done %d, pending %d, failed %d; want 2, 1, 1", d.CompensationsDone, d.CompensationsPending, d.CompensationsFailed)
 			}
 		})
 		assertSealed(t, b.s)

@@ -18,23 +18,25 @@ import (
 
 // Decision is a reviewer's act on a case, as integrators read it.
 type Decision struct {
-	Seq          int64     `json:"-" db:"seq"`
-	TxID         int64     `json:"-" db:"txid"`
-	ID           string    `json:"id" db:"id"`
-	Tenant       string    `json:"tenant" db:"tenant"`
-	CaseID       string    `json:"case_id" db:"case_id"`
-	OperationID  string    `json:"operation_id" db:"operation_id"`
-	Action       string    `json:"action" db:"action"`
-	ResourceRef  string    `json:"resource_ref,omitempty" db:"resource_ref"`
-	Compensation string    `json:"compensation,omitempty" db:"compensation"`
-	Reason       string    `json:"reason" db:"reason"`
-	Actor        string    `json:"actor" db:"actor"`
-	PayloadHash  string    `json:"payload_hash" db:"payload_hash"`
-	Key          string    `json:"key" db:"key"`
-	Status       string    `json:"status" db:"status"`
-	FromState    string    `json:"from_state" db:"from_state"`
-	ToState      string    `json:"to_state" db:"to_state"`
-	DecidedAt    time.Time `json:"decided_at" db:"decided_at"`
+	Seq          int64  `json:"-" db:"seq"`
+	TxID         int64  `json:"-" db:"txid"`
+	ID           string `json:"id" db:"id"`
+	Tenant       string `json:"tenant" db:"tenant"`
+	CaseID       string `json:"case_id" db:"case_id"`
+	OperationID  string `json:"operation_id" db:"operation_id"`
+	Action       string `json:"action" db:"action"`
+	ResourceRef  string `json:"resource_ref,omitempty" db:"resource_ref"`
+	Compensation string `json:"compensation,omitempty" db:"compensation"`
+	// UndoRef is the resource a keep_and_undo undoes (ResourceRef is kept).
+	UndoRef     string    `json:"undo_ref,omitempty" db:"undo_ref"`
+	Reason      string    `json:"reason" db:"reason"`
+	Actor       string    `json:"actor" db:"actor"`
+	PayloadHash string    `json:"payload_hash" db:"payload_hash"`
+	Key         string    `json:"key" db:"key"`
+	Status      string    `json:"status" db:"status"`
+	FromState   string    `json:"from_state" db:"from_state"`
+	ToState     string    `json:"to_state" db:"to_state"`
+	DecidedAt   time.Time `json:"decided_at" db:"decided_at"`
 }
 
 // Decision statuses, as stored (review.DecisionStatus says what each did).
@@ -50,9 +52,11 @@ const (
 type DecisionRequest struct {
 	CaseID string
 	// Scope limits the tenants the reviewer may act on; nil means all.
-	Scope        []string
-	Action       string
-	Ref          string
+	Scope  []string
+	Action string
+	Ref    string
+	// UndoRef is what keep_and_undo undoes (Ref is what it keeps).
+	UndoRef      string
 	Compensation string
 	Reason       string
 	Actor        string
@@ -64,14 +68,14 @@ type DecisionRequest struct {
 }
 
 const decisionColumns = `seq, txid, id, tenant, case_id, operation_id, action, resource_ref, compensation, reason,
-actor, payload_hash, key, status, from_state, to_state, decided_at`
+actor, payload_hash, key, status, from_state, to_state, decided_at, undo_ref`
 
 const (
 	/* Store.Decide */
 	insertDecision = `
 INSERT INTO decisions (seq, txid, id, tenant, case_id, operation_id, action, resource_ref, compensation, reason,
-    actor, payload_hash, key, status, from_state, to_state, decided_at)
-VALUES (?, %s, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+    actor, payload_hash, key, status, from_state, to_state, decided_at, undo_ref)
+VALUES (?, %s, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	/* Store.Decide */
 	selectApprovals = `SELECT ` + decisionColumns + ` FROM decisions WHERE case_id = ? AND status = 'first_approval' ORDER BY seq`
 	/* Store.lastApplied */
@@ -111,7 +115,7 @@ func (s *Store) Decide(ctx context.Context, req DecisionRequest) (*Decision, err
 		return nil, err
 	}
 	req.Reason, _ = review.NormalizeReason(req.Reason)
-	req.Ref, req.Compensation = strings.TrimSpace(req.Ref), strings.TrimSpace(req.Compensation)
+	req.Ref, req.UndoRef, req.Compensation = strings.TrimSpace(req.Ref), strings.TrimSpace(req.UndoRef), strings.TrimSpace(req.Compensation)
 	out, err := inTx(ctx, s, func(tx *sqlx.Tx) (*Decision, error) { return s.decideTx(ctx, tx, req) })
 	if err != nil {
 		return nil, s.decideError(ctx, req.CaseID, err)
@@ -163,14 +167,14 @@ func (s *Store) decideTx(ctx context.Context, tx *sqlx.Tx, req DecisionRequest) 
 	op, now := row.operation(), s.now()
 	id := newID("dec_", now)
 	p, err := review.PlanDecision(review.DecisionInput{Op: op, CaseID: c.ID, CaseReasons: c.Reasons, DecisionID: id,
-		Action: req.Action, Ref: req.Ref, Compensation: req.Compensation, Reason: req.Reason, Actor: req.Actor,
+		Action: req.Action, Ref: req.Ref, UndoRef: req.UndoRef, Compensation: req.Compensation, Reason: req.Reason, Actor: req.Actor,
 		Approvals: approvals, LastApplied: last.prior(), RequestedBy: c.RequestedBy, ClaimedBy: c.ClaimedBy, ClaimUntil: c.ClaimUntil,
 		Destination: s.cfg.Destination(op.Destination), Now: now})
 	if err != nil {
 		return nil, err
 	}
 	d := &Decision{ID: id, Tenant: c.Tenant, CaseID: c.ID, OperationID: op.ID, Action: req.Action,
-		ResourceRef: p.ResourceRef, Compensation: p.Compensation, Reason: req.Reason, Actor: req.Actor,
+		ResourceRef: p.ResourceRef, UndoRef: p.UndoRef, Compensation: p.Compensation, Reason: req.Reason, Actor: req.Actor,
 		PayloadHash: op.PayloadHash, Key: op.Key, Status: string(p.Status), FromState: string(p.From), ToState: string(p.To), DecidedAt: now}
 	return d, s.persistDecision(ctx, tx, c, row, p, d)
 }
@@ -218,7 +222,7 @@ func (s *Store) persistDecision(ctx context.Context, tx *sqlx.Tx, c *Case, row *
 		}
 	}
 	if p.Undo != nil {
-		if err := s.registerCompensation(ctx, tx, c, row.ID, d, p.Undo); err != nil {
+		if err := s.registerCompensation(ctx, tx, c, row.ID, d, p); err != nil {
 			return err
 		}
 	}
@@ -341,7 +345,7 @@ func (s *Store) insertDecision(ctx context.Context, tx *sqlx.Tx, d *Decision) er
 		return fmt.Errorf("decision seq: %w", err)
 	}
 	if _, err := tx.ExecContext(ctx, s.rebind(fmt.Sprintf(insertDecision, txid)), d.Seq, d.ID, d.Tenant, d.CaseID, d.OperationID,
-		d.Action, d.ResourceRef, d.Compensation, d.Reason, d.Actor, d.PayloadHash, d.Key, d.Status, d.FromState, d.ToState, d.DecidedAt); err != nil {
+		d.Action, d.ResourceRef, d.Compensation, d.Reason, d.Actor, d.PayloadHash, d.Key, d.Status, d.FromState, d.ToState, d.DecidedAt, d.UndoRef); err != nil {
 		return fmt.Errorf("insert decision: %w", err)
 	}
 	return nil
