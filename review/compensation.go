@@ -48,7 +48,9 @@ func PlanCompensation(parent *Operation, ref, how, decisionID, actor string, now
 	}
 	p := &RegistrationPlan{Registration: r, PayloadHash: PayloadHash(r.Payload), State: Pending,
 		Reason: fmt.Sprintf("undoes %s of %s, as %s decided", ref, parent.ID, actor)}
-	p.Event = PlannedEvent{Action: "compensation.registered", To: Pending,
+	// Registered like any operation (the trail of every operation starts
+	// with operation.registered); the detail says what it compensates.
+	p.Event = PlannedEvent{Action: "operation.registered", To: Pending,
 		Detail: map[string]any{"key": r.Key, "payload_hash": p.PayloadHash, "parent": parent.ID, "resource": ref, "decision_id": decisionID}}
 	return p, nil
 }

@@ -55,10 +55,12 @@ func (s *Store) registerCompensation(ctx context.Context, tx *sqlx.Tx, c *Case, 
 
 // settleParent moves the parent of compensation child (now in state) as
 // review.CompensationSettles says, in the transaction that moved the
-// child: compensating → compensated once the undo is confirmed (its case
-// resolved), or back to needs_review with compensation_failed. A parent
-// that stayed confirmed (an extra resource undone) keeps its state; its
-// case is resolved, or marked compensation_failed.
+// child: compensating → compensated (or confirmed with the kept resource)
+// once the undo is confirmed, its case resolved; or back to needs_review
+// with compensation_failed. A parent that stayed confirmed (an extra
+// resource undone) keeps its state; its open case is resolved, or marked
+// compensation_failed. A parent a reviewer has moved on by hand is left
+// alone.
 func (s *Store) settleParent(ctx context.Context, tx *sqlx.Tx, tenant, child string, state review.State) error {
 	var link struct {
 		ParentID    string `db:"parent_id"`
@@ -78,11 +80,12 @@ func (s *Store) settleParent(ctx context.Context, tx *sqlx.Tx, tenant, child str
 		return err
 	}
 	to, reasons, why := review.CompensationSettles(state, link.KeepRef)
-	detail := map[string]any{"compensation": child, "resource_ref": link.ResourceRef, "case_id": link.CaseID}
-	switch {
-	case to == "":
+	if to == "" {
 		return nil
-	case parent.State == string(review.Compensating):
+	}
+	detail := map[string]any{"compensation": child, "resource_ref": link.ResourceRef, "case_id": link.CaseID}
+	switch review.State(parent.State) {
+	case review.Compensating:
 		if len(reasons) > 0 {
 			detail["escalation"] = reasons
 		}
@@ -94,16 +97,26 @@ func (s *Store) settleParent(ctx context.Context, tx *sqlx.Tx, tenant, child str
 		if err := s.transition(ctx, tx, parent, to, why, compensationActor, "compensation.settled", detail); err != nil {
 			return err
 		}
-	case len(reasons) > 0:
-		// The parent stayed where it was (confirmed, the extra resource
-		// to undo): the case says the undo failed.
-		_, err := s.openCase(ctx, tx, parent.ID, parent.Tenant, reasons, compensationActor)
-		return err
+		if to == review.NeedsReview {
+			return nil // its case stays open, now with compensation_failed
+		}
+		return s.resolveBySystem(ctx, tx, link.CaseID, "compensation_done", compensationActor)
+	case review.Confirmed:
+		// An extra resource's undo: the parent stays confirmed, and the
+		// case the undo was decided on (while still open) says how it went.
+		c, err := s.lockCase(ctx, tx, link.CaseID)
+		if err != nil || c.Status != CaseOpen {
+			return err
+		}
+		if len(reasons) > 0 {
+			_, err := s.openCase(ctx, tx, parent.ID, parent.Tenant, reasons, compensationActor)
+			return err
+		}
+		return s.resolveBySystem(ctx, tx, link.CaseID, "compensation_done", compensationActor)
 	}
-	if len(reasons) > 0 {
-		return nil
-	}
-	return s.resolveBySystem(ctx, tx, link.CaseID, "compensation_done", compensationActor)
+	// A reviewer settled the undo by hand meanwhile: the parent has moved
+	// on, and what became of this compensation changes nothing.
+	return nil
 }
 
 // Compensation is a compensation operation of a parent, as the case page

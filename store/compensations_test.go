@@ -119,14 +119,30 @@ func TestCompensationIsAnOperation(t *testing.T) {
 			}
 		})
 
+		t.Run("a reviewer's word first: the compensation changes nothing after", func(t *testing.T) {
+			c, parent, k := compensate(t, "doc-by-hand")
+			if _, err := b.s.Decide(b.ctx, store.DecisionRequest{CaseID: c.ID, Action: review.DecideCompensationFailed, Actor: "rita@example.com",
+				Reason: "the folder could not be deleted"}); err != nil {
+				t.Fatal(err)
+			}
+			wantState(t, b.get(t, parent), review.NeedsReview)
+			child := &review.Operation{ID: k.OperationID, Tenant: tenantA}
+			b.start(t, child)
+			b.report(t, child, 1, success("fld-2"))
+			wantState(t, b.get(t, parent), review.NeedsReview)
+			if rc, _ := b.s.GetCase(b.ctx, c.ID, nil); rc.Status != store.CaseOpen {
+				t.Errorf("the parent is in review but its case was closed: %+v", rc)
+			}
+		})
+
 		t.Run("the dashboard counts them", func(t *testing.T) {
 			compensate(t, "doc-undo-pending")
 			d, err := b.s.Dashboard(b.ctx, nil, 24*time.Hour, 4)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if d.CompensationsDone != 2 || d.CompensationsFailed != 1 || d.CompensationsPending != 1 {
-				t.Errorf("compensations done %d, pending %d, failed %d; want 2, 1, 1", d.CompensationsDone, d.CompensationsPending, d.CompensationsFailed)
+			if d.CompensationsDone != 3 || d.CompensationsFailed != 1 || d.CompensationsPending != 1 {
+				t.Errorf("compensations done %d, pending %d, failed %d; want 3, 1, 1", d.CompensationsDone, d.CompensationsPending, d.CompensationsFailed)
 			}
 		})
 		assertSealed(t, b.s)
