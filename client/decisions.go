@@ -54,11 +54,21 @@ var ErrNoDecision = errors.New("limbo: the operation stopped waiting without a d
 // approval (awaiting_approval) or in review (needs_review, compensating) —
 // and returns the newest decision that moved it (status applied). If it
 // stopped waiting without one, the error wraps ErrNoDecision and names its
-// state. It polls, from every 250 ms up to every 5 s, until ctx ends.
+// state. It polls, from every 250 ms up to every 5 s, until ctx ends; an
+// answer that says to come back (503 while the database is away, 429) or
+// a failed connection is waited out the same way, since a decision may
+// take hours and the server may restart meanwhile.
 func (c *Client) WaitDecision(ctx context.Context, opID string) (*Decision, error) {
 	wait := 250 * time.Millisecond
 	for {
 		ds, err := c.Decisions(ctx, opID)
+		if err != nil && ctx.Err() == nil && transient(err) {
+			if err := sleep(ctx, wait); err != nil {
+				return nil, err
+			}
+			wait = min(2*wait, 5*time.Second)
+			continue
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -75,6 +85,16 @@ func (c *Client) WaitDecision(ctx context.Context, opID string) (*Decision, erro
 		}
 		wait = min(2*wait, 5*time.Second)
 	}
+}
+
+// transient reports whether err is worth asking again: the server said so
+// (503, 429) or could not be reached. Any other problem is an answer.
+func transient(err error) bool {
+	var p *Problem
+	if errors.As(err, &p) {
+		return p.Status == http.StatusServiceUnavailable || p.Status == http.StatusTooManyRequests
+	}
+	return true // the request did not reach Limbo, or its answer did not arrive
 }
 
 // waitsForPerson reports whether an operation in s waits for a reviewer.

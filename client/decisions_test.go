@@ -4,7 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net/http"
 	"net/http/httptest"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -27,7 +30,19 @@ func TestWaitDecision(t *testing.T) {
 		}}
 		clk := storetest.NewClock(time.Date(2030, 5, 6, 7, 0, 0, 0, time.UTC))
 		st := storetest.Open(t, e, store.Options{Config: cfg, Clock: clk.Now})
-		srv := httptest.NewServer(handlers.NewServer(handlers.New(st, nil)))
+		// The server answers the first two polls with 503, as while its
+		// database restarts: WaitDecision waits them out.
+		var refused atomic.Int32
+		api := handlers.NewServer(handlers.New(st, nil))
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if strings.HasSuffix(r.URL.Path, "/decisions") && refused.Add(1) <= 2 {
+				w.Header().Set("Content-Type", "application/problem+json")
+				w.WriteHeader(http.StatusServiceUnavailable)
+				_, _ = w.Write([]byte(`{"type":"unavailable","title":"Service unavailable","status":503,"detail":"the database cannot be reached"}`))
+				return
+			}
+			api.ServeHTTP(w, r)
+		}))
 		t.Cleanup(srv.Close)
 		ctx := context.Background()
 		tok, err := st.CreateToken(ctx, review.Operator("owner@example.com"), "acme", "mailer")
@@ -103,6 +118,11 @@ func TestWaitDecision(t *testing.T) {
 			}
 			if _, err := c.StartAttempt(ctx, op.ID, client.AttemptOptions{}); !client.IsProblem(err, "not-attemptable") {
 				t.Errorf("an attempt after refusal: %v, want not-attemptable", err)
+			}
+		})
+		t.Run("a problem that is an answer ends the wait", func(t *testing.T) {
+			if _, err := c.WaitDecision(ctx, "op_nope"); !client.IsProblem(err, "not-found") {
+				t.Errorf("WaitDecision on an unknown operation = %v, want not-found", err)
 			}
 		})
 		t.Run("expired", func(t *testing.T) {
