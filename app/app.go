@@ -27,6 +27,7 @@ import (
 	"github.com/limbo-dev/limbo/reconcile"
 	"github.com/limbo-dev/limbo/review"
 	"github.com/limbo-dev/limbo/store"
+	"github.com/limbo-dev/limbo/undo"
 )
 
 // Background intervals: leases are swept and the audit trail sealed about
@@ -37,12 +38,14 @@ const (
 	SealEvery      = time.Second
 	ReconcileEvery = 500 * time.Millisecond
 	OutboxEvery    = time.Second
+	UndoEvery      = 500 * time.Millisecond
 )
 
 // The background loops, by name. Every App runs all of them.
 const (
 	LoopReconcile = "reconcile"   // probes ambiguous operations, watches confirm windows
 	LoopOutbox    = "outbox"      // delivers outgoing webhooks
+	LoopUndo      = "undo"        // runs compensations through destinations' undo calls
 	LoopSweep     = "lease-sweep" // closes expired attempts, expires deadlines
 	LoopSeal      = "audit-seal"  // chains, signs and anchors the audit trail
 )
@@ -88,6 +91,7 @@ type App struct {
 	anchors  *anchor.Writer
 	rec      *reconcile.Reconciler
 	hooks    *outbox.Worker
+	undo     *undo.Worker
 	serveErr chan error
 
 	mu       sync.Mutex
@@ -152,6 +156,10 @@ func (a *App) buildServer(ctx context.Context) error {
 	a.rec.Metrics = h.Metrics
 	h.Warnings = probeWarnings(a.rec.Prober, a.log)
 	a.hooks = outbox.New(a.Store, a.cfg.Owner, a.log, nil)
+	var err error
+	if a.undo, err = undo.New(a.Store, a.cfg.Destinations, a.log, nil); err != nil {
+		return err
+	}
 	hashKey, err := a.Store.Secret(ctx, "session_hash_key", 64)
 	if err != nil {
 		return err
@@ -179,6 +187,7 @@ func (a *App) loops() []struct {
 	}{
 		{LoopReconcile, func(ctx context.Context) { a.rec.Run(ctx, ReconcileEvery) }},
 		{LoopOutbox, func(ctx context.Context) { a.hooks.Run(ctx, OutboxEvery) }},
+		{LoopUndo, func(ctx context.Context) { a.undo.Run(ctx, UndoEvery) }},
 		{LoopSweep, every(LoopSweep, SweepEvery, a.sweep)},
 		{LoopSeal, every(LoopSeal, SealEvery, a.seal)},
 	}

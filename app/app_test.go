@@ -29,7 +29,7 @@ func TestAppRunsEveryLoop(t *testing.T) {
 	}
 	defer a.Close()
 	a.Start(ctx)
-	want := []string{app.LoopReconcile, app.LoopOutbox, app.LoopSweep, app.LoopSeal}
+	want := []string{app.LoopReconcile, app.LoopOutbox, app.LoopUndo, app.LoopSweep, app.LoopSeal}
 	if got := a.Loops(); !slices.Equal(got, want) {
 		t.Fatalf("loops %v, want %v", got, want)
 	}

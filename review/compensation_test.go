@@ -1,6 +1,9 @@
 package review
 
 import (
+	"errors"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -34,5 +37,32 @@ func TestPlanCompensation(t *testing.T) {
 		if got, _, _ := CompensationSettles(tt.child, tt.keep); got != tt.want {
 			t.Errorf("child %s (keep %q): parent %q, want %q", tt.child, tt.keep, got, tt.want)
 		}
+	}
+}
+
+// TestSettlesByHand: a reviewer's word on an undo cancels the
+// compensations not yet attempted and is refused while one may be having
+// its effect; other decisions leave them be.
+func TestSettlesByHand(t *testing.T) {
+	kids := func(states ...State) []ChildCompensation {
+		var out []ChildCompensation
+		for i, s := range states {
+			out = append(out, ChildCompensation{ID: fmt.Sprintf("op_%d", i), State: s})
+		}
+		return out
+	}
+	for _, a := range []string{DecideCompensationDone, DecideCompensationFailed} {
+		got, err := SettlesByHand(a, kids(Pending, RetryWait, Confirmed, Failed))
+		if err != nil || !slices.Equal(got, []string{"op_0", "op_1"}) {
+			t.Errorf("%s over pending ones: %v, %v", a, got, err)
+		}
+		for _, s := range []State{InFlight, Accepted, Ambiguous, NeedsReview} {
+			if _, err := SettlesByHand(a, kids(Pending, s)); !errors.Is(err, ErrInvalidTransition) {
+				t.Errorf("%s while one is %s: %v, want refused", a, s, err)
+			}
+		}
+	}
+	if got, err := SettlesByHand(DecideCompensate, kids(InFlight, Pending)); got != nil || err != nil {
+		t.Errorf("compensate: %v, %v; want nothing canceled", got, err)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"slices"
 	"sort"
@@ -130,6 +131,12 @@ type Destination struct {
 	ConfirmWindow time.Duration `yaml:"confirm_window"`
 	// Probes configure reconciliation against this destination.
 	Probes Probes `yaml:"probes"`
+	// Undo is the call that undoes one of this destination's resources
+	// (DELETE {{.Ref}}, say). When set, Limbo's own worker runs the
+	// compensations reviewers decide for this destination, through the
+	// same ledger an integrator's attempts go through; when not, the
+	// integrator runs them.
+	Undo *Undo `yaml:"undo"`
 	// ProbeConcurrency is the probe traffic reserved for this destination,
 	// apart from attempts, so a retry storm cannot starve reconciliation.
 	ProbeConcurrency int `yaml:"probe_concurrency"`
@@ -356,6 +363,11 @@ func (c *Config) validate() error {
 		if err := checkErrors(d.Errors); err != nil {
 			return fmt.Errorf("%w: config: destination %q: %v", ErrInvalid, n, err)
 		}
+		if d.Undo != nil {
+			if err := d.Undo.check(); err != nil {
+				return fmt.Errorf("%w: config: destination %q: undo: %v", ErrInvalid, n, err)
+			}
+		}
 		for a, ac := range d.Actions {
 			if err := checkErrors(ac.Errors); err != nil {
 				return fmt.Errorf("%w: config: destination %q action %q: %v", ErrInvalid, n, a, err)
@@ -366,6 +378,68 @@ func (c *Config) validate() error {
 			}
 		}
 		c.Destinations[n] = d
+	}
+	return nil
+}
+
+// Undo is a destination's undo call: an HTTP request whose URL is a Go
+// template over the compensation (UndoFields), sent with the
+// compensation's key as Idempotency-Key. A 2xx answer means the resource
+// is undone; any other answer is classified like an attempt's.
+type Undo struct {
+	// Method is DELETE (the default) or POST.
+	Method     string        `yaml:"method"`
+	URL        string        `yaml:"url"`
+	AuthHeader string        `yaml:"auth_header"`
+	AuthEnv    string        `yaml:"auth_env"`
+	Timeout    time.Duration `yaml:"timeout"`
+}
+
+// UndoFields are what an undo URL template may name, each URL-escaped:
+// {{.Ref}} the resource to undo, {{.ID}} and {{.Key}} the compensation
+// operation's, {{.ParentID}} the operation whose effect it undoes, and
+// {{.Tenant}}.
+type UndoFields struct {
+	Ref, ID, Key, ParentID, Tenant string
+}
+
+// DefaultUndoTimeout bounds one undo request when the configuration names none.
+const DefaultUndoTimeout = 10 * time.Second
+
+// check validates an undo call: method, URL template (run once on sample
+// fields, so a misspelt field fails at start, not on the first undo),
+// credential pair and timeout.
+func (u *Undo) check() error {
+	if u.Method == "" {
+		u.Method = "DELETE"
+	}
+	if u.Method != "DELETE" && u.Method != "POST" {
+		return fmt.Errorf("method must be DELETE or POST, got %q", u.Method)
+	}
+	if !strings.HasPrefix(u.URL, "http://") && !strings.HasPrefix(u.URL, "https://") {
+		return fmt.Errorf("url must start with http:// or https://, got %q", u.URL)
+	}
+	t, err := template.New("url").Option("missingkey=error").Parse(u.URL)
+	if err != nil {
+		return fmt.Errorf("url template: %v", err)
+	}
+	if err := t.Execute(io.Discard, UndoFields{Ref: "r"}); err != nil {
+		return fmt.Errorf("url template: %v", err)
+	}
+	if !strings.Contains(u.URL, ".Ref") {
+		return errors.New("url must name the resource to undo, {{.Ref}}")
+	}
+	if (u.AuthHeader == "") != (u.AuthEnv == "") {
+		return errors.New("auth_header and auth_env go together: name the header and the environment variable holding its value")
+	}
+	if u.AuthHeader != "" && !validHeaderName(u.AuthHeader) {
+		return fmt.Errorf("auth_header %q is not an HTTP header name", u.AuthHeader)
+	}
+	if u.Timeout < 0 {
+		return errors.New("timeout must not be negative")
+	}
+	if u.Timeout == 0 {
+		u.Timeout = DefaultUndoTimeout
 	}
 	return nil
 }
@@ -492,13 +566,17 @@ func (ps Probes) all() []kindProbe {
 // names an environment variable that is unset or empty.
 type MissingCredential struct {
 	Destination string
-	// Probe is "status", "search" or "job".
+	// Probe is "status", "search", "job" or "undo".
 	Probe string
 	Env   string
 }
 
 // String says what is missing and what follows, for logs and /readyz.
 func (m MissingCredential) String() string {
+	if m.Probe == "undo" {
+		return fmt.Sprintf("destination %q: the undo call's credential %s is not set; Limbo does not run this destination's "+
+			"compensations, which wait for the integrator to run them", m.Destination, m.Env)
+	}
 	return fmt.Sprintf("destination %q: the %s probe's credential %s is not set; this destination's probes are not sent, "+
 		"so reconciliation against it proves nothing and its ambiguous operations go to review", m.Destination, m.Probe, m.Env)
 }
@@ -533,6 +611,9 @@ func (c *Config) MissingCredentials(getenv func(string) string) []MissingCredent
 			if e := kp.probe.AuthEnv; e != "" && getenv(e) == "" {
 				out = append(out, MissingCredential{Destination: n, Probe: kp.kind, Env: e})
 			}
+		}
+		if u := c.Destinations[n].Undo; u != nil && u.AuthEnv != "" && getenv(u.AuthEnv) == "" {
+			out = append(out, MissingCredential{Destination: n, Probe: "undo", Env: u.AuthEnv})
 		}
 	}
 	return out

@@ -60,10 +60,11 @@ func DecisionTarget(action string) (State, error) {
 }
 
 // KeepsCaseOpen reports whether a decision leaves its case open: after
-// compensate a person still has to say whether the undo happened, and
-// after compensation_failed the operation is back in review on it.
+// compensate or keep_and_undo the operation waits for its undo, and the
+// case is resolved once that is confirmed (or back in review on it if it
+// fails); after compensation_failed the operation is back in review on it.
 func KeepsCaseOpen(action string) bool {
-	return action == DecideCompensate || action == DecideCompensationFailed
+	return action == DecideCompensate || action == DecideKeepAndUndo || action == DecideCompensationFailed
 }
 
 // DecisionScope is what a decision on a case acts upon.

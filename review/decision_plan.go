@@ -55,10 +55,19 @@ type DecisionInput struct {
 	// that registered it), who may not approve it.
 	RequestedBy string
 	// ClaimedBy and ClaimUntil are the case's claim (CheckClaim).
-	ClaimedBy   string
-	ClaimUntil  *time.Time
-	Destination Destination
-	Now         time.Time
+	ClaimedBy  string
+	ClaimUntil *time.Time
+	// Compensations are the operation's compensation operations that have
+	// not settled yet (SettlesByHand).
+	Compensations []ChildCompensation
+	Destination   Destination
+	Now           time.Time
+}
+
+// ChildCompensation is a compensation operation of the one decided on.
+type ChildCompensation struct {
+	ID    string
+	State State
 }
 
 // DecisionPlan is what a decision writes: the decision (Status, and the
@@ -96,6 +105,10 @@ type DecisionPlan struct {
 	// the undo of UndoRef is confirmed).
 	Undo          *RegistrationPlan
 	Keep, UndoRef string
+	// Cancel lists the compensation operations a reviewer's word on the
+	// undo makes moot: not yet attempted, they fail as canceled so nobody
+	// runs them afterwards.
+	Cancel []string
 }
 
 // ApprovedRetry is the room an approved retry gets to run.
@@ -166,9 +179,20 @@ func PlanDecision(in DecisionInput) (*DecisionPlan, error) {
 		return nil, err
 	}
 	p.To, p.Announce = to, true
-	if last := in.LastApplied; in.Action == DecideCompensationDone && in.Ref == "" && in.Compensation == "" &&
-		last != nil && last.Action == DecideCompensate {
+	if p.Cancel, err = SettlesByHand(in.Action, in.Compensations); err != nil {
+		return nil, err
+	}
+	last := in.LastApplied
+	if in.Action == DecideCompensationDone && in.Ref == "" && in.Compensation == "" && last != nil && last.Action == DecideCompensate {
 		p.ResourceRef, p.Compensation = last.ResourceRef, last.Compensation // name what was undone
+	}
+	if in.Action == DecideCompensationDone && last != nil && last.Action == DecideKeepAndUndo {
+		// The duplicate is undone by hand: the operation is confirmed with
+		// the resource the decision kept, as its compensation would have.
+		p.To, p.ResourceRef = Confirmed, last.ResourceRef
+		if err := CheckTransition(op.State, p.To); err != nil {
+			return nil, err
+		}
 	}
 	p.planMove(in)
 	switch in.Action {
@@ -187,6 +211,32 @@ func PlanDecision(in DecisionInput) (*DecisionPlan, error) {
 	}
 	p.Events = p.resolved(in)
 	return p, nil
+}
+
+// SettlesByHand decides what a reviewer's word on the undo
+// (compensation_done or compensation_failed) does to the compensation
+// operations still unsettled: one not yet attempted (pending, or waiting
+// to retry) is canceled, since the reviewer's word settles the undo and
+// nobody should run it afterwards; one whose attempt may be having its
+// effect right now (in flight, accepted, ambiguous) refuses the word —
+// its outcome settles the case, or sends it back to review. Any other
+// decision leaves them be.
+func SettlesByHand(action string, children []ChildCompensation) ([]string, error) {
+	if action != DecideCompensationDone && action != DecideCompensationFailed {
+		return nil, nil
+	}
+	var cancel []string
+	for _, k := range children {
+		switch k.State {
+		case Pending, RetryWait, AwaitingApproval:
+			cancel = append(cancel, k.ID)
+		case Confirmed, Compensated, Failed:
+		default:
+			return nil, fmt.Errorf("%w: the compensation %s is %s: the undo may be happening right now, and its outcome settles "+
+				"this case (or sends it back to review); wait for it rather than saying how it went", ErrInvalidTransition, k.ID, k.State)
+		}
+	}
+	return cancel, nil
 }
 
 // planMove plans the operation's move as decided, with the evidence a
@@ -208,6 +258,14 @@ func (p *DecisionPlan) planMove(in DecisionInput) {
 			Candidates: []Candidate{{Ref: p.ResourceRef, OperationID: op.ID}}, Note: in.Actor + ": keep " + p.ResourceRef + ", undo " + in.UndoRef + ": " + in.Reason}
 		detail["compensation"], detail["resource_ref"], detail["undo_ref"] = p.Compensation, p.ResourceRef, in.UndoRef
 	case DecideCompensationDone:
+		if p.To == Confirmed { // keep_and_undo's duplicate undone by hand
+			p.Evidence = &Evidence{Source: SourceReviewer, Authoritative: true, Verdict: VerdictConfirms, ObservedAt: now,
+				Candidates: []Candidate{{Ref: p.ResourceRef, OperationID: op.ID}}, Note: in.Actor + ": the duplicate is undone, " +
+					p.ResourceRef + " kept: " + in.Reason}
+			p.Resource = &ResourceRef{Ref: p.ResourceRef}
+			detail["resource_ref"] = p.ResourceRef
+			break
+		}
 		// What compensated rests on: a reviewer's word that the effect is
 		// undone — it is no longer there, hence refutes.
 		note := "compensation done"

@@ -80,6 +80,9 @@ func (o LimboOptions) draft() (*review.Config, error) {
 				Search: paged(probe("/search?operation_id={{.ID}}&limit=2", "items")),
 				Job:    probe("/jobs/{{.JobRef}}", ""),
 			},
+			// DELETE /resources/{ref} undoes a resource, so Limbo runs the
+			// compensations reviewers decide itself.
+			Undo:           &review.Undo{Method: "DELETE", URL: base + "/resources/{{.Ref}}", Timeout: 5 * time.Second},
 			WebhookSecrets: secrets,
 			AllowInternal:  review.AllowList{Prefixes: []netip.Prefix{netip.PrefixFrom(own, own.BitLen())}},
 		}},
@@ -118,6 +121,9 @@ func ConfigYAML(cfg *review.Config) []byte {
 			if p.p.Next != "" {
 				add("        next: %q\n        cursor_param: %q\n", p.p.Next, p.p.CursorParam)
 			}
+		}
+		if u := d.Undo; u != nil {
+			add("    undo:\n      method: %s\n      url: %q\n      timeout: %s\n", u.Method, u.URL, u.Timeout)
 		}
 		if !d.AllowInternal.Empty() {
 			add("    allow_internal:\n")

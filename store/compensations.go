@@ -17,8 +17,13 @@ const (
 INSERT INTO compensations (operation_id, parent_id, case_id, decision_id, resource_ref, keep_ref, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)`
 	/* Store.settleParent */
 	selectCompensationLink = `SELECT parent_id, case_id, resource_ref, keep_ref FROM compensations WHERE operation_id = ?`
+	/* Store.openCompensations */
+	selectOpenCompensations = `SELECT o.id, o.state FROM compensations c JOIN operations o ON o.id = c.operation_id
+WHERE c.parent_id = ? AND o.state NOT IN ('confirmed', 'compensated', 'failed') ORDER BY c.created_at, c.operation_id`
+	/* Store.cancelCompensations */
+	updateCompensationCanceled = `UPDATE compensations SET canceled_by = ? WHERE operation_id = ?`
 	/* Store.Compensations */
-	selectCompensations = `SELECT c.operation_id, c.case_id, c.decision_id, c.resource_ref, c.created_at, o.state, o.state_reason, o.key
+	selectCompensations = `SELECT c.operation_id, c.case_id, c.decision_id, c.resource_ref, c.canceled_by, c.created_at, o.state, o.state_reason, o.key
 FROM compensations c JOIN operations o ON o.id = c.operation_id WHERE c.parent_id = ? ORDER BY c.created_at, c.operation_id`
 )
 
@@ -119,13 +124,54 @@ func (s *Store) settleParent(ctx context.Context, tx *sqlx.Tx, tenant, child str
 	return nil
 }
 
+// openCompensations are parent's compensation operations not yet settled,
+// read in the decision's transaction.
+func (s *Store) openCompensations(ctx context.Context, tx *sqlx.Tx, parent string) ([]review.ChildCompensation, error) {
+	var rows []struct {
+		ID    string       `db:"id"`
+		State review.State `db:"state"`
+	}
+	if err := s.sel(ctx, tx, &rows, selectOpenCompensations, parent); err != nil {
+		return nil, fmt.Errorf("open compensations: %w", err)
+	}
+	out := make([]review.ChildCompensation, len(rows))
+	for i, r := range rows {
+		out[i] = review.ChildCompensation{ID: r.ID, State: r.State}
+	}
+	return out, nil
+}
+
+// cancelCompensations fails, as canceled, the compensations decision d
+// made moot (review.SettlesByHand), after the parent moved: their
+// settling then moves nothing.
+func (s *Store) cancelCompensations(ctx context.Context, tx *sqlx.Tx, tenant string, ids []string, d *Decision) error {
+	for _, id := range ids {
+		row, err := s.lockOperation(ctx, tx, tenant, id)
+		if err != nil {
+			return err
+		}
+		reason := fmt.Sprintf("canceled: %s said how the undo went (%s) before it ran", d.Actor, d.Action)
+		if _, err := s.exec(ctx, tx, updateCompensationCanceled, d.Actor, id); err != nil {
+			return err
+		}
+		if err := s.transition(ctx, tx, row, review.Failed, reason, d.Actor, "compensation.canceled",
+			map[string]any{"decision_id": d.ID, "case_id": d.CaseID}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // Compensation is a compensation operation of a parent, as the case page
 // lists it.
 type Compensation struct {
-	OperationID string       `db:"operation_id"`
-	CaseID      string       `db:"case_id"`
-	DecisionID  string       `db:"decision_id"`
-	ResourceRef string       `db:"resource_ref"`
+	OperationID string `db:"operation_id"`
+	CaseID      string `db:"case_id"`
+	DecisionID  string `db:"decision_id"`
+	ResourceRef string `db:"resource_ref"`
+	// CanceledBy names the reviewer whose word on the undo canceled it
+	// before it ran ("" when it was not).
+	CanceledBy  string       `db:"canceled_by"`
 	State       review.State `db:"state"`
 	StateReason string       `db:"state_reason"`
 	Key         string       `db:"key"`
@@ -139,4 +185,42 @@ func (s *Store) Compensations(ctx context.Context, parent string) ([]Compensatio
 		return nil, fmt.Errorf("store.Compensations: %w", err)
 	}
 	return cs, nil
+}
+
+/*
+Store.DueCompensations: a compensation a worker may start now (the
+
+	destination is named by the caller's IN list).
+*/
+const selectDueCompensations = `SELECT c.operation_id, c.parent_id, c.resource_ref, o.tenant, o.key, o.destination
+FROM compensations c JOIN operations o ON o.id = c.operation_id
+WHERE o.state IN ('pending', 'retry_wait') AND (o.next_attempt_at IS NULL OR o.next_attempt_at <= ?) AND `
+
+// DueCompensation is a compensation Limbo's undo worker may run now.
+type DueCompensation struct {
+	OperationID string `db:"operation_id"`
+	ParentID    string `db:"parent_id"`
+	ResourceRef string `db:"resource_ref"`
+	Tenant      string `db:"tenant"`
+	Key         string `db:"key"`
+	Destination string `db:"destination"`
+}
+
+// DueCompensations lists, oldest first, at most n compensations for the
+// given destinations that wait for an attempt (pending, or retrying with
+// its backoff over). Listing claims nothing: the worker asks for an
+// attempt like any integrator, and StartAttempt lets one of several
+// instances run it.
+func (s *Store) DueCompensations(ctx context.Context, destinations []string, n int) ([]DueCompensation, error) {
+	if len(destinations) == 0 {
+		return nil, nil
+	}
+	in, args := inScope("o.destination", destinations)
+	q := s.rebind(selectDueCompensations + in + " ORDER BY c.created_at, c.operation_id LIMIT ?")
+	args = append([]any{s.now()}, append(args, n)...)
+	var out []DueCompensation
+	if err := s.db.SelectContext(ctx, &out, q, args...); err != nil {
+		return nil, fmt.Errorf("store.DueCompensations: %w", err)
+	}
+	return out, nil
 }

@@ -119,19 +119,59 @@ func TestCompensationIsAnOperation(t *testing.T) {
 			}
 		})
 
-		t.Run("a reviewer's word first: the compensation changes nothing after", func(t *testing.T) {
+		t.Run("a reviewer's word on an undo not yet run cancels it", func(t *testing.T) {
 			c, parent, k := compensate(t, "doc-by-hand")
 			if _, err := b.s.Decide(b.ctx, store.DecisionRequest{CaseID: c.ID, Action: review.DecideCompensationFailed, Actor: "rita@example.com",
 				Reason: "the folder could not be deleted"}); err != nil {
 				t.Fatal(err)
 			}
 			wantState(t, b.get(t, parent), review.NeedsReview)
-			child := &review.Operation{ID: k.OperationID, Tenant: tenantA}
-			b.start(t, child)
-			b.report(t, child, 1, success("fld-2"))
-			wantState(t, b.get(t, parent), review.NeedsReview)
 			if rc, _ := b.s.GetCase(b.ctx, c.ID, nil); rc.Status != store.CaseOpen {
 				t.Errorf("the parent is in review but its case was closed: %+v", rc)
+			}
+			child := &review.Operation{ID: k.OperationID, Tenant: tenantA}
+			wantState(t, b.get(t, child), review.Failed)
+			errAs[*review.NotAttemptableError](t, func() error { _, err := b.tryStart(child, "", ""); return err }())
+			cs, _ := b.s.Compensations(b.ctx, parent.ID)
+			if len(cs) != 1 || cs[0].CanceledBy != "rita@example.com" {
+				t.Errorf("compensations %+v, want the one canceled by rita", cs)
+			}
+			if acts := countActions(b.history(t, child.ID)); acts["compensation.canceled"] != 1 {
+				t.Errorf("the compensation's audit = %v", acts)
+			}
+		})
+
+		t.Run("a reviewer's word on an undo in flight is refused", func(t *testing.T) {
+			c, parent, k := compensate(t, "doc-by-hand-running")
+			child := &review.Operation{ID: k.OperationID, Tenant: tenantA}
+			b.start(t, child)
+			for _, a := range []string{review.DecideCompensationDone, review.DecideCompensationFailed} {
+				_, err := b.s.Decide(b.ctx, store.DecisionRequest{CaseID: c.ID, Action: a, Actor: "rita@example.com", Reason: "I deleted it myself"})
+				if !errors.Is(err, review.ErrInvalidTransition) {
+					t.Errorf("%s while the undo is in flight: %v, want refused", a, err)
+				}
+			}
+			b.report(t, child, 1, success("fld-2"))
+			wantState(t, b.get(t, parent), review.Compensated)
+		})
+
+		t.Run("keep and undo, the duplicate undone by hand: confirmed with the kept one", func(t *testing.T) {
+			c := b.reviewCase(t, "doc-keep-by-hand")
+			if _, err := b.s.Decide(b.ctx, store.DecisionRequest{CaseID: c.ID, Action: review.DecideKeepAndUndo, Ref: "fld-1", UndoRef: "fld-2",
+				Compensation: "delete the duplicate folder", Actor: "rita@example.com", Reason: "fld-1 is the one in use"}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := b.s.Decide(b.ctx, store.DecisionRequest{CaseID: c.ID, Action: review.DecideCompensationDone, Actor: "rita@example.com",
+				Reason: "deleted fld-2 in the provider's console"}); err != nil {
+				t.Fatal(err)
+			}
+			got, _ := b.s.OperationByID(b.ctx, c.OperationID, nil)
+			wantState(t, got, review.Confirmed)
+			if got.Resource == nil || got.Resource.Ref != "fld-1" {
+				t.Errorf("confirmed with %+v, want the kept fld-1", got.Resource)
+			}
+			if rc, _ := b.s.GetCase(b.ctx, c.ID, nil); rc.Status != store.CaseResolved {
+				t.Errorf("case %+v, want resolved", rc)
 			}
 		})
 

@@ -59,7 +59,7 @@ WHERE a.finished_at >= ? AND ` + scopeCond + ` GROUP BY a.destination ORDER BY a
 	/* Store.Dashboard: compensation operations by state. */
 	countCompensations = `
 SELECT o.state, COUNT(*) AS n FROM compensations c JOIN operations o ON o.id = c.operation_id
-WHERE c.created_at >= ? AND ` + scopeCond + ` GROUP BY o.state`
+WHERE c.created_at >= ? AND c.canceled_by = '' AND ` + scopeCond + ` GROUP BY o.state`
 )
 
 // scoped writes scope's condition on col into q in place of scopeCond,

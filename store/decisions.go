@@ -164,12 +164,16 @@ func (s *Store) decideTx(ctx context.Context, tx *sqlx.Tx, req DecisionRequest) 
 	if err != nil {
 		return nil, err
 	}
+	children, err := s.openCompensations(ctx, tx, row.ID)
+	if err != nil {
+		return nil, err
+	}
 	op, now := row.operation(), s.now()
 	id := newID("dec_", now)
 	p, err := review.PlanDecision(review.DecisionInput{Op: op, CaseID: c.ID, CaseReasons: c.Reasons, DecisionID: id,
 		Action: req.Action, Ref: req.Ref, UndoRef: req.UndoRef, Compensation: req.Compensation, Reason: req.Reason, Actor: req.Actor,
 		Approvals: approvals, LastApplied: last.prior(), RequestedBy: c.RequestedBy, ClaimedBy: c.ClaimedBy, ClaimUntil: c.ClaimUntil,
-		Destination: s.cfg.Destination(op.Destination), Now: now})
+		Compensations: children, Destination: s.cfg.Destination(op.Destination), Now: now})
 	if err != nil {
 		return nil, err
 	}
@@ -225,6 +229,9 @@ func (s *Store) persistDecision(ctx context.Context, tx *sqlx.Tx, c *Case, row *
 		if err := s.registerCompensation(ctx, tx, c, row.ID, d, p); err != nil {
 			return err
 		}
+	}
+	if err := s.cancelCompensations(ctx, tx, c.Tenant, p.Cancel, d); err != nil {
+		return err
 	}
 	for _, e := range p.Events {
 		if err := s.appendEvent(ctx, tx, plannedEvent(e, d.DecidedAt, d.Actor, c.Tenant, c.OperationID)); err != nil {

@@ -1,0 +1,238 @@
+package undo_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"testing"
+
+	"github.com/limbo-dev/limbo/review"
+	"github.com/limbo-dev/limbo/sandbox"
+	"github.com/limbo-dev/limbo/store"
+	"github.com/limbo-dev/limbo/store/storetest"
+	"github.com/limbo-dev/limbo/undo"
+)
+
+const tenant = "acme"
+
+type bundle struct {
+	ctx context.Context
+	sb  *sandbox.Sandbox
+	url string
+	cfg *review.Config
+	st  *store.Store
+}
+
+// setup runs the sandbox on loopback and a store on engine, configured as
+// sandbox.LimboConfig configures Limbo: with the sandbox's undo call.
+func setup(t *testing.T, e store.Engine) *bundle {
+	t.Helper()
+	sb := sandbox.New(sandbox.Options{Seed: 1})
+	srv := httptest.NewServer(sb.Handler())
+	t.Cleanup(func() {
+		srv.Close()
+		sb.Close()
+	})
+	cfg, err := sandbox.LimboConfig(sandbox.LimboOptions{Base: srv.URL, HonoursKeys: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Destinations[sandbox.DestinationName].Undo == nil {
+		t.Fatal("the sandbox's configuration has no undo call")
+	}
+	return &bundle{ctx: context.Background(), sb: sb, url: srv.URL, cfg: cfg, st: storetest.Open(t, e, store.Options{Config: cfg})}
+}
+
+func (b *bundle) worker(t *testing.T, getenv func(string) string) *undo.Worker {
+	t.Helper()
+	w, err := undo.New(b.st, b.cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), getenv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
+// folder creates a folder at the sandbox for op, as an integrator's send
+// without a key would: every call is a new effect.
+func (b *bundle) folder(t *testing.T, op *review.Operation) string {
+	t.Helper()
+	body, _ := json.Marshal(map[string]any{"name": op.SourceRef,
+		"metadata": map[string]any{"operation_id": op.ID, "logical_version": op.LogicalVersion}})
+	resp, err := http.Post(b.url+"/folders", "application/json", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var v struct {
+		Ref string `json:"ref"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&v); err != nil || resp.StatusCode != http.StatusCreated {
+		t.Fatalf("POST /folders: %d, %v", resp.StatusCode, err)
+	}
+	return v.Ref
+}
+
+// duplicate registers an operation whose one attempt created refs at the
+// sandbox (and, for a ghost, names one it never created) and lost its
+// answer; the search's evidence lists them all, so a case opens on
+// multiple candidates.
+func (b *bundle) duplicate(t *testing.T, source string, folders int, ghost string) (*review.Operation, []string, *store.Case) {
+	t.Helper()
+	payload, _ := review.Canonicalize([]byte(`{"name":"` + source + `"}`))
+	op, _, err := b.st.Register(b.ctx, review.Registration{Tenant: tenant, SourceRef: source, LogicalVersion: "v1",
+		Action: "create_folder", Destination: sandbox.DestinationName, Risk: review.RiskCompensableWrite, Payload: payload, Actor: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := b.st.StartAttempt(b.ctx, store.AttemptRequest{Tenant: tenant, OperationID: op.ID, Actor: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var refs []string
+	for range folders {
+		refs = append(refs, b.folder(t, op))
+	}
+	if ghost != "" {
+		refs = append(refs, ghost)
+	}
+	if _, err := b.st.RecordOutcome(b.ctx, tenant, op.ID, g.N, review.Outcome{Result: review.ResultTimeout, Phase: review.PhaseAfterSend}, "test"); err != nil {
+		t.Fatal(err)
+	}
+	ev := review.Evidence{Source: review.SourceMetadataSearch, Authoritative: true}
+	for _, r := range refs {
+		ev.Candidates = append(ev.Candidates, review.Candidate{Ref: r, Kind: "folder", Version: "v1", OperationID: op.ID})
+	}
+	got, err := b.st.AddEvidence(b.ctx, tenant, op.ID, ev, "test")
+	if err != nil || got.State != review.NeedsReview {
+		t.Fatalf("after the search: %v, %v", got, err)
+	}
+	cs, err := b.st.CasesForOperation(b.ctx, op.ID)
+	if err != nil || len(cs) != 1 {
+		t.Fatalf("cases %+v, %v", cs, err)
+	}
+	return op, refs, &cs[0]
+}
+
+func (b *bundle) keepAndUndo(t *testing.T, c *store.Case, keep, drop string) {
+	t.Helper()
+	if _, err := b.st.Decide(b.ctx, store.DecisionRequest{CaseID: c.ID, Action: review.DecideKeepAndUndo, Ref: keep, UndoRef: drop,
+		Compensation: "delete the duplicate folder", Actor: "rita@example.com", Reason: "two folders for one operation"}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (b *bundle) op(t *testing.T, id string) *review.Operation {
+	t.Helper()
+	op, err := b.st.GetOperation(b.ctx, tenant, id, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return op
+}
+
+func compensated(sb *sandbox.Sandbox) map[string]bool {
+	out := map[string]bool{}
+	for _, e := range sb.Truth() {
+		out[e.ResourceRef] = e.Compensated
+	}
+	return out
+}
+
+// TestWorkerRunsTheUndo (issue 14, part 4): for a destination with an
+// undo call, Limbo's worker runs a keep-A-undo-B compensation itself —
+// one DELETE, attempt and outcome in the ledger under system:undo — and
+// B's effect is gone at the sandbox; the parent is confirmed with A and
+// its case resolved. An undo the destination refuses fails the
+// compensation and reopens the case; a missing credential runs nothing.
+func TestWorkerRunsTheUndo(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		b := setup(t, e)
+		w := b.worker(t, nil)
+
+		t.Run("keep A, undo B", func(t *testing.T) {
+			parent, refs, c := b.duplicate(t, "doc-two-folders", 2, "")
+			b.keepAndUndo(t, c, refs[0], refs[1])
+			n, err := w.RunOnce(b.ctx)
+			if err != nil || n != 1 {
+				t.Fatalf("RunOnce = %d, %v; want 1 compensation run", n, err)
+			}
+			if got := compensated(b.sb); got[refs[0]] || !got[refs[1]] {
+				t.Errorf("sandbox after the undo: %v; want %s undone and %s kept", got, refs[1], refs[0])
+			}
+			p := b.op(t, parent.ID)
+			if p.State != review.Confirmed || p.Resource == nil || p.Resource.Ref != refs[0] {
+				t.Errorf("parent = %s %+v, want confirmed with %s", p.State, p.Resource, refs[0])
+			}
+			if got, _ := b.st.GetCase(b.ctx, c.ID, nil); got.Status != store.CaseResolved || got.Resolution != "compensation_done" {
+				t.Errorf("case = %s %q", got.Status, got.Resolution)
+			}
+			cs, err := b.st.Compensations(b.ctx, parent.ID)
+			if err != nil || len(cs) != 1 || cs[0].State != review.Confirmed {
+				t.Fatalf("compensations %+v, %v", cs, err)
+			}
+			child := b.op(t, cs[0].OperationID)
+			if len(child.Attempts) != 1 {
+				t.Errorf("compensation attempts = %+v, want one", child.Attempts)
+			}
+			hist, err := b.st.OperationHistory(b.ctx, child.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.ContainsFunc(hist, func(e store.AuditEvent) bool { return e.Actor == undo.Actor }) {
+				t.Errorf("the compensation's trail names no %s: %+v", undo.Actor, hist)
+			}
+			if n, err := w.RunOnce(b.ctx); err != nil || n != 0 {
+				t.Errorf("second round = %d, %v; want nothing left to run", n, err)
+			}
+		})
+
+		t.Run("a refused undo reopens the case", func(t *testing.T) {
+			parent, refs, c := b.duplicate(t, "doc-ghost", 1, "fld-never-created")
+			b.keepAndUndo(t, c, refs[0], refs[1])
+			if n, err := w.RunOnce(b.ctx); err != nil || n != 1 {
+				t.Fatalf("RunOnce = %d, %v", n, err)
+			}
+			p := b.op(t, parent.ID)
+			if p.State != review.NeedsReview {
+				t.Errorf("parent = %s, want needs_review after its undo failed", p.State)
+			}
+			got, _ := b.st.GetCase(b.ctx, c.ID, nil)
+			if got.Status != store.CaseOpen || !slices.Contains(got.Reasons, review.ReasonCompensationFailed) {
+				t.Errorf("case = %s %v, want open with compensation_failed", got.Status, got.Reasons)
+			}
+		})
+
+		t.Run("no credential, nothing sent", func(t *testing.T) {
+			d := b.cfg.Destinations[sandbox.DestinationName]
+			u := *d.Undo
+			u.AuthHeader, u.AuthEnv = "Authorization", "SANDBOX_UNDO_TOKEN"
+			d.Undo = &u
+			cfg := &review.Config{Destinations: map[string]review.Destination{sandbox.DestinationName: d}}
+			nw, err := undo.New(b.st, cfg, nil, func(string) string { return "" })
+			if err != nil {
+				t.Fatal(err)
+			}
+			parent, refs, c := b.duplicate(t, "doc-no-credential", 2, "")
+			b.keepAndUndo(t, c, refs[0], refs[1])
+			if n, err := nw.RunOnce(b.ctx); err != nil || n != 0 {
+				t.Fatalf("RunOnce without its credential = %d, %v; want nothing run", n, err)
+			}
+			if compensated(b.sb)[refs[1]] {
+				t.Error("the undo was sent without its credential")
+			}
+			if p := b.op(t, parent.ID); p.State != review.Compensating {
+				t.Errorf("parent = %s, want compensating (the integrator may still run it)", p.State)
+			}
+			// The ordinary worker runs it.
+			if n, err := w.RunOnce(b.ctx); err != nil || n != 1 || !compensated(b.sb)[refs[1]] {
+				t.Errorf("RunOnce = %d, %v; undone %v", n, err, compensated(b.sb)[refs[1]])
+			}
+		})
+	})
+}
