@@ -14,21 +14,24 @@ import (
 // Decision is a reviewer's act on one of the tenant's operations, as the
 // decisions feed and GET /api/v1/operations/{id}/decisions list it.
 type Decision struct {
-	ID           string       `json:"id"`
-	CaseID       string       `json:"case_id"`
-	OperationID  string       `json:"operation_id"`
-	Action       string       `json:"action"`
-	ResourceRef  string       `json:"resource_ref,omitempty"`
-	UndoRef      string       `json:"undo_ref,omitempty"`
-	Compensation string       `json:"compensation,omitempty"`
-	Reason       string       `json:"reason"`
-	Actor        string       `json:"actor"`
-	PayloadHash  string       `json:"payload_hash"`
-	Key          string       `json:"key"`
-	Status       string       `json:"status"`
-	FromState    review.State `json:"from_state"`
-	ToState      review.State `json:"to_state"`
-	DecidedAt    time.Time    `json:"decided_at"`
+	ID          string `json:"id"`
+	CaseID      string `json:"case_id"`
+	OperationID string `json:"operation_id"`
+	Action      string `json:"action"`
+	ResourceRef string `json:"resource_ref,omitempty"`
+	UndoRef     string `json:"undo_ref,omitempty"`
+	// CompensationID is the compensation operation the decision registered
+	// (compensate, keep_and_undo): run it like any operation.
+	CompensationID string       `json:"compensation_operation_id,omitempty"`
+	Compensation   string       `json:"compensation,omitempty"`
+	Reason         string       `json:"reason"`
+	Actor          string       `json:"actor"`
+	PayloadHash    string       `json:"payload_hash"`
+	Key            string       `json:"key"`
+	Status         string       `json:"status"`
+	FromState      review.State `json:"from_state"`
+	ToState        review.State `json:"to_state"`
+	DecidedAt      time.Time    `json:"decided_at"`
 }
 
 // OperationDecisions is an operation's state and every decision on it,
@@ -52,7 +55,12 @@ var ErrNoDecision = errors.New("limbo: the operation stopped waiting without a d
 
 // WaitDecision waits while the operation waits for a person — for its
 // approval (awaiting_approval) or in review (needs_review, compensating) —
-// and returns the newest decision that moved it (status applied). If it
+// and returns the newest decision that moved it (status applied). A
+// decision that asked for an undo (compensate, keep_and_undo) is returned
+// as soon as it is made, though the operation stays compensating: it
+// waits for the compensation operation the decision names
+// (CompensationID), which the integrator runs unless its destination has
+// an undo call Limbo runs itself. If it
 // stopped waiting without one, the error wraps ErrNoDecision and names its
 // state. It polls, from every 250 ms up to every 5 s, until ctx ends; an
 // answer that says to come back (503 while the database is away, 429) or
@@ -72,11 +80,15 @@ func (c *Client) WaitDecision(ctx context.Context, opID string) (*Decision, erro
 		if err != nil {
 			return nil, err
 		}
+		last := lastApplied(ds.Decisions)
+		if ds.State == review.Compensating && last != nil && last.CompensationID != "" {
+			// The decision asked for an undo: the operation now waits for
+			// its compensation operation, which is the integrator's to run.
+			return last, nil
+		}
 		if !waitsForPerson(ds.State) {
-			for i := len(ds.Decisions) - 1; i >= 0; i-- {
-				if d := ds.Decisions[i]; d.Status == "applied" {
-					return &d, nil
-				}
+			if last != nil {
+				return last, nil
 			}
 			return nil, fmt.Errorf("%w: operation %s is %s", ErrNoDecision, opID, ds.State)
 		}
@@ -85,6 +97,16 @@ func (c *Client) WaitDecision(ctx context.Context, opID string) (*Decision, erro
 		}
 		wait = min(2*wait, 5*time.Second)
 	}
+}
+
+// lastApplied is the newest decision that moved the operation (nil: none).
+func lastApplied(ds []Decision) *Decision {
+	for i := len(ds) - 1; i >= 0; i-- {
+		if ds[i].Status == "applied" {
+			return &ds[i]
+		}
+	}
+	return nil
 }
 
 // transient reports whether err is worth asking again: the server said so

@@ -51,13 +51,14 @@ func (h *Handlers) caseViewRevealed(c echo.Context, id string, reveal bool) (*we
 	if err != nil {
 		return nil, err
 	}
-	comps, err := h.Store.Compensations(ctx, op.ID)
+	fields := h.redactFields()
+	v := &web.CaseView{Nav: nav(c), Case: cs, Op: op, History: hist, Decisions: ds,
+		Me: s.User.Email, Now: h.Store.Now(), Redacted: !bytes.Equal(review.Redact(op.Payload, fields), op.Payload),
+		UndoByLimbo: h.Store.Config().Destination(op.Destination).Undo != nil}
+	children, err := h.compensations(c, op.ID, v)
 	if err != nil {
 		return nil, err
 	}
-	fields := h.redactFields()
-	v := &web.CaseView{Nav: nav(c), Case: cs, Op: op, History: hist, Decisions: ds,
-		Me: s.User.Email, Now: h.Store.Now(), Redacted: !bytes.Equal(review.Redact(op.Payload, fields), op.Payload), Compensations: comps}
 	if reveal {
 		v.Payload = pretty(op.Payload, nil)
 	} else {
@@ -80,8 +81,9 @@ func (h *Handlers) caseViewRevealed(c echo.Context, id string, reveal bool) (*we
 	}
 	// Only the decisions the case's situation allows (review.CheckDecision
 	// refuses the others anyway): a form must not make the wrong one easy.
+	// A word on an undo that may be happening right now is refused too.
 	for _, a := range review.DecisionsAllowed(op.State, cs.Reasons) {
-		if s.User.Role.CanDecide(op, a) {
+		if _, running := review.SettlesByHand(a, children); s.User.Role.CanDecide(op, a) && running == nil {
 			v.Actions = append(v.Actions, a)
 		}
 	}
@@ -99,6 +101,32 @@ func (h *Handlers) caseViewRevealed(c echo.Context, id string, reveal bool) (*we
 		v.Default = v.Recommendation.Action
 	}
 	return v, nil
+}
+
+// compensations fills v's compensations of operation opID, each with its
+// own trail, and returns those not yet settled as review judges a
+// reviewer's word on the undo (review.SettlesByHand).
+func (h *Handlers) compensations(c echo.Context, opID string, v *web.CaseView) ([]review.ChildCompensation, error) {
+	ctx := c.Request().Context()
+	comps, err := h.Store.Compensations(ctx, opID)
+	if err != nil {
+		return nil, err
+	}
+	var open []review.ChildCompensation
+	for _, k := range comps {
+		hist, err := h.Store.OperationHistory(ctx, k.OperationID)
+		if err != nil {
+			return nil, err
+		}
+		v.Compensations = append(v.Compensations, web.CompensationView{Compensation: k, History: hist})
+		if !k.State.Terminal() {
+			open = append(open, review.ChildCompensation{ID: k.OperationID, State: k.State})
+			if _, err := review.SettlesByHand(review.DecideCompensationDone, open[len(open)-1:]); err != nil {
+				v.UndoRunning = k.OperationID
+			}
+		}
+	}
+	return open, nil
 }
 
 // undoRef is what a keep_and_undo undoes: the resource to undo.

@@ -37,7 +37,7 @@ const compensationActor = "system:compensation"
 func (s *Store) registerCompensation(ctx context.Context, tx *sqlx.Tx, c *Case, parentID string, d *Decision, dp *review.DecisionPlan) error {
 	p := dp.Undo
 	r := &p.Registration
-	id := newID("op_", d.DecidedAt)
+	id := d.CompensationID
 	res, err := s.exec(ctx, tx, insertOperation, id, r.Tenant, r.Key, r.SourceRef, r.LogicalVersion, r.Action, r.Destination,
 		string(r.Risk), joinFlags(r.Flags), string(r.Payload), p.PayloadHash, string(p.State), p.Reason, dbTime(*r.Deadline),
 		*r.MaxAttempts, nil, d.DecidedAt, d.DecidedAt)

@@ -28,15 +28,18 @@ type Decision struct {
 	ResourceRef  string `json:"resource_ref,omitempty" db:"resource_ref"`
 	Compensation string `json:"compensation,omitempty" db:"compensation"`
 	// UndoRef is the resource a keep_and_undo undoes (ResourceRef is kept).
-	UndoRef     string    `json:"undo_ref,omitempty" db:"undo_ref"`
-	Reason      string    `json:"reason" db:"reason"`
-	Actor       string    `json:"actor" db:"actor"`
-	PayloadHash string    `json:"payload_hash" db:"payload_hash"`
-	Key         string    `json:"key" db:"key"`
-	Status      string    `json:"status" db:"status"`
-	FromState   string    `json:"from_state" db:"from_state"`
-	ToState     string    `json:"to_state" db:"to_state"`
-	DecidedAt   time.Time `json:"decided_at" db:"decided_at"`
+	UndoRef string `json:"undo_ref,omitempty" db:"undo_ref"`
+	// CompensationID is the compensation operation the decision
+	// registered (compensate, keep_and_undo): what the integrator runs.
+	CompensationID string    `json:"compensation_operation_id,omitempty" db:"compensation_id"`
+	Reason         string    `json:"reason" db:"reason"`
+	Actor          string    `json:"actor" db:"actor"`
+	PayloadHash    string    `json:"payload_hash" db:"payload_hash"`
+	Key            string    `json:"key" db:"key"`
+	Status         string    `json:"status" db:"status"`
+	FromState      string    `json:"from_state" db:"from_state"`
+	ToState        string    `json:"to_state" db:"to_state"`
+	DecidedAt      time.Time `json:"decided_at" db:"decided_at"`
 }
 
 // Decision statuses, as stored (review.DecisionStatus says what each did).
@@ -68,14 +71,14 @@ type DecisionRequest struct {
 }
 
 const decisionColumns = `seq, txid, id, tenant, case_id, operation_id, action, resource_ref, compensation, reason,
-actor, payload_hash, key, status, from_state, to_state, decided_at, undo_ref`
+actor, payload_hash, key, status, from_state, to_state, decided_at, undo_ref, compensation_id`
 
 const (
 	/* Store.Decide */
 	insertDecision = `
 INSERT INTO decisions (seq, txid, id, tenant, case_id, operation_id, action, resource_ref, compensation, reason,
-    actor, payload_hash, key, status, from_state, to_state, decided_at, undo_ref)
-VALUES (?, %s, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+    actor, payload_hash, key, status, from_state, to_state, decided_at, undo_ref, compensation_id)
+VALUES (?, %s, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	/* Store.Decide */
 	selectApprovals = `SELECT ` + decisionColumns + ` FROM decisions WHERE case_id = ? AND status = 'first_approval' ORDER BY seq`
 	/* Store.lastApplied */
@@ -180,6 +183,9 @@ func (s *Store) decideTx(ctx context.Context, tx *sqlx.Tx, req DecisionRequest) 
 	d := &Decision{ID: id, Tenant: c.Tenant, CaseID: c.ID, OperationID: op.ID, Action: req.Action,
 		ResourceRef: p.ResourceRef, UndoRef: p.UndoRef, Compensation: p.Compensation, Reason: req.Reason, Actor: req.Actor,
 		PayloadHash: op.PayloadHash, Key: op.Key, Status: string(p.Status), FromState: string(p.From), ToState: string(p.To), DecidedAt: now}
+	if p.Undo != nil {
+		d.CompensationID = newID("op_", now)
+	}
 	return d, s.persistDecision(ctx, tx, c, row, p, d)
 }
 
@@ -352,7 +358,7 @@ func (s *Store) insertDecision(ctx context.Context, tx *sqlx.Tx, d *Decision) er
 		return fmt.Errorf("decision seq: %w", err)
 	}
 	if _, err := tx.ExecContext(ctx, s.rebind(fmt.Sprintf(insertDecision, txid)), d.Seq, d.ID, d.Tenant, d.CaseID, d.OperationID,
-		d.Action, d.ResourceRef, d.Compensation, d.Reason, d.Actor, d.PayloadHash, d.Key, d.Status, d.FromState, d.ToState, d.DecidedAt, d.UndoRef); err != nil {
+		d.Action, d.ResourceRef, d.Compensation, d.Reason, d.Actor, d.PayloadHash, d.Key, d.Status, d.FromState, d.ToState, d.DecidedAt, d.UndoRef, d.CompensationID); err != nil {
 		return fmt.Errorf("insert decision: %w", err)
 	}
 	return nil
