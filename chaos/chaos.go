@@ -330,6 +330,14 @@ func judge(ctx context.Context, o Options, sc *scene, lim *limbo, igs []*integra
 			return nil, err
 		}
 	}
+	// A person resolves the duplicates left in review, as recommended;
+	// Limbo's undo worker runs the undos against the faulty sandbox.
+	decisions := 0
+	if settled {
+		if decisions, err = reviewDuplicates(ctx, st, igs, cfg.Destination(sandbox.DestinationName), o.Settle, o.Log); err != nil {
+			return nil, err
+		}
+	}
 	// Freeze the ledger: stop Limbo's workers and API, then the sandbox.
 	stoppedAt := time.Now()
 	loops := lim.loops()
@@ -354,6 +362,7 @@ func judge(ctx context.Context, o Options, sc *scene, lim *limbo, igs []*integra
 		return nil, err
 	}
 	sum.Loops, sum.ProbeAnswers, sum.ProbeAnswersFaulted = loops, probes.Probes, probes.Faulted()
+	sum.ReviewerDecisions = decisions
 	return sum, nil
 }
 

@@ -93,10 +93,16 @@ func TestChaosLyingLag(t *testing.T) {
 					DB: storetest.URL(t, engine), Settle: budget / 2,
 				}
 				sum, logs := runChaosChecked(t, o, budget)
-				t.Logf("lying lag (real %s, configured %s, seed %d): %d operations with several effects, %d late duplicates caught by the confirm window, %d open cases %v, settled without a person %.1f %%",
-					o.Sandbox.SearchLag, o.ConfiguredLag, o.Sandbox.Seed, sum.SeveralEffects, sum.LateDuplicatesCaught, sum.OpenCases, sum.CaseReasons, 100*sum.SettledWithoutPerson)
-				if sum.LateDuplicatesCaught > 0 && sum.CaseReasons[string(review.ReasonMultipleCands)] == 0 {
-					t.Errorf("%d late duplicates caught, but no open multiple_candidates case", sum.LateDuplicatesCaught)
+				t.Logf("lying lag (real %s, configured %s, seed %d): %d operations with several effects, %d late duplicates caught by the confirm window, %d open cases %v, %d undone by the reviewer (compensations %v), settled without a person %.1f %%",
+					o.Sandbox.SearchLag, o.ConfiguredLag, o.Sandbox.Seed, sum.SeveralEffects, sum.LateDuplicatesCaught, sum.OpenCases, sum.CaseReasons,
+					sum.ReviewerDecisions, sum.Compensations, 100*sum.SettledWithoutPerson)
+				// Each caught duplicate is in an open case or was undone by
+				// the reviewer, whose undos the check holds to the truth.
+				if sum.LateDuplicatesCaught > 0 && sum.CaseReasons[string(review.ReasonMultipleCands)] == 0 && sum.ReviewerDecisions == 0 {
+					t.Errorf("%d late duplicates caught, but no open multiple_candidates case and no undo", sum.LateDuplicatesCaught)
+				}
+				if sum.SeveralEffects > 0 && sum.ReviewerDecisions > 0 && sum.Compensations[string(review.Confirmed)] == 0 {
+					t.Errorf("the reviewer decided %d undos and none was confirmed: %v", sum.ReviewerDecisions, sum.Compensations)
 				}
 				if t.Failed() {
 					t.Logf("logs:\n%s", tail(logs, 40))
@@ -218,6 +224,14 @@ func runChaosChecked(t *testing.T, o Options, budget time.Duration) (*Summary, s
 	}
 	if sum.DuplicateEffectsOutsideOpenCase != 0 {
 		t.Errorf("%d duplicate effects outside an open case", sum.DuplicateEffectsOutsideOpenCase)
+	}
+	// The reviewer's undos ran to the end: each compensation confirmed
+	// (its resource undone at the sandbox, or LedgerVsTruth fails) or
+	// failed (its parent back in an open case).
+	for st, n := range sum.Compensations {
+		if !review.State(st).Terminal() {
+			t.Errorf("%d compensations ended %s: want confirmed or failed", n, st)
+		}
 	}
 	if sum.Lost != 0 {
 		t.Errorf("%d acknowledged operations lost", sum.Lost)

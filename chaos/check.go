@@ -75,6 +75,12 @@ type Summary struct {
 	RecommendationsScored    int      `json:"recommendations_scored"`
 	RecommendationsUndecided int      `json:"recommendations_undecided"`
 	WrongRecommendations     []string `json:"wrong_recommendations,omitempty"`
+	// ReviewerDecisions counts the duplicates the run's reviewer resolved
+	// as recommended (keep one, undo the other; compensate an extra), and
+	// Compensations the compensation operations by final state: their
+	// undos ran against the faulty sandbox through Limbo's undo worker.
+	ReviewerDecisions int            `json:"reviewer_decisions"`
+	Compensations     map[string]int `json:"compensations,omitempty"`
 	// ServerKills and DBRestarts count the faults done to Limbo itself.
 	ServerKills int `json:"server_kills"`
 	DBRestarts  int `json:"db_restarts"`
@@ -197,17 +203,28 @@ func summarise(l review.Ledger, rep review.InvariantReport) *Summary {
 			decided[e.OperationID] = true
 		}
 	}
-	settled := 0
+	settled, ops := 0, 0
 	for _, op := range l.Operations {
+		if review.IsCompensation(op.Action) {
+			// A reviewer's undo, not one of the integrations' operations.
+			if sum.Compensations == nil {
+				sum.Compensations = map[string]int{}
+			}
+			sum.Compensations[string(op.State)]++
+			sum.Attempts += len(op.Attempts)
+			continue
+		}
+		ops++
 		sum.States[op.State]++
 		sum.Attempts += len(op.Attempts)
 		if op.State.Terminal() && !decided[op.ID] {
 			settled++
 		}
 	}
+	sum.Operations = ops
 	sum.SettledWithoutPerson = 1
-	if len(l.Operations) > 0 {
-		sum.SettledWithoutPerson = float64(settled) / float64(len(l.Operations))
+	if ops > 0 {
+		sum.SettledWithoutPerson = float64(settled) / float64(ops)
 	}
 	return sum
 }

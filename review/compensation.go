@@ -72,3 +72,18 @@ func CompensationSettles(child State, keep string) (State, []Reason, string) {
 	}
 	return "", nil, ""
 }
+
+// CompensationResource is the resource compensation op undoes, as its
+// payload names it ("" for an operation that is not a compensation).
+func CompensationResource(op *Operation) string {
+	if !IsCompensation(op.Action) {
+		return ""
+	}
+	var p struct {
+		Resource string `json:"resource"`
+	}
+	if json.Unmarshal(op.Payload, &p) != nil {
+		return ""
+	}
+	return p.Resource
+}

@@ -300,8 +300,22 @@ func checkEffects(r *InvariantReport, l Ledger, t Truth, byID map[string]*Operat
 			r.violate(InvOneEffect, op.ID, "compensable operation %s (%s) has %d live effects for version %s and no open case", op.ID, op.Action, g.live, k[1])
 		}
 	}
+	undone := map[string]bool{}
+	for _, e := range t.Effects {
+		if e.Compensated {
+			undone[e.Ref] = true
+		}
+	}
 	for _, op := range l.Operations {
 		if op.Risk == RiskRead || op.Risk == RiskGenerate {
+			continue
+		}
+		if ref := CompensationResource(op); ref != "" {
+			// A compensation's effect is the undo of another's resource.
+			if op.State == Confirmed && !undone[ref] {
+				r.ConfirmedWithoutEffect++
+				r.violate(LedgerVsTruth, op.ID, "compensation %s is confirmed, but %s is still live at the destination", op.ID, ref)
+			}
 			continue
 		}
 		switch {

@@ -110,6 +110,22 @@ func TestCheckInvariantsCatchViolations(t *testing.T) {
 		}
 		only(t, rep, review.LedgerVsTruth)
 	})
+	t.Run("ledger against truth: a compensation confirmed while its resource lives", func(t *testing.T) {
+		undo := func(id, ref string) *review.Operation {
+			o := op(id, review.RiskCompensableWrite, review.Confirmed)
+			o.Action, o.Payload = review.CompensationPrefix+"act", []byte(`{"compensates":"a","resource":"`+ref+`"}`)
+			return o
+		}
+		l := ledgerOf(op("a", review.RiskCompensableWrite, review.Confirmed), undo("u1", "fld-2"), undo("u2", "fld-3"))
+		truth := review.Truth{Config: cfg, Effects: []review.TrueEffect{effect("a", "fld-1", false), effect("a", "fld-2", true), effect("a", "fld-3", true)}}
+		only(t, review.CheckInvariants(l, truth)) // a compensation makes no effect of its own: that is no violation
+		truth.Effects[2].Compensated = false
+		rep := review.CheckInvariants(l, truth)
+		only(t, rep, review.LedgerVsTruth, review.InvOneEffect)
+		if rep.ConfirmedWithoutEffect != 1 {
+			t.Fatalf("confirmed without effect = %d, want the undo of fld-3", rep.ConfirmedWithoutEffect)
+		}
+	})
 
 	ev := func(seq int64, id, action string, from, to review.State, n int) review.TrailEvent {
 		return review.TrailEvent{Seq: seq, OperationID: id, Action: action, FromState: from, ToState: to, N: n}

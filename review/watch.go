@@ -116,6 +116,13 @@ func Watch(op *Operation, d Destination, results []ProbeResult, until, now time.
 	return w
 }
 
+// NotUndone drops from extra the resources whose undo is confirmed
+// (undone): a destination that still lists a deleted resource has not
+// made a new duplicate.
+func NotUndone(extra []Candidate, undone []string) []Candidate {
+	return slices.DeleteFunc(extra, func(c Candidate) bool { return slices.Contains(undone, c.Ref) })
+}
+
 // confirmedAs reports whether ref is the effect the ledger confirmed op
 // with: its resource, or the job the resource came out of.
 func confirmedAs(op *Operation, ref string) bool {

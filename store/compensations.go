@@ -20,6 +20,9 @@ INSERT INTO compensations (operation_id, parent_id, case_id, decision_id, resour
 	/* Store.openCompensations */
 	selectOpenCompensations = `SELECT o.id, o.state FROM compensations c JOIN operations o ON o.id = c.operation_id
 WHERE c.parent_id = ? AND o.state NOT IN ('confirmed', 'compensated', 'failed') ORDER BY c.created_at, c.operation_id`
+	/* Store.undoneRefs */
+	selectUndoneRefs = `SELECT c.resource_ref FROM compensations c JOIN operations o ON o.id = c.operation_id
+WHERE c.parent_id = ? AND o.state = 'confirmed'`
 	/* Store.cancelCompensations */
 	updateCompensationCanceled = `UPDATE compensations SET canceled_by = ? WHERE operation_id = ?`
 	/* Store.Compensations */
@@ -105,7 +108,13 @@ func (s *Store) settleParent(ctx context.Context, tx *sqlx.Tx, tenant, child str
 		if to == review.NeedsReview {
 			return nil // its case stays open, now with compensation_failed
 		}
-		return s.resolveBySystem(ctx, tx, link.CaseID, "compensation_done", compensationActor)
+		if err := s.resolveBySystem(ctx, tx, link.CaseID, "compensation_done", compensationActor); err != nil {
+			return err
+		}
+		if to == review.Confirmed {
+			return s.watchAgain(ctx, tx, parent)
+		}
+		return nil
 	case review.Confirmed:
 		// An extra resource's undo: the parent stays confirmed, and the
 		// case the undo was decided on (while still open) says how it went.
@@ -117,7 +126,10 @@ func (s *Store) settleParent(ctx context.Context, tx *sqlx.Tx, tenant, child str
 			_, err := s.openCase(ctx, tx, parent.ID, parent.Tenant, reasons, compensationActor)
 			return err
 		}
-		return s.resolveBySystem(ctx, tx, link.CaseID, "compensation_done", compensationActor)
+		if err := s.resolveBySystem(ctx, tx, link.CaseID, "compensation_done", compensationActor); err != nil {
+			return err
+		}
+		return s.watchAgain(ctx, tx, parent)
 	}
 	// A reviewer settled the undo by hand meanwhile: the parent has moved
 	// on, and what became of this compensation changes nothing.
@@ -160,6 +172,30 @@ func (s *Store) cancelCompensations(ctx context.Context, tx *sqlx.Tx, tenant str
 		}
 	}
 	return nil
+}
+
+// watchAgain reopens the confirm window of parent, confirmed once its
+// duplicate is undone: the destination has just shown that it made more
+// than one resource for this operation, and a third may surface later
+// (a search that lags longer than it says). The watch searches for it,
+// and a case opens if it does.
+func (s *Store) watchAgain(ctx context.Context, tx *sqlx.Tx, parent *opRow) error {
+	d := s.cfg.Destination(parent.Destination)
+	if d.Window() <= 0 {
+		return nil
+	}
+	return s.startWatch(ctx, tx, parent.ID, d)
+}
+
+// undoneRefs are the resources of parent whose undo is confirmed: a
+// search that still lists one (a destination that shows deleted
+// resources) has not found a new duplicate.
+func (s *Store) undoneRefs(ctx context.Context, tx *sqlx.Tx, parent string) ([]string, error) {
+	var refs []string
+	if err := s.sel(ctx, tx, &refs, selectUndoneRefs, parent); err != nil {
+		return nil, fmt.Errorf("undone refs: %w", err)
+	}
+	return refs, nil
 }
 
 // Compensation is a compensation operation of a parent, as the case page

@@ -188,3 +188,73 @@ func TestCompensationIsAnOperation(t *testing.T) {
 		assertSealed(t, b.s)
 	})
 }
+
+// TestUndoneDuplicateIsWatchedAgain: once a duplicate's undo is confirmed
+// and the operation confirmed with the kept resource, its confirm window
+// opens again — the destination has shown it makes more than one — and a
+// third resource found later opens a case; the undone one, still listed
+// by a destination that shows deleted resources, does not.
+func TestUndoneDuplicateIsWatchedAgain(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		b := setup(t, e, &review.Config{Destinations: map[string]review.Destination{"files": {SearchLag: 2 * time.Second}}})
+		op := b.newOp(t, "doc-thrice", review.RiskCompensableWrite, "files")
+		b.start(t, op)
+		b.report(t, op, 1, timeoutAfterSend)
+		cand := func(ref string) review.Candidate {
+			return review.Candidate{Ref: ref, Kind: "folder", Version: op.LogicalVersion, OperationID: op.ID}
+		}
+		if _, err := b.s.AddEvidence(b.ctx, tenantA, op.ID, review.Evidence{Source: review.SourceMetadataSearch, Authoritative: true,
+			Candidates: []review.Candidate{cand("fld-1"), cand("fld-2")}}, "integrator"); err != nil {
+			t.Fatal(err)
+		}
+		cs, _ := b.s.CasesForOperation(b.ctx, op.ID)
+		if _, err := b.s.Decide(b.ctx, store.DecisionRequest{CaseID: cs[0].ID, Action: review.DecideKeepAndUndo, Ref: "fld-1", UndoRef: "fld-2",
+			Compensation: "delete fld-2", Actor: "rita@example.com", Reason: "two folders"}); err != nil {
+			t.Fatal(err)
+		}
+		comps, _ := b.s.Compensations(b.ctx, op.ID)
+		child := &review.Operation{ID: comps[0].OperationID, Tenant: tenantA}
+		b.start(t, child)
+		b.report(t, child, 1, success("fld-2"))
+		wantState(t, b.get(t, op), review.Confirmed)
+
+		b.clk.Advance(3 * time.Second)
+		claims, err := b.s.ClaimWatches(b.ctx, 10, time.Minute)
+		if err != nil || len(claims) != 1 || claims[0].Op.ID != op.ID {
+			t.Fatalf("watches after the undo: %+v, %v; want the confirmed parent", claims, err)
+		}
+		if err := b.s.ApplyWatch(b.ctx, claims[0], review.Watching{Extra: []review.Candidate{cand("fld-2")}}); err != nil {
+			t.Fatal(err)
+		}
+		if open := openCases(t, b, op.ID); open != 0 {
+			t.Errorf("the undone fld-2 listed again opened %d cases", open)
+		}
+		exec(t, b.s, `UPDATE operations SET watch_next_at = ? WHERE id = ?`, b.clk.Now(), op.ID)
+		claims, _ = b.s.ClaimWatches(b.ctx, 10, time.Minute)
+		if len(claims) != 1 {
+			t.Fatalf("second look: %+v", claims)
+		}
+		if err := b.s.ApplyWatch(b.ctx, claims[0], review.Watching{Extra: []review.Candidate{cand("fld-2"), cand("fld-3")}}); err != nil {
+			t.Fatal(err)
+		}
+		if open := openCases(t, b, op.ID); open != 1 {
+			t.Errorf("a third folder found after the undo opened %d cases, want one", open)
+		}
+	})
+}
+
+func openCases(t *testing.T, b *bundle, opID string) int {
+	t.Helper()
+	cs, err := b.s.CasesForOperation(b.ctx, opID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, c := range cs {
+		if c.Status == store.CaseOpen {
+			n++
+		}
+	}
+	return n
+}
