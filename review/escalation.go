@@ -128,6 +128,9 @@ type findings struct {
 func weigh(op *Operation) findings {
 	var f findings
 	seen := map[string]bool{}
+	for _, ref := range op.Undone {
+		seen[ref] = true // undone: no longer a candidate for anything
+	}
 	add := func(list *[]string, ref string) {
 		if !seen[ref] {
 			seen[ref] = true

@@ -202,6 +202,10 @@ type Operation struct {
 	Attempts []Attempt  `json:"attempts"`
 	Evidence []Evidence `json:"evidence"`
 	Jobs     []Job      `json:"jobs"`
+	// Undone are the resources whose undo (a compensation operation) is
+	// confirmed: no longer the operation's effects, whatever the evidence
+	// recorded before says.
+	Undone []string `json:"-"`
 }
 
 // HasFlag reports whether the operation carries f.

@@ -95,7 +95,9 @@ func Watch(op *Operation, d Destination, results []ProbeResult, until, now time.
 	if op.State == Confirmed {
 		found, _ = uniqueRefs(found)
 		for _, c := range found {
-			if !confirmedAs(op, c.Ref) {
+			// A resource whose undo is confirmed, still listed (a
+			// destination that shows deleted resources), is no new duplicate.
+			if !confirmedAs(op, c.Ref) && !slices.Contains(op.Undone, c.Ref) {
 				w.Extra = append(w.Extra, c)
 			}
 		}
@@ -114,13 +116,6 @@ func Watch(op *Operation, d Destination, results []ProbeResult, until, now time.
 		}
 	}
 	return w
-}
-
-// NotUndone drops from extra the resources whose undo is confirmed
-// (undone): a destination that still lists a deleted resource has not
-// made a new duplicate.
-func NotUndone(extra []Candidate, undone []string) []Candidate {
-	return slices.DeleteFunc(extra, func(c Candidate) bool { return slices.Contains(undone, c.Ref) })
 }
 
 // confirmedAs reports whether ref is the effect the ledger confirmed op

@@ -20,9 +20,6 @@ INSERT INTO compensations (operation_id, parent_id, case_id, decision_id, resour
 	/* Store.openCompensations */
 	selectOpenCompensations = `SELECT o.id, o.state FROM compensations c JOIN operations o ON o.id = c.operation_id
 WHERE c.parent_id = ? AND o.state NOT IN ('confirmed', 'compensated', 'failed') ORDER BY c.created_at, c.operation_id`
-	/* Store.undoneRefs */
-	selectUndoneRefs = `SELECT c.resource_ref FROM compensations c JOIN operations o ON o.id = c.operation_id
-WHERE c.parent_id = ? AND o.state = 'confirmed'`
 	/* Store.cancelCompensations */
 	updateCompensationCanceled = `UPDATE compensations SET canceled_by = ? WHERE operation_id = ?`
 	/* Store.Compensations */
@@ -185,17 +182,6 @@ func (s *Store) watchAgain(ctx context.Context, tx *sqlx.Tx, parent *opRow) erro
 		return nil
 	}
 	return s.startWatch(ctx, tx, parent.ID, d)
-}
-
-// undoneRefs are the resources of parent whose undo is confirmed: a
-// search that still lists one (a destination that shows deleted
-// resources) has not found a new duplicate.
-func (s *Store) undoneRefs(ctx context.Context, tx *sqlx.Tx, parent string) ([]string, error) {
-	var refs []string
-	if err := s.sel(ctx, tx, &refs, selectUndoneRefs, parent); err != nil {
-		return nil, fmt.Errorf("undone refs: %w", err)
-	}
-	return refs, nil
 }
 
 // Compensation is a compensation operation of a parent, as the case page

@@ -224,22 +224,45 @@ func TestUndoneDuplicateIsWatchedAgain(t *testing.T) {
 		if err != nil || len(claims) != 1 || claims[0].Op.ID != op.ID {
 			t.Fatalf("watches after the undo: %+v, %v; want the confirmed parent", claims, err)
 		}
-		if err := b.s.ApplyWatch(b.ctx, claims[0], review.Watching{Extra: []review.Candidate{cand("fld-2")}}); err != nil {
+		// What the reconciler makes of a search listing the kept, the undone
+		// and (later) a third folder.
+		look := func(c store.WatchClaim, refs ...string) review.Watching {
+			var cs []review.Candidate
+			for _, r := range refs {
+				cs = append(cs, cand(r))
+			}
+			return review.Watch(c.Op, review.Destination{SearchLag: 2 * time.Second},
+				[]review.ProbeResult{{Kind: review.ProbeSearch, Candidates: cs}}, c.Until, b.clk.Now())
+		}
+		if !slices.Contains(claims[0].Op.Undone, "fld-2") {
+			t.Errorf("the parent's undone resources = %v, want fld-2", claims[0].Op.Undone)
+		}
+		w := look(claims[0], "fld-1", "fld-2")
+		if len(w.Extra) != 0 || w.Next.IsZero() {
+			t.Errorf("a search still listing the undone fld-2: extra %v, next %v; want no extra, the watch going on", w.Extra, w.Next)
+		}
+		if err := b.s.ApplyWatch(b.ctx, claims[0], w); err != nil {
 			t.Fatal(err)
 		}
 		if open := openCases(t, b, op.ID); open != 0 {
 			t.Errorf("the undone fld-2 listed again opened %d cases", open)
 		}
-		exec(t, b.s, `UPDATE operations SET watch_next_at = ? WHERE id = ?`, b.clk.Now(), op.ID)
+		b.clk.Advance(3 * time.Second)
 		claims, _ = b.s.ClaimWatches(b.ctx, 10, time.Minute)
 		if len(claims) != 1 {
 			t.Fatalf("second look: %+v", claims)
 		}
-		if err := b.s.ApplyWatch(b.ctx, claims[0], review.Watching{Extra: []review.Candidate{cand("fld-2"), cand("fld-3")}}); err != nil {
+		if err := b.s.ApplyWatch(b.ctx, claims[0], look(claims[0], "fld-1", "fld-2", "fld-3")); err != nil {
 			t.Fatal(err)
 		}
 		if open := openCases(t, b, op.ID); open != 1 {
 			t.Errorf("a third folder found after the undo opened %d cases, want one", open)
+		}
+		cs, _ = b.s.CasesForOperation(b.ctx, op.ID)
+		for _, c := range cs {
+			if c.Status == store.CaseOpen && c.RecommendedRef != "fld-3" {
+				t.Errorf("the new case recommends %s %s, want the undo of fld-3 (fld-2 is undone already)", c.RecommendedAction, c.RecommendedRef)
+			}
 		}
 	})
 }

@@ -265,6 +265,10 @@ FROM evidence WHERE operation_id IN (?) ORDER BY operation_id, id`
 	selectJobs = `
 SELECT operation_id, ref, status, input_version, output_ref, created_at, updated_at
 FROM jobs WHERE operation_id IN (?) ORDER BY operation_id, created_at, ref`
+	/* Store.loadDetails: the resources whose undo is confirmed. */
+	selectUndone = `
+SELECT c.parent_id, c.resource_ref FROM compensations c JOIN operations o ON o.id = c.operation_id
+WHERE c.parent_id IN (?) AND o.state = 'confirmed' ORDER BY c.parent_id, c.created_at`
 )
 
 type evidenceRow struct {
@@ -330,6 +334,36 @@ func (s *Store) loadDetailsMany(ctx context.Context, q sqlx.QueryerContext, ops 
 	}
 	for _, j := range jobs {
 		byID[j.OperationID].Jobs = append(byID[j.OperationID].Jobs, j)
+	}
+	return s.loadUndone(ctx, q, ops, byID)
+}
+
+// loadUndone fills Undone of the ops a reviewer has been at (only they
+// can have compensations; the attempt cycle's states never do).
+func (s *Store) loadUndone(ctx context.Context, q sqlx.QueryerContext, ops []*review.Operation, byID map[string]*review.Operation) error {
+	var ids []string
+	for _, op := range ops {
+		switch op.State {
+		case review.Confirmed, review.NeedsReview, review.Compensating, review.Compensated:
+			ids = append(ids, op.ID)
+		}
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	qs, args, err := sqlx.In(selectUndone, ids)
+	if err != nil {
+		return err
+	}
+	var rows []struct {
+		ParentID string `db:"parent_id"`
+		Ref      string `db:"resource_ref"`
+	}
+	if err := sqlx.SelectContext(ctx, q, &rows, s.rebind(qs), args...); err != nil {
+		return fmt.Errorf("store.loadDetails: undone: %w", err)
+	}
+	for _, r := range rows {
+		byID[r.ParentID].Undone = append(byID[r.ParentID].Undone, r.Ref)
 	}
 	return nil
 }

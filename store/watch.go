@@ -113,15 +113,6 @@ func (s *Store) ApplyWatch(ctx context.Context, c WatchClaim, w review.Watching)
 			}
 		}
 		const actor = "system:reconciler"
-		if len(w.Extra) > 0 {
-			// (The watch ends on what it found; a resource listed again
-			// after its undo ends it too, without a case.)
-			undone, err := s.undoneRefs(ctx, tx, c.Op.ID)
-			if err != nil {
-				return err
-			}
-			w.Extra = review.NotUndone(w.Extra, undone)
-		}
 		switch {
 		case len(w.Extra) > 0:
 			_, err := s.openCase(ctx, tx, c.Op.ID, c.Op.Tenant, []review.Reason{review.ReasonMultipleCands}, actor)
