@@ -329,8 +329,11 @@ func (a *App) Close() error {
 func probeWarnings(p *reconcile.Prober, log *slog.Logger) []string {
 	var out []string
 	for _, m := range p.MissingCredentials() {
-		log.Warn("probe credential not set: this destination's probes are not sent and its ambiguous operations go to review",
-			"destination", m.Destination, "probe", m.Probe, "auth_env", m.Env)
+		msg := "probe credential not set: this destination's probes are not sent and its ambiguous operations go to review"
+		if m.Probe == "undo" {
+			msg = "undo credential not set: Limbo runs no compensation at this destination; the integrator must"
+		}
+		log.Warn(msg, "destination", m.Destination, "probe", m.Probe, "auth_env", m.Env)
 		out = append(out, m.String())
 	}
 	return out

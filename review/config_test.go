@@ -445,3 +445,31 @@ webhooks:
 		t.Error("an unlisted destination or an empty file allows something internal")
 	}
 }
+
+// TestUndoConfig: a destination's undo call is checked at start — its
+// method, a URL naming the resource to undo, template fields that exist,
+// the credential pair — and gets its defaults.
+func TestUndoConfig(t *testing.T) {
+	parse := func(undo string) (*Config, error) {
+		return ParseConfig([]byte("destinations:\n  files:\n    undo:\n" + undo))
+	}
+	cfg, err := parse("      url: https://files.example.com/resources/{{.Ref}}\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u := cfg.Destinations["files"].Undo; u.Method != "DELETE" || u.Timeout != DefaultUndoTimeout {
+		t.Errorf("defaults: %+v", u)
+	}
+	for _, bad := range []string{
+		"      method: GET\n      url: https://files.example.com/resources/{{.Ref}}\n",
+		"      url: https://files.example.com/resources/{{.ID}}\n",
+		"      url: https://files.example.com/resources/{{.Reff}}\n",
+		"      url: files.example.com/resources/{{.Ref}}\n",
+		"      url: https://files.example.com/resources/{{.Ref}}\n      auth_header: Authorization\n",
+		"      url: https://files.example.com/resources/{{.Ref}}\n      timeout: -1s\n",
+	} {
+		if _, err := parse(bad); !errors.Is(err, ErrInvalid) {
+			t.Errorf("undo %q: %v, want ErrInvalid", bad, err)
+		}
+	}
+}
