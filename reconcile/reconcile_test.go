@@ -582,7 +582,7 @@ func TestExampleConfigProbesRun(t *testing.T) {
 			t.Errorf("%s probe of limbo.example.yaml fails: %s", res.Kind, res.Err)
 		}
 	}
-	if miss := reconcile.NewProberEnv(cfg, func(string) string { return "" }).MissingCredentials(); len(miss) != 3 {
-		t.Errorf("missing credentials without FILES_API_TOKEN = %v, want the three probes of files", miss)
+	if miss := reconcile.NewProberEnv(cfg, func(string) string { return "" }).MissingCredentials(); len(miss) != 4 || miss[3].Probe != "undo" {
+		t.Errorf("missing credentials without FILES_API_TOKEN = %v, want the three probes of files and its undo call", miss)
 	}
 }
