@@ -114,7 +114,8 @@ func namingRefs(op *review.Operation) []string {
 }
 
 // awaitCompensations waits until every compensation of parents has
-// settled (confirmed or failed), or settle has passed.
+// settled (confirmed, failed, or in review for a person), or settle has
+// passed.
 func awaitCompensations(ctx context.Context, st *store.Store, parents []string, settle time.Duration, log *slog.Logger) error {
 	deadline := time.Now().Add(settle)
 	for {
@@ -125,7 +126,8 @@ func awaitCompensations(ctx context.Context, st *store.Store, parents []string, 
 				return err
 			}
 			for _, k := range cs {
-				if !k.State.Terminal() {
+				// In review, the undo waits for a person: settled for now.
+				if !k.State.Terminal() && k.State != review.NeedsReview {
 					open++
 				}
 			}

@@ -95,6 +95,9 @@ func fieldsOf(op *review.Operation) probeFields {
 	if op.Resource != nil {
 		f.ResourceRef = esc(op.Resource.Ref)
 	}
+	if ref := review.CompensationResource(op); ref != "" {
+		f.ResourceRef = esc(ref) // an undo is settled by looking up what it undoes
+	}
 	if n := len(op.Jobs); n > 0 {
 		f.JobRef = esc(op.Jobs[n-1].Ref)
 	}
@@ -129,7 +132,8 @@ func (p *Prober) Probe(ctx context.Context, op *review.Operation, d review.Desti
 			steps = append(steps, step{kind: review.ProbeStatus, pr: d.Probes.Job, ref: ref, job: true})
 		}
 	}
-	if pr := d.Probes.Search; pr != nil {
+	// A search cannot show an undo (review.settleUndo): not sent for one.
+	if pr := d.Probes.Search; pr != nil && !review.IsCompensation(op.Action) {
 		steps = append(steps, step{kind: review.ProbeSearch, pr: pr})
 	}
 	out := make([]review.ProbeResult, 0, len(steps))
@@ -315,7 +319,7 @@ func candidates(v any, path string) ([]review.Candidate, error) {
 			return nil, fmt.Errorf("candidate %d is not an object", i)
 		}
 		c := review.Candidate{Ref: cmp.Or(str(m, "ref"), str(m, "id")), Kind: str(m, "kind"),
-			Version: cmp.Or(str(m, "version"), str(m, "logical_version")), OperationID: str(m, "operation_id")}
+			Version: cmp.Or(str(m, "version"), str(m, "logical_version")), OperationID: str(m, "operation_id"), Status: str(m, "status")}
 		if c.Ref == "" {
 			return nil, fmt.Errorf("candidate %d has no ref", i)
 		}

@@ -3,6 +3,7 @@ package review
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 )
@@ -58,8 +59,10 @@ func PlanCompensation(parent *Operation, ref, how, decisionID, actor string, now
 // CompensationSettles says what a compensation reaching state child means
 // for its parent (compensating): confirmed → the parent is compensated, or
 // confirmed with the kept resource when the decision kept one (keep_and_undo);
-// failed, ambiguous or in review → the parent goes back to review with
-// reason compensation_failed. Any other state moves nothing ("").
+// ambiguous → the parent stays compensating (Compensating) while the undo
+// is reconciled, its case marked compensation_failed; failed or in review
+// → the parent goes back to review with reason compensation_failed. Any
+// other state moves nothing ("").
 func CompensationSettles(child State, keep string) (State, []Reason, string) {
 	switch child {
 	case Confirmed:
@@ -67,7 +70,11 @@ func CompensationSettles(child State, keep string) (State, []Reason, string) {
 			return Confirmed, nil, "the duplicate is undone; " + keep + " is the effect"
 		}
 		return Compensated, nil, "the compensation is confirmed: the effect is undone"
-	case Failed, Ambiguous, NeedsReview:
+	case Ambiguous:
+		// The undo's answer was lost: the parent keeps waiting while the
+		// compensation is reconciled, and its case says the undo is in doubt.
+		return Compensating, []Reason{ReasonCompensationFailed}, "the compensation's outcome is unknown; reconciling it"
+	case Failed, NeedsReview:
 		return NeedsReview, []Reason{ReasonCompensationFailed}, "the compensation is " + string(child) + ": the effect may still be there"
 	}
 	return "", nil, ""
@@ -86,4 +93,66 @@ func CompensationResource(op *Operation) string {
 		return ""
 	}
 	return p.Resource
+}
+
+// undoneStatuses are the statuses a destination's lookup gives a resource
+// that no longer has its effect.
+var undoneStatuses = []string{"compensated", "deleted", "canceled", "cancelled", "refunded", "voided", "revoked", "removed"}
+
+// settleUndo settles an ambiguous compensation — its undo sent, the
+// answer lost — from a status lookup of the resource it undoes: a search
+// for the compensation cannot show a DELETE, so absence there proves
+// nothing. The destination does not find the resource (404, 410) or
+// gives it an undone status: the undo is done (confirmed). It shows the
+// resource with another status: the undo did not happen, and may be sent
+// again (an undo is idempotent at the destination) while the budget
+// lasts. Anything else is inconclusive and probed again, and goes to a
+// person once the rounds or the deadline are spent.
+func settleUndo(in SettleInput) Settlement {
+	op, now := in.Op, in.Now
+	ref := CompensationResource(op)
+	var st Settlement
+	for _, r := range in.Results {
+		if r.Kind != ProbeStatus || r.Ref != ref {
+			continue
+		}
+		switch {
+		case r.Err != "":
+			st.Evidence = append(st.Evidence, r.Evidence(op, VerdictInconclusive, fmt.Sprintf("status lookup of %s failed: %s", ref, r.Err)))
+		case r.NotFound:
+			st.Evidence = append(st.Evidence, r.Evidence(op, VerdictConfirms, fmt.Sprintf("the destination no longer finds %s: it is undone", ref)))
+			st.State, st.Reason = Confirmed, fmt.Sprintf("reconciled: the destination no longer finds %s", ref)
+		default:
+			i := slices.IndexFunc(r.Candidates, func(c Candidate) bool { return c.Ref == ref })
+			status := ""
+			if i >= 0 {
+				status = strings.ToLower(r.Candidates[i].Status)
+			}
+			switch {
+			case slices.Contains(undoneStatuses, status):
+				st.Evidence = append(st.Evidence, r.Evidence(op, VerdictConfirms, fmt.Sprintf("the destination shows %s %s: it is undone", ref, status)))
+				st.State, st.Reason = Confirmed, fmt.Sprintf("reconciled: the destination shows %s %s", ref, status)
+			case status != "":
+				st.Evidence = append(st.Evidence, r.Evidence(op, VerdictRefutes, fmt.Sprintf("the destination shows %s %s: the undo did not happen", ref, status)))
+				to, why := AfterAbsence(op, func() time.Time { return now })
+				st.State, st.Reason = to, "the undo did not happen ("+ref+" is "+status+"); "+why
+			default:
+				st.Evidence = append(st.Evidence, r.Evidence(op, VerdictInconclusive, fmt.Sprintf("the status lookup of %s names no status", ref)))
+			}
+		}
+		if st.State != "" {
+			return st
+		}
+	}
+	round := in.Round + 1
+	next := now.Add(min(ProbeBackoffBase<<min(round, 20), ProbeBackoffCap))
+	switch {
+	case !op.Deadline.IsZero() && next.After(op.Deadline):
+		return st.escalate(ReasonDeadlineExpired, "the deadline comes before the undo could be settled")
+	case round >= MaxProbeRounds:
+		return st.escalate(ReasonNoDedupEvidence, fmt.Sprintf("%d reconciliation rounds could not say whether %s is undone", round, ref))
+	}
+	st.NextProbe = next
+	st.Reason = "whether " + ref + " is undone is not known yet; probing again"
+	return st
 }

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestPlanCompensation(t *testing.T) {
@@ -32,7 +33,7 @@ func TestPlanCompensation(t *testing.T) {
 		want  State
 	}{
 		{Confirmed, "", Compensated}, {Confirmed, "fld-1", Confirmed}, {Failed, "", NeedsReview},
-		{Ambiguous, "fld-1", NeedsReview}, {InFlight, "", ""}, {RetryWait, "", ""},
+		{Ambiguous, "fld-1", Compensating}, {NeedsReview, "", NeedsReview}, {InFlight, "", ""}, {RetryWait, "", ""},
 	} {
 		if got, _, _ := CompensationSettles(tt.child, tt.keep); got != tt.want {
 			t.Errorf("child %s (keep %q): parent %q, want %q", tt.child, tt.keep, got, tt.want)
@@ -64,5 +65,41 @@ func TestSettlesByHand(t *testing.T) {
 	}
 	if got, err := SettlesByHand(DecideCompensate, kids(InFlight, Pending)); got != nil || err != nil {
 		t.Errorf("compensate: %v, %v; want nothing canceled", got, err)
+	}
+}
+
+// TestSettleUndo: an ambiguous compensation is settled by looking up the
+// resource it undoes — gone or shown undone confirms it, shown live sends
+// it again — never by a search, which cannot show an undo.
+func TestSettleUndo(t *testing.T) {
+	now := classifyNow
+	op := &Operation{ID: "op-u", Action: CompensationPrefix + "upload", Risk: RiskCompensableWrite, State: Ambiguous, AttemptCount: 1,
+		MaxAttempts: 5, Deadline: now.Add(time.Hour), Payload: []byte(`{"compensates":"op-1","resource":"fld-2"}`)}
+	if ref, _ := LookupRef(op); ref != "fld-2" {
+		t.Fatalf("LookupRef = %q, want the resource undone", ref)
+	}
+	status := func(r ProbeResult) Settlement {
+		r.Kind, r.Ref = ProbeStatus, "fld-2"
+		return Settle(SettleInput{Op: op, Results: []ProbeResult{r, {Kind: ProbeSearch, Candidates: []Candidate{}}}, Now: now})
+	}
+	for _, tt := range []struct {
+		name string
+		r    ProbeResult
+		want State
+	}{
+		{"gone", ProbeResult{NotFound: true}, Confirmed},
+		{"shown compensated", ProbeResult{Candidates: []Candidate{{Ref: "fld-2", OperationID: "op-1", Status: "compensated"}}}, Confirmed},
+		{"shown deleted", ProbeResult{Candidates: []Candidate{{Ref: "fld-2", Status: "Deleted"}}}, Confirmed},
+		{"shown active", ProbeResult{Candidates: []Candidate{{Ref: "fld-2", OperationID: "op-1", Status: "active"}}}, RetryWait},
+		{"no status", ProbeResult{Candidates: []Candidate{{Ref: "fld-2", OperationID: "op-1"}}}, ""},
+		{"lookup failed", ProbeResult{Err: "timeout"}, ""},
+	} {
+		if got := status(tt.r); got.State != tt.want {
+			t.Errorf("%s: %q (%s), want %q", tt.name, got.State, got.Reason, tt.want)
+		}
+	}
+	// An empty search alone proves nothing about an undo.
+	if got := Settle(SettleInput{Op: op, Results: []ProbeResult{{Kind: ProbeSearch, Candidates: []Candidate{}}}, Now: now}); got.State != "" {
+		t.Errorf("an empty search settled the undo: %s (%s)", got.State, got.Reason)
 	}
 }

@@ -98,6 +98,9 @@ type SettleInput struct {
 // operation's resource when the ledger knows one, else its latest job (job
 // is then true); "" when the ledger knows neither.
 func LookupRef(op *Operation) (ref string, job bool) {
+	if ref := CompensationResource(op); ref != "" {
+		return ref, false // an undo is settled by looking its resource up
+	}
 	if op.Resource != nil && op.Resource.Ref != "" {
 		return op.Resource.Ref, false
 	}
@@ -117,6 +120,9 @@ func LookupRef(op *Operation) (ref string, job bool) {
 // operation ambiguous, to be probed again. A ref the ledger knows that the
 // destination does not find contradicts the ledger: state_conflict.
 func Settle(in SettleInput) Settlement {
+	if IsCompensation(in.Op.Action) {
+		return settleUndo(in)
+	}
 	return withHistory(in, settleRound(in))
 }
 

@@ -252,6 +252,10 @@ type Candidate struct {
 	Kind        string `json:"kind,omitempty" text:"id,255"`
 	Version     string `json:"version,omitempty" text:"id,255"`
 	OperationID string `json:"operation_id,omitempty" text:"id,255"`
+	// Status is the destination's word on the resource ("active",
+	// "deleted"…), as a status lookup answered it; read only to settle
+	// an undo (UndoSettled).
+	Status string `json:"status,omitempty" text:"id,255"`
 }
 
 // EvidenceSource says where evidence came from.

@@ -91,6 +91,10 @@ func (s *Store) settleParent(ctx context.Context, tx *sqlx.Tx, tenant, child str
 	detail := map[string]any{"compensation": child, "resource_ref": link.ResourceRef, "case_id": link.CaseID}
 	switch review.State(parent.State) {
 	case review.Compensating:
+		if to == review.Compensating { // the undo in doubt: say so on the case, wait for its reconciliation
+			_, err := s.openCase(ctx, tx, parent.ID, parent.Tenant, reasons, compensationActor)
+			return err
+		}
 		if len(reasons) > 0 {
 			detail["escalation"] = reasons
 		}

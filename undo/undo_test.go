@@ -11,6 +11,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/limbo-dev/limbo/reconcile"
 	"github.com/limbo-dev/limbo/review"
 	"github.com/limbo-dev/limbo/sandbox"
 	"github.com/limbo-dev/limbo/store"
@@ -32,7 +33,12 @@ type bundle struct {
 // sandbox.LimboConfig configures Limbo: with the sandbox's undo call.
 func setup(t *testing.T, e store.Engine) *bundle {
 	t.Helper()
-	sb := sandbox.New(sandbox.Options{Seed: 1})
+	return setupWith(t, e, sandbox.Options{Seed: 1})
+}
+
+func setupWith(t *testing.T, e store.Engine, opts sandbox.Options) *bundle {
+	t.Helper()
+	sb := sandbox.New(opts)
 	srv := httptest.NewServer(sb.Handler())
 	t.Cleanup(func() {
 		srv.Close()
@@ -58,23 +64,21 @@ func (b *bundle) worker(t *testing.T, getenv func(string) string) *undo.Worker {
 }
 
 // folder creates a folder at the sandbox for op, as an integrator's send
-// without a key would: every call is a new effect.
+// without a key would: every call is a new effect. The ref is read from
+// the sandbox's truth, so a lost answer (Options.Loss) does not matter.
 func (b *bundle) folder(t *testing.T, op *review.Operation) string {
 	t.Helper()
+	before := len(b.sb.Truth())
 	body, _ := json.Marshal(map[string]any{"name": op.SourceRef,
 		"metadata": map[string]any{"operation_id": op.ID, "logical_version": op.LogicalVersion}})
-	resp, err := http.Post(b.url+"/folders", "application/json", bytes.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
+	if resp, err := http.Post(b.url+"/folders", "application/json", bytes.NewReader(body)); err == nil {
+		resp.Body.Close()
 	}
-	defer resp.Body.Close()
-	var v struct {
-		Ref string `json:"ref"`
+	truth := b.sb.Truth()
+	if len(truth) != before+1 || truth[before].OperationID != op.ID {
+		t.Fatalf("POST /folders made %d effects", len(truth)-before)
 	}
-	if err := json.NewDecoder(resp.Body).Decode(&v); err != nil || resp.StatusCode != http.StatusCreated {
-		t.Fatalf("POST /folders: %d, %v", resp.StatusCode, err)
-	}
-	return v.Ref
+	return truth[before].ResourceRef
 }
 
 // duplicate registers an operation whose one attempt created refs at the
@@ -234,5 +238,43 @@ func TestWorkerRunsTheUndo(t *testing.T) {
 				t.Errorf("RunOnce = %d, %v; undone %v", n, err, compensated(b.sb)[refs[1]])
 			}
 		})
+	})
+}
+
+// TestLostUndoIsReconciled: the sandbox undoes the resource but the
+// answer is lost, so the compensation is ambiguous. Reconciliation looks
+// the undone resource up (a search cannot show a DELETE), finds it
+// compensated and confirms the undo; the parent is confirmed with the
+// kept resource. An undo whose resource the lookup still shows active
+// is sent again.
+func TestLostUndoIsReconciled(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		b := setupWith(t, e, sandbox.Options{Seed: 1, Loss: 1})
+		w := b.worker(t, nil)
+		rec := reconcile.New(b.st, b.cfg, "reconciler", slog.New(slog.NewTextHandler(io.Discard, nil)))
+
+		parent, refs, c := b.duplicate(t, "doc-lost-undo", 2, "")
+		b.keepAndUndo(t, c, refs[0], refs[1])
+		if n, err := w.RunOnce(b.ctx); err != nil || n != 1 {
+			t.Fatalf("RunOnce = %d, %v", n, err)
+		}
+		cs, _ := b.st.Compensations(b.ctx, parent.ID)
+		if cs[0].State != review.Ambiguous {
+			t.Fatalf("the compensation after a lost answer is %s, want ambiguous", cs[0].State)
+		}
+		if !compensated(b.sb)[refs[1]] {
+			t.Fatal("the sandbox did not undo the resource")
+		}
+		if _, err := rec.RunOnce(b.ctx); err != nil {
+			t.Fatal(err)
+		}
+		cs, _ = b.st.Compensations(b.ctx, parent.ID)
+		if cs[0].State != review.Confirmed {
+			t.Errorf("the compensation after reconciliation is %s (%s), want confirmed", cs[0].State, cs[0].StateReason)
+		}
+		if p := b.op(t, parent.ID); p.State != review.Confirmed || p.Resource == nil || p.Resource.Ref != refs[0] {
+			t.Errorf("parent = %s %+v, want confirmed with %s", p.State, p.Resource, refs[0])
+		}
 	})
 }
