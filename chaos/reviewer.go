@@ -90,27 +90,14 @@ func undoDecision(c *store.Case, op *review.Operation, now time.Time) (store.Dec
 		return req, false
 	}
 	switch {
-	case op.State == review.NeedsReview && rec.Keep != "" && len(namingRefs(op)) == 2:
+	case op.State == review.NeedsReview && rec.Keep != "" && len(review.MatchingRefs(op)) == 2:
 		req.Action, req.Ref, req.UndoRef = review.DecideKeepAndUndo, rec.Keep, rec.Ref
-	case op.State == review.Confirmed && len(namingRefs(op)) == 2:
+	case op.State == review.Confirmed && len(review.MatchingRefs(op)) == 2:
 		req.Action, req.Ref = review.DecideCompensate, rec.Ref
 	default:
 		return req, false
 	}
 	return req, true
-}
-
-// namingRefs are the refs the evidence shows naming op and its version.
-func namingRefs(op *review.Operation) []string {
-	var out []string
-	for _, ev := range op.Evidence {
-		for _, c := range ev.Candidates {
-			if c.OperationID == op.ID && (c.Version == "" || c.Version == op.LogicalVersion) && !slices.Contains(out, c.Ref) {
-				out = append(out, c.Ref)
-			}
-		}
-	}
-	return out
 }
 
 // awaitCompensations waits until every compensation of parents has

@@ -125,6 +125,10 @@ type findings struct {
 	refutes      bool     // some authoritative source proved absence
 }
 
+// MatchingRefs are the resources the authoritative evidence shows naming
+// op and its logical version (those undone left out): its candidates.
+func MatchingRefs(op *Operation) []string { return weigh(op).matching }
+
 func weigh(op *Operation) findings {
 	var f findings
 	seen := map[string]bool{}

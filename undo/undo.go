@@ -89,9 +89,6 @@ func New(st *store.Store, cfg *review.Config, log *slog.Logger, getenv func(stri
 	return w, nil
 }
 
-// Enabled reports whether any destination has an undo call.
-func (w *Worker) Enabled() bool { return len(w.dests) > 0 }
-
 // Run runs rounds every interval until ctx ends.
 func (w *Worker) Run(ctx context.Context, every time.Duration) {
 	loop.Drain(ctx, every, w.Log, "undo round", w.Batch, w.RunOnce)

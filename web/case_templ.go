@@ -2252,39 +2252,37 @@ func actionLabel(v CaseView, a string) string {
 // keptRef is the resource the operation keeps while compensating after a
 // keep_and_undo ("" otherwise).
 func keptRef(v CaseView) string {
-	if v.Op.State != review.Compensating {
-		return ""
-	}
-	for i := len(v.Decisions) - 1; i >= 0; i-- {
-		if d := v.Decisions[i]; d.Status == store.DecisionApplied {
-			if d.Action == review.DecideKeepAndUndo {
-				return d.ResourceRef
-			}
-			return ""
-		}
+	if d := lastApplied(v); v.Op.State == review.Compensating && d != nil && d.Action == review.DecideKeepAndUndo {
+		return d.ResourceRef
 	}
 	return ""
 }
 
-// compensationUnderWay says what the case's compensate decision undoes.
+// compensationUnderWay says what the decision that put the operation in
+// compensating (the case's newest applied one) undoes.
 func compensationUnderWay(v CaseView) string {
-	for i := len(v.Decisions) - 1; i >= 0; i-- {
-		d := v.Decisions[i]
-		if d.Status != store.DecisionApplied {
-			continue
+	d := lastApplied(v)
+	switch {
+	case d != nil && d.Action == review.DecideCompensate:
+		what := d.Compensation
+		if d.ResourceRef != "" {
+			what = d.ResourceRef + " — " + what
 		}
-		switch d.Action {
-		case review.DecideCompensate:
-			what := d.Compensation
-			if d.ResourceRef != "" {
-				what = d.ResourceRef + " — " + what
-			}
-			return what + " (decided by " + d.Actor + ")"
-		case review.DecideKeepAndUndo:
-			return "keep " + d.ResourceRef + ", undo " + d.UndoRef + " — " + d.Compensation + " (decided by " + d.Actor + ")"
-		}
+		return what + " (decided by " + d.Actor + ")"
+	case d != nil && d.Action == review.DecideKeepAndUndo:
+		return "keep " + d.ResourceRef + ", undo " + d.UndoRef + " — " + d.Compensation + " (decided by " + d.Actor + ")"
 	}
 	return "an undo was decided"
+}
+
+// lastApplied is the case's newest decision that moved the operation (nil: none).
+func lastApplied(v CaseView) *store.Decision {
+	for i := len(v.Decisions) - 1; i >= 0; i-- {
+		if v.Decisions[i].Status == store.DecisionApplied {
+			return &v.Decisions[i]
+		}
+	}
+	return nil
 }
 
 // caseStatus is "open", or "resolved: <resolution> by <who>".
@@ -2353,7 +2351,7 @@ func History(events []store.AuditEvent) templ.Component {
 			var templ_7745c5c3_Var118 string
 			templ_7745c5c3_Var118, templ_7745c5c3_Err = templ.JoinStringErrs(e.At.Format(time.RFC3339))
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/case.templ`, Line: 597, Col: 37}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/case.templ`, Line: 595, Col: 37}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var118))
 			if templ_7745c5c3_Err != nil {
@@ -2366,7 +2364,7 @@ func History(events []store.AuditEvent) templ.Component {
 			var templ_7745c5c3_Var119 string
 			templ_7745c5c3_Var119, templ_7745c5c3_Err = templ.JoinStringErrs(e.Action)
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/case.templ`, Line: 597, Col: 57}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/case.templ`, Line: 595, Col: 57}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var119))
 			if templ_7745c5c3_Err != nil {
@@ -2380,7 +2378,7 @@ func History(events []store.AuditEvent) templ.Component {
 				var templ_7745c5c3_Var120 string
 				templ_7745c5c3_Var120, templ_7745c5c3_Err = templ.JoinStringErrs(e.FromState)
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/case.templ`, Line: 599, Col: 18}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/case.templ`, Line: 597, Col: 18}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var120))
 				if templ_7745c5c3_Err != nil {
@@ -2393,7 +2391,7 @@ func History(events []store.AuditEvent) templ.Component {
 				var templ_7745c5c3_Var121 string
 				templ_7745c5c3_Var121, templ_7745c5c3_Err = templ.JoinStringErrs(e.ToState)
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/case.templ`, Line: 599, Col: 36}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/case.templ`, Line: 597, Col: 36}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var121))
 				if templ_7745c5c3_Err != nil {
@@ -2411,7 +2409,7 @@ func History(events []store.AuditEvent) templ.Component {
 			var templ_7745c5c3_Var122 string
 			templ_7745c5c3_Var122, templ_7745c5c3_Err = templ.JoinStringErrs(e.Actor)
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/case.templ`, Line: 601, Col: 16}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/case.templ`, Line: 599, Col: 16}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var122))
 			if templ_7745c5c3_Err != nil {
