@@ -166,6 +166,7 @@ func TestBrowserKeepAndUndo(t *testing.T) {
 		rev.open("/cases/" + caseID)
 		rev.waitText("section.summary", "resolved: compensation_done by system:compensation")
 		rev.waitText("section.compensations", "confirmed")
+		rev.waitText(`section[aria-labelledby="candidates-h"]`, drop+" undone")
 		// Settled, its timeline is folded away, and holds the whole run.
 		rev.waitFor(`!document.querySelector("section.compensations details").open && document.querySelector("section.compensations details").textContent.includes("attempt.outcome in_flight → confirmed")`,
 			"the settled compensation's timeline, folded, with its outcome")
