@@ -171,9 +171,25 @@ type Page struct {
 // List returns a page of operations, optionally in one state; pass the
 // previous page's NextCursor to continue.
 func (c *Client) List(ctx context.Context, state review.State, cursor string, limit int) (*Page, error) {
+	return c.ListBy(ctx, ListFilter{State: state}, cursor, limit)
+}
+
+// ListFilter narrows ListBy; empty members match everything.
+type ListFilter struct {
+	State review.State
+	// SourceRef: only the operations about this source (an agent run's
+	// tool calls share the run's id as source_ref).
+	SourceRef string
+}
+
+// ListBy returns a page of the operations f matches.
+func (c *Client) ListBy(ctx context.Context, f ListFilter, cursor string, limit int) (*Page, error) {
 	q := url.Values{}
-	if state != "" {
-		q.Set("state", string(state))
+	if f.State != "" {
+		q.Set("state", string(f.State))
+	}
+	if f.SourceRef != "" {
+		q.Set("source_ref", f.SourceRef)
 	}
 	if cursor != "" {
 		q.Set("cursor", cursor)
@@ -184,6 +200,16 @@ func (c *Client) List(ctx context.Context, state review.State, cursor string, li
 	p := &Page{}
 	_, err := c.do(ctx, http.MethodGet, "/api/v1/operations?"+q.Encode(), nil, p)
 	return p, err
+}
+
+// Actions returns the action policies open to the token's tenant
+// (GET /api/v1/actions). An action not listed has no policy.
+func (c *Client) Actions(ctx context.Context) ([]review.PublishedPolicy, error) {
+	var p struct {
+		Actions []review.PublishedPolicy `json:"actions"`
+	}
+	_, err := c.do(ctx, http.MethodGet, "/api/v1/actions", nil, &p)
+	return p.Actions, err
 }
 
 func (c *Client) do(ctx context.Context, method, path string, in, out any) (int, error) {

@@ -150,6 +150,10 @@ var adminProbes = []adminProbe{
 		code, _ := w.admins[admin].get("/admin/destinations")
 		return code == http.StatusOK
 	}, func(string, string) bool { return true }}, // not tenant data: the configuration file, secrets hidden
+	{"GET", "/admin/actions", tenantTargets, func(w *adminWorld, admin, _ string) bool {
+		code, _ := w.admins[admin].get("/admin/actions")
+		return code == http.StatusOK
+	}, func(string, string) bool { return true }}, // not tenant data: the configuration file's action policies
 	{"GET", "/admin/webhooks", tenantTargets, func(w *adminWorld, admin, target string) bool {
 		ep := w.endpoint(target, "listed-"+w.tag(admin, target))
 		_, body := w.admins[admin].get("/admin/webhooks")

@@ -117,7 +117,7 @@ func TestRegisterSameIntentionFiveTimes(t *testing.T) {
 		if len(p.Operations) != 1 {
 			t.Errorf("%d operations after 5 registrations of one intention, want 1", len(p.Operations))
 		}
-		ops, _, err := b.store.ListOperations(context.Background(), "acme", "", "", 100)
+		ops, _, err := b.store.ListOperations(context.Background(), "acme", store.OperationFilter{}, "", 100)
 		if err != nil || len(ops) != 1 {
 			t.Errorf("store holds %d operations (%v), want 1", len(ops), err)
 		}
@@ -254,7 +254,6 @@ func TestRegisterInvalid(t *testing.T) {
 		{"flags as string", with(`"flags":"financial"`), "flags", true},
 		{"missing source_ref", without(`"source_ref":"contract-1"`), "source_ref", false},
 		{"missing action", without(`"action":"create_folder"`), "action", false},
-		{"missing risk", without(`"risk":"compensable_write"`), "risk", false},
 		{"missing payload", strings.Replace(valid, `,"payload":{"name":"contract-1"}`, "", 1), "payload", true},
 		{"null payload", strings.Replace(valid, `{"name":"contract-1"}`, "null", 1), "payload", true},
 		{"invalid risk", strings.Replace(valid, `"compensable_write"`, `"dangerous"`, 1), "risk", false},

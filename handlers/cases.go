@@ -51,10 +51,10 @@ func (h *Handlers) caseViewRevealed(c echo.Context, id string, reveal bool) (*we
 	if err != nil {
 		return nil, err
 	}
-	fields := h.redactFields()
+	fields := h.redactFields(op)
 	v := &web.CaseView{Nav: nav(c), Case: cs, Op: op, History: hist, Decisions: ds,
 		Me: s.User.Email, Now: h.Store.Now(), Redacted: !bytes.Equal(review.Redact(op.Payload, fields), op.Payload),
-		UndoByLimbo: h.Store.Config().Destination(op.Destination).Undo != nil}
+		UndoByLimbo: h.Store.Config().Destination(op.Destination).Undo != nil, Policy: h.policyNote(op)}
 	children, err := h.compensations(c, op.ID, v)
 	if err != nil {
 		return nil, err
@@ -287,16 +287,36 @@ func (h *Handlers) OperationPage(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return render(c, http.StatusOK, web.OperationPage(web.OperationView{Nav: nav(c), Op: op, Payload: pretty(op.Payload, h.redactFields()),
-		Cases: cases, History: hist}))
+	return render(c, http.StatusOK, web.OperationPage(web.OperationView{Nav: nav(c), Op: op, Payload: pretty(op.Payload, h.redactFields(op)),
+		Cases: cases, History: hist, Policy: h.policyNote(op)}))
 }
 
-// redactFields are the payload members the configuration hides.
-func (h *Handlers) redactFields() []string {
-	if cfg := h.Store.Config(); cfg != nil {
-		return cfg.RedactFields
+// redactFields are the payload members the configuration hides for op:
+// the configuration's, and its action policy's.
+func (h *Handlers) redactFields(op *review.Operation) []string {
+	cfg := h.Store.Config()
+	if cfg == nil {
+		return nil
 	}
-	return nil
+	ac, _ := cfg.Policy(op.Destination, op.Action)
+	return append(slices.Clone(cfg.RedactFields), ac.RedactFields...)
+}
+
+// policyNote says which policy governs op's action, or that it has none
+// and got the safe defaults.
+func (h *Handlers) policyNote(op *review.Operation) string {
+	if review.IsCompensation(op.Action) {
+		return "a compensation: it follows the policy of the operation it undoes"
+	}
+	ac, ok := h.Store.Config().Policy(op.Destination, op.Action)
+	if !ok {
+		return fmt.Sprintf("no policy for %s at %s: safe defaults (risk %s unless the registration named one, the default budgets, no approval)",
+			op.Action, op.Destination, review.SafeRisk)
+	}
+	if ac.Owner == "" {
+		return "the action's policy (no owner stated)"
+	}
+	return "the action's policy, owned by " + ac.Owner
 }
 
 // pretty indents a payload for reading, with the named fields redacted.

@@ -42,6 +42,7 @@ var consoleRoutes = []struct {
 	{"POST", "/admin/tokens", review.PermAdmin},
 	{"POST", "/admin/tokens/{token}/revoke", review.PermAdmin},
 	{"GET", "/admin/destinations", review.PermAdmin},
+	{"GET", "/admin/actions", review.PermAdmin},
 	{"GET", "/admin/webhooks", review.PermAdmin},
 	{"POST", "/admin/webhooks", review.PermAdmin},
 	{"GET", "/admin/webhooks/{hook}", review.PermAdmin},

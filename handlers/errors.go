@@ -99,6 +99,8 @@ func (h *Handlers) toProblem(err error, c echo.Context) *Problem {
 			Detail: outcome.Reason, OperationID: outcome.Operation.ID, State: outcome.Operation.State}
 	case errors.Is(err, review.ErrNotFound):
 		return &Problem{Type: "not-found", Title: "Not found", Status: http.StatusNotFound, Detail: "no such resource"}
+	case errors.Is(err, review.ErrForbidden):
+		return &Problem{Type: "forbidden", Title: "Not allowed", Status: http.StatusForbidden, Detail: err.Error()}
 	case errors.Is(err, review.ErrInvalid):
 		p := &Problem{Type: "invalid-request", Title: "Invalid request", Status: http.StatusBadRequest, Detail: err.Error()}
 		// review and store name the field as `field "x":` in their messages.

@@ -271,9 +271,10 @@ var pathParams = map[string]textRule{
 // name. Any other query parameter, on any route, gets defaultParam.
 var queryParams = map[string]map[string]textRule{
 	"/api/v1/operations": {
-		"state":  {kind: review.Identifier, max: 32},
-		"cursor": {kind: review.Identifier, max: 64},
-		"limit":  {kind: review.Identifier, max: 10},
+		"state":      {kind: review.Identifier, max: 32},
+		"cursor":     {kind: review.Identifier, max: 64},
+		"source_ref": {kind: review.Identifier, max: review.MaxFieldLen},
+		"limit":      {kind: review.Identifier, max: 10},
 	},
 	"/api/v1/decisions": {
 		"cursor": {kind: review.Identifier, max: 39}, // the store checks the form (store.DecisionCursorPattern)

@@ -89,7 +89,8 @@ type operationPage struct {
 	NextCursor string              `json:"next_cursor,omitempty"`
 }
 
-// ListOperations pages through the tenant's operations, optionally by state.
+// ListOperations pages through the tenant's operations, optionally by state
+// and source_ref.
 func (h *Handlers) ListOperations(c echo.Context) error {
 	state := review.State(c.QueryParam("state"))
 	if state != "" && !state.Valid() {
@@ -103,7 +104,14 @@ func (h *Handlers) ListOperations(c echo.Context) error {
 		}
 		limit = n
 	}
-	ops, next, err := h.Store.ListOperations(c.Request().Context(), caller(c).Tenant, state, c.QueryParam("cursor"), limit)
+	f := store.OperationFilter{State: state, SourceRef: c.QueryParam("source_ref")}
+	if f.SourceRef != "" {
+		if p := review.TextProblem(review.Identifier, review.MaxFieldLen, f.SourceRef); p != "" {
+			return &FieldError{Field: "source_ref", Problem: p}
+		}
+		f.SourceRef = review.NFC(f.SourceRef)
+	}
+	ops, next, err := h.Store.ListOperations(c.Request().Context(), caller(c).Tenant, f, c.QueryParam("cursor"), limit)
 	if err != nil {
 		return err
 	}

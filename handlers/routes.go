@@ -124,6 +124,7 @@ func (h *Handlers) Routes(e *echo.Echo) {
 	ui(http.MethodPost, "/admin/tokens", h.AdminCreateToken, review.PermAdmin)
 	ui(http.MethodPost, "/admin/tokens/:id/revoke", h.AdminRevokeToken, review.PermAdmin)
 	ui(http.MethodGet, "/admin/destinations", h.AdminDestinations, review.PermAdmin)
+	ui(http.MethodGet, "/admin/actions", h.AdminActions, review.PermAdmin)
 	ui(http.MethodGet, "/admin/webhooks", h.AdminWebhooks, review.PermAdmin)
 	ui(http.MethodPost, "/admin/webhooks", h.AdminAddWebhook, review.PermAdmin)
 	ui(http.MethodGet, "/admin/webhooks/:id", h.AdminDeliveries, review.PermAdmin)
@@ -154,6 +155,7 @@ func (h *Handlers) Routes(e *echo.Echo) {
 	api.PUT("/operations/:id/jobs/:ref", h.PutJob)
 	api.GET("/operations/:id/decisions", h.OperationDecisions)
 	api.GET("/decisions", h.ListDecisions)
+	api.GET("/actions", h.ListActions)
 
 	// Anything else under /api answers a problem, not an HTML page.
 	api.Any("/*", func(c echo.Context) error { return echo.ErrNotFound })

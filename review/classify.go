@@ -2,6 +2,7 @@ package review
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 )
@@ -286,7 +287,8 @@ func Decide(in DecideInput) Decision {
 
 	// EffectNone, or EffectUnknown for read / generate / idempotent_write:
 	// another attempt is safe if the budgets allow it.
-	retryAt, stop, stopReason := retrySlot(in, cl)
+	policy := in.Destination.Actions[op.Action]
+	retryAt, stop, stopReason, stopWhy := retrySlot(in, cl, policy)
 	if !stop {
 		return Decision{Next: NextRetryAt, State: RetryWait, RetryAt: &retryAt,
 			Reason: fmt.Sprintf("%s; retry at %s", cl.Reason, retryAt.UTC().Format(time.RFC3339Nano))}
@@ -295,28 +297,39 @@ func Decide(in DecideInput) Decision {
 		// The write may have happened (now or in an earlier attempt) and no
 		// retry will settle it: reconcile, never declare it failed.
 		return Decision{Next: NextReconcile, State: Ambiguous, Escalation: []Reason{stopReason},
-			Reason: fmt.Sprintf("%s; %s, effect unknown", cl.Reason, stopText(stopReason))}
+			Reason: fmt.Sprintf("%s; %s, effect unknown", cl.Reason, stopWhy)}
+	}
+	if slices.Contains(policy.EscalateOn, stopReason) {
+		// The action's policy sends this stop to a person rather than
+		// failing quietly: a budget a reviewer may decide to extend.
+		return Decision{Next: NextReview, State: NeedsReview, Escalation: []Reason{stopReason},
+			Reason: fmt.Sprintf("%s; %s; the action's policy escalates %s to a person", cl.Reason, stopWhy, stopReason)}
 	}
 	return Decision{Next: NextFailed, State: Failed, Escalation: []Reason{stopReason},
-		Reason: fmt.Sprintf("%s; %s", cl.Reason, stopText(stopReason))}
+		Reason: fmt.Sprintf("%s; %s", cl.Reason, stopWhy)}
 }
 
-// retrySlot picks when the next attempt may start, or says why none may.
-func retrySlot(in DecideInput, cl Classification) (time.Time, bool, Reason) {
+// retrySlot picks when the next attempt may start, or says why none may
+// (a reason and its words).
+func retrySlot(in DecideInput, cl Classification, policy ActionConfig) (time.Time, bool, Reason, string) {
 	op := in.Op
 	max := op.MaxAttempts
 	if max <= 0 {
 		max = DefaultMaxAttempts
 	}
 	if in.N >= max {
-		return time.Time{}, true, ReasonBudgetExhausted
+		return time.Time{}, true, ReasonBudgetExhausted, fmt.Sprintf("attempt budget exhausted (%d of %d)", in.N, max)
 	}
 	if op.CostBudget != nil && op.CostSpent+in.Outcome.Cost >= *op.CostBudget {
-		return time.Time{}, true, ReasonBudgetExhausted
+		return time.Time{}, true, ReasonBudgetExhausted, fmt.Sprintf("cost budget exhausted (%g of %g spent)", op.CostSpent+in.Outcome.Cost, *op.CostBudget)
 	}
 	wait := Backoff(in.N, in.Rand)
 	if cl.HasRetryAfter && cl.RetryAfter > wait {
 		wait = cl.RetryAfter
+	}
+	if policy.MaxWait > 0 && wait > policy.MaxWait {
+		return time.Time{}, true, ReasonBudgetExhausted,
+			fmt.Sprintf("the destination asks to wait %s, longer than the action's max_wait of %s", wait, policy.MaxWait)
 	}
 	// Round up to the microsecond the store keeps, never down: rounding
 	// down could grant an attempt up to 999 ns before Retry-After allows.
@@ -325,16 +338,9 @@ func retrySlot(in DecideInput, cl Classification) (time.Time, bool, Reason) {
 		at = t.Add(time.Microsecond)
 	}
 	if !op.Deadline.IsZero() && at.After(op.Deadline) {
-		return time.Time{}, true, ReasonDeadlineExpired
+		return time.Time{}, true, ReasonDeadlineExpired, "the next retry would pass the deadline"
 	}
-	return at, false, ""
-}
-
-func stopText(r Reason) string {
-	if r == ReasonDeadlineExpired {
-		return "the next retry would pass the deadline"
-	}
-	return "attempt or cost budget exhausted"
+	return at, false, "", ""
 }
 
 func flagReasons(op *Operation) []Reason {

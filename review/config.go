@@ -155,9 +155,57 @@ type Destination struct {
 	WebhookSecretEnv string   `yaml:"webhook_secret_env"`
 }
 
-// ActionConfig overrides classification for one action.
+// ActionConfig is one action's policy at its destination: the catalog
+// entry a person answers for (owner, effects, what a duplicate costs), and
+// the rules Limbo applies to every operation of it (PolicyFor, policy.go).
+// `limbo policy lint` lists the entries missing an item of the production
+// checklist (LintPolicies).
 type ActionConfig struct {
 	Errors map[string]ErrorClass `yaml:"errors"`
+	// Owner is who answers for the action (a team or a person).
+	Owner string `yaml:"owner"`
+	// Effects says what one operation does at the destination.
+	Effects string `yaml:"effects"`
+	// DuplicateCost is what one duplicate costs: money ("EUR 40") or a
+	// note ("the customer gets the email twice").
+	DuplicateCost string `yaml:"duplicate_cost"`
+	// KeyFields is the key recipe: the payload members (dotted paths) that
+	// identify the intention. Two registrations under one key that differ
+	// only in other members are the same intention. Empty (stated as []):
+	// the whole payload identifies it.
+	KeyFields []string `yaml:"key_fields"`
+	// Evidence names what confirms an operation of this action: response,
+	// status_lookup, metadata_search, webhook or reviewer.
+	Evidence []EvidenceSource `yaml:"evidence"`
+	// Risk is the action's risk. A registration that names none gets it;
+	// one that names a lower one is refused.
+	Risk Risk `yaml:"risk"`
+	// Flags are added to every operation of the action.
+	Flags []Flag `yaml:"flags"`
+	// Deadline, MaxAttempts and CostBudget are the defaults, and the
+	// limits, of what a registration may ask for.
+	Deadline    time.Duration `yaml:"deadline"`
+	MaxAttempts int           `yaml:"max_attempts"`
+	// CostBudget: 0 stated means none.
+	CostBudget *float64 `yaml:"cost_budget"`
+	// MaxWait is the longest single wait before a retry: a destination
+	// asking for longer (Retry-After) stops the retries.
+	MaxWait time.Duration `yaml:"max_wait"`
+	// EscalateOn lists the stop reasons (budget_exhausted,
+	// deadline_expired) that send an operation to a person instead of
+	// failing it.
+	EscalateOn []Reason `yaml:"escalate_on"`
+	// Concurrency limits this action's attempts in flight (0 stated: no
+	// limit beyond the destination's).
+	Concurrency *int `yaml:"concurrency"`
+	// Tenants that may register the action (empty: every tenant).
+	Tenants []string `yaml:"tenants"`
+	// RedactFields are payload members shown redacted, beside the
+	// configuration's redact_fields.
+	RedactFields []string `yaml:"redact_fields"`
+	// Retention is how long the payload is kept (0 stated: for as long as
+	// the ledger).
+	Retention *time.Duration `yaml:"retention"`
 	// RequiresApproval: operations of this action start awaiting_approval,
 	// with an approval case, and run only once approved.
 	RequiresApproval bool `yaml:"requires_approval"`
@@ -375,6 +423,9 @@ func (c *Config) validate() error {
 			if ac.Approvals < 0 || ac.Approvals > MaxApprovals || ac.ApprovalTimeout < 0 {
 				return fmt.Errorf("%w: config: destination %q action %q: approvals must be between 0 and %d, approval_timeout not negative",
 					ErrInvalid, n, a, MaxApprovals)
+			}
+			if err := ac.check(); err != nil {
+				return fmt.Errorf("%w: config: destination %q action %q: %v", ErrInvalid, n, a, err)
 			}
 		}
 		c.Destinations[n] = d

@@ -29,9 +29,13 @@ type RegistrationPlan struct {
 	// fields in NFC, the key derived when none was given.
 	Registration Registration
 	PayloadHash  string
-	State        State
-	Reason       string
-	Event        PlannedEvent
+	// KeyFields is the action's key recipe (ActionConfig.KeyFields): a
+	// registration under a taken key is the same intention when these
+	// members agree.
+	KeyFields []string
+	State     State
+	Reason    string
+	Event     PlannedEvent
 	// Approval is the approval case an operation awaiting approval opens
 	// (nil: none).
 	Approval *ApprovalRequest
@@ -50,10 +54,14 @@ type ApprovalRequest struct {
 // ErrInvalid) and plans the new operation: pending, or awaiting_approval
 // when cfg says its action at its destination needs approval first.
 func PlanRegistration(r Registration, cfg *Config, now time.Time) (*RegistrationPlan, error) {
+	if err := ApplyPolicy(&r, cfg, now); err != nil {
+		return nil, err
+	}
 	if err := r.Normalize(now); err != nil {
 		return nil, err
 	}
-	p := &RegistrationPlan{Registration: r, PayloadHash: PayloadHash(r.Payload), State: Pending, Reason: "registered"}
+	ac, _ := cfg.Policy(r.Destination, r.Action)
+	p := &RegistrationPlan{Registration: r, PayloadHash: PayloadHash(r.Payload), KeyFields: ac.KeyFields, State: Pending, Reason: "registered"}
 	if d := cfg.Destination(r.Destination); d.RequiresApproval(r.Action) {
 		p.State, p.Reason = AwaitingApproval, "the action requires approval before any attempt"
 		p.Approval = &ApprovalRequest{Reasons: []Reason{ReasonApprovalRequired}, RequestedBy: r.RequestedBy,
@@ -78,7 +86,7 @@ type KeyTakenPlan struct {
 // ExistingKey plans the registration against op, the operation that holds
 // its key (SameIntention).
 func (p *RegistrationPlan) ExistingKey(op *Operation) KeyTakenPlan {
-	diff := p.Registration.SameIntention(op, p.PayloadHash)
+	diff := p.Registration.SameIntention(op, p.PayloadHash, p.KeyFields)
 	if len(diff) == 0 {
 		return KeyTakenPlan{}
 	}

@@ -1,6 +1,7 @@
 package review
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -109,9 +110,15 @@ func checkText(name, v string) error {
 
 // SameIntention reports which fields differ between a stored operation and a
 // registration under the same key (empty when it is the same intention).
-func (r *Registration) SameIntention(op *Operation, payloadHash string) []string {
+// With a key recipe (keyFields), payloads that agree on those members are
+// the same intention; without one, the whole payload must be the same.
+func (r *Registration) SameIntention(op *Operation, payloadHash string, keyFields []string) []string {
 	var diff []string
-	if op.PayloadHash != payloadHash {
+	if len(keyFields) > 0 {
+		if !bytes.Equal(Intention(op.Payload, keyFields), Intention(r.Payload, keyFields)) {
+			diff = append(diff, "payload")
+		}
+	} else if op.PayloadHash != payloadHash {
 		diff = append(diff, "payload")
 	}
 	if op.SourceRef != r.SourceRef {

@@ -218,7 +218,7 @@ func TestRegistrationSameIntention(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			op := stored()
 			tt.modify(op)
-			if got := r.SameIntention(op, tt.hash); !slices.Equal(got, tt.want) {
+			if got := r.SameIntention(op, tt.hash, nil); !slices.Equal(got, tt.want) {
 				t.Errorf("SameIntention = %v, want %v", got, tt.want)
 			}
 		})

@@ -124,7 +124,7 @@ func (s *Store) startAttemptTx(ctx context.Context, tx *sqlx.Tx, req AttemptRequ
 			return ans, err
 		}
 	}
-	if w, err := s.checkLimits(ctx, tx, op.Destination, dest, n, req, now); err != nil || w != nil {
+	if w, err := s.checkLimits(ctx, tx, op, dest, n, req, now); err != nil || w != nil {
 		if err != nil {
 			return attemptAnswer{}, err
 		}
@@ -225,17 +225,27 @@ func (s *Store) writeGrant(ctx context.Context, tx *sqlx.Tx, op *review.Operatio
 
 // limitsApply reports whether attempt n must be counted against the
 // destination's concurrency limits or, being a retry, its retry budget.
-func limitsApply(d review.Destination, n int, req AttemptRequest) bool {
-	limited := d.Concurrency > 0 || (d.PerCredential > 0 && req.Credential != "") || (d.PerModel > 0 && req.Model != "")
+func limitsApply(d review.Destination, action string, n int, req AttemptRequest) bool {
+	limited := d.Concurrency > 0 || (d.PerCredential > 0 && req.Credential != "") || (d.PerModel > 0 && req.Model != "") ||
+		actionLimit(d, action) > 0
 	return limited || n > 1
+}
+
+// actionLimit is the action's own concurrency limit (0: none).
+func actionLimit(d review.Destination, action string) int {
+	if c := d.Actions[action].Concurrency; c != nil {
+		return *c
+	}
+	return 0
 }
 
 // checkLimits enforces the destination's concurrency limits and retry
 // budget. On PostgreSQL it first locks the destination's row, so two
 // instances cannot both take the last slot; SQLite's single writer already
 // serialises the whole transaction.
-func (s *Store) checkLimits(ctx context.Context, tx *sqlx.Tx, name string, d review.Destination, n int, req AttemptRequest, now time.Time) (*review.WaitError, error) {
-	if !limitsApply(d, n, req) {
+func (s *Store) checkLimits(ctx context.Context, tx *sqlx.Tx, op *review.Operation, d review.Destination, n int, req AttemptRequest, now time.Time) (*review.WaitError, error) {
+	name := op.Destination
+	if !limitsApply(d, op.Action, n, req) {
 		return nil, nil
 	}
 	if s.engine == Postgres {
@@ -259,6 +269,8 @@ func (s *Store) checkLimits(ctx context.Context, tx *sqlx.Tx, name string, d rev
 		{d.Concurrency, "", "", "destination " + name},
 		{d.PerCredential, " AND credential = ?", req.Credential, "credential " + req.Credential},
 		{d.PerModel, " AND model = ?", req.Model, "model " + req.Model},
+		{actionLimit(d, op.Action), " AND operation_id IN (SELECT id FROM operations WHERE destination = attempts.destination AND action = ?)",
+			op.Action, "action " + op.Action},
 	} {
 		if l.limit <= 0 || (l.extra != "" && l.arg == "") {
 			continue

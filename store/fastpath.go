@@ -102,7 +102,7 @@ func (s *Store) startAttemptFast(ctx context.Context, req AttemptRequest) (g *Gr
 	op, now := sn.op, s.now()
 	n := op.AttemptCount + 1
 	dest := s.cfg.Destination(op.Destination)
-	if review.Grantable(op, dest, now) != review.GrantNow || limitsApply(dest, n, req) {
+	if review.Grantable(op, dest, now) != review.GrantNow || limitsApply(dest, op.Action, n, req) {
 		// A refusal, a wait, a retry whose key the destination may have
 		// forgotten, or a limit: the ordinary path says which.
 		return nil, false, nil

@@ -20,7 +20,7 @@ func (s *Store) Ledger(ctx context.Context, tenants []string) (*review.Ledger, e
 	for _, tenant := range tenants {
 		cursor := ""
 		for {
-			ops, next, err := s.ListOperations(ctx, tenant, "", cursor, 500)
+			ops, next, err := s.ListOperations(ctx, tenant, OperationFilter{}, cursor, 500)
 			if err != nil {
 				return nil, fmt.Errorf("store.Ledger: %w", err)
 			}

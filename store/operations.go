@@ -370,16 +370,27 @@ func (s *Store) loadUndone(ctx context.Context, q sqlx.QueryerContext, ops []*re
 
 // ListOperations returns up to limit of the tenant's operations after the
 // cursor (an operation id), optionally in one state, oldest first. next is
+// OperationFilter narrows ListOperations: by state, and by source_ref (an
+// agent run's tool calls share their run's source_ref). Empty: any.
+type OperationFilter struct {
+	State     review.State
+	SourceRef string
+}
+
 // the cursor of the following page, empty at the end.
-func (s *Store) ListOperations(ctx context.Context, tenant string, state review.State, cursor string, limit int) (ops []*review.Operation, next string, err error) {
+func (s *Store) ListOperations(ctx context.Context, tenant string, f OperationFilter, cursor string, limit int) (ops []*review.Operation, next string, err error) {
 	if limit < 1 {
 		return nil, "", fmt.Errorf("%w: limit must be at least 1", review.ErrInvalid)
 	}
 	q := `SELECT ` + opColumns + ` FROM operations WHERE tenant = ? AND id > ?`
 	args := []any{tenant, cursor}
-	if state != "" {
+	if f.State != "" {
 		q += ` AND state = ?`
-		args = append(args, string(state))
+		args = append(args, string(f.State))
+	}
+	if f.SourceRef != "" {
+		q += ` AND source_ref = ?`
+		args = append(args, f.SourceRef)
 	}
 	q += ` ORDER BY id LIMIT ?`
 	args = append(args, limit+1)

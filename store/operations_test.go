@@ -273,7 +273,7 @@ func TestRegisterConcurrentSameIntention(t *testing.T) {
 		if n := countRows(t, b.s, `SELECT COUNT(*) FROM operations`); n != 1 {
 			t.Errorf("operations rows = %d, want 1", n)
 		}
-		ops, _, err := b.s.ListOperations(b.ctx, tenantA, "", "", 100)
+		ops, _, err := b.s.ListOperations(b.ctx, tenantA, store.OperationFilter{}, "", 100)
 		if err != nil || len(ops) != 1 {
 			t.Errorf("ListOperations = %d operations, %v; want 1", len(ops), err)
 		}
@@ -347,7 +347,7 @@ func TestOperationsAreTenantScoped(t *testing.T) {
 				t.Errorf("%s from another tenant = %v, want ErrNotFound", name, err)
 			}
 		}
-		ops, _, err := b.s.ListOperations(b.ctx, tenantB, "", "", 10)
+		ops, _, err := b.s.ListOperations(b.ctx, tenantB, store.OperationFilter{}, "", 10)
 		if err != nil || len(ops) != 0 {
 			t.Errorf("ListOperations(tenant B) = %d operations, %v; want none", len(ops), err)
 		}
@@ -399,7 +399,7 @@ func TestListOperationsKeysetPages(t *testing.T) {
 				var pages []int
 				cursor := ""
 				for range 10 {
-					ops, next, err := b.s.ListOperations(b.ctx, tenantA, tt.state, cursor, tt.limit)
+					ops, next, err := b.s.ListOperations(b.ctx, tenantA, store.OperationFilter{State: tt.state}, cursor, tt.limit)
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -443,7 +443,7 @@ func TestListOperationsNonPositiveLimit(t *testing.T) {
 						t.Errorf("ListOperations(limit %d) panicked: %v", limit, p)
 					}
 				}()
-				ops, _, err := b.s.ListOperations(b.ctx, tenantA, "", "", limit)
+				ops, _, err := b.s.ListOperations(b.ctx, tenantA, store.OperationFilter{}, "", limit)
 				if err != nil && !errors.Is(err, review.ErrInvalid) {
 					t.Errorf("ListOperations(limit %d) = %v, want a page or ErrInvalid", limit, err)
 				}

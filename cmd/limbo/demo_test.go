@@ -38,7 +38,7 @@ func TestServeDemo(t *testing.T) {
 	for time.Now().Before(deadline) && (confirmed["acme"] < 3 || confirmed["globex"] < 3 || confirmed["demo"] < 3) {
 		time.Sleep(500 * time.Millisecond)
 		for _, tenant := range demo.Tenants {
-			if ops, _, err := st.ListOperations(context.Background(), tenant, review.Confirmed, "", 500); err == nil {
+			if ops, _, err := st.ListOperations(context.Background(), tenant, store.OperationFilter{State: review.Confirmed}, "", 500); err == nil {
 				confirmed[tenant] = len(ops)
 			}
 		}
@@ -62,7 +62,7 @@ func TestServeDemo(t *testing.T) {
 	}
 	// Published links only follow a transformation confirmed for the same
 	// version: every link's file is the output of a confirmed transform.
-	ops, _, err := st.ListOperations(context.Background(), "acme", "", "", 500)
+	ops, _, err := st.ListOperations(context.Background(), "acme", store.OperationFilter{}, "", 500)
 	if err != nil {
 		t.Fatal(err)
 	}

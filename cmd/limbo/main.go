@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -30,6 +31,7 @@ Usage:
   limbo audit export [--db URL]
   limbo audit keygen [--out FILE]
   limbo audit pubkey [--audit-key FILE] [--db URL] [--config FILE]
+  limbo policy lint [--config FILE]                     (every action's policy complete?)
   limbo sandbox [--addr 127.0.0.1:8090] [fault flags]   (see limbo sandbox --help)
   limbo chaos [fault flags] [--ops N] [--integrators N] [--kills K] [--db URL]
               [--truth-out FILE] [--settle D]            (see limbo chaos --help)
@@ -68,6 +70,10 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		err = cmdAuditKeygen(rest[1:], stdout, stderr)
 	case cmd == "audit" && len(rest) > 0 && rest[0] == "pubkey":
 		err = cmdAuditPubkey(rest[1:], stdout, stderr)
+	case cmd == "policy" && len(rest) > 0 && rest[0] == "lint":
+		if err = cmdPolicyLint(rest[1:], stdout, stderr); errors.Is(err, errPolicyGaps) {
+			code, err = 1, nil
+		}
 	case cmd == "sandbox":
 		err = cmdSandbox(ctx, rest, stdout, stderr)
 	case cmd == "chaos":

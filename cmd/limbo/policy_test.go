@@ -1,0 +1,47 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// The example configuration's policies are complete; a policy missing its
+// evidence and escalation items fails the lint, naming them.
+func TestPolicyLint(t *testing.T) {
+	code, out, errs := limbo(t, "policy", "lint", "--config", "../../limbo.example.yaml")
+	if code != 0 || !strings.Contains(out, "every policy complete") {
+		t.Fatalf("example config: exit %d\n%s%s", code, out, errs)
+	}
+
+	data, err := os.ReadFile("../../limbo.example.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(data)
+	for _, cut := range []string{"        evidence: [response, metadata_search, webhook]\n", "        escalate_on: [budget_exhausted, deadline_expired]\n        concurrency: 5\n"} {
+		if !strings.Contains(text, cut) {
+			t.Fatalf("the example no longer holds %q", cut)
+		}
+	}
+	text = strings.Replace(text, "        evidence: [response, metadata_search, webhook]\n", "", 1)
+	text = strings.Replace(text, "        escalate_on: [budget_exhausted, deadline_expired]\n        concurrency: 5\n", "        concurrency: 5\n", 1)
+	path := filepath.Join(t.TempDir(), "limbo.yaml")
+	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errs = limbo(t, "policy", "lint", "--config", path)
+	if code != 1 {
+		t.Fatalf("exit %d, want 1\n%s%s", code, out, errs)
+	}
+	for _, want := range []string{`destination "mail" action "send_invoice": evidence missing`, `destination "mail" action "send_invoice": escalate_on missing`,
+		"1 of 3 actions miss checklist items"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	if code, _, errs := limbo(t, "policy", "lint"); code != 2 || !strings.Contains(errs, "--config") {
+		t.Errorf("without a file: exit %d, %s", code, errs)
+	}
+}
