@@ -85,9 +85,23 @@ func New(cfg *review.Config, log *slog.Logger) (*Demo, error) {
 	if dest.Actions == nil {
 		dest.Actions = map[string]review.ActionConfig{}
 	}
+	// The catalog at /admin/actions: each demo action's owner, effects and
+	// what a duplicate costs. The budgets are left to the defaults, so
+	// `limbo policy lint` and the page show what production would add.
+	for _, fl := range simulate.Flavours {
+		if _, set := dest.Actions[fl.Action]; set {
+			continue
+		}
+		dest.Actions[fl.Action] = review.ActionConfig{Owner: "demo-team", Effects: demoEffects[fl.Action],
+			DuplicateCost: demoDuplicateCost[fl.Action], KeyFields: []string{}, Risk: fl.Risk, Flags: fl.Flags,
+			Evidence: []review.EvidenceSource{review.SourceResponse, review.SourceStatusLookup, review.SourceMetadataSearch}}
+	}
 	// Publishing a press release waits for two reviewers' approval (it is
 	// irreversible): the demo seeds one such request.
-	dest.Actions[demoApprovalAction] = review.ActionConfig{RequiresApproval: true}
+	dest.Actions[demoApprovalAction] = review.ActionConfig{RequiresApproval: true, Owner: "communications",
+		Effects: "publishes a press release on the public site", DuplicateCost: "the release appears twice; a retraction is public",
+		KeyFields: []string{}, Risk: review.RiskIrreversible, Flags: []review.Flag{review.FlagIrreversible}, ApprovalTimeout: 24 * time.Hour,
+		Evidence: []review.EvidenceSource{review.SourceResponse, review.SourceReviewer}}
 	cfg.Destinations[sandbox.DestinationName] = dest
 	d.configured = true
 	return d, nil
@@ -367,6 +381,19 @@ func seedDemoUsers(ctx context.Context, st *store.Store) (string, error) {
 
 // demoApprovalAction is the demo's action that needs approval before it runs.
 const demoApprovalAction = "publish_release"
+
+// demoEffects and demoDuplicateCost fill the demo's action catalog.
+var demoEffects = map[string]string{
+	"search_files": "searches the files (no effect)", "generate_summary": "writes a summary file",
+	"create_folder": "creates a folder", "upload_file": "uploads a contract file", "transform_pdf": "converts a file to PDF (a job)",
+	"send_email": "emails the client", "share_link": "publishes a share link", "charge": "charges the client's card",
+}
+
+var demoDuplicateCost = map[string]string{
+	"search_files": "none", "generate_summary": "one model call and a second file", "create_folder": "none: the key deduplicates it",
+	"upload_file": "a second copy to delete", "transform_pdf": "a conversion credit and a second PDF", "send_email": "the client gets the email twice",
+	"share_link": "a second public link", "charge": "EUR 12.50 charged twice",
+}
 
 // seedDemoOperations runs a few operations through the real ledger so the
 // demo shows every kind of ending: confirmed, ambiguous, waiting to retry,
