@@ -165,7 +165,11 @@ func (h *Handlers) AdminDestinations(c echo.Context) error {
 	if cfg := h.Store.Config(); cfg != nil && cfg.Source != "" {
 		text = webhookSecret.ReplaceAllString(cfg.Source, "whsec_(hidden)")
 	}
-	return render(c, http.StatusOK, web.AdminDestinationsPage(nav(c), text))
+	budgets, err := h.Store.RetryBudgets(c.Request().Context(), principal(c))
+	if err != nil {
+		return err
+	}
+	return render(c, http.StatusOK, web.AdminDestinationsPage(nav(c), text, budgets, h.Store.Config().Budget()))
 }
 
 var webhookSecret = regexp.MustCompile(`whsec_[A-Za-z0-9+/=]+`)

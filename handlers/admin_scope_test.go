@@ -150,6 +150,12 @@ var adminProbes = []adminProbe{
 		code, _ := w.admins[admin].get("/admin/destinations")
 		return code == http.StatusOK
 	}, func(string, string) bool { return true }}, // not tenant data: the configuration file, secrets hidden
+	{"GET", "/admin/destinations", tenantTargets, func(w *adminWorld, admin, target string) bool {
+		// The retry budgets are tenant data: each tenant's attempts at its
+		// destination (the case's operation made one, at dest-<tenant>).
+		_, body := w.admins[admin].get("/admin/destinations")
+		return strings.Contains(body, "<td>dest-"+target+"</td><td>"+target+"</td>")
+	}, covers},
 	{"GET", "/admin/actions", tenantTargets, func(w *adminWorld, admin, _ string) bool {
 		code, _ := w.admins[admin].get("/admin/actions")
 		return code == http.StatusOK

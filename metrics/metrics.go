@@ -93,7 +93,7 @@ var (
 	descOps      = prometheus.NewDesc("limbo_operations", "Operations in the ledger by state.", []string{"state"}, nil)
 	descCases    = prometheus.NewDesc("limbo_open_cases", "Open review cases by escalation reason.", []string{"reason"}, nil)
 	descInFlight = prometheus.NewDesc("limbo_attempts_in_flight", "Attempts holding a live lease, by destination (concurrency in use).", []string{"destination"}, nil)
-	descBudget   = prometheus.NewDesc("limbo_retry_budget_left", "Retries still allowed in the sliding window, by destination.", []string{"destination"}, nil)
+	descBudget   = prometheus.NewDesc("limbo_retry_budget_left", "Retries still allowed in the sliding window, by destination and tenant.", []string{"destination", "tenant"}, nil)
 	descFastPath = prometheus.NewDesc("limbo_store_fast_path_total",
 		"Attempt-cycle calls (register, attempt, outcome) this process wrote with one guarded statement (path=fast) or through the ordinary locked path (path=ordinary). Many ordinary ones with several instances mean calls for one operation are spread across instances.",
 		[]string{"path"}, nil)
@@ -146,9 +146,7 @@ func (l *ledger) Collect(ch chan<- prometheus.Metric) {
 	for d, n := range g.InFlightByDestination {
 		ch <- prometheus.MustNewConstMetric(descInFlight, prometheus.GaugeValue, float64(n), d)
 	}
-	b := l.st.Config().Budget()
-	for d, firsts := range g.FirstAttempts {
-		allowed := max(int64(b.Floor), int64(b.Ratio*float64(firsts)))
-		ch <- prometheus.MustNewConstMetric(descBudget, prometheus.GaugeValue, float64(max(allowed-g.Retries[d], 0)), d)
+	for _, f := range g.Budgets {
+		ch <- prometheus.MustNewConstMetric(descBudget, prometheus.GaugeValue, float64(f.Left()), f.Destination, f.Tenant)
 	}
 }

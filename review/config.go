@@ -89,12 +89,18 @@ type AuditConfig struct {
 // a second and writes a heartbeat at half the interval.
 const MinSealMax = 2 * time.Second
 
-// RetryBudget is the per-destination retry budget: retries ≤ Ratio × first
-// attempts over Window, but always at least Floor.
+// RetryBudget is the retry budget of each tenant at each destination:
+// retries ≤ Ratio × first attempts over Window, but always at least Floor.
+// Kept per tenant × destination so one noisy tenant cannot spend another's.
 type RetryBudget struct {
 	Ratio  float64       `yaml:"ratio"`
 	Floor  int           `yaml:"floor"`
 	Window time.Duration `yaml:"window"`
+}
+
+// Allowed is how many retries the window allows after firsts first attempts.
+func (b RetryBudget) Allowed(firsts int64) int64 {
+	return max(int64(b.Floor), int64(b.Ratio*float64(firsts)))
 }
 
 // Destination is what a destination guarantees and how to treat it.
@@ -122,6 +128,11 @@ type Destination struct {
 	PerCredential int `yaml:"per_credential"`
 	// PerModel limits in-flight attempts per model (0: none).
 	PerModel int `yaml:"per_model"`
+	// ReservePriority keeps this many of Concurrency's slots for the
+	// operations of actions whose policy says priority: a flood of ordinary
+	// work cannot take the last one.
+	// (Reconciliation has its own, ProbeConcurrency.)
+	ReservePriority int `yaml:"reserve_priority"`
 	// Lease is how long an attempt may run before it is presumed lost.
 	Lease time.Duration `yaml:"lease"`
 	// SearchLag is how long after a write the metadata search may not show it.
@@ -198,6 +209,10 @@ type ActionConfig struct {
 	// Concurrency limits this action's attempts in flight (0 stated: no
 	// limit beyond the destination's).
 	Concurrency *int `yaml:"concurrency"`
+	// Priority: the action's operations may use the destination's slots
+	// kept by reserve_priority (an on-call page, a payment capture before
+	// its authorisation lapses).
+	Priority bool `yaml:"priority"`
 	// Tenants that may register the action (empty: every tenant).
 	Tenants []string `yaml:"tenants"`
 	// RedactFields are payload members shown redacted, beside the
@@ -388,8 +403,12 @@ func (c *Config) validate() error {
 		if d.Lease < time.Second {
 			return fmt.Errorf("%w: config: destination %q: lease must be at least 1s", ErrInvalid, n)
 		}
-		if d.Concurrency < 0 || d.PerCredential < 0 || d.PerModel < 0 {
+		if d.Concurrency < 0 || d.PerCredential < 0 || d.PerModel < 0 || d.ReservePriority < 0 {
 			return fmt.Errorf("%w: config: destination %q: limits must not be negative", ErrInvalid, n)
+		}
+		if d.ReservePriority > 0 && d.ReservePriority >= d.Concurrency {
+			return fmt.Errorf("%w: config: destination %q: reserve_priority (%d) must be below concurrency (%d), "+
+				"which it is a part of", ErrInvalid, n, d.ReservePriority, d.Concurrency)
 		}
 		if d.RemovedAllowLinkLocal != nil {
 			return fmt.Errorf("%w: config: destination %q: allow_link_local is no longer read: remove it, and list the internal "+

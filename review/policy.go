@@ -320,6 +320,7 @@ type PublishedPolicy struct {
 	MaxWait          int64    `json:"max_wait_seconds,omitempty"`
 	EscalateOn       []Reason `json:"escalate_on"`
 	Concurrency      int      `json:"concurrency,omitempty"`
+	Priority         bool     `json:"priority"`
 }
 
 // Published is e's policy as the API publishes it.
@@ -329,7 +330,8 @@ func (e CatalogEntry) Published() PublishedPolicy {
 		DuplicateCost: ac.DuplicateCost, Risk: ac.Risk, Flags: nonNil(ac.Flags), KeyFields: nonNil(ac.KeyFields),
 		Evidence: []string{}, RequiresApproval: ac.RequiresApproval, Approvals: ac.Approvals,
 		ApprovalTimeout: int64(ac.ApprovalTimeout.Seconds()), Deadline: int64(ac.Deadline.Seconds()),
-		MaxAttempts: ac.MaxAttempts, MaxWait: int64(ac.MaxWait.Seconds()), EscalateOn: nonNil(ac.EscalateOn)}
+		MaxAttempts: ac.MaxAttempts, MaxWait: int64(ac.MaxWait.Seconds()), EscalateOn: nonNil(ac.EscalateOn),
+		Priority: ac.Priority}
 	for _, s := range ac.Evidence {
 		p.Evidence = append(p.Evidence, string(s))
 	}

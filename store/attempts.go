@@ -45,15 +45,16 @@ const (
 	countOpenAttempts = `
 SELECT COUNT(*) FROM attempts
 WHERE destination = ? AND finished_at IS NULL AND lease_expires_at > ?`
-	/* Store.StartAttempt: the retry budget over the sliding window. */
+	/* Store.StartAttempt: the tenant's retry budget at this destination over
+	   the sliding window. */
 	countWindowAttempts = `
 SELECT COALESCE(SUM(CASE WHEN n = 1 THEN 1 ELSE 0 END), 0) AS firsts,
        COALESCE(SUM(CASE WHEN n > 1 THEN 1 ELSE 0 END), 0) AS retries
-FROM attempts WHERE destination = ? AND started_at > ?`
+FROM attempts WHERE destination = ? AND tenant = ? AND started_at > ?`
 	/* Store.StartAttempt */
 	insertAttempt = `
-INSERT INTO attempts (operation_id, n, generation, destination, credential, model, started_at, lease_expires_at)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?)`
+INSERT INTO attempts (operation_id, n, generation, destination, tenant, credential, model, started_at, lease_expires_at)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	/* Store.StartAttempt and startAttemptFast (SQLite): guarded by state,
 	   version and detail_version (what the fast path's snapshot is). */
 	updateOpInFlight = `
@@ -216,7 +217,7 @@ func (s *Store) writeGrant(ctx context.Context, tx *sqlx.Tx, op *review.Operatio
 	if rowsAffected(res) != 1 {
 		return errGuard
 	}
-	if _, err := s.exec(ctx, tx, insertAttempt, op.ID, g.N, g.Generation, op.Destination, req.Credential, req.Model,
+	if _, err := s.exec(ctx, tx, insertAttempt, op.ID, g.N, g.Generation, op.Destination, op.Tenant, req.Credential, req.Model,
 		now, g.LeaseExpiresAt); err != nil {
 		return fmt.Errorf("insert attempt: %w", err)
 	}
@@ -260,13 +261,19 @@ func (s *Store) checkLimits(ctx context.Context, tx *sqlx.Tx, op *review.Operati
 	wait := func(why string) *review.WaitError {
 		return &review.WaitError{Until: now.Add(limitWait), Reason: why}
 	}
+	// Slots reserved for priority operations are closed to the rest.
+	destLimit, destWhat := d.Concurrency, "destination "+name
+	if d.ReservePriority > 0 && !d.Actions[op.Action].Priority {
+		destLimit -= d.ReservePriority
+		destWhat = fmt.Sprintf("destination %s (%d more kept for priority actions)", name, d.ReservePriority)
+	}
 	for _, l := range []struct {
 		limit int
 		extra string
 		arg   string
 		what  string
 	}{
-		{d.Concurrency, "", "", "destination " + name},
+		{destLimit, "", "", destWhat},
 		{d.PerCredential, " AND credential = ?", req.Credential, "credential " + req.Credential},
 		{d.PerModel, " AND model = ?", req.Model, "model " + req.Model},
 		{actionLimit(d, op.Action), " AND operation_id IN (SELECT id FROM operations WHERE destination = attempts.destination AND action = ?)",
@@ -293,12 +300,12 @@ func (s *Store) checkLimits(ctx context.Context, tx *sqlx.Tx, op *review.Operati
 			Firsts  int64 `db:"firsts"`
 			Retries int64 `db:"retries"`
 		}
-		if err := tx.GetContext(ctx, &c, s.rebind(countWindowAttempts), name, now.Add(-b.Window)); err != nil {
+		if err := tx.GetContext(ctx, &c, s.rebind(countWindowAttempts), name, op.Tenant, now.Add(-b.Window)); err != nil {
 			return nil, fmt.Errorf("count retries: %w", err)
 		}
-		allowed := max(int64(b.Floor), int64(b.Ratio*float64(c.Firsts)))
-		if c.Retries >= allowed {
-			return wait(fmt.Sprintf("retry budget: %d retries for %d first attempts to %s in the last %s", c.Retries, c.Firsts, name, b.Window)), nil
+		if c.Retries >= b.Allowed(c.Firsts) {
+			return wait(fmt.Sprintf("retry budget: tenant %s made %d retries for %d first attempts to %s in the last %s",
+				op.Tenant, c.Retries, c.Firsts, name, b.Window)), nil
 		}
 	}
 	return nil, nil

@@ -478,10 +478,71 @@ func TestRetryBudget(t *testing.T) {
 		b.clk.Advance(time.Second)
 		b.start(t, other)
 
+		// Another tenant at the same destination has its own budget: tenant
+		// A's two retries spent nothing of it.
+		regB := intention("b-doc", review.RiskRead, "api")
+		regB.Tenant = tenantB
+		opB := b.register(t, regB)
+		b.start(t, opB)
+		b.report(t, opB, 1, connBeforeSend)
+		b.clk.Advance(time.Second)
+		if g, err := b.tryStart(opB, "", ""); err != nil || g.N != 2 {
+			t.Errorf("tenant B's retry = %+v, %v; want attempt 2 from its own budget", g, err)
+		}
+		// The fill, as the admin page and /metrics read it.
+		fills, err := b.s.RetryBudgets(b.ctx, review.Operator("test"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]store.RetryBudgetFill{}
+		for _, f := range fills {
+			got[f.Destination+"/"+f.Tenant] = f
+		}
+		if a := got["api/"+tenantA]; a.Firsts != 6 || a.Retries != 2 || a.Allowed != 2 || a.Left() != 0 || a.Percent() != 100 {
+			t.Errorf("tenant A at api = %+v, want 6 firsts, 2 of 2 retries", a)
+		}
+		if bb := got["api/"+tenantB]; bb.Firsts != 1 || bb.Retries != 1 || bb.Allowed != 2 || bb.Left() != 1 {
+			t.Errorf("tenant B at api = %+v, want 1 first, 1 of 2 retries", bb)
+		}
+		scoped, err := b.s.RetryBudgets(b.ctx, review.Principal{Name: "b-admin", Role: review.RoleAdmin, Scope: review.Scope{Tenants: []string{tenantB}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range scoped {
+			if f.Tenant != tenantB {
+				t.Errorf("a tenant-B admin reads %s's budget", f.Tenant)
+			}
+		}
+
 		// Once the window has slid past the two retries, the third may go.
 		b.clk.Advance(time.Minute)
 		if g, err := b.tryStart(ops[2], "", ""); err != nil || g.N != 2 {
 			t.Errorf("retry after the window = %+v, %v; want attempt 2", g, err)
+		}
+	})
+}
+
+// TestReservePriority: the slots kept for priority actions are closed to
+// ordinary ones and open to an action whose policy says priority.
+func TestReservePriority(t *testing.T) {
+	t.Parallel()
+	cfg := &review.Config{Destinations: map[string]review.Destination{"busy": {Concurrency: 3, ReservePriority: 1,
+		Actions: map[string]review.ActionConfig{"page_oncall": {Priority: true}}}}}
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		b := setup(t, e, cfg)
+		b.start(t, b.newOp(t, "ordinary-1", review.RiskRead, "busy"))
+		b.start(t, b.newOp(t, "ordinary-2", review.RiskRead, "busy"))
+		_, err := b.tryStart(b.newOp(t, "ordinary-3", review.RiskRead, "busy"), "", "")
+		if w := errAs[*review.WaitError](t, err); !strings.Contains(w.Reason, "kept for priority") {
+			t.Errorf("ordinary third attempt: %q, want the priority reserve named", w.Reason)
+		}
+		reg := intention("urgent", review.RiskRead, "busy")
+		reg.Action = "page_oncall"
+		b.start(t, b.register(t, reg))
+		reg = intention("urgent-2", review.RiskRead, "busy")
+		reg.Action = "page_oncall"
+		if _, err := b.tryStart(b.register(t, reg), "", ""); err == nil {
+			t.Error("a priority operation went past the destination's whole limit")
 		}
 	})
 }

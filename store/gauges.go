@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"strings"
+
+	"github.com/limbo-dev/limbo/review"
 )
 
 // Gauges are the ledger's current levels, read for /metrics.
@@ -12,10 +14,30 @@ type Gauges struct {
 	OpenCasesByReason map[string]int64
 	// InFlightByDestination counts attempts holding a live lease.
 	InFlightByDestination map[string]int64
-	// Window counts first attempts and retries per destination over the
-	// retry budget's sliding window.
-	FirstAttempts map[string]int64
-	Retries       map[string]int64
+	// Budgets is each tenant's retry budget at each destination over the
+	// sliding window.
+	Budgets []RetryBudgetFill
+}
+
+// RetryBudgetFill is one tenant's retry budget at one destination now:
+// Retries of Allowed spent over the window, Allowed following from Firsts.
+type RetryBudgetFill struct {
+	Destination string `db:"destination" json:"destination"`
+	Tenant      string `db:"tenant" json:"tenant"`
+	Firsts      int64  `db:"firsts" json:"first_attempts"`
+	Retries     int64  `db:"retries" json:"retries"`
+	Allowed     int64  `db:"-" json:"allowed"`
+}
+
+// Left is how many retries the window still allows.
+func (f RetryBudgetFill) Left() int64 { return max(f.Allowed-f.Retries, 0) }
+
+// Percent is how full the budget is, 0 to 100.
+func (f RetryBudgetFill) Percent() int {
+	if f.Allowed <= 0 {
+		return 100
+	}
+	return int(min(100, 100*f.Retries/f.Allowed))
 }
 
 const (
@@ -27,15 +49,36 @@ const (
 	countInFlight = `SELECT destination, COUNT(*) AS n FROM attempts WHERE finished_at IS NULL AND lease_expires_at > ? GROUP BY destination`
 	/* Store.Gauges */
 	countWindow = `
-SELECT destination, COALESCE(SUM(CASE WHEN n = 1 THEN 1 ELSE 0 END), 0) AS firsts,
+SELECT destination, tenant, COALESCE(SUM(CASE WHEN n = 1 THEN 1 ELSE 0 END), 0) AS firsts,
        COALESCE(SUM(CASE WHEN n > 1 THEN 1 ELSE 0 END), 0) AS retries
-FROM attempts WHERE started_at > ? GROUP BY destination`
+FROM attempts WHERE started_at > ? AND `
+	countWindowGroup = ` GROUP BY destination, tenant ORDER BY destination, tenant`
 )
+
+// RetryBudgets reads the retry budget's fill for every tenant by sees and
+// every destination it retried at in the window: the numbers StartAttempt
+// decides by, shared by every instance because they are the attempts table.
+func (s *Store) RetryBudgets(ctx context.Context, by review.Principal) ([]RetryBudgetFill, error) {
+	return s.retryBudgets(ctx, by.Scope.List())
+}
+
+func (s *Store) retryBudgets(ctx context.Context, scope []string) ([]RetryBudgetFill, error) {
+	b := s.cfg.Budget()
+	cond, args := inScope("tenant", scope)
+	var fs []RetryBudgetFill
+	if err := s.db.SelectContext(ctx, &fs, s.rebind(countWindow+cond+countWindowGroup), append([]any{s.now().Add(-b.Window)}, args...)...); err != nil {
+		return nil, fmt.Errorf("store.RetryBudgets: %w", err)
+	}
+	for i := range fs {
+		fs[i].Allowed = b.Allowed(fs[i].Firsts)
+	}
+	return fs, nil
+}
 
 // Gauges reads the current levels.
 func (s *Store) Gauges(ctx context.Context) (*Gauges, error) {
 	g := &Gauges{OperationsByState: map[string]int64{}, OpenCasesByReason: map[string]int64{},
-		InFlightByDestination: map[string]int64{}, FirstAttempts: map[string]int64{}, Retries: map[string]int64{}}
+		InFlightByDestination: map[string]int64{}}
 	var rows []struct {
 		State string `db:"state"`
 		N     int64  `db:"n"`
@@ -68,16 +111,9 @@ func (s *Store) Gauges(ctx context.Context) (*Gauges, error) {
 	for _, r := range inflight {
 		g.InFlightByDestination[r.Destination] = r.N
 	}
-	var win []struct {
-		Destination string `db:"destination"`
-		Firsts      int64  `db:"firsts"`
-		Retries     int64  `db:"retries"`
-	}
-	if err := s.db.SelectContext(ctx, &win, s.rebind(countWindow), now.Add(-s.cfg.Budget().Window)); err != nil {
-		return nil, fmt.Errorf("store.Gauges: %w", err)
-	}
-	for _, r := range win {
-		g.FirstAttempts[r.Destination], g.Retries[r.Destination] = r.Firsts, r.Retries
+	var err error
+	if g.Budgets, err = s.retryBudgets(ctx, nil); err != nil {
+		return nil, err
 	}
 	return g, nil
 }

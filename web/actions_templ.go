@@ -178,7 +178,7 @@ func AdminActionsPage(nav Nav, entries []review.CatalogEntry) templ.Component {
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
-				templ_7745c5c3_Err = policyRow("Concurrency", concurrencyText(e.Policy.Concurrency)).Render(ctx, templ_7745c5c3_Buffer)
+				templ_7745c5c3_Err = policyRow("Concurrency", concurrencyText(e.Policy.Concurrency, e.Policy.Priority)).Render(ctx, templ_7745c5c3_Buffer)
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
@@ -358,14 +358,20 @@ func approvalText(ac review.ActionConfig) string {
 	return s
 }
 
-func concurrencyText(c *int) string {
+func concurrencyText(c *int, priority bool) string {
+	var s string
 	switch {
 	case c == nil:
-		return ""
+		s = ""
 	case *c == 0:
-		return "no limit of its own"
+		s = "no limit of its own"
+	default:
+		s = fmt.Sprintf("%d in flight at most", *c)
 	}
-	return fmt.Sprintf("%d in flight at most", *c)
+	if priority {
+		s = strings.TrimPrefix(s+"; may use the destination's slots kept for priority actions", "; ")
+	}
+	return s
 }
 
 func tenantsText(ts []string) string {
