@@ -98,9 +98,12 @@ type AttemptOptions struct {
 
 // Grant is a granted attempt.
 type Grant struct {
-	OperationID    string    `json:"operation_id"`
-	N              int       `json:"n"`
-	Key            string    `json:"key"`
+	OperationID string `json:"operation_id"`
+	N           int    `json:"n"`
+	Key         string `json:"key"`
+	// KeyHeader is the header Key travels in; "" when the destination
+	// does not deduplicate by key, and then NewAttemptRequest sends none.
+	KeyHeader      string    `json:"key_header"`
 	LeaseExpiresAt time.Time `json:"lease_expires_at"`
 }
 

@@ -10,6 +10,8 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptrace"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -127,8 +129,9 @@ func sleep(ctx context.Context, d time.Duration) error {
 }
 
 // NewAttemptRequest builds the request that carries attempt g to the
-// destination: the body (JSON, may be nil), and the grant's key as
-// Idempotency-Key.
+// destination: the body (JSON, may be nil), and the grant's key in the
+// header the destination deduplicates by (g.KeyHeader; none when it does
+// not).
 //
 // net/http's Transport silently sends a request a second time when a
 // reused keep-alive connection breaks before the answer and it deems the
@@ -149,8 +152,8 @@ func NewAttemptRequest(ctx context.Context, g *Grant, method, url string, body [
 		return nil, err
 	}
 	req.GetBody = nil
-	if g != nil && g.Key != "" {
-		req.Header.Set("Idempotency-Key", g.Key)
+	if g != nil && g.Key != "" && g.KeyHeader != "" {
+		req.Header.Set(g.KeyHeader, g.Key)
 	}
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
@@ -214,9 +217,47 @@ func OutcomeFromHTTP(resp *http.Response, err error, sent bool) review.Outcome {
 		return o
 	}
 	o.Result = review.ResultError
-	o.RetryAfter = fit(resp.Header.Get("Retry-After"))
+	o.RetryAfter = retryAfter(resp.Header)
 	o.ProviderCode = providerCode(resp)
+	switch resp.Header.Get("X-Should-Retry") {
+	case "true":
+		o.ShouldRetry = ptr(true)
+	case "false":
+		o.ShouldRetry = ptr(false)
+	}
 	return o
+}
+
+// retryAfter is the wait the answer asks for: retry-after-ms (OpenAI and
+// other Stainless-shaped APIs, more precise) as decimal seconds, else the
+// raw Retry-After.
+func retryAfter(h http.Header) string {
+	if ms := strings.TrimSpace(h.Get("Retry-After-Ms")); ms != "" {
+		if v, err := strconv.ParseFloat(ms, 64); err == nil && v >= 0 && v < 1e12 {
+			return strconv.FormatFloat(v/1000, 'f', -1, 64)
+		}
+	}
+	return fit(h.Get("Retry-After"))
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// UsageFromBody reads a model call's token usage from an OpenAI-shaped
+// answer ({"model": …, "usage": {"prompt_tokens": …, "completion_tokens":
+// …}}), for the outcome's Usage; nil when the body carries none.
+func UsageFromBody(body []byte) *review.Usage {
+	var v struct {
+		Model string `json:"model"`
+		Usage *struct {
+			Prompt     int64 `json:"prompt_tokens"`
+			Completion int64 `json:"completion_tokens"`
+		} `json:"usage"`
+	}
+	if json.Unmarshal(body, &v) != nil || v.Usage == nil || v.Usage.Prompt < 0 || v.Usage.Completion < 0 {
+		return nil
+	}
+	return &review.Usage{Model: fit(v.Model), PromptTokens: min(v.Usage.Prompt, review.MaxTokens),
+		CompletionTokens: min(v.Usage.Completion, review.MaxTokens)}
 }
 
 func isTimeout(err error) bool {

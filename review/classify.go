@@ -18,6 +18,21 @@ type Outcome struct {
 	Resource          *ResourceRef `json:"resource,omitempty"`
 	Job               *JobRef      `json:"job,omitempty"`
 	Cost              float64      `json:"cost,omitempty"`
+	// ShouldRetry is the provider's own word on retrying (x-should-retry:
+	// true|false), honoured where the destination says so
+	// (honours_should_retry); nil when the answer carried none.
+	ShouldRetry *bool `json:"should_retry,omitempty"`
+	// Usage is what a model call consumed; the destination's pricing
+	// turns it into cost (Destination.UsageCost), added to Cost.
+	Usage *Usage `json:"usage,omitempty"`
+}
+
+// Usage is the tokens a model call consumed, as the provider reported them
+// (OpenAI's usage.prompt_tokens and usage.completion_tokens).
+type Usage struct {
+	Model            string `json:"model,omitempty" text:"id,255"`
+	PromptTokens     int64  `json:"prompt_tokens"`
+	CompletionTokens int64  `json:"completion_tokens"`
 }
 
 // Validate rejects reports that contradict themselves.
@@ -37,6 +52,10 @@ func (o Outcome) Validate() error {
 		return fmt.Errorf("%w: cost must not be negative", ErrInvalid)
 	case o.Resource != nil && o.Resource.Ref == "":
 		return fmt.Errorf("%w: resource.ref is required", ErrInvalid)
+	case o.Usage != nil && (o.Usage.PromptTokens < 0 || o.Usage.CompletionTokens < 0):
+		return fmt.Errorf("%w: usage tokens must not be negative", ErrInvalid)
+	case o.Usage != nil && o.Usage.PromptTokens > MaxTokens || o.Usage != nil && o.Usage.CompletionTokens > MaxTokens:
+		return fmt.Errorf("%w: usage tokens must be at most %d", ErrInvalid, MaxTokens)
 	case o.Job != nil && o.Job.Ref == "":
 		return fmt.Errorf("%w: job.ref is required", ErrInvalid)
 	case o.Job != nil && o.Job.Status != "" && !JobStatus(o.Job.Status).Valid():
@@ -44,6 +63,10 @@ func (o Outcome) Validate() error {
 	}
 	return nil
 }
+
+// MaxTokens bounds a reported token count (a trillion: far past any real
+// call, well inside float64's exact integers once priced).
+const MaxTokens = 1_000_000_000_000
 
 // Effect is what an outcome says about the destination's side.
 type Effect string
@@ -126,9 +149,19 @@ func Classify(o Outcome, d Destination, action string, now time.Time) Classifica
 		return c.with(cl, fmt.Sprintf("HTTP %d (configured for this destination)", o.HTTPStatus))
 	}
 	s := o.HTTPStatus
-	switch {
-	case s == 429 && d.isQuotaCode(o.ProviderCode):
+	if s == 429 && d.isQuotaCode(o.ProviderCode) {
 		return c.with(ClassFail, fmt.Sprintf("HTTP 429 %s: quota exhausted, not transient", o.ProviderCode))
+	}
+	if d.HonoursShouldRetry && o.ShouldRetry != nil {
+		// The provider's explicit word wins over its status (as the
+		// Stainless SDKs read x-should-retry), but not over an operator's
+		// override or a quota code above.
+		if *o.ShouldRetry {
+			return c.with(ClassRetry, fmt.Sprintf("HTTP %d with x-should-retry: true: the provider says it may be retried", s))
+		}
+		return c.with(ClassFail, fmt.Sprintf("HTTP %d with x-should-retry: false: the provider says not to retry", s))
+	}
+	switch {
 	case s == 408 || s == 429 || s == 503:
 		return c.with(ClassRetry, fmt.Sprintf("HTTP %d: not processed", s))
 	case s == 409 && d.HonoursKeys && d.ConflictMeansInProgress:

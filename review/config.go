@@ -118,6 +118,20 @@ type Destination struct {
 	// QuotaCodes are provider codes that, on a 429, mean the quota is
 	// exhausted (not transient).
 	QuotaCodes []string `yaml:"quota_codes"`
+	// Preset fills the defaults of a known kind of provider ("openai":
+	// see presets.go); what the file states beside it wins.
+	Preset string `yaml:"preset"`
+	// HonoursShouldRetry: the provider's x-should-retry header, when an
+	// answer carries one, decides retry (true) or fail (false).
+	HonoursShouldRetry bool `yaml:"honours_should_retry"`
+	// IdempotencyHeader is the header the grant's key travels in
+	// (default Idempotency-Key). It is sent only when honours_keys says
+	// the destination deduplicates by it.
+	IdempotencyHeader string `yaml:"idempotency_header"`
+	// Pricing prices a model call's token usage into the attempt's cost,
+	// per model ("*": any model not listed), in cost units per million
+	// tokens.
+	Pricing map[string]ModelPrice `yaml:"pricing"`
 	// Errors overrides the class of an HTTP status ("404": retry).
 	Errors map[string]ErrorClass `yaml:"errors"`
 	// Actions holds per-action overrides.
@@ -397,6 +411,9 @@ func (c *Config) validate() error {
 	sort.Strings(names)
 	for _, n := range names {
 		d := c.Destinations[n]
+		if err := d.applyPreset(n); err != nil {
+			return err
+		}
 		if d.Lease == 0 {
 			d.Lease = DefaultLease
 		}
@@ -454,7 +471,8 @@ func (c *Config) validate() error {
 
 // Undo is a destination's undo call: an HTTP request whose URL is a Go
 // template over the compensation (UndoFields), sent with the
-// compensation's key as Idempotency-Key. A 2xx answer means the resource
+// compensation's key in the destination's idempotency_header (default
+// Idempotency-Key). A 2xx answer means the resource
 // is undone; any other answer is classified like an attempt's.
 type Undo struct {
 	// Method is DELETE (the default) or POST.

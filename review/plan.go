@@ -104,6 +104,10 @@ func (p *RegistrationPlan) ExistingKey(op *Operation) KeyTakenPlan {
 // and, when the operation goes to review, a case for Decision.Escalation.
 type OutcomePlan struct {
 	Decision Decision
+	// Cost is what the attempt cost: the reported cost plus its token
+	// usage priced by the destination (the attempt's and the
+	// operation's cost_spent take this, never the raw report).
+	Cost     float64
 	Resource *ResourceRef
 	Evidence *Evidence
 	Job      *Job
@@ -124,8 +128,13 @@ func (p *OutcomePlan) OpensCase() bool { return p.Decision.State == NeedsReview 
 func PlanOutcome(in DecideInput) OutcomePlan {
 	op, o, now := in.Op, in.Outcome, in.Now
 	in.PriorMayHaveEffect = PriorMayHaveEffect(op.Attempts, in.N, in.Destination, op.Action, now)
-	p := OutcomePlan{Decision: Decide(in)}
+	usageCost, priced := in.Destination.UsageCost(o.Usage)
+	in.Outcome.Cost += usageCost
+	p := OutcomePlan{Decision: Decide(in), Cost: in.Outcome.Cost}
 	d := &p.Decision
+	if !priced {
+		d.Reason += fmt.Sprintf("; the tokens of model %q are not priced at this destination (pricing), so they cost nothing here", o.Usage.Model)
+	}
 	if o.Result != ResultSuccess && (d.State == RetryWait || d.State == Failed) {
 		asked := *op
 		asked.State = RetryWait // as though the report were in: what does the evidence say?
@@ -148,7 +157,7 @@ func PlanOutcome(in DecideInput) OutcomePlan {
 		}
 		p.Job = &Job{Ref: o.Job.Ref, Status: status, InputVersion: op.LogicalVersion}
 	}
-	p.Event = PlannedEvent{Action: "attempt.outcome", From: op.State, To: d.State, Detail: outcomeDetail(in.N, o, *d)}
+	p.Event = PlannedEvent{Action: "attempt.outcome", From: op.State, To: d.State, Detail: outcomeDetail(in.N, in.Outcome, *d)}
 	return p
 }
 
@@ -190,6 +199,12 @@ func outcomeDetail(n int, o Outcome, d Decision) map[string]any {
 	}
 	if len(d.Escalation) > 0 {
 		detail["escalation"] = d.Escalation
+	}
+	if o.Usage != nil {
+		detail["usage"] = o.Usage
+	}
+	if o.Cost != 0 {
+		detail["cost"] = o.Cost
 	}
 	return detail
 }

@@ -65,14 +65,28 @@ var httpDateLayouts = []string{
 }
 
 // ParseRetryAfter interprets a raw Retry-After header value relative to now.
-// It accepts delta-seconds (digits only, surrounding spaces ignored; capped
-// at MaxRetryAfter) or an HTTP date (a date in the past gives 0). ok is false,
-// and the duration 0, for an empty or unparsable value, including negative or
-// fractional numbers.
+// It accepts delta-seconds (digits, surrounding spaces ignored; capped at
+// MaxRetryAfter), decimal seconds ("1.5", how retry-after-ms is reported)
+// or an HTTP date (a date in the past gives 0). ok is false, and the
+// duration 0, for an empty or unparsable value, including negative numbers.
 func ParseRetryAfter(v string, now time.Time) (d time.Duration, ok bool) {
 	v = strings.Trim(v, " \t")
 	if v == "" {
 		return 0, false
+	}
+	if whole, frac, ok := strings.Cut(v, "."); ok && whole != "" && frac != "" && isDigits(whole) && isDigits(frac) {
+		// Decimal seconds: what a client makes of retry-after-ms (OpenAI
+		// and other Stainless-shaped APIs send it beside Retry-After).
+		d, _ := ParseRetryAfter(whole, now)
+		if d >= MaxRetryAfter {
+			return MaxRetryAfter, true
+		}
+		scale := time.Second
+		for i := 0; i < len(frac) && i < 9; i++ {
+			scale /= 10
+			d += time.Duration(frac[i]-'0') * scale
+		}
+		return d, true
 	}
 	if isDigits(v) {
 		const maxSeconds = int64(MaxRetryAfter / time.Second)

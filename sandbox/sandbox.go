@@ -116,6 +116,9 @@ type Sandbox struct {
 	effects   []Effect
 	keys      map[string]*keyEntry
 	closed    bool
+	// The sandbox model (model.go): completions generated, faults queued.
+	modelCalls  int
+	modelFaults []string
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -177,6 +180,9 @@ func (s *Sandbox) routes() *http.ServeMux {
 	m.Handle("GET /jobs/{ref}", s.probe(s.getJob))
 	m.Handle("GET /search", s.probe(s.search))
 	m.HandleFunc("GET /truth", s.truth)
+	// The sandbox model: OpenAI-shaped chat completions (model.go).
+	m.HandleFunc("POST /v1/chat/completions", s.chatCompletions)
+	m.HandleFunc("POST /v1/_faults", s.scriptModelFaults)
 	m.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})

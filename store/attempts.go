@@ -24,9 +24,12 @@ type AttemptRequest struct {
 
 // Grant is a granted attempt: send the request with Key before LeaseExpiresAt.
 type Grant struct {
-	OperationID    string    `json:"operation_id"`
-	N              int       `json:"n"`
-	Key            string    `json:"key"`
+	OperationID string `json:"operation_id"`
+	N           int    `json:"n"`
+	Key         string `json:"key"`
+	// KeyHeader is the header Key travels in; "" when the destination
+	// does not deduplicate by key (then it is not sent).
+	KeyHeader      string    `json:"key_header"`
 	Generation     int64     `json:"generation"`
 	LeaseExpiresAt time.Time `json:"lease_expires_at"`
 }
@@ -199,7 +202,7 @@ func newGrant(op *review.Operation, n int, dest review.Destination, req AttemptR
 	if lease <= 0 {
 		lease = review.DefaultLease
 	}
-	g := &Grant{OperationID: op.ID, N: n, Key: op.Key, Generation: op.Version + 1, LeaseExpiresAt: now.Add(lease)}
+	g := &Grant{OperationID: op.ID, N: n, Key: op.Key, KeyHeader: dest.KeyHeader(), Generation: op.Version + 1, LeaseExpiresAt: now.Add(lease)}
 	ev := &AuditEvent{At: now, Actor: req.Actor, Tenant: op.Tenant, OperationID: op.ID, Action: "attempt.started",
 		FromState: string(op.State), ToState: string(review.InFlight),
 		Detail: detailJSON(map[string]any{"n": g.N, "credential": req.Credential, "model": req.Model, "lease_expires_at": g.LeaseExpiresAt})}

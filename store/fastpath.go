@@ -212,6 +212,7 @@ func (s *Store) decideOutcomeFast(tenant, opID string, n int, o review.Outcome, 
 	if err := review.CheckTransition(op.State, d.State); err != nil {
 		return nil, false, err
 	}
+	o.Cost = plan.Cost // with its tokens priced
 	p = &fastOutcome{sn: sn, op: op, ai: ai, n: n, o: o, hash: hash, now: now, d: d, res: plan.Resource}
 	if d.RetryAt != nil {
 		t := dbTime(*d.RetryAt)

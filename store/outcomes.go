@@ -172,6 +172,7 @@ func (s *Store) applyOutcome(ctx context.Context, tx *sqlx.Tx, row *opRow, att *
 	if err := review.CheckTransition(op.State, d.State); err != nil {
 		return nil, err
 	}
+	o.Cost = p.Cost // with its tokens priced
 	var retryAt any
 	if d.RetryAt != nil {
 		retryAt = dbTime(*d.RetryAt)

@@ -50,6 +50,11 @@ type Worker struct {
 // and HTTP client (netguard under the destination's allow-list).
 type call struct {
 	undo *review.Undo
+	// keyHeader carries the compensation's key: the destination's
+	// idempotency_header, else Idempotency-Key — always sent, since an
+	// undo repeated after a lost answer must not undo twice where the
+	// destination can tell.
+	keyHeader string
 	url  *template.Template
 	http *http.Client
 }
@@ -82,7 +87,11 @@ func New(st *store.Store, cfg *review.Config, log *slog.Logger, getenv func(stri
 			Timeout: 5 * time.Second})
 		tr.DisableKeepAlives = true
 		hc := &http.Client{Transport: tr, CheckRedirect: netguard.NoRedirects, Timeout: d.Undo.Timeout}
-		w.calls[name] = call{undo: d.Undo, url: t, http: hc}
+		kh := d.IdempotencyHeader
+		if kh == "" {
+			kh = review.DefaultIdempotencyHeader
+		}
+		w.calls[name] = call{undo: d.Undo, keyHeader: kh, url: t, http: hc}
 		w.dests = append(w.dests, name)
 	}
 	sort.Strings(w.dests)
@@ -162,7 +171,7 @@ func (w *Worker) url(cl call, c store.DueCompensation) (string, error) {
 
 // send sends the undo call once and classifies the answer.
 func (w *Worker) send(ctx context.Context, cl call, target, auth, key string) review.Outcome {
-	req, err := client.NewAttemptRequest(ctx, &client.Grant{Key: key}, cl.undo.Method, target, nil)
+	req, err := client.NewAttemptRequest(ctx, &client.Grant{Key: key, KeyHeader: cl.keyHeader}, cl.undo.Method, target, nil)
 	if err != nil {
 		return review.Outcome{Result: review.ResultConnectionError, Phase: review.PhaseBeforeSend}
 	}
