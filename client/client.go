@@ -165,6 +165,22 @@ func (c *Client) Get(ctx context.Context, opID string) (*review.Operation, error
 	return op, err
 }
 
+// AttemptOutput is the structured output kept with an attempt, and why the
+// caller's schema refused it ("" when it was accepted).
+type AttemptOutput struct {
+	N       int             `json:"n"`
+	Output  json.RawMessage `json:"output"`
+	Invalid string          `json:"invalid,omitempty"`
+}
+
+// AttemptOutput reads the structured output of attempt n of opID; a 404
+// *Problem when it kept none.
+func (c *Client) AttemptOutput(ctx context.Context, opID string, n int) (*AttemptOutput, error) {
+	out := &AttemptOutput{}
+	_, err := c.do(ctx, http.MethodGet, "/api/v1/operations/"+url.PathEscape(opID)+"/attempts/"+strconv.Itoa(n)+"/output", nil, out)
+	return out, err
+}
+
 // Page is one page of operations.
 type Page struct {
 	Operations []*review.Operation `json:"operations"`

@@ -173,6 +173,20 @@ func (h *Handlers) RecordOutcome(c echo.Context) error {
 	return c.JSON(http.StatusOK, outcomeResponse{Operation: res.Operation, Next: res.Next, RetryAt: res.RetryAt, Reason: res.Reason})
 }
 
+// AttemptOutput answers the structured output kept with an attempt (the
+// structured-output gate), and why it was refused if it was.
+func (h *Handlers) AttemptOutput(c echo.Context) error {
+	n, err := strconv.Atoi(c.Param("n"))
+	if err != nil || n < 1 {
+		return review.ErrNotFound
+	}
+	out, err := h.Store.AttemptOutput(c.Request().Context(), caller(c).Tenant, c.Param("id"), n)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, out)
+}
+
 // evidenceRequest is the body of POST /operations/{id}/evidence.
 type evidenceRequest struct {
 	Source        review.EvidenceSource `json:"source" text:"id,32"`

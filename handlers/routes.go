@@ -151,6 +151,7 @@ func (h *Handlers) Routes(e *echo.Echo) {
 	api.GET("/operations/:id", h.GetOperation)
 	api.POST("/operations/:id/attempts", h.StartAttempt)
 	api.POST("/operations/:id/attempts/:n/outcome", h.RecordOutcome)
+	api.GET("/operations/:id/attempts/:n/output", h.AttemptOutput)
 	api.POST("/operations/:id/evidence", h.AddEvidence)
 	api.PUT("/operations/:id/jobs/:ref", h.PutJob)
 	api.GET("/operations/:id/decisions", h.OperationDecisions)

@@ -1,6 +1,7 @@
 package review
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strconv"
@@ -25,7 +26,18 @@ type Outcome struct {
 	// Usage is what a model call consumed; the destination's pricing
 	// turns it into cost (Destination.UsageCost), added to Cost.
 	Usage *Usage `json:"usage,omitempty"`
+	// Output is a model's structured output (JSON, at most MaxOutputLen
+	// bytes), kept with the attempt; OutputInvalid, when set, is why the
+	// caller's schema refused it. A refused output of a generate or read
+	// operation is not its result: nothing may run from it, and the next
+	// generation is a new attempt (Decide). It proves nothing about tools:
+	// each tool call is its own operation in the ledger.
+	Output        json.RawMessage `json:"output,omitempty"`
+	OutputInvalid string          `json:"output_invalid,omitempty" text:"free,2000"`
 }
+
+// MaxOutputLen bounds a structured output kept with an attempt.
+const MaxOutputLen = 64 << 10
 
 // Usage is the tokens a model call consumed, as the provider reported them
 // (OpenAI's usage.prompt_tokens and usage.completion_tokens).
@@ -56,6 +68,12 @@ func (o Outcome) Validate() error {
 		return fmt.Errorf("%w: usage tokens must not be negative", ErrInvalid)
 	case o.Usage != nil && o.Usage.PromptTokens > MaxTokens || o.Usage != nil && o.Usage.CompletionTokens > MaxTokens:
 		return fmt.Errorf("%w: usage tokens must be at most %d", ErrInvalid, MaxTokens)
+	case len(o.Output) > MaxOutputLen:
+		return fmt.Errorf("%w: output must be at most %d bytes", ErrInvalid, MaxOutputLen)
+	case o.OutputInvalid != "" && o.Output == nil:
+		return fmt.Errorf("%w: output_invalid says why an output was refused: send the output with it", ErrInvalid)
+	case o.Output != nil && o.Result != ResultSuccess:
+		return fmt.Errorf("%w: an output comes with a success only", ErrInvalid)
 	case o.Job != nil && o.Job.Ref == "":
 		return fmt.Errorf("%w: job.ref is required", ErrInvalid)
 	case o.Job != nil && o.Job.Status != "" && !JobStatus(o.Job.Status).Valid():
@@ -281,6 +299,15 @@ func Decide(in DecideInput) Decision {
 	op, o, now := in.Op, in.Outcome, in.Now
 	cl := Classify(o, in.Destination, op.Action, now)
 	risk := EffectiveRisk(op.Risk, in.Destination, in.FirstAttemptAt, now)
+	if cl.Effect == EffectDone && o.OutputInvalid != "" {
+		if op.Risk == RiskGenerate || op.Risk == RiskRead {
+			// The structured-output gate: the answer is not the result.
+			cl = Classification{Effect: EffectNone, Reason: fmt.Sprintf("the structured output breaks its schema (%s): "+
+				"nothing runs from it; the next generation is a new attempt", o.OutputInvalid)}
+		} else {
+			cl.Reason += "; output_invalid ignored: the destination did it, and only a read or a generation is asked again"
+		}
+	}
 
 	switch cl.Effect {
 	case EffectDone:

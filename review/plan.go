@@ -147,7 +147,8 @@ func PlanOutcome(in DecideInput) OutcomePlan {
 	if o.Resource != nil && d.State == Confirmed && p.Resource == nil {
 		p.Resource = &ResourceRef{Ref: o.Resource.Ref, Kind: o.Resource.Kind, Version: o.Resource.Version}
 	}
-	if o.Result == ResultSuccess {
+	if o.Result == ResultSuccess && !(o.OutputInvalid != "" && (op.Risk == RiskGenerate || op.Risk == RiskRead)) {
+		// A refused structured output is not a confirming answer.
 		p.Evidence = responseEvidence(op.ID, in.N, o, *d, now)
 	}
 	if o.Job != nil {

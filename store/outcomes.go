@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"crypto/sha256"
+	"database/sql"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -33,6 +34,12 @@ func OutcomeHash(o review.Outcome) string {
 }
 
 const (
+	/* Store.applyOutcome: the structured output, with the attempt's close. */
+	insertAttemptOutput = `INSERT INTO attempt_outputs (operation_id, n, output, invalid, recorded_at) VALUES (?, ?, ?, ?, ?)`
+	/* Store.AttemptOutput: scoped by the operation's tenant. */
+	selectAttemptOutput = `
+SELECT a.n, a.output, a.invalid, a.recorded_at FROM attempt_outputs a JOIN operations o ON o.id = a.operation_id
+WHERE a.operation_id = ? AND o.tenant = ? AND a.n = ?`
 	/* Store.applyOutcome: fenced by generation; a closed attempt is never rewritten. */
 	finishAttempt = `
 UPDATE attempts SET finished_at = ?, result = ?, phase = ?, http_status = ?, provider_code = ?,
@@ -75,15 +82,25 @@ func (s *Store) RecordOutcome(ctx context.Context, tenant, opID string, n int, o
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
+	if o.Output != nil {
+		canon, err := review.Canonicalize(o.Output)
+		if err != nil {
+			return nil, fmt.Errorf("%w: output: %v", review.ErrInvalid, err)
+		}
+		o.Output = canon
+	}
 	hash := OutcomeHash(o)
-	if res, ok, err := s.recordOutcomeFast(ctx, tenant, opID, n, o, hash, actor); ok || err != nil {
-		if err != nil && !errors.Is(err, review.ErrInvalidTransition) {
-			return nil, fmt.Errorf("store.RecordOutcome: %w", err)
+	// An outcome with an output takes the ordinary path, which keeps it.
+	if o.Output == nil {
+		if res, ok, err := s.recordOutcomeFast(ctx, tenant, opID, n, o, hash, actor); ok || err != nil {
+			if err != nil && !errors.Is(err, review.ErrInvalidTransition) {
+				return nil, fmt.Errorf("store.RecordOutcome: %w", err)
+			}
+			if err == nil {
+				s.fastHits.Add(1)
+			}
+			return res, err
 		}
-		if err == nil {
-			s.fastHits.Add(1)
-		}
-		return res, err
 	}
 	s.fastMisses.Add(1)
 	s.snaps.drop(opID) // GetOperation below takes a new one
@@ -201,6 +218,11 @@ func (s *Store) applyOutcome(ctx context.Context, tx *sqlx.Tx, row *opRow, att *
 	if p.Evidence != nil {
 		if err := s.insertEvidence(ctx, tx, op.ID, *p.Evidence); err != nil {
 			return nil, err
+		}
+	}
+	if o.Output != nil {
+		if _, err := s.exec(ctx, tx, insertAttemptOutput, op.ID, att.N, string(o.Output), o.OutputInvalid, now); err != nil {
+			return nil, fmt.Errorf("keep output: %w", err)
 		}
 	}
 	if p.Job != nil {
@@ -398,4 +420,31 @@ func (s *Store) loadPriorEffect(ctx context.Context, tx *sqlx.Tx, op *review.Ope
 		return false, fmt.Errorf("prior outcomes: %w", err)
 	}
 	return review.PriorMayHaveEffect(prior, n, s.cfg.Destination(op.Destination), op.Action, s.now()), nil
+}
+
+// AttemptOutput is a structured output kept with attempt N.
+type AttemptOutput struct {
+	N          int             `json:"n" db:"n"`
+	Output     json.RawMessage `json:"output" db:"output"`
+	Invalid    string          `json:"invalid,omitempty" db:"invalid"`
+	RecordedAt time.Time       `json:"recorded_at" db:"recorded_at"`
+}
+
+// AttemptOutput reads the structured output of attempt n of tenant's
+// operation opID; review.ErrNotFound when it kept none.
+func (s *Store) AttemptOutput(ctx context.Context, tenant, opID string, n int) (*AttemptOutput, error) {
+	var out struct {
+		N          int       `db:"n"`
+		Output     string    `db:"output"`
+		Invalid    string    `db:"invalid"`
+		RecordedAt time.Time `db:"recorded_at"`
+	}
+	err := s.db.GetContext(ctx, &out, s.rebind(selectAttemptOutput), opID, tenant, n)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, review.ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("store.AttemptOutput: %w", err)
+	}
+	return &AttemptOutput{N: out.N, Output: json.RawMessage(out.Output), Invalid: out.Invalid, RecordedAt: out.RecordedAt.UTC()}, nil
 }

@@ -109,8 +109,9 @@ var ErrUnknownTool = errors.New("agent: unknown tool")
 
 // Controller runs tool calls through the ledger.
 type Controller struct {
-	c     *client.Client
-	tools map[string]*tool
+	c        *client.Client
+	tools    map[string]*tool
+	planners map[string]*planner
 	// WaitApproval is how long a Call waits for a person to approve a
 	// call that needs it (0: return awaiting_approval at once).
 	WaitApproval time.Duration
@@ -129,7 +130,7 @@ type tool struct {
 // New returns a controller for tools, their schemas compiled. A schema may
 // not refer to anything outside itself: nothing is fetched.
 func New(c *client.Client, tools ...Tool) (*Controller, error) {
-	ctl := &Controller{c: c, tools: map[string]*tool{}, Poll: 200 * time.Millisecond}
+	ctl := &Controller{c: c, tools: map[string]*tool{}, planners: map[string]*planner{}, Poll: 200 * time.Millisecond}
 	for _, t := range tools {
 		if t.Name == "" || t.Destination == "" || t.Send == nil {
 			return nil, fmt.Errorf("agent: tool %q needs a name, a destination and Send", t.Name)

@@ -1,0 +1,143 @@
+package agent_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/limbo-dev/limbo/client"
+	"github.com/limbo-dev/limbo/client/agent"
+	"github.com/limbo-dev/limbo/handlers"
+	"github.com/limbo-dev/limbo/review"
+	"github.com/limbo-dev/limbo/sandbox"
+	"github.com/limbo-dev/limbo/store"
+	"github.com/limbo-dev/limbo/store/storetest"
+)
+
+const planConfig = `
+destinations:
+  model:
+    preset: openai
+    lease: 30s
+    actions:
+      plan_release:
+        risk: generate
+        max_attempts: 3
+`
+
+var planSchema = json.RawMessage(`{"type":"object","required":["steps"],"properties":{"steps":{"type":"array","items":{"type":"string"},"minItems":1}}}`)
+
+// generate asks the sandbox model for a structured output and returns its
+// content as the output.
+func generate(modelURL string) func(context.Context, agent.Attempt) (review.Outcome, json.RawMessage) {
+	hc := &http.Client{Timeout: 2 * time.Second}
+	return func(ctx context.Context, a agent.Attempt) (review.Outcome, json.RawMessage) {
+		body := `{"model":"sandbox-small","messages":[{"role":"user","content":"plan"}],"response_format":{"type":"json_schema"},` +
+			`"tools":[{"type":"function","function":{"name":"read"}},{"type":"function","function":{"name":"write"}}]}`
+		req, err := client.NewAttemptRequest(ctx, a.Grant, http.MethodPost, modelURL+"/v1/chat/completions", []byte(body))
+		if err != nil {
+			return review.Outcome{Result: review.ResultConnectionError, Phase: review.PhaseBeforeSend}, nil
+		}
+		resp, o := client.SendAttempt(hc, req)
+		if resp == nil {
+			return o, nil
+		}
+		defer resp.Body.Close()
+		raw, _ := io.ReadAll(resp.Body)
+		o.Usage = client.UsageFromBody(raw)
+		var v struct {
+			Choices []struct {
+				Message struct {
+					Content string `json:"content"`
+				} `json:"message"`
+			} `json:"choices"`
+		}
+		if o.Result != review.ResultSuccess || json.Unmarshal(raw, &v) != nil || len(v.Choices) == 0 {
+			return o, nil
+		}
+		return o, json.RawMessage(v.Choices[0].Message.Content)
+	}
+}
+
+// TestPlanGate: a structured output that breaks the planner's schema is
+// kept, refused and generated again as a new attempt; the accepted plan is
+// read back from the ledger by a later Run without calling the model; a
+// model that keeps answering badly runs out of attempts and nothing is
+// accepted.
+func TestPlanGate(t *testing.T) {
+	cfg, err := review.ParseConfig([]byte(planConfig))
+	if err != nil {
+		t.Fatal(err)
+	}
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		sb := sandbox.New(sandbox.Options{Seed: 1})
+		model := httptest.NewServer(sb.Handler())
+		t.Cleanup(func() { model.Close(); sb.Close() })
+		st := storetest.Open(t, e, store.Options{Config: cfg})
+		api := httptest.NewServer(handlers.NewServer(handlers.New(st, nil)))
+		t.Cleanup(api.Close)
+		tok, err := st.CreateToken(context.Background(), review.Operator("test"), "acme", "agent")
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := client.New(api.URL, tok, nil)
+		ctl, err := agent.New(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := ctl.AddPlanner(agent.Planner{Name: "plan_release", Destination: "model", Schema: planSchema, Generate: generate(model.URL)}); err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+
+		if err := sb.QueueModelFaults("malformed_output"); err != nil {
+			t.Fatal(err)
+		}
+		run, err := ctl.Run(ctx, "run-plan")
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := run.Plan(ctx, "plan_release", json.RawMessage(`{"release":"v1.2"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !p.Done() || !p.Generated || p.Refused != 1 || string(p.Output) != `{"steps":["read","write"]}` {
+			t.Fatalf("plan = %+v (%s), want the second generation accepted after one refused", p, p.Output)
+		}
+		if n := sb.ModelCalls(); n != 2 {
+			t.Errorf("the model generated %d times, want 2", n)
+		}
+		refused, err := c.AttemptOutput(ctx, p.OperationID, 1)
+		if err != nil || !strings.Contains(refused.Invalid, "steps") || string(refused.Output) != `{"steps":"all of them"}` {
+			t.Errorf("attempt 1's output = %+v, %v; want the refused plan kept with why", refused, err)
+		}
+
+		// After a crash: the plan comes from the ledger, not the model.
+		again, err := ctl.Run(ctx, "run-plan")
+		if err != nil {
+			t.Fatal(err)
+		}
+		p2, err := again.Plan(ctx, "plan_release", json.RawMessage(`{"release":"v1.2"}`))
+		if err != nil || p2.Generated || !p2.Done() || string(p2.Output) != string(p.Output) || sb.ModelCalls() != 2 {
+			t.Fatalf("the resumed plan = %+v, %v (model calls %d); want the ledger's, not a new generation", p2, err, sb.ModelCalls())
+		}
+
+		// A model that never answers well: out of attempts, nothing accepted.
+		if err := sb.QueueModelFaults("malformed_output", "malformed_output", "malformed_output"); err != nil {
+			t.Fatal(err)
+		}
+		bad, err := run.Plan(ctx, "plan_release", json.RawMessage(`{"release":"v2.0"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if bad.Done() || bad.Output != nil || bad.Refused != 3 || bad.State != review.Failed {
+			t.Errorf("plan = %+v, want failed after 3 refused generations and no output", bad)
+		}
+	})
+}
