@@ -55,8 +55,8 @@ type call struct {
 	// undo repeated after a lost answer must not undo twice where the
 	// destination can tell.
 	keyHeader string
-	url  *template.Template
-	http *http.Client
+	url       *template.Template
+	http      *http.Client
 }
 
 // New returns a worker for cfg's destinations that have an undo call,
