@@ -17,8 +17,9 @@ import (
 //
 //   - a request with response_format json_schema (a structured output)
 //     answers a plan: {"steps": [the offered tools' names, or "respond"]};
-//   - otherwise it calls the offered tools one after the other — the next
-//     one after as many tool results as the conversation holds — with each
+//   - otherwise it calls the first offered tool that has no result in
+//     the conversation yet (a result whose content carries an "error"
+//     member does not count: the call is proposed again), with each
 //     argument set to its schema's first example (else its default); once
 //     every tool has a result it answers "done".
 //
@@ -218,12 +219,18 @@ func (s *Sandbox) complete(req chatRequest, fault string) (chatMessage, string) 
 		}
 		return chatMessage{Role: "assistant", Content: string(content)}, "stop"
 	}
-	var results int
+	// Which offered tools have a result: tool messages name the call they
+	// answer, the assistant's earlier messages the call's tool.
+	names := map[string]string{}
+	done := map[string]bool{}
 	var last *toolCall
 	for i := range req.Messages {
 		m := &req.Messages[i]
-		if m.Role == "tool" {
-			results++
+		for _, c := range m.ToolCalls {
+			names[c.ID] = c.Function.Name
+		}
+		if m.Role == "tool" && !isToolError(m.Content) {
+			done[names[m.ToolCallID]] = true
 		}
 		if len(m.ToolCalls) > 0 {
 			last = &m.ToolCalls[len(m.ToolCalls)-1]
@@ -237,9 +244,17 @@ func (s *Sandbox) complete(req chatRequest, fault string) (chatMessage, string) 
 		}
 		return chatMessage{Role: "assistant", ToolCalls: []toolCall{call}}, "tool_calls"
 	}
-	if results >= len(req.Tools) {
+	next := -1
+	for i, t := range req.Tools {
+		if !done[t.Function.Name] {
+			next = i
+			break
+		}
+	}
+	if next < 0 {
 		return chatMessage{Role: "assistant", Content: "done"}, "stop"
 	}
+	results := next
 	t := req.Tools[results].Function
 	args := exampleArguments(t.Parameters)
 	if fault == "malformed_arguments" {
@@ -320,4 +335,12 @@ func reverseMembers(obj string) string {
 	}
 	slices.Reverse(members)
 	return "{" + strings.Join(members, ",") + "}"
+}
+
+// isToolError: a tool result that says the call was refused or failed.
+func isToolError(content string) bool {
+	var v struct {
+		Error json.RawMessage `json:"error"`
+	}
+	return json.Unmarshal([]byte(content), &v) == nil && len(v.Error) > 0 && string(v.Error) != "null"
 }

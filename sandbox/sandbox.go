@@ -183,6 +183,12 @@ func (s *Sandbox) routes() *http.ServeMux {
 	// The sandbox model: OpenAI-shaped chat completions (model.go).
 	m.HandleFunc("POST /v1/chat/completions", s.chatCompletions)
 	m.HandleFunc("POST /v1/_faults", s.scriptModelFaults)
+	// A read for agents: a release's changes (fixed, no effect, no fault).
+	m.HandleFunc("GET /releases/{version}", func(w http.ResponseWriter, r *http.Request) {
+		v := r.PathValue("version")
+		writeJSON(w, http.StatusOK, map[string]any{"version": v, "changes": []string{
+			"faster uploads for large folders", "share links can expire", "fixed: PDF export of rotated pages"}})
+	})
 	m.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})

@@ -14,6 +14,10 @@ func TestPolicyLint(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "every policy complete") {
 		t.Fatalf("example config: exit %d\n%s%s", code, out, errs)
 	}
+	// The example agent's configuration too.
+	if code, out, errs := limbo(t, "policy", "lint", "--config", "../../examples/agent/release/limbo.yaml"); code != 0 || !strings.Contains(out, "5 actions, every policy complete") {
+		t.Fatalf("example agent config: exit %d\n%s%s", code, out, errs)
+	}
 
 	data, err := os.ReadFile("../../limbo.example.yaml")
 	if err != nil {
