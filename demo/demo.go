@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/limbo-dev/limbo/client"
+	"github.com/limbo-dev/limbo/examples/agent/release"
 	"github.com/limbo-dev/limbo/review"
 	"github.com/limbo-dev/limbo/sandbox"
 	"github.com/limbo-dev/limbo/simulate"
@@ -102,7 +103,20 @@ func New(cfg *review.Config, log *slog.Logger) (*Demo, error) {
 		Effects: "publishes a press release on the public site", DuplicateCost: "the release appears twice; a retraction is public",
 		KeyFields: []string{}, Risk: review.RiskIrreversible, Flags: []review.Flag{review.FlagIrreversible}, ApprovalTimeout: 24 * time.Hour,
 		Evidence: []review.EvidenceSource{review.SourceResponse, review.SourceReviewer}}
+	// The example agent's actions on the sandbox, and the sandbox's model
+	// as the "model" destination (examples/agent/release/limbo.yaml).
+	agentCfg, err := release.Config(d.sbURL)
+	if err != nil {
+		ln.Close()
+		return nil, err
+	}
+	for name, ac := range agentCfg.Destinations[release.ToolsDestination].Actions {
+		dest.Actions[name] = ac
+	}
 	cfg.Destinations[sandbox.DestinationName] = dest
+	if _, named := cfg.Destinations[release.ModelDestination]; !named {
+		cfg.Destinations[release.ModelDestination] = agentCfg.Destinations[release.ModelDestination]
+	}
 	d.configured = true
 	return d, nil
 }
@@ -152,9 +166,13 @@ func (d *Demo) Close() {
 	d.ln.Close()
 }
 
-// Traffic runs two flows at a time per tenant until ctx ends.
+// Traffic runs two flows at a time per tenant, and the example agent for
+// the demo tenant, until ctx ends.
 func (d *Demo) Traffic(ctx context.Context, limboURL string) {
 	var wg sync.WaitGroup
+	if d.configured && d.tokens["demo"] != "" {
+		wg.Go(func() { d.agents(ctx, limboURL) })
+	}
 	for i, tenant := range Tenants {
 		tok := d.tokens[tenant]
 		if tok == "" {
@@ -439,4 +457,44 @@ func seedDemoOperations(ctx context.Context, st *store.Store, approval bool) err
 		}
 	}
 	return nil
+}
+
+// agentEvery is how often the demo starts a release-notes run.
+const agentEvery = 45 * time.Second
+
+// agents runs the example agent for the demo tenant: a new release-notes
+// run every agentEvery (some with a scripted model fault: a plan that
+// breaks its schema, a rate limit, malformed arguments, a repeated call),
+// and every unfinished run resumed each round — so the console shows its
+// tool calls, its notifications waiting for approval, and the runs that
+// carry on once a reviewer approved.
+func (d *Demo) agents(ctx context.Context, limboURL string) {
+	a := &release.Agent{Limbo: client.New(limboURL, d.tokens["demo"], &http.Client{Timeout: 10 * time.Second}),
+		Sandbox: d.sbURL, HTTP: &http.Client{Timeout: 5 * time.Second}, Log: d.log}
+	faults := [][]string{nil, {"malformed_output"}, {"rate_limit"}, {"malformed_arguments"}, {"repeat_call"}, {"server_error"}}
+	open := map[string]string{} // run id → release
+	tick := time.NewTicker(agentEvery)
+	defer tick.Stop()
+	for n := 1; ; n++ {
+		if f := faults[n%len(faults)]; f != nil {
+			_ = d.sb.QueueModelFaults(f...)
+		}
+		open[fmt.Sprintf("release-%d-%d", time.Now().Unix()%100000, n)] = fmt.Sprintf("v1.%d", n)
+		for id, version := range open {
+			rep, err := a.Run(ctx, id, version)
+			switch {
+			case ctx.Err() != nil:
+				return
+			case err != nil:
+				d.log.Warn("demo agent", "run", id, "err", err)
+			case rep.Done:
+				delete(open, id)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
 }
