@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -167,7 +168,11 @@ func TestAgentFaultRun(t *testing.T) {
 					waiting = waiting || op.State == review.NeedsReview || op.State == review.AwaitingApproval
 				}
 				if !waiting {
-					t.Errorf("%s neither finished nor waits on a person", id)
+					var states []string
+					for _, op := range ops {
+						states = append(states, fmt.Sprintf("%s %s (%s)", op.Action, op.State, op.StateReason))
+					}
+					t.Errorf("%s neither finished nor waits on a person:\n  %s", id, strings.Join(states, "\n  "))
 				}
 			}
 		}
