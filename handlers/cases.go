@@ -287,8 +287,17 @@ func (h *Handlers) OperationPage(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return render(c, http.StatusOK, web.OperationPage(web.OperationView{Nav: nav(c), Op: op, Payload: pretty(op.Payload, h.redactFields(op)),
-		Cases: cases, History: hist, Policy: h.policyNote(op)}))
+	kept, err := h.Store.AttemptOutputs(ctx, op.ID)
+	if err != nil {
+		return err
+	}
+	redact := h.redactFields(op)
+	var outputs []web.OutputView
+	for _, o := range kept {
+		outputs = append(outputs, web.OutputView{N: o.N, Output: pretty(o.Output, redact), Invalid: o.Invalid})
+	}
+	return render(c, http.StatusOK, web.OperationPage(web.OperationView{Nav: nav(c), Op: op, Payload: pretty(op.Payload, redact),
+		Cases: cases, History: hist, Policy: h.policyNote(op), Outputs: outputs}))
 }
 
 // redactFields are the payload members the configuration hides for op:

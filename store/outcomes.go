@@ -36,6 +36,8 @@ func OutcomeHash(o review.Outcome) string {
 const (
 	/* Store.applyOutcome: the structured output, with the attempt's close. */
 	insertAttemptOutput = `INSERT INTO attempt_outputs (operation_id, n, output, invalid, recorded_at) VALUES (?, ?, ?, ?, ?)`
+	/* Store.AttemptOutputs: the caller has read the operation in its scope. */
+	selectAttemptOutputs = `SELECT n, output, invalid, recorded_at FROM attempt_outputs WHERE operation_id = ? ORDER BY n`
 	/* Store.AttemptOutput: scoped by the operation's tenant. */
 	selectAttemptOutput = `
 SELECT a.n, a.output, a.invalid, a.recorded_at FROM attempt_outputs a JOIN operations o ON o.id = a.operation_id
@@ -428,6 +430,25 @@ type AttemptOutput struct {
 	Output     json.RawMessage `json:"output" db:"output"`
 	Invalid    string          `json:"invalid,omitempty" db:"invalid"`
 	RecordedAt time.Time       `json:"recorded_at" db:"recorded_at"`
+}
+
+// AttemptOutputs reads every structured output kept for operation opID,
+// by attempt; the caller has read the operation in its scope.
+func (s *Store) AttemptOutputs(ctx context.Context, opID string) ([]AttemptOutput, error) {
+	var rows []struct {
+		N          int       `db:"n"`
+		Output     string    `db:"output"`
+		Invalid    string    `db:"invalid"`
+		RecordedAt time.Time `db:"recorded_at"`
+	}
+	if err := s.db.SelectContext(ctx, &rows, s.rebind(selectAttemptOutputs), opID); err != nil {
+		return nil, fmt.Errorf("store.AttemptOutputs: %w", err)
+	}
+	out := make([]AttemptOutput, len(rows))
+	for i, r := range rows {
+		out[i] = AttemptOutput{N: r.N, Output: json.RawMessage(r.Output), Invalid: r.Invalid, RecordedAt: r.RecordedAt.UTC()}
+	}
+	return out, nil
 }
 
 // AttemptOutput reads the structured output of attempt n of tenant's
