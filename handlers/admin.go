@@ -2,8 +2,10 @@ package handlers
 
 import (
 	"errors"
+	"maps"
 	"net/http"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/labstack/echo/v4"
@@ -162,8 +164,15 @@ func (h *Handlers) AdminRevokeToken(c echo.Context) error {
 // webhook secrets hidden.
 func (h *Handlers) AdminDestinations(c echo.Context) error {
 	text := "# no configuration file: every destination gets the safe defaults\n"
-	if cfg := h.Store.Config(); cfg != nil && cfg.Source != "" {
+	cfg := h.Store.Config()
+	switch {
+	case cfg != nil && cfg.Source != "":
 		text = webhookSecret.ReplaceAllString(cfg.Source, "whsec_(hidden)")
+	case cfg != nil && len(cfg.Destinations) > 0:
+		// The demo configures its destinations itself.
+		names := slices.Sorted(maps.Keys(cfg.Destinations))
+		text = "# no configuration file: the server configured " + strings.Join(names, ", ") +
+			" itself (the demo); their action policies are at /admin/actions.\n# Every other destination gets the safe defaults.\n"
 	}
 	budgets, err := h.Store.RetryBudgets(c.Request().Context(), principal(c))
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
@@ -164,7 +165,18 @@ func (p *planner) gate(out json.RawMessage) (json.RawMessage, string) {
 		return json.RawMessage("null"), review.FitText(review.FreeText, 2000, "the structured output is not JSON Limbo keeps: "+err.Error())
 	}
 	if err := p.schema.Validate(inst); err != nil {
-		return canon, review.FitText(review.FreeText, 2000, err.Error())
+		return canon, review.FitText(review.FreeText, 2000, schemaMessage(err))
 	}
 	return canon, ""
+}
+
+// schemaMessage is a validation error without the schema's internal
+// location the library opens it with ("jsonschema validation failed with
+// 'mem://…#' - "): what a reviewer reads is what broke.
+func schemaMessage(err error) string {
+	msg := err.Error()
+	if _, rest, ok := strings.Cut(msg, "' - "); ok && strings.HasPrefix(msg, "jsonschema validation failed with '") {
+		return rest
+	}
+	return msg
 }
