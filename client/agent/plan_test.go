@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -138,6 +139,80 @@ func TestPlanGate(t *testing.T) {
 		}
 		if bad.Done() || bad.Output != nil || bad.Refused != 3 || bad.State != review.Failed {
 			t.Errorf("plan = %+v, want failed after 3 refused generations and no output", bad)
+		}
+	})
+}
+
+// TestPlanTokenBudget: each refused generation's tokens are priced into the
+// planning operation's cost; the cost budget stops the regenerations and
+// the policy's escalate_on opens a budget_exhausted case — against the
+// sandbox model.
+func TestPlanTokenBudget(t *testing.T) {
+	cfg, err := review.ParseConfig([]byte(`
+destinations:
+  model:
+    preset: openai
+    lease: 30s
+    pricing:
+      "*": {prompt_per_mtok: 100, completion_per_mtok: 100}
+    actions:
+      plan_release:
+        risk: generate
+        max_attempts: 10
+        cost_budget: 0.02
+        escalate_on: [budget_exhausted]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		sb := sandbox.New(sandbox.Options{Seed: 1})
+		model := httptest.NewServer(sb.Handler())
+		t.Cleanup(func() { model.Close(); sb.Close() })
+		st := storetest.Open(t, e, store.Options{Config: cfg})
+		api := httptest.NewServer(handlers.NewServer(handlers.New(st, nil)))
+		t.Cleanup(api.Close)
+		tok, err := st.CreateToken(context.Background(), review.Operator("test"), "acme", "agent")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctl, err := agent.New(client.New(api.URL, tok, nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := ctl.AddPlanner(agent.Planner{Name: "plan_release", Destination: "model", Schema: planSchema, Generate: generate(model.URL)}); err != nil {
+			t.Fatal(err)
+		}
+		faults := make([]string, 10)
+		for i := range faults {
+			faults[i] = "malformed_output"
+		}
+		if err := sb.QueueModelFaults(faults...); err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		run, err := ctl.Run(ctx, "run-costly")
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := run.Plan(ctx, "plan_release", json.RawMessage(`{"release":"v3"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		op, err := st.GetOperation(ctx, "acme", p.OperationID, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.Done() || op.State != review.NeedsReview || !strings.Contains(op.StateReason, "cost budget exhausted") {
+			t.Fatalf("plan %s (%s) after %d generations; want needs_review at the cost budget", op.State, op.StateReason, len(op.Attempts))
+		}
+		if len(op.Attempts) >= 10 || op.CostSpent < 0.02 {
+			t.Errorf("%d attempts, %g spent: want the cost budget (0.02), not max_attempts, to stop it", len(op.Attempts), op.CostSpent)
+		}
+		cs, err := st.CasesForOperation(ctx, op.ID)
+		if err != nil || len(cs) != 1 || !slices.Contains(cs[0].Reasons, review.ReasonBudgetExhausted) {
+			t.Fatalf("cases = %+v, %v; want one budget_exhausted case", cs, err)
 		}
 	})
 }
