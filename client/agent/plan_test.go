@@ -65,6 +65,31 @@ func generate(modelURL string) func(context.Context, agent.Attempt) (review.Outc
 	}
 }
 
+// planWorld is the sandbox model, Limbo's API over a fresh database with
+// cfg, and a controller with the plan_release planner.
+func planWorld(t *testing.T, e store.Engine, cfg *review.Config) (*sandbox.Sandbox, *store.Store, *client.Client, *agent.Controller) {
+	t.Helper()
+	sb := sandbox.New(sandbox.Options{Seed: 1})
+	model := httptest.NewServer(sb.Handler())
+	t.Cleanup(func() { model.Close(); sb.Close() })
+	st := storetest.Open(t, e, store.Options{Config: cfg})
+	api := httptest.NewServer(handlers.NewServer(handlers.New(st, nil)))
+	t.Cleanup(api.Close)
+	tok, err := st.CreateToken(context.Background(), review.Operator("test"), "acme", "agent")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := client.New(api.URL, tok, nil)
+	ctl, err := agent.New(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ctl.AddPlanner(agent.Planner{Name: "plan_release", Destination: "model", Schema: planSchema, Generate: generate(model.URL)}); err != nil {
+		t.Fatal(err)
+	}
+	return sb, st, c, ctl
+}
+
 // TestPlanGate: a structured output that breaks the planner's schema is
 // kept, refused and generated again as a new attempt; the accepted plan is
 // read back from the ledger by a later Run without calling the model; a
@@ -76,24 +101,7 @@ func TestPlanGate(t *testing.T) {
 		t.Fatal(err)
 	}
 	storetest.Each(t, func(t *testing.T, e store.Engine) {
-		sb := sandbox.New(sandbox.Options{Seed: 1})
-		model := httptest.NewServer(sb.Handler())
-		t.Cleanup(func() { model.Close(); sb.Close() })
-		st := storetest.Open(t, e, store.Options{Config: cfg})
-		api := httptest.NewServer(handlers.NewServer(handlers.New(st, nil)))
-		t.Cleanup(api.Close)
-		tok, err := st.CreateToken(context.Background(), review.Operator("test"), "acme", "agent")
-		if err != nil {
-			t.Fatal(err)
-		}
-		c := client.New(api.URL, tok, nil)
-		ctl, err := agent.New(c)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := ctl.AddPlanner(agent.Planner{Name: "plan_release", Destination: "model", Schema: planSchema, Generate: generate(model.URL)}); err != nil {
-			t.Fatal(err)
-		}
+		sb, _, c, ctl := planWorld(t, e, cfg)
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 
@@ -166,23 +174,7 @@ destinations:
 		t.Fatal(err)
 	}
 	storetest.Each(t, func(t *testing.T, e store.Engine) {
-		sb := sandbox.New(sandbox.Options{Seed: 1})
-		model := httptest.NewServer(sb.Handler())
-		t.Cleanup(func() { model.Close(); sb.Close() })
-		st := storetest.Open(t, e, store.Options{Config: cfg})
-		api := httptest.NewServer(handlers.NewServer(handlers.New(st, nil)))
-		t.Cleanup(api.Close)
-		tok, err := st.CreateToken(context.Background(), review.Operator("test"), "acme", "agent")
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctl, err := agent.New(client.New(api.URL, tok, nil))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := ctl.AddPlanner(agent.Planner{Name: "plan_release", Destination: "model", Schema: planSchema, Generate: generate(model.URL)}); err != nil {
-			t.Fatal(err)
-		}
+		sb, st, _, ctl := planWorld(t, e, cfg)
 		faults := make([]string, 10)
 		for i := range faults {
 			faults[i] = "malformed_output"
