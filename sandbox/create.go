@@ -98,6 +98,10 @@ func (s *Sandbox) createJob(_ *http.Request, body []byte) answer {
 	s.mu.Lock()
 	r := s.add(KindJob, req.Metadata, map[string]any{"input_ref": req.InputRef, "format": req.Format}, "")
 	r.job = &job{status: JobQueued, inputRef: req.InputRef, format: req.Format}
+	if in, ok := s.resources[req.InputRef]; ok {
+		r.job.inputVersion = in.logicalVersion
+		r.attrs["input_version"] = in.logicalVersion
+	}
 	if !s.closed {
 		s.wg.Go(func() { s.runJob(r.ref) })
 	}

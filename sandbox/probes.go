@@ -36,6 +36,7 @@ type jobView struct {
 	OperationID    string `json:"operation_id"`
 	LogicalVersion string `json:"logical_version"`
 	InputRef       string `json:"input_ref"`
+	InputVersion   string `json:"input_version,omitempty"`
 	Format         string `json:"format"`
 	Compensated    bool   `json:"compensated"`
 }
@@ -49,7 +50,7 @@ func (s *Sandbox) getJob(r *http.Request) (int, any) {
 		v = jobView{
 			Ref: res.ref, Status: res.job.status, OutputRef: res.job.outputRef,
 			OperationID: res.operationID, LogicalVersion: res.logicalVersion,
-			InputRef: res.job.inputRef, Format: res.job.format, Compensated: res.compensated,
+			InputRef: res.job.inputRef, InputVersion: res.job.inputVersion, Format: res.job.format, Compensated: res.compensated,
 		}
 	}
 	s.mu.Unlock()
@@ -101,7 +102,7 @@ func (s *Sandbox) search(r *http.Request) (int, any) {
 			continue
 		}
 		switch {
-		case res.operationID != opID, res.compensated, res.createdAt.After(visibleBefore),
+		case !res.namesOperation(opID), res.compensated, res.createdAt.After(visibleBefore),
 			kind != "" && res.kind != kind, res.jobRef != "" && !outputs:
 			continue
 		}
@@ -109,7 +110,10 @@ func (s *Sandbox) search(r *http.Request) (int, any) {
 			next = items[len(items)-1].Ref
 			break
 		}
-		items = append(items, searchItem{Ref: res.ref, Kind: res.kind, Version: res.logicalVersion, OperationID: res.operationID, LogicalVersion: res.logicalVersion})
+		// A file found for an operation that uploaded one of its versions
+		// shows that operation, at the file's current version: whether the
+		// operation's own version ever existed is its history's to say.
+		items = append(items, searchItem{Ref: res.ref, Kind: res.kind, Version: res.logicalVersion, OperationID: opID, LogicalVersion: res.logicalVersion})
 	}
 	s.mu.Unlock()
 	if !started {
@@ -139,4 +143,18 @@ func (s *Sandbox) truth(w http.ResponseWriter, _ *http.Request) {
 		items[i] = truthItem{OperationID: e.OperationID, LogicalVersion: e.LogicalVersion, ResourceRef: e.ResourceRef, Kind: e.Kind, Compensated: e.Compensated, At: e.At.UTC()}
 	}
 	writeJSON(w, http.StatusOK, items)
+}
+
+// namesOperation: r was created by operation opID, or one of its versions
+// was uploaded by it. The caller holds s.mu.
+func (r *resource) namesOperation(opID string) bool {
+	if r.operationID == opID {
+		return true
+	}
+	for _, v := range r.versions {
+		if v.OperationID == opID {
+			return true
+		}
+	}
+	return false
 }

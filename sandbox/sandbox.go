@@ -82,6 +82,9 @@ type resource struct {
 	effect int
 	// job is set for kind "job".
 	job *job
+	// versions is a file's history once a second version was uploaded
+	// or the history was asked for (versions.go).
+	versions []fileVersion
 }
 
 type job struct {
@@ -89,6 +92,9 @@ type job struct {
 	inputRef  string
 	format    string
 	outputRef string
+	// inputVersion is the input file's logical version when the job was
+	// queued: the version it runs on, whatever is uploaded after.
+	inputVersion string
 }
 
 // Sandbox is one in-memory destination. Its methods are safe for concurrent use.
@@ -175,10 +181,13 @@ func (s *Sandbox) routes() *http.ServeMux {
 	m.Handle("POST /emails", s.mutating(s.createEmail))
 	m.Handle("POST /charges", s.mutating(s.createCharge))
 	m.Handle("DELETE /resources/{ref}", s.mutating(s.compensate))
+	m.Handle("POST /files/{ref}/versions", s.mutating(s.uploadVersion))
+	m.Handle("POST /resources/{ref}/move", s.mutating(s.moveResource))
 	// Probes: the truth, unless ProbeErrors faults the answer; read-only.
 	m.Handle("GET /resources/{ref}", s.probe(s.getResource))
 	m.Handle("GET /jobs/{ref}", s.probe(s.getJob))
 	m.Handle("GET /search", s.probe(s.search))
+	m.Handle("GET /resources/{ref}/history", s.probe(s.getHistory))
 	m.HandleFunc("GET /truth", s.truth)
 	// The sandbox model: OpenAI-shaped chat completions (model.go).
 	m.HandleFunc("POST /v1/chat/completions", s.chatCompletions)

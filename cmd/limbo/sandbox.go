@@ -17,9 +17,12 @@ import (
 const sandboxUsage = `Usage: limbo sandbox [--addr 127.0.0.1:8090] [fault flags]
 
 Runs the sandbox destination on its own: a small file and transformation API
-(POST /folders /files /jobs /links /emails /charges, DELETE /resources/{ref};
-probes GET /resources/{ref} /jobs/{ref} /search?operation_id= /truth) with
-faults injected into mutating requests. Probes are never faulted.
+(POST /folders /files /jobs /links /emails /charges /files/{ref}/versions
+/resources/{ref}/move, DELETE /resources/{ref}; probes GET /resources/{ref}
+/resources/{ref}/history /jobs/{ref} /search?operation_id= /truth) with
+faults injected into mutating requests, and an OpenAI-shaped model
+(POST /v1/chat/completions, scripted faults at POST /v1/_faults). Probes are
+never faulted.
 
 Flags:
 `
