@@ -172,35 +172,46 @@ func New(opts Options) *Sandbox {
 }
 
 func (s *Sandbox) routes() *http.ServeMux {
-	m := http.NewServeMux()
-	// Mutating: faulted, and keyed by Idempotency-Key.
-	m.Handle("POST /folders", s.mutating(s.createFolder))
-	m.Handle("POST /files", s.mutating(s.createFile))
-	m.Handle("POST /jobs", s.mutating(s.createJob))
-	m.Handle("POST /links", s.mutating(s.createLink))
-	m.Handle("POST /emails", s.mutating(s.createEmail))
-	m.Handle("POST /charges", s.mutating(s.createCharge))
-	m.Handle("DELETE /resources/{ref}", s.mutating(s.compensate))
-	m.Handle("POST /files/{ref}/versions", s.mutating(s.uploadVersion))
-	m.Handle("POST /resources/{ref}/move", s.mutating(s.moveResource))
-	// Probes: the truth, unless ProbeErrors faults the answer; read-only.
-	m.Handle("GET /resources/{ref}", s.probe(s.getResource))
-	m.Handle("GET /jobs/{ref}", s.probe(s.getJob))
-	m.Handle("GET /search", s.probe(s.search))
-	m.Handle("GET /resources/{ref}/history", s.probe(s.getHistory))
-	m.HandleFunc("GET /truth", s.truth)
-	// The sandbox model: OpenAI-shaped chat completions (model.go).
-	m.HandleFunc("POST /v1/chat/completions", s.chatCompletions)
-	m.HandleFunc("POST /v1/_faults", s.scriptModelFaults)
-	// A read for agents: a release's changes (fixed, no effect, no fault).
-	m.HandleFunc("GET /releases/{version}", func(w http.ResponseWriter, r *http.Request) {
-		v := r.PathValue("version")
-		writeJSON(w, http.StatusOK, map[string]any{"version": v, "changes": []string{
+	release := func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]any{"version": r.PathValue("version"), "changes": []string{
 			"faster uploads for large folders", "share links can expire", "fixed: PDF export of rotated pages"}})
-	})
-	m.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
-		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
-	})
+	}
+	doc := OpenAPI()
+	// Mutating routes are faulted and keyed by Idempotency-Key; probes
+	// answer the truth unless ProbeErrors faults them, and are read-only.
+	handlers := map[string]http.Handler{
+		"createFolder":        s.mutating(s.createFolder),
+		"uploadFile":          s.mutating(s.createFile),
+		"uploadFileVersion":   s.mutating(s.uploadVersion),
+		"queueTransformation": s.mutating(s.createJob),
+		"publishShareLink":    s.mutating(s.createLink),
+		"sendEmail":           s.mutating(s.createEmail),
+		"createCharge":        s.mutating(s.createCharge),
+		"moveResource":        s.mutating(s.moveResource),
+		"deleteResource":      s.mutating(s.compensate),
+		"getResource":         s.probe(s.getResource),
+		"getResourceHistory":  s.probe(s.getHistory),
+		"getJob":              s.probe(s.getJob),
+		"searchByOperation":   s.probe(s.search),
+		"getTruth":            http.HandlerFunc(s.truth),
+		// The sandbox model: OpenAI-shaped chat completions (model.go).
+		"createChatCompletion": http.HandlerFunc(s.chatCompletions),
+		"scriptModelFaults":    http.HandlerFunc(s.scriptModelFaults),
+		// A read for agents: a release's changes (fixed, no effect, no fault).
+		"getRelease": http.HandlerFunc(release),
+		"healthz": http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+		}),
+		"getOpenAPI": http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { writeRaw(w, http.StatusOK, doc) }),
+	}
+	m := http.NewServeMux()
+	for _, r := range routeTable {
+		h, ok := handlers[r.operationID]
+		if !ok {
+			panic("sandbox: no handler for " + r.operationID)
+		}
+		m.Handle(r.method+" "+r.path, h)
+	}
 	return m
 }
 

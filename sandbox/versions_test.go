@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"net/http"
+	"strings"
 	"testing"
 )
 
@@ -57,5 +58,54 @@ func TestVersionsHistoryMoves(t *testing.T) {
 	}
 	if kinds[KindFile] != 1 || kinds[KindFileVersion] != 1 || kinds[KindFolder] != 1 || kinds[KindJob] != 1 {
 		t.Errorf("effects = %v, want one file, one new version, one folder, one job (the move is none)", kinds)
+	}
+}
+
+// TestOpenAPIDocument: GET /openapi.json is an OpenAPI 3.1 document naming
+// every route the sandbox serves, with operationIds, the probe routes
+// marked x-limbo-probe and the creates' request schemas.
+func TestOpenAPIDocument(t *testing.T) {
+	b := setup(t, Options{Seed: 1})
+	doc := b.must(t, http.StatusOK, "GET", "/openapi.json", "", nil)
+	if doc["openapi"] != "3.1.0" {
+		t.Fatalf("openapi = %v", doc["openapi"])
+	}
+	paths := doc["paths"].(map[string]any)
+	ids := map[string]bool{}
+	probes := map[string]string{}
+	for path, ops := range paths {
+		for method, op := range ops.(map[string]any) {
+			o := op.(map[string]any)
+			id, _ := o["operationId"].(string)
+			if id == "" || ids[id] {
+				t.Errorf("%s %s: operationId %q missing or repeated", method, path, id)
+			}
+			ids[id] = true
+			if p, ok := o["x-limbo-probe"].(string); ok {
+				probes[p] = method + " " + path
+			}
+		}
+	}
+	if len(ids) != len(routeTable) {
+		t.Errorf("%d operations in the document, %d routes", len(ids), len(routeTable))
+	}
+	want := map[string]string{"status": "get /resources/{ref}", "search": "get /search", "job": "get /jobs/{ref}", "history": "get /resources/{ref}/history"}
+	for k, v := range want {
+		if probes[k] != v {
+			t.Errorf("probe %s = %q, want %q", k, probes[k], v)
+		}
+	}
+	folder := paths["/folders"].(map[string]any)["post"].(map[string]any)
+	schema := folder["requestBody"].(map[string]any)["content"].(map[string]any)["application/json"].(map[string]any)["schema"].(map[string]any)
+	if req, _ := schema["required"].([]any); len(req) != 1 || req[0] != "name" {
+		t.Errorf("createFolder's schema = %v, want name required", schema)
+	}
+	// Every route in the table answers something other than the mux's 404/405.
+	for _, r := range routeTable {
+		path := pathParam.ReplaceAllString(r.path, "x")
+		status, _, _, err := b.do(r.method, path, "", nil)
+		if err != nil || status == http.StatusMethodNotAllowed || (status == http.StatusNotFound && !strings.Contains(r.path, "{")) {
+			t.Errorf("%s %s: %d %v", r.method, path, status, err)
+		}
 	}
 }
