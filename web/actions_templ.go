@@ -312,7 +312,7 @@ func durationOr(d time.Duration, none string) string {
 	if d <= 0 {
 		return none
 	}
-	return d.String()
+	return humanDuration(d)
 }
 
 func intOr(n int) string {
@@ -398,7 +398,7 @@ func retentionText(d *time.Duration) string {
 	case *d == 0:
 		return "as long as the ledger"
 	}
-	return d.String()
+	return humanDuration(*d)
 }
 
 var _ = templruntime.GeneratedTemplate

@@ -830,9 +830,9 @@ func AdminDestinationsPage(nav Nav, yaml string, budgets []store.RetryBudgetFill
 					return templ_7745c5c3_Err
 				}
 				var templ_7745c5c3_Var41 string
-				templ_7745c5c3_Var41, templ_7745c5c3_Err = templ.JoinStringErrs(budget.Window.String())
+				templ_7745c5c3_Var41, templ_7745c5c3_Err = templ.JoinStringErrs(humanDuration(budget.Window))
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/admin.templ`, Line: 208, Col: 69}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/admin.templ`, Line: 208, Col: 75}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var41))
 				if templ_7745c5c3_Err != nil {
@@ -1014,7 +1014,7 @@ func AdminDestinationsPage(nav Nav, yaml string, budgets []store.RetryBudgetFill
 
 func budgetRule(b review.RetryBudget) string {
 	return fmt.Sprintf("%s of first attempts (never fewer than %d) over a sliding %s",
-		strconv.FormatFloat(b.Ratio*100, 'f', -1, 64)+" %", b.Floor, b.Window)
+		strconv.FormatFloat(b.Ratio*100, 'f', -1, 64)+" %", b.Floor, humanDuration(b.Window))
 }
 
 var _ = templruntime.GeneratedTemplate

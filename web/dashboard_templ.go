@@ -697,7 +697,7 @@ func dur(d time.Duration) string {
 	if d == 0 {
 		return "—"
 	}
-	return d.Round(time.Second).String()
+	return humanDuration(d)
 }
 
 var _ = templruntime.GeneratedTemplate
