@@ -178,7 +178,7 @@ func (h *Handlers) AdminDestinations(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return render(c, http.StatusOK, web.AdminDestinationsPage(nav(c), text, budgets, h.Store.Config().Budget()))
+	return render(c, http.StatusOK, web.AdminDestinationsPage(nav(c), text, budgets, cfg.Budget()))
 }
 
 var webhookSecret = regexp.MustCompile(`whsec_[A-Za-z0-9+/=]+`)

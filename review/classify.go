@@ -36,6 +36,14 @@ type Outcome struct {
 	OutputInvalid string          `json:"output_invalid,omitempty" text:"free,2000"`
 }
 
+// OutputRefused is the structured-output gate: a success whose output the
+// caller's schema refused is not the result of a read or a generation
+// (they are asked again); a write that succeeded did its effect whatever
+// its output says.
+func OutputRefused(o Outcome, op *Operation) bool {
+	return o.Result == ResultSuccess && o.OutputInvalid != "" && (op.Risk == RiskGenerate || op.Risk == RiskRead)
+}
+
 // MaxOutputLen bounds a structured output kept with an attempt.
 const MaxOutputLen = 64 << 10
 
@@ -300,8 +308,7 @@ func Decide(in DecideInput) Decision {
 	cl := Classify(o, in.Destination, op.Action, now)
 	risk := EffectiveRisk(op.Risk, in.Destination, in.FirstAttemptAt, now)
 	if cl.Effect == EffectDone && o.OutputInvalid != "" {
-		if op.Risk == RiskGenerate || op.Risk == RiskRead {
-			// The structured-output gate: the answer is not the result.
+		if OutputRefused(o, op) {
 			cl = Classification{Effect: EffectNone, Reason: fmt.Sprintf("the structured output breaks its schema (%s): "+
 				"nothing runs from it; the next generation is a new attempt", o.OutputInvalid)}
 		} else {

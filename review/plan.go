@@ -147,8 +147,7 @@ func PlanOutcome(in DecideInput) OutcomePlan {
 	if o.Resource != nil && d.State == Confirmed && p.Resource == nil {
 		p.Resource = &ResourceRef{Ref: o.Resource.Ref, Kind: o.Resource.Kind, Version: o.Resource.Version}
 	}
-	if o.Result == ResultSuccess && !(o.OutputInvalid != "" && (op.Risk == RiskGenerate || op.Risk == RiskRead)) {
-		// A refused structured output is not a confirming answer.
+	if o.Result == ResultSuccess && !OutputRefused(o, op) {
 		p.Evidence = responseEvidence(op.ID, in.N, o, *d, now)
 	}
 	if o.Job != nil {

@@ -426,27 +426,35 @@ func (s *Store) loadPriorEffect(ctx context.Context, tx *sqlx.Tx, op *review.Ope
 
 // AttemptOutput is a structured output kept with attempt N.
 type AttemptOutput struct {
-	N          int             `json:"n" db:"n"`
-	Output     json.RawMessage `json:"output" db:"output"`
-	Invalid    string          `json:"invalid,omitempty" db:"invalid"`
-	RecordedAt time.Time       `json:"recorded_at" db:"recorded_at"`
+	N          int             `json:"n"`
+	Output     json.RawMessage `json:"output"`
+	Invalid    string          `json:"invalid,omitempty"`
+	RecordedAt time.Time       `json:"recorded_at"`
+}
+
+// outputRow is an attempt_outputs row as the drivers scan it (TEXT into a
+// string: neither driver scans into json.RawMessage).
+type outputRow struct {
+	N          int       `db:"n"`
+	Output     string    `db:"output"`
+	Invalid    string    `db:"invalid"`
+	RecordedAt time.Time `db:"recorded_at"`
+}
+
+func (r outputRow) output() AttemptOutput {
+	return AttemptOutput{N: r.N, Output: json.RawMessage(r.Output), Invalid: r.Invalid, RecordedAt: r.RecordedAt.UTC()}
 }
 
 // AttemptOutputs reads every structured output kept for operation opID,
 // by attempt; the caller has read the operation in its scope.
 func (s *Store) AttemptOutputs(ctx context.Context, opID string) ([]AttemptOutput, error) {
-	var rows []struct {
-		N          int       `db:"n"`
-		Output     string    `db:"output"`
-		Invalid    string    `db:"invalid"`
-		RecordedAt time.Time `db:"recorded_at"`
-	}
+	var rows []outputRow
 	if err := s.db.SelectContext(ctx, &rows, s.rebind(selectAttemptOutputs), opID); err != nil {
 		return nil, fmt.Errorf("store.AttemptOutputs: %w", err)
 	}
 	out := make([]AttemptOutput, len(rows))
 	for i, r := range rows {
-		out[i] = AttemptOutput{N: r.N, Output: json.RawMessage(r.Output), Invalid: r.Invalid, RecordedAt: r.RecordedAt.UTC()}
+		out[i] = r.output()
 	}
 	return out, nil
 }
@@ -454,18 +462,14 @@ func (s *Store) AttemptOutputs(ctx context.Context, opID string) ([]AttemptOutpu
 // AttemptOutput reads the structured output of attempt n of tenant's
 // operation opID; review.ErrNotFound when it kept none.
 func (s *Store) AttemptOutput(ctx context.Context, tenant, opID string, n int) (*AttemptOutput, error) {
-	var out struct {
-		N          int       `db:"n"`
-		Output     string    `db:"output"`
-		Invalid    string    `db:"invalid"`
-		RecordedAt time.Time `db:"recorded_at"`
-	}
-	err := s.db.GetContext(ctx, &out, s.rebind(selectAttemptOutput), opID, tenant, n)
+	var r outputRow
+	err := s.db.GetContext(ctx, &r, s.rebind(selectAttemptOutput), opID, tenant, n)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, review.ErrNotFound
 	}
 	if err != nil {
 		return nil, fmt.Errorf("store.AttemptOutput: %w", err)
 	}
-	return &AttemptOutput{N: out.N, Output: json.RawMessage(out.Output), Invalid: out.Invalid, RecordedAt: out.RecordedAt.UTC()}, nil
+	out := r.output()
+	return &out, nil
 }
