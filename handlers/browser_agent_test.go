@@ -119,7 +119,9 @@ func TestBrowserAgentApproval(t *testing.T) {
 		if err != nil || rep.Done || !strings.Contains(rep.Waiting, "notify_team is failed") {
 			t.Fatalf("the lapsed run: %v\n%s want the notification failed, never sent", err, rep)
 		}
-		_ = lapsed
+		r2.login("reviewer2@example.com") // eight hours on, the session has ended
+		r2.open("/cases/" + lapsed)
+		r2.waitText("section.summary", "resolved: expired by system:deadline-sweeper")
 		// The approved run again: nothing more runs.
 		if rep, err := a.Run(ctx, "run-approved", "v1.2"); err != nil || !rep.Done {
 			t.Fatalf("the approved run again: %v\n%s", err, rep)

@@ -125,6 +125,27 @@ func (s *Sandbox) scriptModelFaults(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]int{"queued": len(v.Faults)})
 }
 
+// modelError is a scripted fault answered as the provider's error.
+type modelError struct {
+	status         int
+	typ, code, msg string
+	headers        map[string]string
+}
+
+// modelErrors are the faults that answer an error instead of generating.
+var modelErrors = map[string]modelError{
+	"rate_limit": {http.StatusTooManyRequests, "requests", "rate_limit_exceeded", "Rate limit reached for requests",
+		map[string]string{"Retry-After-Ms": "200", "Retry-After": "1", "X-Should-Retry": "true"}},
+	"quota": {http.StatusTooManyRequests, "insufficient_quota", "insufficient_quota", "You exceeded your current quota",
+		map[string]string{"X-Should-Retry": "false"}},
+	"billing":      {http.StatusTooManyRequests, "billing_hard_limit_reached", "billing_hard_limit_reached", "Billing hard limit has been reached", nil},
+	"server_error": {http.StatusInternalServerError, "server_error", "", "The server had an error while processing your request", nil},
+	"should_not_retry": {http.StatusInternalServerError, "server_error", "", "The server had an error; do not retry",
+		map[string]string{"X-Should-Retry": "false"}},
+	"conflict":        {http.StatusConflict, "conflict", "", "Another request holds the lock", nil},
+	"request_timeout": {http.StatusRequestTimeout, "timeout", "", "Request timed out", nil},
+}
+
 // providerError is an OpenAI-shaped error answer.
 type providerError struct {
 	Error struct {
@@ -151,32 +172,11 @@ func (s *Sandbox) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	fault := s.nextModelFault()
-	switch fault {
-	case "rate_limit":
-		w.Header().Set("Retry-After-Ms", "200")
-		w.Header().Set("Retry-After", "1")
-		w.Header().Set("X-Should-Retry", "true")
-		writeProviderError(w, http.StatusTooManyRequests, "requests", "rate_limit_exceeded", "Rate limit reached for requests")
-		return
-	case "quota":
-		w.Header().Set("X-Should-Retry", "false")
-		writeProviderError(w, http.StatusTooManyRequests, "insufficient_quota", "insufficient_quota", "You exceeded your current quota")
-		return
-	case "billing":
-		writeProviderError(w, http.StatusTooManyRequests, "billing_hard_limit_reached", "billing_hard_limit_reached", "Billing hard limit has been reached")
-		return
-	case "server_error":
-		writeProviderError(w, http.StatusInternalServerError, "server_error", "", "The server had an error while processing your request")
-		return
-	case "should_not_retry":
-		w.Header().Set("X-Should-Retry", "false")
-		writeProviderError(w, http.StatusInternalServerError, "server_error", "", "The server had an error; do not retry")
-		return
-	case "conflict":
-		writeProviderError(w, http.StatusConflict, "conflict", "", "Another request holds the lock")
-		return
-	case "request_timeout":
-		writeProviderError(w, http.StatusRequestTimeout, "timeout", "", "Request timed out")
+	if e, ok := modelErrors[fault]; ok {
+		for k, v := range e.headers {
+			w.Header().Set(k, v)
+		}
+		writeProviderError(w, e.status, e.typ, e.code, e.msg)
 		return
 	}
 	msg, finish := s.complete(req, fault)

@@ -7,15 +7,12 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/limbo-dev/limbo/client"
 	"github.com/limbo-dev/limbo/examples/agent/release"
-	"github.com/limbo-dev/limbo/handlers"
 	"github.com/limbo-dev/limbo/reconcile"
 	"github.com/limbo-dev/limbo/review"
 	"github.com/limbo-dev/limbo/sandbox"
@@ -44,23 +41,8 @@ func TestAgentFaultRun(t *testing.T) {
 		var rngMu sync.Mutex
 		draw := func() float64 { rngMu.Lock(); defer rngMu.Unlock(); return rng.Float64() }
 
-		sb := sandbox.New(sandbox.Options{Seed: int64(seed >> 1), Loss: 0.30, ErrorAfterCommit: 0.05, SearchLag: 200 * time.Millisecond})
-		sbSrv := httptest.NewServer(sb.Handler())
-		t.Cleanup(func() { sbSrv.Close(); sb.Close() })
-		cfg, err := release.Config(sbSrv.URL)
-		if err != nil {
-			t.Fatal(err)
-		}
-		clk := &shiftClock{}
-		st := storetest.Open(t, e, store.Options{Config: cfg, Clock: clk.Now})
-		api := httptest.NewServer(handlers.NewServer(handlers.New(st, nil)))
-		t.Cleanup(api.Close)
-		ctx := context.Background()
-		tok, err := st.CreateToken(ctx, review.Operator("test"), "acme", "agents")
-		if err != nil {
-			t.Fatal(err)
-		}
-		c := client.New(api.URL, tok, nil)
+		w := newWorldWith(t, e, sandbox.Options{Seed: int64(seed >> 1), Loss: 0.30, ErrorAfterCommit: 0.05, SearchLag: 200 * time.Millisecond})
+		sb, st, cfg, clk, c, ctx := w.sb, w.st, w.cfg, w.clk, w.c, w.ctx
 		rec := reconcile.New(st, cfg, "reconciler", slog.New(slog.NewTextHandler(io.Discard, nil)))
 		modelFaults := []string{"rate_limit", "server_error", "malformed_output", "malformed_arguments", "repeat_call", "reordered_call", "conflict"}
 
@@ -87,7 +69,7 @@ func TestAgentFaultRun(t *testing.T) {
 					// and is resumed next round.
 					rctx, kill := context.WithTimeout(ctx, 3*time.Second)
 					defer kill()
-					a := &release.Agent{Limbo: c, Sandbox: sbSrv.URL, HTTP: &http.Client{Timeout: time.Second}, WaitApproval: 0,
+					a := &release.Agent{Limbo: c, Sandbox: w.url, HTTP: &http.Client{Timeout: time.Second}, WaitApproval: 0,
 						AfterEffect: func(tool string) {
 							if tool != "get_release" && draw() < 0.30 {
 								killsMu.Lock()

@@ -158,8 +158,9 @@ func (a *Agent) controller(messages *[]map[string]any) (*agent.Controller, error
 
 // Run runs (or resumes) run runID for release version.
 func (a *Agent) Run(ctx context.Context, runID, version string) (*Report, error) {
-	if a.MaxTurns <= 0 {
-		a.MaxTurns = 12
+	maxTurns := a.MaxTurns
+	if maxTurns <= 0 {
+		maxTurns = 12
 	}
 	rep := &Report{RunID: runID}
 	messages := []map[string]any{{"role": "user", "content": "Publish the release notes for " + version + " and tell the team."}}
@@ -181,7 +182,7 @@ func (a *Agent) Run(ctx context.Context, runID, version string) (*Report, error)
 		rep.Waiting = "the plan: " + plan.Reason
 		return rep, nil
 	}
-	for turn := range a.MaxTurns {
+	for turn := range maxTurns {
 		step, err := run.Plan(ctx, "next_step", json.RawMessage(fmt.Sprintf(`{"release":%q,"turn":%d}`, version, turn)))
 		if err != nil {
 			return nil, err
@@ -223,7 +224,7 @@ func (a *Agent) Run(ctx context.Context, runID, version string) (*Report, error)
 			}
 		}
 	}
-	rep.Waiting = fmt.Sprintf("the model did not finish in %d turns", a.MaxTurns)
+	rep.Waiting = fmt.Sprintf("the model did not finish in %d turns", maxTurns)
 	return rep, nil
 }
 

@@ -51,8 +51,14 @@ func (c *shiftClock) Advance(d time.Duration) {
 }
 
 func newWorld(t *testing.T, e store.Engine) *world {
+	return newWorldWith(t, e, sandbox.Options{Seed: 1})
+}
+
+// newWorldWith is the sandbox with opts (its faults), the example's
+// configuration for it, and Limbo's API on a clock tests can move ahead.
+func newWorldWith(t *testing.T, e store.Engine, opts sandbox.Options) *world {
 	t.Helper()
-	sb := sandbox.New(sandbox.Options{Seed: 1})
+	sb := sandbox.New(opts)
 	srv := httptest.NewServer(sb.Handler())
 	t.Cleanup(func() { srv.Close(); sb.Close() })
 	cfg, err := release.Config(srv.URL)
