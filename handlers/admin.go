@@ -160,25 +160,26 @@ func (h *Handlers) AdminRevokeToken(c echo.Context) error {
 	return c.Redirect(http.StatusSeeOther, "/admin/tokens")
 }
 
-// AdminDestinations shows the configuration file the server started with,
-// webhook secrets hidden.
+// AdminDestinations shows each tenant's retry budget in the admin's scope
+// and the configuration file the server started with, webhook secrets
+// hidden.
 func (h *Handlers) AdminDestinations(c echo.Context) error {
-	text := "# no configuration file: every destination gets the safe defaults\n"
+	var yaml string
+	note := "No configuration file: every destination gets the safe defaults."
 	cfg := h.Store.Config()
 	switch {
 	case cfg != nil && cfg.Source != "":
-		text = webhookSecret.ReplaceAllString(cfg.Source, "whsec_(hidden)")
+		yaml = webhookSecret.ReplaceAllString(cfg.Source, "whsec_(hidden)")
 	case cfg != nil && len(cfg.Destinations) > 0:
 		// The demo configures its destinations itself.
-		names := slices.Sorted(maps.Keys(cfg.Destinations))
-		text = "# no configuration file: the server configured " + strings.Join(names, ", ") +
-			" itself (the demo); their action policies are at /admin/actions.\n# Every other destination gets the safe defaults.\n"
+		note = "No configuration file: the server configured " + strings.Join(slices.Sorted(maps.Keys(cfg.Destinations)), ", ") +
+			" itself (the demo); their action policies are at Actions. Every other destination gets the safe defaults."
 	}
 	budgets, err := h.Store.RetryBudgets(c.Request().Context(), principal(c))
 	if err != nil {
 		return err
 	}
-	return render(c, http.StatusOK, web.AdminDestinationsPage(nav(c), text, budgets, cfg.Budget()))
+	return render(c, http.StatusOK, web.AdminDestinationsPage(nav(c), yaml, note, budgets, cfg.Budget()))
 }
 
 var webhookSecret = regexp.MustCompile(`whsec_[A-Za-z0-9+/=]+`)

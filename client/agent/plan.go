@@ -170,13 +170,17 @@ func (p *planner) gate(out json.RawMessage) (json.RawMessage, string) {
 	return canon, ""
 }
 
-// schemaMessage is a validation error without the schema's internal
-// location the library opens it with ("jsonschema validation failed with
-// 'mem://…#' - "): what a reviewer reads is what broke.
+// schemaMessage is a validation error without the line the library opens
+// it with ("jsonschema validation failed with 'mem://…#'", the schema's
+// internal location): what a reviewer reads is what broke, one cause after
+// another.
 func schemaMessage(err error) string {
-	msg := err.Error()
-	if _, rest, ok := strings.Cut(msg, "' - "); ok && strings.HasPrefix(msg, "jsonschema validation failed with '") {
-		return rest
+	lines := strings.Split(strings.TrimSpace(err.Error()), "\n")
+	if len(lines) > 1 && strings.HasPrefix(lines[0], "jsonschema validation failed with ") {
+		lines = lines[1:]
 	}
-	return msg
+	for i, l := range lines {
+		lines[i] = strings.TrimPrefix(strings.TrimSpace(l), "- ")
+	}
+	return strings.Join(lines, "; ")
 }

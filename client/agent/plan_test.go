@@ -123,7 +123,7 @@ func TestPlanGate(t *testing.T) {
 			t.Errorf("the model generated %d times, want 2", n)
 		}
 		refused, err := c.AttemptOutput(ctx, p.OperationID, 1)
-		if err != nil || !strings.Contains(refused.Invalid, "steps") || string(refused.Output) != `{"steps":"all of them"}` {
+		if err != nil || !strings.HasPrefix(refused.Invalid, "at '/steps'") || string(refused.Output) != `{"steps":"all of them"}` {
 			t.Errorf("attempt 1's output = %+v, %v; want the refused plan kept with why", refused, err)
 		}
 
