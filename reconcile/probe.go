@@ -89,7 +89,16 @@ type probeFields struct {
 
 func esc(s string) string { return strings.ReplaceAll(url.QueryEscape(s), "+", "%20") }
 
-func fieldsOf(op *review.Operation) probeFields {
+// jsonEsc escapes s as the content of a JSON string, for a POST search's
+// body template.
+func jsonEsc(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b[1 : len(b)-1])
+}
+
+func fieldsOf(op *review.Operation) probeFields { return fieldsWith(op, esc) }
+
+func fieldsWith(op *review.Operation, esc func(string) string) probeFields {
 	f := probeFields{ID: esc(op.ID), Tenant: esc(op.Tenant), Key: esc(op.Key), SourceRef: esc(op.SourceRef),
 		LogicalVersion: esc(op.LogicalVersion), Action: esc(op.Action), Destination: esc(op.Destination)}
 	if op.Resource != nil {
@@ -148,7 +157,7 @@ func (p *Prober) Probe(ctx context.Context, op *review.Operation, d review.Desti
 	}
 	for _, s := range steps {
 		start := time.Now()
-		r := p.send(ctx, op, s, f, d.AllowInternal)
+		r := p.send(ctx, op, s, d.AllowInternal)
 		r.Took = time.Since(start)
 		out = append(out, r)
 	}
@@ -185,12 +194,12 @@ func render(tmpl string, f probeFields) (string, error) {
 }
 
 // send runs one step: a lookup (one request) or a search (every page).
-func (p *Prober) send(ctx context.Context, op *review.Operation, s step, f probeFields, allow review.AllowList) review.ProbeResult {
+func (p *Prober) send(ctx context.Context, op *review.Operation, s step, allow review.AllowList) review.ProbeResult {
 	res := review.ProbeResult{Kind: s.kind, Ref: s.ref, At: time.Now().UTC()}
 	seen := map[string]bool{}
 	cursor := ""
 	for page := 1; ; page++ {
-		body, status, err := p.get(ctx, s.pr, f, allow, cursor)
+		body, status, err := p.get(ctx, s.pr, op, allow, cursor)
 		where := ""
 		if page > 1 {
 			where = fmt.Sprintf("page %d: ", page)
@@ -411,7 +420,7 @@ func (p *Prober) Job(ctx context.Context, op *review.Operation, d review.Destina
 	if miss := d.MissingCredentials(p.getenv); len(miss) > 0 {
 		return nil, fmt.Errorf("credential %s is not set: this destination's probes are not sent", strings.Join(miss, ", "))
 	}
-	body, status, err := p.get(ctx, pr, fieldsOf(op), d.AllowInternal, "")
+	body, status, err := p.get(ctx, pr, op, d.AllowInternal, "")
 	switch {
 	case err != nil:
 		return nil, err
@@ -438,10 +447,12 @@ type requestError struct{ err error }
 func (e *requestError) Error() string { return e.err.Error() }
 func (e *requestError) Unwrap() error { return e.err }
 
-// get sends one probe request and reads its answer (at most maxAnswer). A
-// cursor, when set, is sent as the probe's cursor_param.
-func (p *Prober) get(ctx context.Context, pr *review.Probe, f probeFields, allow review.AllowList, cursor string) ([]byte, int, error) {
-	u, err := render(pr.URL, f)
+// get sends one probe request about op and reads its answer (at most
+// maxAnswer). A cursor, when set, is sent as the probe's cursor_param. The
+// method is GET, or POST for a search the configuration allows to be one
+// (review.Probe.check), with its body template rendered.
+func (p *Prober) get(ctx context.Context, pr *review.Probe, op *review.Operation, allow review.AllowList, cursor string) ([]byte, int, error) {
+	u, err := render(pr.URL, fieldsOf(op))
 	if err != nil {
 		return nil, 0, err
 	}
@@ -465,11 +476,22 @@ func (p *Prober) get(ctx context.Context, pr *review.Probe, f probeFields, allow
 	if method == "" {
 		method = http.MethodGet
 	}
-	req, err := http.NewRequestWithContext(ctx, method, u, nil)
+	var reqBody io.Reader
+	if method == http.MethodPost {
+		b, err := render(pr.Body, fieldsWith(op, jsonEsc))
+		if err != nil {
+			return nil, 0, fmt.Errorf("body %v", strings.TrimPrefix(err.Error(), "url "))
+		}
+		reqBody = strings.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u, reqBody)
 	if err != nil {
 		return nil, 0, fmt.Errorf("request: %v", err)
 	}
 	req.Header.Set("Accept", "application/json")
+	if reqBody != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	if pr.AuthHeader != "" && pr.AuthEnv != "" {
 		req.Header.Set(pr.AuthHeader, p.getenv(pr.AuthEnv))
 	}

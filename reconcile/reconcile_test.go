@@ -66,6 +66,14 @@ func sandboxDestination(base string) review.Destination {
 // destinations to the configuration ("sandbox" is always there).
 func setup(t *testing.T, engine store.Engine, opts sandbox.Options, extra map[string]review.Destination) *testBundle {
 	t.Helper()
+	return setupWith(t, engine, opts, extra, sandboxDestination)
+}
+
+// setupWith is setup with the "sandbox" destination dest configures for
+// the sandbox's address.
+func setupWith(t *testing.T, engine store.Engine, opts sandbox.Options, extra map[string]review.Destination,
+	dest func(base string) review.Destination) *testBundle {
+	t.Helper()
 	clk := storetest.NewClock(t0)
 	opts.Now = clk.Now
 	if err := opts.Validate(); err != nil {
@@ -77,7 +85,7 @@ func setup(t *testing.T, engine store.Engine, opts sandbox.Options, extra map[st
 		srv.Close()
 		sb.Close()
 	})
-	cfg := &review.Config{Destinations: map[string]review.Destination{"sandbox": sandboxDestination(srv.URL)}}
+	cfg := &review.Config{Destinations: map[string]review.Destination{"sandbox": dest(srv.URL)}}
 	for name, d := range extra {
 		cfg.Destinations[name] = d
 	}

@@ -162,6 +162,13 @@ type Destination struct {
 	// same ledger an integrator's attempts go through; when not, the
 	// integrator runs them.
 	Undo *Undo `yaml:"undo"`
+	// AllowPostSearch lets the search probe be a POST: for a destination
+	// whose search takes its query as a body. Every other probe is a GET.
+	AllowPostSearch bool `yaml:"allow_post_search"`
+	// WriteAuthEnv names the environment variable holding the credential
+	// the integration writes with, when it is known here: the admin
+	// destinations page warns when a probe's credential is the same one.
+	WriteAuthEnv string `yaml:"write_auth_env"`
 	// ProbeConcurrency is the probe traffic reserved for this destination,
 	// apart from attempts, so a retry storm cannot starve reconciliation.
 	ProbeConcurrency int `yaml:"probe_concurrency"`
@@ -245,6 +252,9 @@ type ActionConfig struct {
 	// DefaultApprovalTimeout). Past it, or past the operation's deadline,
 	// the operation fails: an approval never given is a refusal.
 	ApprovalTimeout time.Duration `yaml:"approval_timeout"`
+	// Request is the destination's contract for the action's request
+	// (request.go): a registration whose body breaks its schema is refused.
+	Request *RequestContract `yaml:"request"`
 }
 
 // DefaultApprovalTimeout is how long an operation waits for its approval
@@ -262,12 +272,24 @@ type Probes struct {
 	// Job looks up an accepted operation's job ({{.JobRef}}); its answer
 	// names status, output_ref and logical_version.
 	Job *Probe `yaml:"job"`
+	// History lists a resource's versions ({{.ResourceRef}}): when a
+	// search finds the operation's resource at another version, whether
+	// this operation's version ever existed there. Candidates is the path
+	// of the version list; each names its operation_id and version.
+	History *Probe `yaml:"history"`
 }
 
 // Probe is one configured HTTP request and how to read its answer.
 type Probe struct {
+	// Method is GET (the default). A probe is read-only by construction:
+	// only a search may be a POST, and only where the destination says
+	// allow_post_search (some search APIs take their query as a body).
 	Method string `yaml:"method"`
 	URL    string `yaml:"url"`
+	// Body is a POST search's JSON body, a template over the operation's
+	// fields, each escaped as JSON string content
+	// ({"operation_id": "{{.ID}}"}).
+	Body string `yaml:"body"`
 	// AuthHeader is sent with the value of the environment variable AuthEnv.
 	// When that variable is unset or empty, the destination's probes are not
 	// sent at all (see MissingCredentials): an unauthenticated answer is no
@@ -440,7 +462,7 @@ func (c *Config) validate() error {
 			if p.Timeout < 0 {
 				return fmt.Errorf("%w: config: destination %q: probe timeout must not be negative", ErrInvalid, n)
 			}
-			if err := p.check(kp.kind); err != nil {
+			if err := p.check(kp.kind, d.AllowPostSearch); err != nil {
 				return fmt.Errorf("%w: config: destination %q: %s probe: %v", ErrInvalid, n, kp.kind, err)
 			}
 		}
@@ -462,6 +484,11 @@ func (c *Config) validate() error {
 			}
 			if err := ac.check(); err != nil {
 				return fmt.Errorf("%w: config: destination %q action %q: %v", ErrInvalid, n, a, err)
+			}
+			if ac.Request != nil {
+				if err := ac.Request.compile(n + "/" + a); err != nil {
+					return fmt.Errorf("%w: config: destination %q action %q: %v", ErrInvalid, n, a, err)
+				}
 			}
 		}
 		c.Destinations[n] = d
@@ -548,10 +575,22 @@ func checkErrors(m map[string]ErrorClass) error {
 }
 
 // check validates a probe's URL template and method, its credential and
-// paging settings; kind is "status", "search" or "job".
-func (p *Probe) check(kind string) error {
-	if p.Method != "" && p.Method != "GET" && p.Method != "POST" {
-		return fmt.Errorf("method must be GET or POST, got %q", p.Method)
+// paging settings; kind is "status", "search", "job" or "history".
+// postSearch: the destination allows a POST search.
+func (p *Probe) check(kind string, postSearch bool) error {
+	switch {
+	case p.Method == "" || p.Method == "GET":
+		if p.Body != "" {
+			return errors.New("body is sent only by a POST search")
+		}
+	case p.Method == "POST" && kind == "search" && postSearch:
+		if _, err := template.New("body").Parse(p.Body); err != nil {
+			return fmt.Errorf("body template: %v", err)
+		}
+	case p.Method == "POST" && kind == "search":
+		return errors.New("method POST: a probe is read-only, so a search is a GET unless the destination says allow_post_search: true")
+	default:
+		return fmt.Errorf("method must be GET (a probe only reads), got %q", p.Method)
 	}
 	if _, err := template.New("url").Parse(p.URL); err != nil {
 		return fmt.Errorf("url template: %v", err)
@@ -642,7 +681,7 @@ type kindProbe struct {
 // all lists the configured probes, in the order the reconciler sends them.
 func (ps Probes) all() []kindProbe {
 	var out []kindProbe
-	for _, kp := range []kindProbe{{"status", ps.Status}, {"search", ps.Search}, {"job", ps.Job}} {
+	for _, kp := range []kindProbe{{"status", ps.Status}, {"search", ps.Search}, {"job", ps.Job}, {"history", ps.History}} {
 		if kp.probe != nil {
 			out = append(out, kp)
 		}
@@ -654,7 +693,7 @@ func (ps Probes) all() []kindProbe {
 // names an environment variable that is unset or empty.
 type MissingCredential struct {
 	Destination string
-	// Probe is "status", "search", "job" or "undo".
+	// Probe is "status", "search", "job", "history" or "undo".
 	Probe string
 	Env   string
 }

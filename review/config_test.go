@@ -2,6 +2,7 @@ package review
 
 import (
 	"errors"
+	"fmt"
 	"net/netip"
 	"os"
 	"reflect"
@@ -33,6 +34,7 @@ destinations:
     per_model: 2
     lease: 2m
     search_lag: 30s
+    allow_post_search: true
     probes:
       status:
         method: GET
@@ -44,6 +46,7 @@ destinations:
       search:
         method: POST
         url: https://files.example.com/v1/search
+        body: '{"operation_id": "{{.ID}}"}'
         timeout: 15s
         candidates: $.results
   mail:
@@ -69,15 +72,16 @@ func TestParseConfigFull(t *testing.T) {
 			"convert_pdf":   {Errors: map[string]ErrorClass{"422": ClassRetry}},
 			"delete_folder": {RequiresApproval: true},
 		},
-		Concurrency:   20,
-		PerCredential: 5,
-		PerModel:      2,
-		Lease:         2 * time.Minute,
-		SearchLag:     30 * time.Second,
+		Concurrency:     20,
+		PerCredential:   5,
+		PerModel:        2,
+		Lease:           2 * time.Minute,
+		SearchLag:       30 * time.Second,
+		AllowPostSearch: true,
 		Probes: Probes{
 			Status: &Probe{Method: "GET", URL: "https://files.example.com/v1/jobs/{{.Resource.Ref}}",
 				AuthHeader: "Authorization", AuthEnv: "FILES_API_TOKEN", Timeout: 10 * time.Second, Candidates: "$.items"},
-			Search: &Probe{Method: "POST", URL: "https://files.example.com/v1/search", Timeout: 15 * time.Second, Candidates: "$.results"},
+			Search: &Probe{Method: "POST", URL: "https://files.example.com/v1/search", Body: `{"operation_id": "{{.ID}}"}`, Timeout: 15 * time.Second, Candidates: "$.results"},
 		},
 	}
 	if got := c.Destination("files"); !reflect.DeepEqual(got, want) {
@@ -470,6 +474,31 @@ func TestUndoConfig(t *testing.T) {
 	} {
 		if _, err := parse(bad); !errors.Is(err, ErrInvalid) {
 			t.Errorf("undo %q: %v, want ErrInvalid", bad, err)
+		}
+	}
+}
+
+// A probe is read-only by construction: a GET, or a POST search where the
+// destination allows one; nothing else passes the configuration.
+func TestProbesAreReadOnly(t *testing.T) {
+	base := "destinations:\n  files:\n%s    probes:\n      %s:\n        method: %s\n        url: https://files.example.com/x\n"
+	for _, tc := range []struct {
+		allow, kind, method string
+		ok                  bool
+	}{
+		{"", "status", "GET", true},
+		{"", "history", "GET", true},
+		{"", "search", "POST", false},
+		{"    allow_post_search: true\n", "search", "POST", true},
+		{"    allow_post_search: true\n", "status", "POST", false},
+		{"    allow_post_search: true\n", "job", "POST", false},
+		{"", "status", "DELETE", false},
+		{"", "search", "PUT", false},
+		{"", "status", "HEAD", false},
+	} {
+		_, err := ParseConfig([]byte(fmt.Sprintf(base, tc.allow, tc.kind, tc.method)))
+		if (err == nil) != tc.ok {
+			t.Errorf("%s %s probe (allow %q): got %v, want ok=%t", tc.method, tc.kind, tc.allow, err, tc.ok)
 		}
 	}
 }

@@ -61,6 +61,9 @@ func PlanRegistration(r Registration, cfg *Config, now time.Time) (*Registration
 		return nil, err
 	}
 	ac, _ := cfg.Policy(r.Destination, r.Action)
+	if err := ac.Request.Check(r.Payload); err != nil {
+		return nil, err
+	}
 	p := &RegistrationPlan{Registration: r, PayloadHash: PayloadHash(r.Payload), KeyFields: ac.KeyFields, State: Pending, Reason: "registered"}
 	if d := cfg.Destination(r.Destination); d.RequiresApproval(r.Action) {
 		p.State, p.Reason = AwaitingApproval, "the action requires approval before any attempt"

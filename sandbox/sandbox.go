@@ -176,7 +176,6 @@ func (s *Sandbox) routes() *http.ServeMux {
 		writeJSON(w, http.StatusOK, map[string]any{"version": r.PathValue("version"), "changes": []string{
 			"faster uploads for large folders", "share links can expire", "fixed: PDF export of rotated pages"}})
 	}
-	doc := OpenAPI()
 	// Mutating routes are faulted and keyed by Idempotency-Key; probes
 	// answer the truth unless ProbeErrors faults them, and are read-only.
 	handlers := map[string]http.Handler{
@@ -202,7 +201,8 @@ func (s *Sandbox) routes() *http.ServeMux {
 		"healthz": http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 			writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 		}),
-		"getOpenAPI": http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { writeRaw(w, http.StatusOK, doc) }),
+		// The document names the address it was asked at as its server.
+		"getOpenAPI": http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { writeRaw(w, http.StatusOK, OpenAPI("http://"+r.Host)) }),
 	}
 	m := http.NewServeMux()
 	for _, r := range routeTable {

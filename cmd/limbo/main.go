@@ -32,6 +32,8 @@ Usage:
   limbo audit keygen [--out FILE]
   limbo audit pubkey [--audit-key FILE] [--db URL] [--config FILE]
   limbo policy lint [--config FILE]                     (every action's policy complete?)
+  limbo destination import --openapi FILE_OR_URL --name N [--action A=opId]…
+                                                         (see limbo destination import --help)
   limbo sandbox [--addr 127.0.0.1:8090] [fault flags]   (see limbo sandbox --help)
   limbo chaos [fault flags] [--ops N] [--integrators N] [--kills K] [--db URL]
               [--truth-out FILE] [--settle D]            (see limbo chaos --help)
@@ -74,6 +76,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		if err = cmdPolicyLint(rest[1:], stdout, stderr); errors.Is(err, errPolicyGaps) {
 			code, err = 1, nil
 		}
+	case cmd == "destination" && len(rest) > 0 && rest[0] == "import":
+		err = cmdDestinationImport(ctx, rest[1:], stdout, stderr)
 	case cmd == "sandbox":
 		err = cmdSandbox(ctx, rest, stdout, stderr)
 	case cmd == "chaos":

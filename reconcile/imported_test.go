@@ -1,0 +1,154 @@
+package reconcile_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/limbo-dev/limbo/contract"
+	"github.com/limbo-dev/limbo/review"
+	"github.com/limbo-dev/limbo/sandbox"
+	"github.com/limbo-dev/limbo/store"
+	"github.com/limbo-dev/limbo/store/storetest"
+)
+
+// configurations of the sandbox destination: the hand-written one the
+// demo and the fault runs use (sandbox.LimboConfig), and the one `limbo
+// destination import` writes from the sandbox's own OpenAPI document. What
+// a document cannot say (the search lag, the lease) is the same in both.
+var configurations = map[string]func(t *testing.T, base string) review.Destination{
+	"hand-written": func(t *testing.T, base string) review.Destination {
+		cfg, err := sandbox.LimboConfig(sandbox.LimboOptions{Base: base, HonoursKeys: true, SearchLag: searchLag, Lease: time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cfg.Destinations[sandbox.DestinationName]
+	},
+	"imported": func(t *testing.T, base string) review.Destination {
+		resp, err := http.Get(base + "/openapi.json")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var doc bytes.Buffer
+		if _, err := doc.ReadFrom(resp.Body); err != nil {
+			t.Fatal(err)
+		}
+		block, err := contract.Import(context.Background(), doc.Bytes(), contract.Options{Name: sandbox.DestinationName, AllowInternal: true})
+		if err != nil {
+			t.Fatalf("import: %v", err)
+		}
+		cfg, err := review.ParseConfig(block)
+		if err != nil {
+			t.Fatalf("the imported block: %v\n%s", err, block)
+		}
+		d := cfg.Destinations[sandbox.DestinationName]
+		if d.Probes.Status == nil || d.Probes.Search == nil || d.Probes.Job == nil || d.Probes.History == nil {
+			t.Fatalf("imported probes = %+v, want status, search, job and history", d.Probes)
+		}
+		d.HonoursKeys, d.ConflictMeansInProgress, d.SearchLag, d.Lease = true, true, searchLag, time.Minute
+		return d
+	},
+}
+
+// eachConfiguration runs test on both engines with both configurations.
+func eachConfiguration(t *testing.T, opts sandbox.Options, test func(t *testing.T, b *testBundle)) {
+	for name, dest := range configurations {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			storetest.Each(t, func(t *testing.T, e store.Engine) {
+				b := setupWith(t, e, opts, nil, func(base string) review.Destination { return dest(t, base) })
+				test(t, b)
+			})
+		})
+	}
+}
+
+// post sends a create to the sandbox directly, as the destination
+// committing an operation's request, and returns the created view.
+func (b *testBundle) post(t *testing.T, path string, op *review.Operation, body map[string]any) map[string]any {
+	t.Helper()
+	body["metadata"] = map[string]any{"operation_id": op.ID, "logical_version": op.LogicalVersion}
+	raw, _ := json.Marshal(body)
+	req, _ := http.NewRequest(http.MethodPost, b.url+path, bytes.NewReader(raw))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Idempotency-Key", op.Key+path)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("POST %s: %v", path, err)
+	}
+	defer resp.Body.Close()
+	var v map[string]any
+	if err := json.NewDecoder(resp.Body).Decode(&v); err != nil || resp.StatusCode/100 != 2 {
+		t.Fatalf("POST %s: %d, %v, %v", path, resp.StatusCode, v, err)
+	}
+	return v
+}
+
+// The same scenarios reconcile the same way with the hand-written and the
+// imported configuration: a committed create is confirmed, nothing created
+// is proven absent and retried, and duplicates go to a person.
+func TestImportedConfigurationReconcilesAsHandWritten(t *testing.T) {
+	t.Parallel()
+	t.Run("committed", func(t *testing.T) {
+		eachConfiguration(t, sandbox.Options{SearchLag: searchLag}, func(t *testing.T, b *testBundle) {
+			var ref string
+			op := b.ambiguous(t, "folder-1", "sandbox", func(op *review.Operation) { ref = b.createFolder(t, op) })
+			b.clk.Advance(searchLag + time.Second)
+			b.runOnce(t, 1)
+			got := b.get(t, op)
+			wantState(t, got, review.Confirmed)
+			if got.Resource == nil || got.Resource.Ref != ref {
+				t.Errorf("resource = %+v, want %s", got.Resource, ref)
+			}
+		})
+	})
+	t.Run("absent", func(t *testing.T) {
+		eachConfiguration(t, sandbox.Options{SearchLag: searchLag}, func(t *testing.T, b *testBundle) {
+			op := b.ambiguous(t, "folder-1", "sandbox", nil)
+			b.clk.Advance(searchLag + time.Second)
+			b.runOnce(t, 1)
+			wantState(t, b.get(t, op), review.RetryWait)
+		})
+	})
+	t.Run("duplicates", func(t *testing.T) {
+		eachConfiguration(t, sandbox.Options{SearchLag: searchLag, NoKeySupport: true}, func(t *testing.T, b *testBundle) {
+			op := b.ambiguous(t, "folder-1", "sandbox", func(op *review.Operation) { b.createFolder(t, op); b.createFolder(t, op) })
+			b.clk.Advance(searchLag + time.Second)
+			b.runOnce(t, 1)
+			wantState(t, b.get(t, op), review.NeedsReview)
+			cs, err := b.st.CasesForOperation(b.ctx, op.ID)
+			if err != nil || len(cs) != 1 || !slices.Contains(cs[0].Reasons, review.ReasonMultipleCands) {
+				t.Fatalf("cases = %+v, %v; want one multiple_candidates case", cs, err)
+			}
+		})
+	})
+	// A file moved to another folder after the lost answer keeps its ref
+	// and metadata: the search still finds it by the operation's id, and
+	// the operation is confirmed with that ref.
+	t.Run("moved", func(t *testing.T) {
+		eachConfiguration(t, sandbox.Options{SearchLag: searchLag}, func(t *testing.T, b *testBundle) {
+			var ref string
+			op := b.ambiguous(t, "contract-9", "sandbox", func(op *review.Operation) {
+				ref = b.post(t, "/files", op, map[string]any{"name": "contract-9.docx", "content": "v1"})["ref"].(string)
+			})
+			other := &review.Operation{ID: "someone-else", LogicalVersion: "1", Key: "k-archive"}
+			folder := b.post(t, "/folders", other, map[string]any{"name": "archive"})["ref"].(string)
+			moved := b.post(t, "/resources/"+ref+"/move", other, map[string]any{"folder_ref": folder})
+			if moved["ref"] != ref || moved["folder_ref"] != folder {
+				t.Fatalf("move answered %v", moved)
+			}
+			b.clk.Advance(searchLag + time.Second)
+			b.runOnce(t, 1)
+			got := b.get(t, op)
+			wantState(t, got, review.Confirmed)
+			if got.Resource == nil || got.Resource.Ref != ref {
+				t.Errorf("resource = %+v, want the moved file %s", got.Resource, ref)
+			}
+		})
+	})
+}
