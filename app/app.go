@@ -193,7 +193,8 @@ func (a *App) loops() []struct {
 	}
 }
 
-// sweep closes expired attempts and expires deadlines.
+// sweep closes expired attempts, expires deadlines and ends the
+// operations whose dependency can no longer be met.
 func (a *App) sweep(ctx context.Context) error {
 	start := time.Now()
 	n, err := a.Store.SweepLeases(ctx)
@@ -205,7 +206,10 @@ func (a *App) sweep(ctx context.Context) error {
 		a.cfg.OnSweep(start, end)
 	}
 	a.log.Debug(sweepMsg, "start", start.Format(time.RFC3339Nano), "end", end.Format(time.RFC3339Nano), "closed", n)
-	_, err = a.Store.ExpireDeadlines(ctx)
+	if _, err = a.Store.ExpireDeadlines(ctx); err != nil {
+		return err
+	}
+	_, err = a.Store.SweepDependencies(ctx)
 	return err
 }
 

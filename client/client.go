@@ -52,8 +52,17 @@ type Problem struct {
 	OperationID string              `json:"operation_id,omitempty"`
 	State       review.State        `json:"state,omitempty"`
 	Resource    *review.ResourceRef `json:"resource,omitempty"`
+	// Dependency is what a waiting-for-dependency answer waits for.
+	Dependency *ProblemDependency `json:"dependency,omitempty"`
 	// RetryAfter is the server's Retry-After, for 429 answers.
 	RetryAfter time.Duration `json:"-"`
+}
+
+// ProblemDependency is the operation a waiting operation waits for, and
+// its state when Limbo answered.
+type ProblemDependency struct {
+	OperationID string       `json:"operation_id"`
+	State       review.State `json:"state"`
 }
 
 func (p *Problem) Error() string {
@@ -79,6 +88,18 @@ type Registration struct {
 	Deadline       *time.Time      `json:"deadline,omitempty"`
 	MaxAttempts    *int            `json:"max_attempts,omitempty"`
 	CostBudget     *float64        `json:"cost_budget,omitempty"`
+	// After names the operation this one waits for: no attempt is granted
+	// until it is confirmed (with ResourceVersion, when set), and this
+	// one fails if it cannot be. Do waits for it.
+	After *After `json:"after,omitempty"`
+}
+
+// After is a registration's dependency.
+type After struct {
+	OperationID string `json:"operation_id"`
+	// State is confirmed (the default, and the only one).
+	State           review.State `json:"state,omitempty"`
+	ResourceVersion string       `json:"resource_version,omitempty"`
 }
 
 // Register records an operation (or returns the stored one for the same
@@ -105,6 +126,10 @@ type Grant struct {
 	// does not deduplicate by key, and then NewAttemptRequest sends none.
 	KeyHeader      string    `json:"key_header"`
 	LeaseExpiresAt time.Time `json:"lease_expires_at"`
+	// After, for an operation with a dependency, is that dependency as
+	// confirmed: After.Resource is what it was confirmed with (the PDF a
+	// share link publishes), the input this attempt builds on.
+	After *review.Dependency `json:"after,omitempty"`
 }
 
 // StartAttempt asks permission to send. A 429 is a *Problem with

@@ -19,7 +19,9 @@ import (
 )
 
 // Do runs an operation's external call under Limbo's policy: it asks for an
-// attempt (waiting as a 429 says, for as long as ctx allows), calls send
+// attempt (waiting as a 429 says, and while a 409 waiting-for-dependency
+// says the operation it waits for is not confirmed yet, for as long as ctx
+// allows), calls send
 // with the grant, reports the outcome, and, while Limbo answers retry_at,
 // waits until then and starts over with the same key. It returns the last
 // report's answer when what comes next is done, reconcile, review or
@@ -69,15 +71,21 @@ func (c *Client) Do(ctx context.Context, opID string, opts AttemptOptions, send 
 }
 
 // grant asks for an attempt until one is granted, waiting as long as each
-// 429 says (backoff, concurrency limits, the retry budget).
+// 429 says (backoff, concurrency limits, the retry budget), and, while the
+// operation waits for its dependency, from 100 ms up to DependencyPoll
+// between asks.
 func (c *Client) grant(ctx context.Context, opID string, opts AttemptOptions) (*Grant, error) {
+	depWait := 100 * time.Millisecond
 	for {
 		g, err := c.StartAttempt(ctx, opID, opts)
 		var p *Problem
-		if !errors.As(err, &p) || p.Status != http.StatusTooManyRequests {
+		if !errors.As(err, &p) || (p.Status != http.StatusTooManyRequests && p.Type != "waiting-for-dependency") {
 			return g, err
 		}
 		wait := p.RetryAfter
+		if p.Type == "waiting-for-dependency" {
+			wait, depWait = depWait, min(2*depWait, DependencyPoll)
+		}
 		if wait <= 0 {
 			wait = time.Second
 		}
@@ -112,6 +120,10 @@ func (c *Client) report(ctx context.Context, opID string, g *Grant, o review.Out
 		backoff = min(2*backoff, 2*time.Second)
 	}
 }
+
+// DependencyPoll is the longest Do waits between asking whether an
+// operation's dependency is confirmed.
+const DependencyPoll = 2 * time.Second
 
 // sleep waits d, or returns ctx's error if ctx ends first.
 func sleep(ctx context.Context, d time.Duration) error {

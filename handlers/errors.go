@@ -27,8 +27,16 @@ type Problem struct {
 	State       review.State        `json:"state,omitempty"`
 	Resource    *review.ResourceRef `json:"resource,omitempty"`
 	RetryAfter  int                 `json:"retry_after,omitempty"`
+	// Dependency is the operation a waiting-for-dependency answer waits for.
+	Dependency *problemDependency `json:"dependency,omitempty"`
 
 	header map[string]string
+}
+
+// problemDependency is the dependency a waiting operation waits for, as it is now.
+type problemDependency struct {
+	OperationID string       `json:"operation_id"`
+	State       review.State `json:"state"`
 }
 
 func (p *Problem) Error() string { return p.Type + ": " + p.Detail }
@@ -71,6 +79,7 @@ func (h *Handlers) toProblem(err error, c echo.Context) *Problem {
 		mismatch *review.PayloadMismatchError
 		notAtt   *review.NotAttemptableError
 		wait     *review.WaitError
+		depWait  *review.DependencyWaitError
 		outcome  *review.OutcomeConflictError
 		he       *echo.HTTPError
 	)
@@ -90,6 +99,10 @@ func (h *Handlers) toProblem(err error, c echo.Context) *Problem {
 		op := notAtt.Operation
 		return &Problem{Type: "not-attemptable", Title: "No attempt may start", Status: http.StatusConflict,
 			Detail: fmt.Sprintf("operation is %s: %s", op.State, op.StateReason), OperationID: op.ID, State: op.State, Resource: op.Resource}
+	case errors.As(err, &depWait):
+		return &Problem{Type: "waiting-for-dependency", Title: "The operation waits for another", Status: http.StatusConflict,
+			Detail: depWait.Reason, OperationID: depWait.Operation.ID, State: depWait.Operation.State,
+			Dependency: &problemDependency{OperationID: depWait.Dependency.ID, State: depWait.Dependency.State}}
 	case errors.As(err, &wait):
 		secs := max(int(math.Ceil(wait.Until.Sub(h.Store.Now()).Seconds())), 1)
 		return &Problem{Type: "retry-later", Title: "Wait before the next attempt", Status: http.StatusTooManyRequests,

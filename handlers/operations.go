@@ -29,6 +29,15 @@ type registerRequest struct {
 	Deadline       *string         `json:"deadline" text:"id,40,date-time"`
 	MaxAttempts    *int            `json:"max_attempts"`
 	CostBudget     *float64        `json:"cost_budget"`
+	After          *afterRequest   `json:"after"`
+}
+
+// afterRequest names the operation a registration waits for
+// (review.Dependency).
+type afterRequest struct {
+	OperationID     string `json:"operation_id" text:"id,255"`
+	State           string `json:"state" text:"id,32"`
+	ResourceVersion string `json:"resource_version" text:"id,255"`
 }
 
 // RegisterOperation records an operation before its first call: 201 new,
@@ -57,11 +66,16 @@ func (h *Handlers) RegisterOperation(c echo.Context) error {
 		}
 		deadline = &d
 	}
+	var after *review.Dependency
+	if req.After != nil {
+		after = &review.Dependency{OperationID: req.After.OperationID, State: review.State(req.After.State),
+			ResourceVersion: req.After.ResourceVersion}
+	}
 	op, created, err := h.Store.Register(c.Request().Context(), review.Registration{
 		Tenant: caller(c).Tenant, SourceRef: req.SourceRef, LogicalVersion: req.LogicalVersion,
 		Action: req.Action, Destination: req.Destination, Risk: req.Risk, Flags: req.Flags,
 		Payload: payload, Key: req.Key, Deadline: deadline, MaxAttempts: req.MaxAttempts,
-		CostBudget: req.CostBudget, Actor: actor(c), RequestedBy: caller(c).CreatedBy,
+		CostBudget: req.CostBudget, After: after, Actor: actor(c), RequestedBy: caller(c).CreatedBy,
 	})
 	if err != nil {
 		return err

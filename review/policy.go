@@ -38,7 +38,7 @@ func riskRank(r Risk) int { return slices.Index(AllRisks(), r) }
 
 // escalatable are the stop reasons a policy may send to a person instead
 // of failing the operation.
-var escalatable = []Reason{ReasonBudgetExhausted, ReasonDeadlineExpired}
+var escalatable = []Reason{ReasonBudgetExhausted, ReasonDeadlineExpired, ReasonDependencyFailed}
 
 // check validates one action's policy.
 func (ac ActionConfig) check() error {
@@ -68,7 +68,7 @@ func (ac ActionConfig) check() error {
 	}
 	for _, r := range ac.EscalateOn {
 		if !slices.Contains(escalatable, r) {
-			return fmt.Errorf("escalate_on %q: only budget_exhausted and deadline_expired can be escalated", r)
+			return fmt.Errorf("escalate_on %q: only budget_exhausted, deadline_expired and dependency_failed can be escalated", r)
 		}
 	}
 	seen := map[string]bool{}

@@ -21,6 +21,8 @@ type Registration struct {
 	Risk           Risk
 	Flags          []Flag
 	Payload        json.RawMessage
+	// After, when set, is the operation this one waits for (dependency.go).
+	After *Dependency
 	// Key is the caller's idempotency key; empty means DeriveKey.
 	Key         string
 	Deadline    *time.Time
@@ -74,6 +76,11 @@ func (r *Registration) Normalize(now time.Time) error {
 	}
 	sort.Slice(flags, func(i, j int) bool { return flags[i] < flags[j] })
 	r.Flags = flags
+	if r.After != nil {
+		if err := r.After.normalize(); err != nil {
+			return err
+		}
+	}
 	if len(r.Payload) == 0 {
 		return fmt.Errorf("%w: field \"payload\": required", ErrInvalid)
 	}
@@ -143,5 +150,17 @@ func (r *Registration) SameIntention(op *Operation, payloadHash string, keyField
 	if !slices.Equal(op.Flags, r.Flags) {
 		diff = append(diff, "flags")
 	}
+	// What it waits for is part of the intention too: the same key may
+	// not drop the rule "only after the transformation of version 7".
+	if !sameDependency(op.After, r.After) {
+		diff = append(diff, "after")
+	}
 	return diff
+}
+
+func sameDependency(a, b *Dependency) bool {
+	if a == nil || b == nil {
+		return a == nil && b == nil
+	}
+	return a.OperationID == b.OperationID && a.State == b.State && a.ResourceVersion == b.ResourceVersion
 }

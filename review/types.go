@@ -150,7 +150,7 @@ const (
 func AllReasons() []Reason {
 	return []Reason{ReasonFinancial, ReasonIrreversible, ReasonRegulated, ReasonSourcesDisagree, ReasonDeadlineExpired,
 		ReasonNoDedupEvidence, ReasonPayloadMismatch, ReasonMultipleCands, ReasonVersionMismatch, ReasonStateConflict,
-		ReasonBudgetExhausted, ReasonCompensationFailed, ReasonApprovalRequired}
+		ReasonBudgetExhausted, ReasonCompensationFailed, ReasonApprovalRequired, ReasonDependencyFailed}
 }
 
 // The `text` tags on types that arrive in API bodies declare each string's
@@ -195,9 +195,11 @@ type Operation struct {
 	// NextAttemptAt is when a retry_wait operation may try again.
 	NextAttemptAt *time.Time   `json:"next_attempt_at,omitempty" db:"next_attempt_at"`
 	Resource      *ResourceRef `json:"resource,omitempty"`
-	Version       int64        `json:"version" db:"version"`
-	CreatedAt     time.Time    `json:"created_at" db:"created_at"`
-	UpdatedAt     time.Time    `json:"updated_at" db:"updated_at"`
+	// After is the operation this one waits for, with its state when read.
+	After     *Dependency `json:"after,omitempty"`
+	Version   int64       `json:"version" db:"version"`
+	CreatedAt time.Time   `json:"created_at" db:"created_at"`
+	UpdatedAt time.Time   `json:"updated_at" db:"updated_at"`
 
 	Attempts []Attempt  `json:"attempts"`
 	Evidence []Evidence `json:"evidence"`

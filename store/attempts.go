@@ -32,6 +32,9 @@ type Grant struct {
 	KeyHeader      string    `json:"key_header"`
 	Generation     int64     `json:"generation"`
 	LeaseExpiresAt time.Time `json:"lease_expires_at"`
+	// After is the operation's dependency with what it was confirmed
+	// with, when it has one: the input this attempt builds on.
+	After *review.Dependency `json:"after,omitempty"`
 }
 
 // limitWait is how long a caller held back by a concurrency limit or the
@@ -115,9 +118,17 @@ func (s *Store) startAttemptTx(ctx context.Context, tx *sqlx.Tx, req AttemptRequ
 	op := row.operation()
 	n := op.AttemptCount + 1
 	dest := s.cfg.Destination(op.Destination)
-	switch g := review.Grantable(op, dest, now); g {
-	case review.GrantNotAttemptable:
+	g := review.Grantable(op, dest, now)
+	if g == review.GrantNotAttemptable {
 		return attemptAnswer{refused: &review.NotAttemptableError{Operation: op}}, nil
+	}
+	// Before budgets and limits: an operation waiting for another is not
+	// using its budget, and one whose dependency broke has no next attempt.
+	ans, done, after, err := s.dependencyGate(ctx, tx, row, op, req.Actor)
+	if err != nil || done {
+		return ans, err
+	}
+	switch g {
 	case review.GrantAttemptsSpent, review.GrantDeadlinePassed:
 		return s.endBudget(ctx, tx, row, op, g, req.Actor)
 	case review.GrantBackoff:
@@ -134,14 +145,22 @@ func (s *Store) startAttemptTx(ctx context.Context, tx *sqlx.Tx, req AttemptRequ
 		}
 		return attemptAnswer{refused: w}, nil
 	}
-	g, reason, ev := newGrant(op, n, dest, req, now)
-	if err := s.writeGrant(ctx, tx, op, row.DetailVersion, g, reason, ev, req, now); err != nil {
+	grant, reason, ev := newGrant(op, n, dest, req, now)
+	if after != nil {
+		// The attempt builds on what the dependency was confirmed with
+		// (the PDF a share link publishes): the grant names it, and the
+		// audit trail keeps which one.
+		grant.After = after
+		ev.Detail = detailJSON(map[string]any{"n": grant.N, "credential": req.Credential, "model": req.Model,
+			"lease_expires_at": grant.LeaseExpiresAt, "after": after})
+	}
+	if err := s.writeGrant(ctx, tx, op, row.DetailVersion, grant, reason, ev, req, now); err != nil {
 		if errors.Is(err, errGuard) {
 			return attemptAnswer{}, review.ErrConflict // cannot happen under the row lock; kept as a check
 		}
 		return attemptAnswer{}, err
 	}
-	return attemptAnswer{grant: g}, nil
+	return attemptAnswer{grant: grant}, nil
 }
 
 // endBudget moves op, out of attempts or past its deadline (g) while no

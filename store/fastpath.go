@@ -55,7 +55,9 @@ func (s *Store) registerFast(ctx context.Context, p *review.RegistrationPlan, no
 	}
 	ev := plannedEvent(p.Event, now, r.Actor, r.Tenant, row.ID)
 	var created bool
-	if s.engine == Postgres && p.Approval == nil {
+	// An approval case or a dependency is written beside the operation,
+	// in the ordinary transaction.
+	if s.engine == Postgres && p.Approval == nil && r.After == nil {
 		res, err := s.fast(ctx, "register", row.ID, row.Tenant, row.Key, row.SourceRef, row.LogicalVersion,
 			row.Action, row.Destination, row.Risk, row.Flags, row.Payload, row.PayloadHash, row.State, row.StateReason,
 			row.Deadline, row.MaxAttempts, budget, now, ev.Actor, ev.Detail, ContentHash(ev))
@@ -78,6 +80,11 @@ func (s *Store) registerFast(ctx context.Context, p *review.RegistrationPlan, no
 			if err := s.appendEvent(ctx, tx, ev); err != nil {
 				return false, err
 			}
+			if r.After != nil {
+				if err := s.writeDependency(ctx, tx, &row, r.After); err != nil {
+					return false, err
+				}
+			}
 			return true, s.openApprovalCase(ctx, tx, &row, p.Approval, r.Actor)
 		})
 		if err != nil {
@@ -88,6 +95,11 @@ func (s *Store) registerFast(ctx context.Context, p *review.RegistrationPlan, no
 		return nil, nil
 	}
 	op := row.operation()
+	if r.After != nil {
+		after := *r.After
+		after.DependencyState = "" // read with the operation, not known here
+		op.After = &after
+	}
 	s.snaps.put(&snapshot{op: op})
 	return copyOperation(op), nil
 }
@@ -100,6 +112,9 @@ func (s *Store) startAttemptFast(ctx context.Context, req AttemptRequest) (g *Gr
 		return nil, false, nil
 	}
 	op, now := sn.op, s.now()
+	if op.After != nil {
+		return nil, false, nil // its dependency is read under the ordinary path's lock
+	}
 	n := op.AttemptCount + 1
 	dest := s.cfg.Destination(op.Destination)
 	if review.Grantable(op, dest, now) != review.GrantNow || limitsApply(dest, op.Action, n, req) {
@@ -190,6 +205,9 @@ func (s *Store) decideOutcomeFast(tenant, opID string, n int, o review.Outcome, 
 		return nil, false, nil // a compensation's outcome moves its parent too: the ordinary path
 	}
 	op, now := sn.op, s.now()
+	if op.After != nil {
+		return nil, false, nil // its dependency is read under the ordinary path's lock
+	}
 	ai := -1
 	for i, a := range op.Attempts {
 		if a.N == n {

@@ -164,6 +164,11 @@ func (s *Store) registerTakenTx(ctx context.Context, tx *sqlx.Tx, p *review.Regi
 		return keyTaken{}, fmt.Errorf("select existing: %w", err)
 	}
 	op := row.operation()
+	after, err := s.dependencyOf(ctx, tx, op.ID)
+	if err != nil {
+		return keyTaken{}, err
+	}
+	op.After = after
 	kp := p.ExistingKey(op)
 	if kp.Mismatch == nil {
 		return keyTaken{op: op, plan: kp}, nil
@@ -334,6 +339,9 @@ func (s *Store) loadDetailsMany(ctx context.Context, q sqlx.QueryerContext, ops 
 	}
 	for _, j := range jobs {
 		byID[j.OperationID].Jobs = append(byID[j.OperationID].Jobs, j)
+	}
+	if err := s.loadDependencies(ctx, q, ids, byID); err != nil {
+		return err
 	}
 	return s.loadUndone(ctx, q, ops, byID)
 }

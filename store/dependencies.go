@@ -1,0 +1,196 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/limbo-dev/limbo/review"
+)
+
+// Operations that depend on another (review/dependency.go): the dependency
+// is written with the operation, read with its details, checked by every
+// attempt request, and a dependent whose dependency can never be met is
+// ended by the sweep even when nobody asks for its attempt.
+
+const (
+	/* Store.Register: a dependency names an operation of the same tenant. */
+	selectDependencyExists = `SELECT id FROM operations WHERE tenant = ? AND id = ?`
+	/* Store.Register */
+	insertDependency = `
+INSERT INTO operation_dependencies (operation_id, tenant, after_id, after_state, after_version, created_at)
+VALUES (?, ?, ?, ?, ?, ?)`
+	/* Store.loadDetails: the dependency with its operation's state and resource. */
+	selectDependencies = `
+SELECT d.operation_id, d.after_id, d.after_state, d.after_version, o.state, o.resource_ref, o.resource_kind, o.resource_version
+FROM operation_dependencies d JOIN operations o ON o.id = d.after_id
+WHERE d.operation_id IN (?)`
+	/* Store.dependencyGate */
+	selectDependency = `
+SELECT d.operation_id, d.after_id, d.after_state, d.after_version, o.state, o.resource_ref, o.resource_kind, o.resource_version
+FROM operation_dependencies d JOIN operations o ON o.id = d.after_id
+WHERE d.operation_id = ?`
+	/* Store.SweepDependencies: dependents waiting on a dependency that can no
+	   longer be met (failed, compensated, confirmed for another version). */
+	selectBrokenDependents = `
+SELECT d.operation_id, d.tenant FROM operation_dependencies d
+JOIN operations o ON o.id = d.operation_id
+JOIN operations a ON a.id = d.after_id
+WHERE o.state IN ('pending', 'retry_wait')
+  AND (a.state IN ('failed', 'compensated')
+       OR (a.state = 'confirmed' AND d.after_version <> '' AND COALESCE(a.resource_version, '') <> d.after_version))
+LIMIT ?`
+)
+
+const dependencySweeper = "system:dependency-sweeper"
+
+type dependencyRow struct {
+	OperationID     string         `db:"operation_id"`
+	AfterID         string         `db:"after_id"`
+	AfterState      string         `db:"after_state"`
+	AfterVersion    string         `db:"after_version"`
+	State           string         `db:"state"`
+	ResourceRef     sql.NullString `db:"resource_ref"`
+	ResourceKind    sql.NullString `db:"resource_kind"`
+	ResourceVersion sql.NullString `db:"resource_version"`
+}
+
+func (r dependencyRow) dependency() *review.Dependency {
+	d := &review.Dependency{OperationID: r.AfterID, State: review.State(r.AfterState), ResourceVersion: r.AfterVersion,
+		DependencyState: review.State(r.State)}
+	if r.State == string(review.Confirmed) && r.ResourceRef.Valid {
+		d.Resource = &review.ResourceRef{Ref: r.ResourceRef.String, Kind: r.ResourceKind.String, Version: r.ResourceVersion.String}
+	}
+	return d
+}
+
+// writeDependency records op's dependency in tx, once it is known to name
+// an operation of op's tenant (another tenant's is as unknown as a missing
+// one, so nothing leaks).
+func (s *Store) writeDependency(ctx context.Context, tx *sqlx.Tx, row *opRow, after *review.Dependency) error {
+	var id string
+	err := s.get(ctx, tx, &id, selectDependencyExists, row.Tenant, after.OperationID)
+	if errors.Is(err, sql.ErrNoRows) {
+		return fmt.Errorf("%w: field \"after.operation_id\": no operation %s of this tenant", review.ErrInvalid, after.OperationID)
+	}
+	if err != nil {
+		return fmt.Errorf("dependency: %w", err)
+	}
+	if _, err := s.exec(ctx, tx, insertDependency, row.ID, row.Tenant, after.OperationID, string(after.State),
+		after.ResourceVersion, row.CreatedAt); err != nil {
+		return fmt.Errorf("dependency: %w", err)
+	}
+	return nil
+}
+
+// loadDependencies fills After of the ops that have a dependency.
+func (s *Store) loadDependencies(ctx context.Context, q sqlx.QueryerContext, ids []string, byID map[string]*review.Operation) error {
+	qs, args, err := sqlx.In(selectDependencies, ids)
+	if err != nil {
+		return err
+	}
+	var rows []dependencyRow
+	if err := sqlx.SelectContext(ctx, q, &rows, s.rebind(qs), args...); err != nil {
+		return fmt.Errorf("store.loadDetails: dependencies: %w", err)
+	}
+	for _, r := range rows {
+		byID[r.OperationID].After = r.dependency()
+	}
+	return nil
+}
+
+// dependencyOf reads an operation's dependency (nil: it has none).
+func (s *Store) dependencyOf(ctx context.Context, tx *sqlx.Tx, opID string) (*review.Dependency, error) {
+	var dr dependencyRow
+	err := s.get(ctx, tx, &dr, selectDependency, opID)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("dependency: %w", err)
+	}
+	return dr.dependency(), nil
+}
+
+// dependencyGate judges row's dependency, in tx, for its next attempt: an
+// answer (done) that refuses it — a wait while the dependency is not
+// confirmed, or, once it can never be met, the operation moved to failed
+// or review (its policy's escalate_on) — or, when it may run, the
+// dependency with what it was confirmed with (nil without one).
+func (s *Store) dependencyGate(ctx context.Context, tx *sqlx.Tx, row *opRow, op *review.Operation, actor string) (ans attemptAnswer, done bool, after *review.Dependency, err error) {
+	if after, err = s.dependencyOf(ctx, tx, row.ID); err != nil || after == nil {
+		return attemptAnswer{}, false, nil, err
+	}
+	var depRow opRow
+	if err := s.get(ctx, tx, &depRow, selectOperation, row.Tenant, after.OperationID); err != nil {
+		return attemptAnswer{}, false, nil, fmt.Errorf("dependency %s: %w", after.OperationID, err)
+	}
+	dep := depRow.operation()
+	op.After = after
+	switch ready, why := review.DependencyReady(*after, dep); ready {
+	case review.DependencyMet:
+		return attemptAnswer{}, false, after, nil
+	case review.DependencyPending:
+		return attemptAnswer{refused: &review.DependencyWaitError{Operation: op, Dependency: dep, Reason: why}}, true, nil, nil
+	default:
+		if err := s.breakDependent(ctx, tx, row, why, actor); err != nil {
+			return attemptAnswer{}, false, nil, err
+		}
+		op.State, op.StateReason = review.State(row.State), row.StateReason
+		return attemptAnswer{refused: &review.NotAttemptableError{Operation: op}}, true, nil, nil
+	}
+}
+
+// breakDependent ends row, whose dependency can never be met: failed, or
+// in review with a dependency_failed case when its action's policy
+// escalates it.
+func (s *Store) breakDependent(ctx context.Context, tx *sqlx.Tx, row *opRow, why, actor string) error {
+	ac, _ := s.cfg.Policy(row.Destination, row.Action)
+	to := review.BrokenDependencyState(ac)
+	detail := map[string]any{}
+	if to == review.NeedsReview {
+		detail["escalation"] = []review.Reason{review.ReasonDependencyFailed}
+	}
+	return s.transition(ctx, tx, row, to, why, actor, "operation.dependency_failed", detail)
+}
+
+// SweepDependencies ends the dependents of operations that can no longer
+// be what they wait for, whether or not anyone asks for their attempt, and
+// returns how many it ended.
+func (s *Store) SweepDependencies(ctx context.Context) (int, error) {
+	var due []struct {
+		ID     string `db:"operation_id"`
+		Tenant string `db:"tenant"`
+	}
+	if err := s.db.SelectContext(ctx, &due, s.rebind(selectBrokenDependents), 500); err != nil {
+		return 0, fmt.Errorf("store.SweepDependencies: %w", err)
+	}
+	n := 0
+	for _, d := range due {
+		ended, err := inTx(ctx, s, func(tx *sqlx.Tx) (bool, error) {
+			row, err := s.lockOperation(ctx, tx, d.Tenant, d.ID)
+			if err != nil {
+				return false, err
+			}
+			if !review.State(row.State).Attemptable() {
+				return false, nil // moved on meanwhile
+			}
+			if _, _, _, err := s.dependencyGate(ctx, tx, row, row.operation(), dependencySweeper); err != nil {
+				return false, err
+			}
+			// The gate moved it unless the dependency is met or pending.
+			return !review.State(row.State).Attemptable(), nil
+		})
+		if err != nil && !errors.Is(err, review.ErrConflict) && !errors.Is(err, review.ErrNotFound) {
+			return n, fmt.Errorf("store.SweepDependencies: %s: %w", d.ID, err)
+		}
+		if ended {
+			n++
+		}
+		s.snaps.drop(d.ID)
+	}
+	return n, nil
+}
