@@ -7,6 +7,7 @@ package demo
 // auto-reconciled and escalated operations.
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -15,11 +16,13 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/limbo-dev/limbo/client"
+	"github.com/limbo-dev/limbo/contract"
 	"github.com/limbo-dev/limbo/examples/agent/release"
 	"github.com/limbo-dev/limbo/review"
 	"github.com/limbo-dev/limbo/sandbox"
@@ -89,13 +92,21 @@ func New(cfg *review.Config, log *slog.Logger) (*Demo, error) {
 	// The catalog at /admin/actions: each demo action's owner, effects and
 	// what a duplicate costs. The budgets are left to the defaults, so
 	// `limbo policy lint` and the page show what production would add.
-	for _, fl := range simulate.Flavours {
+	// Each action's request is checked against the schema the sandbox's
+	// own OpenAPI document gives its operation (limbo destination import).
+	contracts, err := sandboxContracts(d.sbURL)
+	if err != nil {
+		ln.Close()
+		return nil, err
+	}
+	for _, fl := range append(slices.Clone(simulate.Flavours), simulate.SharePDF) {
 		if _, set := dest.Actions[fl.Action]; set {
 			continue
 		}
 		dest.Actions[fl.Action] = review.ActionConfig{Owner: "demo-team", Effects: demoEffects[fl.Action],
 			DuplicateCost: demoDuplicateCost[fl.Action], KeyFields: []string{}, Risk: fl.Risk, Flags: fl.Flags,
-			Evidence: []review.EvidenceSource{review.SourceResponse, review.SourceStatusLookup, review.SourceMetadataSearch}}
+			Evidence: []review.EvidenceSource{review.SourceResponse, review.SourceStatusLookup, review.SourceMetadataSearch},
+			Request:  contracts[fl.Action]}
 	}
 	// Publishing a press release waits for two reviewers' approval (it is
 	// irreversible): the demo seeds one such request.
@@ -119,6 +130,31 @@ func New(cfg *review.Config, log *slog.Logger) (*Demo, error) {
 	}
 	d.configured = true
 	return d, nil
+}
+
+// demoContracts maps the demo's actions to the sandbox operations they are
+// sent as. share_pdf is not among them: its file_ref is the dependency's
+// PDF, filled at send time, so its payload is not the request body.
+var demoContracts = map[string]string{"create_folder": "createFolder", "upload_file": "uploadFile",
+	"transform_pdf": "queueTransformation", "send_email": "sendEmail", "share_link": "publishShareLink", "charge": "createCharge"}
+
+// sandboxContracts imports the request contracts of the demo's actions
+// from the sandbox's OpenAPI document.
+func sandboxContracts(base string) (map[string]*review.RequestContract, error) {
+	block, err := contract.Import(context.Background(), sandbox.OpenAPI(base), contract.Options{Name: sandbox.DestinationName,
+		Body: "body", Actions: demoContracts, AllowInternal: true})
+	if err != nil {
+		return nil, fmt.Errorf("demo: importing the sandbox's contract: %w", err)
+	}
+	cfg, err := review.ParseConfig(block)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]*review.RequestContract{}
+	for a, ac := range cfg.Destinations[sandbox.DestinationName].Actions {
+		out[a] = ac.Request
+	}
+	return out, nil
 }
 
 // Start serves the sandbox (its job webhooks signed for limboURL), creates
@@ -209,6 +245,9 @@ type demoFlow struct {
 
 // simulate.Flavour returns the catalogue's simulate.Flavour for an action.
 func flavourOf(action string) simulate.Flavour {
+	if action == simulate.SharePDF.Action {
+		return simulate.SharePDF
+	}
 	for _, f := range simulate.Flavours {
 		if f.Action == action {
 			return f
@@ -234,9 +273,12 @@ func (f *demoFlow) loop(ctx context.Context) {
 }
 
 // document runs the seeds' order for one version of a document: upload,
-// transform to PDF, and — only once the transformation is confirmed for
-// this version — share a link to the PDF, send the email, and sometimes
-// charge for it.
+// transform to PDF, and share a link to the PDF, send the email, and
+// sometimes charge for it. The share link is registered with the
+// transformation, naming it in after: Limbo grants its attempt only once
+// the transformation is confirmed for this version, hands it the PDF the
+// transformation produced, and fails it if the transformation fails or
+// ran on another version — a rule of the ledger, not of this code.
 func (f *demoFlow) document(ctx context.Context, source, version string) {
 	step := func() { simulate.Pause(ctx, time.Duration(300+f.rng.IntN(700))*time.Millisecond) }
 	file := f.run(ctx, "upload_file", source, version, nil)
@@ -244,18 +286,27 @@ func (f *demoFlow) document(ctx context.Context, source, version string) {
 		return
 	}
 	step()
-	pdf := f.run(ctx, "transform_pdf", source, version, map[string]any{"input_ref": file.Resource.Ref, "format": "pdf"})
-	output := f.transformedFor(ctx, pdf, version)
-	if output == "" {
-		return // not confirmed for this version: nothing is published
+	pdf := f.register(ctx, "transform_pdf", source, version, map[string]any{"input_ref": file.Resource.Ref, "format": "pdf"}, nil)
+	if pdf == nil {
+		return
 	}
-	step()
+	link := f.register(ctx, simulate.SharePDF.Action, source, version, nil,
+		&client.After{OperationID: pdf.ID, ResourceVersion: version})
+	if link == nil {
+		return
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() { f.drive(ctx, pdf, map[string]any{"input_ref": file.Resource.Ref, "format": "pdf"}) })
 	if f.rng.IntN(12) == 0 {
 		// An integration that crashes between its grant and its send: the
 		// lease expires, reconciliation finds nothing, a reviewer decides.
-		f.abandon(ctx, "share_link", source, version, map[string]any{"file_ref": output})
+		f.abandon(ctx, link)
 	} else {
-		f.run(ctx, "share_link", source, version, map[string]any{"file_ref": output})
+		link = f.drive(ctx, link, nil)
+	}
+	wg.Wait()
+	if link == nil || link.State != review.Confirmed {
+		return
 	}
 	step()
 	f.run(ctx, "send_email", source, version, nil)
@@ -265,44 +316,43 @@ func (f *demoFlow) document(ctx context.Context, source, version string) {
 	}
 }
 
-// transformedFor is the ref of the PDF that op's transformation produced,
-// when op is confirmed and the transformation is for version; "" otherwise.
-// A transformation confirmed by reconciliation names the job, whose output
-// the sandbox tells.
-func (f *demoFlow) transformedFor(ctx context.Context, op *review.Operation, version string) string {
-	if op == nil || op.State != review.Confirmed || op.Resource == nil || op.Resource.Version != version {
-		return ""
-	}
-	if op.Resource.Kind != sandbox.KindJob {
-		return op.Resource.Ref
-	}
-	for ctx.Err() == nil {
-		j, err := simulate.LookupJob(ctx, f.dest, f.sbURL, op.Resource.Ref)
-		switch {
-		case err != nil || j.LogicalVersion != version || j.Status == sandbox.JobCanceled:
-			return ""
-		case j.Status == sandbox.JobSucceeded:
-			return j.OutputRef
-		}
-		simulate.Pause(ctx, 200*time.Millisecond)
-	}
-	return ""
-}
-
 // run registers an operation of action and carries it until it settles:
 // confirmed, failed, or handed to a reviewer (then the flow moves on).
 func (f *demoFlow) run(ctx context.Context, action, source, version string, body map[string]any) *review.Operation {
+	op := f.register(ctx, action, source, version, body, nil)
+	if op == nil {
+		return nil
+	}
+	return f.drive(ctx, op, body)
+}
+
+// register registers an operation of action (waiting for after, when set).
+func (f *demoFlow) register(ctx context.Context, action, source, version string, body map[string]any, after *client.After) *review.Operation {
 	fl := flavourOf(action)
 	if body == nil && fl.Body != nil {
 		body = fl.Body(source, version)
 	}
-	op, _, err := f.c.Register(ctx, fl.Registration(source, version, body))
+	r := fl.Registration(source, version, body)
+	r.After = after
+	op, _, err := f.c.Register(ctx, r)
 	if err != nil {
 		f.trouble(ctx, action, err)
 		return nil
 	}
-	deadline := time.Now().Add(2 * time.Minute)
-	for ctx.Err() == nil && time.Now().Before(deadline) {
+	return op
+}
+
+// drive carries op until it settles, for at most two minutes (a
+// dependent's Do waits for its dependency within them).
+func (f *demoFlow) drive(ctx context.Context, op *review.Operation, body map[string]any) *review.Operation {
+	fl := flavourOf(op.Action)
+	if body == nil && fl.Body != nil {
+		body = fl.Body(op.SourceRef, op.LogicalVersion)
+	}
+	action := op.Action
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	for ctx.Err() == nil {
 		switch op.State {
 		case review.Pending, review.RetryWait:
 			res, err := f.c.Do(ctx, op.ID, client.AttemptOptions{}, simulate.Sender(f.dest, f.sbURL, fl, op, body))
@@ -331,20 +381,24 @@ func (f *demoFlow) run(ctx context.Context, action, source, version string, body
 	return op
 }
 
-// abandon registers an operation and takes an attempt it never sends nor
-// reports, as an integration that crashed right after its grant.
-func (f *demoFlow) abandon(ctx context.Context, action, source, version string, body map[string]any) {
-	fl := flavourOf(action)
-	op, _, err := f.c.Register(ctx, fl.Registration(source, version, body))
-	if err != nil {
-		f.trouble(ctx, action, err)
-		return
+// abandon takes an attempt of op it never sends nor reports, as an
+// integration that crashed right after its grant (once its dependency
+// lets it have one).
+func (f *demoFlow) abandon(ctx context.Context, op *review.Operation) {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	for {
+		_, err := f.c.StartAttempt(ctx, op.ID, client.AttemptOptions{})
+		if client.IsProblem(err, "waiting-for-dependency") && simulate.Pause(ctx, 500*time.Millisecond) {
+			continue
+		}
+		if err != nil {
+			f.trouble(ctx, op.Action, err)
+			return
+		}
+		break
 	}
-	if _, err := f.c.StartAttempt(ctx, op.ID, client.AttemptOptions{}); err != nil {
-		f.trouble(ctx, action, err)
-		return
-	}
-	f.log.Info("demo: an integration crashed after its grant", "op_id", op.ID, "action", action)
+	f.log.Info("demo: an integration crashed after its grant", "op_id", op.ID, "action", op.Action)
 }
 
 func (f *demoFlow) trouble(ctx context.Context, action string, err error) {
@@ -405,12 +459,14 @@ var demoEffects = map[string]string{
 	"search_files": "searches the files (no effect)", "generate_summary": "writes a summary file",
 	"create_folder": "creates a folder", "upload_file": "uploads a contract file", "transform_pdf": "converts a file to PDF (a job)",
 	"send_email": "emails the client", "share_link": "publishes a share link", "charge": "charges the client's card",
+	"share_pdf": "publishes a share link to the PDF of a confirmed transformation (waits for it)",
 }
 
 var demoDuplicateCost = map[string]string{
 	"search_files": "none", "generate_summary": "one model call and a second file", "create_folder": "none: the key deduplicates it",
 	"upload_file": "a second copy to delete", "transform_pdf": "a conversion credit and a second PDF", "send_email": "the client gets the email twice",
 	"share_link": "a second public link", "charge": "EUR 12.50 charged twice",
+	"share_pdf": "a second public link",
 }
 
 // seedDemoOperations runs a few operations through the real ledger so the
@@ -439,9 +495,16 @@ func seedDemoOperations(ctx context.Context, st *store.Store, approval bool) err
 			return err
 		}
 	}
+	// The actions the sandbox's contract checks carry their request; the
+	// others a note of what they are about.
+	payloads := map[string]string{
+		"create_folder": `{"body":{"name":"contract-584"},"method":"POST","path":"/folders"}`,
+		"send_email":    `{"body":{"subject":"Invoice 1204","to":"billing@example.com"},"method":"POST","path":"/emails"}`,
+	}
 	for _, d := range demos {
+		payload := cmp.Or(payloads[d.action], `{"source":"`+d.source+`","version":7}`)
 		op, created, err := st.Register(ctx, review.Registration{Tenant: "demo", SourceRef: d.source, LogicalVersion: "7",
-			Action: d.action, Destination: sandbox.DestinationName, Risk: d.risk, Payload: []byte(`{"source":"` + d.source + `","version":7}`), Actor: "cli:demo"})
+			Action: d.action, Destination: sandbox.DestinationName, Risk: d.risk, Payload: []byte(payload), Actor: "cli:demo"})
 		if err != nil {
 			return err
 		}

@@ -4,6 +4,7 @@
 package simulate
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -29,6 +30,11 @@ type Flavour struct {
 	Job bool
 	// Body is the request body, without the metadata naming the operation.
 	Body func(source, version string) map[string]any
+	// FromDependency names the body member an attempt fills with the ref
+	// its operation's dependency was confirmed with (the grant's
+	// after.resource): a share link publishes the PDF the transformation
+	// it waits for produced, whichever that turns out to be.
+	FromDependency string
 }
 
 // Flavours covers every risk class and flag: a read (a search), a
@@ -60,6 +66,13 @@ var Flavours = []Flavour{
 		Body: func(s, v string) map[string]any { return map[string]any{"amount": 12.5, "currency": "EUR"} }},
 }
 
+// SharePDF is a share link that waits for its transformation (registered
+// with after): the PDF it publishes is the one the grant names. Not among
+// Flavours: it is registered only with a dependency.
+var SharePDF = Flavour{Action: "share_pdf", Risk: review.RiskIrreversible, Flags: []review.Flag{review.FlagIrreversible},
+	Method: http.MethodPost, Path: "/links", FromDependency: "file_ref",
+	Body: func(s, v string) map[string]any { return map[string]any{"share": s + " version " + v + " as PDF"} }}
+
 // Registration is what an integration registers for Flavour f on source
 // at version. The payload is the request, so a reviewer sees what runs.
 func (f Flavour) Registration(source, version string, body map[string]any) client.Registration {
@@ -77,6 +90,10 @@ type View struct {
 	Status         string `json:"status"`
 	OutputRef      string `json:"output_ref"`
 	LogicalVersion string `json:"logical_version"`
+	// InputVersion is the version of its input a job ran on (the file's
+	// version when the job started), which may not be the one it was
+	// asked for.
+	InputVersion string `json:"input_version"`
 }
 
 // Sender returns the send function for op: one request to the sandbox at
@@ -85,19 +102,28 @@ type View struct {
 // without that metadata; it is the same on every attempt, as a key demands.
 func Sender(hc *http.Client, base string, f Flavour, op *review.Operation, body map[string]any) func(ctx context.Context, g *client.Grant) review.Outcome {
 	target := base + f.Path
-	var data []byte
 	if f.Method == http.MethodGet {
 		target += "?operation_id=" + url.QueryEscape(op.ID)
-	} else {
+	}
+	// The body is the same on every attempt, as a key demands: what the
+	// dependency was confirmed with does not change once it is.
+	data := func(g *client.Grant) []byte {
+		if f.Method == http.MethodGet {
+			return nil
+		}
 		b := map[string]any{}
 		for k, v := range body {
 			b[k] = v
 		}
+		if f.FromDependency != "" && g.After != nil && g.After.Resource != nil {
+			b[f.FromDependency] = g.After.Resource.Ref
+		}
 		b["metadata"] = map[string]any{"operation_id": op.ID, "logical_version": op.LogicalVersion}
-		data, _ = json.Marshal(b)
+		raw, _ := json.Marshal(b)
+		return raw
 	}
 	return func(ctx context.Context, g *client.Grant) review.Outcome {
-		req, err := client.NewAttemptRequest(ctx, g, f.Method, target, data)
+		req, err := client.NewAttemptRequest(ctx, g, f.Method, target, data(g))
 		if err != nil {
 			return review.Outcome{Result: review.ResultConnectionError, Phase: review.PhaseBeforeSend}
 		}
@@ -170,7 +196,8 @@ func FollowJob(ctx context.Context, c *client.Client, hc *http.Client, base stri
 	}
 	switch review.JobStatus(v.Status) {
 	case review.JobSucceeded, review.JobCanceled, review.JobFailed:
-		return c.PutJob(ctx, op.ID, j.Ref, client.JobUpdate{Status: review.JobStatus(v.Status), InputVersion: v.LogicalVersion, OutputRef: v.OutputRef})
+		return c.PutJob(ctx, op.ID, j.Ref, client.JobUpdate{Status: review.JobStatus(v.Status),
+			InputVersion: cmp.Or(v.InputVersion, v.LogicalVersion), OutputRef: v.OutputRef})
 	}
 	return op, nil
 }
