@@ -4,6 +4,7 @@ import (
 	"errors"
 	"maps"
 	"net/http"
+	"os"
 	"regexp"
 	"slices"
 	"strings"
@@ -179,7 +180,7 @@ func (h *Handlers) AdminDestinations(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return render(c, http.StatusOK, web.AdminDestinationsPage(nav(c), yaml, note, budgets, cfg.Budget()))
+	return render(c, http.StatusOK, web.AdminDestinationsPage(nav(c), yaml, note, budgets, cfg.Budget(), cfg.ProbeCredentials(os.Getenv)))
 }
 
 var webhookSecret = regexp.MustCompile(`whsec_[A-Za-z0-9+/=]+`)

@@ -2,6 +2,7 @@ package review
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -741,6 +742,63 @@ func (c *Config) MissingCredentials(getenv func(string) string) []MissingCredent
 		}
 		if u := c.Destinations[n].Undo; u != nil && u.AuthEnv != "" && getenv(u.AuthEnv) == "" {
 			out = append(out, MissingCredential{Destination: n, Probe: "undo", Env: u.AuthEnv})
+		}
+	}
+	return out
+}
+
+// ProbeCredential is which credential one of a destination's probes is
+// sent with, for the admin destinations page: probes should read with a
+// credential of their own, never the one that writes.
+type ProbeCredential struct {
+	Destination string
+	// Probe is "status", "search", "job" or "history".
+	Probe       string
+	Method, URL string
+	// Env names the credential's environment variable ("" for none); Set
+	// reports whether it holds a value.
+	Env string
+	Set bool
+	// SharesWrite, when not empty, says how the probe shares a write
+	// credential: the integration's (write_auth_env) or the undo call's.
+	SharesWrite string
+}
+
+// ProbeCredentials lists every configured probe with its credential, by
+// destination name, and whether it shares a write credential — by name,
+// or by value when two variables hold the same secret.
+func (c *Config) ProbeCredentials(getenv func(string) string) []ProbeCredential {
+	if c == nil {
+		return nil
+	}
+	names := make([]string, 0, len(c.Destinations))
+	for n := range c.Destinations {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	var out []ProbeCredential
+	for _, n := range names {
+		d := c.Destinations[n]
+		writes := []struct{ what, env string }{{"the integration's write credential", d.WriteAuthEnv}}
+		if d.Undo != nil {
+			writes = append(writes, struct{ what, env string }{"the undo call's credential", d.Undo.AuthEnv})
+		}
+		for _, kp := range d.Probes.all() {
+			pc := ProbeCredential{Destination: n, Probe: kp.kind, Method: cmp.Or(kp.probe.Method, "GET"), URL: kp.probe.URL,
+				Env: kp.probe.AuthEnv, Set: kp.probe.AuthEnv != "" && getenv(kp.probe.AuthEnv) != ""}
+			for _, w := range writes {
+				switch {
+				case pc.Env == "" || w.env == "":
+				case pc.Env == w.env:
+					pc.SharesWrite = fmt.Sprintf("%s is also %s (%s)", pc.Env, w.what, w.env)
+				case pc.Set && getenv(pc.Env) == getenv(w.env):
+					pc.SharesWrite = fmt.Sprintf("%s holds the same value as %s (%s)", pc.Env, w.what, w.env)
+				}
+				if pc.SharesWrite != "" {
+					break
+				}
+			}
+			out = append(out, pc)
 		}
 	}
 	return out
