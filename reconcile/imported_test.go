@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -150,5 +151,54 @@ func TestImportedConfigurationReconcilesAsHandWritten(t *testing.T) {
 				t.Errorf("resource = %+v, want the moved file %s", got.Resource, ref)
 			}
 		})
+	})
+}
+
+// A lost answer after a later upload: the file's version 7 was uploaded
+// for the operation, its answer lost, and version 8 uploaded since. The
+// search finds the file for the operation at version 8; its history says
+// version 7 existed, by this operation: confirmed, at version 7. Without
+// a history probe, the same answers go to a person (version_mismatch).
+func TestHistorySettlesALostVersionUpload(t *testing.T) {
+	t.Parallel()
+	scenario := func(t *testing.T, b *testBundle) *review.Operation {
+		creator := &review.Operation{ID: "op-creator", LogicalVersion: "6", Key: "k-create"}
+		file := b.post(t, "/files", creator, map[string]any{"name": "contract-583.docx", "content": "v6"})["ref"].(string)
+		var op *review.Operation
+		op = b.ambiguous(t, "contract-583", "sandbox", func(op *review.Operation) {
+			b.post(t, "/files/"+file+"/versions", op, map[string]any{"content": "v7"})
+		})
+		later := &review.Operation{ID: "op-v8", LogicalVersion: "8", Key: "k-v8"}
+		if v := b.post(t, "/files/"+file+"/versions", later, map[string]any{"content": "v8"}); v["version"] != "8" {
+			t.Fatalf("v8 upload answered %v", v)
+		}
+		b.clk.Advance(searchLag + time.Second)
+		b.runOnce(t, 1)
+		return b.get(t, op)
+	}
+	eachConfiguration(t, sandbox.Options{SearchLag: searchLag}, func(t *testing.T, b *testBundle) {
+		got := scenario(t, b)
+		wantState(t, got, review.Confirmed)
+		if got.Resource == nil || got.Resource.Version != got.LogicalVersion {
+			t.Fatalf("resource = %+v, want the file at version %s", got.Resource, got.LogicalVersion)
+		}
+		var history *review.Evidence
+		for i, ev := range got.Evidence {
+			if strings.HasPrefix(ev.Note, "history of ") {
+				history = &got.Evidence[i]
+			}
+		}
+		if history == nil || history.Verdict != review.VerdictConfirms || !strings.Contains(history.Note, "version v1 by "+got.ID) {
+			t.Fatalf("history evidence = %+v", history)
+		}
+	})
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		b := setup(t, e, sandbox.Options{SearchLag: searchLag}, nil) // no history probe
+		got := scenario(t, b)
+		wantState(t, got, review.NeedsReview)
+		cs, err := b.st.CasesForOperation(b.ctx, got.ID)
+		if err != nil || len(cs) != 1 || !slices.Contains(cs[0].Reasons, review.ReasonVersionMismatch) {
+			t.Fatalf("cases = %+v, %v; want version_mismatch", cs, err)
+		}
 	})
 }

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"text/template"
@@ -161,7 +162,39 @@ func (p *Prober) Probe(ctx context.Context, op *review.Operation, d review.Desti
 		r.Took = time.Since(start)
 		out = append(out, r)
 	}
+	if d.Probes.History == nil {
+		return out
+	}
+	// A resource found naming this operation at another version: its
+	// history says whether this operation's version ever existed there.
+	for _, ref := range laterVersions(op, out) {
+		// The history URL names {{.ResourceRef}}: the resource found.
+		about := *op
+		about.Resource, about.Action = &review.ResourceRef{Ref: ref}, ""
+		start := time.Now()
+		r := p.send(ctx, &about, step{kind: review.ProbeHistory, pr: d.Probes.History, ref: ref}, d.AllowInternal)
+		r.Ref, r.Took = ref, time.Since(start)
+		out = append(out, r)
+	}
 	return out
+}
+
+// maxHistories bounds the history lookups of one round.
+const maxHistories = 3
+
+// laterVersions lists the refs this round's answers name for op at
+// another version, once each, at most maxHistories.
+func laterVersions(op *review.Operation, results []review.ProbeResult) []string {
+	var refs []string
+	for _, r := range results {
+		for _, c := range r.Candidates {
+			if c.OperationID == fit(op.ID) && c.Version != "" && c.Version != op.LogicalVersion &&
+				!slices.Contains(refs, c.Ref) && len(refs) < maxHistories {
+				refs = append(refs, c.Ref)
+			}
+		}
+	}
+	return refs
 }
 
 // asksFor reports whether a status URL template depends on the ref a

@@ -2,6 +2,8 @@ package review
 
 import (
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 )
 
@@ -13,6 +15,10 @@ const (
 	ProbeStatus ProbeKind = "status"
 	// ProbeSearch searches the destination for the operation id in metadata.
 	ProbeSearch ProbeKind = "search"
+	// ProbeHistory lists the versions of a resource the search found for
+	// the operation at another version (Ref): whether this operation's
+	// own version ever existed there — a lost answer after a later upload.
+	ProbeHistory ProbeKind = "history"
 )
 
 // ProbeResult is one probe's answer.
@@ -40,7 +46,7 @@ type ProbeResult struct {
 // Evidence turns a probe result into the evidence row that records it.
 func (p ProbeResult) Evidence(op *Operation, verdict Verdict, note string) Evidence {
 	src := SourceMetadataSearch
-	if p.Kind == ProbeStatus {
+	if p.Kind == ProbeStatus || p.Kind == ProbeHistory {
 		src = SourceStatusLookup
 	}
 	cands := p.Candidates
@@ -185,6 +191,9 @@ func settleRound(in SettleInput) Settlement {
 	failed, absent, withinLag := 0, false, false
 	known, _ := LookupRef(op)
 	lookedUp, conflict := false, ""
+	// existed: resources found at another version whose history shows
+	// this operation's own version (HistoryEvidence).
+	existed := map[string]bool{}
 	for _, r := range in.Results {
 		// The known ref was looked up, and the answer names it and can be
 		// read: only then may an empty search speak of absence.
@@ -202,6 +211,12 @@ func settleRound(in SettleInput) Settlement {
 				note = fmt.Sprintf("%s probe failed (%s): %s", r.Kind, r.Class, r.Err)
 			}
 			st.Evidence = append(st.Evidence, r.Evidence(op, VerdictInconclusive, note))
+			continue
+		}
+		if r.Kind == ProbeHistory {
+			ev, mine := HistoryEvidence(op, r, otherVersion)
+			existed[r.Ref] = existed[r.Ref] || mine
+			st.Evidence = append(st.Evidence, ev)
 			continue
 		}
 		if r.Kind == ProbeStatus && r.Ref != "" && !names(r.Candidates, r.Ref) {
@@ -258,6 +273,15 @@ func settleRound(in SettleInput) Settlement {
 			st.Evidence = append(st.Evidence, r.Evidence(op, VerdictInconclusive, fmt.Sprintf("%s found %d candidates", r.Kind, len(cs))))
 		}
 	}
+	// A resource found at a later version, whose history holds this
+	// operation's version, is this operation's effect.
+	otherVersion = slices.DeleteFunc(otherVersion, func(c Candidate) bool {
+		if existed[c.Ref] {
+			c.Version = op.LogicalVersion
+			matching = append(matching, c)
+		}
+		return existed[c.Ref]
+	})
 	matching, _ = uniqueRefs(matching)
 	switch {
 	case conflict != "":
@@ -391,4 +415,73 @@ func names(cs []Candidate, ref string) bool {
 		}
 	}
 	return false
+}
+
+// HistoryNote opens the note of every history probe's evidence
+// (HistoryEvidence): "history of REF: REF@1: version 6 by op_…; … — what
+// it means".
+const HistoryNote = "history of "
+
+// HistoryOf splits a history evidence's note into the resource, its
+// versions (one line each) and what they mean; ok is false for other
+// evidence.
+func HistoryOf(ev Evidence) (ref string, versions []string, means string, ok bool) {
+	rest, ok := strings.CutPrefix(ev.Note, HistoryNote)
+	if !ok {
+		return "", nil, "", false
+	}
+	ref, rest, _ = strings.Cut(rest, ": ")
+	rest, means, _ = strings.Cut(rest, " — ")
+	if rest != "no versions" {
+		versions = strings.Split(rest, "; ")
+	}
+	return ref, versions, means, true
+}
+
+// HistoryEvidence reads a history probe's answer about r.Ref, a resource
+// found (in found, the round's candidates at another version) naming op
+// at another version. mine reports whether the history holds op's own
+// version: then the evidence confirms the resource, at op's version; else
+// it shows what op's entries say (or that there are none), for a person.
+// The note lists the whole history, which the case page shows beside the
+// candidates.
+func HistoryEvidence(op *Operation, r ProbeResult, found []Candidate) (ev Evidence, mine bool) {
+	kind := ""
+	for _, c := range found {
+		if c.Ref == r.Ref {
+			kind = c.Kind
+		}
+	}
+	var lines []string
+	var own []Candidate
+	for _, c := range r.Candidates {
+		lines = append(lines, fmt.Sprintf("%s: version %s by %s", c.Ref, orNone(c.Version), orNone(c.OperationID)))
+		if c.OperationID == op.ID {
+			own = append(own, Candidate{Ref: r.Ref, Kind: kind, Version: c.Version, OperationID: op.ID})
+			mine = mine || c.Version == op.LogicalVersion
+		}
+	}
+	note := fmt.Sprintf("%s%s: %s", HistoryNote, r.Ref, strings.Join(lines, "; "))
+	if len(lines) == 0 {
+		note = fmt.Sprintf("%s%s: no versions", HistoryNote, r.Ref)
+	}
+	switch {
+	case mine:
+		return r.evidenceWith(op, VerdictConfirms, []Candidate{{Ref: r.Ref, Kind: kind, Version: op.LogicalVersion, OperationID: op.ID}},
+			note+fmt.Sprintf(" — this operation's version %s existed: a later version replaced it", op.LogicalVersion)), true
+	case len(own) == 0:
+		ev := r.evidenceWith(op, VerdictInconclusive, []Candidate{}, note+" — no version by this operation")
+		ev.Authoritative = false
+		return ev, false
+	}
+	// Its own entries at other versions: the resource is the operation's,
+	// not for its version — a person decides.
+	own, _ = uniqueRefs(own)
+	return r.evidenceWith(op, VerdictInconclusive, own[:1], note), false
+}
+
+// evidenceWith is Evidence with its candidates replaced.
+func (p ProbeResult) evidenceWith(op *Operation, verdict Verdict, cands []Candidate, note string) Evidence {
+	p.Candidates = cands
+	return p.Evidence(op, verdict, note)
 }

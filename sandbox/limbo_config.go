@@ -79,6 +79,9 @@ func (o LimboOptions) draft() (*review.Config, error) {
 				// only by reading every page, as a real search's would be.
 				Search: paged(probe("/search?operation_id={{.ID}}&limit=2", "items")),
 				Job:    probe("/jobs/{{.JobRef}}", ""),
+				// A file found at a later version: did this operation's
+				// version exist? (a lost answer before another upload)
+				History: probe("/resources/{{.ResourceRef}}/history", "versions"),
 			},
 			// DELETE /resources/{ref} undoes a resource, so Limbo runs the
 			// compensations reviewers decide itself.
@@ -110,7 +113,7 @@ func ConfigYAML(cfg *review.Config) []byte {
 		for _, p := range []struct {
 			name string
 			p    *review.Probe
-		}{{"status", d.Probes.Status}, {"search", d.Probes.Search}, {"job", d.Probes.Job}} {
+		}{{"status", d.Probes.Status}, {"search", d.Probes.Search}, {"job", d.Probes.Job}, {"history", d.Probes.History}} {
 			if p.p == nil {
 				continue
 			}
