@@ -246,9 +246,10 @@ func (p *DecisionPlan) planMove(in DecisionInput) {
 	detail := map[string]any{"decision_id": in.DecisionID, "case_id": in.CaseID, "action": in.Action}
 	switch in.Action {
 	case DecideConfirm:
+		seen := seenAs(op, p.ResourceRef)
 		p.Evidence = &Evidence{Source: SourceReviewer, Authoritative: true, Verdict: VerdictConfirms, ObservedAt: now,
-			Candidates: []Candidate{{Ref: p.ResourceRef, OperationID: op.ID}}, Note: in.Actor + ": " + in.Reason}
-		p.Resource = &ResourceRef{Ref: p.ResourceRef}
+			Candidates: []Candidate{{Ref: p.ResourceRef, Kind: seen.Kind, Version: seen.Version, OperationID: op.ID}}, Note: in.Actor + ": " + in.Reason}
+		p.Resource = &seen
 	case DecideCompensate:
 		detail["compensation"], detail["resource_ref"] = p.Compensation, p.ResourceRef
 	case DecideKeepAndUndo:
@@ -338,4 +339,25 @@ func (p *DecisionPlan) resolved(in DecisionInput) []PlannedEvent {
 		return nil
 	}
 	return []PlannedEvent{{Action: "case.resolved", Detail: map[string]any{"case_id": in.CaseID, "decision_id": in.DecisionID, "resolution": in.Action}}}
+}
+
+// seenAs is the resource ref as the ledger last saw it for op — its kind
+// and version from the evidence naming op, or from the job that made it:
+// a reviewer confirming a resource confirms it as it is, so that an
+// operation waiting for "version 7" is not handed a PDF of version 8.
+func seenAs(op *Operation, ref string) ResourceRef {
+	out := ResourceRef{Ref: ref}
+	for _, ev := range op.Evidence {
+		for _, c := range ev.Candidates {
+			if c.Ref == ref && c.OperationID == op.ID && (c.Version != "" || c.Kind != "") {
+				out.Kind, out.Version = c.Kind, c.Version
+			}
+		}
+	}
+	for _, j := range op.Jobs {
+		if j.OutputRef == ref && j.InputVersion != "" {
+			out.Kind, out.Version = "job_output", j.InputVersion
+		}
+	}
+	return out
 }
