@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -199,6 +202,45 @@ func TestHistorySettlesALostVersionUpload(t *testing.T) {
 		cs, err := b.st.CasesForOperation(b.ctx, got.ID)
 		if err != nil || len(cs) != 1 || !slices.Contains(cs[0].Reasons, review.ReasonVersionMismatch) {
 			t.Fatalf("cases = %+v, %v; want version_mismatch", cs, err)
+		}
+	})
+}
+
+// A destination whose search takes its query as a body: with
+// allow_post_search the search is a POST of the rendered body (fields
+// escaped as JSON string content), and its answer settles the operation.
+func TestPostSearch(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		var seen struct {
+			sync.Mutex
+			method, ctype string
+			body          map[string]string
+		}
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			seen.Lock()
+			defer seen.Unlock()
+			seen.method, seen.ctype = r.Method, r.Header.Get("Content-Type")
+			_ = json.NewDecoder(r.Body).Decode(&seen.body)
+			w.Header().Set("Content-Type", "application/json")
+			fmt.Fprintf(w, `{"hits":[{"ref":"doc-1","kind":"file","operation_id":%q,"version":"v1"}]}`, seen.body["operation_id"])
+		}))
+		t.Cleanup(srv.Close)
+		b := setup(t, e, sandbox.Options{SearchLag: searchLag}, map[string]review.Destination{"finder": {
+			Lease: time.Minute, AllowInternal: loopbackV4, AllowPostSearch: true,
+			Probes: review.Probes{Search: &review.Probe{Method: "POST", URL: srv.URL + "/find",
+				Body: `{"operation_id": "{{.ID}}", "source": "{{.SourceRef}}"}`, Candidates: "hits", Timeout: 2 * time.Second}},
+		}})
+		op := b.ambiguous(t, "folder <1> & more", "finder", nil)
+		b.clk.Advance(time.Second)
+		b.runOnce(t, 1)
+		got := b.get(t, op)
+		wantState(t, got, review.Confirmed)
+		seen.Lock()
+		defer seen.Unlock()
+		if seen.method != http.MethodPost || seen.ctype != "application/json" || seen.body["operation_id"] != op.ID ||
+			seen.body["source"] != "folder <1> & more" {
+			t.Errorf("search sent %s %s %v", seen.method, seen.ctype, seen.body)
 		}
 	})
 }
