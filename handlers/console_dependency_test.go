@@ -37,7 +37,7 @@ func TestConsoleShowsTheDependency(t *testing.T) {
 			}
 			return body
 		}
-		if body := page(); !strings.Contains(body, "Waits for") || !strings.Contains(body, pdf.ID) ||
+		if body := page(); !strings.Contains(body, "Depends on") || !strings.Contains(body, pdf.ID) ||
 			!strings.Contains(body, "for version 7") || !strings.Contains(body, "<strong>pending</strong>") {
 			t.Errorf("operation page lacks the dependency:\n%s", body)
 		}
