@@ -6,9 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"text/template"
@@ -427,11 +427,7 @@ func (c *Config) validate() error {
 	if c.Audit.SealMax != 0 && c.Audit.SealMax < MinSealMax {
 		return fmt.Errorf("%w: config: audit.seal_max must be at least %s", ErrInvalid, MinSealMax)
 	}
-	names := make([]string, 0, len(c.Destinations))
-	for n := range c.Destinations {
-		names = append(names, n)
-	}
-	sort.Strings(names)
+	names := c.destinationNames()
 	for _, n := range names {
 		d := c.Destinations[n]
 		if err := d.applyPreset(n); err != nil {
@@ -728,11 +724,7 @@ func (c *Config) MissingCredentials(getenv func(string) string) []MissingCredent
 	if c == nil {
 		return nil
 	}
-	names := make([]string, 0, len(c.Destinations))
-	for n := range c.Destinations {
-		names = append(names, n)
-	}
-	sort.Strings(names)
+	names := c.destinationNames()
 	var out []MissingCredential
 	for _, n := range names {
 		for _, kp := range c.Destinations[n].Probes.all() {
@@ -771,11 +763,7 @@ func (c *Config) ProbeCredentials(getenv func(string) string) []ProbeCredential 
 	if c == nil {
 		return nil
 	}
-	names := make([]string, 0, len(c.Destinations))
-	for n := range c.Destinations {
-		names = append(names, n)
-	}
-	sort.Strings(names)
+	names := c.destinationNames()
 	var out []ProbeCredential
 	for _, n := range names {
 		d := c.Destinations[n]
@@ -802,4 +790,9 @@ func (c *Config) ProbeCredentials(getenv func(string) string) []ProbeCredential 
 		}
 	}
 	return out
+}
+
+// destinationNames lists the configured destinations by name, in order.
+func (c *Config) destinationNames() []string {
+	return slices.Sorted(maps.Keys(c.Destinations))
 }

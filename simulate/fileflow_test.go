@@ -26,25 +26,6 @@ import (
 	"github.com/limbo-dev/limbo/store/storetest"
 )
 
-// shiftClock is the real clock moved ahead by the fault run, so leases of
-// killed attempts run out without waiting for them.
-type shiftClock struct {
-	mu    sync.Mutex
-	ahead time.Duration
-}
-
-func (c *shiftClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return time.Now().Add(c.ahead)
-}
-
-func (c *shiftClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.ahead += d
-}
-
 // document is one contract of the seed-2 flow and the operations its
 // intentions are (the same on every registration: the keys derive from
 // them).
@@ -103,7 +84,7 @@ func fileFlowFaultRun(t *testing.T, imported bool) {
 		if imported {
 			cfg = importedConfig(t, sbSrv.URL, cfg.Destinations[sandbox.DestinationName])
 		}
-		clk := &shiftClock{}
+		clk := &storetest.ShiftClock{}
 		st := storetest.Open(t, e, store.Options{Config: cfg, Clock: clk.Now})
 		api := httptest.NewServer(handlers.NewServer(handlers.New(st, nil)))
 		t.Cleanup(api.Close)

@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -28,26 +27,8 @@ type world struct {
 	url string
 	cfg *review.Config
 	st  *store.Store
-	clk *shiftClock
+	clk *storetest.ShiftClock
 	c   *client.Client
-}
-
-// shiftClock is real time, moved ahead by what a test skips (a lease).
-type shiftClock struct {
-	mu    sync.Mutex
-	ahead time.Duration
-}
-
-func (c *shiftClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return time.Now().Add(c.ahead)
-}
-
-func (c *shiftClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.ahead += d
 }
 
 func newWorld(t *testing.T, e store.Engine) *world {
@@ -65,7 +46,7 @@ func newWorldWith(t *testing.T, e store.Engine, opts sandbox.Options) *world {
 	if err != nil {
 		t.Fatal(err)
 	}
-	clk := &shiftClock{}
+	clk := &storetest.ShiftClock{}
 	st := storetest.Open(t, e, store.Options{Config: cfg, Clock: clk.Now})
 	api := httptest.NewServer(handlers.NewServer(handlers.New(st, nil)))
 	t.Cleanup(api.Close)
