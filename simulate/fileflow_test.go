@@ -31,12 +31,13 @@ import (
 // them).
 type document struct {
 	source, file string
+	folder       *review.Operation
 	up7, tr7     *review.Operation
 	link, up8    *review.Operation
 }
 
 // TestFileFlowFaultRun is the seed-2 flow under faults, on both engines:
-// for each contract, upload version 7 of its file, transform it to PDF and
+// for each contract, create its folder, upload version 7 of its file, transform it to PDF and
 // publish a share link to the PDF — the link registered with the
 // transformation, waiting for it in the ledger (after: confirmed, version
 // 7) — while version 8 is uploaded as the v7 transformation is in flight.
@@ -109,6 +110,8 @@ func fileFlowFaultRun(t *testing.T, imported bool) {
 				Path: "/files/" + url.PathEscape(d.file) + "/versions",
 				Body: func(s, v string) map[string]any { return map[string]any{"content": s + " version " + v} }}
 		}
+		folder := simulate.Flavour{Action: "create_folder", Risk: review.RiskIdempotentWrite, Method: http.MethodPost, Path: "/folders",
+			Body: func(s, v string) map[string]any { return map[string]any{"name": s + " PDFs"} }}
 		transform := simulate.Flavour{Action: "transform_pdf", Risk: review.RiskCompensableWrite, Method: http.MethodPost, Path: "/jobs", Job: true}
 
 		// drive carries op as far as it goes before rctx ends (the
@@ -160,6 +163,14 @@ func fileFlowFaultRun(t *testing.T, imported bool) {
 			var wg sync.WaitGroup
 			for i, d := range all {
 				wg.Go(func() {
+					// The contract's folder for its outputs, first.
+					folderBody := folder.Body(d.source, "7")
+					d.folder = register(folder, d, "7", folderBody, nil)
+					fctx, cancel := context.WithTimeout(ctx, giveUp())
+					defer cancel()
+					if d.folder = drive(fctx, folder, d.folder, folderBody); d.folder.State != review.Confirmed {
+						return
+					}
 					up := upload(d)
 					upBody := up.Body(d.source, "7")
 					d.up7 = register(up, d, "7", upBody, nil)
@@ -328,10 +339,10 @@ func getJSON(u string, v any) error {
 func settled(t *testing.T, st *store.Store, all []*document) bool {
 	t.Helper()
 	for _, d := range all {
-		if d.link == nil || d.up8 == nil {
+		if d.folder == nil || d.link == nil || d.up8 == nil {
 			return false
 		}
-		for _, op := range []*review.Operation{d.up7, d.tr7, d.link, d.up8} {
+		for _, op := range []*review.Operation{d.folder, d.up7, d.tr7, d.link, d.up8} {
 			got, err := st.GetOperation(context.Background(), "acme", op.ID, "")
 			if err != nil {
 				t.Fatal(err)
@@ -362,16 +373,16 @@ func checkFileFlow(t *testing.T, st *store.Store, sb *sandbox.Sandbox, base stri
 			effects[ef.OperationID] = append(effects[ef.OperationID], ef)
 		}
 	}
-	links, confirmed, waiting, onV8, reconciled := 0, 0, 0, 0, 0
+	links, confirmed, waiting, onV8, reconciled, refused := 0, 0, 0, 0, 0, 0
 	for _, d := range all {
-		if d.up7 == nil || d.up8 == nil || d.link == nil {
+		if d.folder == nil || d.up7 == nil || d.up8 == nil || d.link == nil {
 			t.Errorf("%s never got past its v7 upload (%v)", d.source, d.up7)
 			continue
 		}
 		if d.up7.Key == d.up8.Key {
 			t.Errorf("%s: the v8 upload reuses the v7 key %s", d.source, d.up7.Key)
 		}
-		for _, op := range []*review.Operation{d.up7, d.tr7, d.link, d.up8} {
+		for _, op := range []*review.Operation{d.folder, d.up7, d.tr7, d.link, d.up8} {
 			got, err := st.GetOperation(ctx, "acme", op.ID, "")
 			if err != nil {
 				t.Fatal(err)
@@ -395,6 +406,8 @@ func checkFileFlow(t *testing.T, st *store.Store, sb *sandbox.Sandbox, base stri
 					confirmed++
 				case done(got) && got.State.Attemptable():
 					waiting++
+				case got.State == review.Failed && strings.Contains(got.StateReason, "not 7"):
+					refused++
 				}
 			}
 		}
@@ -413,8 +426,9 @@ func checkFileFlow(t *testing.T, st *store.Store, sb *sandbox.Sandbox, base stri
 			}
 		}
 	}
-	t.Logf("%d links published, %d link operations confirmed, %d waiting on a transformation in review; "+
-		"%d v7 transformations ran on version 8; %d operations reconciled", links, confirmed, waiting, onV8, reconciled)
+	t.Logf("%d links published, %d link operations confirmed, %d waiting on a transformation in review, %d failed for a "+
+		"transformation of another version; %d v7 transformations ran on version 8; %d operations reconciled",
+		links, confirmed, waiting, refused, onV8, reconciled)
 	if links == 0 || reconciled == 0 {
 		t.Error("no link was published, or nothing needed reconciling: the fault run proved nothing")
 	}
