@@ -575,9 +575,12 @@ func TestExampleConfigProbesRun(t *testing.T) {
 	d := cfg.Destination("files")
 	op := &review.Operation{ID: "op-1", Tenant: tenant, LogicalVersion: "v1", Destination: "files", State: review.Ambiguous,
 		Resource: &review.ResourceRef{Ref: "fld-000001"}, Jobs: []review.Job{{Ref: "job-000002"}}}
-	// The credential the example names, as an operator would set it:
-	// without it the probes are not sent at all.
-	p := reconcile.NewProberEnv(cfg, func(k string) string { return map[string]string{"FILES_API_TOKEN": "Bearer t0ken"}[k] })
+	// The credentials the example names, as an operator would set them
+	// (the probes' read-only one, the undo call's): without them the
+	// probes are not sent at all.
+	p := reconcile.NewProberEnv(cfg, func(k string) string {
+		return map[string]string{"FILES_API_TOKEN": "Bearer wr1te", "FILES_READ_TOKEN": "Bearer t0ken"}[k]
+	})
 	if miss := p.MissingCredentials(); len(miss) != 0 {
 		t.Errorf("missing credentials %v, want none", miss)
 	}
@@ -590,7 +593,7 @@ func TestExampleConfigProbesRun(t *testing.T) {
 			t.Errorf("%s probe of limbo.example.yaml fails: %s", res.Kind, res.Err)
 		}
 	}
-	if miss := reconcile.NewProberEnv(cfg, func(string) string { return "" }).MissingCredentials(); len(miss) != 4 || miss[3].Probe != "undo" {
-		t.Errorf("missing credentials without FILES_API_TOKEN = %v, want the three probes of files and its undo call", miss)
+	if miss := reconcile.NewProberEnv(cfg, func(string) string { return "" }).MissingCredentials(); len(miss) != 5 || miss[4].Probe != "undo" {
+		t.Errorf("missing credentials without FILES_READ_TOKEN and FILES_API_TOKEN = %v, want the four probes of files and its undo call", miss)
 	}
 }
