@@ -129,6 +129,14 @@ func (s *Store) dependencyGate(ctx context.Context, tx *sqlx.Tx, row *opRow, op 
 		return attemptAnswer{}, false, nil, fmt.Errorf("dependency %s: %w", after.OperationID, err)
 	}
 	dep := depRow.operation()
+	// Judged by the dependency's row as read now, and named as such: the
+	// join above may have seen it a moment earlier (another transaction
+	// may have confirmed it in between).
+	after.DependencyState, after.Resource = dep.State, nil
+	if dep.State == review.Confirmed && dep.Resource != nil {
+		res := *dep.Resource
+		after.Resource = &res
+	}
 	op.After = after
 	switch ready, why := review.DependencyReady(*after, dep); ready {
 	case review.DependencyMet:
