@@ -65,7 +65,7 @@ type Options struct {
 // configuration holding the destination's block, checked by
 // review.ParseConfig.
 func Import(ctx context.Context, data []byte, o Options) ([]byte, error) {
-	if o.Name == "" || !nameRE.MatchString(o.Name) {
+	if !nameRE.MatchString(o.Name) {
 		return nil, fmt.Errorf("--name %q: a destination name is letters, digits, _ and -", o.Name)
 	}
 	loader := openapi3.NewLoader()

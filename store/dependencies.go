@@ -28,11 +28,10 @@ VALUES (?, ?, ?, ?, ?, ?)`
 SELECT d.operation_id, d.after_id, d.after_state, d.after_version, o.state, o.resource_ref, o.resource_kind, o.resource_version
 FROM operation_dependencies d JOIN operations o ON o.id = d.after_id
 WHERE d.operation_id IN (?)`
-	/* Store.dependencyGate */
+	/* Store.dependencyGate, Store.registerTakenTx: what the operation waits
+	   for (the dependency's own row is read apart, under the gate). */
 	selectDependency = `
-SELECT d.operation_id, d.after_id, d.after_state, d.after_version, o.state, o.resource_ref, o.resource_kind, o.resource_version
-FROM operation_dependencies d JOIN operations o ON o.id = d.after_id
-WHERE d.operation_id = ?`
+SELECT operation_id, after_id, after_state, after_version FROM operation_dependencies WHERE operation_id = ?`
 	/* Store.SweepDependencies: dependents waiting on a dependency that can no
 	   longer be met (failed, compensated, confirmed for another version). */
 	selectBrokenDependents = `
@@ -102,7 +101,8 @@ func (s *Store) loadDependencies(ctx context.Context, q sqlx.QueryerContext, ids
 	return nil
 }
 
-// dependencyOf reads an operation's dependency (nil: it has none).
+// dependencyOf reads what an operation waits for (nil: nothing), without
+// the dependency's state.
 func (s *Store) dependencyOf(ctx context.Context, tx *sqlx.Tx, opID string) (*review.Dependency, error) {
 	var dr dependencyRow
 	err := s.get(ctx, tx, &dr, selectDependency, opID)
@@ -129,13 +129,10 @@ func (s *Store) dependencyGate(ctx context.Context, tx *sqlx.Tx, row *opRow, op 
 		return attemptAnswer{}, false, nil, fmt.Errorf("dependency %s: %w", after.OperationID, err)
 	}
 	dep := depRow.operation()
-	// Judged by the dependency's row as read now, and named as such: the
-	// join above may have seen it a moment earlier (another transaction
-	// may have confirmed it in between).
-	after.DependencyState, after.Resource = dep.State, nil
-	if dep.State == review.Confirmed && dep.Resource != nil {
-		res := *dep.Resource
-		after.Resource = &res
+	// Named as the row it is judged by was read.
+	after.DependencyState = dep.State
+	if dep.State == review.Confirmed {
+		after.Resource = dep.Resource
 	}
 	op.After = after
 	switch ready, why := review.DependencyReady(*after, dep); ready {
