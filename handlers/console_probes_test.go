@@ -56,7 +56,7 @@ func TestAdminDestinationsShowProbeCredentials(t *testing.T) {
 		}
 		_, section, _ := strings.Cut(body, `id="probes-h"`)
 		section, _, _ = strings.Cut(section, "</section>")
-		rows := strings.Split(section, "<tr>")[2:] // after the header row
+		rows := strings.Split(section, "<li>")[1:] // one item a probe
 		if len(rows) != 3 {
 			t.Fatalf("%d probe rows, want 3:\n%s", len(rows), section)
 		}
