@@ -72,6 +72,7 @@ func (h *Handlers) requireUser(next echo.HandlerFunc) echo.HandlerFunc {
 			sess, err := h.Store.Session(c.Request().Context(), id, h.Console.Policy)
 			if err == nil {
 				c.Set(sessionKey, sess)
+				setLanguage(c, sess.User.Language)
 				c.Response().Header().Set("Cache-Control", "no-store")
 				return next(c)
 			}

@@ -47,6 +47,7 @@ var consoleRoutes = []struct {
 	{"POST", "/admin/webhooks", review.PermAdmin},
 	{"GET", "/admin/webhooks/{hook}", review.PermAdmin},
 	{"POST", "/admin/webhooks/{hook}/disable", review.PermAdmin},
+	{"POST", "/preferences/language", ""},
 	{"POST", "/logout", ""},
 }
 

@@ -23,7 +23,7 @@ func NewServer(h *Handlers) *echo.Echo {
 	e.HTTPErrorHandler = h.HandleError
 	e.IPExtractor = clientAddress(h.TrustedProxies)
 	e.Pre(headAsGet)
-	e.Use(headRestored, middleware.Recover(), securityHeaders)
+	e.Use(headRestored, middleware.Recover(), securityHeaders, withLanguage)
 	if h.Metrics != nil {
 		e.Use(h.Metrics.Middleware)
 	}
@@ -103,6 +103,7 @@ func (h *Handlers) Routes(e *echo.Echo) {
 		e.Add(method, path, fn, mw...)
 	}
 	ui(http.MethodPost, "/logout", h.Logout, "")
+	ui(http.MethodPost, "/preferences/language", h.SetLanguage, "")
 	ui(http.MethodGet, "/", h.Queue, review.PermRead)
 	ui(http.MethodGet, "/cases/:id", h.CasePage, review.PermRead)
 	ui(http.MethodGet, "/operations/:id", h.OperationPage, review.PermRead)

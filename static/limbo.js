@@ -28,3 +28,48 @@
   // The live queue is replaced every few seconds; keep the selection.
   document.addEventListener("htmx:afterSwap", function () { if (current >= 0) { mark(current); } });
 })();
+
+// Times: the server writes each <time datetime> in UTC; here it is shown in
+// the viewer's own zone, named, with the time since ("3 min ago"), in the
+// page's language. Refreshed every half minute and after each htmx swap.
+(function () {
+  "use strict";
+  var lang = document.documentElement.lang || "en";
+  var abs, rel;
+  try {
+    abs = new Intl.DateTimeFormat(lang, { dateStyle: "medium", timeStyle: "short", timeZoneName: "short" });
+    rel = new Intl.RelativeTimeFormat(lang, { numeric: "auto" });
+  } catch (e) { return; }
+  var units = [["year", 31536000], ["month", 2592000], ["week", 604800], ["day", 86400], ["hour", 3600], ["minute", 60], ["second", 1]];
+  function since(d) {
+    var s = (d.getTime() - Date.now()) / 1000;
+    for (var i = 0; i < units.length; i++) {
+      if (Math.abs(s) >= units[i][1] || units[i][0] === "second") {
+        return rel.format(Math.round(s / units[i][1]), units[i][0]);
+      }
+    }
+    return "";
+  }
+  function localise(root) {
+    var ts = (root || document).querySelectorAll("time[datetime]");
+    Array.prototype.forEach.call(ts, function (t) {
+      var d = new Date(t.getAttribute("datetime"));
+      if (isNaN(d.getTime())) { return; }
+      t.textContent = abs.format(d) + " (" + since(d) + ")";
+      t.title = t.getAttribute("datetime");
+    });
+  }
+  document.addEventListener("DOMContentLoaded", function () { localise(document); });
+  document.addEventListener("htmx:afterSwap", function (e) { localise(e.target); });
+  setInterval(function () { localise(document); }, 30000);
+})();
+
+// Copy buttons: data-copy holds the exact value (an id, a key, a hash).
+document.addEventListener("click", function (e) {
+  var b = e.target.closest ? e.target.closest("button.copy[data-copy]") : null;
+  if (!b || !navigator.clipboard) { return; }
+  navigator.clipboard.writeText(b.getAttribute("data-copy")).then(function () {
+    b.classList.add("copied");
+    setTimeout(function () { b.classList.remove("copied"); }, 1500);
+  });
+});

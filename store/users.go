@@ -30,9 +30,12 @@ type User struct {
 	PasswordHash string      `db:"password_hash"`
 	Role         review.Role `db:"role"`
 	TenantsText  string      `db:"tenants"`
-	DisabledAt   *time.Time  `db:"disabled_at"`
-	CreatedAt    time.Time   `db:"created_at"`
-	UpdatedAt    time.Time   `db:"updated_at"`
+	// Language is the console language the user chose ("en", "it"), or ""
+	// to follow the browser.
+	Language   string     `db:"language"`
+	DisabledAt *time.Time `db:"disabled_at"`
+	CreatedAt  time.Time  `db:"created_at"`
+	UpdatedAt  time.Time  `db:"updated_at"`
 }
 
 // Scope is the tenants the user may see.
@@ -74,7 +77,7 @@ func GeneratePassword() string {
 	return base64.RawURLEncoding.EncodeToString(b[:])
 }
 
-const userColumns = `id, email, password_hash, role, tenants, disabled_at, created_at, updated_at`
+const userColumns = `id, email, password_hash, role, tenants, language, disabled_at, created_at, updated_at`
 
 const (
 	/* Store.AddUser */
@@ -168,4 +171,24 @@ func mailAddress(e string) (string, error) {
 		return "", err
 	}
 	return strings.ToLower(a.Address), nil
+}
+
+/* Store.SetLanguage */
+const updateUserLanguage = `UPDATE users SET language = ?, updated_at = ? WHERE id = ?`
+
+// SetLanguage saves the console language a user chose for themselves ("" =
+// follow the browser). The caller checks lang is one the console offers.
+func (s *Store) SetLanguage(ctx context.Context, by review.Principal, lang string) error {
+	return s.WithTx(ctx, func(tx *sqlx.Tx) error {
+		now := s.now()
+		res, err := tx.ExecContext(ctx, s.rebind(updateUserLanguage), lang, now, by.UserID)
+		if err != nil {
+			return err
+		}
+		if k, _ := res.RowsAffected(); k == 0 {
+			return review.ErrNotFound
+		}
+		return s.appendEvent(ctx, tx, &AuditEvent{At: now, Actor: by.Name, Action: "user.language",
+			Detail: detailJSON(map[string]any{"user_id": by.UserID, "language": lang})})
+	})
 }
