@@ -47,6 +47,14 @@ func TestCatalogComplete(t *testing.T) {
 	}
 }
 
+// TestCatalogConsistent fails for a key two catalog files translate
+// differently: one part of the console would say it one way, one another.
+func TestCatalogConsistent(t *testing.T) {
+	for _, c := range catalogConflicts {
+		t.Errorf("translated two ways: %s", c)
+	}
+}
+
 // TestCatalogFormats fails for a translation whose format verbs differ
 // from its key's: Tf would print %!d(MISSING) or drop an argument.
 func TestCatalogFormats(t *testing.T) {
