@@ -24,6 +24,7 @@ var consoleRoutes = []struct {
 	{"GET", "/", review.PermRead},
 	{"GET", "/cases/{case}", review.PermRead},
 	{"GET", "/operations/{op}", review.PermRead},
+	{"GET", "/operations", review.PermRead},
 	{"POST", "/cases/{case}/claim", review.PermClaim},
 	{"POST", "/cases/{case}/release", review.PermClaim},
 	{"POST", "/cases/{case}/takeover", review.PermClaim},

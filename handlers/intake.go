@@ -279,6 +279,21 @@ var queryParams = map[string]map[string]textRule{
 	"/api/v1/decisions": {
 		"cursor": {kind: review.Identifier, max: 39}, // the store checks the form (store.DecisionCursorPattern)
 	},
+	// The console's operations browser (browse.go); the store checks the
+	// values (a state, a risk, a cursor of its form).
+	"/operations": {
+		"q":           {kind: review.Identifier, max: review.MaxFieldLen},
+		"tenant":      {kind: review.Identifier, max: review.MaxFieldLen},
+		"destination": {kind: review.Identifier, max: review.MaxFieldLen},
+		"action":      {kind: review.Identifier, max: review.MaxFieldLen},
+		"risk":        {kind: review.Identifier, max: 32},
+		"flag":        {kind: review.Identifier, max: 32},
+		"state":       {kind: review.Identifier, max: 32},
+		"within":      {kind: review.Identifier, max: 20},
+		"older":       {kind: review.Identifier, max: 20},
+		"has_case":    {kind: review.Identifier, max: 3},
+		"after":       {kind: review.Identifier, max: 100},
+	},
 }
 
 // defaultParam is the rule for parameters the API does not document (the

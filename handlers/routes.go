@@ -106,6 +106,7 @@ func (h *Handlers) Routes(e *echo.Echo) {
 	ui(http.MethodPost, "/preferences/language", h.SetLanguage, "")
 	ui(http.MethodGet, "/", h.Queue, review.PermRead)
 	ui(http.MethodGet, "/cases/:id", h.CasePage, review.PermRead)
+	ui(http.MethodGet, "/operations", h.Operations, review.PermRead)
 	ui(http.MethodGet, "/operations/:id", h.OperationPage, review.PermRead)
 	ui(http.MethodPost, "/cases/:id/claim", h.ClaimCase, review.PermClaim)
 	ui(http.MethodPost, "/cases/:id/release", h.ReleaseCase, review.PermClaim)

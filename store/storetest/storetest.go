@@ -94,6 +94,22 @@ func testDatabase(t testing.TB) string {
 		u, _ := url.Parse(adminURL())
 		u.Path = "/limbo_test"
 		dbURL = u.String()
+		// pg_trgm (migration 0032) once for the whole database, in public,
+		// which every test's search_path names after its own schema: made
+		// in a test's schema it would go with that schema's DROP CASCADE,
+		// taking the other tests' trigram indexes along.
+		tdb, err := admin(dbURL)
+		if err != nil {
+			dbErr = err
+			return
+		}
+		defer tdb.Close()
+		if _, err := tdb.Exec(`CREATE EXTENSION IF NOT EXISTS pg_trgm SCHEMA public`); err != nil {
+			// Another test binary may have created it meanwhile.
+			if dbErr = tdb.Get(&n, `SELECT COUNT(*) FROM pg_extension WHERE extname = 'pg_trgm'`); dbErr == nil && n == 0 {
+				dbErr = err
+			}
+		}
 	})
 	if dbErr != nil {
 		t.Fatalf("storetest: test database: %v", dbErr)
@@ -172,7 +188,7 @@ func fresh(t testing.TB, engine store.Engine) (string, func()) {
 		}
 		u, _ := url.Parse(base)
 		q := u.Query()
-		q.Set("search_path", schema)
+		q.Set("search_path", schema+",public") // public: pg_trgm (testDatabase)
 		u.RawQuery = q.Encode()
 		return u.String(), func() {
 			db, err := admin(base)
