@@ -59,13 +59,13 @@ func (h *Handlers) AdminAddUser(c echo.Context) error {
 	entered := enteredForm(c, "email", "role", "tenants")
 	scope, err := review.ParseScope(c.FormValue("tenants"))
 	if err != nil {
-		return h.renderUsers(c, http.StatusUnprocessableEntity, web.AdminUsersView{Problem: problemText(err), Entered: entered})
+		return h.renderUsers(c, http.StatusUnprocessableEntity, web.AdminUsersView{Problem: problemText(c, err), Entered: entered})
 	}
 	pw := store.GeneratePassword()
 	u, err := h.Store.AddUser(c.Request().Context(), principal(c), store.NewUser{Email: c.FormValue("email"), Password: pw,
 		Role: review.Role(c.FormValue("role")), Scope: scope})
 	if status := adminProblemStatus(err); status != 0 {
-		return h.renderUsers(c, status, web.AdminUsersView{Problem: problemText(err), Entered: entered})
+		return h.renderUsers(c, status, web.AdminUsersView{Problem: problemText(c, err), Entered: entered})
 	}
 	if err != nil {
 		return err
@@ -77,12 +77,12 @@ func (h *Handlers) AdminAddUser(c echo.Context) error {
 func (h *Handlers) AdminUpdateUser(c echo.Context) error {
 	scope, err := review.ParseScope(c.FormValue("tenants"))
 	if err != nil {
-		return h.renderUsers(c, http.StatusUnprocessableEntity, web.AdminUsersView{Problem: problemText(err)})
+		return h.renderUsers(c, http.StatusUnprocessableEntity, web.AdminUsersView{Problem: problemText(c, err)})
 	}
 	_, err = h.Store.UpdateUser(c.Request().Context(), principal(c), c.Param("id"), store.UserChange{Role: review.Role(c.FormValue("role")),
 		Scope: scope, Disabled: c.FormValue("disabled") != ""})
 	if status := adminProblemStatus(err); status != 0 {
-		return h.renderUsers(c, status, web.AdminUsersView{Problem: problemText(err)})
+		return h.renderUsers(c, status, web.AdminUsersView{Problem: problemText(c, err)})
 	}
 	if err != nil {
 		return err
@@ -102,18 +102,12 @@ func adminProblemStatus(err error) int {
 	return 0
 }
 
-// problemText is a refusal as the person reads it: without the sentinel's
-// own words ("forbidden: ", "invalid input: ") in front, and a field named
-// the way the form labels it (`field "url": …` reads "url: …").
-func problemText(err error) string {
-	msg := err.Error()
-	for _, sentinel := range []error{review.ErrForbidden, review.ErrInvalid, review.ErrConflict} {
-		msg = strings.TrimPrefix(msg, sentinel.Error()+": ")
-	}
-	if m := fieldInMessage.FindStringSubmatchIndex(msg); m != nil && m[0] == 0 {
-		msg = msg[m[2]:m[3]] + msg[m[1]:]
-	}
-	return msg
+// problemText is a refusal as the person reads it, in their language:
+// without the sentinel's own words ("forbidden: ", "invalid input: ") in
+// front, and a field named the way the form labels it (`field "url": …`
+// reads "url: …"); see domainMessages.
+func problemText(c echo.Context, err error) web.Message {
+	return errorMessage(c.Request().Context(), err)
 }
 
 // enteredForm keeps what the admin typed into fields, to show a refused
@@ -144,7 +138,7 @@ func (h *Handlers) renderTokens(c echo.Context, status int, v web.AdminTokensVie
 func (h *Handlers) AdminCreateToken(c echo.Context) error {
 	tok, err := h.Store.CreateToken(c.Request().Context(), principal(c), c.FormValue("tenant"), c.FormValue("name"))
 	if status := adminProblemStatus(err); status != 0 {
-		return h.renderTokens(c, status, web.AdminTokensView{Problem: problemText(err), Entered: enteredForm(c, "tenant", "name")})
+		return h.renderTokens(c, status, web.AdminTokensView{Problem: problemText(c, err), Entered: enteredForm(c, "tenant", "name")})
 	}
 	if err != nil {
 		return err
@@ -165,22 +159,22 @@ func (h *Handlers) AdminRevokeToken(c echo.Context) error {
 // and the configuration file the server started with, webhook secrets
 // hidden.
 func (h *Handlers) AdminDestinations(c echo.Context) error {
-	var yaml string
-	note := "No configuration file: every destination gets the safe defaults."
+	v := web.DestinationsView{Nav: nav(c), Note: web.Msg("No configuration file: every destination gets the safe defaults.")}
 	cfg := h.Store.Config()
 	switch {
 	case cfg != nil && cfg.Source != "":
-		yaml = webhookSecret.ReplaceAllString(cfg.Source, "whsec_(hidden)")
+		v.YAML = webhookSecret.ReplaceAllString(cfg.Source, "whsec_(hidden)")
 	case cfg != nil && len(cfg.Destinations) > 0:
 		// The demo configures its destinations itself.
-		note = "No configuration file: the server configured " + strings.Join(slices.Sorted(maps.Keys(cfg.Destinations)), ", ") +
-			" itself (the demo); their action policies are at Actions. Every other destination gets the safe defaults."
+		v.Note = web.Msg("No configuration file: the server configured %s itself (the demo); their action policies are at Actions. Every other destination gets the safe defaults.",
+			strings.Join(slices.Sorted(maps.Keys(cfg.Destinations)), ", "))
 	}
 	budgets, err := h.Store.RetryBudgets(c.Request().Context(), principal(c))
 	if err != nil {
 		return err
 	}
-	return render(c, http.StatusOK, web.AdminDestinationsPage(nav(c), yaml, note, budgets, cfg.Budget(), cfg.ProbeCredentials(os.Getenv)))
+	v.Budgets, v.Budget, v.Probes = budgets, cfg.Budget(), cfg.ProbeCredentials(os.Getenv)
+	return render(c, http.StatusOK, web.AdminDestinationsPage(v))
 }
 
 var webhookSecret = regexp.MustCompile(`whsec_[A-Za-z0-9+/=]+`)

@@ -32,7 +32,7 @@ func (h *Handlers) Bulk(c echo.Context) error {
 		return consoleError(http.StatusBadRequest, "A bulk decision fails, confirms or compensates, or applies each case's recommendation; retries, approvals and compensations are settled one case at a time.")
 	}
 	if _, err := review.NormalizeReason(v.Reason); err != nil {
-		return consoleError(http.StatusBadRequest, err.Error())
+		return &ConsoleError{Status: http.StatusBadRequest, Message: errorMessage(c.Request().Context(), err)}
 	}
 	if v.Action == review.DecideCompensate && strings.TrimSpace(v.Compensation) == "" {
 		return consoleError(http.StatusBadRequest, "Say what is undone, and how, for a bulk compensate.")
@@ -67,12 +67,13 @@ func (h *Handlers) Bulk(c echo.Context) error {
 // (review.PlanBulk, and the role's right to it), and when apply, decided.
 func (h *Handlers) bulkCase(c echo.Context, s *store.Session, f store.QueueFilter, cs store.Case, v web.BulkView, apply bool) (web.BulkCase, error) {
 	rec := review.Recommendation{Action: cs.RecommendedAction, Ref: cs.RecommendedRef}
-	row := web.BulkCase{CaseID: cs.ID, Recommended: rec.String(), BulkItem: review.PlanBulk(v.Action, rec)}
+	row := web.BulkCase{CaseID: cs.ID, Recommended: rec, BulkItem: review.PlanBulk(v.Action, rec)}
 	if row.Skip != "" {
+		row.Why = domainMessage(nil, row.Skip)
 		return row, nil
 	}
 	if row.Action == review.DecideCompensate && strings.TrimSpace(v.Compensation) == "" {
-		row.Skip = "a compensate needs what is undone, and how"
+		row.Skip, row.Why = "an undo needs what is undone, and how", web.Msg("an undo needs what is undone, and how")
 		return row, nil
 	}
 	op, err := h.Store.OperationByID(c.Request().Context(), cs.OperationID, f.Scope)
@@ -80,7 +81,7 @@ func (h *Handlers) bulkCase(c echo.Context, s *store.Session, f store.QueueFilte
 		return row, err
 	}
 	if !s.User.Role.CanDecide(op, row.Action) {
-		row.Skip = "your role may not decide this case"
+		row.Skip, row.Why = "your role may not decide this case", web.Msg("your role may not decide this case")
 		return row, nil
 	}
 	if !apply {
@@ -94,7 +95,7 @@ func (h *Handlers) bulkCase(c echo.Context, s *store.Session, f store.QueueFilte
 	case err == nil:
 	case errors.As(err, &already), errors.As(err, &held), errors.Is(err, review.ErrInvalidTransition), errors.Is(err, review.ErrInvalid),
 		errors.Is(err, review.ErrSecondApprover), errors.Is(err, review.ErrOwnRequest), errors.Is(err, review.ErrStale):
-		row.Skip = err.Error()
+		row.Skip, row.Why = err.Error(), errorMessage(c.Request().Context(), err)
 	default:
 		return row, err
 	}

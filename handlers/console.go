@@ -136,22 +136,31 @@ func requirePerm(p review.Permission) echo.MiddlewareFunc {
 	}
 }
 
-// ConsoleError is an error answered as a readable page or fragment.
+// ConsoleError is an error answered as a readable page or fragment. Its
+// message is a catalog key and its arguments, translated when it is
+// rendered, in the reader's language.
 type ConsoleError struct {
 	Status  int
-	Message string
+	Message web.Message
 }
 
-func (e *ConsoleError) Error() string { return e.Message }
+// Error is the message in English (logs, tests).
+func (e *ConsoleError) Error() string { return e.Message.String() }
 
-func consoleError(status int, msg string) error { return &ConsoleError{Status: status, Message: msg} }
+// consoleError is a console refusal: key is an English catalog key (with
+// its Italian in a web/catalog_it*.go; TestCatalogComplete finds the
+// literal keys of consoleError calls too), args its format's arguments.
+func consoleError(status int, key string, args ...any) error {
+	return &ConsoleError{Status: status, Message: web.Msg(key, args...)}
+}
 
-// renderConsoleError answers a console error as HTML: the message alone for
-// htmx, or inside the layout.
-func (h *Handlers) renderConsoleError(c echo.Context, status int, msg string) {
+// renderConsoleError answers a console error as HTML, in the request's
+// language: the message alone for htmx, or inside the layout.
+func (h *Handlers) renderConsoleError(c echo.Context, status int, msg web.Message) {
+	text := msg.In(c.Request().Context())
 	n := nav(c)
-	n.Flash = msg
-	if err := renderPageOr(c, status, web.ErrorPage(n, status, msg), web.ErrorFragment(msg)); err != nil {
+	n.Flash = text
+	if err := renderPageOr(c, status, web.ErrorPage(n, status, text), web.ErrorFragment(text)); err != nil {
 		h.Log.Error("rendering error page", "err", err)
 	}
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/limbo-dev/limbo/review"
 	"github.com/limbo-dev/limbo/store"
+	"github.com/limbo-dev/limbo/web"
 )
 
 // Problem is an RFC 9457 problem detail. Type is a stable slug; clients
@@ -165,37 +166,64 @@ func httpProblem(he *echo.HTTPError) *Problem {
 	return &Problem{Type: "http-" + strconv.Itoa(he.Code), Title: http.StatusText(he.Code), Status: he.Code, Detail: fmt.Sprint(he.Message)}
 }
 
-// consoleStatus maps an error to a status and a message a person can read.
-func (h *Handlers) consoleStatus(err error, c echo.Context) (int, string) {
+// consoleStatus maps an error to a status and a message a person can
+// read, translated when it is rendered (domain refusals: errorMessage).
+func (h *Handlers) consoleStatus(err error, c echo.Context) (int, web.Message) {
 	var (
 		ce      *ConsoleError
 		already *review.AlreadyDecidedError
+		held    *review.ClaimHeldError
 		field   *FieldError
 		he      *echo.HTTPError
 	)
+	ctx := c.Request().Context()
 	switch {
 	case errors.As(err, &ce):
 		return ce.Status, ce.Message
-	case errors.As(err, &already):
-		return http.StatusConflict, already.Error()
+	case errors.As(err, &already), errors.As(err, &held):
+		return http.StatusConflict, errorMessage(ctx, err)
 	case errors.Is(err, review.ErrNotFound):
-		return http.StatusNotFound, "Not found."
+		return http.StatusNotFound, web.Msg("Not found.")
+	case errors.Is(err, review.ErrForbidden):
+		return http.StatusForbidden, errorMessage(ctx, err)
 	case errors.Is(err, review.ErrInvalid), errors.Is(err, review.ErrInvalidTransition), errors.Is(err, review.ErrSecondApprover),
-		errors.Is(err, review.ErrOwnRequest):
-		return http.StatusBadRequest, err.Error()
+		errors.Is(err, review.ErrOwnRequest), errors.Is(err, review.ErrStale):
+		return http.StatusBadRequest, errorMessage(ctx, err)
 	case errors.Is(err, review.ErrConflict):
-		return http.StatusConflict, err.Error()
+		return http.StatusConflict, errorMessage(ctx, err)
 	case errors.As(err, &he):
-		return he.Code, http.StatusText(he.Code)
+		return he.Code, httpStatusMessage(he.Code)
 	case errors.As(err, &field):
-		return http.StatusBadRequest, field.Error()
+		// A FieldError names its field and says what is wrong, in
+		// English (the API's detail): under a translated lead-in.
+		return http.StatusBadRequest, web.Msg("Not accepted: %s", field.Error())
 	case errors.Is(err, context.Canceled):
-		return 499, "request cancelled"
+		return 499, web.Msg("Request cancelled.")
 	case store.IsUnavailable(err):
-		h.Log.WarnContext(c.Request().Context(), "database unavailable", "method", c.Request().Method, "path", c.Path(), "err", err)
+		h.Log.WarnContext(ctx, "database unavailable", "method", c.Request().Method, "path", c.Path(), "err", err)
 		c.Response().Header().Set("Retry-After", strconv.Itoa(unavailableRetryAfter))
-		return http.StatusServiceUnavailable, "The database cannot be reached right now; nothing was changed. Try again in a moment."
+		return http.StatusServiceUnavailable, web.Msg("The database cannot be reached right now; nothing was changed. Try again in a moment.")
 	}
-	h.Log.ErrorContext(c.Request().Context(), "console request failed", "method", c.Request().Method, "path", c.Path(), "err", err)
-	return http.StatusInternalServerError, "Something failed on our side; nothing was changed. Try again."
+	h.Log.ErrorContext(ctx, "console request failed", "method", c.Request().Method, "path", c.Path(), "err", err)
+	return http.StatusInternalServerError, web.Msg("Something failed on our side; nothing was changed. Try again.")
+}
+
+// httpStatusMessage is an HTTP error Echo answers itself (no route, a
+// method the route lacks, a body too large) as a person reads it.
+func httpStatusMessage(code int) web.Message {
+	switch code {
+	case http.StatusNotFound:
+		return web.Msg("Not found.")
+	case http.StatusMethodNotAllowed:
+		return web.Msg("This page does not take that kind of request.")
+	case http.StatusRequestEntityTooLarge:
+		return web.Msg("What was sent is too large (at most 1 MiB).")
+	case http.StatusUnauthorized:
+		return web.Msg("Sign in first.")
+	case http.StatusForbidden:
+		return web.Msg("Not allowed.")
+	case http.StatusBadRequest:
+		return web.Msg("The request was not understood.")
+	}
+	return web.Msg("The request failed (HTTP %d).", code)
 }

@@ -29,7 +29,7 @@ func (h *Handlers) AdminAddWebhook(c echo.Context) error {
 	e, err := h.Store.AddWebhookEndpoint(c.Request().Context(), principal(c), store.NewWebhookEndpoint{Tenant: c.FormValue("tenant"),
 		URL: c.FormValue("url"), Description: c.FormValue("description")})
 	if status := adminProblemStatus(err); status != 0 {
-		return h.renderWebhooks(c, status, web.AdminWebhooksView{Problem: problemText(err), Entered: enteredForm(c, "tenant", "url", "description")})
+		return h.renderWebhooks(c, status, web.AdminWebhooksView{Problem: problemText(c, err), Entered: enteredForm(c, "tenant", "url", "description")})
 	}
 	if err != nil {
 		return err

@@ -10,7 +10,7 @@ import "github.com/a-h/templ"
 import templruntime "github.com/a-h/templ/runtime"
 
 import (
-	"fmt"
+	"context"
 	"strings"
 	"time"
 
@@ -19,7 +19,8 @@ import (
 
 // AdminActionsPage shows the action policy catalog, read-only: each
 // action's policy as the configuration file states it, and the checklist
-// items it leaves unanswered.
+// items it leaves unanswered. Configuration keys (duplicate_cost, …) stay
+// as the file writes them: they are what an admin looks for in it.
 func AdminActionsPage(nav Nav, entries []review.CatalogEntry) templ.Component {
 	return templruntime.GeneratedTemplate(func(templ_7745c5c3_Input templruntime.GeneratedComponentInput) (templ_7745c5c3_Err error) {
 		templ_7745c5c3_W, ctx := templ_7745c5c3_Input.Writer, templ_7745c5c3_Input.Context
@@ -53,161 +54,243 @@ func AdminActionsPage(nav Nav, entries []review.CatalogEntry) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 1, "<h1>Action policies</h1><p>Read-only: each action's policy from the configuration file the server started with (destinations → actions). An operation for an action not listed here gets the safe defaults: risk compensable_write when its registration names none, the default budgets, no approval. <code>limbo policy lint</code> lists the items each policy still misses.</p>")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 1, "<h1>")
+			if templ_7745c5c3_Err != nil {
+				return templ_7745c5c3_Err
+			}
+			var templ_7745c5c3_Var3 string
+			templ_7745c5c3_Var3, templ_7745c5c3_Err = templ.JoinStringErrs(T(ctx, "Action policies"))
+			if templ_7745c5c3_Err != nil {
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/actions.templ`, Line: 18, Col: 33}
+			}
+			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var3))
+			if templ_7745c5c3_Err != nil {
+				return templ_7745c5c3_Err
+			}
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 2, "</h1><p>")
+			if templ_7745c5c3_Err != nil {
+				return templ_7745c5c3_Err
+			}
+			var templ_7745c5c3_Var4 string
+			templ_7745c5c3_Var4, templ_7745c5c3_Err = templ.JoinStringErrs(T(ctx, "Read-only: each action's policy from the configuration file the server started with (destinations → actions). An operation for an action not listed here gets the safe defaults: a write that can be undone when its registration names no risk, the default budgets, no approval."))
+			if templ_7745c5c3_Err != nil {
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/actions.templ`, Line: 20, Col: 291}
+			}
+			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var4))
+			if templ_7745c5c3_Err != nil {
+				return templ_7745c5c3_Err
+			}
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 3, " <code>")
+			if templ_7745c5c3_Err != nil {
+				return templ_7745c5c3_Err
+			}
+			var templ_7745c5c3_Var5 string
+			templ_7745c5c3_Var5, templ_7745c5c3_Err = templ.JoinStringErrs(lintCommand)
+			if templ_7745c5c3_Err != nil {
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/actions.templ`, Line: 21, Col: 22}
+			}
+			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var5))
+			if templ_7745c5c3_Err != nil {
+				return templ_7745c5c3_Err
+			}
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 4, "</code> ")
+			if templ_7745c5c3_Err != nil {
+				return templ_7745c5c3_Err
+			}
+			var templ_7745c5c3_Var6 string
+			templ_7745c5c3_Var6, templ_7745c5c3_Err = templ.JoinStringErrs(T(ctx, "lists the items each policy still misses."))
+			if templ_7745c5c3_Err != nil {
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/actions.templ`, Line: 21, Col: 85}
+			}
+			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var6))
+			if templ_7745c5c3_Err != nil {
+				return templ_7745c5c3_Err
+			}
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 5, "</p>")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
 			if len(entries) == 0 {
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 2, "<p class=\"hint\">No action has a policy yet: every operation gets the safe defaults.</p>")
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 6, "<p class=\"empty\">")
+				if templ_7745c5c3_Err != nil {
+					return templ_7745c5c3_Err
+				}
+				var templ_7745c5c3_Var7 string
+				templ_7745c5c3_Var7, templ_7745c5c3_Err = templ.JoinStringErrs(T(ctx, "No action has a policy yet: every operation gets the safe defaults. An action given a policy in the configuration file appears here, with what its policy still misses."))
+				if templ_7745c5c3_Err != nil {
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/actions.templ`, Line: 24, Col: 199}
+				}
+				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var7))
+				if templ_7745c5c3_Err != nil {
+					return templ_7745c5c3_Err
+				}
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 7, "</p>")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
 			}
 			for _, e := range entries {
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 3, "<section class=\"policy\" id=\"")
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 8, "<section class=\"policy\" id=\"")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
-				var templ_7745c5c3_Var3 string
-				templ_7745c5c3_Var3, templ_7745c5c3_Err = templruntime.NewAttributeExpression("policy-" + e.Destination + "-" + e.Action).Resolve(ctx)
+				var templ_7745c5c3_Var8 string
+				templ_7745c5c3_Var8, templ_7745c5c3_Err = templruntime.NewAttributeExpression("policy-" + e.Destination + "-" + e.Action).Resolve(ctx)
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/actions.templ`, Line: 28, Col: 74}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/actions.templ`, Line: 27, Col: 74}
 				}
-				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var3)
-				if templ_7745c5c3_Err != nil {
-					return templ_7745c5c3_Err
-				}
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 4, "\"><h2>")
+				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var8)
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
-				var templ_7745c5c3_Var4 string
-				templ_7745c5c3_Var4, templ_7745c5c3_Err = templ.JoinStringErrs(e.Action)
-				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/actions.templ`, Line: 29, Col: 18}
-				}
-				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var4))
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 9, "\"><h2>")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 5, " <span class=\"hint\">at ")
+				var templ_7745c5c3_Var9 string
+				templ_7745c5c3_Var9, templ_7745c5c3_Err = templ.JoinStringErrs(e.Action)
+				if templ_7745c5c3_Err != nil {
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/actions.templ`, Line: 28, Col: 18}
+				}
+				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var9))
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
-				var templ_7745c5c3_Var5 string
-				templ_7745c5c3_Var5, templ_7745c5c3_Err = templ.JoinStringErrs(e.Destination)
-				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/actions.templ`, Line: 29, Col: 58}
-				}
-				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var5))
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 10, " <span class=\"hint\">")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 6, "</span></h2>")
+				var templ_7745c5c3_Var10 string
+				templ_7745c5c3_Var10, templ_7745c5c3_Err = templ.JoinStringErrs(Tf(ctx, "at %s", e.Destination))
+				if templ_7745c5c3_Err != nil {
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/actions.templ`, Line: 28, Col: 73}
+				}
+				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var10))
+				if templ_7745c5c3_Err != nil {
+					return templ_7745c5c3_Err
+				}
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 11, "</span></h2>")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
 				if len(e.Missing) > 0 {
-					templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 7, "<p class=\"error\" role=\"status\">Missing for production: ")
+					templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 12, "<p class=\"error\" role=\"status\">")
 					if templ_7745c5c3_Err != nil {
 						return templ_7745c5c3_Err
 					}
-					var templ_7745c5c3_Var6 string
-					templ_7745c5c3_Var6, templ_7745c5c3_Err = templ.JoinStringErrs(missingNames(e.Missing))
+					var templ_7745c5c3_Var11 string
+					templ_7745c5c3_Var11, templ_7745c5c3_Err = templ.JoinStringErrs(T(ctx, "Missing for production:"))
 					if templ_7745c5c3_Err != nil {
-						return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/actions.templ`, Line: 32, Col: 55}
+						return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/actions.templ`, Line: 31, Col: 41}
 					}
-					_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var6))
-					if templ_7745c5c3_Err != nil {
-						return templ_7745c5c3_Err
-					}
-					templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 8, "</p>")
+					_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var11))
 					if templ_7745c5c3_Err != nil {
 						return templ_7745c5c3_Err
 					}
+					templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 13, " ")
+					if templ_7745c5c3_Err != nil {
+						return templ_7745c5c3_Err
+					}
+					var templ_7745c5c3_Var12 string
+					templ_7745c5c3_Var12, templ_7745c5c3_Err = templ.JoinStringErrs(missingNames(ctx, e.Missing))
+					if templ_7745c5c3_Err != nil {
+						return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/actions.templ`, Line: 31, Col: 74}
+					}
+					_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var12))
+					if templ_7745c5c3_Err != nil {
+						return templ_7745c5c3_Err
+					}
+					templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 14, "</p>")
+					if templ_7745c5c3_Err != nil {
+						return templ_7745c5c3_Err
+					}
 				}
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 9, "<dl>")
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 15, "<dl>")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
-				templ_7745c5c3_Err = policyRow("Owner", e.Policy.Owner).Render(ctx, templ_7745c5c3_Buffer)
+				templ_7745c5c3_Err = policyRow(T(ctx, "Owner"), e.Policy.Owner).Render(ctx, templ_7745c5c3_Buffer)
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
-				templ_7745c5c3_Err = policyRow("Effects", e.Policy.Effects).Render(ctx, templ_7745c5c3_Buffer)
+				templ_7745c5c3_Err = policyRow(T(ctx, "Effects"), e.Policy.Effects).Render(ctx, templ_7745c5c3_Buffer)
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
-				templ_7745c5c3_Err = policyRow("Cost of a duplicate", e.Policy.DuplicateCost).Render(ctx, templ_7745c5c3_Buffer)
+				templ_7745c5c3_Err = policyRow(T(ctx, "Cost of a duplicate"), e.Policy.DuplicateCost).Render(ctx, templ_7745c5c3_Buffer)
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
-				templ_7745c5c3_Err = policyRow("Key recipe", keyRecipe(e.Policy.KeyFields)).Render(ctx, templ_7745c5c3_Buffer)
+				templ_7745c5c3_Err = policyRow(T(ctx, "Key recipe"), keyRecipe(ctx, e.Policy.KeyFields)).Render(ctx, templ_7745c5c3_Buffer)
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
-				templ_7745c5c3_Err = policyRow("Confirmed by", evidenceList(e.Policy.Evidence)).Render(ctx, templ_7745c5c3_Buffer)
+				templ_7745c5c3_Err = policyRow(T(ctx, "Confirmed by"), evidenceList(ctx, e.Policy.Evidence)).Render(ctx, templ_7745c5c3_Buffer)
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
-				templ_7745c5c3_Err = policyRow("Risk", riskText(e.Policy)).Render(ctx, templ_7745c5c3_Buffer)
+				templ_7745c5c3_Err = policyRow(T(ctx, "Risk"), riskText(ctx, e.Policy)).Render(ctx, templ_7745c5c3_Buffer)
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
-				templ_7745c5c3_Err = policyRow("Deadline", durationOr(e.Policy.Deadline, "")).Render(ctx, templ_7745c5c3_Buffer)
+				templ_7745c5c3_Err = policyRow(T(ctx, "Deadline"), durationOr(ctx, e.Policy.Deadline)).Render(ctx, templ_7745c5c3_Buffer)
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
-				templ_7745c5c3_Err = policyRow("Max attempts", intOr(e.Policy.MaxAttempts)).Render(ctx, templ_7745c5c3_Buffer)
+				templ_7745c5c3_Err = policyRow(T(ctx, "Max attempts"), intOr(ctx, e.Policy.MaxAttempts)).Render(ctx, templ_7745c5c3_Buffer)
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
-				templ_7745c5c3_Err = policyRow("Cost budget", costBudget(e.Policy.CostBudget)).Render(ctx, templ_7745c5c3_Buffer)
+				templ_7745c5c3_Err = policyRow(T(ctx, "Cost budget"), costBudget(ctx, e.Policy.CostBudget)).Render(ctx, templ_7745c5c3_Buffer)
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
-				templ_7745c5c3_Err = policyRow("Max single wait", durationOr(e.Policy.MaxWait, "")).Render(ctx, templ_7745c5c3_Buffer)
+				templ_7745c5c3_Err = policyRow(T(ctx, "Max single wait"), durationOr(ctx, e.Policy.MaxWait)).Render(ctx, templ_7745c5c3_Buffer)
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
-				templ_7745c5c3_Err = policyRow("Escalates", escalation(e.Policy.EscalateOn)).Render(ctx, templ_7745c5c3_Buffer)
+				templ_7745c5c3_Err = policyRow(T(ctx, "Escalates"), escalation(ctx, e.Policy.EscalateOn)).Render(ctx, templ_7745c5c3_Buffer)
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
-				templ_7745c5c3_Err = policyRow("Approval", approvalText(e.Policy)).Render(ctx, templ_7745c5c3_Buffer)
+				templ_7745c5c3_Err = policyRow(T(ctx, "Approval"), approvalText(ctx, e.Policy)).Render(ctx, templ_7745c5c3_Buffer)
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
-				templ_7745c5c3_Err = policyRow("Concurrency", concurrencyText(e.Policy.Concurrency, e.Policy.Priority)).Render(ctx, templ_7745c5c3_Buffer)
+				templ_7745c5c3_Err = policyRow(T(ctx, "Concurrency"), concurrencyText(ctx, e.Policy.Concurrency, e.Policy.Priority)).Render(ctx, templ_7745c5c3_Buffer)
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
-				templ_7745c5c3_Err = policyRow("Tenants", tenantsText(e.Policy.Tenants)).Render(ctx, templ_7745c5c3_Buffer)
+				templ_7745c5c3_Err = policyRow(T(ctx, "Tenants"), tenantsText(ctx, e.Policy.Tenants)).Render(ctx, templ_7745c5c3_Buffer)
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
-				templ_7745c5c3_Err = policyRow("Redacted fields", listOrNone(e.Policy.RedactFields)).Render(ctx, templ_7745c5c3_Buffer)
+				templ_7745c5c3_Err = policyRow(T(ctx, "Redacted fields"), listOrNone(ctx, e.Policy.RedactFields)).Render(ctx, templ_7745c5c3_Buffer)
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
-				templ_7745c5c3_Err = policyRow("Payload retention", retentionText(e.Policy.Retention)).Render(ctx, templ_7745c5c3_Buffer)
+				templ_7745c5c3_Err = policyRow(T(ctx, "Payload retention"), retentionText(ctx, e.Policy.Retention)).Render(ctx, templ_7745c5c3_Buffer)
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 10, "</dl></section>")
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 16, "</dl></section>")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
 			}
 			return nil
 		})
-		templ_7745c5c3_Err = Layout("Actions", nav).Render(templ.WithChildren(ctx, templ_7745c5c3_Var2), templ_7745c5c3_Buffer)
+		templ_7745c5c3_Err = Layout(T(ctx, "Actions"), nav).Render(templ.WithChildren(ctx, templ_7745c5c3_Var2), templ_7745c5c3_Buffer)
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
 		return nil
 	})
 }
+
+// lintCommand is the command that lists what policies miss (a command,
+// not words to translate).
+const lintCommand = "limbo policy lint"
 
 func policyRow(label, value string) templ.Component {
 	return templruntime.GeneratedTemplate(func(templ_7745c5c3_Input templruntime.GeneratedComponentInput) (templ_7745c5c3_Err error) {
@@ -226,43 +309,56 @@ func policyRow(label, value string) templ.Component {
 		}
 		ctx = templ.InitializeContext(ctx)
 		ctx = templ.ClearChildren(ctx)
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 11, "<dt>")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 17, "<dt>")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		var templ_7745c5c3_Var8 string
-		templ_7745c5c3_Var8, templ_7745c5c3_Err = templ.JoinStringErrs(label)
+		var templ_7745c5c3_Var14 string
+		templ_7745c5c3_Var14, templ_7745c5c3_Err = templ.JoinStringErrs(label)
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/actions.templ`, Line: 59, Col: 12}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/actions.templ`, Line: 62, Col: 12}
 		}
-		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var8))
+		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var14))
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 12, "</dt>")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 18, "</dt>")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
 		if value == "" {
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 13, "<dd class=\"missing\">not stated</dd>")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 19, "<dd class=\"missing\">")
+			if templ_7745c5c3_Err != nil {
+				return templ_7745c5c3_Err
+			}
+			var templ_7745c5c3_Var15 string
+			templ_7745c5c3_Var15, templ_7745c5c3_Err = templ.JoinStringErrs(T(ctx, "not stated"))
+			if templ_7745c5c3_Err != nil {
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/actions.templ`, Line: 64, Col: 44}
+			}
+			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var15))
+			if templ_7745c5c3_Err != nil {
+				return templ_7745c5c3_Err
+			}
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 20, "</dd>")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
 		} else {
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 14, "<dd>")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 21, "<dd>")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			var templ_7745c5c3_Var9 string
-			templ_7745c5c3_Var9, templ_7745c5c3_Err = templ.JoinStringErrs(value)
+			var templ_7745c5c3_Var16 string
+			templ_7745c5c3_Var16, templ_7745c5c3_Err = templ.JoinStringErrs(value)
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/actions.templ`, Line: 63, Col: 13}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/actions.templ`, Line: 66, Col: 13}
 			}
-			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var9))
+			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var16))
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 15, "</dd>")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 22, "</dd>")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
@@ -271,134 +367,202 @@ func policyRow(label, value string) templ.Component {
 	})
 }
 
-func missingNames(items []review.PolicyItem) string {
+// policyHint is what a checklist item asks for, in the request's language;
+// an item without a translation keeps review's own hint.
+func policyHint(ctx context.Context, it review.PolicyItem) string {
+	switch it.Name {
+	case "owner":
+		return T(ctx, "who answers for the action")
+	case "effects":
+		return T(ctx, "what one operation does at the destination")
+	case "duplicate_cost":
+		return T(ctx, "what a duplicate costs, in money or a note")
+	case "key_fields":
+		return T(ctx, "the payload members that identify the intention ([] for the whole payload)")
+	case "evidence":
+		return T(ctx, "what confirms it: response, status_lookup, metadata_search, webhook, reviewer")
+	case "risk":
+		return T(ctx, "read, generate, idempotent_write, compensable_write or irreversible")
+	case "deadline":
+		return T(ctx, "how long an operation may take, e.g. 24h")
+	case "max_attempts":
+		return T(ctx, "how many attempts at most")
+	case "cost_budget":
+		return T(ctx, "the most one operation may spend (0: none)")
+	case "max_wait":
+		return T(ctx, "the longest single wait before a retry, e.g. 10m")
+	case "escalate_on":
+		return T(ctx, "stop reasons that go to a person: budget_exhausted, deadline_expired ([] for none)")
+	case "requires_approval":
+		return T(ctx, "an irreversible, financial or regulated action waits for a reviewer's approval")
+	case "approval_timeout":
+		return T(ctx, "how long an approval may take")
+	case "concurrency":
+		return T(ctx, "attempts of this action in flight at most (0: no limit of its own)")
+	case "redact_fields":
+		return T(ctx, "payload members shown redacted ([] for none)")
+	case "retention":
+		return T(ctx, "how long the payload is kept (0: as long as the ledger)")
+	}
+	return it.Hint
+}
+
+func missingNames(ctx context.Context, items []review.PolicyItem) string {
 	names := make([]string, len(items))
 	for i, it := range items {
-		names[i] = it.Name + " (" + it.Hint + ")"
+		names[i] = it.Name + " (" + policyHint(ctx, it) + ")"
 	}
 	return strings.Join(names, "; ")
 }
 
-func keyRecipe(fields []string) string {
+func keyRecipe(ctx context.Context, fields []string) string {
 	switch {
 	case fields == nil:
 		return ""
 	case len(fields) == 0:
-		return "the whole payload"
+		return T(ctx, "the whole payload")
 	}
 	return strings.Join(fields, ", ")
 }
 
-func evidenceList(es []review.EvidenceSource) string {
+// evidenceLabels are the evidence sources as a person reads them.
+var evidenceLabels = map[review.EvidenceSource]string{
+	review.SourceResponse:       "the destination's response",
+	review.SourceStatusLookup:   "a status lookup",
+	review.SourceMetadataSearch: "a metadata search",
+	review.SourceWebhook:        "the destination's webhook",
+	review.SourceReviewer:       "a reviewer",
+}
+
+func evidenceList(ctx context.Context, es []review.EvidenceSource) string {
 	s := make([]string, len(es))
 	for i, e := range es {
-		s[i] = string(e)
+		if l, ok := evidenceLabels[e]; ok {
+			s[i] = T(ctx, l)
+		} else {
+			s[i] = string(e)
+		}
 	}
 	return strings.Join(s, ", ")
 }
 
-func riskText(ac review.ActionConfig) string {
+// flagLabels are the flags a policy may add to its risk.
+var flagLabels = map[review.Flag]review.Reason{
+	review.FlagFinancial:    review.ReasonFinancial,
+	review.FlagIrreversible: review.ReasonIrreversible,
+	review.FlagRegulated:    review.ReasonRegulated,
+}
+
+func riskText(ctx context.Context, ac review.ActionConfig) string {
 	if ac.Risk == "" {
 		return ""
 	}
-	s := string(ac.Risk)
+	s := RiskLabel(ctx, ac.Risk)
 	for _, f := range ac.Flags {
-		s += ", " + string(f)
+		if r, ok := flagLabels[f]; ok {
+			s += ", " + strings.ToLower(ReasonLabel(ctx, r))
+		} else {
+			s += ", " + string(f)
+		}
 	}
 	return s
 }
 
-func durationOr(d time.Duration, none string) string {
+func durationOr(ctx context.Context, d time.Duration) string {
 	if d <= 0 {
-		return none
+		return ""
 	}
-	return humanDuration(d)
+	return adminDuration(ctx, d)
 }
 
-func intOr(n int) string {
+func intOr(ctx context.Context, n int) string {
 	if n <= 0 {
 		return ""
 	}
-	return fmt.Sprint(n)
+	return Number(ctx, n)
 }
 
-func costBudget(b *float64) string {
+func costBudget(ctx context.Context, b *float64) string {
 	switch {
 	case b == nil:
 		return ""
 	case *b == 0:
-		return "none"
+		return T(ctx, "none")
 	}
-	return fmt.Sprintf("%g", *b)
+	return printer(Lang(ctx)).Sprintf("%g", *b)
 }
 
-func escalation(rs []review.Reason) string {
+func escalation(ctx context.Context, rs []review.Reason) string {
 	switch {
 	case rs == nil:
 		return ""
 	case len(rs) == 0:
-		return "nothing beyond the defaults"
+		return T(ctx, "nothing beyond the defaults")
 	}
 	s := make([]string, len(rs))
 	for i, r := range rs {
-		s[i] = string(r)
+		s[i] = ReasonLabel(ctx, r)
 	}
-	return strings.Join(s, ", ") + " go to a person instead of failing"
+	return Tf(ctx, "%s: go to a person instead of failing", strings.Join(s, ", "))
 }
 
-func approvalText(ac review.ActionConfig) string {
+func approvalText(ctx context.Context, ac review.ActionConfig) string {
 	if !ac.RequiresApproval {
-		return "none"
+		return T(ctx, "none")
 	}
 	n := max(ac.Approvals, 1)
-	s := fmt.Sprintf("%d reviewer(s) approve before it runs", n)
+	s := Tf(ctx, "%d reviewer(s) approve before it runs", n)
 	if ac.ApprovalTimeout > 0 {
-		s += ", within " + ac.ApprovalTimeout.String()
+		s = Tf(ctx, "%s, within %s", s, adminDuration(ctx, ac.ApprovalTimeout))
 	}
 	return s
 }
 
-func concurrencyText(c *int, priority bool) string {
+func concurrencyText(ctx context.Context, c *int, priority bool) string {
 	var s string
 	switch {
 	case c == nil:
 		s = ""
 	case *c == 0:
-		s = "no limit of its own"
+		s = T(ctx, "no limit of its own")
 	default:
-		s = fmt.Sprintf("%d in flight at most", *c)
+		s = Tf(ctx, "%d in flight at most", *c)
 	}
 	if priority {
-		s = strings.TrimPrefix(s+"; may use the destination's slots kept for priority actions", "; ")
+		p := T(ctx, "may use the destination's slots kept for priority actions")
+		if s == "" {
+			return p
+		}
+		s += "; " + p
 	}
 	return s
 }
 
-func tenantsText(ts []string) string {
+func tenantsText(ctx context.Context, ts []string) string {
 	if len(ts) == 0 {
-		return "every tenant"
+		return T(ctx, "every tenant")
 	}
 	return strings.Join(ts, ", ")
 }
 
-func listOrNone(s []string) string {
+func listOrNone(ctx context.Context, s []string) string {
 	switch {
 	case s == nil:
 		return ""
 	case len(s) == 0:
-		return "none"
+		return T(ctx, "none")
 	}
 	return strings.Join(s, ", ")
 }
 
-func retentionText(d *time.Duration) string {
+func retentionText(ctx context.Context, d *time.Duration) string {
 	switch {
 	case d == nil:
 		return ""
 	case *d == 0:
-		return "as long as the ledger"
+		return T(ctx, "as long as the ledger")
 	}
-	return humanDuration(*d)
+	return adminDuration(ctx, *d)
 }
 
 var _ = templruntime.GeneratedTemplate

@@ -14,8 +14,9 @@ import (
 )
 
 // keyCall finds catalog keys written as literals: T(ctx, "…"), Tf(ctx,
-// "…", …) and Msg("…", …), in web and in the handlers that pass messages.
-var keyCall = regexp.MustCompile(`\b(?:T|Tf)\(\s*ctx\s*,\s*"((?:[^"\\]|\\.)*)"|\bMsg\(\s*"((?:[^"\\]|\\.)*)"`)
+// "…", …), Msg("…", …) and consoleError(status, "…", …), in web and in the
+// handlers that pass messages.
+var keyCall = regexp.MustCompile(`\b(?:T|Tf)\(\s*ctx\s*,\s*"((?:[^"\\]|\\.)*)"|\bMsg\(\s*"((?:[^"\\]|\\.)*)"|\bconsoleError\(\s*[^,]+,\s*"((?:[^"\\]|\\.)*)"`)
 
 // TestCatalogComplete fails for every literal key that has no Italian.
 func TestCatalogComplete(t *testing.T) {
@@ -34,7 +35,7 @@ func TestCatalogComplete(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, m := range keyCall.FindAllStringSubmatch(string(src), -1) {
-			key := m[1] + m[2]
+			key := m[1] + m[2] + m[3]
 			key = strings.NewReplacer(`\"`, `"`, `\\`, `\`, `\n`, "\n").Replace(key)
 			seen++
 			if _, ok := italian[key]; !ok {

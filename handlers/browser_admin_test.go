@@ -1,0 +1,93 @@
+package handlers_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/limbo-dev/limbo/review"
+	"github.com/limbo-dev/limbo/store"
+	"github.com/limbo-dev/limbo/store/storetest"
+)
+
+// adminPages are the admin pages a browser checks.
+var adminPages = []string{"/admin/users", "/admin/tokens", "/admin/destinations", "/admin/actions", "/admin/webhooks"}
+
+// overflowing names the innermost elements past the window's right edge.
+const overflowing = `[...document.querySelectorAll("body *")].filter(e => e.getBoundingClientRect().right > window.innerWidth + 0.5 &&
+	![...e.children].some(c => c.getBoundingClientRect().right > window.innerWidth + 0.5)).slice(0, 8).
+	map(e => e.tagName.toLowerCase() + (e.className ? "." + e.className : "") + " " + Math.round(e.getBoundingClientRect().right)).join(", ")`
+
+// TestBrowserAdminPages: every admin page, in English and in Italian, fits
+// a 390 px phone and a 1400 px screen without the page scrolling sideways
+// (a wide table scrolls inside its .table-wrap), and axe finds nothing
+// serious. The data is long on purpose: a long webhook URL, a long token
+// name, a configuration with policies.
+func TestBrowserAdminPages(t *testing.T) {
+	t.Parallel()
+	chromiumPath(t) // skip before making databases
+	cfg, err := review.ParseConfig([]byte(`
+destinations:
+  files:
+    actions:
+      render:
+        owner: documents-team
+        effects: renders one page of the contract into the shared folder of the customer
+        key_fields: [note]
+        redact_fields: [note]
+        risk: compensable_write
+        flags: [financial]
+        requires_approval: true
+        approvals: 2
+        approval_timeout: 48h
+      upload: {}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		srv, st := consoleServerWith(t, e, consoleSetup{cfg: cfg})
+		ctx := context.Background()
+		op := review.Operator("test")
+		if _, err := st.CreateToken(ctx, op, "acme-corporation-europe-west", "continuous-integration-release-pipeline-token"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.AddWebhookEndpoint(ctx, op, store.NewWebhookEndpoint{Tenant: "acme-corporation-europe-west",
+			URL: "https://hooks.example.com/limbo/decisions/acme-corporation-europe-west/very/long/path/for/the/receiver", Description: "the operations team's pager"}); err != nil {
+			t.Fatal(err)
+		}
+		browser := startChromium(t)
+		adm := openBrowserTab(t, browser, srv.URL, "admin")
+		adm.login("admin@example.com")
+		u, err := st.UserByEmail(ctx, "admin@example.com")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, lang := range []string{"en", "it"} {
+			if lang == "it" {
+				// The saved choice, as the language menu makes it.
+				if err := st.SetLanguage(ctx, u.Principal(), "it"); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for _, p := range adminPages {
+				adm.open(p)
+				if got := evalJS[string](adm, `document.documentElement.lang`); got != lang {
+					adm.fatalf("%s: html lang %q, want %q", p, got, lang)
+				}
+				for _, w := range []int64{390, 1400} {
+					adm.do(fmt.Sprintf("sizing %s to %d px", p, w), chromedp.EmulateViewport(w, 900))
+					adm.waitFor(fmt.Sprintf(`window.innerWidth === %d`, w), "the viewport's new width")
+					if sw, iw := evalJS[int](adm, `document.documentElement.scrollWidth`), evalJS[int](adm, `window.innerWidth`); sw > iw {
+						adm.fatalf("%s (%s) at %d px: the page is %d px wide, wider than the window (%d px); past its edge: %s", p, lang, w, sw, iw,
+							evalJS[string](adm, overflowing))
+					}
+				}
+				adm.do("restoring the page size", chromedp.EmulateViewport(1280, 900))
+				adm.axe(p + " (" + lang + ")")
+			}
+		}
+	})
+}

@@ -1,0 +1,152 @@
+package handlers
+
+import (
+	"context"
+	"errors"
+	"regexp"
+	"strings"
+
+	"github.com/limbo-dev/limbo/review"
+	"github.com/limbo-dev/limbo/web"
+)
+
+// The domain (review, store) refuses in English sentences with dynamic
+// parts: they are also the API's problem details, and their callers test
+// their words. The console shows them in the reader's language: the
+// sentences people meet most are listed here, each written as review or
+// store produce it with %s for its dynamic parts, so one list is both the
+// pattern that recognises the sentence and the catalog key (with its
+// Italian in web/catalog_it_admin.go; TestCatalogComplete checks there is
+// one). A sentence not listed here is shown under a translated lead-in
+// ("Non consentito: …"), its detail still in English — readable, not
+// translated; add it here when people meet it.
+var domainMessages = []web.Message{
+	// review/access.go: who administers what.
+	web.Msg("only admins administer users"),
+	web.Msg("you cannot change your own role, tenants or status; ask another admin"),
+	web.Msg("only an all-tenants admin changes admins"),
+	web.Msg("only an all-tenants admin grants the admin role"),
+	web.Msg("only an all-tenants admin grants all tenants (*)"),
+	web.Msg("you can grant only tenants you hold (%s)"),
+	web.Msg("this is the last enabled all-tenants admin; make another one first"),
+	web.Msg("only admins manage API tokens and webhook endpoints"),
+	web.Msg("only admins manage API tokens"),
+	web.Msg("tenant %s is outside your scope (%s)"),
+	web.Msg("tenants: give a comma-separated list, or * for all"),
+	web.Msg("your account no longer exists"),
+	web.Msg("your account is disabled"),
+	// store/users.go: the add-user form.
+	web.Msg("email: not an email address"),
+	web.Msg("role: must be reviewer, support, manager or admin"),
+	web.Msg("password: at least %s characters"),
+	web.Msg("tenants: give tenants, or * for all"),
+	web.Msg("a user with email %s exists"),
+	// store/webhooks.go: the endpoint's URL. A netguard refusal (the %s
+	// before "; to allow it") names its rule in English (loopback,
+	// private (RFC 1918), …): those are the networking terms themselves.
+	web.Msg("url: give an https URL of at most 2048 bytes"),
+	web.Msg("url: not a URL"),
+	web.Msg("url: must start with https://"),
+	web.Msg("url: needs a host"),
+	web.Msg("url: must not carry a #fragment"),
+	web.Msg("url: must not carry credentials (user:password@); the receiver verifies the signature instead"),
+	web.Msg("url: use https: plain http is accepted only for targets listed in webhooks.allow_internal in the configuration file"),
+	web.Msg("url: %s; to allow it, add it to webhooks.allow_internal in the configuration file"),
+	web.Msg("secret: give whsec_ and base64 of 24–64 random bytes, or leave it empty"),
+	// Decisions: the sentinels people meet on a case.
+	web.Msg("reason: every decision needs a reason, in a few words"),
+	web.Msg("compensation: say what is undone and how"),
+	web.Msg("candidate: confirm names the resource that is the effect"),
+	web.Msg("candidate: keep_and_undo names the resource to keep"),
+	web.Msg("a second, different reviewer must approve"),
+	web.Msg("a second, different reviewer must approve: %s already gave an approval; the next must come from someone else"),
+	web.Msg("nobody approves their own request"),
+	web.Msg("nobody approves their own request: %s created the API token that registered this operation; another reviewer must approve it"),
+	web.Msg("the case changed since this page was opened"),
+	web.Msg("the case changed since this page was opened: the operation moved on since (it is %s now); reload the case and decide again"),
+	web.Msg("the case changed since this page was opened: this form does not say which version of the case you saw (it is incomplete or from an older page): reload the case and decide again"),
+	web.Msg("the operation is %s: a decision applies only to an operation in needs_review"),
+	web.Msg("case %s changed meanwhile; reload it"),
+	web.Msg("case is claimed by %s until %s"),
+	// review.PlanBulk and Bulk: why a case is skipped.
+	web.Msg("no single resource is recommended to confirm"),
+	web.Msg("no resource is recommended to undo"),
+	web.Msg("its recommendation, approve_retry, is decided one case at a time"),
+	web.Msg("its recommendation (%s) is not a decision yet"),
+	web.Msg("%s is decided one case at a time"),
+}
+
+// domainPatterns are domainMessages as anchored patterns, %s matching
+// the dynamic part.
+var domainPatterns = func() []*regexp.Regexp {
+	ps := make([]*regexp.Regexp, len(domainMessages))
+	for i, m := range domainMessages {
+		ps[i] = regexp.MustCompile("^" + strings.ReplaceAll(regexp.QuoteMeta(m.Key), "%s", "(.+?)") + "$")
+	}
+	return ps
+}()
+
+// sentinelWords are the words review's generic sentinels put in front of
+// a message ("forbidden: …"): not for a person, who reads the sentence.
+var sentinelWords = []error{review.ErrForbidden, review.ErrInvalid, review.ErrConflict, review.ErrInvalidTransition, review.ErrNotFound}
+
+// domainSentence is err's message without the sentinel's own words and
+// with a field named the way the form labels it (`field "url": …` reads
+// "url: …").
+func domainSentence(err error) string {
+	msg := err.Error()
+	for _, sentinel := range sentinelWords {
+		msg = strings.TrimPrefix(msg, sentinel.Error()+": ")
+	}
+	if m := fieldInMessage.FindStringSubmatchIndex(msg); m != nil && m[0] == 0 {
+		msg = msg[m[2]:m[3]] + msg[m[1]:]
+	}
+	return msg
+}
+
+// domainMessage is a domain sentence as a Message: a listed one with its
+// dynamic parts as arguments, else the sentence under a lead-in chosen by
+// the sentinel err wraps (nil err: "Refused").
+func domainMessage(err error, sentence string) web.Message {
+	for i, p := range domainPatterns {
+		if m := p.FindStringSubmatch(sentence); m != nil {
+			args := make([]any, len(m)-1)
+			for j, a := range m[1:] {
+				args[j] = a
+			}
+			return web.Msg(domainMessages[i].Key, args...)
+		}
+	}
+	switch {
+	case errors.Is(err, review.ErrForbidden):
+		return web.Msg("Not allowed: %s", sentence)
+	case errors.Is(err, review.ErrInvalid):
+		return web.Msg("Not accepted: %s", sentence)
+	case errors.Is(err, review.ErrInvalidTransition):
+		return web.Msg("Not possible in the operation's current state: %s", sentence)
+	case errors.Is(err, review.ErrConflict), errors.Is(err, review.ErrStale):
+		return web.Msg("Changed meanwhile: %s", sentence)
+	}
+	return web.Msg("Refused: %s", sentence)
+}
+
+// errorMessage is a domain error as the console shows it. Typed errors
+// whose parts are known are built here, in ctx's language (an action's
+// label, a time in the reader's format); others go through domainMessage.
+func errorMessage(ctx context.Context, err error) web.Message {
+	var (
+		already *review.AlreadyDecidedError
+		held    *review.ClaimHeldError
+	)
+	switch {
+	case errors.As(err, &already) && already.By != "":
+		return web.Msg("case %s was already decided: %s by %s at %s", already.CaseID, web.ActionLabel(ctx, already.Action), already.By,
+			web.FormatTime(ctx, already.At))
+	case errors.As(err, &held):
+		return web.Msg("case %s is held by %s until %s: only the holder decides; take it over, with a reason, to decide it yourself",
+			held.CaseID, held.By, web.FormatTime(ctx, held.Until))
+	case errors.Is(err, review.ErrNotFound):
+		return web.Msg("Not found.")
+	}
+	return domainMessage(err, domainSentence(err))
+}
