@@ -228,7 +228,7 @@ func (h *Handlers) Decide(c echo.Context) error {
 		return err
 	}
 	if !s.User.Role.CanDecide(v.Op, form.Action) {
-		return consoleError(http.StatusForbidden, "Your role may not take this action on this case.")
+		return consoleError(http.StatusForbidden, web.T(ctx, "Your role may not take this action on this case."))
 	}
 	caseVersion, err1 := strconv.ParseInt(c.FormValue("version"), 10, 64)
 	opVersion, err2 := strconv.ParseInt(c.FormValue("op_version"), 10, 64)
@@ -319,7 +319,7 @@ func (h *Handlers) policyNote(c echo.Context, op *review.Operation) string {
 	}
 	ac, ok := h.Store.Config().Policy(op.Destination, op.Action)
 	if !ok {
-		return web.Tf(ctx, "no policy for %s at %s: safe defaults (risk %s unless the registration named one, the default budgets, no approval)",
+		return web.Tf(ctx, "no policy for %s at %s: safe defaults (risk “%s” unless the registration named one, the default budgets, no approval)",
 			op.Action, op.Destination, web.RiskLabel(ctx, review.SafeRisk))
 	}
 	if ac.Owner == "" {

@@ -218,9 +218,10 @@ func init() {
 		"on the extra resource only":                                "solo sulla risorsa in più",
 
 		// handlers/cases.go: the policy note.
-		"a compensation: it follows the policy of the operation it undoes":                                                    "una compensazione: segue la policy dell'operazione che annulla",
-		"no policy for %s at %s: safe defaults (risk %s unless the registration named one, the default budgets, no approval)": "nessuna policy per %s su %s: valori predefiniti prudenti (rischio %s salvo che la registrazione ne indichi uno, i budget predefiniti, nessuna approvazione)",
-		"the action's policy (no owner stated)":                                                                               "la policy dell'azione (nessun responsabile indicato)",
-		"the action's policy, owned by %s":                                                                                    "la policy dell'azione, di cui è responsabile %s",
+		"a compensation: it follows the policy of the operation it undoes":                                                      "una compensazione: segue la policy dell'operazione che annulla",
+		"no policy for %s at %s: safe defaults (risk “%s” unless the registration named one, the default budgets, no approval)": "nessuna policy per %s su %s: valori predefiniti prudenti (rischio “%s” salvo che la registrazione ne indichi uno, i budget predefiniti, nessuna approvazione)",
+		"the action's policy (no owner stated)":                                                                                 "la policy dell'azione (nessun responsabile indicato)",
+		"Your role may not take this action on this case.":                                                                      "Il tuo ruolo non può compiere questa azione su questo caso.",
+		"the action's policy, owned by %s":                                                                                      "la policy dell'azione, di cui è responsabile %s",
 	})
 }
