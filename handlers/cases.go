@@ -281,7 +281,7 @@ func (h *Handlers) RevealPayload(c echo.Context) error {
 }
 
 // OperationPage shows an operation in the user's scope as fully as its
-// case page does, and its cases.
+// case page does, and its cases with the decisions taken on them.
 func (h *Handlers) OperationPage(c echo.Context) error {
 	ctx := c.Request().Context()
 	op, err := h.Store.OperationByID(ctx, c.Param("id"), session(c).User.Scope().List())
@@ -296,7 +296,15 @@ func (h *Handlers) OperationPage(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return render(c, http.StatusOK, web.OperationPage(web.OperationView{Nav: nav(c), OperationDetail: detail, Cases: cases}))
+	v := web.OperationView{Nav: nav(c), OperationDetail: detail}
+	for _, cs := range cases {
+		ds, err := h.Store.CaseDecisions(ctx, cs.ID)
+		if err != nil {
+			return err
+		}
+		v.Cases = append(v.Cases, web.CaseDecisions{Case: cs, Decisions: ds})
+	}
+	return render(c, http.StatusOK, web.OperationPage(v))
 }
 
 // redactFields are the payload members the configuration hides for op:

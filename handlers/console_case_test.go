@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"html"
+	"net/http"
 	"net/url"
 	"regexp"
 	"strings"
@@ -136,6 +137,51 @@ func TestConsolePayloadAsHashedUnredacted(t *testing.T) {
 			shown, hash := shownPayload(t, page, nil)
 			if sha(shown) != hash || !strings.Contains(shown, "<script>") {
 				t.Errorf("%s: the bytes shown hash to %s, the page shows %s:\n%s", path, sha(shown), hash, shown)
+			}
+		}
+	})
+}
+
+var sectionID = regexp.MustCompile(`<section[^>]* aria-labelledby="([a-z-]+)"`)
+
+// A settled operation reads on its own page as fully as on its case's:
+// every section the case page shows of the operation (candidates,
+// attempts with their evidence, payload, compensations, history) is on
+// the operation page too, with the decisions taken on its case.
+func TestConsoleOperationPageAsFullAsTheCase(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		srv, st := consoleServer(t, e)
+		ctx := context.Background()
+		caseID := needsReview(t, st, "doc-settled")
+		sup := newBrowser(t, srv.URL)
+		sup.login("support@example.com")
+		if code, _, _ := sup.decide(caseID, url.Values{"action": {"compensate"}, "candidate": {"file-doc-settled"},
+			"compensation": {"delete the v6 file"}, "reason": {"rendered from the wrong version"}}); code != http.StatusSeeOther {
+			t.Fatalf("compensate: %d", code)
+		}
+		if code, _, _ := sup.decide(caseID, url.Values{"action": {"compensation_done"}, "reason": {"the file is gone"}}); code != http.StatusSeeOther {
+			t.Fatalf("compensation_done: %d", code)
+		}
+		c, _ := st.GetCase(ctx, caseID, nil)
+		if op, _ := st.OperationByID(ctx, c.OperationID, nil); op.State != review.Compensated {
+			t.Fatalf("the operation is %s, want compensated", op.State)
+		}
+		_, casePage := sup.get("/cases/" + caseID)
+		code, opPage := sup.get("/operations/" + c.OperationID)
+		if code != 200 {
+			t.Fatalf("operation page: %d", code)
+		}
+		for _, m := range sectionID.FindAllStringSubmatch(casePage, -1) {
+			if id := m[1]; id != "decision-h" && id != "diff-h" && !strings.Contains(opPage, `aria-labelledby="`+id+`"`) {
+				t.Errorf("the case page shows section %s, the operation page does not", id)
+			}
+		}
+		for _, want := range []string{`id="attempt-1"`, `<table class="evidence">`, "<code>file-doc-settled</code>", `id="compensations-h"`,
+			`href="/cases/` + caseID + `"`, "Undo by support@example.com", "Undo done by support@example.com", "the file is gone",
+			`<code class="event">case.resolved</code>`} {
+			if !strings.Contains(opPage, want) {
+				t.Errorf("the settled operation's page lacks %q", want)
 			}
 		}
 	})
