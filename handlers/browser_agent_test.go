@@ -90,14 +90,14 @@ func TestBrowserAgentApproval(t *testing.T) {
 		r1.waitText("pre.canonical", `"subject":"Release notes v1.2 are out"`)
 		r1.screenshotWidths("agent-approval-case")
 		decideIn(r1, review.DecideApprove, "the notes are published; tell the team")
-		r1.waitText("#decision .decided", "approve by reviewer@example.com")
+		r1.waitText("#decision .decided", "Approve by reviewer@example.com")
 
 		r2 := openBrowserTab(t, browser, srv.URL, "reviewer2")
 		r2.login("reviewer2@example.com")
 		decide(r2, approved, review.DecideApprove, "checked the notes: send it")
 		r2.waitText("#decision", "(applied)")
 		decide(r2, refused, review.DecideRefuse, "not this release: do not announce")
-		r2.waitText("#decision", "refuse by reviewer2@example.com")
+		r2.waitText("#decision", "Refuse by reviewer2@example.com")
 		r2.noConsoleErrors()
 
 		rep, err := a.Run(ctx, "run-approved", "v1.2")
@@ -121,7 +121,7 @@ func TestBrowserAgentApproval(t *testing.T) {
 		}
 		r2.login("reviewer2@example.com") // eight hours on, the session has ended
 		r2.open("/cases/" + lapsed)
-		r2.waitText("section.summary", "resolved: expired by system:deadline-sweeper")
+		r2.waitText("section.summary", "Resolved: Expired by system:deadline-sweeper")
 		// The approved run again: nothing more runs.
 		if rep, err := a.Run(ctx, "run-approved", "v1.2"); err != nil || !rep.Done {
 			t.Fatalf("the approved run again: %v\n%s", err, rep)

@@ -130,7 +130,7 @@ func TestBrowserApproval(t *testing.T) {
 		r2.login("reviewer2@example.com")
 		r2.open("/cases/" + caseOf(approvedID))
 		decide(r2, review.DecideApprove, "the contract is signed; send it")
-		r2.waitText("#decision .decided", "approve by reviewer2@example.com")
+		r2.waitText("#decision .decided", "Approve by reviewer2@example.com")
 		r2.open("/cases/" + caseOf(approvedID))
 		r2.waitText(".approval", "1 of 2, by reviewer2@example.com — one more, different reviewer must approve")
 		select {
@@ -145,7 +145,7 @@ func TestBrowserApproval(t *testing.T) {
 		decide(r3, review.DecideApprove, "checked the recipient: send it")
 		r3.waitText("#decision", "(applied)")
 		r3.open("/cases/" + caseOf(approvedID))
-		r3.waitText("section.summary", "resolved: approve by reviewer3@example.com")
+		r3.waitText("section.summary", "Resolved: Approve by reviewer3@example.com")
 		if err := <-approved; err != nil {
 			r3.fatalf("the approved send: %v", err)
 		}
@@ -155,7 +155,7 @@ func TestBrowserApproval(t *testing.T) {
 
 		r3.open("/cases/" + caseOf(refusedID))
 		decide(r3, review.DecideRefuse, "wrong recipient: do not send")
-		r3.waitText("#decision", "refuse by reviewer3@example.com")
+		r3.waitText("#decision", "Refuse by reviewer3@example.com")
 		if err := <-refused; err == nil || err.Error() != "decided refuse" {
 			r3.fatalf("the refused send: %v, want the refusal", err)
 		}
@@ -169,7 +169,7 @@ func TestBrowserApproval(t *testing.T) {
 		}
 		r3.login("reviewer3@example.com") // four hours on, the session has ended
 		r3.open("/cases/" + caseOf(lapsedID))
-		r3.waitText("section.summary", "resolved: expired by system:deadline-sweeper")
+		r3.waitText("section.summary", "Resolved: Expired by system:deadline-sweeper")
 		r3.waitText("section.summary", "no approval was given before the request expired")
 		r3.noConsoleErrors()
 		if n := sent.Load(); n != 1 {

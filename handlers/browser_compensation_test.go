@@ -148,7 +148,7 @@ func TestBrowserKeepAndUndo(t *testing.T) {
 			chromedp.SendKeys(chromedp.ID("compensation"), "DELETE the second folder"),
 			chromedp.SendKeys(chromedp.ID("reason"), "a retry made a second folder"),
 			chromedp.Click(chromedp.CSS(`form.decision button[type="submit"]`)))
-		rev.waitText("#decision", "keep_and_undo by reviewer@example.com")
+		rev.waitText("#decision", "Keep one, undo the other by reviewer@example.com")
 		rev.waitText("#decision .situation", "which the integrator runs through the API")
 		rev.waitText("section.compensations", "undoes "+drop)
 		rev.waitText("section.compensations details", "operation.registered")
@@ -164,11 +164,13 @@ func TestBrowserKeepAndUndo(t *testing.T) {
 			t.Fatalf("after the undo: %+v, %v; want confirmed with %s", op, err, keep)
 		}
 		rev.open("/cases/" + caseID)
-		rev.waitText("section.summary", "resolved: compensation_done by system:compensation")
-		rev.waitText("section.compensations", "confirmed")
+		rev.waitText("section.summary", "Resolved: Undo done by system:compensation")
+		rev.waitText(`section.compensations .badge[title="confirmed"]`, "Confirmed")
 		rev.waitText(`section[aria-labelledby="candidates-h"]`, drop+" undone")
 		// Settled, its timeline is folded away, and holds the whole run.
-		rev.waitFor(`!document.querySelector("section.compensations details").open && document.querySelector("section.compensations details").textContent.includes("attempt.outcome in_flight → confirmed")`,
+		rev.waitFor(`(d => !d.open && Array.from(d.querySelectorAll("ol.history > li")).some(li =>
+			li.querySelector("code.event").textContent === "attempt.outcome" &&
+			li.querySelector('.badge[title="in_flight"] ~ .badge[title="confirmed"]') !== null))(document.querySelector("section.compensations details.compensation-history"))`,
 			"the settled compensation's timeline, folded, with its outcome")
 		rev.screenshotWidths("compensated-case")
 		rev.axe("case with compensations")
@@ -182,13 +184,13 @@ func TestBrowserKeepAndUndo(t *testing.T) {
 			chromedp.SendKeys(chromedp.ID("compensation"), "DELETE the listed extra"),
 			chromedp.SendKeys(chromedp.ID("reason"), "the search lists a third folder"),
 			chromedp.Click(chromedp.CSS(`form.decision button[type="submit"]`)))
-		rev.waitText("#decision", "keep_and_undo by reviewer@example.com")
+		rev.waitText("#decision", "Keep one, undo the other by reviewer@example.com")
 		runUndo(opID, "fld-never-made")
 		if op, err := st.OperationByID(ctx, opID, nil); err != nil || op.State != review.NeedsReview {
 			t.Fatalf("after a refused undo: %+v, %v; want needs_review", op, err)
 		}
 		rev.open("/cases/" + caseID)
-		rev.waitText("section.summary", "compensation_failed")
+		rev.waitText(`section.summary .badge[title="compensation_failed"]`, "Undo failed")
 		if evalJS[bool](rev, `document.querySelector("form.decision") === null`) {
 			rev.fatalf("the reopened case offers no decision")
 		}

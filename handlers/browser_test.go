@@ -480,7 +480,7 @@ func TestBrowserSupportFlow(t *testing.T) {
 			sup.fatalf("Enter opened %s, want /cases/%s", p, caseID)
 		}
 		sup.waitText("h1", "Case "+caseID)
-		sup.waitText("section.summary", "version_mismatch")
+		sup.waitText(`section.summary .badge[title="version_mismatch"]`, "Version differs")
 		sup.screenshot("case")
 		sup.axe("case")
 
@@ -494,7 +494,7 @@ func TestBrowserSupportFlow(t *testing.T) {
 			chromedp.SetValue(chromedp.ID("confirm_ref"), "file-doc-1"),
 			chromedp.SendKeys(chromedp.ID("reason"), "the v6 file is what the customer wanted"),
 			chromedp.Click(chromedp.CSS(`form.decision button[type="submit"]`)))
-		sup.waitText("#decision .decided", "confirm by support@example.com")
+		sup.waitText("#decision .decided", "Confirm by support@example.com")
 		if evalJS[bool](sup, `document.querySelector("form.decision") !== null`) {
 			sup.fatalf("the decision form is still offered after the case was decided")
 		}
@@ -592,10 +592,10 @@ func TestBrowserFourEyes(t *testing.T) {
 		r1 := openBrowserTab(t, browser, srv.URL, "reviewer1")
 		r1.login("reviewer@example.com")
 		r1.open("/cases/" + caseID)
-		r1.waitText("section.summary", "financial")
+		r1.waitText(`section.summary .badge[title="financial"]`, "Moves money")
 		approve(r1, "the charge never reached the provider")
-		r1.waitText("#decision .decided", "approve_retry by reviewer@example.com")
-		r1.waitText("#decision .decided", "first_approval")
+		r1.waitText("#decision .decided", "Approve a retry by reviewer@example.com")
+		r1.waitText("#decision .decided", "first approval")
 		if !evalJS[bool](r1, `document.querySelector("form.decision") !== null`) {
 			r1.fatalf("after the first approval the case must stay open for a second reviewer")
 		}
@@ -612,12 +612,12 @@ func TestBrowserFourEyes(t *testing.T) {
 		r2 := openBrowserTab(t, browser, srv.URL, "reviewer2")
 		r2.login("reviewer2@example.com")
 		r2.open("/cases/" + caseID)
-		r2.waitText("#decision .decided", "first_approval")
+		r2.waitText("#decision .decided", "first approval")
 		approve(r2, "second pair of eyes: retry with the same key")
-		r2.waitText("#decision", "approve_retry by reviewer2@example.com")
+		r2.waitText("#decision", "Approve a retry by reviewer2@example.com")
 		r2.waitText("#decision", "(applied)")
 		r2.open("/cases/" + caseID)
-		r2.waitText("section.summary", "resolved: approve_retry by reviewer2@example.com")
+		r2.waitText("section.summary", "Resolved: Approve a retry by reviewer2@example.com")
 		r2.noConsoleErrors()
 		if op, err := st.OperationByID(ctx, opID, nil); err != nil || op.State != review.RetryWait {
 			r2.fatalf("after the second approval: %v, %+v; want retry_wait", err, op)
@@ -763,7 +763,7 @@ func TestBrowserExtraEffect(t *testing.T) {
 			chromedp.SendKeys(chromedp.ID("compensation"), "delete fld-1, the duplicate"),
 			chromedp.SendKeys(chromedp.ID("reason"), "two folders for one intention"),
 			chromedp.Click(chromedp.CSS(`form.decision button[type="submit"]`)))
-		rev.waitText("#decision .decided", "compensate by reviewer@example.com")
+		rev.waitText("#decision .decided", "Undo by reviewer@example.com")
 		if c, err := st.GetCase(ctx, caseID, nil); err != nil || c.Status != store.CaseOpen {
 			rev.fatalf("after compensate: %v, %+v; want the case open until the undo is done", err, c)
 		}
@@ -772,7 +772,7 @@ func TestBrowserExtraEffect(t *testing.T) {
 			chromedp.Click(chromedp.CSS(`form.decision input[name="action"][value="compensation_done"]`)),
 			chromedp.SendKeys(chromedp.ID("reason"), "fld-1 deleted at the destination"),
 			chromedp.Click(chromedp.CSS(`form.decision button[type="submit"]`)))
-		rev.waitText("#decision", "compensation_done by reviewer@example.com")
+		rev.waitText("#decision", "Undo done by reviewer@example.com")
 		rev.noConsoleErrors()
 		if c, err := st.GetCase(ctx, caseID, nil); err != nil || c.Status == store.CaseOpen {
 			rev.fatalf("after compensation_done: %v, %+v; want the case resolved", err, c)

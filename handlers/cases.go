@@ -43,7 +43,7 @@ func (h *Handlers) caseViewRevealed(c echo.Context, id string, reveal bool) (*we
 	if err != nil {
 		return nil, err
 	}
-	hist, err := h.Store.OperationHistory(ctx, op.ID)
+	detail, children, running, err := h.operationDetail(c, op, reveal)
 	if err != nil {
 		return nil, err
 	}
@@ -52,18 +52,8 @@ func (h *Handlers) caseViewRevealed(c echo.Context, id string, reveal bool) (*we
 		return nil, err
 	}
 	fields := h.redactFields(op)
-	v := &web.CaseView{Nav: nav(c), Case: cs, Op: op, History: hist, Decisions: ds,
-		Me: s.User.Email, Now: h.Store.Now(), Redacted: !bytes.Equal(review.Redact(op.Payload, fields), op.Payload),
-		UndoByLimbo: h.Store.Config().Destination(op.Destination).Undo != nil, Policy: h.policyNote(op)}
-	children, err := h.compensations(c, op.ID, v)
-	if err != nil {
-		return nil, err
-	}
-	if reveal {
-		v.Payload = pretty(op.Payload, nil)
-	} else {
-		v.Payload = pretty(op.Payload, fields)
-	}
+	v := &web.CaseView{Nav: nav(c), OperationDetail: detail, Case: cs, Decisions: ds, Me: s.User.Email, Now: h.Store.Now(),
+		UndoByLimbo: h.Store.Config().Destination(op.Destination).Undo != nil, UndoRunning: running}
 	if slices.Contains(cs.Reasons, review.ReasonPayloadMismatch) {
 		rejected, err := h.Store.RejectedPayloads(ctx, cs.ID)
 		if err != nil {
@@ -74,10 +64,7 @@ func (h *Handlers) caseViewRevealed(c echo.Context, id string, reveal bool) (*we
 		}
 	}
 	if v.DecidesOn = review.DecidesOn(op.State, cs.Reasons); v.DecidesOn == review.OnApproval {
-		v.Approval = approvalView(op, cs, ds, h.Store.Config(), review.Redact(op.Payload, fields))
-		if reveal {
-			v.Approval.Canonical = string(op.Payload)
-		}
+		v.Approval = approvalView(op, cs, ds, h.Store.Config())
 	}
 	// Only the decisions the case's situation allows (review.CheckDecision
 	// refuses the others anyway): a form must not make the wrong one easy.
@@ -103,30 +90,51 @@ func (h *Handlers) caseViewRevealed(c echo.Context, id string, reveal bool) (*we
 	return v, nil
 }
 
-// compensations fills v's compensations of operation opID, each with its
-// own trail, and returns those not yet settled as review judges a
-// reviewer's word on the undo (review.SettlesByHand).
-func (h *Handlers) compensations(c echo.Context, opID string, v *web.CaseView) ([]review.ChildCompensation, error) {
+// operationDetail is what the case page and the operation page both show
+// of op (web.OperationDetail): its history, compensations, structured
+// outputs, the payload as hashed (redacted unless reveal) and its
+// policy. It returns too the compensations not yet settled, as review
+// judges a reviewer's word on the undo (review.SettlesByHand), and the
+// one whose attempt may be having its effect right now ("" when none).
+func (h *Handlers) operationDetail(c echo.Context, op *review.Operation, reveal bool) (web.OperationDetail, []review.ChildCompensation, string, error) {
 	ctx := c.Request().Context()
-	comps, err := h.Store.Compensations(ctx, opID)
+	d := web.OperationDetail{Op: op, Policy: h.policyNote(c, op)}
+	var err error
+	if d.History, err = h.Store.OperationHistory(ctx, op.ID); err != nil {
+		return d, nil, "", err
+	}
+	redact := h.redactFields(op)
+	kept, err := h.Store.AttemptOutputs(ctx, op.ID)
 	if err != nil {
-		return nil, err
+		return d, nil, "", err
+	}
+	for _, o := range kept {
+		d.Outputs = append(d.Outputs, web.OutputView{N: o.N, Output: pretty(o.Output, redact), Invalid: o.Invalid})
+	}
+	if reveal {
+		redact = nil
+	}
+	d.Payload = web.NewPayloadView(op, redact)
+	comps, err := h.Store.Compensations(ctx, op.ID)
+	if err != nil {
+		return d, nil, "", err
 	}
 	var open []review.ChildCompensation
+	running := ""
 	for _, k := range comps {
 		hist, err := h.Store.OperationHistory(ctx, k.OperationID)
 		if err != nil {
-			return nil, err
+			return d, nil, "", err
 		}
-		v.Compensations = append(v.Compensations, web.CompensationView{Compensation: k, History: hist})
+		d.Compensations = append(d.Compensations, web.CompensationView{Compensation: k, History: hist})
 		if !k.State.Terminal() {
 			open = append(open, review.ChildCompensation{ID: k.OperationID, State: k.State})
 			if _, err := review.SettlesByHand(review.DecideCompensationDone, open[len(open)-1:]); err != nil {
-				v.UndoRunning = k.OperationID
+				running = k.OperationID
 			}
 		}
 	}
-	return open, nil
+	return d, open, running, nil
 }
 
 // undoRef is what a keep_and_undo undoes: the resource to undo.
@@ -137,11 +145,11 @@ func undoRef(f web.DecisionForm) string {
 	return ""
 }
 
-// approvalView is what an approval case asks a reviewer: the canonical
-// payload (redacted as the page shows it), the approvals given, those
-// needed.
-func approvalView(op *review.Operation, cs *store.Case, ds []store.Decision, cfg *review.Config, canonical []byte) *web.ApprovalView {
-	a := &web.ApprovalView{Canonical: string(canonical), Needed: cfg.Destination(op.Destination).ApprovalsNeeded(op),
+// approvalView is what an approval case asks a reviewer: the approvals
+// given, those needed (the canonical payload is the page's payload
+// section).
+func approvalView(op *review.Operation, cs *store.Case, ds []store.Decision, cfg *review.Config) *web.ApprovalView {
+	a := &web.ApprovalView{Needed: cfg.Destination(op.Destination).ApprovalsNeeded(op),
 		RequestedBy: cs.RequestedBy, ExpiresAt: cs.ExpiresAt}
 	for _, d := range ds {
 		if d.Status == store.DecisionFirstApproval && d.Action == review.DecideApprove {
@@ -220,7 +228,7 @@ func (h *Handlers) Decide(c echo.Context) error {
 		return err
 	}
 	if !s.User.Role.CanDecide(v.Op, form.Action) {
-		return consoleError(http.StatusForbidden, "Your role may not take this action on this case.")
+		return consoleError(http.StatusForbidden, web.T(ctx, "Your role may not take this action on this case."))
 	}
 	caseVersion, err1 := strconv.ParseInt(c.FormValue("version"), 10, 64)
 	opVersion, err2 := strconv.ParseInt(c.FormValue("op_version"), 10, 64)
@@ -272,7 +280,8 @@ func (h *Handlers) RevealPayload(c echo.Context) error {
 	return render(c, http.StatusOK, web.CasePage(*v))
 }
 
-// OperationPage shows an operation in the user's scope, its cases and history.
+// OperationPage shows an operation in the user's scope as fully as its
+// case page does, and its cases with the decisions taken on them.
 func (h *Handlers) OperationPage(c echo.Context) error {
 	ctx := c.Request().Context()
 	op, err := h.Store.OperationByID(ctx, c.Param("id"), session(c).User.Scope().List())
@@ -283,21 +292,19 @@ func (h *Handlers) OperationPage(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	hist, err := h.Store.OperationHistory(ctx, op.ID)
+	detail, _, _, err := h.operationDetail(c, op, false)
 	if err != nil {
 		return err
 	}
-	kept, err := h.Store.AttemptOutputs(ctx, op.ID)
-	if err != nil {
-		return err
+	v := web.OperationView{Nav: nav(c), OperationDetail: detail}
+	for _, cs := range cases {
+		ds, err := h.Store.CaseDecisions(ctx, cs.ID)
+		if err != nil {
+			return err
+		}
+		v.Cases = append(v.Cases, web.CaseDecisions{Case: cs, Decisions: ds})
 	}
-	redact := h.redactFields(op)
-	var outputs []web.OutputView
-	for _, o := range kept {
-		outputs = append(outputs, web.OutputView{N: o.N, Output: pretty(o.Output, redact), Invalid: o.Invalid})
-	}
-	return render(c, http.StatusOK, web.OperationPage(web.OperationView{Nav: nav(c), Op: op, Payload: pretty(op.Payload, redact),
-		Cases: cases, History: hist, Policy: h.policyNote(op), Outputs: outputs}))
+	return render(c, http.StatusOK, web.OperationPage(v))
 }
 
 // redactFields are the payload members the configuration hides for op:
@@ -313,19 +320,20 @@ func (h *Handlers) redactFields(op *review.Operation) []string {
 
 // policyNote says which policy governs op's action, or that it has none
 // and got the safe defaults.
-func (h *Handlers) policyNote(op *review.Operation) string {
+func (h *Handlers) policyNote(c echo.Context, op *review.Operation) string {
+	ctx := c.Request().Context()
 	if review.IsCompensation(op.Action) {
-		return "a compensation: it follows the policy of the operation it undoes"
+		return web.T(ctx, "a compensation: it follows the policy of the operation it undoes")
 	}
 	ac, ok := h.Store.Config().Policy(op.Destination, op.Action)
 	if !ok {
-		return fmt.Sprintf("no policy for %s at %s: safe defaults (risk %s unless the registration named one, the default budgets, no approval)",
-			op.Action, op.Destination, review.SafeRisk)
+		return web.Tf(ctx, "no policy for %s at %s: safe defaults (risk “%s” unless the registration named one, the default budgets, no approval)",
+			op.Action, op.Destination, web.RiskLabel(ctx, review.SafeRisk))
 	}
 	if ac.Owner == "" {
-		return "the action's policy (no owner stated)"
+		return web.T(ctx, "the action's policy (no owner stated)")
 	}
-	return "the action's policy, owned by " + ac.Owner
+	return web.Tf(ctx, "the action's policy, owned by %s", ac.Owner)
 }
 
 // pretty indents a payload for reading, with the named fields redacted.

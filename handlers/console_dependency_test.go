@@ -37,8 +37,16 @@ func TestConsoleShowsTheDependency(t *testing.T) {
 			}
 			return body
 		}
+		// The dependency's state now is the badge after "now" (the one
+		// before it is the state it must reach).
+		now := func(body string) string {
+			_, dd, _ := strings.Cut(body, `<dd class="dependency">`)
+			dd, _, _ = strings.Cut(dd, "</dd>")
+			_, after, _ := strings.Cut(dd, " now ")
+			return after
+		}
 		if body := page(); !strings.Contains(body, "Depends on") || !strings.Contains(body, pdf.ID) ||
-			!strings.Contains(body, "for version 7") || !strings.Contains(body, "<strong>pending</strong>") {
+			!strings.Contains(body, "for version 7") || !strings.Contains(now(body), `title="pending">Pending</span>`) {
 			t.Errorf("operation page lacks the dependency:\n%s", body)
 		}
 		g, err := st.StartAttempt(ctx, store.AttemptRequest{Tenant: "acme", OperationID: pdf.ID, Actor: "test"})
@@ -49,7 +57,7 @@ func TestConsoleShowsTheDependency(t *testing.T) {
 			HTTPStatus: 201, Resource: &review.ResourceRef{Ref: "pdf-9", Kind: "file", Version: "7"}}, "test"); err != nil {
 			t.Fatal(err)
 		}
-		if body := page(); !strings.Contains(body, "<strong>confirmed</strong>") || !strings.Contains(body, "pdf-9") {
+		if body := page(); !strings.Contains(now(body), `title="confirmed">Confirmed</span>`) || !strings.Contains(now(body), "pdf-9") {
 			t.Errorf("operation page lacks the confirmed dependency")
 		}
 	})

@@ -446,24 +446,13 @@ func evidenceList(ctx context.Context, es []review.EvidenceSource) string {
 	return strings.Join(s, ", ")
 }
 
-// flagLabels are the flags a policy may add to its risk.
-var flagLabels = map[review.Flag]review.Reason{
-	review.FlagFinancial:    review.ReasonFinancial,
-	review.FlagIrreversible: review.ReasonIrreversible,
-	review.FlagRegulated:    review.ReasonRegulated,
-}
-
 func riskText(ctx context.Context, ac review.ActionConfig) string {
 	if ac.Risk == "" {
 		return ""
 	}
 	s := RiskLabel(ctx, ac.Risk)
 	for _, f := range ac.Flags {
-		if r, ok := flagLabels[f]; ok {
-			s += ", " + strings.ToLower(ReasonLabel(ctx, r))
-		} else {
-			s += ", " + string(f)
-		}
+		s += ", " + strings.ToLower(FlagLabel(ctx, f))
 	}
 	return s
 }

@@ -1974,14 +1974,9 @@ func budgetRule(ctx context.Context, b review.RetryBudget) string {
 		strconv.FormatFloat(b.Ratio*100, 'f', -1, 64)+" %", b.Floor, adminDuration(ctx, b.Window))
 }
 
-// adminDuration is humanDuration in the request's language: its units (h,
-// min, s, ms) read the same in both; whole days are words.
+// adminDuration is humanDuration (in the request's language).
 func adminDuration(ctx context.Context, d time.Duration) string {
-	const day = 24 * time.Hour
-	if d >= 2*day && d%day == 0 {
-		return Tf(ctx, "%d days", int(d/day))
-	}
-	return humanDuration(d)
+	return humanDuration(ctx, d)
 }
 
 var _ = templruntime.GeneratedTemplate

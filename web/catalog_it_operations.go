@@ -37,9 +37,7 @@ func init() {
 		"Operation":                "Operazione",
 		"Action at destination":    "Azione e destinazione",
 		"Source ref":               "Riferimento sorgente",
-		"Created":                  "Creata",
 		"%s at %s":                 "%s su %s",
-		"none":                     "nessuno",
 		"Next page":                "Pagina successiva",
 		// Refusals (handlers/browse.go).
 		"%q is not a state of an operation.":        "%q non è uno stato di un'operazione.",

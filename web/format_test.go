@@ -1,26 +1,33 @@
 package web
 
 import (
+	"context"
 	"testing"
 	"time"
 )
 
 func TestHumanDuration(t *testing.T) {
+	en, it := context.Background(), WithLang(context.Background(), "it")
 	for _, tt := range []struct {
-		d    time.Duration
-		want string
+		d        time.Duration
+		want, it string
 	}{
-		{500 * time.Millisecond, "500 ms"},
-		{45 * time.Second, "45 s"},
-		{time.Minute, "1 min"},
-		{90 * time.Minute, "1 h 30 min"},
-		{24 * time.Hour, "24 h"},
-		{2160 * time.Hour, "90 days"},
-		{49*time.Hour + time.Second, "49 h 1 s"},
-		{1500 * time.Millisecond, "2 s"},
+		{500 * time.Millisecond, "500 ms", "500 ms"},
+		{45 * time.Second, "45 s", "45 s"},
+		{time.Minute, "1 min", "1 min"},
+		{90 * time.Minute, "1 h 30 min", "1 h 30 min"},
+		{24 * time.Hour, "24 h", "24 h"},
+		{2160 * time.Hour, "90 days", "90 giorni"},
+		{49*time.Hour + time.Second, "49 h 1 s", "49 h 1 s"},
+		{1500 * time.Millisecond, "2 s", "2 s"},
+		{-90 * time.Second, "-1 min 30 s", "-1 min 30 s"},
+		{2000 * 24 * time.Hour, "2,000 days", "2.000 giorni"},
 	} {
-		if got := humanDuration(tt.d); got != tt.want {
+		if got := humanDuration(en, tt.d); got != tt.want {
 			t.Errorf("humanDuration(%v) = %q, want %q", tt.d, got, tt.want)
+		}
+		if got := humanDuration(it, tt.d); got != tt.it {
+			t.Errorf("humanDuration(%v) in Italian = %q, want %q", tt.d, got, tt.it)
 		}
 	}
 }
