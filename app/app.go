@@ -170,6 +170,7 @@ func (a *App) buildServer(ctx context.Context) error {
 	}
 	h.Console = handlers.NewConsole(hashKey, blockKey, a.cfg.SecureCookies, a.cfg.Session)
 	a.srv = &http.Server{Handler: handlers.NewServer(h), ReadHeaderTimeout: 10 * time.Second}
+	a.srv.RegisterOnShutdown(h.EndStreams) // open event streams end, so Shutdown need not wait for them
 	return nil
 }
 

@@ -50,6 +50,10 @@ var consoleRoutes = []struct {
 	{"POST", "/admin/webhooks/{hook}/disable", review.PermAdmin},
 	{"POST", "/preferences/language", ""},
 	{"POST", "/logout", ""},
+	// A plain GET of the event stream (no Accept: text/event-stream, as
+	// this test's client sends) is answered 406 at once, never streamed.
+	{"GET", "/events", review.PermRead},
+	{"GET", "/cases/{case}/live", review.PermRead},
 }
 
 func TestConsoleAccessMatrix(t *testing.T) {
@@ -107,7 +111,7 @@ func TestConsoleAccessMatrix(t *testing.T) {
 		}
 		o := newBrowser(t, srv.URL)
 		o.login("other@example.com")
-		for _, p := range []string{"/cases/" + caseID, "/operations/" + c.OperationID} {
+		for _, p := range []string{"/cases/" + caseID, "/operations/" + c.OperationID, "/cases/" + caseID + "/live"} {
 			if code, _ := o.get(p); code != http.StatusNotFound {
 				t.Errorf("GET %s from another tenant's reviewer: %d, want 404", p, code)
 			}

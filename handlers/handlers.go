@@ -33,6 +33,9 @@ type Handlers struct {
 	// instance unready, such as a probe credential not set; GET /readyz
 	// lists them.
 	Warnings []string
+
+	// live ends the console's event streams at shutdown (live.go).
+	live liveStreams
 }
 
 // New returns Handlers over s, logging to log.

@@ -108,6 +108,8 @@ func (h *Handlers) Routes(e *echo.Echo) {
 	ui(http.MethodGet, "/cases/:id", h.CasePage, review.PermRead)
 	ui(http.MethodGet, "/operations", h.Operations, review.PermRead)
 	ui(http.MethodGet, "/operations/:id", h.OperationPage, review.PermRead)
+	ui(http.MethodGet, "/events", h.Events, review.PermRead)
+	ui(http.MethodGet, "/cases/:id/live", h.CaseLive, review.PermRead)
 	ui(http.MethodPost, "/cases/:id/claim", h.ClaimCase, review.PermClaim)
 	ui(http.MethodPost, "/cases/:id/release", h.ReleaseCase, review.PermClaim)
 	ui(http.MethodPost, "/cases/:id/takeover", h.TakeOverCase, review.PermClaim)

@@ -58,6 +58,12 @@ func (c *Case) fill() {
 	c.OpenedAt = c.OpenedAt.UTC()
 }
 
+// changed is the event of c changing by kind, as actor: one version on
+// from the c read under the lock.
+func (c *Case) changed(kind CaseChange, actor string) CaseEvent {
+	return CaseEvent{CaseID: c.ID, OperationID: c.OperationID, Tenant: c.Tenant, Kind: kind, Actor: actor, Version: c.Version + 1}
+}
+
 func joinReasons(rs []review.Reason) string {
 	ss := make([]string, len(rs))
 	for i, r := range rs {
@@ -142,6 +148,9 @@ func (s *Store) openCase(ctx context.Context, tx *sqlx.Tx, opID, tenant string, 
 			a.Recommendation.Action, a.Recommendation.Ref, a.Recommendation.Rationale, existing.ID, existing.Version); err != nil {
 			return nil, fmt.Errorf("update case: %w", err)
 		}
+		if err := s.caseChanged(ctx, tx, existing.changed(ChangeUpdated, actor)); err != nil {
+			return nil, err
+		}
 		if err := s.appendEvent(ctx, tx, &AuditEvent{At: now, Actor: actor, Tenant: tenant, OperationID: opID,
 			Action: "case.updated", Detail: detailJSON(map[string]any{"case_id": existing.ID, "reasons": a.Reasons,
 				"recommendation": a.Recommendation.String()})}); err != nil {
@@ -154,6 +163,9 @@ func (s *Store) openCase(ctx context.Context, tx *sqlx.Tx, opID, tenant string, 
 		a.Recommendation.Action, a.Recommendation.Ref, a.Recommendation.Rationale, op.Destination, op.Action,
 		joinFlags(op.Flags), now); err != nil {
 		return nil, fmt.Errorf("insert case: %w", err)
+	}
+	if err := s.caseChanged(ctx, tx, CaseEvent{CaseID: id, OperationID: opID, Tenant: tenant, Kind: ChangeOpened, Actor: actor, Version: 1}); err != nil {
+		return nil, err
 	}
 	if err := s.countOpenCase(ctx, tx, tenant, op.Destination, op.Action, joinFlags(op.Flags), bits, 1); err != nil {
 		return nil, err
@@ -186,6 +198,9 @@ func (s *Store) resolveBySystem(ctx context.Context, tx *sqlx.Tx, id, resolution
 		return err // resolved already: nothing to do
 	}
 	if err := s.countOpenCase(ctx, tx, c.Tenant, c.Destination, c.Action, c.Flags, reasonBits(c.Reasons), -1); err != nil {
+		return err
+	}
+	if err := s.caseChanged(ctx, tx, c.changed(ChangeClosed, actor)); err != nil {
 		return err
 	}
 	return s.appendEvent(ctx, tx, &AuditEvent{At: now, Actor: actor, Tenant: c.Tenant, OperationID: c.OperationID,

@@ -86,7 +86,9 @@ func (s *Store) settleParent(ctx context.Context, tx *sqlx.Tx, tenant, child str
 	}
 	to, reasons, why := review.CompensationSettles(state, link.KeepRef)
 	if to == "" {
-		return nil
+		// The undo moved on and its parent waits: the case is as it was,
+		// but its page shows the compensation's progress.
+		return s.caseChanged(ctx, tx, CaseEvent{CaseID: link.CaseID, OperationID: link.ParentID, Tenant: tenant, Kind: ChangeProgress, Actor: compensationActor})
 	}
 	detail := map[string]any{"compensation": child, "resource_ref": link.ResourceRef, "case_id": link.CaseID}
 	switch review.State(parent.State) {

@@ -252,9 +252,9 @@ func (s *Store) claimOrRelease(ctx context.Context, id, actor string, scope []st
 			return review.ErrNotFound
 		}
 		now := s.now()
-		q, args, what := releaseCase, []any{id, actor}, "case.released"
+		q, args, what, kind := releaseCase, []any{id, actor}, "case.released", ChangeReleased
 		if claim {
-			q, args, what = claimCase, []any{actor, now.Add(ClaimTTL), id, actor, now}, "case.claimed"
+			q, args, what, kind = claimCase, []any{actor, now.Add(ClaimTTL), id, actor, now}, "case.claimed", ChangeClaimed
 		}
 		res, err := tx.ExecContext(ctx, s.rebind(q), args...)
 		if err != nil {
@@ -265,6 +265,9 @@ func (s *Store) claimOrRelease(ctx context.Context, id, actor string, scope []st
 				return &review.AlreadyDecidedError{CaseID: c.ID, By: c.ResolvedBy, Action: c.Resolution, At: deref(c.ResolvedAt)}
 			}
 			return fmt.Errorf("%w: case is claimed by %s until %s", review.ErrConflict, c.ClaimedBy, deref(c.ClaimUntil).Format(time.RFC3339))
+		}
+		if err := s.caseChanged(ctx, tx, c.changed(kind, actor)); err != nil {
+			return err
 		}
 		return s.appendEvent(ctx, tx, &AuditEvent{At: now, Actor: actor, Tenant: c.Tenant, OperationID: c.OperationID,
 			Action: what, Detail: detailJSON(map[string]any{"case_id": c.ID})})
@@ -302,9 +305,12 @@ func (s *Store) TakeOverCase(ctx context.Context, id, actor, reason string, scop
 		if _, err := s.exec(ctx, tx, takeOverCase, actor, now.Add(ClaimTTL), c.ID, c.Version); err != nil {
 			return err
 		}
-		action, detail := "case.claimed", map[string]any{"case_id": c.ID, "reason": reason}
+		action, detail, kind := "case.claimed", map[string]any{"case_id": c.ID, "reason": reason}, ChangeClaimed
 		if from := review.ClaimHolder(c.ClaimedBy, c.ClaimUntil, now); from != "" && !strings.EqualFold(from, actor) {
-			action, detail["from"] = "case.taken_over", from
+			action, detail["from"], kind = "case.taken_over", from, ChangeTakenOver
+		}
+		if err := s.caseChanged(ctx, tx, c.changed(kind, actor)); err != nil {
+			return err
 		}
 		return s.appendEvent(ctx, tx, &AuditEvent{At: now, Actor: actor, Tenant: c.Tenant, OperationID: c.OperationID,
 			Action: action, Detail: detailJSON(detail)})

@@ -299,6 +299,9 @@ func (s *Store) closeCase(ctx context.Context, tx *sqlx.Tx, c *Case, d *Decision
 	if k, _ := res.RowsAffected(); k != 1 {
 		return &review.AlreadyDecidedError{CaseID: c.ID}
 	}
+	if err := s.caseChanged(ctx, tx, c.changed(ChangeDecided, d.Actor)); err != nil {
+		return err
+	}
 	if !resolve {
 		return nil
 	}

@@ -302,6 +302,17 @@ func (s *Store) loginWait(ctx context.Context, acct, addr string, now time.Time)
 // Session resolves a cookie's session id. Ended, expired (absolute), idle
 // or disabled-user sessions are review.ErrNotFound.
 func (s *Store) Session(ctx context.Context, id string, pol SessionPolicy) (*Session, error) {
+	return s.session(ctx, id, pol, true)
+}
+
+// SessionLive is Session without counting as use: a stream of live
+// updates checks its session is still live with it, and an open tab
+// does not keep an idle session alive.
+func (s *Store) SessionLive(ctx context.Context, id string, pol SessionPolicy) (*Session, error) {
+	return s.session(ctx, id, pol, false)
+}
+
+func (s *Store) session(ctx context.Context, id string, pol SessionPolicy, use bool) (*Session, error) {
 	pol = pol.withDefaults()
 	var row struct {
 		UserID   string       `db:"user_id"`
@@ -325,7 +336,7 @@ func (s *Store) Session(ctx context.Context, id string, pol SessionPolicy) (*Ses
 	if err != nil || u.DisabledAt != nil {
 		return nil, review.ErrNotFound
 	}
-	if now.Sub(row.LastSeen) > time.Minute {
+	if use && now.Sub(row.LastSeen) > time.Minute {
 		if _, err := s.db.ExecContext(ctx, s.rebind(touchSession), now, hashSessionID(id)); err != nil {
 			return nil, fmt.Errorf("store.Session: %w", err)
 		}

@@ -104,6 +104,7 @@ type Store struct {
 	tenants sync.Map // tenant name → struct{}: known to exist (tenants are never deleted)
 	snaps   snapshots
 	batch   batcher // group commit of the fast path on PostgreSQL (batch.go)
+	live    liveHub // live case changes to subscribers (live.go)
 
 	// fastHits and fastMisses count attempt-cycle calls that took the fast
 	// path and those that fell back to the ordinary one (FastPath).
@@ -147,6 +148,14 @@ func Open(ctx context.Context, dbURL string, opt Options) (*Store, error) {
 	case strings.HasPrefix(dbURL, "postgres://"), strings.HasPrefix(dbURL, "postgresql://"):
 		s.engine = Postgres
 		s.db, err = openPostgres(ctx, dbURL, cmp.Or(opt.MaxConns, DefaultMaxConnsPostgres))
+		if err == nil {
+			var schema string
+			if err = s.db.GetContext(ctx, &schema, `SELECT COALESCE(current_schema(), '')`); err != nil {
+				s.db.Close()
+				return nil, fmt.Errorf("store.Open: %w", err)
+			}
+			s.live.dsn, s.live.channel = dbURL, liveChannel(schema)
+		}
 	default:
 		return nil, fmt.Errorf("store.Open: database URL must start with sqlite: or postgres://, got %q", redact(dbURL))
 	}
@@ -227,6 +236,7 @@ func redact(u string) string {
 
 // Close closes the database.
 func (s *Store) Close() error {
+	s.live.close()
 	s.closeStmts()
 	return s.db.Close()
 }
@@ -310,12 +320,14 @@ func (s *Store) withTxOnce(ctx context.Context, fn func(tx *sqlx.Tx) error) erro
 	}
 	if err := fn(tx); err != nil {
 		_ = tx.Rollback()
+		s.live.settled(tx, false)
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
 		return err
 	}
 	if err := tx.Commit(); err != nil {
+		s.live.settled(tx, false)
 		if ctx.Err() != nil {
 			// database/sql rolled back when the context ended; say so
 			// rather than "already committed or rolled back".
@@ -323,6 +335,7 @@ func (s *Store) withTxOnce(ctx context.Context, fn func(tx *sqlx.Tx) error) erro
 		}
 		return fmt.Errorf("store.WithTx: commit: %w", err)
 	}
+	s.live.settled(tx, true) // SQLite: the case changes it held, to subscribers
 	return nil
 }
 

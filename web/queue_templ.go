@@ -347,7 +347,7 @@ func QueueTable(v QueueView) templ.Component {
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 31, "\" hx-trigger=\"every 5s\" hx-swap=\"outerHTML\"><p class=\"counts\" aria-live=\"polite\"><strong>")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 31, "\" hx-trigger=\"every 5s, live-refresh from:body\" hx-swap=\"outerHTML\"><p class=\"counts\" aria-live=\"polite\"><strong>")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
