@@ -55,7 +55,7 @@ func nav(c echo.Context) web.Nav {
 	if s == nil {
 		return web.Nav{}
 	}
-	return web.Nav{Email: s.User.Email, Role: string(s.User.Role), CSRF: s.CSRFToken}
+	return web.Nav{Email: s.User.Email, Role: string(s.User.Role), CSRF: s.CSRFToken, Path: c.Request().URL.Path, Language: s.User.Language}
 }
 
 // requireUser resolves the session cookie to a live server-side session.

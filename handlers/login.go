@@ -20,14 +20,20 @@ func (h *Handlers) LoginForm(c echo.Context) error {
 	if h.Console == nil {
 		return echo.ErrNotFound
 	}
+	c.Set(signedOutKey, c.QueryParam("signed_out") == "1")
 	return h.renderLogin(c, http.StatusOK, "", c.QueryParam("next"), "")
 }
+
+// signedOutKey marks a login form shown right after signing out, which
+// says so (the session is gone; the message comes from the redirect).
+const signedOutKey = "limbo.signed_out"
 
 func (h *Handlers) renderLogin(c echo.Context, status int, email, next, problem string) error {
 	token := randomCSRF()
 	c.SetCookie(&http.Cookie{Name: loginCSRF, Value: token, Path: "/login", HttpOnly: true, Secure: h.Console.SecureCookies,
 		SameSite: http.SameSiteStrictMode, MaxAge: 3600})
-	return render(c, status, web.LoginPage(email, safeNext(next), token, problem))
+	signedOut, _ := c.Get(signedOutKey).(bool)
+	return render(c, status, web.LoginPage(email, safeNext(next), token, problem, signedOut))
 }
 
 // Login checks the credentials, rotates the session (a new id at every
@@ -73,7 +79,7 @@ func (h *Handlers) Logout(c echo.Context) error {
 	if err := cs.Save(c.Request(), c.Response()); err != nil {
 		return err
 	}
-	return c.Redirect(http.StatusSeeOther, "/login")
+	return c.Redirect(http.StatusSeeOther, "/login?signed_out=1")
 }
 
 // safeNext is where to go after sign-in: next when it is a path on this
