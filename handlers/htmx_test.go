@@ -51,8 +51,8 @@ func TestFragmentOrPage(t *testing.T) {
 			if whole := strings.Contains(body, "<html"); whole != tt.whole {
 				t.Errorf("%s: whole page %v, want %v", tt.name, whole, tt.whole)
 			}
-			if !strings.Contains(body, `class="queue"`) {
-				t.Errorf("%s: no queue table in the answer", tt.name)
+			if !strings.Contains(body, `id="queue"`) {
+				t.Errorf("%s: no queue region in the answer", tt.name)
 			}
 			if v := hdr.Get("Vary"); !strings.Contains(v, "HX-Boosted") || !strings.Contains(v, "HX-History-Restore-Request") {
 				t.Errorf("%s: Vary %q does not name every header the answer depends on", tt.name, v)
