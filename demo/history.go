@@ -74,6 +74,11 @@ const (
 // HistoryDays is how far back the history reaches.
 const HistoryDays = 7
 
+// MakeResource creates a resource at the destination whose metadata names
+// operation opID at version, for op's case (copy tells apart the resources
+// one operation gets), and returns it as a search would list it.
+type MakeResource func(ctx context.Context, op *review.Operation, opID, version string, copy int) (review.Candidate, error)
+
 // History says what SeedHistory wrote.
 type History struct {
 	// Skipped: the database holds the history already (a second
@@ -95,7 +100,12 @@ var historyMarker = review.Registration{Tenant: "demo", SourceRef: "demo-history
 // = clk.Now) and whose configuration has the demo's sandbox destination
 // (New). Nothing else may write to the database meanwhile: the clock is
 // the seeder's. It is deterministic, and written once per database.
-func SeedHistory(ctx context.Context, st *store.Store, clk *Clock, end time.Time) (*History, error) {
+//
+// mk, when set, creates at the destination each resource the live mix's
+// cases are about (a file whose metadata names opID at version), so that
+// what a person decides on them — an undo — acts on something real; nil
+// makes up their refs, as the history's are.
+func SeedHistory(ctx context.Context, st *store.Store, clk *Clock, end time.Time, mk MakeResource) (*History, error) {
 	started := time.Now()
 	start := end.Add(-HistoryDays * 24 * time.Hour)
 	clk.rewind(start)
@@ -108,7 +118,7 @@ func SeedHistory(ctx context.Context, st *store.Store, clk *Clock, end time.Time
 		return &History{Skipped: true}, nil
 	}
 	s := &seeder{ctx: ctx, st: st, clk: clk, rng: rand.New(rand.NewPCG(7, 42)), holds: map[string][]review.Candidate{},
-		settled: map[string]func(*review.Operation) error{}}
+		settled: map[string]func(*review.Operation) error{}, mk: mk}
 	s.at(start.Add(time.Second), func() error { return s.attempt(op, success(op, "folder")) })
 	s.week(start, end)
 	s.live(end)
@@ -136,12 +146,24 @@ type seeder struct {
 	q   steps
 	n   int // steps scheduled, to keep equal times in order
 	ops int
+	// sources numbers the history's documents, so no two share a key.
+	sources int
 	// holds is what the stand-in destination holds for an operation: what
 	// its metadata search answers.
 	holds map[string][]review.Candidate
 	// settled continues an operation's story once a reconciliation round
 	// moved it.
 	settled map[string]func(*review.Operation) error
+	mk      MakeResource
+}
+
+// resource is a resource of op's naming opID at version: made at the
+// destination when the seeder can, else made up from ref.
+func (s *seeder) resource(op *review.Operation, ref, opID, version string, copy int) (review.Candidate, error) {
+	if s.mk != nil {
+		return s.mk(s.ctx, op, opID, version, copy)
+	}
+	return review.Candidate{Ref: ref, Kind: kinds[op.Action], Version: version, OperationID: opID}, nil
 }
 
 type step struct {
@@ -339,7 +361,8 @@ func (s *seeder) operation(t time.Time, st story) {
 	case "send_email":
 		prefix = "notice"
 	}
-	source := fmt.Sprintf("%s-%d", prefix, 1000+s.rng.IntN(9000))
+	s.sources++
+	source := fmt.Sprintf("%s-%d", prefix, 20000+s.sources*7+s.rng.IntN(7))
 	version := fmt.Sprint(1 + s.rng.IntN(3))
 	if st == otherVer && version == "1" {
 		version = "2"
@@ -634,7 +657,8 @@ func mustCase(s *seeder, id string) string {
 // reviewers approve it (and it is published) or one refuses it.
 func (s *seeder) approval(t time.Time, approve bool) {
 	tenant := tenantWeights[s.rng.IntN(len(tenantWeights))]
-	source := fmt.Sprintf("press-release-%d", 100+s.rng.IntN(900))
+	s.sources++
+	source := fmt.Sprintf("press-release-%d", 100+s.sources)
 	s.at(t, func() error {
 		op, err := s.registerRelease(tenant, source)
 		if err != nil {
@@ -706,21 +730,26 @@ func (s *seeder) live(end time.Time) {
 				return err
 			}
 			ref := resourceRef(op, kinds[op.Action])
-			c := review.Candidate{Ref: ref, Kind: kinds[op.Action], Version: op.LogicalVersion, OperationID: op.ID}
+			var holds []review.Candidate
+			add := func(opID, version string) error {
+				c, err := s.resource(op, fmt.Sprintf("%s-%d", ref, len(holds)+1), opID, version, len(holds)+1)
+				holds = append(holds, c)
+				return err
+			}
 			switch {
 			case l.foreign: // a file that names another operation: is it this one's?
-				c.OperationID = "op_01KDEMOFOREIGN0000000000"
-				s.holds[op.ID] = []review.Candidate{c}
+				err = add("op_06H0DEMOFOREIGNPPPPPPPPPP", op.LogicalVersion)
 			case l.st == duplicate:
-				d := c
-				d.Ref += "-2"
-				s.holds[op.ID] = []review.Candidate{c, d}
+				if err = add(op.ID, op.LogicalVersion); err == nil {
+					err = add(op.ID, op.LogicalVersion)
+				}
 			case l.st == otherVer:
-				c.Version = "1"
-				s.holds[op.ID] = []review.Candidate{c}
-			default:
-				s.holds[op.ID] = []review.Candidate{}
+				err = add(op.ID, "1")
 			}
+			if err != nil {
+				return err
+			}
+			s.holds[op.ID] = append([]review.Candidate{}, holds...)
 			if l.firstApproval {
 				s.settled[op.ID] = func(op *review.Operation) error {
 					return s.decideLater(op, 25*time.Minute, func(c *store.Case) []store.DecisionRequest {

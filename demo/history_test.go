@@ -3,6 +3,7 @@ package demo
 import (
 	"context"
 	"log/slog"
+	"net/http"
 	"slices"
 	"testing"
 	"time"
@@ -25,10 +26,11 @@ func TestSeedHistory(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer d.Close()
+		d.serveSandbox("http://127.0.0.1:9") // no webhooks arrive: nothing listens there
 		end := time.Now().UTC().Truncate(time.Second)
 		clk := NewClock(end)
 		st := storetest.Open(t, engine, store.Options{Config: cfg, Clock: clk.Now})
-		h, err := SeedHistory(ctx, st, clk, end)
+		h, err := SeedHistory(ctx, st, clk, end, d.sandboxFile)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -135,6 +137,24 @@ func TestSeedHistory(t *testing.T) {
 			t.Fatalf("audit trail: %+v", rep)
 		}
 
+		// The live cases' resources are the sandbox's: an undo decided on
+		// one acts on something real.
+		for _, c := range supportCase {
+			op, err := st.OperationByID(ctx, c.OperationID, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, ev := range op.Evidence {
+				for _, cand := range ev.Candidates {
+					if resp, err := http.Get(d.sbURL + "/resources/" + cand.Ref); err != nil || resp.StatusCode != http.StatusOK {
+						t.Errorf("case %s names %s, which the sandbox does not hold (%v)", c.ID, cand.Ref, err)
+					} else {
+						resp.Body.Close()
+					}
+				}
+			}
+		}
+
 		// Each role's case is decidable by that role: the decisions apply.
 		if c := supportCase[review.ReasonMultipleCands]; c != nil {
 			decide(t, st, store.DecisionRequest{CaseID: c.ID, Action: review.DecideKeepAndUndo, Ref: c.RecommendedRef,
@@ -151,7 +171,7 @@ func TestSeedHistory(t *testing.T) {
 		}
 
 		// A second seeding on the same database writes nothing.
-		again, err := SeedHistory(ctx, st, clk, end)
+		again, err := SeedHistory(ctx, st, clk, end, nil)
 		if err != nil || !again.Skipped {
 			t.Fatalf("second seeding: %+v, %v", again, err)
 		}
