@@ -207,17 +207,26 @@ func (d *Demo) serveSandbox(limboURL string) {
 	d.started = time.Now()
 }
 
-// sandboxFile uploads to the sandbox a file whose metadata names opID at
+// sandboxResource makes in the sandbox what op's action makes (a file,
+// a charge…; a transformation's PDF), its metadata naming opID at
 // version: a resource a live case is about (MakeResource). Each copy has
 // its own Idempotency-Key, so the sandbox's faults (a lost answer, a 503)
 // are retried without making a third copy.
-func (d *Demo) sandboxFile(ctx context.Context, op *review.Operation, opID, version string, copy int) (review.Candidate, error) {
-	body, _ := json.Marshal(map[string]any{"name": fmt.Sprintf("%s-v%s.docx", op.SourceRef, version), "content": "contract " + op.SourceRef + " version " + version,
-		"metadata": map[string]any{"operation_id": opID, "logical_version": version}})
+func (d *Demo) sandboxResource(ctx context.Context, op *review.Operation, opID, version string, copy int) (review.Candidate, error) {
+	fl := flavourOf(op.Action)
+	path, fields := fl.Path, map[string]any{}
+	if fl.Body != nil {
+		fields = fl.Body(op.SourceRef, version)
+	}
+	if fl.Job { // the job's output, as the job would have left it
+		path, fields = "/files", map[string]any{"name": fmt.Sprintf("%s-v%s.pdf", op.SourceRef, version), "content": "PDF of " + op.SourceRef}
+	}
+	fields["metadata"] = map[string]any{"operation_id": opID, "logical_version": version}
+	body, _ := json.Marshal(fields)
 	hc := &http.Client{Timeout: 5 * time.Second}
 	var last error
 	for range 20 {
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, d.sbURL+"/files", bytes.NewReader(body))
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, d.sbURL+path, bytes.NewReader(body))
 		if err != nil {
 			return review.Candidate{}, err
 		}
@@ -229,7 +238,7 @@ func (d *Demo) sandboxFile(ctx context.Context, op *review.Operation, opID, vers
 			err = json.NewDecoder(resp.Body).Decode(&v)
 			resp.Body.Close()
 			if err == nil && resp.StatusCode == http.StatusCreated && v.Ref != "" {
-				return review.Candidate{Ref: v.Ref, Kind: cmp.Or(v.Kind, "file"), Version: version, OperationID: opID}, nil
+				return review.Candidate{Ref: v.Ref, Kind: cmp.Or(v.Kind, kinds[op.Action]), Version: version, OperationID: opID}, nil
 			}
 			err = fmt.Errorf("HTTP %d", resp.StatusCode)
 		}
@@ -238,7 +247,7 @@ func (d *Demo) sandboxFile(ctx context.Context, op *review.Operation, opID, vers
 			break
 		}
 	}
-	return review.Candidate{}, fmt.Errorf("demo: uploading a file to the sandbox: %w", last)
+	return review.Candidate{}, fmt.Errorf("demo: making %s's resource in the sandbox: %w", op.Action, last)
 }
 
 // seedHistory writes the history through a second store on the same
@@ -251,7 +260,7 @@ func (d *Demo) seedHistory(ctx context.Context, st *store.Store, dbURL string) e
 		return err
 	}
 	defer hs.Close()
-	if d.history, err = SeedHistory(ctx, hs, clk, end, d.sandboxFile); err != nil {
+	if d.history, err = SeedHistory(ctx, hs, clk, end, d.sandboxResource); err != nil {
 		return err
 	}
 	d.log.Info("demo history", "skipped", d.history.Skipped, "operations", d.history.Operations, "took", d.history.Took)

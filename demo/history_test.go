@@ -30,7 +30,7 @@ func TestSeedHistory(t *testing.T) {
 		end := time.Now().UTC().Truncate(time.Second)
 		clk := NewClock(end)
 		st := storetest.Open(t, engine, store.Options{Config: cfg, Clock: clk.Now})
-		h, err := SeedHistory(ctx, st, clk, end, d.sandboxFile)
+		h, err := SeedHistory(ctx, st, clk, end, d.sandboxResource)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -174,6 +174,9 @@ func TestSeedHistory(t *testing.T) {
 		again, err := SeedHistory(ctx, st, clk, end, nil)
 		if err != nil || !again.Skipped {
 			t.Fatalf("second seeding: %+v, %v", again, err)
+		}
+		if rep := storetest.Sealed(t, st); !rep.OK {
+			t.Fatalf("audit trail after the second seeding: %+v", rep)
 		}
 	})
 }
