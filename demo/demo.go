@@ -7,8 +7,10 @@ package demo
 // auto-reconciled and escalated operations.
 
 import (
+	"bytes"
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -53,6 +55,13 @@ type Demo struct {
 	sb         *sandbox.Sandbox
 	srv        *http.Server
 	tokens     map[string]string
+	// started is when the sandbox started: operations older than that
+	// were seeded, and the demo sends them once they may run (followUp).
+	started time.Time
+	// What Start seeded, for Welcome.
+	history *History
+	logins  string
+	url     string
 }
 
 // New listens for the sandbox on a loopback port and, unless cfg
@@ -157,10 +166,36 @@ func sandboxContracts(base string) (map[string]*review.RequestContract, error) {
 	return out, nil
 }
 
-// Start serves the sandbox (its job webhooks signed for limboURL), creates
-// the tenants' tokens, seeds the demo operations and prints how to use
-// the demo tenant's token.
-func (d *Demo) Start(ctx context.Context, st *store.Store, limboURL string, stdout io.Writer) error {
+// Start serves the sandbox (its job webhooks signed for limboURL), seeds
+// the week of history and the live mix (SeedHistory) into the database
+// at dbURL, which st has open, creates the tenants' tokens and seeds the
+// demo operations. Call it before the server starts: the history is
+// written on a clock of its own, and nothing else may write meanwhile.
+// Welcome then prints how to use the demo.
+func (d *Demo) Start(ctx context.Context, st *store.Store, dbURL, limboURL string) error {
+	d.serveSandbox(limboURL)
+	if d.configured { // the history's actions are the demo's own sandbox's
+		if err := d.seedHistory(ctx, st, dbURL); err != nil {
+			return err
+		}
+	}
+	for _, tenant := range Tenants[1:] {
+		tok, err := st.CreateToken(ctx, review.Operator("cli:demo"), tenant, "demo traffic")
+		if err != nil {
+			return err
+		}
+		d.tokens[tenant] = tok
+	}
+	token, logins, err := seedDemo(ctx, st, d.configured)
+	if err != nil {
+		return err
+	}
+	d.tokens["demo"], d.logins, d.url = token, logins, limboURL
+	return nil
+}
+
+// serveSandbox serves the sandbox, its job webhooks signed for limboURL.
+func (d *Demo) serveSandbox(limboURL string) {
 	opts := demoFaults
 	opts.Logger = d.log
 	if d.configured {
@@ -169,18 +204,73 @@ func (d *Demo) Start(ctx context.Context, st *store.Store, limboURL string, stdo
 	d.sb = sandbox.New(opts)
 	d.srv = &http.Server{Handler: d.sb.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	go d.srv.Serve(d.ln)
-	for _, tenant := range Tenants[1:] {
-		tok, err := st.CreateToken(ctx, review.Operator("cli:demo"), tenant, "demo traffic")
-		if err != nil {
-			return err
-		}
-		d.tokens[tenant] = tok
+	d.started = time.Now()
+}
+
+// sandboxResource makes in the sandbox what op's action makes (a file,
+// a charge…; a transformation's PDF), its metadata naming opID at
+// version: a resource a live case is about (MakeResource). Each copy has
+// its own Idempotency-Key, so the sandbox's faults (a lost answer, a 503)
+// are retried without making a third copy.
+func (d *Demo) sandboxResource(ctx context.Context, op *review.Operation, opID, version string, copy int) (review.Candidate, error) {
+	fl := flavourOf(op.Action)
+	path, fields := fl.Path, map[string]any{}
+	if fl.Body != nil {
+		fields = fl.Body(op.SourceRef, version)
 	}
-	token, err := seedDemo(ctx, st, limboURL, d.configured, stdout)
+	if fl.Job { // the job's output, as the job would have left it
+		path, fields = "/files", map[string]any{"name": fmt.Sprintf("%s-v%s.pdf", op.SourceRef, version), "content": "PDF of " + op.SourceRef}
+	}
+	fields["metadata"] = map[string]any{"operation_id": opID, "logical_version": version}
+	body, _ := json.Marshal(fields)
+	hc := &http.Client{Timeout: 5 * time.Second}
+	var last error
+	for range 20 {
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, d.sbURL+path, bytes.NewReader(body))
+		if err != nil {
+			return review.Candidate{}, err
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Idempotency-Key", fmt.Sprintf("demo-seed-%s-%d", op.ID, copy))
+		resp, err := hc.Do(req)
+		if err == nil {
+			var v simulate.View
+			err = json.NewDecoder(resp.Body).Decode(&v)
+			resp.Body.Close()
+			if err == nil && resp.StatusCode == http.StatusCreated && v.Ref != "" {
+				return review.Candidate{Ref: v.Ref, Kind: cmp.Or(v.Kind, kinds[op.Action]), Version: version, OperationID: opID}, nil
+			}
+			err = fmt.Errorf("HTTP %d", resp.StatusCode)
+		}
+		last = err
+		if !simulate.Pause(ctx, 50*time.Millisecond) {
+			break
+		}
+	}
+	return review.Candidate{}, fmt.Errorf("demo: making %s's resource in the sandbox: %w", op.Action, last)
+}
+
+// seedHistory writes the history through a second store on the same
+// database whose clock the seeder sets (st's is the real one).
+func (d *Demo) seedHistory(ctx context.Context, st *store.Store, dbURL string) error {
+	end := time.Now()
+	clk := NewClock(end)
+	hs, err := store.Open(ctx, dbURL, store.Options{Config: st.Config(), Clock: clk.Now, MaxConns: 2})
 	if err != nil {
 		return err
 	}
-	d.tokens["demo"] = token
+	defer hs.Close()
+	if d.history, err = SeedHistory(ctx, hs, clk, end, d.sandboxResource); err != nil {
+		return err
+	}
+	d.log.Info("demo history", "skipped", d.history.Skipped, "operations", d.history.Operations, "took", d.history.Took)
+	return nil
+}
+
+// Welcome prints what the demo runs and how to use it, the logins last so
+// they stay on screen; logFile, when set, is where the server logs.
+func (d *Demo) Welcome(stdout io.Writer, logFile string) {
+	opts := demoFaults
 	fmt.Fprintf(stdout, `
 Sandbox destination at %s (faults: %.0f %% lost answers, %.0f %% 503, %.0f %% 429, %.0f %% 500 after commit, %s search lag).
 Demo traffic runs for tenants %v: upload, transform to PDF, share link, send email, charge.
@@ -188,7 +278,30 @@ Demo traffic runs for tenants %v: upload, transform to PDF, share link, send ema
 	if !d.configured {
 		fmt.Fprintf(stdout, "The configuration names its own %q destination: its probes are used as configured.\n", sandbox.DestinationName)
 	}
-	return nil
+	switch h := d.history; {
+	case h == nil:
+	case h.Skipped:
+		fmt.Fprintf(stdout, "The database holds the demo's history already (from an earlier --demo run); nothing was added.\n")
+	default:
+		fmt.Fprintf(stdout, "Seeded %d days of history and open cases for each role: %d operations in %.1f s.\n", HistoryDays, h.Operations, h.Took.Seconds())
+	}
+	if logFile != "" {
+		fmt.Fprintf(stdout, "Server logs: %s (errors are shown here too).\n", logFile)
+	}
+	fmt.Fprintf(stdout, `
+Limbo is running at %s
+
+Console: %s/login — one user per role (demo passwords; never use them elsewhere):
+%s  Support decides duplicates and versions that differ; reviewers approve releases and
+  irreversible retries (two different reviewers each); managers read the dashboard.
+
+Demo tenant "demo", API token (shown once):
+  %s
+
+Try:
+  export LIMBO_TOKEN=%s
+  curl -s -H "Authorization: Bearer $LIMBO_TOKEN" %s/api/v1/operations
+`, d.url, d.url, d.logins, d.tokens["demo"], d.tokens["demo"], d.url)
 }
 
 // Close stops the sandbox.
@@ -208,6 +321,7 @@ func (d *Demo) Traffic(ctx context.Context, limboURL string) {
 	var wg sync.WaitGroup
 	if d.configured && d.tokens["demo"] != "" {
 		wg.Go(func() { d.agents(ctx, limboURL) })
+		wg.Go(func() { d.followUp(ctx, limboURL) })
 	}
 	for i, tenant := range Tenants {
 		tok := d.tokens[tenant]
@@ -230,6 +344,53 @@ func (d *Demo) Traffic(ctx context.Context, limboURL string) {
 	wg.Wait()
 }
 
+// releaseFlavour sends an approved press release: published on the public
+// site as a link to its page.
+var releaseFlavour = simulate.Flavour{Action: demoApprovalAction, Risk: review.RiskIrreversible, Flags: []review.Flag{review.FlagIrreversible},
+	Method: http.MethodPost, Path: "/links", Body: func(s, v string) map[string]any { return map[string]any{"file_ref": s + ".html"} }}
+
+// hasFlavour reports whether the demo knows how to send action.
+func hasFlavour(action string) bool {
+	return action == simulate.SharePDF.Action || action == releaseFlavour.Action ||
+		slices.ContainsFunc(simulate.Flavours, func(f simulate.Flavour) bool { return f.Action == action })
+}
+
+// followUpEvery is how often followUp looks for seeded operations to send.
+const followUpEvery = 3 * time.Second
+
+// followUp stands in for the integrations of the seeded operations: once
+// reviewers let one run — a release approved, an irreversible retry
+// approved — it sends it, as its integration would. Only operations that
+// wait for a reviewer's word (review.RetryNeedsReviewer) and were
+// registered before the demo started are its own: the traffic's flows
+// carry theirs.
+func (d *Demo) followUp(ctx context.Context, limboURL string) {
+	flows := map[string]*demoFlow{}
+	for i, tenant := range Tenants {
+		if tok := d.tokens[tenant]; tok != "" {
+			flows[tenant] = &demoFlow{tenant: tenant, c: client.New(limboURL, tok, &http.Client{Timeout: 10 * time.Second}),
+				dest: simulate.DestClient(5 * time.Second), sbURL: d.sbURL, rng: rand.New(rand.NewPCG(uint64(i), 99)),
+				log: d.log.With("tenant", tenant, "demo", "follow-up")}
+		}
+	}
+	for simulate.Pause(ctx, followUpEvery) {
+		for _, f := range flows {
+			for _, state := range []review.State{review.Pending, review.RetryWait} {
+				page, err := f.c.List(ctx, state, "", 100)
+				if err != nil {
+					f.trouble(ctx, "follow-up", err)
+					continue
+				}
+				for _, op := range page.Operations {
+					if op.CreatedAt.Before(d.started) && review.RetryNeedsReviewer(op) && hasFlavour(op.Action) && !review.IsCompensation(op.Action) {
+						f.drive(ctx, op, nil)
+					}
+				}
+			}
+		}
+	}
+}
+
 // demoFlow is one line of a tenant's work: documents uploaded,
 // transformed, shared, announced and charged for, in that order.
 type demoFlow struct {
@@ -245,8 +406,11 @@ type demoFlow struct {
 
 // simulate.Flavour returns the catalogue's simulate.Flavour for an action.
 func flavourOf(action string) simulate.Flavour {
-	if action == simulate.SharePDF.Action {
+	switch action {
+	case simulate.SharePDF.Action:
 		return simulate.SharePDF
+	case releaseFlavour.Action:
+		return releaseFlavour
 	}
 	for _, f := range simulate.Flavours {
 		if f.Action == action {
@@ -409,44 +573,43 @@ func (f *demoFlow) trouble(ctx context.Context, action string, err error) {
 }
 
 // seedDemo creates the demo tenant's token, seeds the demo operations and
-// prints how to use the token. It returns the token.
-func seedDemo(ctx context.Context, st *store.Store, url string, approval bool, stdout io.Writer) (string, error) {
-	token, err := st.CreateToken(ctx, review.Operator("cli:demo"), "demo", "demo")
-	if err != nil {
-		return "", err
+// the demo users. It returns the token and the logins to print.
+func seedDemo(ctx context.Context, st *store.Store, approval bool) (token, logins string, err error) {
+	if token, err = st.CreateToken(ctx, review.Operator("cli:demo"), "demo", "demo"); err != nil {
+		return "", "", err
 	}
 	if err := seedDemoOperations(ctx, st, approval); err != nil {
-		return "", err
+		return "", "", err
 	}
-	logins, err := seedDemoUsers(ctx, st)
-	if err != nil {
-		return "", err
+	if logins, err = seedDemoUsers(ctx, st); err != nil {
+		return "", "", err
 	}
-	fmt.Fprintf(stdout, `Limbo is running at %s
-
-Console: %s/login — one user per role (demo passwords; never use them elsewhere):
-%s
-Demo tenant "demo", API token (shown once):
-  %s
-
-Try:
-  export LIMBO_TOKEN=%s
-  curl -s -H "Authorization: Bearer $LIMBO_TOKEN" %s/api/v1/operations
-`, url, url, logins, token, token, url)
-	return token, nil
+	return token, logins, nil
 }
 
 // seedDemoUsers makes one console user per role with a fixed demo password
-// (so a second --demo run on the same database prints logins that work).
+// (so a second --demo run on the same database prints logins that work),
+// and a second reviewer: an irreversible retry or release needs two.
 func seedDemoUsers(ctx context.Context, st *store.Store) (string, error) {
 	var b strings.Builder
+	type login struct {
+		name string
+		role review.Role
+	}
+	var users []login
 	for _, r := range review.AllRoles() {
-		email, pw := string(r)+"@demo.example", string(r)+"-demo-password"
-		_, err := st.AddUser(ctx, review.Operator("cli:demo"), store.NewUser{Email: email, Password: pw, Role: r, Scope: review.Scope{All: true}})
+		users = append(users, login{string(r), r})
+		if r == review.RoleReviewer {
+			users = append(users, login{"reviewer2", r})
+		}
+	}
+	for _, u := range users {
+		email, pw := u.name+"@demo.example", u.name+"-demo-password"
+		_, err := st.AddUser(ctx, review.Operator("cli:demo"), store.NewUser{Email: email, Password: pw, Role: u.role, Scope: review.Scope{All: true}})
 		if err != nil && !errors.Is(err, review.ErrConflict) {
 			return "", err
 		}
-		fmt.Fprintf(&b, "  %-9s %-26s %s\n", r, email, pw)
+		fmt.Fprintf(&b, "  %-9s %-26s %s\n", u.role, email, pw)
 	}
 	return b.String(), nil
 }

@@ -6,6 +6,8 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -31,7 +33,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs := newFlags("serve", stderr, &s)
 	fs.StringVar(&s.Addr, "addr", envOr("LIMBO_ADDR", "127.0.0.1:8080"), "listen address (env LIMBO_ADDR)")
 	fs.StringVar(&s.Config, "config", envOr("LIMBO_CONFIG", ""), "destination configuration file (env LIMBO_CONFIG); see limbo.example.yaml")
-	fs.BoolVar(&s.Demo, "demo", false, "run the sandbox destination in process with demo traffic for a few tenants, create a demo tenant with a token and sample operations, and print how to use them")
+	fs.BoolVar(&s.Demo, "demo", false, "run the sandbox destination in process with demo traffic for a few tenants, seed a week of history and open cases for every role (once per database), create a demo tenant with a token and one user per role, and print how to use them; the server logs go to "+filepath.Join(os.TempDir(), demoLogName))
 	secure := fs.Bool("secure-cookies", envOr("LIMBO_SECURE_COOKIES", "") == "1", "mark session cookies Secure: set it when users reach Limbo over HTTPS, e.g. behind a TLS proxy (env LIMBO_SECURE_COOKIES=1)")
 	idle := fs.Duration("session-idle", 30*time.Minute, "a console session ends after this long unused")
 	maxAge := fs.Duration("session-max", 12*time.Hour, "a console session ends this long after sign-in, however active")
@@ -49,6 +51,19 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return fmt.Errorf("serve: --session-idle and --session-max must be positive, idle no longer than max")
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	var logFile string
+	if s.Demo {
+		// The demo's traffic and faults log a lot: into a file, so the
+		// logins printed at start-up stay on screen; errors show here too.
+		f, path, err := demoLog()
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		logFile = path
+		log = slog.New(slog.NewMultiHandler(slog.NewTextHandler(f, &slog.HandlerOptions{Level: level}),
+			slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelError})))
+	}
 	cfg, err := loadConfig(s.Config)
 	if err != nil {
 		return err
@@ -77,18 +92,35 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	defer a.Close()
 	log.Info("audit key", "key_id", auditkey.ID(audit.Key.Key), "from", audit.Key.Where, "config", s.Config)
-	return serveUntilDone(ctx, a, sandboxDemo, stdout, log)
+	return serveUntilDone(ctx, a, sandboxDemo, s.DB, logFile, stdout, log)
+}
+
+// demoLogName is the file `serve --demo` logs to, in the temporary
+// directory; each start begins it anew.
+const demoLogName = "limbo-demo.log"
+
+func demoLog() (*os.File, string, error) {
+	path := filepath.Join(os.TempDir(), demoLogName)
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
+	if err != nil {
+		return nil, "", fmt.Errorf("serve --demo: the log file: %w", err)
+	}
+	return f, path, nil
 }
 
 // serveUntilDone runs a (and the demo's traffic) until ctx ends or the
-// server fails, then stops it.
-func serveUntilDone(ctx context.Context, a *app.App, d *demo.Demo, stdout io.Writer, log *slog.Logger) error {
+// server fails, then stops it. The demo seeds the database at dbURL
+// before the server starts, and prints its welcome once it has.
+func serveUntilDone(ctx context.Context, a *app.App, d *demo.Demo, dbURL, logFile string, stdout io.Writer, log *slog.Logger) error {
 	if d != nil {
-		if err := d.Start(ctx, a.Store, a.URL, stdout); err != nil {
+		if err := d.Start(ctx, a.Store, dbURL, a.URL); err != nil {
 			return fmt.Errorf("demo: %w", err)
 		}
 	}
 	a.Start(ctx)
+	if d != nil {
+		d.Welcome(stdout, logFile)
+	}
 	// The traffic stops first, before the server shuts down.
 	trafficCtx, stopTraffic := context.WithCancel(ctx)
 	var traffic sync.WaitGroup
