@@ -37,7 +37,9 @@
   var lang = document.documentElement.lang || "en";
   var abs, rel;
   try {
-    abs = new Intl.DateTimeFormat(lang, { dateStyle: "medium", timeStyle: "short", timeZoneName: "short" });
+    // (dateStyle/timeStyle cannot be combined with timeZoneName: the
+    // constructor throws, so the fields are named one by one.)
+    abs = new Intl.DateTimeFormat(lang, { year: "numeric", month: "short", day: "numeric", hour: "2-digit", minute: "2-digit", timeZoneName: "short" });
     rel = new Intl.RelativeTimeFormat(lang, { numeric: "auto" });
   } catch (e) { return; }
   var units = [["year", 31536000], ["month", 2592000], ["week", 604800], ["day", 86400], ["hour", 3600], ["minute", 60], ["second", 1]];
