@@ -26,14 +26,8 @@ func (b *browserTab) acceptLanguage(lang string) {
 // names the elements that stick out when it fails.
 func (b *browserTab) fitsPhone(page string) {
 	b.t.Helper()
-	b.do("sizing the page to 390 px", chromedp.EmulateViewport(390, 900))
-	defer b.do("restoring the page size", chromedp.EmulateViewport(1280, 900))
-	b.waitFor(`window.innerWidth === 390`, "the 390 px viewport")
-	if !evalJS[bool](b, `document.documentElement.scrollWidth <= window.innerWidth`) {
-		wide := evalJS[[]string](b, `Array.from(document.querySelectorAll("main *")).filter(e => e.getBoundingClientRect().right > window.innerWidth + 1)
-			.slice(0, 8).map(e => e.tagName.toLowerCase() + (e.className ? "." + e.className : "") + " → " + Math.round(e.getBoundingClientRect().right) + " px")`)
-		b.fatalf("the %s page is %d px wide at 390 px: %v", page, evalJS[int](b, `document.documentElement.scrollWidth`), wide)
-	}
+	b.fitsWidth(page, 390)
+	b.do("restoring the page size", chromedp.EmulateViewport(1280, 900))
 }
 
 // italianPage checks the page at path speaks Italian: <html lang="it">,

@@ -29,6 +29,7 @@ func colourScheme(scheme string) chromedp.Action[chromedp.Void] {
 func (b *browserTab) fitsWidth(page string, width int64) {
 	b.t.Helper()
 	b.do(fmt.Sprintf("sizing the page to %d px", width), chromedp.EmulateViewport(width, 900))
+	b.waitFor(fmt.Sprintf(`window.innerWidth === %d`, width), "the viewport's new width")
 	sw, iw := evalJS[int](b, `document.documentElement.scrollWidth`), evalJS[int](b, `window.innerWidth`)
 	if sw > iw {
 		// The culprits: elements past the right edge not inside a box that scrolls.

@@ -461,7 +461,7 @@ func durationOr(ctx context.Context, d time.Duration) string {
 	if d <= 0 {
 		return ""
 	}
-	return adminDuration(ctx, d)
+	return humanDuration(ctx, d)
 }
 
 func intOr(ctx context.Context, n int) string {
@@ -502,7 +502,7 @@ func approvalText(ctx context.Context, ac review.ActionConfig) string {
 	n := max(ac.Approvals, 1)
 	s := Tf(ctx, "%d reviewer(s) approve before it runs", n)
 	if ac.ApprovalTimeout > 0 {
-		s = Tf(ctx, "%s, within %s", s, adminDuration(ctx, ac.ApprovalTimeout))
+		s = Tf(ctx, "%s, within %s", s, humanDuration(ctx, ac.ApprovalTimeout))
 	}
 	return s
 }
@@ -551,7 +551,7 @@ func retentionText(ctx context.Context, d *time.Duration) string {
 	case *d == 0:
 		return T(ctx, "as long as the ledger")
 	}
-	return adminDuration(ctx, *d)
+	return humanDuration(ctx, *d)
 }
 
 var _ = templruntime.GeneratedTemplate
