@@ -24,7 +24,8 @@ const bulkLimit = 500
 func (h *Handlers) Bulk(c echo.Context) error {
 	s := session(c)
 	form := web.QueueForm{Tenant: c.FormValue("tenant"), Destination: c.FormValue("destination"), Action: c.FormValue("action_filter"),
-		Reason: c.FormValue("reason_filter"), Flag: c.FormValue("flag"), Claimed: c.FormValue("claimed"), Age: c.FormValue("age"), Q: c.FormValue("q")}
+		Reason: c.FormValue("reason_filter"), Flag: c.FormValue("flag"), Claimed: c.FormValue("claimed"), Age: c.FormValue("age"), Q: c.FormValue("q"),
+		Decidable: c.FormValue("decidable") == "1"}
 	v := web.BulkView{Nav: nav(c), Filter: form, Action: c.FormValue("action"), Reason: c.FormValue("reason"), Compensation: c.FormValue("compensation")}
 	switch v.Action {
 	case review.DecideFail, review.DecideConfirm, review.DecideCompensate, review.BulkRecommended:

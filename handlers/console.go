@@ -55,7 +55,22 @@ func nav(c echo.Context) web.Nav {
 	if s == nil {
 		return web.Nav{}
 	}
-	return web.Nav{Email: s.User.Email, Role: string(s.User.Role), CSRF: s.CSRFToken, Path: c.Request().URL.Path, Language: s.User.Language}
+	r := c.Request()
+	return web.Nav{Email: s.User.Email, Role: string(s.User.Role), CSRF: s.CSRFToken, Path: r.URL.Path, Back: backTo(r), Language: s.User.Language}
+}
+
+// backTo is where the language menu returns: this page, query and all,
+// when it was a GET; after a form (whose target has no page of its own)
+// the page the form was on, as the browser says, else the queue. The
+// preference handler still checks it is a path of this console.
+func backTo(r *http.Request) string {
+	if r.Method == http.MethodGet {
+		return r.URL.RequestURI()
+	}
+	if u, err := url.Parse(r.Referer()); err == nil && u.Path != "" && (u.Host == "" || u.Host == r.Host) {
+		return u.RequestURI()
+	}
+	return "/"
 }
 
 // requireUser resolves the session cookie to a live server-side session.

@@ -36,9 +36,10 @@ func (h *Handlers) Queue(c echo.Context) error {
 
 func (h *Handlers) queueView(c echo.Context) (*web.QueueView, error) {
 	s := session(c)
+	canDecide, _ := s.User.Role.DecidesCases()
 	form := web.QueueForm{Tenant: c.QueryParam("tenant"), Destination: c.QueryParam("destination"), Action: c.QueryParam("action"),
 		Reason: c.QueryParam("reason"), Flag: c.QueryParam("flag"), Claimed: c.QueryParam("claimed"), Age: c.QueryParam("age"), Q: c.QueryParam("q"),
-		Decidable: c.QueryParam("decidable") == "1"}
+		Decidable: decidable(c.QueryParam("decidable"), canDecide)}
 	f, err := queueFilter(form, s)
 	if err != nil {
 		return nil, err
@@ -51,7 +52,21 @@ func (h *Handlers) queueView(c echo.Context) (*web.QueueView, error) {
 	q := c.QueryParams()
 	q.Del("after")
 	v := &web.QueueView{Nav: nav(c), Filter: form, Page: page, Reasons: allReasons, Now: h.Store.Now(),
-		RowsURL: "/?" + q.Encode(), CanBulk: s.User.Role.Can(review.PermDecide)}
+		RowsURL: "/?" + q.Encode(), CanBulk: s.User.Role.Can(review.PermDecide), CanDecide: canDecide,
+		Filtered: form.Tenant != "" || form.Destination != "" || form.Action != "" || form.Reason != "" || form.Flag != "" ||
+			form.Claimed != "" || form.Age != "" || form.Q != ""}
+	if canDecide {
+		// The other choice, every other filter kept.
+		tq := url.Values{}
+		for k, vs := range q {
+			tq[k] = vs
+		}
+		tq.Set("decidable", "1")
+		if form.Decidable {
+			tq.Set("decidable", "0")
+		}
+		v.ToggleURL = "/?" + tq.Encode()
+	}
 	if page.Next != "" {
 		nq := url.Values{}
 		for k, vs := range q {
@@ -61,6 +76,20 @@ func (h *Handlers) queueView(c echo.Context) (*web.QueueView, error) {
 		v.NextURL = "/?" + nq.Encode()
 	}
 	return v, nil
+}
+
+// decidable reads the queue's "cases I can decide" choice: "1" on, "0"
+// off, absent on for a role that decides cases (support and reviewers
+// open the queue on what they can act on) and off for the others, whose
+// decidable cases would be none.
+func decidable(param string, canDecide bool) bool {
+	switch param {
+	case "1":
+		return canDecide
+	case "0":
+		return false
+	}
+	return canDecide
 }
 
 // queueFilter turns the queue form into the store's filter, within the

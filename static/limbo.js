@@ -1,5 +1,6 @@
 // Limbo console: keyboard navigation of the queue (j/k to move, Enter to
-// open). No inline script anywhere: the CSP allows only files from /static.
+// open; not while a dialog is open). No inline script anywhere: the CSP
+// allows only files from /static.
 (function () {
   "use strict";
   var current = -1;
@@ -15,6 +16,7 @@
   document.addEventListener("keydown", function (e) {
     var t = e.target;
     if (t && (t.tagName === "INPUT" || t.tagName === "TEXTAREA" || t.tagName === "SELECT")) { return; }
+    if (e.ctrlKey || e.metaKey || e.altKey || document.querySelector("dialog[open]")) { return; }
     if (e.key === "j") { mark(current + 1); e.preventDefault(); }
     if (e.key === "k") { mark(current - 1); e.preventDefault(); }
     // Enter opens the selected row, unless focus is on another control
@@ -27,6 +29,46 @@
   });
   // The live queue is replaced every few seconds; keep the selection.
   document.addEventListener("htmx:afterSwap", function () { if (current >= 0) { mark(current); } });
+})();
+
+// Keyboard help: "?" (or the header's button, revealed here: without
+// JavaScript there are no shortcuts, so nothing offers a list of them)
+// opens the dialog listing the shortcuts, modal, focus on its Close
+// button. Esc closes it (the browser's own for a modal dialog), as does
+// Close; focus then goes back where it was. "/" puts the cursor in the
+// page's search field.
+(function () {
+  "use strict";
+  var dialog = document.getElementById("shortcuts");
+  if (!dialog || typeof dialog.showModal !== "function") { return; }
+  var opener = document.querySelector("button.shortcuts-open");
+  var close = dialog.querySelector("button.shortcuts-close");
+  var back = null;
+  function open() {
+    if (dialog.open) { return; }
+    back = document.activeElement;
+    dialog.showModal();
+    if (close) { close.focus(); }
+  }
+  dialog.addEventListener("close", function () {
+    if (back && back.focus && document.contains(back)) { back.focus(); }
+    back = null;
+  });
+  if (close) { close.addEventListener("click", function () { dialog.close(); }); }
+  if (opener) {
+    opener.hidden = false;
+    opener.addEventListener("click", open);
+  }
+  document.addEventListener("keydown", function (e) {
+    var t = e.target;
+    if (e.ctrlKey || e.metaKey || e.altKey || dialog.open) { return; }
+    if (t && (t.tagName === "INPUT" || t.tagName === "TEXTAREA" || t.tagName === "SELECT" || t.isContentEditable)) { return; }
+    if (e.key === "?") { e.preventDefault(); open(); }
+    if (e.key === "/") {
+      var search = document.querySelector("main form[role=search] input:not([type=hidden])");
+      if (search) { e.preventDefault(); search.focus(); search.select(); }
+    }
+  });
 })();
 
 // Times: the server writes each <time datetime> in UTC; here it is shown in

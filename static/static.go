@@ -5,5 +5,5 @@ import "embed"
 
 // FS holds the assets served under /static/.
 //
-//go:embed *.css *.js
+//go:embed *.css *.js *.svg
 var FS embed.FS
