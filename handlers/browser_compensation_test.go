@@ -151,7 +151,7 @@ func TestBrowserKeepAndUndo(t *testing.T) {
 		rev.waitText("#decision", "Keep one, undo the other by reviewer@example.com")
 		rev.waitText("#decision .situation", "which the integrator runs through the API")
 		rev.waitText("section.compensations", "undoes "+drop)
-		rev.waitText("section.compensations details", "operation.registered")
+		rev.waitText("section.compensations details", "Operation registered")
 		rev.waitText("form.decision", "compensation done: the duplicate is undone (→ confirmed with "+keep+")")
 		rev.screenshotWidths("compensating-case")
 
@@ -169,7 +169,7 @@ func TestBrowserKeepAndUndo(t *testing.T) {
 		rev.waitText(`section[aria-labelledby="candidates-h"]`, drop+" undone")
 		// Settled, its timeline is folded away, and holds the whole run.
 		rev.waitFor(`(d => !d.open && Array.from(d.querySelectorAll("ol.history > li")).some(li =>
-			li.querySelector("code.event").textContent === "attempt.outcome" &&
+			li.querySelector("[data-action]").dataset.action === "attempt.outcome" &&
 			li.querySelector('.badge[title="in_flight"] ~ .badge[title="confirmed"]') !== null))(document.querySelector("section.compensations details.compensation-history"))`,
 			"the settled compensation's timeline, folded, with its outcome")
 		rev.screenshotWidths("compensated-case")

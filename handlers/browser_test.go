@@ -517,7 +517,8 @@ func TestBrowserSupportFlow(t *testing.T) {
 		mgr.open("/audit")
 		mgr.do("searching the audit", chromedp.SendKeys(chromedp.CSS(`form.filters input[name="action"]`), "decision"))
 		mgr.follow("searching the audit", chromedp.Click(chromedp.CSS(`form.filters button[type="submit"]`)))
-		rows := evalJS[[]string](mgr, `Array.from(document.querySelectorAll("main table tbody tr"), r => r.innerText)`)
+		// Each row's raw action (data-action) beside its text, which names it in words.
+		rows := evalJS[[]string](mgr, `Array.from(document.querySelectorAll("main table tbody tr"), r => r.querySelector("[data-action]").dataset.action + "\t" + r.innerText)`)
 		found := false
 		for _, r := range rows {
 			if !strings.Contains(r, "decision.") {

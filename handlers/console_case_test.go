@@ -179,7 +179,7 @@ func TestConsoleOperationPageAsFullAsTheCase(t *testing.T) {
 		}
 		for _, want := range []string{`id="attempt-1"`, `<table class="evidence">`, "<code>file-doc-settled</code>", `id="compensations-h"`,
 			`href="/cases/` + caseID + `"`, "Undo by support@example.com", "Undo done by support@example.com", "the file is gone",
-			`<code class="event">case.resolved</code>`} {
+			`data-action="case.resolved">Case resolved</span>`} {
 			if !strings.Contains(opPage, want) {
 				t.Errorf("the settled operation's page lacks %q", want)
 			}

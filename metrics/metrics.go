@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -64,11 +65,16 @@ func (m *Metrics) Handler() http.Handler {
 }
 
 // Middleware times every request by its route pattern (never the raw path,
-// which would make one series per operation id).
+// which would make one series per operation id). An event stream is not
+// timed: it lasts as long as the page stays open, which says nothing of
+// latency.
 func (m *Metrics) Middleware(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		start := time.Now()
 		err := next(c)
+		if strings.HasPrefix(c.Response().Header().Get(echo.HeaderContentType), "text/event-stream") {
+			return err
+		}
 		status := c.Response().Status
 		if he, ok := err.(*echo.HTTPError); ok {
 			status = he.Code

@@ -211,7 +211,7 @@ func recommend(op *Operation, set map[Reason]bool, f findings) Recommendation {
 		// Nothing in the ledger can say whether the action should run: a
 		// person reads the payload. No default the form could preselect.
 		return Recommendation{Action: RecommendReviewPayload,
-			Rationale: "the action's policy asks for approval before it runs: read the payload, then approve or refuse"}
+			Rationale: RationaleApproval}
 	case len(f.matching) > 1:
 		keep, undo := f.matching[0], f.matching[1]
 		if op.State == Confirmed && op.Resource != nil && undo == op.Resource.Ref {
@@ -219,23 +219,23 @@ func recommend(op *Operation, set map[Reason]bool, f findings) Recommendation {
 			keep, undo = undo, keep
 		}
 		return Recommendation{Action: RecommendCompensate, Ref: undo, Keep: keep,
-			Rationale: fmt.Sprintf("%d resources name this operation and version: keep %s, compensate %s", len(f.matching), keep, undo)}
+			Rationale: fmt.Sprintf(RationaleDuplicates, len(f.matching), keep, undo)}
 	case len(f.matching) == 1 && !set[ReasonSourcesDisagree]:
 		return Recommendation{Action: RecommendConfirm, Ref: f.matching[0],
-			Rationale: fmt.Sprintf("exactly one resource, %s, names this operation and version %s", f.matching[0], op.LogicalVersion)}
+			Rationale: fmt.Sprintf(RationaleOneResource, f.matching[0], op.LogicalVersion)}
 	case len(f.otherVersion) > 0:
 		return Recommendation{Action: RecommendCompensate, Ref: f.otherVersion[0],
-			Rationale: fmt.Sprintf("%s is a result for another logical version than %s; undo it before retrying", f.otherVersion[0], op.LogicalVersion)}
+			Rationale: fmt.Sprintf(RationaleOtherVersion, f.otherVersion[0], op.LogicalVersion)}
 	case set[ReasonSourcesDisagree]:
-		return Recommendation{Action: RecommendReconcileAgain, Rationale: "authoritative sources disagree; probe again before deciding"}
+		return Recommendation{Action: RecommendReconcileAgain, Rationale: RationaleDisagree}
 	case f.refutes && (set[ReasonDeadlineExpired] || set[ReasonBudgetExhausted]):
-		return Recommendation{Action: RecommendFail, Rationale: "the destination holds no effect and the budget or deadline is spent"}
+		return Recommendation{Action: RecommendFail, Rationale: RationaleSpent}
 	case f.refutes:
-		return Recommendation{Action: RecommendApproveRetry, Rationale: "the destination authoritatively holds no effect; a retry with the same key is safe"}
+		return Recommendation{Action: RecommendApproveRetry, Rationale: RationaleSafeRetry}
 	case set[ReasonPayloadMismatch]:
-		return Recommendation{Action: RecommendReconcileAgain, Rationale: "the key was reused with a different payload; check which payload is meant — a new version needs a new key"}
+		return Recommendation{Action: RecommendReconcileAgain, Rationale: RationalePayloadReused}
 	case set[ReasonDeadlineExpired]:
-		return Recommendation{Action: RecommendReconcileAgain, Rationale: "the deadline passed with the outcome unknown; search the destination once more, then fail or confirm"}
+		return Recommendation{Action: RecommendReconcileAgain, Rationale: RationaleDeadlinePassed}
 	}
-	return Recommendation{Action: RecommendReconcileAgain, Rationale: "no evidence settles the outcome yet; probe the destination again"}
+	return Recommendation{Action: RecommendReconcileAgain, Rationale: RationaleNoEvidence}
 }

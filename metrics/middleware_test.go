@@ -1,0 +1,50 @@
+package metrics_test
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/limbo-dev/limbo/metrics"
+	"github.com/limbo-dev/limbo/store"
+	"github.com/limbo-dev/limbo/store/storetest"
+)
+
+// TestMiddlewareSkipsStreams: a page is timed by its route; an event
+// stream, which lasts as long as the page that reads it, is not.
+func TestMiddlewareSkipsStreams(t *testing.T) {
+	st := storetest.Open(t, store.SQLite, store.Options{})
+	m := metrics.New(st, nil)
+	e := echo.New()
+	e.Use(m.Middleware)
+	e.GET("/page", func(c echo.Context) error { return c.String(http.StatusOK, "ok") })
+	e.GET("/events", func(c echo.Context) error {
+		c.Response().Header().Set(echo.HeaderContentType, "text/event-stream")
+		return c.String(http.StatusOK, "data: x\n\n")
+	})
+	for _, p := range []string{"/page", "/events"} {
+		e.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, p, nil))
+	}
+	families, err := m.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var routes []string
+	for _, f := range families {
+		if f.GetName() != "limbo_http_request_seconds" {
+			continue
+		}
+		for _, s := range f.GetMetric() {
+			for _, l := range s.GetLabel() {
+				if l.GetName() == "route" {
+					routes = append(routes, l.GetValue())
+				}
+			}
+		}
+	}
+	if len(routes) != 1 || routes[0] != "/page" {
+		t.Fatalf("latency series for %v, want only /page (not the stream)", routes)
+	}
+}
