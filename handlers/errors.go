@@ -30,6 +30,8 @@ type Problem struct {
 	RetryAfter  int                 `json:"retry_after,omitempty"`
 	// Dependency is the operation a waiting-for-dependency answer waits for.
 	Dependency *problemDependency `json:"dependency,omitempty"`
+	// RequestID is the request's id (X-Request-Id), to quote in a report.
+	RequestID string `json:"request_id,omitempty"`
 
 	header map[string]string
 }
@@ -58,7 +60,8 @@ func (h *Handlers) HandleError(err error, c echo.Context) {
 		h.renderConsoleError(c, status, msg)
 		return
 	}
-	p := h.toProblem(err, c)
+	p := *h.toProblem(err, c) // a copy: a Problem may be a shared value
+	p.RequestID = requestID(c)
 	for k, v := range p.header {
 		c.Response().Header().Set(k, v)
 	}
@@ -70,7 +73,7 @@ func (h *Handlers) HandleError(err error, c echo.Context) {
 	if c.Request().Method == http.MethodHead {
 		return
 	}
-	_ = jsonEncode(c.Response(), p)
+	_ = jsonEncode(c.Response(), &p)
 }
 
 func (h *Handlers) toProblem(err error, c echo.Context) *Problem {

@@ -9,6 +9,7 @@ import (
 	"github.com/labstack/echo/v4"
 	"github.com/labstack/echo/v4/middleware"
 
+	"github.com/limbo-dev/limbo/buildinfo"
 	"github.com/limbo-dev/limbo/review"
 	"github.com/limbo-dev/limbo/static"
 )
@@ -23,7 +24,7 @@ func NewServer(h *Handlers) *echo.Echo {
 	e.HTTPErrorHandler = h.HandleError
 	e.IPExtractor = clientAddress(h.TrustedProxies)
 	e.Pre(headAsGet)
-	e.Use(headRestored, middleware.Recover(), securityHeaders, withLanguage)
+	e.Use(headRestored, h.accessLog, middleware.Recover(), securityHeaders, withLanguage)
 	if h.Metrics != nil {
 		e.Use(h.Metrics.Middleware)
 	}
@@ -168,7 +169,8 @@ func (h *Handlers) Routes(e *echo.Echo) {
 
 // Healthz answers 200 while the process is up.
 func (h *Handlers) Healthz(c echo.Context) error {
-	return c.JSON(http.StatusOK, map[string]string{"status": "ok"})
+	v := buildinfo.Read()
+	return c.JSON(http.StatusOK, map[string]string{"status": "ok", "version": v.Version, "revision": v.Revision, "go": v.GoVersion})
 }
 
 // readiness is GET /readyz's answer.

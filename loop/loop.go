@@ -8,7 +8,9 @@ import (
 	"time"
 )
 
-// Every runs fn every d until ctx ends, logging each failure once.
+// Every runs fn every d until ctx ends. A failure is logged when it starts;
+// while it goes on, a summary once a minute rather than a line per tick;
+// and a line when the work succeeds again.
 func Every(ctx context.Context, d time.Duration, log *slog.Logger, name string, fn func(context.Context) error) {
 	Drain(ctx, d, log, name, 0, func(c context.Context) (int, error) { return 0, fn(c) })
 }
@@ -19,6 +21,7 @@ func Every(ctx context.Context, d time.Duration, log *slog.Logger, name string, 
 func Drain(ctx context.Context, d time.Duration, log *slog.Logger, name string, batch int, fn func(context.Context) (int, error)) {
 	t := time.NewTicker(d)
 	defer t.Stop()
+	var f failures
 	for {
 		select {
 		case <-ctx.Done():
@@ -31,13 +34,45 @@ func Drain(ctx context.Context, d time.Duration, log *slog.Logger, name string, 
 			}
 			for {
 				n, err := fn(ctx)
-				if err != nil && ctx.Err() == nil {
-					log.Error(name+" failed", "err", err)
+				if ctx.Err() == nil {
+					f.note(log, name, err, time.Now())
 				}
 				if batch <= 0 || n < batch || err != nil || ctx.Err() != nil {
 					break
 				}
 			}
+		}
+	}
+}
+
+// summaryEvery is how often a failure that goes on is logged again.
+var summaryEvery = time.Minute
+
+// failures is a loop's run of consecutive failures, so that a database
+// that is down for an hour makes a handful of lines, not one per tick.
+type failures struct {
+	n         int       // failures in the current run
+	since     time.Time // the run's first failure
+	logged    time.Time // the last line about it
+	sinceLine int       // failures since that line
+}
+
+func (f *failures) note(log *slog.Logger, name string, err error, now time.Time) {
+	switch {
+	case err == nil && f.n > 0:
+		log.Info(name+" recovered", "failures", f.n, "for", now.Sub(f.since).Round(time.Second).String())
+		*f = failures{}
+	case err == nil:
+	case f.n == 0:
+		f.n, f.since, f.logged, f.sinceLine = 1, now, now, 0
+		log.Error(name+" failed", "err", err)
+	default:
+		f.n++
+		f.sinceLine++
+		if now.Sub(f.logged) >= summaryEvery {
+			log.Error(name+" still failing", "err", err, "failures", f.n, "since_last_line", f.sinceLine,
+				"for", now.Sub(f.since).Round(time.Second).String())
+			f.logged, f.sinceLine = now, 0
 		}
 	}
 }

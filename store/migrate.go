@@ -69,57 +69,67 @@ CREATE TABLE IF NOT EXISTS schema_migrations (
 // transaction together with its version row. On PostgreSQL an advisory lock
 // keeps two starting instances from migrating at once.
 func (s *Store) Migrate(ctx context.Context) error {
+	_, err := s.MigrateApplied(ctx)
+	return err
+}
+
+// MigrateApplied is Migrate, and names the migrations it applied
+// ("0032_operation_search"), in order: none when the schema was current.
+func (s *Store) MigrateApplied(ctx context.Context) ([]string, error) {
+	var applied []string
 	ms, err := migrationsFor(s.engine)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	conn, err := s.db.Connx(ctx)
 	if err != nil {
-		return fmt.Errorf("store.Migrate: %w", err)
+		return applied, fmt.Errorf("store.Migrate: %w", err)
 	}
 	defer conn.Close()
 	if s.engine == Postgres {
 		var schema *string
 		if err := conn.GetContext(ctx, &schema, `SELECT current_schema()`); err != nil {
-			return fmt.Errorf("store.Migrate: %w", err)
+			return applied, fmt.Errorf("store.Migrate: %w", err)
 		}
 		if schema == nil {
-			return fmt.Errorf("store.Migrate: no schema on the search_path exists; create it or fix search_path in the database URL")
+			return applied, fmt.Errorf("store.Migrate: no schema on the search_path exists; create it or fix search_path in the database URL")
 		}
 		if _, err := conn.ExecContext(ctx, `SELECT pg_advisory_lock(hashtext('migrate:' || current_schema()))`); err != nil {
-			return fmt.Errorf("store.Migrate: lock: %w", err)
+			return applied, fmt.Errorf("store.Migrate: lock: %w", err)
 		}
 		defer conn.ExecContext(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock(hashtext('migrate:' || current_schema()))`)
 	}
 	if _, err := conn.ExecContext(ctx, createMigrationsTable); err != nil {
-		return fmt.Errorf("store.Migrate: %w", err)
+		return applied, fmt.Errorf("store.Migrate: %w", err)
 	}
 	for _, m := range ms {
 		var n int
 		if err := conn.GetContext(ctx, &n, s.rebind(`SELECT COUNT(*) FROM schema_migrations WHERE version = ?`), m.version); err != nil {
-			return fmt.Errorf("store.Migrate: %w", err)
+			return applied, fmt.Errorf("store.Migrate: %w", err)
 		}
 		if n > 0 {
 			continue
 		}
 		tx, err := conn.BeginTxx(ctx, &sql.TxOptions{})
 		if err != nil {
-			return fmt.Errorf("store.Migrate: %w", err)
+			return applied, fmt.Errorf("store.Migrate: %w", err)
 		}
 		if _, err := tx.ExecContext(ctx, m.sql); err != nil {
 			tx.Rollback()
-			return fmt.Errorf("store.Migrate: %04d_%s: %w", m.version, m.name, err)
+			return applied, fmt.Errorf("store.Migrate: %04d_%s: %w", m.version, m.name, err)
 		}
 		if _, err := tx.ExecContext(ctx, s.rebind(`INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)`),
 			m.version, m.name, s.now()); err != nil {
 			tx.Rollback()
-			return fmt.Errorf("store.Migrate: %04d_%s: %w", m.version, m.name, err)
+			return applied, fmt.Errorf("store.Migrate: %04d_%s: %w", m.version, m.name, err)
 		}
 		if err := tx.Commit(); err != nil {
-			return fmt.Errorf("store.Migrate: %04d_%s: %w", m.version, m.name, err)
+			return applied, fmt.Errorf("store.Migrate: %04d_%s: %w", m.version, m.name, err)
 		}
+		name := strings.TrimSuffix(m.name, "-"+string(s.engine)) // one name on both engines
+		applied = append(applied, fmt.Sprintf("%04d_%s", m.version, name))
 	}
-	return nil
+	return applied, nil
 }
 
 // SchemaCurrent reports whether every embedded migration has been applied.

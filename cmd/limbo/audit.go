@@ -7,7 +7,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 
 	"github.com/limbo-dev/limbo/anchor"
 	"github.com/limbo-dev/limbo/auditkey"
@@ -15,21 +14,24 @@ import (
 )
 
 // auditKeyFlag registers --audit-key (env LIMBO_AUDIT_KEY_FILE).
-func auditKeyFlag(fs *flag.FlagSet) *string {
-	return fs.String("audit-key", envOr("LIMBO_AUDIT_KEY_FILE", ""),
-		"file holding the audit signing key (env LIMBO_AUDIT_KEY_FILE; or the key itself in LIMBO_AUDIT_KEY; or audit.key_file in the config)")
+func auditKeyFlag(fs *flags) *string {
+	f := fs.String("audit-key", "", "file holding the audit signing key (or the key itself in LIMBO_AUDIT_KEY; or audit.key_file in the config)")
+	fs.bindEnv("audit-key", "LIMBO_AUDIT_KEY_FILE")
+	return f
 }
 
 // configFlag registers --config (env LIMBO_CONFIG).
-func configFlag(fs *flag.FlagSet) *string {
-	return fs.String("config", envOr("LIMBO_CONFIG", ""), "configuration file (env LIMBO_CONFIG); see limbo.example.yaml")
+func configFlag(fs *flags) *string {
+	f := fs.String("config", "", "configuration file; see limbo.example.yaml")
+	fs.bindEnv("config", "LIMBO_CONFIG")
+	return f
 }
 
-func cmdAuditKeygen(args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("audit keygen", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+func cmdAuditKeygen(args []string, std stdio) error {
+	stdout, stderr := std.out, std.err
+	fs := newFlagSet("audit keygen", std)
 	out := fs.String("out", "", "write the new key to this file (mode 0600; never overwritten); without it the key is printed, for LIMBO_AUDIT_KEY or a secret store")
-	if err := parse(fs, args); err != nil {
+	if help, err := fs.parse(args); help || err != nil {
 		return err
 	}
 	k := auditkey.New()
@@ -47,12 +49,13 @@ func cmdAuditKeygen(args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
-func cmdAuditPubkey(args []string, stdout, stderr io.Writer) error {
+func cmdAuditPubkey(args []string, std stdio) error {
+	stdout, stderr := std.out, std.err
 	var s settings
-	fs := newFlags("audit pubkey", stderr, &s)
+	fs := newFlags("audit pubkey", std, &s)
 	keyFile := auditKeyFlag(fs)
 	cfgPath := configFlag(fs)
-	if err := parse(fs, args); err != nil {
+	if help, err := fs.parse(args); help || err != nil {
 		return err
 	}
 	cfg, err := loadConfig(*cfgPath)
@@ -71,9 +74,10 @@ func cmdAuditPubkey(args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
-func cmdAuditVerify(ctx context.Context, args []string, stdout, stderr io.Writer) (int, error) {
+func cmdAuditVerify(ctx context.Context, args []string, std stdio) (int, error) {
+	stdout, stderr := std.out, std.err
 	var s settings
-	fs := newFlags("audit verify", stderr, &s)
+	fs := newFlags("audit verify", std, &s)
 	keyFile := auditKeyFlag(fs)
 	cfgPath := configFlag(fs)
 	pubFlag := fs.String("pubkey", "", "the audit public key, as `limbo audit pubkey` prints it (instead of the key itself)")
@@ -81,8 +85,10 @@ func cmdAuditVerify(ctx context.Context, args []string, stdout, stderr io.Writer
 	exported := fs.String("checkpoint", "", "a checkpoint exported earlier with `limbo audit export`, to check against")
 	maxAge := fs.Duration("max-age", 0, "how old the newest checkpoint may be before the tail counts as cut off; 0 skips the check, for a stopped server "+
 		"(default: twice the sealer interval the checkpoint records; not checked with --anchor or --checkpoint)")
-	if err := parse(fs, args); err != nil {
+	if help, err := fs.parse(args); err != nil {
 		return 2, err
+	} else if help {
+		return 0, nil
 	}
 	cfg, err := loadConfig(*cfgPath)
 	if err != nil {
@@ -136,16 +142,17 @@ func cmdAuditVerify(ctx context.Context, args []string, stdout, stderr io.Writer
 }
 
 // flagSet reports whether the command line gave flag name.
-func flagSet(fs *flag.FlagSet, name string) bool {
+func flagSet(fs *flags, name string) bool {
 	set := false
 	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
 	return set
 }
 
-func cmdAuditExport(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+func cmdAuditExport(ctx context.Context, args []string, std stdio) error {
+	stdout := std.out
 	var s settings
-	fs := newFlags("audit export", stderr, &s)
-	if err := parse(fs, args); err != nil {
+	fs := newFlags("audit export", std, &s)
+	if help, err := fs.parse(args); help || err != nil {
 		return err
 	}
 	st, err := store.Open(ctx, s.DB, store.Options{})

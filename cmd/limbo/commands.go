@@ -4,34 +4,72 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 
+	"github.com/limbo-dev/limbo/buildinfo"
 	"github.com/limbo-dev/limbo/review"
 	"github.com/limbo-dev/limbo/store"
 )
 
-func cmdMigrate(ctx context.Context, args []string, stderr io.Writer) error {
+func cmdMigrate(ctx context.Context, args []string, std stdio) error {
+	stderr := std.err
 	var s settings
-	fs := newFlags("migrate", stderr, &s)
-	if err := parse(fs, args); err != nil {
+	fs := newFlags("migrate", std, &s)
+	if help, err := fs.parse(args); help || err != nil {
 		return err
 	}
-	st, err := openStore(ctx, s, store.Options{})
+	st, err := store.Open(ctx, s.DB, store.Options{MaxConns: s.MaxConns})
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-	fmt.Fprintln(stderr, "limbo: schema is up to date")
+	applied, err := st.MigrateApplied(ctx)
+	for _, m := range applied {
+		fmt.Fprintf(stderr, "limbo: applied %s\n", m)
+	}
+	if err != nil {
+		return err
+	}
+	if len(applied) == 0 {
+		fmt.Fprintln(stderr, "limbo: the schema was up to date; nothing applied")
+	} else {
+		fmt.Fprintf(stderr, "limbo: applied %d migrations; the schema is up to date\n", len(applied))
+	}
 	return nil
 }
 
-func cmdTokenCreate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+// cmdVersion prints this binary's build (buildinfo), as text or JSON.
+func cmdVersion(args []string, std stdio) error {
+	fs := newFlagSet("version", std)
+	asJSON := fs.Bool("json", false, "print it as one JSON object")
+	if help, err := fs.parse(args); help || err != nil {
+		return err
+	}
+	v := buildinfo.Read()
+	if *asJSON {
+		return printJSON(std.out, v)
+	}
+	rev := v.Revision
+	if rev == "" {
+		rev = "unknown"
+	} else if v.Modified {
+		rev += " (modified)"
+	}
+	fmt.Fprintf(std.out, "limbo %s\nrevision %s", v.Version, rev)
+	if v.Time != "" {
+		fmt.Fprintf(std.out, " (%s)", v.Time)
+	}
+	fmt.Fprintf(std.out, "\n%s\n", v.GoVersion)
+	return nil
+}
+
+func cmdTokenCreate(ctx context.Context, args []string, std stdio) error {
+	stdout := std.out
 	var s settings
-	fs := newFlags("token create", stderr, &s)
+	fs := newFlags("token create", std, &s)
 	tenant := fs.String("tenant", "", "tenant the token belongs to (created if new)")
 	name := fs.String("name", "", "label for the token")
-	if err := parse(fs, args); err != nil {
+	if help, err := fs.parse(args); help || err != nil {
 		return err
 	}
 	if *tenant == "" {

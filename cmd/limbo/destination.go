@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -19,9 +18,9 @@ const maxDocument = 16 << 20
 
 // cmdDestinationImport writes a destination block for the configuration
 // file from the destination's OpenAPI document (contract.Import).
-func cmdDestinationImport(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("destination import", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+func cmdDestinationImport(ctx context.Context, args []string, std stdio) error {
+	stdout, stderr := std.out, std.err
+	fs := newFlagSet("destination import", std)
 	src := fs.String("openapi", "", "the destination's OpenAPI 3.0 or 3.1 document: a file, or an http(s) URL")
 	o := contract.Options{Probes: map[string]string{}, Actions: map[string]string{}}
 	fs.StringVar(&o.Name, "name", "", "the destination's name in the configuration")
@@ -47,22 +46,7 @@ func cmdDestinationImport(ctx context.Context, args []string, stdout, stderr io.
 	fs.BoolVar(&o.AllowPostSearch, "allow-post-search", false, "accept a search operation that is a POST (a probe is otherwise a GET)")
 	fs.BoolVar(&o.AllowInternal, "allow-internal", false, "let the probes reach the destination's host when it is a loopback or private address")
 	out := fs.String("out", "", "write the block to this file (default: standard output)")
-	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), `Usage: limbo destination import --openapi FILE_OR_URL --name NAME [flags]
-
-Writes the destination block of a configuration file from the destination's
-OpenAPI document: status, search, job and history probes from the operations
-it marks with x-limbo-probe (or that --status, --search, … name), and the
-request schema of each operation an --action is sent as. A registration of
-that action whose body breaks the schema is refused with 400, naming the
-field, before anything is sent. The block is checked as Limbo checks its
-configuration; review it, then add what a document cannot say (honours_keys,
-search_lag, undo, …).
-
-`)
-		fs.PrintDefaults()
-	}
-	if err := parse(fs, args); err != nil {
+	if help, err := fs.parse(args); help || err != nil {
 		return err
 	}
 	if *src == "" || o.Name == "" {

@@ -9,7 +9,11 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
+
+	"github.com/limbo-dev/limbo/bench"
+	"github.com/limbo-dev/limbo/chaos"
 )
 
 func main() {
@@ -18,81 +22,179 @@ func main() {
 	os.Exit(run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }
 
-const usage = `limbo — the ledger and review desk for operations whose outcome is unknown
+const intro = `limbo — the ledger and review desk for operations whose outcome is unknown
 
-Usage:
-  limbo serve [--addr 127.0.0.1:8080] [--db URL] [--config FILE] [--demo]
-              [--audit-key FILE] [--audit-anchor DIR] [--audit-seal-max D]
-  limbo migrate [--db URL]
-  limbo token create --tenant NAME [--name LABEL] [--db URL]
-  limbo user add --email E --role reviewer|support|manager|admin [--tenants a,b|*] [--db URL]
-  limbo audit verify [--db URL] [--audit-key FILE | --pubkey KEY] [--anchor DIR]
-                     [--checkpoint FILE] [--max-age D] [--config FILE]
-  limbo audit export [--db URL]
-  limbo audit keygen [--out FILE]
-  limbo audit pubkey [--audit-key FILE] [--db URL] [--config FILE]
-  limbo policy lint [--config FILE]                     (every action's policy complete?)
-  limbo destination import --openapi FILE_OR_URL --name N [--action A=opId]…
-                                                         (see limbo destination import --help)
-  limbo sandbox [--addr 127.0.0.1:8090] [fault flags]   (see limbo sandbox --help)
-  limbo chaos [fault flags] [--ops N] [--integrators N] [--kills K] [--db URL]
-              [--truth-out FILE] [--settle D]            (see limbo chaos --help)
-  limbo bench [--db URL] [--duration D] [--concurrency N] [--queue-ops N] [--open-cases M]
-                                                         (see limbo bench --help)
+Usage: limbo COMMAND [flags]
 
---db also reads LIMBO_DB (default sqlite:limbo.db); --addr reads LIMBO_ADDR;
---config reads LIMBO_CONFIG. Database URL: sqlite:PATH or postgres://…
-The audit key: --audit-key FILE (or LIMBO_AUDIT_KEY_FILE, audit.key_file), or
-the key in LIMBO_AUDIT_KEY; serve on SQLite makes <db file>.audit-key if none.
+Commands:
 `
+
+const outro = `
+limbo help COMMAND (or limbo COMMAND --help) describes a command and its flags.
+Database URL: sqlite:PATH or postgres://… (--db, env LIMBO_DB; default sqlite:limbo.db).
+Each flag's environment variable, where it has one, is named in --help: the
+command line wins over the environment, the environment over the default.
+`
+
+func printUsage(w io.Writer) {
+	fmt.Fprint(w, intro)
+	printCommands(w, commands)
+	fmt.Fprint(w, outro)
+}
+
+// commands is every subcommand, in the order `limbo help` lists them.
+var commands []command
+
+func init() {
+	// (Here rather than in the declaration: help reads commands.)
+	commands = []command{
+		{"serve", "run the API, the console and the background work", serveUsage,
+			func(ctx context.Context, a []string, std stdio) (int, error) { return 0, cmdServe(ctx, a, std) }},
+		{"migrate", "bring the database schema up to date, naming what it applied", `Usage: limbo migrate [--db URL]
+
+Applies the migrations the database lacks, each in its own transaction, and
+names each one it applied. serve migrates on start as well; run this first
+to upgrade with the server stopped, or to see what an upgrade changes.`,
+			func(ctx context.Context, a []string, std stdio) (int, error) { return 0, cmdMigrate(ctx, a, std) }},
+		{"version", "print the version, the commit it was built from and the Go version", `Usage: limbo version [--json]
+
+Prints the module version, the VCS revision and time this binary was built
+from, and the Go version that built it (the same as GET /healthz and the
+limbo_build_info metric).`,
+			func(ctx context.Context, a []string, std stdio) (int, error) { return 0, cmdVersion(a, std) }},
+		{"token create", "create an API token for a tenant (printed once)", `Usage: limbo token create --tenant NAME [--name LABEL] [--db URL]
+
+Creates an API token for the tenant (creating the tenant if new) and prints
+it on stdout, alone, once: only its hash is stored.`,
+			func(ctx context.Context, a []string, std stdio) (int, error) { return 0, cmdTokenCreate(ctx, a, std) }},
+		{"user add", "add a console user", `Usage: limbo user add --email E --role reviewer|support|manager|admin [--tenants a,b|*] [--db URL]
+
+Adds a console user. The password is read from the first line of stdin when
+stdin is not a terminal; otherwise one is generated and printed once.`,
+			func(ctx context.Context, a []string, std stdio) (int, error) { return 0, cmdUserAdd(ctx, a, std) }},
+		{"audit verify", "verify the audit trail's hash chain and signed checkpoints (exit 1 if broken)", `Usage: limbo audit verify [--db URL] [--audit-key FILE | --pubkey KEY] [--anchor DIR]
+                          [--checkpoint FILE] [--max-age D] [--config FILE]
+
+Recomputes the audit trail's hash chain and checks every signed checkpoint
+against the audit public key; with --anchor or --checkpoint, also that the
+database still holds what those copies prove. Exit 0 when the trail holds,
+1 when it does not (what broke is printed), 2 when it could not be checked.`,
+			cmdAuditVerify},
+		{"audit export", "print the newest signed checkpoint, to keep outside the database", `Usage: limbo audit export [--db URL]
+
+Prints the newest signed audit checkpoint as JSON. Keep it somewhere the
+database's administrators cannot write; audit verify --checkpoint FILE
+later proves the trail still holds everything it covers.`,
+			func(ctx context.Context, a []string, std stdio) (int, error) { return 0, cmdAuditExport(ctx, a, std) }},
+		{"audit keygen", "make a new audit signing key", `Usage: limbo audit keygen [--out FILE]
+
+Makes a new Ed25519 audit signing key: into FILE (mode 0600, never
+overwritten) with its public key printed, or printed for LIMBO_AUDIT_KEY or
+a secret store.`,
+			func(ctx context.Context, a []string, std stdio) (int, error) { return 0, cmdAuditKeygen(a, std) }},
+		{"audit pubkey", "print the audit public key", `Usage: limbo audit pubkey [--audit-key FILE] [--db URL] [--config FILE]
+
+Prints the public key of the audit signing key serve would use, for
+audit verify --pubkey on a machine that must not hold the private key.`,
+			func(ctx context.Context, a []string, std stdio) (int, error) { return 0, cmdAuditPubkey(a, std) }},
+		{"policy lint", "list actions whose policy misses a production checklist item (exit 1 if any)", `Usage: limbo policy lint [--config FILE]
+
+Lists every action whose policy (destinations.<d>.actions.<a> in the
+configuration file) misses an item of the production checklist, and exits 1
+when any does; 0 when every policy is complete.`,
+			func(ctx context.Context, a []string, std stdio) (int, error) {
+				if err := cmdPolicyLint(a, std); errors.Is(err, errPolicyGaps) {
+					return 1, nil
+				} else if err != nil {
+					return 2, err
+				}
+				return 0, nil
+			}},
+		{"destination import", "write a destination's configuration from its OpenAPI document", `Usage: limbo destination import --openapi FILE_OR_URL --name NAME [flags]
+
+Writes the destination block of a configuration file from the destination's
+OpenAPI document: status, search, job and history probes from the operations
+it marks with x-limbo-probe (or that --status, --search, … name), and the
+request schema of each operation an --action is sent as. A registration of
+that action whose body breaks the schema is refused with 400, naming the
+field, before anything is sent. The block is checked as Limbo checks its
+configuration; review it, then add what a document cannot say (honours_keys,
+search_lag, undo, …).`,
+			func(ctx context.Context, a []string, std stdio) (int, error) {
+				return 0, cmdDestinationImport(ctx, a, std)
+			}},
+		{"sandbox", "run the sandbox destination (files, jobs, a model) with injected faults", sandboxUsage,
+			func(ctx context.Context, a []string, std stdio) (int, error) { return 0, cmdSandbox(ctx, a, std) }},
+		{"chaos", "run the fault run against Limbo and check its invariants (exit 1 if one breaks)", chaos.Usage, cmdChaos},
+		{"bench", "measure Limbo on this machine (JSON)", bench.Usage,
+			func(ctx context.Context, a []string, std stdio) (int, error) { return 0, cmdBench(ctx, a, std) }},
+		{"help", "describe a command: limbo help COMMAND", `Usage: limbo help [COMMAND]
+
+Lists the commands, or describes one and its flags, as its --help does:
+
+  limbo help
+  limbo help audit verify`,
+			func(ctx context.Context, a []string, std stdio) (int, error) { return help(ctx, a, std) }},
+	}
+}
+
+const serveUsage = `Usage: limbo serve [--addr 127.0.0.1:8080] [--db URL] [--config FILE] [--demo] [flags]
+
+Runs Limbo: the integration API, the review console, /metrics, /healthz and
+/readyz, and the background work (lease sweeps, reconciliation, the audit
+sealer, webhook deliveries). Migrates the database on start. Logs go to
+stderr (--log-format, --log-level), one access line per request.`
+
+// help is limbo help [COMMAND…].
+func help(ctx context.Context, args []string, std stdio) (int, error) {
+	switch {
+	case len(args) == 0:
+		printUsage(std.out)
+		return 0, nil
+	case isHelp(args[0]) || args[0] == "help":
+		c, _ := findCommand([]string{"help"})
+		fmt.Fprintln(std.out, c.usage)
+		return 0, nil
+	}
+	return dispatch(ctx, append(args, "--help"), std), nil
+}
 
 // run dispatches a command line and returns the exit code: 0 success, 1 the
 // command's own "no" (a broken audit chain), 2 usage or infrastructure errors.
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	std := stdio{in: stdin, out: stdout, err: stderr}
 	if len(args) == 0 {
-		fmt.Fprint(stderr, usage)
+		printUsage(stderr)
 		return 2
 	}
-	var err error
-	code := 0
-	switch cmd, rest := args[0], args[1:]; {
-	case cmd == "serve":
-		err = cmdServe(ctx, rest, stdout, stderr)
-	case cmd == "migrate":
-		err = cmdMigrate(ctx, rest, stderr)
-	case cmd == "token" && len(rest) > 0 && rest[0] == "create":
-		err = cmdTokenCreate(ctx, rest[1:], stdout, stderr)
-	case cmd == "user" && len(rest) > 0 && rest[0] == "add":
-		err = cmdUserAdd(ctx, rest[1:], stdin, stdout, stderr)
-	case cmd == "audit" && len(rest) > 0 && rest[0] == "verify":
-		code, err = cmdAuditVerify(ctx, rest[1:], stdout, stderr)
-	case cmd == "audit" && len(rest) > 0 && rest[0] == "export":
-		err = cmdAuditExport(ctx, rest[1:], stdout, stderr)
-	case cmd == "audit" && len(rest) > 0 && rest[0] == "keygen":
-		err = cmdAuditKeygen(rest[1:], stdout, stderr)
-	case cmd == "audit" && len(rest) > 0 && rest[0] == "pubkey":
-		err = cmdAuditPubkey(rest[1:], stdout, stderr)
-	case cmd == "policy" && len(rest) > 0 && rest[0] == "lint":
-		if err = cmdPolicyLint(rest[1:], stdout, stderr); errors.Is(err, errPolicyGaps) {
-			code, err = 1, nil
+	if isHelp(args[0]) {
+		printUsage(stdout)
+		return 0
+	}
+	return dispatch(ctx, args, std)
+}
+
+func dispatch(ctx context.Context, args []string, std stdio) int {
+	c, rest := findCommand(args)
+	if c == nil {
+		// A group's first word alone ("limbo audit"), or with --help.
+		if g := group(args[0]); len(g) > 0 {
+			w, code := std.err, 2
+			if len(args) == 2 && isHelp(args[1]) {
+				w, code = std.out, 0
+			}
+			fmt.Fprintf(w, "limbo %s has these commands:\n", args[0])
+			printCommands(w, g)
+			return code
 		}
-	case cmd == "destination" && len(rest) > 0 && rest[0] == "import":
-		err = cmdDestinationImport(ctx, rest[1:], stdout, stderr)
-	case cmd == "sandbox":
-		err = cmdSandbox(ctx, rest, stdout, stderr)
-	case cmd == "chaos":
-		code, err = cmdChaos(ctx, rest, stdout, stderr)
-	case cmd == "bench":
-		err = cmdBench(ctx, rest, stdout, stderr)
-	case cmd == "help" || cmd == "-h" || cmd == "--help":
-		fmt.Fprint(stdout, usage)
-	default:
-		fmt.Fprintf(stderr, "limbo: unknown command %q\n\n%s", args[0], usage)
+		fmt.Fprintf(std.err, "limbo: unknown command %q\n\n", strings.Join(args, " "))
+		printUsage(std.err)
 		return 2
 	}
+	code, err := c.run(ctx, rest, std)
 	if err != nil {
-		fmt.Fprintf(stderr, "limbo: %v\n", err)
-		return 2
+		fmt.Fprintf(std.err, "limbo: %v\n", err)
+		return max(code, 2)
 	}
 	return code
 }

@@ -2,9 +2,7 @@ package main
 
 import (
 	"errors"
-	"flag"
 	"fmt"
-	"io"
 
 	"github.com/limbo-dev/limbo/review"
 )
@@ -16,21 +14,11 @@ var errPolicyGaps = errors.New("policy lint: some actions are not ready for prod
 // cmdPolicyLint lists every action whose policy misses an item of the
 // production checklist (review.PolicyChecklist), one line per item, and
 // answers errPolicyGaps when there is any.
-func cmdPolicyLint(args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("policy lint", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	path := fs.String("config", envOr("LIMBO_CONFIG", ""), "configuration file (env LIMBO_CONFIG)")
-	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), `Usage: limbo policy lint [--config FILE]
-
-Lists every action whose policy (destinations.<d>.actions.<a> in the
-configuration file) misses an item of the production checklist, and exits 1
-when any does; 0 when every policy is complete.
-
-`)
-		fs.PrintDefaults()
-	}
-	if err := parse(fs, args); err != nil {
+func cmdPolicyLint(args []string, std stdio) error {
+	stdout := std.out
+	fs := newFlagSet("policy lint", std)
+	path := configFlag(fs)
+	if help, err := fs.parse(args); help || err != nil {
 		return err
 	}
 	if *path == "" {

@@ -3,9 +3,7 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -28,12 +26,14 @@ Flags:
 `
 
 // cmdSandbox serves the sandbox destination until ctx ends.
-func cmdSandbox(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("sandbox", flag.ContinueOnError)
-	addr := fs.String("addr", envOr("LIMBO_SANDBOX_ADDR", "127.0.0.1:8090"), "listen address (env LIMBO_SANDBOX_ADDR)")
+func cmdSandbox(ctx context.Context, args []string, std stdio) error {
+	stdout, stderr := std.out, std.err
+	fs := newFlagSet("sandbox", std)
+	addr := fs.String("addr", "127.0.0.1:8090", "listen address")
+	fs.bindEnv("addr", "LIMBO_SANDBOX_ADDR")
 	var opts sandbox.Options
-	opts.RegisterFlags(fs)
-	if help, err := parseTool(fs, sandboxUsage, args, stdout, stderr); help || err != nil {
+	opts.RegisterFlags(fs.FlagSet)
+	if help, err := fs.parse(args); help || err != nil {
 		return err
 	}
 	if err := opts.Validate(); err != nil {

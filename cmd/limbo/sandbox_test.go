@@ -14,7 +14,7 @@ import (
 func TestSandboxHelp(t *testing.T) {
 	t.Parallel()
 	var out, errb bytes.Buffer
-	if err := cmdSandbox(context.Background(), []string{"--help"}, &out, &errb); err != nil {
+	if err := cmdSandbox(context.Background(), []string{"--help"}, stdio{out: &out, err: &errb}); err != nil {
 		t.Fatalf("--help: %v (stderr %q)", err, errb.String())
 	}
 	for _, name := range []string{"addr", "loss", "rate-limited", "unavailable", "error-after-commit", "delay",
@@ -32,7 +32,7 @@ func TestSandboxBadFlags(t *testing.T) {
 	t.Parallel()
 	for _, args := range [][]string{{"--loss", "2"}, {"--rate-limited", "0.7", "--unavailable", "0.7"}, {"--frobnicate"}, {"extra"}} {
 		var out, errb bytes.Buffer
-		if err := cmdSandbox(context.Background(), args, &out, &errb); err == nil {
+		if err := cmdSandbox(context.Background(), args, stdio{out: &out, err: &errb}); err == nil {
 			t.Errorf("%v: accepted", args)
 		}
 	}
@@ -44,7 +44,7 @@ func TestSandboxServes(t *testing.T) {
 	pr, pw := io.Pipe()
 	done := make(chan error, 1)
 	go func() {
-		done <- cmdSandbox(ctx, []string{"--addr", "127.0.0.1:0", "--seed", "1"}, pw, io.Discard)
+		done <- cmdSandbox(ctx, []string{"--addr", "127.0.0.1:0", "--seed", "1"}, stdio{out: pw, err: io.Discard})
 		pw.Close()
 	}()
 	line, err := bufio.NewReader(pr).ReadString('\n')

@@ -28,29 +28,42 @@ const (
 	reconcileEvery = 500 * time.Millisecond
 )
 
-func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+func cmdServe(ctx context.Context, args []string, std stdio) error {
+	stdout, stderr := std.out, std.err
 	var s settings
-	fs := newFlags("serve", stderr, &s)
-	fs.StringVar(&s.Addr, "addr", envOr("LIMBO_ADDR", "127.0.0.1:8080"), "listen address (env LIMBO_ADDR)")
-	fs.StringVar(&s.Config, "config", envOr("LIMBO_CONFIG", ""), "destination configuration file (env LIMBO_CONFIG); see limbo.example.yaml")
+	fs := newFlags("serve", std, &s)
+	fs.StringVar(&s.Addr, "addr", "127.0.0.1:8080", "listen address")
+	cfgPath := configFlag(fs)
 	fs.BoolVar(&s.Demo, "demo", false, "run the sandbox destination in process with demo traffic for a few tenants, seed a week of history and open cases for every role (once per database), create a demo tenant with a token and one user per role, and print how to use them; the server logs go to "+filepath.Join(os.TempDir(), demoLogName))
-	secure := fs.Bool("secure-cookies", envOr("LIMBO_SECURE_COOKIES", "") == "1", "mark session cookies Secure: set it when users reach Limbo over HTTPS, e.g. behind a TLS proxy (env LIMBO_SECURE_COOKIES=1)")
+	secure := fs.Bool("secure-cookies", false, "mark session cookies Secure: set it when users reach Limbo over HTTPS, e.g. behind a TLS proxy (true or false, as strconv.ParseBool reads them)")
 	idle := fs.Duration("session-idle", 30*time.Minute, "a console session ends after this long unused")
 	maxAge := fs.Duration("session-max", 12*time.Hour, "a console session ends this long after sign-in, however active")
 	keyFile := auditKeyFlag(fs)
-	anchorDir := fs.String("audit-anchor", envOr("LIMBO_AUDIT_ANCHOR", ""),
-		"copy every signed audit checkpoint to this directory, outside the database (env LIMBO_AUDIT_ANCHOR; or audit.anchor_dir)")
-	sealMax := fs.Duration("audit-seal-max", 0, "write an audit checkpoint at least this often, even when idle (default 60s, or audit.seal_max; at least 2s)")
-	proxies := fs.String("trusted-proxies", envOr("LIMBO_TRUSTED_PROXIES", ""), "comma-separated CIDR ranges of the reverse proxies whose X-Forwarded-For names the client, e.g. 10.0.0.0/8; overrides trusted_proxies in --config; without either, forwarding headers are ignored (env LIMBO_TRUSTED_PROXIES)")
+	anchorDir := fs.String("audit-anchor", "", "copy every signed audit checkpoint to this directory, outside the database (or audit.anchor_dir)")
+	sealMax := fs.Duration("audit-seal-max", 0, "write an audit checkpoint at least this often, even when idle (0: 60s, or audit.seal_max; at least 2s)")
+	proxies := fs.String("trusted-proxies", "", "comma-separated CIDR ranges of the reverse proxies whose X-Forwarded-For (and X-Request-Id) are believed, e.g. 10.0.0.0/8; overrides trusted_proxies in --config; without either, forwarding headers are ignored")
 	var level slog.Level
-	fs.TextVar(&level, "log-level", slog.LevelInfo, "debug, info, warn or error; debug adds a line per lease-sweep round")
-	if err := parse(fs, args); err != nil {
+	fs.TextVar(&level, "log-level", slog.LevelInfo, "the least `level` logged: debug, info, warn or error; debug adds a line per lease-sweep round")
+	format := fs.String("log-format", "text", "text (one key=value line per event) or json (one JSON object per line)")
+	// Every serve flag reads the environment too: LIMBO_ and its name.
+	for name, env := range map[string]string{"addr": "LIMBO_ADDR", "demo": "LIMBO_DEMO", "secure-cookies": "LIMBO_SECURE_COOKIES",
+		"session-idle": "LIMBO_SESSION_IDLE", "session-max": "LIMBO_SESSION_MAX", "audit-anchor": "LIMBO_AUDIT_ANCHOR",
+		"audit-seal-max": "LIMBO_AUDIT_SEAL_MAX", "trusted-proxies": "LIMBO_TRUSTED_PROXIES", "log-level": "LIMBO_LOG_LEVEL",
+		"log-format": "LIMBO_LOG_FORMAT"} {
+		fs.bindEnv(name, env)
+	}
+	if help, err := fs.parse(args); help || err != nil {
 		return err
 	}
+	s.Config = *cfgPath
 	if *idle <= 0 || *maxAge <= 0 || *idle > *maxAge {
 		return fmt.Errorf("serve: --session-idle and --session-max must be positive, idle no longer than max")
 	}
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	newHandler, err := logHandler(*format)
+	if err != nil {
+		return err
+	}
+	log := slog.New(newHandler(stderr, level))
 	var logFile string
 	if s.Demo {
 		// The demo's traffic and faults log a lot: into a file, so the
@@ -61,8 +74,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 		defer f.Close()
 		logFile = path
-		log = slog.New(slog.NewMultiHandler(slog.NewTextHandler(f, &slog.HandlerOptions{Level: level}),
-			slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelError})))
+		log = slog.New(slog.NewMultiHandler(newHandler(f, level), newHandler(stderr, slog.LevelError)))
 	}
 	cfg, err := loadConfig(s.Config)
 	if err != nil {
@@ -93,6 +105,21 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	defer a.Close()
 	log.Info("audit key", "key_id", auditkey.ID(audit.Key.Key), "from", audit.Key.Where, "config", s.Config)
 	return serveUntilDone(ctx, a, sandboxDemo, s.DB, logFile, stdout, log)
+}
+
+// logHandler makes log handlers of the --log-format kind.
+func logHandler(format string) (func(w io.Writer, level slog.Leveler) slog.Handler, error) {
+	switch format {
+	case "text":
+		return func(w io.Writer, l slog.Leveler) slog.Handler {
+			return slog.NewTextHandler(w, &slog.HandlerOptions{Level: l})
+		}, nil
+	case "json":
+		return func(w io.Writer, l slog.Leveler) slog.Handler {
+			return slog.NewJSONHandler(w, &slog.HandlerOptions{Level: l})
+		}, nil
+	}
+	return nil, fmt.Errorf("serve: --log-format %q: text or json", format)
 }
 
 // demoLogName is the file `serve --demo` logs to, in the temporary

@@ -6,9 +6,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"flag"
-	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -17,43 +14,18 @@ import (
 	"github.com/limbo-dev/limbo/chaos"
 )
 
-// parseTool parses a tool's flags: --help prints usage and its flags to
-// stdout (help is true, the command succeeds); a mistake prints them to
-// stderr.
-func parseTool(fs *flag.FlagSet, usage string, args []string, stdout, stderr io.Writer) (help bool, err error) {
-	fs.SetOutput(stderr)
-	fs.Usage = func() {} // printed here, where it belongs
-	printUsage := func(w io.Writer) {
-		fmt.Fprint(w, usage)
-		fs.SetOutput(w)
-		fs.PrintDefaults()
-		fs.SetOutput(stderr)
-	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			printUsage(stdout)
-			return true, nil
-		}
-		printUsage(stderr)
-		return false, err
-	}
-	if fs.NArg() > 0 {
-		return false, fmt.Errorf("%s: unexpected argument %q", fs.Name(), fs.Arg(0))
-	}
-	return false, nil
-}
-
 func printJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
 }
 
-func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+func cmdBench(ctx context.Context, args []string, std stdio) error {
+	stdout, stderr := std.out, std.err
+	fs := newFlagSet("bench", std)
 	var o bench.Options
-	o.RegisterFlags(fs)
-	if help, err := parseTool(fs, bench.Usage, args, stdout, stderr); help || err != nil {
+	o.RegisterFlags(fs.FlagSet)
+	if help, err := fs.parse(args); help || err != nil {
 		return err
 	}
 	o.Log = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
@@ -66,12 +38,13 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 }
 
 // cmdChaos runs the fault run; exit 1 when an invariant does not hold.
-func cmdChaos(ctx context.Context, args []string, stdout, stderr io.Writer) (int, error) {
-	fs := flag.NewFlagSet("chaos", flag.ContinueOnError)
+func cmdChaos(ctx context.Context, args []string, std stdio) (int, error) {
+	stdout, stderr := std.out, std.err
+	fs := newFlagSet("chaos", std)
 	var o chaos.Options
-	realLag := o.RegisterFlags(fs)
+	realLag := o.RegisterFlags(fs.FlagSet)
 	verbose := fs.Bool("verbose", false, "log every reconciliation and worker event to stderr")
-	help, err := parseTool(fs, chaos.Usage, args, stdout, stderr)
+	help, err := fs.parse(args)
 	if err != nil {
 		return 2, err
 	} else if help {

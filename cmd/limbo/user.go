@@ -16,13 +16,14 @@ import (
 // cmdUserAdd adds a console user. The password is read from stdin (first
 // line) when stdin is not a terminal and not empty; otherwise one is
 // generated and printed once.
-func cmdUserAdd(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+func cmdUserAdd(ctx context.Context, args []string, std stdio) error {
+	stdin, stdout := std.in, std.out
 	var s settings
-	fs := newFlags("user add", stderr, &s)
+	fs := newFlags("user add", std, &s)
 	email := fs.String("email", "", "the user's email, used to sign in")
 	role := fs.String("role", "", "reviewer, support, manager or admin")
 	tenants := fs.String("tenants", "*", "tenants the user may see: a,b or * for all")
-	if err := parse(fs, args); err != nil {
+	if help, err := fs.parse(args); help || err != nil {
 		return err
 	}
 	if *email == "" || *role == "" {
