@@ -38,9 +38,8 @@ func TestSeedHistory(t *testing.T) {
 		if h.Skipped || h.Operations < 300 {
 			t.Fatalf("seeded %+v, want a few hundred operations", h)
 		}
-		if h.Took > 30*time.Second {
-			t.Errorf("seeding took %s", h.Took)
-		}
+		// (How long it took is logged, not asserted: speed is measured in
+		// benchmarks, never in timed tests on a shared machine.)
 
 		// Settled operations on each of the last seven days.
 		var perDay [HistoryDays]int
