@@ -23,7 +23,7 @@ func TestBulkLoadBrowse(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, e store.Engine) {
 		ctx := context.Background()
 		s := storetest.Open(t, e, store.Options{})
-		const n, open = 300, 20
+		const n, open = 1100, 20 // over BrowseSearchCountCap: a search past the cap too
 		if err := s.BulkLoad(ctx, n, open); err != nil {
 			t.Fatal(err)
 		}
@@ -75,7 +75,7 @@ func TestBulkLoadBrowse(t *testing.T) {
 
 		// The search, against the same rule written out: key prefix,
 		// source or resource ref containing the text, ASCII case aside.
-		for _, q := range []string{"FILE-123.PDF", "123.pdf", "src-12", "key-29", "99", ".PDF", id(42), "no-such-ref"} {
+		for _, q := range []string{"FILE-123.PDF", "123.pdf", "src-12", "key-29", "99", "7", ".PDF", "src-", "key-1", id(42), "no-such-ref"} {
 			match := func(x int) bool {
 				lq := strings.ToLower(q)
 				return id(x) == q || strings.HasPrefix(fmt.Sprint("key-", x), q) || strings.Contains(fmt.Sprint("src-", x), lq) ||
@@ -98,6 +98,23 @@ func TestBulkLoadBrowse(t *testing.T) {
 		}
 		if p.Counts[review.Confirmed] != n-open || p.Counts[review.NeedsReview] != open || p.Total != n {
 			t.Errorf("counts %v total %d", p.Counts, p.Total)
+		}
+		// A search matching more than its cap counts no state; one under
+		// it counts each.
+		p, err = s.BrowseOperations(ctx, nil, store.BrowseFilter{Search: "SRC-"}, "", 50)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !p.Uncounted || !p.TotalCapped || len(p.Counts) != 0 || p.CountCap != store.BrowseSearchCountCap || len(p.Rows) != 50 || p.Rows[0].ID != id(0) {
+			t.Errorf("search past the cap: uncounted %v capped %v counts %v cap %d, %d rows", p.Uncounted, p.TotalCapped, p.Counts, p.CountCap, len(p.Rows))
+		}
+		p, err = s.BrowseOperations(ctx, nil, store.BrowseFilter{Search: "src-1"}, "", 50)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// src-1, src-1N, src-1NN, src-1000…1099: 1 + 10 + 100 + 100, the first open.
+		if p.Uncounted || p.TotalCapped || p.Total != 211 || p.Counts[review.NeedsReview] != 11 || p.Counts[review.Confirmed] != 200 {
+			t.Errorf("search under the cap: uncounted %v total %d counts %v", p.Uncounted, p.Total, p.Counts)
 		}
 	})
 }
