@@ -115,9 +115,12 @@ func New(ctx context.Context, cfg Config) (a *App, err error) {
 		cfg.Owner = fmt.Sprintf("%s/%d", host, os.Getpid())
 	}
 	a = &App{cfg: cfg, log: cfg.Log, serveErr: make(chan error, 1)}
+	// The returns below set a to nil: what to close is kept apart, or a
+	// failure to start would panic instead of saying what failed.
+	opened := a
 	defer func() {
 		if err != nil {
-			a.Close()
+			opened.Close()
 		}
 	}()
 	if a.Store, err = OpenStore(ctx, cfg.DB, store.Options{Config: cfg.Destinations, AuditKey: cfg.AuditKey,

@@ -47,6 +47,12 @@ Measures Limbo on this machine and prints one JSON object:
       each for --duration, and the medians are reported;
   queue_p50_ms, queue_p99_ms, case_p99_ms with --queue-ops: the console's
       queue and case pages over a bulk-loaded ledger;
+  browse_p50_ms, browse_p99_ms, search_p50_ms, search_p99_ms,
+  operation_p50_ms, operation_p99_ms with --queue-ops: the operations
+      browser (first page, a state, a tenant, 20 pages deep), its search
+      (key prefix, source ref, resource ref in capitals, a broad fragment,
+      two digits, no match, an exact id with its redirect) and operation
+      pages, over the same ledger; browse_kinds has each kind's figures;
   reconcile_per_min   ambiguous operations settled per minute against the
       sandbox with 50 ms per call;
   rss_mb              the process's peak resident memory.
@@ -93,7 +99,7 @@ func (o *Options) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.Warmup, "warmup", -1, "untimed warm-up of each mode before the first round (default: a fifth of --duration, at most 2s)")
 	fs.IntVar(&o.QueueOps, "queue-ops", 0, "bulk-load this many operations and time the queue and case pages (0: skip)")
 	fs.IntVar(&o.OpenCases, "open-cases", -1, "open cases among --queue-ops (default 5%)")
-	fs.IntVar(&o.QueueRequests, "queue-requests", 400, "queue page requests, and as many case page requests, with --queue-ops")
+	fs.IntVar(&o.QueueRequests, "queue-requests", 400, "queue page requests, and as many case, browser, search and operation page requests each, with --queue-ops")
 	fs.IntVar(&o.ReconcileOps, "reconcile-ops", 500, "ambiguous operations for reconcile_per_min (0: skip)")
 	fs.DurationVar(&o.ProbeDelay, "sandbox-delay", 50*time.Millisecond, "latency the sandbox adds to every call, probes included")
 	fs.StringVar(&o.CPUProfile, "cpuprofile", "", "write a CPU profile of the first timed API run to this file (go tool pprof)")
@@ -171,6 +177,15 @@ type Report struct {
 	QueueP99Ms *float64 `json:"queue_p99_ms,omitempty"`
 	CaseP50Ms  *float64 `json:"case_p50_ms,omitempty"`
 	CaseP99Ms  *float64 `json:"case_p99_ms,omitempty"`
+	// The operations browser over the same ledger: its pages, its search,
+	// the operation page, and each kind of request of the three.
+	BrowseP50Ms    *float64               `json:"browse_p50_ms,omitempty"`
+	BrowseP99Ms    *float64               `json:"browse_p99_ms,omitempty"`
+	SearchP50Ms    *float64               `json:"search_p50_ms,omitempty"`
+	SearchP99Ms    *float64               `json:"search_p99_ms,omitempty"`
+	OperationP50Ms *float64               `json:"operation_p50_ms,omitempty"`
+	OperationP99Ms *float64               `json:"operation_p99_ms,omitempty"`
+	BrowseKinds    map[string]KindLatency `json:"browse_kinds,omitempty"`
 
 	ReconcileOps              int      `json:"reconcile_ops,omitempty"`
 	ReconcilePerMin           *float64 `json:"reconcile_per_min,omitempty"`
@@ -185,6 +200,13 @@ type Report struct {
 	GOMAXPROCS int    `json:"gomaxprocs"`
 	Started    string `json:"started"`
 	Elapsed    string `json:"elapsed"`
+}
+
+// KindLatency is one kind of request's median and 99th percentile.
+type KindLatency struct {
+	P50Ms float64 `json:"p50_ms"`
+	P99Ms float64 `json:"p99_ms"`
+	N     int     `json:"n"`
 }
 
 const (
@@ -264,6 +286,13 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		rep.QueueOps, rep.OpenCases, rep.QueueLoadS = ptr(o.QueueOps), ptr(o.OpenCases), ptr(round(q.load.Seconds(), 1))
 		rep.QueueP50Ms, rep.QueueP99Ms = ptr(ms(pct(q.queue, 50))), ptr(ms(pct(q.queue, 99)))
 		rep.CaseP50Ms, rep.CaseP99Ms = ptr(ms(pct(q.cases, 50))), ptr(ms(pct(q.cases, 99)))
+		rep.BrowseP50Ms, rep.BrowseP99Ms = ptr(ms(pct(q.ops.browse, 50))), ptr(ms(pct(q.ops.browse, 99)))
+		rep.SearchP50Ms, rep.SearchP99Ms = ptr(ms(pct(q.ops.search, 50))), ptr(ms(pct(q.ops.search, 99)))
+		rep.OperationP50Ms, rep.OperationP99Ms = ptr(ms(pct(q.ops.operation, 50))), ptr(ms(pct(q.ops.operation, 99)))
+		rep.BrowseKinds = map[string]KindLatency{}
+		for k, d := range q.ops.kinds {
+			rep.BrowseKinds[k] = KindLatency{P50Ms: ms(pct(d, 50)), P99Ms: ms(pct(d, 99)), N: len(d)}
+		}
 	}
 	rep.RSSMb = peakRSSMb()
 	rep.Elapsed = time.Since(began).Round(time.Millisecond).String()

@@ -235,7 +235,7 @@ func TestBenchRun(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, e store.Engine) {
 		db := storetest.URL(t, e)
 		args := []string{"--db", db, "--db-max-conns", "4", "--duration", "200ms", "--warmup", "0", "--concurrency", "2", "--rounds", "1",
-			"--reconcile-ops", "4", "--queue-ops", "200", "--queue-requests", "4"}
+			"--reconcile-ops", "4", "--queue-ops", "2000", "--queue-requests", "14"}
 		code, out, errOut := benchCLI(t, args...)
 		if code != 0 {
 			t.Fatalf("bench: %d\n%s", code, errOut)
@@ -246,9 +246,18 @@ func TestBenchRun(t *testing.T) {
 		}
 		for _, f := range []string{"cycle_per_s", "call_p50_ms", "call_p99_ms", "floor_plain_per_s", "floor_min_per_s",
 			"ratio_plain", "ratio_min", "queue_p50_ms", "queue_p99_ms", "case_p99_ms", "reconcile_per_min", "rss_mb",
-			"cpu_ms_per_cycle", "floor_plain_cpu_ms_per_cycle", "floor_min_cpu_ms_per_cycle"} {
+			"cpu_ms_per_cycle", "floor_plain_cpu_ms_per_cycle", "floor_min_cpu_ms_per_cycle",
+			"case_p50_ms", "browse_p50_ms", "browse_p99_ms", "search_p50_ms", "search_p99_ms", "operation_p50_ms", "operation_p99_ms"} {
 			if v, ok := rep[f].(float64); !ok || v <= 0 {
 				t.Errorf("%s = %v, want a positive number", f, rep[f])
+			}
+		}
+		// Every kind of browser, search and operation page was timed.
+		kinds, _ := rep["browse_kinds"].(map[string]any)
+		for _, k := range []string{"browse:first", "browse:state", "browse:tenant", "browse:deep", "search:key-prefix", "search:source-ref",
+			"search:resource-ref", "search:broad", "search:short", "search:none", "search:id", "operation:settled", "operation:open"} {
+			if fig, _ := kinds[k].(map[string]any); fig == nil || fig["n"].(float64) < 1 || fig["p99_ms"].(float64) <= 0 {
+				t.Errorf("browse_kinds[%s] = %v, want timed requests", k, kinds[k])
 			}
 		}
 		// The database server's CPU is measured when it runs here.

@@ -26,6 +26,8 @@ type queueFigures struct {
 	load  time.Duration
 	queue []time.Duration
 	cases []time.Duration
+	// ops: the operations browser, search and operation pages.
+	ops *browseFigures
 }
 
 var (
@@ -37,7 +39,8 @@ var (
 // benchQueue bulk-loads ops operations with open cases among them, signs
 // in as a reviewer, and times n queue pages (cycling through the first
 // page, a reason filter, a tenant and destination filter and a deep keyset
-// page) and n case pages of open cases seen on those pages.
+// page) and n case pages of open cases seen on those pages; then the
+// operations browser, its search and operation pages (benchOperations).
 func benchQueue(ctx context.Context, st *store.Store, base string, ops, open, n int) (*queueFigures, error) {
 	f := &queueFigures{}
 	t0 := time.Now()
@@ -103,6 +106,9 @@ func benchQueue(ctx context.Context, st *store.Store, base string, ops, open, n 
 	}
 	slices.Sort(f.queue)
 	slices.Sort(f.cases)
+	if f.ops, err = benchOperations(ctx, br, ops, open, n); err != nil {
+		return nil, err
+	}
 	return f, nil
 }
 

@@ -7,7 +7,10 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
+
+	"github.com/jmoiron/sqlx"
 
 	"github.com/limbo-dev/limbo/review"
 )
@@ -57,6 +60,15 @@ type BrowseRow struct {
 // page; past ten thousand, nobody reads the exact figure.
 const BrowseCountCap = 10000
 
+// BrowseSearchCountCap bounds the count of a search's matches, all states
+// together: under it, each state is counted exactly; over it, the page
+// says "more than BrowseSearchCountCap" and counts no state. Counting each
+// state to BrowseCountCap would read every match of a common fragment (a
+// ninth of the ledger for "src-9") or, for a text shorter than a trigram,
+// scan the ledger; a thousand matches are read in a few milliseconds on
+// either engine (docs/benchmarks.md, the operations browser).
+const BrowseSearchCountCap = 1000
+
 // BrowsePage is one page of operations, newest first, with the count of
 // each state under the same filter (the state filter aside: the counts are
 // the tabs that choose it).
@@ -70,6 +82,12 @@ type BrowsePage struct {
 	Capped      map[review.State]bool
 	Total       int
 	TotalCapped bool
+	// CountCap is the cap of these counts: BrowseCountCap, or
+	// BrowseSearchCountCap under a search.
+	CountCap int
+	// Uncounted: a search matched more than BrowseSearchCountCap, and the
+	// states were not counted (Counts is empty; Total is the cap plus one).
+	Uncounted bool
 }
 
 // BrowseOperations lists the operations in scope (review.Scope.List: nil
@@ -79,13 +97,35 @@ type BrowsePage struct {
 // state, risk or flag, a search or cursor that is not text or not a
 // cursor) is review.ErrInvalid, the same on both engines.
 func (s *Store) BrowseOperations(ctx context.Context, scope []string, f BrowseFilter, after string, limit int) (*BrowsePage, error) {
-	page := &BrowsePage{Counts: map[review.State]int{}, Capped: map[review.State]bool{}}
+	page := &BrowsePage{Counts: map[review.State]int{}, Capped: map[review.State]bool{}, CountCap: BrowseCountCap}
 	where, args, err := s.browseWhere(scope, f)
 	if err != nil {
 		return nil, err
 	}
-	if err := s.browseCounts(ctx, page, where, args); err != nil {
-		return nil, err
+	if q := strings.TrimSpace(f.Search); q == "" {
+		if err := s.browseCounts(ctx, page, where, args); err != nil {
+			return nil, err
+		}
+	} else {
+		ids, err := s.searchCounts(ctx, page, where, args, q)
+		if err != nil {
+			return nil, err
+		}
+		if page.Total == 0 {
+			return page, nil // nothing matches: no page to look for
+		}
+		if ids != nil {
+			// Every match is known: the page is among them, by primary key.
+			where += " AND o.id IN (?" + strings.Repeat(", ?", len(ids)-1) + ")"
+			for _, id := range ids {
+				args = append(args, id)
+			}
+		} else {
+			// More matches than the cap: common enough that the newest
+			// rows, in order, hold a page soonest.
+			cond, vs := s.searchCond(q, true)
+			where, args = where+" AND "+cond, append(args, vs...)
+		}
 	}
 	if f.State != "" {
 		where += " AND o.state = ?"
@@ -149,7 +189,7 @@ func (s *Store) browseCounts(ctx context.Context, page *BrowsePage, where string
 	return nil
 }
 
-// browseWhere is f without its state as SQL conditions on operations o,
+// browseWhere is f without its state and search as SQL conditions on operations o,
 // joined by AND, with their arguments; scope comes first.
 func (s *Store) browseWhere(scope []string, f BrowseFilter) (string, []any, error) {
 	for _, v := range [][2]string{{"tenant", f.Tenant}, {"destination", f.Destination}, {"action", f.Action},
@@ -208,40 +248,159 @@ func (s *Store) browseWhere(scope []string, f BrowseFilter) (string, []any, erro
 	default:
 		return "", nil, fmt.Errorf("%w: field \"has_case\": must be yes or no", review.ErrInvalid)
 	}
-	if q := strings.TrimSpace(f.Search); q != "" {
-		cond, vs := s.searchCond(q)
-		add(cond, vs...)
-	}
 	return strings.Join(where, " AND "), args, nil
+}
+
+// searchCounts fills page's counts under the search q and the conditions
+// where: the matches, at most BrowseSearchCountCap+1 of them read, counted
+// by state. The reading stops at the cap whatever the number of matches.
+// Under the cap it returns the matches' ids (the page is among them), over
+// it none.
+func (s *Store) searchCounts(ctx context.Context, page *BrowsePage, where string, args []any, q string) ([]string, error) {
+	page.CountCap = BrowseSearchCountCap
+	short := utf8.RuneCountInString(q) < 3
+	// Shorter than a trigram, no index fits: the rows in order, LIKE on each.
+	cond, vs := s.searchCond(q, short)
+	matches := `SELECT o.id, o.state FROM operations o WHERE ` + where + ` AND ` + cond
+	all := append(append([]any{}, args...), vs...)
+	if s.engine == SQLite && !short {
+		// "rowid IN (the trigram index's rows)" would read every row the
+		// index finds before the first is counted; joined, the index's rows
+		// stream and the LIMIT ends them. The rows the id or the key finds
+		// and the refs do not come second, so none counts twice.
+		part := "%" + escapeLike(asciiLower(q)) + "%"
+		refs := `(o.source_ref LIKE ? ESCAPE '\' OR COALESCE(o.resource_ref, '') LIKE ? ESCAPE '\')`
+		matches = `SELECT o.id, o.state FROM operations_search t JOIN operations o ON o.rowid = t.rowid
+WHERE operations_search MATCH ? AND ` + refs + ` AND ` + where + `
+UNION ALL
+SELECT o.id, o.state FROM operations o WHERE (o.id = ? OR o.key GLOB ?) AND NOT ` + refs + ` AND ` + where
+		all = append([]any{ftsPhrase(q), part, part}, args...)
+		all = append(append(all, q, escapeGlob(q)+"*", part, part), args...)
+	}
+	var rows []struct {
+		ID    string       `db:"id"`
+		State review.State `db:"state"`
+	}
+	qs := s.rebind(`SELECT id, state FROM (` + matches + `) AS m LIMIT ?`)
+	all = append(all, BrowseSearchCountCap+1)
+	var err error
+	if s.engine == Postgres && !short {
+		// With a LIMIT, PostgreSQL may prefer a sequential scan when it
+		// expects many matches, and read most of the table when they lie
+		// at its end (5 s for "src-9" over 1,000,000 operations). The
+		// trigram indexes find them in tens of milliseconds at worst.
+		err = s.readTx(ctx, func(tx *sqlx.Tx) error {
+			if _, err := tx.ExecContext(ctx, `SET LOCAL enable_seqscan = off`); err != nil {
+				return err
+			}
+			return tx.SelectContext(ctx, &rows, qs, all...)
+		})
+	} else {
+		err = s.db.SelectContext(ctx, &rows, qs, all...)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("store.BrowseOperations: counts: %w", err)
+	}
+	if len(rows) > BrowseSearchCountCap {
+		page.Total, page.TotalCapped, page.Uncounted = len(rows), true, true
+		return nil, nil
+	}
+	ids := make([]string, len(rows))
+	for i, r := range rows {
+		page.Counts[r.State]++
+		ids[i] = r.ID
+	}
+	page.Total = len(rows)
+	return ids, nil
+}
+
+// readTx runs fn in a read-only transaction, rolled back after.
+func (s *Store) readTx(ctx context.Context, fn func(tx *sqlx.Tx) error) error {
+	tx, err := s.db.BeginTxx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	return fn(tx)
 }
 
 // searchCond is the search for q as one condition on operations o: the
 // id equal to q, the key starting with q (exactly: keys are identifiers),
 // or the source or resource ref containing q with ASCII letters in either
 // case. Each engine reaches the rows through its own index (migration
-// 0032), and both decide with the same rule, so they find the same rows.
-func (s *Store) searchCond(q string) (string, []any) {
+// 0032), or with scan through none, and both decide with the same rule, so
+// they find the same rows.
+func (s *Store) searchCond(q string, scan bool) (string, []any) {
 	part := "%" + escapeLike(asciiLower(q)) + "%"
 	if s.engine == Postgres {
-		// translate(): the indexed expression, ASCII letters folded.
-		return `(o.id = ? OR o.key LIKE ? ESCAPE '\' OR ` + asciiFold("o.source_ref") + ` LIKE ? ESCAPE '\' OR ` +
-			asciiFold("o.resource_ref") + ` LIKE ? ESCAPE '\')`, []any{q, escapeLike(q) + "%", part, part}
+		// translate(): the indexed expression, ASCII letters folded. To
+		// scan, the refs are written so that no trigram index fits (|| ''
+		// changes no value), and the rows come in the page's order.
+		src, res := asciiFold("o.source_ref"), asciiFold("o.resource_ref")
+		switch {
+		case scan && strings.IndexFunc(q, unicode.IsLetter) < 0:
+			// No letter to fold: the refs as they are, which is the same
+			// answer without translate()'s cost on every row scanned.
+			src, res = "(o.source_ref || '')", "(o.resource_ref || '')"
+		case scan:
+			src, res = asciiFold("(o.source_ref || '')"), asciiFold("(o.resource_ref || '')")
+		case numberRun(q) != "" && numberRun(q) != q:
+			// A trigram index reads every trigram's list in full, and
+			// refs share their letters: "file-" and ".pdf" are in every
+			// row (100 ms for "FILE-345678.PDF" over a million, 0.5 ms
+			// for "345678"). The index looks for the run with digits in
+			// it; the whole text then decides, written so the index
+			// does not take it too.
+			run := "%" + escapeLike(asciiLower(numberRun(q))) + "%"
+			return `(o.id = ? OR o.key LIKE ? ESCAPE '\' OR (` + src + ` LIKE ? ESCAPE '\' AND ` + asciiFold("(o.source_ref || '')") + ` LIKE ? ESCAPE '\') OR (` +
+					res + ` LIKE ? ESCAPE '\' AND ` + asciiFold("(o.resource_ref || '')") + ` LIKE ? ESCAPE '\'))`,
+				[]any{q, escapeLike(q) + "%", run, part, run, part}
+		}
+		return `(o.id = ? OR o.key LIKE ? ESCAPE '\' OR ` + src + ` LIKE ? ESCAPE '\' OR ` +
+			res + ` LIKE ? ESCAPE '\')`, []any{q, escapeLike(q) + "%", part, part}
 	}
 	// SQLite: GLOB is case-sensitive and uses the key index for its prefix;
 	// LIKE folds ASCII letters only, like translate() above.
 	refs := `(o.source_ref LIKE ? ESCAPE '\' OR o.resource_ref LIKE ? ESCAPE '\')`
 	args := []any{q, escapeGlob(q) + "*", part, part}
-	if utf8.RuneCountInString(q) >= 3 {
+	if !scan && utf8.RuneCountInString(q) >= 3 {
 		// The trigram index narrows to rows containing q, in any case
-		// (FTS5 folds more than ASCII); LIKE then decides. A phrase in
-		// double quotes is taken literally (its quotes doubled).
+		// (FTS5 folds more than ASCII); LIKE then decides.
 		refs = `(o.rowid IN (SELECT rowid FROM operations_search WHERE operations_search MATCH ?) AND ` + refs + `)`
-		args = []any{q, escapeGlob(q) + "*", `"` + strings.ReplaceAll(q, `"`, `""`) + `"`, part, part}
+		args = []any{q, escapeGlob(q) + "*", ftsPhrase(q), part, part}
 	}
-	// Shorter than a trigram: LIKE over the rows in order, which the
-	// page's LIMIT ends early when they are common.
+	// Shorter than a trigram, or scanning: LIKE over the rows in the
+	// page's order (no index fits an OR with LIKE in it), which the page's
+	// LIMIT ends early when they are common.
 	return `(o.id = ? OR o.key GLOB ? OR ` + refs + `)`, args
 }
+
+// numberRun is q's longest run of ASCII letters and digits with a digit in
+// it, of three characters at least, with the character either side of it
+// ("-345678." in "FILE-345678.PDF"), or "": the part of a ref that sets it
+// apart from the others (the sides tell "-77777" from all that holds 777).
+func numberRun(q string) string {
+	alnum := func(c byte) bool { return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' }
+	best := ""
+	for i := 0; i < len(q); {
+		j := i
+		for j < len(q) && alnum(q[j]) {
+			j++
+		}
+		if j-i >= 3 && strings.ContainsAny(q[i:j], "0123456789") {
+			from, to := max(i-1, 0), min(j+1, len(q))
+			if to-from > len(best) {
+				best = q[from:to]
+			}
+		}
+		i = j + 1
+	}
+	return best
+}
+
+// ftsPhrase is q as an FTS5 phrase, taken literally (its double quotes
+// doubled).
+func ftsPhrase(q string) string { return `"` + strings.ReplaceAll(q, `"`, `""`) + `"` }
 
 // asciiFold is col with ASCII capitals made small, as PostgreSQL indexes
 // it (migration 0032).

@@ -9,7 +9,8 @@ import (
 // BulkLoad fills an empty database quickly for benchmarks: n operations
 // spread over 10 tenants and 5 destinations, the first open of them in
 // review with an open case each (reasons and priorities spread), the rest
-// confirmed. It writes no audit events: benchmark data, not history.
+// confirmed with a resource ref ('file-N.pdf'; the open ones have none
+// yet). It writes no audit events: benchmark data, not history.
 func (s *Store) BulkLoad(ctx context.Context, n, open int) error {
 	if open > n {
 		return fmt.Errorf("store.BulkLoad: open (%d) > operations (%d)", open, n)
@@ -23,7 +24,13 @@ func (s *Store) BulkLoad(ctx context.Context, n, open int) error {
 	reasonExpr := "(ARRAY[" + strings.Join(reasons, ",") + "])[1 + x %% 11]"
 	if s.engine == SQLite {
 		series = "(WITH RECURSIVE g(x) AS (SELECT 0 UNION ALL SELECT x + 1 FROM g WHERE x < %d) SELECT x FROM g)"
-		pad, ts = "printf('%%010d', x)", "strftime('%%Y-%%m-%%d %%H:%%M:%%f', 'now')"
+		// Times as the driver writes a time.Time (_time_format=sqlite):
+		// "2006-01-02 15:04:05+00:00", fractions trimmed, zone appended.
+		// Timestamps are compared as text on SQLite, so another form
+		// (no zone, say) sorts apart from the times bound as arguments,
+		// and the browser's keyset cursor would repeat rows. Whole
+		// seconds: no fraction to trim.
+		pad, ts = "printf('%%010d', x)", "(strftime('%%Y-%%m-%%d %%H:%%M:%%S', 'now') || '+00:00')"
 		ago = ""
 		reasonExpr = "CASE x %% 11 " + caseList(reasons) + " END"
 	}
@@ -31,16 +38,16 @@ func (s *Store) BulkLoad(ctx context.Context, n, open int) error {
 	if ago != "" {
 		opened = "(" + ts + " - " + ago + ")"
 	} else {
-		opened = "strftime('%%Y-%%m-%%d %%H:%%M:%%f', 'now', '-' || x || ' seconds')"
+		opened = "(strftime('%%Y-%%m-%%d %%H:%%M:%%S', 'now', '-' || x || ' seconds') || '+00:00')"
 	}
 	stmts := []string{
 		fmt.Sprintf(`INSERT INTO tenants (name, created_at) SELECT 'bench-' || x, `+ts+` FROM `+series+` WHERE 1 = 1 ON CONFLICT (name) DO NOTHING`, 9), // WHERE: SQLite's upsert-after-SELECT rule
 		fmt.Sprintf(`INSERT INTO operations (id, tenant, key, source_ref, logical_version, action, destination, risk, flags,
-    payload, payload_hash, state, state_reason, deadline, max_attempts, cost_spent, attempt_count, version, created_at, updated_at)
+    payload, payload_hash, state, state_reason, resource_ref, deadline, max_attempts, cost_spent, attempt_count, version, created_at, updated_at)
 SELECT 'op_bench' || `+pad+`, 'bench-' || (x %% 10), 'key-' || x, 'src-' || x, '1', 'render', 'dest-' || (x %% 5),
     'compensable_write', '', '{"bench":true}', 'hash', CASE WHEN x < %d THEN 'needs_review' ELSE 'confirmed' END,
-    'bench', `+ts+`, 5, 0, 1, 1, `+opened+`, `+ts+`
-FROM `+series, open, n-1),
+    'bench', CASE WHEN x < %d THEN NULL ELSE 'file-' || x || '.pdf' END, `+ts+`, 5, 0, 1, 1, `+opened+`, `+ts+`
+FROM `+series, open, open, n-1),
 	}
 	if open > 0 {
 		stmts = append(stmts, fmt.Sprintf(`INSERT INTO cases (id, tenant, operation_id, status, reasons, reason_bits, priority, recommended_action,
@@ -56,11 +63,15 @@ FROM `+series, open-1))
 			return fmt.Errorf("store.BulkLoad: %w", err)
 		}
 	}
+	// Statistics for the planner; on PostgreSQL also the visibility map,
+	// which autovacuum would set on a real ledger in time, and without
+	// which the browser's index-only counts read the table too. Only
+	// these tables: the server may hold other schemas.
+	stats := `ANALYZE`
 	if s.engine == Postgres {
-		_, err := s.db.ExecContext(ctx, `ANALYZE`)
-		return err
+		stats = `VACUUM (ANALYZE) tenants, operations, cases, open_case_counts`
 	}
-	_, err := s.db.ExecContext(ctx, `ANALYZE`)
+	_, err := s.db.ExecContext(ctx, stats)
 	return err
 }
 
