@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/emulation"
@@ -82,7 +83,8 @@ func TestBrowserEveryPage(t *testing.T) {
 		}
 		shots := map[string]string{"/": "queue", "/cases/" + caseID: "case", "/operations/" + c.OperationID: "operation", "/audit": "audit", "/dashboard": "dashboard", "/operations": "operations"}
 
-		browser := startChromium(t)
+		// Some sixty page views, each checked by axe: a budget of its own.
+		browser := startChromiumFor(t, 4*time.Minute)
 		b := openBrowserTab(t, browser, srv.URL, "admin")
 		b.open("/login")
 		b.axe("login")

@@ -72,11 +72,18 @@ var browserSlots = make(chan struct{}, max(2, runtime.NumCPU()/2))
 // browserTimeout.
 func startChromium(t *testing.T) context.Context {
 	t.Helper()
+	return startChromiumFor(t, browserTimeout)
+}
+
+// startChromiumFor is startChromium with a budget of its own, for a
+// scenario that walks many pages (every page × language × scheme).
+func startChromiumFor(t *testing.T, budget time.Duration) context.Context {
+	t.Helper()
 	exe := chromiumPath(t)
 	profile := t.TempDir() // removed after the browser has exited (cleanups run last-in first-out)
 	browserSlots <- struct{}{}
 	t.Cleanup(func() { <-browserSlots })
-	ctx, cancel := context.WithTimeout(context.Background(), browserTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), budget)
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(exe),
 		chromedp.UserDataDir(profile),
@@ -94,7 +101,7 @@ func startChromium(t *testing.T) context.Context {
 	bctx, bcancel := chromedp.NewContext(actx)
 	start := time.Now()
 	t.Cleanup(func() {
-		t.Logf("browser scenario: %s of its %s budget", time.Since(start).Round(time.Millisecond), browserTimeout)
+		t.Logf("browser scenario: %s of its %s budget", time.Since(start).Round(time.Millisecond), budget)
 		bcancel()
 		acancel()
 		cancel()
@@ -151,7 +158,7 @@ func (b *browserTab) fatalf(format string, args ...any) {
 			msg += "\n  page: " + loc
 		}
 	} else {
-		msg += fmt.Sprintf("\n  (the %s browser budget ran out: %v)", browserTimeout, b.ctx.Err())
+		msg += fmt.Sprintf("\n  (the browser budget ran out: %v)", b.ctx.Err())
 	}
 	b.t.Fatalf("%s: %s", b.who, msg)
 }

@@ -54,6 +54,11 @@ type BrowseRow struct {
 	CaseID sql.NullString `db:"case_id"`
 }
 
+// MinRefSearch is the shortest search that is looked for inside source
+// and resource refs (a trigram: what both engines' indexes hold). A
+// shorter one finds an id or a key prefix only.
+const MinRefSearch = 3
+
 // BrowseCountCap bounds each state's count: a state with more operations
 // than this shows as "more than BrowseCountCap". Counting a million
 // confirmed operations exactly on every page view would cost more than the
@@ -331,6 +336,16 @@ func (s *Store) readTx(ctx context.Context, fn func(tx *sqlx.Tx) error) error {
 // 0032), or with scan through none, and both decide with the same rule, so
 // they find the same rows.
 func (s *Store) searchCond(q string, scan bool) (string, []any) {
+	if utf8.RuneCountInString(q) < MinRefSearch {
+		// Too short to find inside a ref: no index holds one or two
+		// characters, so a term that matches nothing would read the whole
+		// ledger. The id and the key prefix still answer, from their
+		// indexes.
+		if s.engine == Postgres {
+			return `(o.id = ? OR o.key LIKE ? ESCAPE '\')`, []any{q, escapeLike(q) + "%"}
+		}
+		return `(o.id = ? OR o.key GLOB ?)`, []any{q, escapeGlob(q) + "*"}
+	}
 	part := "%" + escapeLike(asciiLower(q)) + "%"
 	if s.engine == Postgres {
 		// translate(): the indexed expression, ASCII letters folded. To
@@ -363,14 +378,13 @@ func (s *Store) searchCond(q string, scan bool) (string, []any) {
 	// LIKE folds ASCII letters only, like translate() above.
 	refs := `(o.source_ref LIKE ? ESCAPE '\' OR o.resource_ref LIKE ? ESCAPE '\')`
 	args := []any{q, escapeGlob(q) + "*", part, part}
-	if !scan && utf8.RuneCountInString(q) >= 3 {
+	if !scan {
 		// The trigram index narrows to rows containing q, in any case
 		// (FTS5 folds more than ASCII); LIKE then decides.
 		refs = `(o.rowid IN (SELECT rowid FROM operations_search WHERE operations_search MATCH ?) AND ` + refs + `)`
 		args = []any{q, escapeGlob(q) + "*", ftsPhrase(q), part, part}
 	}
-	// Shorter than a trigram, or scanning: LIKE over the rows in the
-	// page's order (no index fits an OR with LIKE in it), which the page's
+	// Scanning: LIKE over the rows in the page's order (no index fits an OR with LIKE in it), which the page's
 	// LIMIT ends early when they are common.
 	return `(o.id = ? OR o.key GLOB ? OR ` + refs + `)`, args
 }

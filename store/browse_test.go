@@ -136,24 +136,26 @@ func TestBrowseAndSearch(t *testing.T) {
 			q    string
 			want []string
 		}{
-			{done.ID, []string{done.ID}},                               // an id, exactly
-			{done.ID[:len(done.ID)-1], nil},                            // not a prefix of an id
-			{"invoice-2030", []string{done.ID}},                        // a key prefix
-			{"INVOICE-2030", nil},                                      // keys are exact
-			{"2030-0001", nil},                                         // not the middle of a key
-			{"run-7f3a/step_2", []string{done.ID}},                     // a source ref, in another case
-			{"7F3A", []string{done.ID}},                                // the middle of it (tenant-b's is out of scope)
-			{"p_2", []string{done.ID}},                                 // _ is a character, not a wildcard
-			{"step%2", nil},                                            // % too
-			{"%_x", []string{c.OperationID}},                           // ... found as themselves
-			{"folder-abc", []string{done.ID}},                          // a resource ref, in another case
-			{"abc-4", []string{done.ID}},                               // its middle
-			{"ab", []string{pend.ID, done.ID}},                         // two characters: shorter than a trigram
-			{"B", []string{pend.ID, c.OperationID, done.ID}},           // one
-			{"Ünï", []string{uni.ID}},                                  // non-ASCII, as written
-			{"ünï", nil},                                               // only ASCII letters fold, on both engines
-			{`"quoted"`, nil},                                          // FTS syntax is text
-			{"a\" OR \"b", nil},                                        // ...all of it
+			{done.ID, []string{done.ID}},           // an id, exactly
+			{done.ID[:len(done.ID)-1], nil},        // not a prefix of an id
+			{"invoice-2030", []string{done.ID}},    // a key prefix
+			{"INVOICE-2030", nil},                  // keys are exact
+			{"2030-0001", nil},                     // not the middle of a key
+			{"run-7f3a/step_2", []string{done.ID}}, // a source ref, in another case
+			{"7F3A", []string{done.ID}},            // the middle of it (tenant-b's is out of scope)
+			{"p_2", []string{done.ID}},             // _ is a character, not a wildcard
+			{"step%2", nil},                        // % too
+			{"%_x", []string{c.OperationID}},       // ... found as themselves
+			{"folder-abc", []string{done.ID}},      // a resource ref, in another case
+			{"abc-4", []string{done.ID}},           // its middle
+			{"ab", nil},                            // two characters: too short to look inside refs
+			{"B", nil},                             // one
+			{"zz", []string{pend.ID, uni.ID}},      // ...but a key prefix still
+			{"abc", []string{done.ID}},             // three: inside refs again
+			{"Ünï", []string{uni.ID}},              // non-ASCII, as written
+			{"ünï", nil},                           // only ASCII letters fold, on both engines
+			{`"quoted"`, nil},                      // FTS syntax is text
+			{"a\" OR \"b", nil},                    // ...all of it
 			{"   ", []string{pend.ID, uni.ID, c.OperationID, done.ID}}, // blank: no search
 		} {
 			if got := browse(scopeA, store.BrowseFilter{Search: tt.q}); !slices.Equal(got, tt.want) {

@@ -3,6 +3,7 @@ package web
 // The Italian of the operations browser (operations.templ, handlers/browse.go).
 func init() {
 	addItalian(map[string]string{
+		"Searched ids and key prefixes only: type at least %d characters to search inside source and resource refs.": "Cercati solo id e inizi di chiave: scrivi almeno %d caratteri per cercare dentro i riferimenti di origine e di risorsa.",
 		"Operations": "Operazioni",
 		"Search":     "Cerca",
 		"operation id, key, source ref or resource ref": "id dell'operazione, chiave, riferimento sorgente o della risorsa",
