@@ -122,6 +122,9 @@ func TestRetryBudget(t *testing.T) {
 			case tt.problem != "" && tt.problem != "transport" && !client.IsProblem(err, tt.problem):
 				t.Errorf("err = %v, want %s", err, tt.problem)
 			}
+			if tt.problem == client.ProblemRetryLater && (!asProblem(err, &p) || p.RetryAfter != time.Hour) {
+				t.Errorf("err = %#v, want RetryAfter 1h (the answer's 3600 s)", err)
+			}
 		})
 	}
 	t.Run("a POST refused before it was sent is sent again", func(t *testing.T) {
