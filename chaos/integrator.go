@@ -56,7 +56,7 @@ type intention struct {
 // acknowledge records an acknowledged registration, keeping it when it
 // differs from every one before (so a mismatch is never lost, and a
 // thousand agreeing answers cost one entry).
-func (it *intention) acknowledge(op *review.Operation) {
+func (it *intention) acknowledge(op *client.Operation) {
 	it.mu.Lock()
 	defer it.mu.Unlock()
 	it.registers++
@@ -208,7 +208,7 @@ func (ig *integrator) waitForKillPoint(ctx context.Context, done <-chan struct{}
 func (ig *integrator) live(ctx context.Context, life int) {
 	limboTr := &http.Transport{MaxIdleConnsPerHost: ig.workers, IdleConnTimeout: 30 * time.Second}
 	defer limboTr.CloseIdleConnections()
-	c := client.New(ig.limboURL, ig.token, &http.Client{Transport: limboTr, Timeout: 10 * time.Second})
+	c := client.New(ig.limboURL, ig.token, client.WithHTTPClient(&http.Client{Transport: limboTr, Timeout: 10 * time.Second}))
 	dest := simulate.DestClient(destSendTimeout)
 	defer dest.CloseIdleConnections()
 
@@ -256,7 +256,7 @@ func (ig *integrator) live(ctx context.Context, life int) {
 // waits for something else (parked for a while), or ctx ends.
 func (ig *integrator) step(ctx context.Context, c *client.Client, dest *http.Client, it *intention, life int) {
 	park := func(d time.Duration) { it.lookAt.Store(time.Now().Add(d).UnixNano()) }
-	var op *review.Operation
+	var op *client.Operation
 	var err error
 	if it.life != life {
 		if op, _, err = c.Register(ctx, it.reg); err == nil {
@@ -273,7 +273,7 @@ func (ig *integrator) step(ctx context.Context, c *client.Client, dest *http.Cli
 	}
 	for ctx.Err() == nil {
 		switch op.State {
-		case review.Pending, review.RetryWait:
+		case client.Pending, client.RetryWait:
 			res, err := c.Do(ctx, op.ID, client.AttemptOptions{}, simulate.Sender(dest, ig.sandboxURL, it.flavour, op, it.body))
 			if err == nil {
 				op = res.Operation
@@ -284,17 +284,17 @@ func (ig *integrator) step(ctx context.Context, c *client.Client, dest *http.Cli
 			}
 			park(200 * time.Millisecond)
 			return
-		case review.Accepted:
+		case client.Accepted:
 			next, err := simulate.FollowJob(ctx, c, dest, ig.sandboxURL, op)
 			if err != nil {
 				ig.trouble(ctx, "job", it, err)
 			}
-			if err != nil || next.State == review.Accepted {
+			if err != nil || next.State == client.Accepted {
 				park(100 * time.Millisecond)
 				return
 			}
 			op = next
-		case review.InFlight, review.Ambiguous:
+		case client.InFlight, client.Ambiguous:
 			// An attempt of an earlier life waits for its lease to expire;
 			// reconciliation settles the ambiguous.
 			park(300 * time.Millisecond)

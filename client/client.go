@@ -2,13 +2,19 @@
 // integration registers each operation before its first call, asks for an
 // attempt before every send, and reports every outcome:
 //
-//	op, _ := c.Register(ctx, client.Registration{...})
+//	c := client.New("http://127.0.0.1:8080", token, client.WithUserAgent("billing/1.2"))
+//	op, _, _ := c.Register(ctx, client.Registration{...})
 //	att, err := c.StartAttempt(ctx, op.ID, client.AttemptOptions{})
 //	// send the request with att.Key as the idempotency key …
-//	res, _ := c.ReportOutcome(ctx, op.ID, att.N, review.Outcome{...})
-//	switch res.Next { case review.NextRetryAt: … }
+//	res, _ := c.ReportOutcome(ctx, op.ID, att.N, client.Outcome{...})
+//	switch res.Next { case client.NextRetryAt: … }
 //
-// Errors from the server are *Problem values (RFC 9457).
+// Do runs that loop for one operation. Decisions reads the tenant's
+// decisions feed; WaitDecision waits for a person's decision on one.
+//
+// Errors from the server are *Problem values (RFC 9457); IsProblem tells
+// them by type (ProblemPayloadMismatch, …). The package depends on the
+// standard library only: its types are the JSON API's, not the server's.
 package client
 
 import (
@@ -19,39 +25,134 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptrace"
 	"net/url"
+	"runtime/debug"
 	"strconv"
+	"strings"
+	"sync/atomic"
 	"time"
-
-	"github.com/limbo-dev/limbo/review"
 )
 
-// Client talks to one Limbo server as one tenant (the token's).
+// Client talks to one Limbo server as one tenant (the token's). It is safe
+// for concurrent use.
 type Client struct {
-	base  string
-	token string
-	http  *http.Client
+	base      string
+	token     string
+	http      *http.Client
+	userAgent string
+	retries   int
+	retryWait time.Duration
+}
+
+// Option configures a Client (New).
+type Option func(*options)
+
+type options struct {
+	hc        *http.Client
+	timeout   time.Duration
+	userAgent string
+	retries   int
+	retryWait time.Duration
+}
+
+// WithHTTPClient sends the client's requests to Limbo through hc (its
+// transport, proxy, TLS settings). The default is a client of its own with
+// a 30 s timeout.
+func WithHTTPClient(hc *http.Client) Option { return func(o *options) { o.hc = hc } }
+
+// WithTimeout bounds each request to Limbo, from dial to the last byte of
+// the answer (http.Client.Timeout; default 30 s). With WithHTTPClient it
+// applies to a copy: the caller's client is left as it is. 0 means none.
+func WithTimeout(d time.Duration) Option { return func(o *options) { o.timeout = d } }
+
+// WithUserAgent names the integration in the User-Agent header, before the
+// client's own product: "billing/1.2 limbo-go-client/v1.4.0".
+func WithUserAgent(product string) Option { return func(o *options) { o.userAgent = product } }
+
+// WithRetryBudget lets each call repeat its request up to retries times,
+// waiting at most maxWait in all, when Limbo says it did nothing and to come
+// back: a 503 (its database unreachable) or a 429, after the answer's
+// Retry-After (or, without one, 100 ms doubling). An answer whose
+// Retry-After would overrun what is left of maxWait is returned at once, as
+// a *Problem with RetryAfter set, for the caller to schedule. A request
+// that failed in transit is repeated only when that cannot act twice: a GET
+// or PUT, or any request that never left the client (a refused
+// connection); a POST that may have reached Limbo is not, since a second
+// StartAttempt would ask for a second attempt. Other answers are final.
+//
+// The default is no retries (retries 0): Do and WaitDecision wait out 429
+// and 503 answers on their own, and a plain call returns them.
+func WithRetryBudget(retries int, maxWait time.Duration) Option {
+	return func(o *options) { o.retries, o.retryWait = max(retries, 0), max(maxWait, 0) }
 }
 
 // New returns a client for the server at baseURL (e.g. http://127.0.0.1:8080)
-// with an API token. hc may be nil for a default client with a 30 s timeout.
-func New(baseURL, token string, hc *http.Client) *Client {
-	if hc == nil {
-		hc = &http.Client{Timeout: 30 * time.Second}
+// with an API token.
+func New(baseURL, token string, opts ...Option) *Client {
+	o := options{timeout: -1}
+	for _, opt := range opts {
+		if opt != nil {
+			opt(&o)
+		}
 	}
-	return &Client{base: baseURL, token: token, http: hc}
+	hc := o.hc
+	switch {
+	case hc == nil && o.timeout < 0:
+		hc = &http.Client{Timeout: 30 * time.Second}
+	case hc == nil:
+		hc = &http.Client{Timeout: o.timeout}
+	case o.timeout >= 0:
+		cp := *hc
+		cp.Timeout = o.timeout
+		hc = &cp
+	}
+	ua := "limbo-go-client/" + Version()
+	if o.userAgent != "" {
+		ua = o.userAgent + " " + ua
+	}
+	return &Client{base: strings.TrimRight(baseURL, "/"), token: token, http: hc, userAgent: ua,
+		retries: o.retries, retryWait: o.retryWait}
 }
+
+// Version is this package's module version as the binary was built with it
+// (runtime/debug.ReadBuildInfo), "dev" when unknown: a build from a work
+// tree, or a test.
+func Version() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "dev"
+	}
+	v := bi.Main.Version
+	if bi.Main.Path != modulePath {
+		v = ""
+		for _, d := range bi.Deps {
+			if d.Path == modulePath {
+				v = d.Version
+				if d.Replace != nil && d.Replace.Version != "" {
+					v = d.Replace.Version
+				}
+			}
+		}
+	}
+	if v == "" || v == "(devel)" {
+		return "dev"
+	}
+	return v
+}
+
+const modulePath = "github.com/limbo-dev/limbo"
 
 // Problem is an error answer from the server.
 type Problem struct {
-	Type        string              `json:"type"`
-	Title       string              `json:"title"`
-	Status      int                 `json:"status"`
-	Detail      string              `json:"detail"`
-	Field       string              `json:"field,omitempty"`
-	OperationID string              `json:"operation_id,omitempty"`
-	State       review.State        `json:"state,omitempty"`
-	Resource    *review.ResourceRef `json:"resource,omitempty"`
+	Type        string       `json:"type"`
+	Title       string       `json:"title"`
+	Status      int          `json:"status"`
+	Detail      string       `json:"detail"`
+	Field       string       `json:"field,omitempty"`
+	OperationID string       `json:"operation_id,omitempty"`
+	State       State        `json:"state,omitempty"`
+	Resource    *ResourceRef `json:"resource,omitempty"`
 	// Dependency is what a waiting-for-dependency answer waits for.
 	Dependency *ProblemDependency `json:"dependency,omitempty"`
 	// RetryAfter is the server's Retry-After, for 429 answers.
@@ -61,8 +162,8 @@ type Problem struct {
 // ProblemDependency is the operation a waiting operation waits for, and
 // its state when Limbo answered.
 type ProblemDependency struct {
-	OperationID string       `json:"operation_id"`
-	State       review.State `json:"state"`
+	OperationID string `json:"operation_id"`
+	State       State  `json:"state"`
 }
 
 func (p *Problem) Error() string {
@@ -81,8 +182,8 @@ type Registration struct {
 	LogicalVersion string          `json:"logical_version"`
 	Action         string          `json:"action"`
 	Destination    string          `json:"destination"`
-	Risk           review.Risk     `json:"risk"`
-	Flags          []review.Flag   `json:"flags,omitempty"`
+	Risk           Risk            `json:"risk"`
+	Flags          []Flag          `json:"flags,omitempty"`
 	Payload        json.RawMessage `json:"payload"`
 	Key            string          `json:"key,omitempty"`
 	Deadline       *time.Time      `json:"deadline,omitempty"`
@@ -98,14 +199,14 @@ type Registration struct {
 type After struct {
 	OperationID string `json:"operation_id"`
 	// State is confirmed (the default, and the only one).
-	State           review.State `json:"state,omitempty"`
-	ResourceVersion string       `json:"resource_version,omitempty"`
+	State           State  `json:"state,omitempty"`
+	ResourceVersion string `json:"resource_version,omitempty"`
 }
 
 // Register records an operation (or returns the stored one for the same
 // key and payload). created reports whether this call created it.
-func (c *Client) Register(ctx context.Context, r Registration) (op *review.Operation, created bool, err error) {
-	op = &review.Operation{}
+func (c *Client) Register(ctx context.Context, r Registration) (op *Operation, created bool, err error) {
+	op = &Operation{}
 	status, err := c.do(ctx, http.MethodPost, "/api/v1/operations", r, op)
 	return op, status == http.StatusCreated, err
 }
@@ -129,7 +230,7 @@ type Grant struct {
 	// After, for an operation with a dependency, is that dependency as
 	// confirmed: After.Resource is what it was confirmed with (the PDF a
 	// share link publishes), the input this attempt builds on.
-	After *review.Dependency `json:"after,omitempty"`
+	After *Dependency `json:"after,omitempty"`
 }
 
 // StartAttempt asks permission to send. A 429 is a *Problem with
@@ -142,14 +243,14 @@ func (c *Client) StartAttempt(ctx context.Context, opID string, o AttemptOptions
 
 // OutcomeResult says what comes next after an outcome.
 type OutcomeResult struct {
-	Operation *review.Operation `json:"operation"`
-	Next      review.Next       `json:"next"`
-	RetryAt   *time.Time        `json:"retry_at,omitempty"`
-	Reason    string            `json:"reason"`
+	Operation *Operation `json:"operation"`
+	Next      Next       `json:"next"`
+	RetryAt   *time.Time `json:"retry_at,omitempty"`
+	Reason    string     `json:"reason"`
 }
 
 // ReportOutcome reports what happened to attempt n.
-func (c *Client) ReportOutcome(ctx context.Context, opID string, n int, o review.Outcome) (*OutcomeResult, error) {
+func (c *Client) ReportOutcome(ctx context.Context, opID string, n int, o Outcome) (*OutcomeResult, error) {
 	r := &OutcomeResult{}
 	_, err := c.do(ctx, http.MethodPost, fmt.Sprintf("/api/v1/operations/%s/attempts/%d/outcome", url.PathEscape(opID), n), o, r)
 	return r, err
@@ -157,35 +258,35 @@ func (c *Client) ReportOutcome(ctx context.Context, opID string, n int, o review
 
 // Evidence is what the integrator observed at the destination.
 type Evidence struct {
-	Source        review.EvidenceSource `json:"source"`
-	Authoritative bool                  `json:"authoritative"`
-	Candidates    []review.Candidate    `json:"candidates"`
+	Source        EvidenceSource `json:"source"`
+	Authoritative bool           `json:"authoritative"`
+	Candidates    []Candidate    `json:"candidates"`
 }
 
 // AddEvidence submits evidence and returns the operation's new state.
-func (c *Client) AddEvidence(ctx context.Context, opID string, e Evidence) (*review.Operation, error) {
-	op := &review.Operation{}
+func (c *Client) AddEvidence(ctx context.Context, opID string, e Evidence) (*Operation, error) {
+	op := &Operation{}
 	_, err := c.do(ctx, http.MethodPost, "/api/v1/operations/"+url.PathEscape(opID)+"/evidence", e, op)
 	return op, err
 }
 
 // JobUpdate is the body of a job report.
 type JobUpdate struct {
-	Status       review.JobStatus `json:"status"`
-	InputVersion string           `json:"input_version,omitempty"`
-	OutputRef    string           `json:"output_ref,omitempty"`
+	Status       JobStatus `json:"status"`
+	InputVersion string    `json:"input_version,omitempty"`
+	OutputRef    string    `json:"output_ref,omitempty"`
 }
 
 // PutJob records or updates a transformation job.
-func (c *Client) PutJob(ctx context.Context, opID, ref string, j JobUpdate) (*review.Operation, error) {
-	op := &review.Operation{}
+func (c *Client) PutJob(ctx context.Context, opID, ref string, j JobUpdate) (*Operation, error) {
+	op := &Operation{}
 	_, err := c.do(ctx, http.MethodPut, "/api/v1/operations/"+url.PathEscape(opID)+"/jobs/"+url.PathEscape(ref), j, op)
 	return op, err
 }
 
 // Get returns an operation with its attempts, evidence and jobs.
-func (c *Client) Get(ctx context.Context, opID string) (*review.Operation, error) {
-	op := &review.Operation{}
+func (c *Client) Get(ctx context.Context, opID string) (*Operation, error) {
+	op := &Operation{}
 	_, err := c.do(ctx, http.MethodGet, "/api/v1/operations/"+url.PathEscape(opID), nil, op)
 	return op, err
 }
@@ -208,19 +309,19 @@ func (c *Client) AttemptOutput(ctx context.Context, opID string, n int) (*Attemp
 
 // Page is one page of operations.
 type Page struct {
-	Operations []*review.Operation `json:"operations"`
-	NextCursor string              `json:"next_cursor,omitempty"`
+	Operations []*Operation `json:"operations"`
+	NextCursor string       `json:"next_cursor,omitempty"`
 }
 
 // List returns a page of operations, optionally in one state; pass the
 // previous page's NextCursor to continue.
-func (c *Client) List(ctx context.Context, state review.State, cursor string, limit int) (*Page, error) {
+func (c *Client) List(ctx context.Context, state State, cursor string, limit int) (*Page, error) {
 	return c.ListBy(ctx, ListFilter{State: state}, cursor, limit)
 }
 
 // ListFilter narrows ListBy; empty members match everything.
 type ListFilter struct {
-	State review.State
+	State State
 	// SourceRef: only the operations about this source (an agent run's
 	// tool calls share the run's id as source_ref).
 	SourceRef string
@@ -248,39 +349,81 @@ func (c *Client) ListBy(ctx context.Context, f ListFilter, cursor string, limit 
 
 // Actions returns the action policies open to the token's tenant
 // (GET /api/v1/actions). An action not listed has no policy.
-func (c *Client) Actions(ctx context.Context) ([]review.PublishedPolicy, error) {
+func (c *Client) Actions(ctx context.Context) ([]PublishedPolicy, error) {
 	var p struct {
-		Actions []review.PublishedPolicy `json:"actions"`
+		Actions []PublishedPolicy `json:"actions"`
 	}
 	_, err := c.do(ctx, http.MethodGet, "/api/v1/actions", nil, &p)
 	return p.Actions, err
 }
 
 func (c *Client) do(ctx context.Context, method, path string, in, out any) (int, error) {
-	var body io.Reader
+	var body []byte
 	if in != nil {
 		b, err := json.Marshal(in)
 		if err != nil {
 			return 0, err
 		}
-		body = bytes.NewReader(b)
+		body = b
 	}
-	req, err := http.NewRequestWithContext(ctx, method, c.base+path, body)
+	spent := time.Duration(0)
+	backoff := 100 * time.Millisecond
+	for retry := 0; ; retry++ {
+		status, sent, err := c.once(ctx, method, path, body, in != nil, out)
+		if err == nil || retry >= c.retries || ctx.Err() != nil {
+			return status, err
+		}
+		var wait time.Duration
+		var p *Problem
+		switch {
+		case errors.As(err, &p) && (p.Status == http.StatusServiceUnavailable || p.Status == http.StatusTooManyRequests):
+			wait = p.RetryAfter
+			if wait <= 0 {
+				wait, backoff = backoff, 2*backoff
+			}
+		case errors.As(err, &p):
+			return status, err // an answer
+		case method == http.MethodGet || method == http.MethodPut || !sent:
+			wait, backoff = backoff, 2*backoff
+		default:
+			return status, err // a POST that may have reached Limbo
+		}
+		if spent+wait > c.retryWait {
+			return status, err
+		}
+		if err := sleep(ctx, wait); err != nil {
+			return status, err
+		}
+		spent += wait
+	}
+}
+
+// once sends one request; sent reports whether any of it was written.
+func (c *Client) once(ctx context.Context, method, path string, body []byte, hasBody bool, out any) (status int, sent bool, err error) {
+	var rd io.Reader
+	if hasBody {
+		rd = bytes.NewReader(body)
+	}
+	var wrote atomic.Bool
+	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{WroteHeaders: func() { wrote.Store(true) }})
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, rd)
 	if err != nil {
-		return 0, err
+		return 0, false, err
 	}
 	req.Header.Set("Authorization", "Bearer "+c.token)
-	if in != nil {
+	req.Header.Set("User-Agent", c.userAgent)
+	req.Header.Set("Accept", "application/json")
+	if hasBody {
 		req.Header.Set("Content-Type", "application/json")
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return 0, err
+		return 0, wrote.Load(), err
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
 	if err != nil {
-		return resp.StatusCode, err
+		return resp.StatusCode, true, err
 	}
 	if resp.StatusCode >= 400 {
 		p := &Problem{Status: resp.StatusCode}
@@ -288,14 +431,14 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any) (int,
 			p.Type, p.Detail = "http-"+strconv.Itoa(resp.StatusCode), string(data)
 		}
 		if ra := resp.Header.Get("Retry-After"); ra != "" {
-			p.RetryAfter, _ = review.ParseRetryAfter(ra, time.Now())
+			p.RetryAfter = parseRetryAfter(ra, time.Now())
 		}
-		return resp.StatusCode, p
+		return resp.StatusCode, true, p
 	}
 	if out != nil {
 		if err := json.Unmarshal(data, out); err != nil {
-			return resp.StatusCode, fmt.Errorf("limbo: decoding %s %s: %w", method, path, err)
+			return resp.StatusCode, true, fmt.Errorf("limbo: decoding %s %s: %w", method, path, err)
 		}
 	}
-	return resp.StatusCode, nil
+	return resp.StatusCode, true, nil
 }

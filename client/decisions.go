@@ -4,17 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"iter"
 	"net/http"
 	"net/url"
 	"time"
-
-	"github.com/limbo-dev/limbo/review"
 )
 
 // Decision is a reviewer's act on one of the tenant's operations, as the
 // decisions feed and GET /api/v1/operations/{id}/decisions list it.
 type Decision struct {
 	ID          string `json:"id"`
+	Tenant      string `json:"tenant"`
 	CaseID      string `json:"case_id"`
 	OperationID string `json:"operation_id"`
 	Action      string `json:"action"`
@@ -22,31 +22,113 @@ type Decision struct {
 	UndoRef     string `json:"undo_ref,omitempty"`
 	// CompensationID is the compensation operation the decision registered
 	// (compensate, keep_and_undo): run it like any operation.
-	CompensationID string       `json:"compensation_operation_id,omitempty"`
-	Compensation   string       `json:"compensation,omitempty"`
-	Reason         string       `json:"reason"`
-	Actor          string       `json:"actor"`
-	PayloadHash    string       `json:"payload_hash"`
-	Key            string       `json:"key"`
-	Status         string       `json:"status"`
-	FromState      review.State `json:"from_state"`
-	ToState        review.State `json:"to_state"`
-	DecidedAt      time.Time    `json:"decided_at"`
+	CompensationID string    `json:"compensation_operation_id,omitempty"`
+	Compensation   string    `json:"compensation,omitempty"`
+	Reason         string    `json:"reason"`
+	Actor          string    `json:"actor"`
+	PayloadHash    string    `json:"payload_hash"`
+	Key            string    `json:"key"`
+	Status         string    `json:"status"`
+	FromState      State     `json:"from_state"`
+	ToState        State     `json:"to_state"`
+	DecidedAt      time.Time `json:"decided_at"`
 }
 
 // OperationDecisions is an operation's state and every decision on it,
 // oldest first.
 type OperationDecisions struct {
-	OperationID string       `json:"operation_id"`
-	State       review.State `json:"state"`
-	Decisions   []Decision   `json:"decisions"`
+	OperationID string     `json:"operation_id"`
+	State       State      `json:"state"`
+	Decisions   []Decision `json:"decisions"`
 }
 
-// Decisions returns the operation's state and its decisions.
-func (c *Client) Decisions(ctx context.Context, opID string) (*OperationDecisions, error) {
+// OperationDecisions returns the operation's state and every decision on
+// it (GET /api/v1/operations/{id}/decisions).
+func (c *Client) OperationDecisions(ctx context.Context, opID string) (*OperationDecisions, error) {
 	out := &OperationDecisions{}
 	_, err := c.do(ctx, http.MethodGet, "/api/v1/operations/"+url.PathEscape(opID)+"/decisions", nil, out)
 	return out, err
+}
+
+// Decisions reads the tenant's decisions feed (GET /api/v1/decisions) from
+// cursor ("" for the first decision) to its current end, oldest first,
+// paging transparently. A failed page is yielded as an error and ends the
+// sequence. To learn where to resume, use a DecisionFeed instead:
+// Decisions(ctx, cur) is DecisionFeed(cur).All(ctx).
+func (c *Client) Decisions(ctx context.Context, cursor string) iter.Seq2[Decision, error] {
+	return c.DecisionFeed(cursor).All(ctx)
+}
+
+// DecisionFeed follows the tenant's decisions feed from a cursor, and
+// knows the cursor to resume from:
+//
+//	feed := c.DecisionFeed(saved)
+//	for d, err := range feed.All(ctx) {
+//		if err != nil { … break }
+//		handle(d)
+//	}
+//	saved = feed.Cursor()
+//
+// The feed lists each decision once, in the order they committed; a
+// decision committed later comes after the cursor, so calling All again
+// (after a pause: it polls) follows the feed. A DecisionFeed is not safe
+// for concurrent use.
+type DecisionFeed struct {
+	c      *Client
+	cursor string
+	// page is the rest of the last page read, not yet yielded (a loop that
+	// broke off mid-page): the next All yields it first.
+	page []Decision
+	next string
+}
+
+// DecisionFeed returns a feed that starts after cursor ("" for the start).
+func (c *Client) DecisionFeed(cursor string) *DecisionFeed {
+	return &DecisionFeed{c: c, cursor: cursor}
+}
+
+// Cursor is where the feed stands: every decision before it has been
+// yielded. The server issues cursors per page, so after a loop that broke
+// off mid-page Cursor is still that page's start: a new feed resumed from
+// it yields that page's decisions again (they have the same ID) and skips
+// none. The same DecisionFeed, though, goes on exactly where it stopped.
+func (f *DecisionFeed) Cursor() string { return f.cursor }
+
+// All yields the decisions after Cursor up to the feed's current end,
+// reading page after page; a failed read is yielded as the error (with a
+// zero Decision) and ends the sequence, the cursor unchanged, so All can
+// be called again.
+func (f *DecisionFeed) All(ctx context.Context) iter.Seq2[Decision, error] {
+	return func(yield func(Decision, error) bool) {
+		for {
+			for len(f.page) > 0 {
+				d := f.page[0]
+				f.page = f.page[1:]
+				if len(f.page) == 0 {
+					f.cursor = f.next
+				}
+				if !yield(d, nil) {
+					return
+				}
+			}
+			var p struct {
+				Decisions  []Decision `json:"decisions"`
+				NextCursor string     `json:"next_cursor"`
+			}
+			path := "/api/v1/decisions"
+			if f.cursor != "" {
+				path += "?cursor=" + url.QueryEscape(f.cursor)
+			}
+			if _, err := f.c.do(ctx, http.MethodGet, path, nil, &p); err != nil {
+				yield(Decision{}, err)
+				return
+			}
+			if len(p.Decisions) == 0 {
+				return
+			}
+			f.page, f.next = p.Decisions, p.NextCursor
+		}
+	}
 }
 
 // ErrNoDecision: the operation stopped waiting for a person without one
@@ -69,7 +151,7 @@ var ErrNoDecision = errors.New("limbo: the operation stopped waiting without a d
 func (c *Client) WaitDecision(ctx context.Context, opID string) (*Decision, error) {
 	wait := 250 * time.Millisecond
 	for {
-		ds, err := c.Decisions(ctx, opID)
+		ds, err := c.OperationDecisions(ctx, opID)
 		if err != nil && ctx.Err() == nil && transient(err) {
 			if err := sleep(ctx, wait); err != nil {
 				return nil, err
@@ -81,7 +163,7 @@ func (c *Client) WaitDecision(ctx context.Context, opID string) (*Decision, erro
 			return nil, err
 		}
 		last := lastApplied(ds.Decisions)
-		if ds.State == review.Compensating && last != nil && last.CompensationID != "" {
+		if ds.State == Compensating && last != nil && last.CompensationID != "" {
 			// The decision asked for an undo: the operation now waits for
 			// its compensation operation, which is the integrator's to run.
 			return last, nil
@@ -120,6 +202,6 @@ func transient(err error) bool {
 }
 
 // waitsForPerson reports whether an operation in s waits for a reviewer.
-func waitsForPerson(s review.State) bool {
-	return s == review.AwaitingApproval || s == review.NeedsReview || s == review.Compensating
+func waitsForPerson(s State) bool {
+	return s == AwaitingApproval || s == NeedsReview || s == Compensating
 }

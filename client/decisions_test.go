@@ -49,15 +49,15 @@ func TestWaitDecision(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		c := client.New(srv.URL, tok, nil)
-		register := func(t *testing.T, ref string) (*review.Operation, *store.Case) {
+		c := client.New(srv.URL, tok)
+		register := func(t *testing.T, ref string) (*client.Operation, *store.Case) {
 			t.Helper()
 			op, _, err := c.Register(ctx, client.Registration{SourceRef: ref, LogicalVersion: "1", Action: "send_email",
-				Destination: "mail", Risk: review.RiskIrreversible, Payload: json.RawMessage(`{"to":"a@example.com"}`)})
+				Destination: "mail", Risk: client.RiskIrreversible, Payload: json.RawMessage(`{"to":"a@example.com"}`)})
 			if err != nil {
 				t.Fatal(err)
 			}
-			if op.State != review.AwaitingApproval {
+			if op.State != client.AwaitingApproval {
 				t.Fatalf("registered %s, want awaiting_approval", op.State)
 			}
 			if _, err := c.StartAttempt(ctx, op.ID, client.AttemptOptions{}); !client.IsProblem(err, "awaiting-approval") {

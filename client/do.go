@@ -14,8 +14,6 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
-
-	"github.com/limbo-dev/limbo/review"
 )
 
 // Do runs an operation's external call under Limbo's policy: it asks for an
@@ -38,7 +36,7 @@ import (
 // ends between the grant and the report, the report is not sent: the
 // attempt's lease expires and Limbo records its outcome as unknown, exactly
 // as if the process had died there.
-func (c *Client) Do(ctx context.Context, opID string, opts AttemptOptions, send func(ctx context.Context, g *Grant) review.Outcome) (*OutcomeResult, error) {
+func (c *Client) Do(ctx context.Context, opID string, opts AttemptOptions, send func(ctx context.Context, g *Grant) Outcome) (*OutcomeResult, error) {
 	for {
 		g, err := c.grant(ctx, opID, opts)
 		if err != nil {
@@ -57,7 +55,7 @@ func (c *Client) Do(ctx context.Context, opID string, opts AttemptOptions, send 
 		if err != nil {
 			return nil, err
 		}
-		if res.Next != review.NextRetryAt {
+		if res.Next != NextRetryAt {
 			return res, nil
 		}
 		var wait time.Duration
@@ -79,11 +77,11 @@ func (c *Client) grant(ctx context.Context, opID string, opts AttemptOptions) (*
 	for {
 		g, err := c.StartAttempt(ctx, opID, opts)
 		var p *Problem
-		if !errors.As(err, &p) || (p.Status != http.StatusTooManyRequests && p.Type != "waiting-for-dependency") {
+		if !errors.As(err, &p) || (p.Status != http.StatusTooManyRequests && p.Type != ProblemWaitingForDependency) {
 			return g, err
 		}
 		wait := p.RetryAfter
-		if p.Type == "waiting-for-dependency" {
+		if p.Type == ProblemWaitingForDependency {
 			wait, depWait = depWait, min(2*depWait, DependencyPoll)
 		}
 		if wait <= 0 {
@@ -100,7 +98,7 @@ func (c *Client) grant(ctx context.Context, opID string, opts AttemptOptions) (*
 // and an unreported attempt would turn ambiguous when its lease expires.
 // It gives up when the lease has expired (the sweeper then owns the
 // attempt) or ctx ends.
-func (c *Client) report(ctx context.Context, opID string, g *Grant, o review.Outcome) (*OutcomeResult, error) {
+func (c *Client) report(ctx context.Context, opID string, g *Grant, o Outcome) (*OutcomeResult, error) {
 	backoff := 100 * time.Millisecond
 	for {
 		res, err := c.ReportOutcome(ctx, opID, g.N, o)
@@ -180,7 +178,7 @@ func NewAttemptRequest(ctx context.Context, g *Grant, method, url string, body [
 // answer, not a second request. The response is returned for the caller
 // to read (its body unread, but for an error answer's provider code, which
 // stays readable); it is nil when the send failed.
-func SendAttempt(hc *http.Client, req *http.Request) (*http.Response, review.Outcome) {
+func SendAttempt(hc *http.Client, req *http.Request) (*http.Response, Outcome) {
 	if hc == nil {
 		hc = http.DefaultClient
 	}
@@ -208,27 +206,27 @@ func SendAttempt(hc *http.Client, req *http.Request) (*http.Response, review.Out
 //     string, "error.code", "error.type", "type") and request id.
 //
 // The caller adds what a success created (Resource, Job) from the body.
-func OutcomeFromHTTP(resp *http.Response, err error, sent bool) review.Outcome {
+func OutcomeFromHTTP(resp *http.Response, err error, sent bool) Outcome {
 	if err != nil || resp == nil {
-		o := review.Outcome{Result: review.ResultConnectionError, Phase: review.PhaseAfterSend}
+		o := Outcome{Result: ResultConnectionError, Phase: PhaseAfterSend}
 		if isTimeout(err) {
-			o.Result = review.ResultTimeout
+			o.Result = ResultTimeout
 		}
 		if !sent {
-			o.Phase = review.PhaseBeforeSend
+			o.Phase = PhaseBeforeSend
 		}
 		return o
 	}
-	o := review.Outcome{Phase: review.PhaseAfterSend, HTTPStatus: resp.StatusCode, ProviderRequestID: requestID(resp.Header)}
+	o := Outcome{Phase: PhaseAfterSend, HTTPStatus: resp.StatusCode, ProviderRequestID: requestID(resp.Header)}
 	if o.HTTPStatus < 100 || o.HTTPStatus > 599 {
 		// Not HTTP as Limbo knows it: an answer came, its meaning did not.
-		return review.Outcome{Result: review.ResultError, Phase: review.PhaseAfterSend}
+		return Outcome{Result: ResultError, Phase: PhaseAfterSend}
 	}
 	if resp.StatusCode >= 200 && resp.StatusCode <= 299 {
-		o.Result = review.ResultSuccess
+		o.Result = ResultSuccess
 		return o
 	}
-	o.Result = review.ResultError
+	o.Result = ResultError
 	o.RetryAfter = retryAfter(resp.Header)
 	o.ProviderCode = providerCode(resp)
 	switch resp.Header.Get("X-Should-Retry") {
@@ -257,7 +255,7 @@ func ptr[T any](v T) *T { return &v }
 // UsageFromBody reads a model call's token usage from an OpenAI-shaped
 // answer ({"model": …, "usage": {"prompt_tokens": …, "completion_tokens":
 // …}}), for the outcome's Usage; nil when the body carries none.
-func UsageFromBody(body []byte) *review.Usage {
+func UsageFromBody(body []byte) *Usage {
 	var v struct {
 		Model string `json:"model"`
 		Usage *struct {
@@ -268,8 +266,8 @@ func UsageFromBody(body []byte) *review.Usage {
 	if json.Unmarshal(body, &v) != nil || v.Usage == nil || v.Usage.Prompt < 0 || v.Usage.Completion < 0 {
 		return nil
 	}
-	return &review.Usage{Model: fit(v.Model), PromptTokens: min(v.Usage.Prompt, review.MaxTokens),
-		CompletionTokens: min(v.Usage.Completion, review.MaxTokens)}
+	return &Usage{Model: fit(v.Model), PromptTokens: min(v.Usage.Prompt, MaxTokens),
+		CompletionTokens: min(v.Usage.Completion, MaxTokens)}
 }
 
 func isTimeout(err error) bool {
@@ -333,9 +331,3 @@ type readCloser struct {
 	io.Reader
 	io.Closer
 }
-
-// fit makes a string read from the destination's answer one Limbo accepts
-// (valid UTF-8, no control characters, at most MaxFieldLen characters):
-// cutting at a byte count could split a character, and a header may carry
-// bytes that are not UTF-8; the outcome must still be recorded.
-func fit(s string) string { return review.FitText(review.Identifier, review.MaxFieldLen, s) }

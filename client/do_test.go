@@ -45,47 +45,47 @@ func TestOutcomeFromHTTP(t *testing.T) {
 		resp *http.Response
 		err  error
 		sent bool
-		want review.Outcome
+		want client.Outcome
 	}{
 		{"refused before send", nil, refused, false,
-			review.Outcome{Result: review.ResultConnectionError, Phase: review.PhaseBeforeSend}},
+			client.Outcome{Result: client.ResultConnectionError, Phase: client.PhaseBeforeSend}},
 		{"dial timeout before send", nil, &net.OpError{Op: "dial", Err: timeoutErr{}}, false,
-			review.Outcome{Result: review.ResultTimeout, Phase: review.PhaseBeforeSend}},
+			client.Outcome{Result: client.ResultTimeout, Phase: client.PhaseBeforeSend}},
 		{"reset after send", nil, &net.OpError{Op: "read", Err: errors.New("connection reset by peer")}, true,
-			review.Outcome{Result: review.ResultConnectionError, Phase: review.PhaseAfterSend}},
+			client.Outcome{Result: client.ResultConnectionError, Phase: client.PhaseAfterSend}},
 		{"EOF after send", nil, io.EOF, true,
-			review.Outcome{Result: review.ResultConnectionError, Phase: review.PhaseAfterSend}},
+			client.Outcome{Result: client.ResultConnectionError, Phase: client.PhaseAfterSend}},
 		{"client timeout after send", nil, fmt.Errorf("Post: %w", context.DeadlineExceeded), true,
-			review.Outcome{Result: review.ResultTimeout, Phase: review.PhaseAfterSend}},
+			client.Outcome{Result: client.ResultTimeout, Phase: client.PhaseAfterSend}},
 		{"net timeout after send", nil, timeoutErr{}, true,
-			review.Outcome{Result: review.ResultTimeout, Phase: review.PhaseAfterSend}},
+			client.Outcome{Result: client.ResultTimeout, Phase: client.PhaseAfterSend}},
 		{"created", answer(201, `{"ref":"fld-1"}`, "X-Request-Id", "req-9"), nil, true,
-			review.Outcome{Result: review.ResultSuccess, Phase: review.PhaseAfterSend, HTTPStatus: 201, ProviderRequestID: "req-9"}},
+			client.Outcome{Result: client.ResultSuccess, Phase: client.PhaseAfterSend, HTTPStatus: 201, ProviderRequestID: "req-9"}},
 		{"an answer means it was sent", answer(202, `{}`), nil, false,
-			review.Outcome{Result: review.ResultSuccess, Phase: review.PhaseAfterSend, HTTPStatus: 202}},
+			client.Outcome{Result: client.ResultSuccess, Phase: client.PhaseAfterSend, HTTPStatus: 202}},
 		{"429 with Retry-After and a code", answer(429, `{"error":"rate_limited"}`, "Retry-After", "7"), nil, true,
-			review.Outcome{Result: review.ResultError, Phase: review.PhaseAfterSend, HTTPStatus: 429, RetryAfter: "7", ProviderCode: "rate_limited"}},
+			client.Outcome{Result: client.ResultError, Phase: client.PhaseAfterSend, HTTPStatus: 429, RetryAfter: "7", ProviderCode: "rate_limited"}},
 		{"429 quota, OpenAI style", answer(429, `{"error":{"message":"quota","type":"insufficient_quota","code":"insufficient_quota"}}`), nil, true,
-			review.Outcome{Result: review.ResultError, Phase: review.PhaseAfterSend, HTTPStatus: 429, ProviderCode: "insufficient_quota"}},
+			client.Outcome{Result: client.ResultError, Phase: client.PhaseAfterSend, HTTPStatus: 429, ProviderCode: "insufficient_quota"}},
 		{"429 with an HTTP date", answer(429, ``, "Retry-After", "Wed, 21 Oct 2037 07:28:00 GMT"), nil, true,
-			review.Outcome{Result: review.ResultError, Phase: review.PhaseAfterSend, HTTPStatus: 429, RetryAfter: "Wed, 21 Oct 2037 07:28:00 GMT"}},
+			client.Outcome{Result: client.ResultError, Phase: client.PhaseAfterSend, HTTPStatus: 429, RetryAfter: "Wed, 21 Oct 2037 07:28:00 GMT"}},
 		{"503", answer(503, `{"error":"unavailable"}`), nil, true,
-			review.Outcome{Result: review.ResultError, Phase: review.PhaseAfterSend, HTTPStatus: 503, ProviderCode: "unavailable"}},
+			client.Outcome{Result: client.ResultError, Phase: client.PhaseAfterSend, HTTPStatus: 503, ProviderCode: "unavailable"}},
 		{"500 after commit", answer(500, `<html>oops</html>`), nil, true,
-			review.Outcome{Result: review.ResultError, Phase: review.PhaseAfterSend, HTTPStatus: 500}},
+			client.Outcome{Result: client.ResultError, Phase: client.PhaseAfterSend, HTTPStatus: 500}},
 		{"409 key in progress", answer(409, `{"code":"key_in_progress"}`), nil, true,
-			review.Outcome{Result: review.ResultError, Phase: review.PhaseAfterSend, HTTPStatus: 409, ProviderCode: "key_in_progress"}},
+			client.Outcome{Result: client.ResultError, Phase: client.PhaseAfterSend, HTTPStatus: 409, ProviderCode: "key_in_progress"}},
 		{"422", answer(422, `{"type":"invalid","error":{"code":"unsupported_font"}}`), nil, true,
-			review.Outcome{Result: review.ResultError, Phase: review.PhaseAfterSend, HTTPStatus: 422, ProviderCode: "unsupported_font"}},
+			client.Outcome{Result: client.ResultError, Phase: client.PhaseAfterSend, HTTPStatus: 422, ProviderCode: "unsupported_font"}},
 		{"redirect kept as an answer", answer(307, ``, "Location", "/elsewhere"), nil, true,
-			review.Outcome{Result: review.ResultError, Phase: review.PhaseAfterSend, HTTPStatus: 307}},
+			client.Outcome{Result: client.ResultError, Phase: client.PhaseAfterSend, HTTPStatus: 307}},
 		// What the destination sends is made acceptable to Limbo, never
 		// refused with the report: a request id that is not UTF-8, a code
 		// with a control character, one longer than the limit.
 		{"a request id that is not UTF-8", answer(201, `{}`, "X-Request-Id", "req-\xff\xfe"), nil, true,
-			review.Outcome{Result: review.ResultSuccess, Phase: review.PhaseAfterSend, HTTPStatus: 201, ProviderRequestID: "req-\ufffd"}},
+			client.Outcome{Result: client.ResultSuccess, Phase: client.PhaseAfterSend, HTTPStatus: 201, ProviderRequestID: "req-\ufffd"}},
 		{"a code with a NUL, one too long", answer(400, `{"code":"bad\u0000code","error":"x"}`, "X-Request-Id", strings.Repeat("é", 300)), nil, true,
-			review.Outcome{Result: review.ResultError, Phase: review.PhaseAfterSend, HTTPStatus: 400, ProviderCode: "bad\ufffdcode", ProviderRequestID: strings.Repeat("é", 255)}},
+			client.Outcome{Result: client.ResultError, Phase: client.PhaseAfterSend, HTTPStatus: 400, ProviderCode: "bad\ufffdcode", ProviderRequestID: strings.Repeat("é", 255)}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -139,7 +139,7 @@ func TestAttemptRequestIsSentOnce(t *testing.T) {
 	body := []byte(`{"name":"reports","metadata":{"operation_id":"op_1","logical_version":"1"}}`)
 	g := &client.Grant{OperationID: "op_1", N: 1, Key: "key-sent-once"}
 
-	send := func(t *testing.T, build func() *http.Request) (int64, review.Outcome) {
+	send := func(t *testing.T, build func() *http.Request) (int64, client.Outcome) {
 		t.Helper()
 		hc := &http.Client{Transport: &http.Transport{}, Timeout: 5 * time.Second}
 		defer hc.CloseIdleConnections()
@@ -180,7 +180,7 @@ func TestAttemptRequestIsSentOnce(t *testing.T) {
 	if n != 1 {
 		t.Fatalf("NewAttemptRequest's POST reached the sandbox %d times, want exactly 1", n)
 	}
-	if o.Result != review.ResultConnectionError || o.Phase != review.PhaseAfterSend {
+	if o.Result != client.ResultConnectionError || o.Phase != client.PhaseAfterSend {
 		t.Fatalf("outcome of a lost answer = %+v, want connection_error after_send", o)
 	}
 	// The effect happened once, and the key remembers it.
@@ -213,10 +213,10 @@ func newLimbo(t *testing.T, engine store.Engine) *limbo {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &limbo{store: st, client: client.New(srv.URL, tok, nil)}
+	return &limbo{store: st, client: client.New(srv.URL, tok)}
 }
 
-func (l *limbo) register(t *testing.T, source string, risk review.Risk) *review.Operation {
+func (l *limbo) register(t *testing.T, source string, risk client.Risk) *client.Operation {
 	t.Helper()
 	op, _, err := l.client.Register(context.Background(), client.Registration{
 		SourceRef: source, LogicalVersion: "1", Action: "create_folder", Destination: "dest", Risk: risk,
@@ -263,23 +263,23 @@ func lose(w http.ResponseWriter) {
 
 // sendTo returns a send function that POSTs to url and reads a created
 // resource from a success.
-func sendTo(url string, sends *[]time.Time) func(ctx context.Context, g *client.Grant) review.Outcome {
+func sendTo(url string, sends *[]time.Time) func(ctx context.Context, g *client.Grant) client.Outcome {
 	hc := &http.Client{Timeout: 5 * time.Second}
-	return func(ctx context.Context, g *client.Grant) review.Outcome {
+	return func(ctx context.Context, g *client.Grant) client.Outcome {
 		if sends != nil {
 			*sends = append(*sends, time.Now())
 		}
 		req, err := client.NewAttemptRequest(ctx, g, http.MethodPost, url, []byte(`{"name":"x"}`))
 		if err != nil {
-			return review.Outcome{Result: review.ResultConnectionError, Phase: review.PhaseBeforeSend}
+			return client.Outcome{Result: client.ResultConnectionError, Phase: client.PhaseBeforeSend}
 		}
 		resp, o := client.SendAttempt(hc, req)
 		if resp == nil {
 			return o
 		}
 		defer resp.Body.Close()
-		if o.Result == review.ResultSuccess {
-			var r review.ResourceRef
+		if o.Result == client.ResultSuccess {
+			var r client.ResourceRef
 			if json.NewDecoder(resp.Body).Decode(&r) == nil && r.Ref != "" {
 				o.Resource = &r
 			}
@@ -301,13 +301,13 @@ func TestDo(t *testing.T) {
 			}}
 			srv := httptest.NewServer(dest)
 			defer srv.Close()
-			op := l.register(t, "retry-until-done", review.RiskCompensableWrite)
+			op := l.register(t, "retry-until-done", client.RiskCompensableWrite)
 			var sends []time.Time
 			res, err := l.client.Do(ctx, op.ID, client.AttemptOptions{}, sendTo(srv.URL, &sends))
 			if err != nil {
 				t.Fatalf("Do: %v", err)
 			}
-			if res.Next != review.NextDone || res.Operation.State != review.Confirmed {
+			if res.Next != client.NextDone || res.Operation.State != client.Confirmed {
 				t.Fatalf("Do ended with next %s, state %s (%s)", res.Next, res.Operation.State, res.Reason)
 			}
 			if res.Operation.Resource == nil || res.Operation.Resource.Ref != "fld-7" {
@@ -325,7 +325,7 @@ func TestDo(t *testing.T) {
 
 			_, err = l.client.Do(ctx, op.ID, client.AttemptOptions{}, sendTo(srv.URL, nil))
 			var p *client.Problem
-			if !errors.As(err, &p) || p.Type != "not-attemptable" || p.State != review.Confirmed || p.Resource == nil {
+			if !errors.As(err, &p) || p.Type != "not-attemptable" || p.State != client.Confirmed || p.Resource == nil {
 				t.Fatalf("Do on a confirmed operation: %v, want a not-attemptable problem naming the state and resource", err)
 			}
 		})
@@ -336,9 +336,9 @@ func TestDo(t *testing.T) {
 			ln.Close()
 			srv := httptest.NewServer(&script{steps: []func(http.ResponseWriter){status(201, `{"ref":"fld-8"}`)}})
 			defer srv.Close()
-			op := l.register(t, "before-send", review.RiskIrreversible)
-			var phases []review.Phase
-			res, err := l.client.Do(ctx, op.ID, client.AttemptOptions{}, func(ctx context.Context, g *client.Grant) review.Outcome {
+			op := l.register(t, "before-send", client.RiskIrreversible)
+			var phases []client.Phase
+			res, err := l.client.Do(ctx, op.ID, client.AttemptOptions{}, func(ctx context.Context, g *client.Grant) client.Outcome {
 				url := srv.URL
 				if g.N == 1 {
 					url = closed
@@ -350,7 +350,7 @@ func TestDo(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Do: %v", err)
 			}
-			if res.Operation.State != review.Confirmed || len(phases) != 2 || phases[0] != review.PhaseBeforeSend {
+			if res.Operation.State != client.Confirmed || len(phases) != 2 || phases[0] != client.PhaseBeforeSend {
 				t.Fatalf("state %s after phases %v, want confirmed after before_send then success", res.Operation.State, phases)
 			}
 		})
@@ -358,28 +358,28 @@ func TestDo(t *testing.T) {
 		t.Run("a lost answer of a compensable write goes to reconciliation", func(t *testing.T) {
 			srv := httptest.NewServer(&script{steps: []func(http.ResponseWriter){lose}})
 			defer srv.Close()
-			op := l.register(t, "lost-answer", review.RiskCompensableWrite)
+			op := l.register(t, "lost-answer", client.RiskCompensableWrite)
 			res, err := l.client.Do(ctx, op.ID, client.AttemptOptions{}, sendTo(srv.URL, nil))
 			if err != nil {
 				t.Fatalf("Do: %v", err)
 			}
-			if res.Next != review.NextReconcile || res.Operation.State != review.Ambiguous {
+			if res.Next != client.NextReconcile || res.Operation.State != client.Ambiguous {
 				t.Fatalf("next %s state %s, want reconcile/ambiguous", res.Next, res.Operation.State)
 			}
 			a := res.Operation.Attempts[0]
-			if a.Phase != review.PhaseAfterSend || a.Result != review.ResultConnectionError {
+			if a.Phase != client.PhaseAfterSend || a.Result != client.ResultConnectionError {
 				t.Fatalf("attempt recorded %s/%s, want connection_error/after_send", a.Result, a.Phase)
 			}
 		})
 
 		t.Run("a 429 from Limbo is waited out", func(t *testing.T) {
-			op := l.register(t, "limbo-429", review.RiskIdempotentWrite)
+			op := l.register(t, "limbo-429", client.RiskIdempotentWrite)
 			g, err := l.client.StartAttempt(ctx, op.ID, client.AttemptOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
-			res, err := l.client.ReportOutcome(ctx, op.ID, g.N, review.Outcome{Result: review.ResultError, Phase: review.PhaseAfterSend, HTTPStatus: 503, RetryAfter: "2"})
-			if err != nil || res.Next != review.NextRetryAt {
+			res, err := l.client.ReportOutcome(ctx, op.ID, g.N, client.Outcome{Result: client.ResultError, Phase: client.PhaseAfterSend, HTTPStatus: 503, RetryAfter: "2"})
+			if err != nil || res.Next != client.NextRetryAt {
 				t.Fatalf("ReportOutcome: %v %+v", err, res)
 			}
 			if _, err := l.client.StartAttempt(ctx, op.ID, client.AttemptOptions{}); !isStatus(err, 429) {
@@ -392,7 +392,7 @@ func TestDo(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Do: %v", err)
 			}
-			if done.Operation.State != review.Confirmed || len(sends) != 1 {
+			if done.Operation.State != client.Confirmed || len(sends) != 1 {
 				t.Fatalf("state %s after %d sends", done.Operation.State, len(sends))
 			}
 			if sends[0].Before(*res.RetryAt) {
@@ -403,7 +403,7 @@ func TestDo(t *testing.T) {
 		t.Run("cancelling stops the wait", func(t *testing.T) {
 			srv := httptest.NewServer(&script{steps: []func(http.ResponseWriter){status(503, `{}`, "Retry-After", "30")}})
 			defer srv.Close()
-			op := l.register(t, "cancelled", review.RiskIdempotentWrite)
+			op := l.register(t, "cancelled", client.RiskIdempotentWrite)
 			cctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
 			defer cancel()
 			began := time.Now()
@@ -417,15 +417,15 @@ func TestDo(t *testing.T) {
 		})
 
 		t.Run("an invalid outcome is not reported", func(t *testing.T) {
-			op := l.register(t, "invalid-outcome", review.RiskCompensableWrite)
-			_, err := l.client.Do(ctx, op.ID, client.AttemptOptions{}, func(context.Context, *client.Grant) review.Outcome {
-				return review.Outcome{Result: review.ResultSuccess, Phase: review.PhaseBeforeSend}
+			op := l.register(t, "invalid-outcome", client.RiskCompensableWrite)
+			_, err := l.client.Do(ctx, op.ID, client.AttemptOptions{}, func(context.Context, *client.Grant) client.Outcome {
+				return client.Outcome{Result: client.ResultSuccess, Phase: client.PhaseBeforeSend}
 			})
 			if err == nil || !strings.Contains(err.Error(), "invalid outcome") {
 				t.Fatalf("Do: %v, want an invalid-outcome error", err)
 			}
 			got, _ := l.client.Get(ctx, op.ID)
-			if got.State != review.InFlight {
+			if got.State != client.InFlight {
 				t.Fatalf("state %s, want in_flight (left to the lease sweeper)", got.State)
 			}
 		})

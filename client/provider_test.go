@@ -37,22 +37,22 @@ destinations:
 
 // completion is a send that asks the sandbox model for one chat completion
 // and reports the answer's usage, as an agent would.
-func completion(url string, structured bool, hc *http.Client) func(ctx context.Context, g *client.Grant) review.Outcome {
-	return func(ctx context.Context, g *client.Grant) review.Outcome {
+func completion(url string, structured bool, hc *http.Client) func(ctx context.Context, g *client.Grant) client.Outcome {
+	return func(ctx context.Context, g *client.Grant) client.Outcome {
 		body := `{"model":"sandbox-small","messages":[{"role":"user","content":"plan the release"}]`
 		if structured {
 			body += `,"response_format":{"type":"json_schema"}`
 		}
 		req, err := client.NewAttemptRequest(ctx, g, http.MethodPost, url+"/v1/chat/completions", []byte(body+"}"))
 		if err != nil {
-			return review.Outcome{Result: review.ResultConnectionError, Phase: review.PhaseBeforeSend}
+			return client.Outcome{Result: client.ResultConnectionError, Phase: client.PhaseBeforeSend}
 		}
 		resp, o := client.SendAttempt(hc, req)
 		if resp == nil {
 			return o
 		}
 		defer resp.Body.Close()
-		if o.Result == review.ResultSuccess {
+		if o.Result == client.ResultSuccess {
 			var b json.RawMessage
 			if json.NewDecoder(resp.Body).Decode(&b) == nil {
 				o.Usage = client.UsageFromBody(b)
@@ -77,7 +77,7 @@ func TestProviderBoundary(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		lc := client.New(srv.URL, tok, nil)
+		lc := client.New(srv.URL, tok)
 		sb := sandbox.New(sandbox.Options{Seed: 1})
 		t.Cleanup(sb.Close)
 		model := httptest.NewServer(sb.Handler())
@@ -86,22 +86,22 @@ func TestProviderBoundary(t *testing.T) {
 
 		rows := []struct {
 			faults    []string
-			state     review.State
+			state     client.State
 			calls     int    // completions the model generated
 			attempts  int    // attempts Limbo granted
 			reason    string // in the final state's reason
 			costAbove float64
 		}{
-			{[]string{"quota"}, review.Failed, 0, 1, "insufficient_quota: quota exhausted", 0},
-			{[]string{"billing"}, review.Failed, 0, 1, "billing_hard_limit_reached: quota exhausted", 0},
-			{[]string{"rate_limit"}, review.Confirmed, 1, 2, "", 1e-6},
-			{[]string{"request_timeout"}, review.Confirmed, 1, 2, "", 1e-6},
-			{[]string{"conflict"}, review.Confirmed, 1, 2, "", 1e-6},
-			{[]string{"server_error"}, review.Confirmed, 1, 2, "", 1e-6},
-			{[]string{"should_not_retry"}, review.Failed, 0, 1, "x-should-retry: false", 0},
+			{[]string{"quota"}, client.Failed, 0, 1, "insufficient_quota: quota exhausted", 0},
+			{[]string{"billing"}, client.Failed, 0, 1, "billing_hard_limit_reached: quota exhausted", 0},
+			{[]string{"rate_limit"}, client.Confirmed, 1, 2, "", 1e-6},
+			{[]string{"request_timeout"}, client.Confirmed, 1, 2, "", 1e-6},
+			{[]string{"conflict"}, client.Confirmed, 1, 2, "", 1e-6},
+			{[]string{"server_error"}, client.Confirmed, 1, 2, "", 1e-6},
+			{[]string{"should_not_retry"}, client.Failed, 0, 1, "x-should-retry: false", 0},
 			// The generation happened and its answer was lost: a timeout
 			// after send, retried for a generate operation.
-			{[]string{"timeout_after_accept"}, review.Confirmed, 2, 2, "", 1e-6},
+			{[]string{"timeout_after_accept"}, client.Confirmed, 2, 2, "", 1e-6},
 		}
 		for i, row := range rows {
 			t.Run(strings.Join(row.faults, "+"), func(t *testing.T) {
@@ -123,7 +123,7 @@ func TestProviderBoundary(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if got.State != row.state || len(got.Attempts) != row.attempts || !strings.Contains(got.StateReason, row.reason) {
+				if client.State(got.State) != row.state || len(got.Attempts) != row.attempts || !strings.Contains(got.StateReason, row.reason) {
 					t.Errorf("%s after %d attempts (%s); want %s after %d, reason containing %q",
 						got.State, len(got.Attempts), got.StateReason, row.state, row.attempts, row.reason)
 				}
@@ -158,7 +158,7 @@ func TestProviderBoundary(t *testing.T) {
 			}
 			// retry-after-ms: 200 beats Retry-After: 1 and the backoff's
 			// 500 ms base: the retry is due within a second.
-			if res.Next != review.NextRetryAt || res.RetryAt == nil || time.Until(*res.RetryAt) > time.Second {
+			if res.Next != client.NextRetryAt || res.RetryAt == nil || time.Until(*res.RetryAt) > time.Second {
 				t.Errorf("after a 429 with retry-after-ms 200: %s at %v", res.Next, res.RetryAt)
 			}
 		})

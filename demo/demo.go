@@ -113,7 +113,7 @@ func New(cfg *review.Config, log *slog.Logger) (*Demo, error) {
 			continue
 		}
 		dest.Actions[fl.Action] = review.ActionConfig{Owner: "demo-team", Effects: demoEffects[fl.Action],
-			DuplicateCost: demoDuplicateCost[fl.Action], KeyFields: []string{}, Risk: fl.Risk, Flags: fl.Flags,
+			DuplicateCost: demoDuplicateCost[fl.Action], KeyFields: []string{}, Risk: review.Risk(fl.Risk), Flags: serverFlags(fl.Flags),
 			Evidence: []review.EvidenceSource{review.SourceResponse, review.SourceStatusLookup, review.SourceMetadataSearch},
 			Request:  contracts[fl.Action]}
 	}
@@ -331,7 +331,7 @@ func (d *Demo) Traffic(ctx context.Context, limboURL string) {
 		for w := range 2 {
 			f := &demoFlow{
 				tenant: tenant,
-				c:      client.New(limboURL, tok, &http.Client{Timeout: 10 * time.Second}),
+				c:      client.New(limboURL, tok, client.WithHTTPClient(&http.Client{Timeout: 10 * time.Second})),
 				dest:   simulate.DestClient(5 * time.Second),
 				sbURL:  d.sbURL,
 				rng:    rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), uint64(i*2+w))),
@@ -346,7 +346,7 @@ func (d *Demo) Traffic(ctx context.Context, limboURL string) {
 
 // releaseFlavour sends an approved press release: published on the public
 // site as a link to its page.
-var releaseFlavour = simulate.Flavour{Action: demoApprovalAction, Risk: review.RiskIrreversible, Flags: []review.Flag{review.FlagIrreversible},
+var releaseFlavour = simulate.Flavour{Action: demoApprovalAction, Risk: client.RiskIrreversible, Flags: []client.Flag{client.FlagIrreversible},
 	Method: http.MethodPost, Path: "/links", Body: func(s, v string) map[string]any { return map[string]any{"file_ref": s + ".html"} }}
 
 // hasFlavour reports whether the demo knows how to send action.
@@ -368,21 +368,21 @@ func (d *Demo) followUp(ctx context.Context, limboURL string) {
 	flows := map[string]*demoFlow{}
 	for i, tenant := range Tenants {
 		if tok := d.tokens[tenant]; tok != "" {
-			flows[tenant] = &demoFlow{tenant: tenant, c: client.New(limboURL, tok, &http.Client{Timeout: 10 * time.Second}),
+			flows[tenant] = &demoFlow{tenant: tenant, c: client.New(limboURL, tok, client.WithHTTPClient(&http.Client{Timeout: 10 * time.Second})),
 				dest: simulate.DestClient(5 * time.Second), sbURL: d.sbURL, rng: rand.New(rand.NewPCG(uint64(i), 99)),
 				log: d.log.With("tenant", tenant, "demo", "follow-up")}
 		}
 	}
 	for simulate.Pause(ctx, followUpEvery) {
 		for _, f := range flows {
-			for _, state := range []review.State{review.Pending, review.RetryWait} {
+			for _, state := range []client.State{client.Pending, client.RetryWait} {
 				page, err := f.c.List(ctx, state, "", 100)
 				if err != nil {
 					f.trouble(ctx, "follow-up", err)
 					continue
 				}
 				for _, op := range page.Operations {
-					if op.CreatedAt.Before(d.started) && review.RetryNeedsReviewer(op) && hasFlavour(op.Action) && !review.IsCompensation(op.Action) {
+					if op.CreatedAt.Before(d.started) && needsReviewer(op) && hasFlavour(op.Action) && !review.IsCompensation(op.Action) {
 						f.drive(ctx, op, nil)
 					}
 				}
@@ -446,7 +446,7 @@ func (f *demoFlow) loop(ctx context.Context) {
 func (f *demoFlow) document(ctx context.Context, source, version string) {
 	step := func() { simulate.Pause(ctx, time.Duration(300+f.rng.IntN(700))*time.Millisecond) }
 	file := f.run(ctx, "upload_file", source, version, nil)
-	if file == nil || file.State != review.Confirmed || file.Resource == nil {
+	if file == nil || file.State != client.Confirmed || file.Resource == nil {
 		return
 	}
 	step()
@@ -469,7 +469,7 @@ func (f *demoFlow) document(ctx context.Context, source, version string) {
 		link = f.drive(ctx, link, nil)
 	}
 	wg.Wait()
-	if link == nil || link.State != review.Confirmed {
+	if link == nil || link.State != client.Confirmed {
 		return
 	}
 	step()
@@ -482,7 +482,7 @@ func (f *demoFlow) document(ctx context.Context, source, version string) {
 
 // run registers an operation of action and carries it until it settles:
 // confirmed, failed, or handed to a reviewer (then the flow moves on).
-func (f *demoFlow) run(ctx context.Context, action, source, version string, body map[string]any) *review.Operation {
+func (f *demoFlow) run(ctx context.Context, action, source, version string, body map[string]any) *client.Operation {
 	op := f.register(ctx, action, source, version, body, nil)
 	if op == nil {
 		return nil
@@ -491,7 +491,7 @@ func (f *demoFlow) run(ctx context.Context, action, source, version string, body
 }
 
 // register registers an operation of action (waiting for after, when set).
-func (f *demoFlow) register(ctx context.Context, action, source, version string, body map[string]any, after *client.After) *review.Operation {
+func (f *demoFlow) register(ctx context.Context, action, source, version string, body map[string]any, after *client.After) *client.Operation {
 	fl := flavourOf(action)
 	if body == nil && fl.Body != nil {
 		body = fl.Body(source, version)
@@ -508,7 +508,7 @@ func (f *demoFlow) register(ctx context.Context, action, source, version string,
 
 // drive carries op until it settles, for at most two minutes (a
 // dependent's Do waits for its dependency within them).
-func (f *demoFlow) drive(ctx context.Context, op *review.Operation, body map[string]any) *review.Operation {
+func (f *demoFlow) drive(ctx context.Context, op *client.Operation, body map[string]any) *client.Operation {
 	fl := flavourOf(op.Action)
 	if body == nil && fl.Body != nil {
 		body = fl.Body(op.SourceRef, op.LogicalVersion)
@@ -518,7 +518,7 @@ func (f *demoFlow) drive(ctx context.Context, op *review.Operation, body map[str
 	defer cancel()
 	for ctx.Err() == nil {
 		switch op.State {
-		case review.Pending, review.RetryWait:
+		case client.Pending, client.RetryWait:
 			res, err := f.c.Do(ctx, op.ID, client.AttemptOptions{}, simulate.Sender(f.dest, f.sbURL, fl, op, body))
 			if err == nil {
 				op = res.Operation
@@ -527,12 +527,12 @@ func (f *demoFlow) drive(ctx context.Context, op *review.Operation, body map[str
 			if !client.IsProblem(err, "not-attemptable") {
 				f.trouble(ctx, action, err)
 			}
-		case review.Accepted:
-			if next, err := simulate.FollowJob(ctx, f.c, f.dest, f.sbURL, op); err == nil && next.State != review.Accepted {
+		case client.Accepted:
+			if next, err := simulate.FollowJob(ctx, f.c, f.dest, f.sbURL, op); err == nil && next.State != client.Accepted {
 				op = next
 				continue
 			}
-		case review.InFlight, review.Ambiguous:
+		case client.InFlight, client.Ambiguous:
 			// Reconciliation's turn.
 		default:
 			return op
@@ -548,7 +548,7 @@ func (f *demoFlow) drive(ctx context.Context, op *review.Operation, body map[str
 // abandon takes an attempt of op it never sends nor reports, as an
 // integration that crashed right after its grant (once its dependency
 // lets it have one).
-func (f *demoFlow) abandon(ctx context.Context, op *review.Operation) {
+func (f *demoFlow) abandon(ctx context.Context, op *client.Operation) {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	for {
@@ -695,7 +695,7 @@ const agentEvery = 45 * time.Second
 // tool calls, its notifications waiting for approval, and the runs that
 // carry on once a reviewer approved.
 func (d *Demo) agents(ctx context.Context, limboURL string) {
-	a := &release.Agent{Limbo: client.New(limboURL, d.tokens["demo"], &http.Client{Timeout: 10 * time.Second}),
+	a := &release.Agent{Limbo: client.New(limboURL, d.tokens["demo"], client.WithHTTPClient(&http.Client{Timeout: 10 * time.Second})),
 		Sandbox: d.sbURL, HTTP: &http.Client{Timeout: 5 * time.Second}, Log: d.log}
 	faults := [][]string{nil, {"malformed_output"}, {"rate_limit"}, {"malformed_arguments"}, {"repeat_call"}, {"server_error"}}
 	open := map[string]string{} // run id → release
@@ -723,4 +723,20 @@ func (d *Demo) agents(ctx context.Context, limboURL string) {
 		case <-tick.C:
 		}
 	}
+}
+
+// serverFlags are a flavour's flags as the configuration has them.
+func serverFlags(fs []client.Flag) []review.Flag {
+	out := make([]review.Flag, len(fs))
+	for i, f := range fs {
+		out[i] = review.Flag(f)
+	}
+	return out
+}
+
+// needsReviewer is review.RetryNeedsReviewer for an operation read through
+// the API: a retry of it waits for a reviewer's word.
+func needsReviewer(op *client.Operation) bool {
+	return op.HasFlag(client.FlagFinancial) || op.HasFlag(client.FlagIrreversible) || op.HasFlag(client.FlagRegulated) ||
+		op.Risk == client.RiskIrreversible
 }

@@ -302,7 +302,7 @@ func (s *seeder) register(tenant string, fl simulate.Flavour, source, version st
 	}
 	r := fl.Registration(source, version, body)
 	op, created, err := s.st.Register(s.ctx, review.Registration{Tenant: tenant, SourceRef: r.SourceRef, LogicalVersion: r.LogicalVersion,
-		Action: r.Action, Destination: r.Destination, Risk: r.Risk, Flags: r.Flags, Payload: r.Payload, Actor: seedActor})
+		Action: r.Action, Destination: r.Destination, Risk: review.Risk(r.Risk), Flags: serverFlags(r.Flags), Payload: r.Payload, Actor: seedActor})
 	if err != nil {
 		return nil, err
 	}

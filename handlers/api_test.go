@@ -1039,9 +1039,9 @@ func TestClient(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, engine store.Engine) {
 		b := setup(t, engine, cfg)
 		ctx := context.Background()
-		c := client.New(b.srv.URL, b.token, b.srv.Client())
+		c := client.New(b.srv.URL, b.token, client.WithHTTPClient(b.srv.Client()))
 		reg := client.Registration{SourceRef: "folder-1", LogicalVersion: "v1", Action: "create_folder",
-			Destination: "drive", Risk: review.RiskCompensableWrite, Payload: json.RawMessage(`{"name": "Q3", "parent": "root"}`)}
+			Destination: "drive", Risk: client.RiskCompensableWrite, Payload: json.RawMessage(`{"name": "Q3", "parent": "root"}`)}
 		op, created, err := c.Register(ctx, reg)
 		if err != nil || !created {
 			t.Fatalf("Register = %v, created %v", err, created)
@@ -1054,18 +1054,18 @@ func TestClient(t *testing.T) {
 		if err != nil || g.N != 1 || g.Key != op.Key {
 			t.Fatalf("StartAttempt = %+v, %v", g, err)
 		}
-		res, err := c.ReportOutcome(ctx, op.ID, g.N, review.Outcome{Result: review.ResultTimeout, Phase: review.PhaseAfterSend})
-		if err != nil || res.Next != review.NextReconcile {
+		res, err := c.ReportOutcome(ctx, op.ID, g.N, client.Outcome{Result: client.ResultTimeout, Phase: client.PhaseAfterSend})
+		if err != nil || res.Next != client.NextReconcile {
 			t.Fatalf("ReportOutcome = %+v, %v", res, err)
 		}
 		_, err = c.StartAttempt(ctx, op.ID, client.AttemptOptions{})
 		var p *client.Problem
-		if !client.IsProblem(err, "not-attemptable") || !errors.As(err, &p) || p.State != review.Ambiguous || p.Status != http.StatusConflict {
+		if !client.IsProblem(err, "not-attemptable") || !errors.As(err, &p) || p.State != client.Ambiguous || p.Status != http.StatusConflict {
 			t.Fatalf("StartAttempt on ambiguous = %v", err)
 		}
-		got, err := c.AddEvidence(ctx, op.ID, client.Evidence{Source: review.SourceStatusLookup, Authoritative: true,
-			Candidates: []review.Candidate{{Ref: "fld_1", Kind: "folder", Version: "v1", OperationID: op.ID}}})
-		if err != nil || got.State != review.Confirmed {
+		got, err := c.AddEvidence(ctx, op.ID, client.Evidence{Source: client.SourceStatusLookup, Authoritative: true,
+			Candidates: []client.Candidate{{Ref: "fld_1", Kind: "folder", Version: "v1", OperationID: op.ID}}})
+		if err != nil || got.State != client.Confirmed {
 			t.Fatalf("AddEvidence = %v, state %s", err, got.State)
 		}
 		if got, err = c.Get(ctx, op.ID); err != nil || got.Resource == nil || got.Resource.Ref != "fld_1" {
@@ -1074,13 +1074,13 @@ func TestClient(t *testing.T) {
 
 		// 429 carries Retry-After.
 		pay, _, err := c.Register(ctx, client.Registration{SourceRef: "inv-1", LogicalVersion: "v1", Action: "charge",
-			Destination: "payments", Risk: review.RiskIdempotentWrite, Payload: json.RawMessage(`{"amount":100}`)})
+			Destination: "payments", Risk: client.RiskIdempotentWrite, Payload: json.RawMessage(`{"amount":100}`)})
 		if err != nil {
 			t.Fatal(err)
 		}
 		g, _ = c.StartAttempt(ctx, pay.ID, client.AttemptOptions{})
-		if res, err = c.ReportOutcome(ctx, pay.ID, g.N, review.Outcome{Result: review.ResultError, Phase: review.PhaseAfterSend,
-			HTTPStatus: 503, RetryAfter: "30"}); err != nil || res.Next != review.NextRetryAt {
+		if res, err = c.ReportOutcome(ctx, pay.ID, g.N, client.Outcome{Result: client.ResultError, Phase: client.PhaseAfterSend,
+			HTTPStatus: 503, RetryAfter: "30"}); err != nil || res.Next != client.NextRetryAt {
 			t.Fatalf("ReportOutcome 503 = %+v, %v", res, err)
 		}
 		_, err = c.StartAttempt(ctx, pay.ID, client.AttemptOptions{})
@@ -1088,14 +1088,14 @@ func TestClient(t *testing.T) {
 			t.Fatalf("StartAttempt during backoff = %v (retry after %v)", err, p.RetryAfter)
 		}
 
-		pg, err := c.List(ctx, review.Confirmed, "", 10)
+		pg, err := c.List(ctx, client.Confirmed, "", 10)
 		if err != nil || len(pg.Operations) != 1 || pg.Operations[0].ID != op.ID {
 			t.Fatalf("List confirmed = %+v, %v", pg, err)
 		}
-		if _, err := client.New(b.srv.URL, "limbo_wrong", b.srv.Client()).Get(ctx, op.ID); !client.IsProblem(err, "unauthorized") {
+		if _, err := client.New(b.srv.URL, "limbo_wrong", client.WithHTTPClient(b.srv.Client())).Get(ctx, op.ID); !client.IsProblem(err, "unauthorized") {
 			t.Errorf("wrong token: %v", err)
 		}
-		if _, err := client.New(b.srv.URL, b.newToken("globex"), b.srv.Client()).Get(ctx, op.ID); !client.IsProblem(err, "not-found") {
+		if _, err := client.New(b.srv.URL, b.newToken("globex"), client.WithHTTPClient(b.srv.Client())).Get(ctx, op.ID); !client.IsProblem(err, "not-found") {
 			t.Errorf("other tenant: %v", err)
 		}
 		if _, err := c.PutJob(ctx, op.ID, "job-1", client.JobUpdate{Status: "paused"}); !client.IsProblem(err, "invalid-request") {

@@ -44,7 +44,7 @@ func TestBrowserAgentApproval(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		a := &release.Agent{Limbo: client.New(srv.URL, tok, nil), Sandbox: sbSrv.URL, HTTP: &http.Client{Timeout: 2 * time.Second}}
+		a := &release.Agent{Limbo: client.New(srv.URL, tok), Sandbox: sbSrv.URL, HTTP: &http.Client{Timeout: 2 * time.Second}}
 		emails := func() int {
 			n := 0
 			for _, ef := range sb.Truth() {

@@ -53,16 +53,16 @@ func TestBrowserApproval(t *testing.T) {
 			_, _ = w.Write([]byte(`{"id":"msg-1"}`))
 		}))
 		t.Cleanup(provider.Close)
-		integrator := client.New(srv.URL, tok, nil)
+		integrator := client.New(srv.URL, tok)
 		// run is the integration: register, wait for the people, send if approved.
 		run := func(ref string) (opID string, done <-chan error) {
 			op, _, err := integrator.Register(ctx, client.Registration{SourceRef: ref, LogicalVersion: "1", Action: "send_email",
-				Destination: "mail", Risk: review.RiskIrreversible, Flags: []review.Flag{review.FlagIrreversible},
+				Destination: "mail", Risk: client.RiskIrreversible, Flags: []client.Flag{client.FlagIrreversible},
 				Payload: json.RawMessage(`{"subject":"Contract ` + ref + `","to":"legal@example.com"}`)})
 			if err != nil {
 				t.Fatal(err)
 			}
-			if op.State != review.AwaitingApproval {
+			if op.State != client.AwaitingApproval {
 				t.Fatalf("%s registered %s, want awaiting_approval", ref, op.State)
 			}
 			ch := make(chan error, 1)
@@ -78,10 +78,10 @@ func TestBrowserApproval(t *testing.T) {
 					ch <- errors.New("decided " + d.Action)
 					return
 				}
-				_, err = integrator.Do(wctx, op.ID, client.AttemptOptions{}, func(ctx context.Context, g *client.Grant) review.Outcome {
+				_, err = integrator.Do(wctx, op.ID, client.AttemptOptions{}, func(ctx context.Context, g *client.Grant) client.Outcome {
 					req, err := client.NewAttemptRequest(ctx, g, http.MethodPost, provider.URL, []byte(`{}`))
 					if err != nil {
-						return review.Outcome{Result: review.ResultConnectionError, Phase: review.PhaseBeforeSend}
+						return client.Outcome{Result: client.ResultConnectionError, Phase: client.PhaseBeforeSend}
 					}
 					_, o := client.SendAttempt(http.DefaultClient, req)
 					return o

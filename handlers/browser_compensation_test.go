@@ -46,7 +46,7 @@ func TestBrowserKeepAndUndo(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		integrator := client.New(srv.URL, tok, nil)
+		integrator := client.New(srv.URL, tok)
 		plain := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
 
 		// duplicate is the integration's bad day: one attempt, two folders
@@ -54,7 +54,7 @@ func TestBrowserKeepAndUndo(t *testing.T) {
 		// answer lost; the search's evidence opens a case.
 		duplicate := func(ref string, extra ...string) (opID, caseID string, refs []string) {
 			op, _, err := integrator.Register(ctx, client.Registration{SourceRef: ref, LogicalVersion: "v1", Action: "create_folder",
-				Destination: "files", Risk: review.RiskCompensableWrite, Payload: json.RawMessage(`{"name":"` + ref + `"}`)})
+				Destination: "files", Risk: client.RiskCompensableWrite, Payload: json.RawMessage(`{"name":"` + ref + `"}`)})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -79,7 +79,7 @@ func TestBrowserKeepAndUndo(t *testing.T) {
 				refs = append(refs, v.Ref)
 			}
 			refs = append(refs, extra...)
-			if _, err := integrator.ReportOutcome(ctx, op.ID, g.N, review.Outcome{Result: review.ResultTimeout, Phase: review.PhaseAfterSend}); err != nil {
+			if _, err := integrator.ReportOutcome(ctx, op.ID, g.N, client.Outcome{Result: client.ResultTimeout, Phase: client.PhaseAfterSend}); err != nil {
 				t.Fatal(err)
 			}
 			ev := review.Evidence{Source: review.SourceMetadataSearch, Authoritative: true}
@@ -108,10 +108,10 @@ func TestBrowserKeepAndUndo(t *testing.T) {
 			if d.Action != review.DecideKeepAndUndo || d.CompensationID == "" || d.UndoRef != undo {
 				t.Fatalf("the decision the integrator sees: %+v", d)
 			}
-			if _, err := integrator.Do(wctx, d.CompensationID, client.AttemptOptions{}, func(ctx context.Context, g *client.Grant) review.Outcome {
+			if _, err := integrator.Do(wctx, d.CompensationID, client.AttemptOptions{}, func(ctx context.Context, g *client.Grant) client.Outcome {
 				req, err := client.NewAttemptRequest(ctx, g, http.MethodDelete, files.URL+"/resources/"+d.UndoRef, nil)
 				if err != nil {
-					return review.Outcome{Result: review.ResultConnectionError, Phase: review.PhaseBeforeSend}
+					return client.Outcome{Result: client.ResultConnectionError, Phase: client.PhaseBeforeSend}
 				}
 				resp, o := client.SendAttempt(plain, req)
 				if resp != nil {

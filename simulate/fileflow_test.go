@@ -31,9 +31,9 @@ import (
 // them).
 type document struct {
 	source, file string
-	folder       *review.Operation
-	up7, tr7     *review.Operation
-	link, up8    *review.Operation
+	folder       *client.Operation
+	up7, tr7     *client.Operation
+	link, up8    *client.Operation
 }
 
 // TestFileFlowFaultRun is the seed-2 flow under faults, on both engines:
@@ -93,7 +93,7 @@ func fileFlowFaultRun(t *testing.T, imported bool) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		c := client.New(api.URL, tok, nil)
+		c := client.New(api.URL, tok)
 		dest := simulate.DestClient(time.Second)
 		rec := reconcile.New(st, cfg, "reconciler", slog.New(slog.NewTextHandler(io.Discard, nil)))
 		ctx := context.Background()
@@ -106,35 +106,35 @@ func fileFlowFaultRun(t *testing.T, imported bool) {
 			all[i] = d
 		}
 		upload := func(d *document) simulate.Flavour {
-			return simulate.Flavour{Action: "upload_version", Risk: review.RiskCompensableWrite, Method: http.MethodPost,
+			return simulate.Flavour{Action: "upload_version", Risk: client.RiskCompensableWrite, Method: http.MethodPost,
 				Path: "/files/" + url.PathEscape(d.file) + "/versions",
 				Body: func(s, v string) map[string]any { return map[string]any{"content": s + " version " + v} }}
 		}
-		folder := simulate.Flavour{Action: "create_folder", Risk: review.RiskIdempotentWrite, Method: http.MethodPost, Path: "/folders",
+		folder := simulate.Flavour{Action: "create_folder", Risk: client.RiskIdempotentWrite, Method: http.MethodPost, Path: "/folders",
 			Body: func(s, v string) map[string]any { return map[string]any{"name": s + " PDFs"} }}
-		transform := simulate.Flavour{Action: "transform_pdf", Risk: review.RiskCompensableWrite, Method: http.MethodPost, Path: "/jobs", Job: true}
+		transform := simulate.Flavour{Action: "transform_pdf", Risk: client.RiskCompensableWrite, Method: http.MethodPost, Path: "/jobs", Job: true}
 
 		// drive carries op as far as it goes before rctx ends (the
 		// integration giving up or killed mid-attempt); it returns the
 		// operation as last seen.
-		drive := func(rctx context.Context, fl simulate.Flavour, op *review.Operation, body map[string]any) *review.Operation {
+		drive := func(rctx context.Context, fl simulate.Flavour, op *client.Operation, body map[string]any) *client.Operation {
 			for rctx.Err() == nil {
 				switch op.State {
-				case review.Pending, review.RetryWait:
+				case client.Pending, client.RetryWait:
 					res, err := c.Do(rctx, op.ID, client.AttemptOptions{}, simulate.Sender(dest, sbSrv.URL, fl, op, body))
 					if err != nil {
 						return op
 					}
 					op = res.Operation
 					continue
-				case review.Accepted:
+				case client.Accepted:
 					next, err := simulate.FollowJob(rctx, c, dest, sbSrv.URL, op)
-					if err == nil && next.State != review.Accepted {
+					if err == nil && next.State != client.Accepted {
 						op = next
 						continue
 					}
 				default:
-					if op.State != review.InFlight && op.State != review.Ambiguous {
+					if op.State != client.InFlight && op.State != client.Ambiguous {
 						return op
 					}
 				}
@@ -145,7 +145,7 @@ func fileFlowFaultRun(t *testing.T, imported bool) {
 			}
 			return op
 		}
-		register := func(fl simulate.Flavour, d *document, version string, body map[string]any, after *client.After) *review.Operation {
+		register := func(fl simulate.Flavour, d *document, version string, body map[string]any, after *client.After) *client.Operation {
 			r := fl.Registration(d.source, version, body)
 			r.After = after
 			op, _, err := c.Register(ctx, r)
@@ -168,7 +168,7 @@ func fileFlowFaultRun(t *testing.T, imported bool) {
 					d.folder = register(folder, d, "7", folderBody, nil)
 					fctx, cancel := context.WithTimeout(ctx, giveUp())
 					defer cancel()
-					if d.folder = drive(fctx, folder, d.folder, folderBody); d.folder.State != review.Confirmed {
+					if d.folder = drive(fctx, folder, d.folder, folderBody); d.folder.State != client.Confirmed {
 						return
 					}
 					up := upload(d)
@@ -176,7 +176,7 @@ func fileFlowFaultRun(t *testing.T, imported bool) {
 					d.up7 = register(up, d, "7", upBody, nil)
 					rctx, cancel := context.WithTimeout(ctx, giveUp())
 					defer cancel()
-					if d.up7 = drive(rctx, up, d.up7, upBody); d.up7.State != review.Confirmed {
+					if d.up7 = drive(rctx, up, d.up7, upBody); d.up7.State != client.Confirmed {
 						return
 					}
 					trBody := map[string]any{"input_ref": d.file, "format": "pdf"}
@@ -342,7 +342,7 @@ func settled(t *testing.T, st *store.Store, all []*document) bool {
 		if d.folder == nil || d.link == nil || d.up8 == nil {
 			return false
 		}
-		for _, op := range []*review.Operation{d.folder, d.up7, d.tr7, d.link, d.up8} {
+		for _, op := range []*client.Operation{d.folder, d.up7, d.tr7, d.link, d.up8} {
 			got, err := st.GetOperation(context.Background(), "acme", op.ID, "")
 			if err != nil {
 				t.Fatal(err)
@@ -382,7 +382,7 @@ func checkFileFlow(t *testing.T, st *store.Store, sb *sandbox.Sandbox, base stri
 		if d.up7.Key == d.up8.Key {
 			t.Errorf("%s: the v8 upload reuses the v7 key %s", d.source, d.up7.Key)
 		}
-		for _, op := range []*review.Operation{d.folder, d.up7, d.tr7, d.link, d.up8} {
+		for _, op := range []*client.Operation{d.folder, d.up7, d.tr7, d.link, d.up8} {
 			got, err := st.GetOperation(ctx, "acme", op.ID, "")
 			if err != nil {
 				t.Fatal(err)

@@ -14,15 +14,14 @@ import (
 	"time"
 
 	"github.com/limbo-dev/limbo/client"
-	"github.com/limbo-dev/limbo/review"
 	"github.com/limbo-dev/limbo/sandbox"
 )
 
 // Flavour is one kind of operation an integration runs against the sandbox.
 type Flavour struct {
 	Action string
-	Risk   review.Risk
-	Flags  []review.Flag
+	Risk   client.Risk
+	Flags  []client.Flag
 	Method string
 	Path   string
 	// Job: the destination answers 202 with a transformation job, which the
@@ -41,35 +40,35 @@ type Flavour struct {
 // generate, an idempotent and a compensable write, a transformation job,
 // irreversible sends and publications, and a financial charge.
 var Flavours = []Flavour{
-	{Action: "search_files", Risk: review.RiskRead, Method: http.MethodGet, Path: "/search"},
-	{Action: "generate_summary", Risk: review.RiskGenerate, Method: http.MethodPost, Path: "/files",
+	{Action: "search_files", Risk: client.RiskRead, Method: http.MethodGet, Path: "/search"},
+	{Action: "generate_summary", Risk: client.RiskGenerate, Method: http.MethodPost, Path: "/files",
 		Body: func(s, v string) map[string]any {
 			return map[string]any{"name": s + "-v" + v + "-summary.txt", "content": "summary of " + s}
 		}},
-	{Action: "create_folder", Risk: review.RiskIdempotentWrite, Method: http.MethodPost, Path: "/folders",
+	{Action: "create_folder", Risk: client.RiskIdempotentWrite, Method: http.MethodPost, Path: "/folders",
 		Body: func(s, v string) map[string]any { return map[string]any{"name": s + "-v" + v} }},
-	{Action: "upload_file", Risk: review.RiskCompensableWrite, Method: http.MethodPost, Path: "/files",
+	{Action: "upload_file", Risk: client.RiskCompensableWrite, Method: http.MethodPost, Path: "/files",
 		Body: func(s, v string) map[string]any {
 			return map[string]any{"name": s + "-v" + v + ".docx", "content": "contract " + s + " version " + v}
 		}},
-	{Action: "transform_pdf", Risk: review.RiskCompensableWrite, Method: http.MethodPost, Path: "/jobs", Job: true,
+	{Action: "transform_pdf", Risk: client.RiskCompensableWrite, Method: http.MethodPost, Path: "/jobs", Job: true,
 		Body: func(s, v string) map[string]any {
 			return map[string]any{"input_ref": s + "-v" + v + ".docx", "format": "pdf"}
 		}},
-	{Action: "send_email", Risk: review.RiskIrreversible, Method: http.MethodPost, Path: "/emails",
+	{Action: "send_email", Risk: client.RiskIrreversible, Method: http.MethodPost, Path: "/emails",
 		Body: func(s, v string) map[string]any {
 			return map[string]any{"to": "client+" + s + "@example.com", "subject": s + " version " + v + " is ready"}
 		}},
-	{Action: "share_link", Risk: review.RiskIrreversible, Flags: []review.Flag{review.FlagIrreversible}, Method: http.MethodPost, Path: "/links",
+	{Action: "share_link", Risk: client.RiskIrreversible, Flags: []client.Flag{client.FlagIrreversible}, Method: http.MethodPost, Path: "/links",
 		Body: func(s, v string) map[string]any { return map[string]any{"file_ref": s + "-v" + v + ".pdf"} }},
-	{Action: "charge", Risk: review.RiskIrreversible, Flags: []review.Flag{review.FlagFinancial}, Method: http.MethodPost, Path: "/charges",
+	{Action: "charge", Risk: client.RiskIrreversible, Flags: []client.Flag{client.FlagFinancial}, Method: http.MethodPost, Path: "/charges",
 		Body: func(s, v string) map[string]any { return map[string]any{"amount": 12.5, "currency": "EUR"} }},
 }
 
 // SharePDF is a share link that waits for its transformation (registered
 // with after): the PDF it publishes is the one the grant names. Not among
 // Flavours: it is registered only with a dependency.
-var SharePDF = Flavour{Action: "share_pdf", Risk: review.RiskIrreversible, Flags: []review.Flag{review.FlagIrreversible},
+var SharePDF = Flavour{Action: "share_pdf", Risk: client.RiskIrreversible, Flags: []client.Flag{client.FlagIrreversible},
 	Method: http.MethodPost, Path: "/links", FromDependency: "file_ref",
 	Body: func(s, v string) map[string]any { return map[string]any{"share": s + " version " + v + " as PDF"} }}
 
@@ -100,7 +99,7 @@ type View struct {
 // base, with the grant's key, whose metadata names the operation and its
 // logical version (what reconciliation searches for). body is the request
 // without that metadata; it is the same on every attempt, as a key demands.
-func Sender(hc *http.Client, base string, f Flavour, op *review.Operation, body map[string]any) func(ctx context.Context, g *client.Grant) review.Outcome {
+func Sender(hc *http.Client, base string, f Flavour, op *client.Operation, body map[string]any) func(ctx context.Context, g *client.Grant) client.Outcome {
 	target := base + f.Path
 	if f.Method == http.MethodGet {
 		target += "?operation_id=" + url.QueryEscape(op.ID)
@@ -122,17 +121,17 @@ func Sender(hc *http.Client, base string, f Flavour, op *review.Operation, body 
 		raw, _ := json.Marshal(b)
 		return raw
 	}
-	return func(ctx context.Context, g *client.Grant) review.Outcome {
+	return func(ctx context.Context, g *client.Grant) client.Outcome {
 		req, err := client.NewAttemptRequest(ctx, g, f.Method, target, data(g))
 		if err != nil {
-			return review.Outcome{Result: review.ResultConnectionError, Phase: review.PhaseBeforeSend}
+			return client.Outcome{Result: client.ResultConnectionError, Phase: client.PhaseBeforeSend}
 		}
 		resp, o := client.SendAttempt(hc, req)
 		if resp == nil {
 			return o
 		}
 		defer resp.Body.Close()
-		if o.Result != review.ResultSuccess || f.Method == http.MethodGet {
+		if o.Result != client.ResultSuccess || f.Method == http.MethodGet {
 			return o
 		}
 		// The effect happened; what it created is a bonus for the ledger
@@ -140,9 +139,9 @@ func Sender(hc *http.Client, base string, f Flavour, op *review.Operation, body 
 		var v View
 		if b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20)); err == nil && json.Unmarshal(b, &v) == nil && v.Ref != "" {
 			if f.Job {
-				o.Job = &review.JobRef{Ref: v.Ref, Status: v.Status}
+				o.Job = &client.JobRef{Ref: v.Ref, Status: v.Status}
 			} else {
-				o.Resource = &review.ResourceRef{Ref: v.Ref, Kind: v.Kind, Version: v.Version}
+				o.Resource = &client.ResourceRef{Ref: v.Ref, Kind: v.Kind, Version: v.Version}
 			}
 		}
 		return o
@@ -185,7 +184,7 @@ func LookupJob(ctx context.Context, hc *http.Client, base, ref string) (*View, e
 // FollowJob reports an accepted operation's job to Limbo once the sandbox
 // says it ended: succeeded (with its output and the version it was for),
 // or canceled. It returns the operation as Limbo then holds it.
-func FollowJob(ctx context.Context, c *client.Client, hc *http.Client, base string, op *review.Operation) (*review.Operation, error) {
+func FollowJob(ctx context.Context, c *client.Client, hc *http.Client, base string, op *client.Operation) (*client.Operation, error) {
 	if len(op.Jobs) == 0 {
 		return c.Get(ctx, op.ID)
 	}
@@ -194,9 +193,9 @@ func FollowJob(ctx context.Context, c *client.Client, hc *http.Client, base stri
 	if err != nil {
 		return nil, err
 	}
-	switch review.JobStatus(v.Status) {
-	case review.JobSucceeded, review.JobCanceled, review.JobFailed:
-		return c.PutJob(ctx, op.ID, j.Ref, client.JobUpdate{Status: review.JobStatus(v.Status),
+	switch client.JobStatus(v.Status) {
+	case client.JobSucceeded, client.JobCanceled, client.JobFailed:
+		return c.PutJob(ctx, op.ID, j.Ref, client.JobUpdate{Status: client.JobStatus(v.Status),
 			InputVersion: cmp.Or(v.InputVersion, v.LogicalVersion), OutputRef: v.OutputRef})
 	}
 	return op, nil

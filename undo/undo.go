@@ -149,7 +149,7 @@ func (w *Worker) run(ctx context.Context, c store.DueCompensation) (bool, error)
 		return false, err
 	}
 	o := w.send(ctx, cl, target, auth, g.Key)
-	if _, err := w.Store.RecordOutcome(ctx, c.Tenant, c.OperationID, g.N, o, Actor); err != nil {
+	if _, err := w.Store.RecordOutcome(ctx, c.Tenant, c.OperationID, g.N, serverOutcome(o), Actor); err != nil {
 		// The lease sweep will find the attempt and leave it ambiguous.
 		return true, fmt.Errorf("undo %s: report outcome: %w", c.OperationID, err)
 	}
@@ -170,10 +170,10 @@ func (w *Worker) url(cl call, c store.DueCompensation) (string, error) {
 }
 
 // send sends the undo call once and classifies the answer.
-func (w *Worker) send(ctx context.Context, cl call, target, auth, key string) review.Outcome {
+func (w *Worker) send(ctx context.Context, cl call, target, auth, key string) client.Outcome {
 	req, err := client.NewAttemptRequest(ctx, &client.Grant{Key: key, KeyHeader: cl.keyHeader}, cl.undo.Method, target, nil)
 	if err != nil {
-		return review.Outcome{Result: review.ResultConnectionError, Phase: review.PhaseBeforeSend}
+		return client.Outcome{Result: client.ResultConnectionError, Phase: client.PhaseBeforeSend}
 	}
 	if auth != "" {
 		req.Header.Set(cl.undo.AuthHeader, auth)
@@ -184,4 +184,22 @@ func (w *Worker) send(ctx context.Context, cl call, target, auth, key string) re
 		resp.Body.Close()
 	}
 	return o
+}
+
+// serverOutcome is the client's classification as the store records it:
+// the same report the API would have received as JSON.
+func serverOutcome(o client.Outcome) review.Outcome {
+	r := review.Outcome{Result: review.Result(o.Result), Phase: review.Phase(o.Phase), HTTPStatus: o.HTTPStatus,
+		RetryAfter: o.RetryAfter, ProviderCode: o.ProviderCode, ProviderRequestID: o.ProviderRequestID, Cost: o.Cost,
+		ShouldRetry: o.ShouldRetry, Output: o.Output, OutputInvalid: o.OutputInvalid}
+	if o.Resource != nil {
+		r.Resource = &review.ResourceRef{Ref: o.Resource.Ref, Kind: o.Resource.Kind, Version: o.Resource.Version}
+	}
+	if o.Job != nil {
+		r.Job = &review.JobRef{Ref: o.Job.Ref, Status: o.Job.Status}
+	}
+	if o.Usage != nil {
+		r.Usage = &review.Usage{Model: o.Usage.Model, PromptTokens: o.Usage.PromptTokens, CompletionTokens: o.Usage.CompletionTokens}
+	}
+	return r
 }

@@ -52,13 +52,13 @@ type Tool struct {
 	// wins, and Limbo refuses a lower one). A read is repeated on every
 	// Run — it changes nothing and its output is not kept — and answered
 	// from memory within one.
-	Risk review.Risk
+	Risk client.Risk
 	// Send performs one attempt: it sends the request with a.Grant.Key as
 	// the idempotency key (client.NewAttemptRequest) and classifies what
 	// happened (client.SendAttempt). It must not retry on its own. The
 	// output it returns (may be nil) is handed back to the caller of the
 	// Call that ran it; the ledger keeps the outcome and the resource.
-	Send func(ctx context.Context, a Attempt) (review.Outcome, json.RawMessage)
+	Send func(ctx context.Context, a Attempt) (client.Outcome, json.RawMessage)
 }
 
 // Attempt is one granted attempt of a tool call.
@@ -67,7 +67,7 @@ type Attempt struct {
 	// Operation is the call's operation as registered: its id and logical
 	// version are what the request's metadata names, so that
 	// reconciliation can find the effect when the answer is lost.
-	Operation *review.Operation
+	Operation *client.Operation
 	// Args are the call's arguments, canonical (RFC 8785).
 	Args json.RawMessage
 }
@@ -76,10 +76,10 @@ type Attempt struct {
 type Result struct {
 	Tool        string
 	OperationID string
-	State       review.State
+	State       client.State
 	Reason      string
 	// Resource is the confirmed effect (nil unless confirmed).
-	Resource *review.ResourceRef
+	Resource *client.ResourceRef
 	// Ran reports whether this Call sent the tool's request; false when the
 	// ledger already held the call (it ran before, or its outcome is
 	// unknown, or it waits for a person).
@@ -89,7 +89,7 @@ type Result struct {
 }
 
 // Done reports whether the call's effect is confirmed.
-func (r *Result) Done() bool { return r.State == review.Confirmed }
+func (r *Result) Done() bool { return r.State == client.Confirmed }
 
 // ArgumentsError is a call refused before anything ran: its arguments do
 // not satisfy the tool's schema (or are not JSON).
@@ -200,11 +200,11 @@ type Run struct {
 	// reads holds the output of reads run in this session, by operation.
 	mu       sync.Mutex
 	reads    map[string]json.RawMessage
-	policies map[string]review.PublishedPolicy // by destination + "\x00" + action
+	policies map[string]client.PublishedPolicy // by destination + "\x00" + action
 	// History is the run's tool calls as the ledger held them when Run
 	// was called, oldest first: what the agent reports to the model after
 	// a crash instead of what the conversation says.
-	History []*review.Operation
+	History []*client.Operation
 }
 
 // Run opens run runID: it reads the action policies open to the tenant and
@@ -218,7 +218,7 @@ func (ctl *Controller) Run(ctx context.Context, runID string) (*Run, error) {
 	if err != nil {
 		return nil, fmt.Errorf("agent: reading action policies: %w", err)
 	}
-	r := &Run{ID: runID, ctl: ctl, session: newSession(), reads: map[string]json.RawMessage{}, policies: map[string]review.PublishedPolicy{}}
+	r := &Run{ID: runID, ctl: ctl, session: newSession(), reads: map[string]json.RawMessage{}, policies: map[string]client.PublishedPolicy{}}
 	for _, p := range pols {
 		r.policies[p.Destination+"\x00"+p.Action] = p
 	}
@@ -237,10 +237,10 @@ func (ctl *Controller) Run(ctx context.Context, runID string) (*Run, error) {
 }
 
 // Policy returns the policy of the tool's action, and whether it has one.
-func (r *Run) Policy(toolName string) (review.PublishedPolicy, bool) {
+func (r *Run) Policy(toolName string) (client.PublishedPolicy, bool) {
 	t, ok := r.ctl.tools[toolName]
 	if !ok {
-		return review.PublishedPolicy{}, false
+		return client.PublishedPolicy{}, false
 	}
 	p, ok := r.policies[t.Destination+"\x00"+t.Name]
 	return p, ok
@@ -264,9 +264,9 @@ func (r *Run) identity(t *tool, canonicalArgs []byte) (version, key string) {
 // the tool's own word.
 func (r *Run) isRead(t *tool) bool {
 	if p, ok := r.Policy(t.Name); ok && p.Risk != "" {
-		return p.Risk == review.RiskRead
+		return p.Risk == client.RiskRead
 	}
-	return t.Risk == review.RiskRead
+	return t.Risk == client.RiskRead
 }
 
 // Key is the idempotency key of a call of toolName with canonical args in
@@ -313,21 +313,21 @@ func (r *Run) Call(ctx context.Context, toolName string, args json.RawMessage) (
 	r.mu.Lock()
 	out, ok := r.reads[op.ID]
 	r.mu.Unlock()
-	if ok && op.State == review.Confirmed {
+	if ok && op.State == client.Confirmed {
 		res := result(t, op, false, nil)
 		res.Output = out
 		return res, nil
 	}
 	for {
 		switch op.State {
-		case review.Pending, review.RetryWait:
+		case client.Pending, client.RetryWait:
 			return r.send(ctx, t, op, canon)
-		case review.AwaitingApproval:
-			if op, err = r.ctl.waitWhile(ctx, op, r.ctl.WaitApproval); err != nil || op.State == review.AwaitingApproval {
+		case client.AwaitingApproval:
+			if op, err = r.ctl.waitWhile(ctx, op, r.ctl.WaitApproval); err != nil || op.State == client.AwaitingApproval {
 				return result(t, op, false, nil), err
 			}
-		case review.InFlight:
-			if op, err = r.ctl.waitWhile(ctx, op, r.ctl.WaitInFlight); err != nil || op.State == review.InFlight {
+		case client.InFlight:
+			if op, err = r.ctl.waitWhile(ctx, op, r.ctl.WaitInFlight); err != nil || op.State == client.InFlight {
 				return result(t, op, false, nil), err
 			}
 		default:
@@ -339,10 +339,10 @@ func (r *Run) Call(ctx context.Context, toolName string, args json.RawMessage) (
 }
 
 // send runs the call's attempts under the ledger's policy (client.Do).
-func (r *Run) send(ctx context.Context, t *tool, op *review.Operation, canon json.RawMessage) (*Result, error) {
+func (r *Run) send(ctx context.Context, t *tool, op *client.Operation, canon json.RawMessage) (*Result, error) {
 	var out json.RawMessage
 	ran := false
-	res, err := r.ctl.c.Do(ctx, op.ID, client.AttemptOptions{}, func(ctx context.Context, g *client.Grant) review.Outcome {
+	res, err := r.ctl.c.Do(ctx, op.ID, client.AttemptOptions{}, func(ctx context.Context, g *client.Grant) client.Outcome {
 		ran = true
 		o, output := t.Send(ctx, Attempt{Grant: g, Operation: op, Args: canon})
 		out = output
@@ -361,7 +361,7 @@ func (r *Run) send(ctx context.Context, t *tool, op *review.Operation, canon jso
 	if err != nil {
 		return nil, err
 	}
-	if ran && r.isRead(t) && res.Operation.State == review.Confirmed {
+	if ran && r.isRead(t) && res.Operation.State == client.Confirmed {
 		r.mu.Lock()
 		r.reads[op.ID] = out
 		r.mu.Unlock()
@@ -370,7 +370,7 @@ func (r *Run) send(ctx context.Context, t *tool, op *review.Operation, canon jso
 }
 
 // waitWhile polls op until its state changes, for at most d.
-func (ctl *Controller) waitWhile(ctx context.Context, op *review.Operation, d time.Duration) (*review.Operation, error) {
+func (ctl *Controller) waitWhile(ctx context.Context, op *client.Operation, d time.Duration) (*client.Operation, error) {
 	if d <= 0 {
 		return op, nil
 	}
@@ -394,9 +394,9 @@ func (ctl *Controller) waitWhile(ctx context.Context, op *review.Operation, d ti
 	return op, nil
 }
 
-func result(t *tool, op *review.Operation, ran bool, out json.RawMessage) *Result {
+func result(t *tool, op *client.Operation, ran bool, out json.RawMessage) *Result {
 	res := &Result{Tool: t.Name, OperationID: op.ID, State: op.State, Reason: op.StateReason, Ran: ran}
-	if op.State == review.Confirmed {
+	if op.State == client.Confirmed {
 		res.Resource = op.Resource
 	}
 	if ran {

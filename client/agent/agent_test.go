@@ -63,15 +63,15 @@ func newWorld(t *testing.T, e store.Engine) *world {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &world{ctx: context.Background(), sb: sb, sbURL: srv.URL, cfg: cfg, st: st, clk: clk, c: client.New(api.URL, tok, nil),
+	return &world{ctx: context.Background(), sb: sb, sbURL: srv.URL, cfg: cfg, st: st, clk: clk, c: client.New(api.URL, tok),
 		sends: map[string]*atomic.Int64{"create_folder": {}, "send_email": {}, "get_resource": {}}}
 }
 
 // post is a tool function: one request to the sandbox carrying the
 // attempt's key and the operation in its metadata, as Limbo's probes look
 // for it.
-func (w *world) post(path string, fields func(args map[string]any) map[string]any, crash func()) func(context.Context, agent.Attempt) (review.Outcome, json.RawMessage) {
-	return func(ctx context.Context, a agent.Attempt) (review.Outcome, json.RawMessage) {
+func (w *world) post(path string, fields func(args map[string]any) map[string]any, crash func()) func(context.Context, agent.Attempt) (client.Outcome, json.RawMessage) {
+	return func(ctx context.Context, a agent.Attempt) (client.Outcome, json.RawMessage) {
 		w.sends[a.Operation.Action].Add(1)
 		var args map[string]any
 		_ = json.Unmarshal(a.Args, &args)
@@ -80,7 +80,7 @@ func (w *world) post(path string, fields func(args map[string]any) map[string]an
 		raw, _ := json.Marshal(body)
 		req, err := client.NewAttemptRequest(ctx, a.Grant, http.MethodPost, w.sbURL+path, raw)
 		if err != nil {
-			return review.Outcome{Result: review.ResultConnectionError, Phase: review.PhaseBeforeSend}, nil
+			return client.Outcome{Result: client.ResultConnectionError, Phase: client.PhaseBeforeSend}, nil
 		}
 		resp, o := client.SendAttempt(http.DefaultClient, req)
 		var out json.RawMessage
@@ -90,8 +90,8 @@ func (w *world) post(path string, fields func(args map[string]any) map[string]an
 			var created struct {
 				Ref string `json:"ref"`
 			}
-			if o.Result == review.ResultSuccess && json.Unmarshal(out, &created) == nil && created.Ref != "" {
-				o.Resource = &review.ResourceRef{Ref: created.Ref}
+			if o.Result == client.ResultSuccess && json.Unmarshal(out, &created) == nil && created.Ref != "" {
+				o.Resource = &client.ResourceRef{Ref: created.Ref}
 			}
 		}
 		if crash != nil {
@@ -107,9 +107,9 @@ func (w *world) controller(t *testing.T, crash func()) *agent.Controller {
 		agent.Tool{Name: "create_folder", Destination: sandbox.DestinationName,
 			Schema: json.RawMessage(`{"type":"object","required":["name"],"properties":{"name":{"type":"string","minLength":1},"note":{"type":"string"}},"additionalProperties":false}`),
 			Send:   w.post("/folders", func(a map[string]any) map[string]any { return map[string]any{"name": a["name"]} }, crash)},
-		agent.Tool{Name: "get_resource", Destination: sandbox.DestinationName, Risk: review.RiskRead,
+		agent.Tool{Name: "get_resource", Destination: sandbox.DestinationName, Risk: client.RiskRead,
 			Schema: json.RawMessage(`{"type":"object","required":["ref"],"properties":{"ref":{"type":"string"}}}`),
-			Send: func(ctx context.Context, a agent.Attempt) (review.Outcome, json.RawMessage) {
+			Send: func(ctx context.Context, a agent.Attempt) (client.Outcome, json.RawMessage) {
 				w.sends["get_resource"].Add(1)
 				var args struct{ Ref string }
 				_ = json.Unmarshal(a.Args, &args)
@@ -252,7 +252,7 @@ func TestCrashAfterEffectResumesFromLedger(t *testing.T) {
 			t.Fatalf("history: %d, %v", len(resumed.History), err)
 		}
 		res, err := resumed.Call(w.ctx, "create_folder", json.RawMessage(`{"name":"contracts"}`))
-		if err != nil || res.Ran || res.State != review.Ambiguous {
+		if err != nil || res.Ran || res.State != client.Ambiguous {
 			t.Fatalf("resumed before reconciliation: %+v, %v; want ambiguous, not run", res, err)
 		}
 
@@ -302,7 +302,7 @@ func TestApprovalGatesTheCall(t *testing.T) {
 			}
 		}
 		res := call("ada@example.com")
-		if res.State != review.AwaitingApproval || res.Ran {
+		if res.State != client.AwaitingApproval || res.Ran {
 			t.Fatalf("before approval: %+v", res)
 		}
 		decide(res.OperationID, review.DecideApprove, "rita@example.com")
@@ -315,7 +315,7 @@ func TestApprovalGatesTheCall(t *testing.T) {
 		}
 		refused := call("bob@example.com")
 		decide(refused.OperationID, review.DecideRefuse, "rita@example.com")
-		if res = call("bob@example.com"); res.Ran || res.State != review.Failed {
+		if res = call("bob@example.com"); res.Ran || res.State != client.Failed {
 			t.Fatalf("after refusal: %+v", res)
 		}
 		if n := w.effects(sandbox.KindEmail); n != 1 || w.sends["send_email"].Load() != 1 {

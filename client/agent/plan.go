@@ -28,7 +28,7 @@ type Planner struct {
 	// (client.NewAttemptRequest), classified (client.SendAttempt), with the
 	// answer's usage (client.UsageFromBody). It returns the outcome and the
 	// structured output the answer carried (nil: none). It must not retry.
-	Generate func(ctx context.Context, a Attempt) (review.Outcome, json.RawMessage)
+	Generate func(ctx context.Context, a Attempt) (client.Outcome, json.RawMessage)
 }
 
 type planner struct {
@@ -55,7 +55,7 @@ func (ctl *Controller) AddPlanner(p Planner) error {
 // PlanResult is what a planning step came to.
 type PlanResult struct {
 	OperationID string
-	State       review.State
+	State       client.State
 	Reason      string
 	// Output is the accepted structured output (nil unless confirmed).
 	Output json.RawMessage
@@ -67,7 +67,7 @@ type PlanResult struct {
 }
 
 // Done reports whether the plan's output was accepted.
-func (p *PlanResult) Done() bool { return p.State == review.Confirmed }
+func (p *PlanResult) Done() bool { return p.State == client.Confirmed }
 
 // Plan runs planning step name for this run with input (what the plan is
 // for: the same input in the same run is the same plan). Each generation
@@ -93,7 +93,7 @@ func (r *Run) Plan(ctx context.Context, name string, input json.RawMessage) (*Pl
 		LogicalVersion: "plan-" + review.PayloadHash(canon)[:16],
 		Action:         p.Name,
 		Destination:    p.Destination,
-		Risk:           review.RiskGenerate,
+		Risk:           client.RiskGenerate,
 		Payload:        canon,
 		Key:            review.ToolCallKey(r.ID, "plan:"+p.Name, canon),
 	})
@@ -102,12 +102,12 @@ func (r *Run) Plan(ctx context.Context, name string, input json.RawMessage) (*Pl
 	}
 	res := &PlanResult{OperationID: op.ID}
 	switch op.State {
-	case review.Pending, review.RetryWait:
+	case client.Pending, client.RetryWait:
 		var accepted json.RawMessage
-		done, err := r.ctl.c.Do(ctx, op.ID, client.AttemptOptions{}, func(ctx context.Context, g *client.Grant) review.Outcome {
+		done, err := r.ctl.c.Do(ctx, op.ID, client.AttemptOptions{}, func(ctx context.Context, g *client.Grant) client.Outcome {
 			res.Generated = true
 			o, out := p.Generate(ctx, Attempt{Grant: g, Operation: op, Args: canon})
-			if o.Result != review.ResultSuccess {
+			if o.Result != client.ResultSuccess {
 				return o
 			}
 			o.Output, o.OutputInvalid = p.gate(out)
@@ -126,7 +126,7 @@ func (r *Run) Plan(ctx context.Context, name string, input json.RawMessage) (*Pl
 			return nil, err
 		}
 		op = done.Operation
-		if op.State == review.Confirmed && accepted != nil {
+		if op.State == client.Confirmed && accepted != nil {
 			res.State, res.Reason, res.Output = op.State, op.StateReason, accepted
 			return res, nil
 		}
@@ -135,7 +135,7 @@ func (r *Run) Plan(ctx context.Context, name string, input json.RawMessage) (*Pl
 		return nil, err
 	}
 	res.State, res.Reason = op.State, op.StateReason
-	if op.State == review.Confirmed {
+	if op.State == client.Confirmed {
 		// The accepted output is the confirming attempt's: the last one.
 		last := op.Attempts[len(op.Attempts)-1].N
 		out, err := r.ctl.c.AttemptOutput(ctx, op.ID, last)
@@ -153,8 +153,8 @@ func (p *planner) gate(out json.RawMessage) (json.RawMessage, string) {
 	if out == nil {
 		return json.RawMessage("null"), "the answer carried no structured output"
 	}
-	if len(out) > review.MaxOutputLen {
-		return json.RawMessage("null"), fmt.Sprintf("the structured output is %d bytes, more than the %d kept", len(out), review.MaxOutputLen)
+	if len(out) > client.MaxOutputLen {
+		return json.RawMessage("null"), fmt.Sprintf("the structured output is %d bytes, more than the %d kept", len(out), client.MaxOutputLen)
 	}
 	inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(out))
 	if err != nil {

@@ -35,14 +35,14 @@ var planSchema = json.RawMessage(`{"type":"object","required":["steps"],"propert
 
 // generate asks the sandbox model for a structured output and returns its
 // content as the output.
-func generate(modelURL string) func(context.Context, agent.Attempt) (review.Outcome, json.RawMessage) {
+func generate(modelURL string) func(context.Context, agent.Attempt) (client.Outcome, json.RawMessage) {
 	hc := &http.Client{Timeout: 2 * time.Second}
-	return func(ctx context.Context, a agent.Attempt) (review.Outcome, json.RawMessage) {
+	return func(ctx context.Context, a agent.Attempt) (client.Outcome, json.RawMessage) {
 		body := `{"model":"sandbox-small","messages":[{"role":"user","content":"plan"}],"response_format":{"type":"json_schema"},` +
 			`"tools":[{"type":"function","function":{"name":"read"}},{"type":"function","function":{"name":"write"}}]}`
 		req, err := client.NewAttemptRequest(ctx, a.Grant, http.MethodPost, modelURL+"/v1/chat/completions", []byte(body))
 		if err != nil {
-			return review.Outcome{Result: review.ResultConnectionError, Phase: review.PhaseBeforeSend}, nil
+			return client.Outcome{Result: client.ResultConnectionError, Phase: client.PhaseBeforeSend}, nil
 		}
 		resp, o := client.SendAttempt(hc, req)
 		if resp == nil {
@@ -58,7 +58,7 @@ func generate(modelURL string) func(context.Context, agent.Attempt) (review.Outc
 				} `json:"message"`
 			} `json:"choices"`
 		}
-		if o.Result != review.ResultSuccess || json.Unmarshal(raw, &v) != nil || len(v.Choices) == 0 {
+		if o.Result != client.ResultSuccess || json.Unmarshal(raw, &v) != nil || len(v.Choices) == 0 {
 			return o, nil
 		}
 		return o, json.RawMessage(v.Choices[0].Message.Content)
@@ -79,7 +79,7 @@ func planWorld(t *testing.T, e store.Engine, cfg *review.Config) (*sandbox.Sandb
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := client.New(api.URL, tok, nil)
+	c := client.New(api.URL, tok)
 	ctl, err := agent.New(c)
 	if err != nil {
 		t.Fatal(err)
@@ -145,7 +145,7 @@ func TestPlanGate(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if bad.Done() || bad.Output != nil || bad.Refused != 3 || bad.State != review.Failed {
+		if bad.Done() || bad.Output != nil || bad.Refused != 3 || bad.State != client.Failed {
 			t.Errorf("plan = %+v, want failed after 3 refused generations and no output", bad)
 		}
 	})

@@ -86,7 +86,7 @@ func crashEngine(t *testing.T, bin string, engine store.Engine, kills int) {
 	// move to another port.
 	var cl atomic.Pointer[client.Client]
 	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: crashWorkers}}
-	cl.Store(client.New(srv.url, token, hc))
+	cl.Store(client.New(srv.url, token, client.WithHTTPClient(hc)))
 
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
@@ -115,7 +115,7 @@ func crashEngine(t *testing.T, bin string, engine store.Engine, kills int) {
 			wg.Wait()
 			t.FailNow()
 		}
-		cl.Store(client.New(srv.url, token, hc))
+		cl.Store(client.New(srv.url, token, client.WithHTTPClient(hc)))
 		t.Logf("kill %d/%d: SIGKILL after %d acknowledged operations; ready again in %s",
 			k, kills, before, time.Since(killed).Round(time.Millisecond))
 	}
@@ -296,8 +296,8 @@ type ack struct {
 	SourceRef            string
 	// State is the state the last acknowledged call left the operation in;
 	// it is checked only when Settled (no later call went unanswered).
-	State    review.State
-	Resource *review.ResourceRef
+	State    client.State
+	Resource *client.ResourceRef
 	Settled  bool
 
 	reg     client.Registration // the registration, for re-registering
@@ -430,7 +430,7 @@ func (ix *integration) newRegistration(i int) (client.Registration, string) {
 	reordered := fmt.Sprintf(`{ "target": {"folder": "w%02d", "format": "pdf"}, "source": %q, "document": %d }`, ix.w, src, doc)
 	r := client.Registration{
 		SourceRef: src, LogicalVersion: "v1", Action: "transform", Destination: "files",
-		Risk: review.RiskCompensableWrite, Payload: json.RawMessage(payload),
+		Risk: client.RiskCompensableWrite, Payload: json.RawMessage(payload),
 	}
 	if ix.rng.IntN(3) == 0 {
 		r.Key = fmt.Sprintf("crash-key-w%02d-%06d", ix.w, i)
@@ -464,7 +464,7 @@ func (ix *integration) register(ctx context.Context, i int) *ack {
 		if !created && !unknown {
 			ix.led.errorf("register %s: answered 200 (existing operation %s) on the first try of a new source_ref", reg.SourceRef, op.ID)
 		}
-		if op.ID == "" || op.Key != key || op.PayloadHash == "" || op.State != review.Pending {
+		if op.ID == "" || op.Key != key || op.PayloadHash == "" || op.State != client.Pending {
 			ix.led.errorf("register %s: acknowledged operation %q key %q hash %q state %s; want key %q, state pending",
 				reg.SourceRef, op.ID, op.Key, op.PayloadHash, op.State, key)
 			return nil
@@ -515,7 +515,7 @@ func (ix *integration) attemptAndReport(ctx context.Context, a *ack) {
 		}
 		o := ix.pickOutcome(a, round)
 		res, ok := ix.report(ctx, a, n, o)
-		if !ok || res.Next != review.NextRetryAt || res.RetryAt == nil || ix.rng.IntN(2) == 0 {
+		if !ok || res.Next != client.NextRetryAt || res.RetryAt == nil || ix.rng.IntN(2) == 0 {
 			return
 		}
 		// Retry after the backoff when it is short (full jitter, base 500 ms).
@@ -534,9 +534,9 @@ func (ix *integration) attemptAndReport(ctx context.Context, a *ack) {
 // pickOutcome mixes the outcomes: success with a resource, timeout after
 // send (ambiguous for a compensable write), 503 after send and a failure
 // before send (both retry). A second round always succeeds.
-func (ix *integration) pickOutcome(a *ack, round int) review.Outcome {
-	success := review.Outcome{Result: review.ResultSuccess, Phase: review.PhaseAfterSend, HTTPStatus: 201,
-		Resource: &review.ResourceRef{Ref: "file:" + a.SourceRef, Kind: "file", Version: "v1"}}
+func (ix *integration) pickOutcome(a *ack, round int) client.Outcome {
+	success := client.Outcome{Result: client.ResultSuccess, Phase: client.PhaseAfterSend, HTTPStatus: 201,
+		Resource: &client.ResourceRef{Ref: "file:" + a.SourceRef, Kind: "file", Version: "v1"}}
 	if round > 0 {
 		return success
 	}
@@ -544,11 +544,11 @@ func (ix *integration) pickOutcome(a *ack, round int) review.Outcome {
 	case p < 45:
 		return success
 	case p < 65:
-		return review.Outcome{Result: review.ResultTimeout, Phase: review.PhaseAfterSend}
+		return client.Outcome{Result: client.ResultTimeout, Phase: client.PhaseAfterSend}
 	case p < 85:
-		return review.Outcome{Result: review.ResultError, Phase: review.PhaseAfterSend, HTTPStatus: 503, RetryAfter: "0"}
+		return client.Outcome{Result: client.ResultError, Phase: client.PhaseAfterSend, HTTPStatus: 503, RetryAfter: "0"}
 	default:
-		return review.Outcome{Result: review.ResultConnectionError, Phase: review.PhaseBeforeSend}
+		return client.Outcome{Result: client.ResultConnectionError, Phase: client.PhaseBeforeSend}
 	}
 }
 
@@ -569,14 +569,14 @@ func (ix *integration) startAttempt(ctx context.Context, a *ack) (int, bool) {
 		var p *client.Problem
 		switch {
 		case err == nil:
-			a.State, a.Settled = review.InFlight, true
+			a.State, a.Settled = client.InFlight, true
 			return g.N, true
-		case unknown && errors.As(err, &p) && p.Status == http.StatusConflict && p.State == review.InFlight:
+		case unknown && errors.As(err, &p) && p.Status == http.StatusConflict && p.State == client.InFlight:
 			op, err := ix.get(ctx, a)
-			if err != nil || op.State != review.InFlight || op.AttemptCount < 1 {
+			if err != nil || op.State != client.InFlight || op.AttemptCount < 1 {
 				return 0, false
 			}
-			a.State, a.Settled = review.InFlight, true
+			a.State, a.Settled = client.InFlight, true
 			return op.AttemptCount, true
 		case errors.As(err, &p) && p.Status == http.StatusTooManyRequests:
 			return 0, false // a limit says wait; this integration moves on
@@ -590,7 +590,7 @@ func (ix *integration) startAttempt(ctx context.Context, a *ack) (int, bool) {
 
 // report sends an outcome until it is acknowledged; the same outcome sent
 // again must be answered 200 unchanged.
-func (ix *integration) report(ctx context.Context, a *ack, n int, o review.Outcome) (*client.OutcomeResult, bool) {
+func (ix *integration) report(ctx context.Context, a *ack, n int, o client.Outcome) (*client.OutcomeResult, bool) {
 	for ctx.Err() == nil {
 		res, err := ix.c.Load().ReportOutcome(ctx, a.ID, n, o)
 		if unknownErr(err) {
@@ -610,7 +610,7 @@ func (ix *integration) report(ctx context.Context, a *ack, n int, o review.Outco
 		}
 		a.State, a.Settled = res.Operation.State, true
 		a.Resource = res.Operation.Resource
-		if o.Result == review.ResultSuccess && (a.State != review.Confirmed || a.Resource == nil || a.Resource.Ref != o.Resource.Ref) {
+		if o.Result == client.ResultSuccess && (a.State != client.Confirmed || a.Resource == nil || a.Resource.Ref != o.Resource.Ref) {
 			ix.led.errorf("outcome success for operation %s (%s): state %s resource %+v; want confirmed with %s",
 				a.ID, a.SourceRef, a.State, a.Resource, o.Resource.Ref)
 		}
@@ -619,7 +619,7 @@ func (ix *integration) report(ctx context.Context, a *ack, n int, o review.Outco
 	return nil, false
 }
 
-func (ix *integration) get(ctx context.Context, a *ack) (*review.Operation, error) {
+func (ix *integration) get(ctx context.Context, a *ack) (*client.Operation, error) {
 	for ctx.Err() == nil {
 		op, err := ix.c.Load().Get(ctx, a.ID)
 		if unknownErr(err) {
@@ -663,7 +663,7 @@ func checkThroughAPI(t *testing.T, c *client.Client, acks []*ack) {
 						a.ID, a.SourceRef, op.ID, op.Key, op.PayloadHash, a.Key, a.PayloadHash)
 				case a.Settled && op.State != a.State:
 					fail("I1: operation %s (%s): state %s, but the server acknowledged %s", a.ID, a.SourceRef, op.State, a.State)
-				case a.Settled && a.State == review.Confirmed && (op.Resource == nil || *op.Resource != *a.Resource):
+				case a.Settled && a.State == client.Confirmed && (op.Resource == nil || *op.Resource != *a.Resource):
 					fail("I1: operation %s (%s): resource %+v, acknowledged %+v", a.ID, a.SourceRef, op.Resource, a.Resource)
 				}
 			}

@@ -40,7 +40,7 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	a := &release.Agent{
-		Limbo:        client.New(*limboURL, *token, &http.Client{Timeout: 30 * time.Second}),
+		Limbo:        client.New(*limboURL, *token, client.WithHTTPClient(&http.Client{Timeout: 30 * time.Second})),
 		Sandbox:      *sandboxURL,
 		Log:          slog.New(slog.NewTextHandler(os.Stderr, nil)),
 		WaitApproval: *wait,

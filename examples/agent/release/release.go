@@ -84,7 +84,7 @@ type Agent struct {
 type Step struct {
 	Kind   string // plan, turn, call
 	Name   string
-	State  review.State
+	State  client.State
 	Ran    bool
 	Detail string
 }
@@ -261,8 +261,8 @@ func (a *Agent) call(ctx context.Context, run *agent.Run, rep *Report, name, arg
 
 // sendTool is a tool's one attempt against the sandbox: the grant's key,
 // and the operation in the metadata, where Limbo's search probe finds it.
-func (a *Agent) sendTool(name, path string) func(ctx context.Context, at agent.Attempt) (review.Outcome, json.RawMessage) {
-	return func(ctx context.Context, at agent.Attempt) (review.Outcome, json.RawMessage) {
+func (a *Agent) sendTool(name, path string) func(ctx context.Context, at agent.Attempt) (client.Outcome, json.RawMessage) {
+	return func(ctx context.Context, at agent.Attempt) (client.Outcome, json.RawMessage) {
 		var req *http.Request
 		var err error
 		if path == "" { // get_release
@@ -277,7 +277,7 @@ func (a *Agent) sendTool(name, path string) func(ctx context.Context, at agent.A
 			req, err = client.NewAttemptRequest(ctx, at.Grant, http.MethodPost, a.Sandbox+path, raw)
 		}
 		if err != nil {
-			return review.Outcome{Result: review.ResultConnectionError, Phase: review.PhaseBeforeSend}, nil
+			return client.Outcome{Result: client.ResultConnectionError, Phase: client.PhaseBeforeSend}, nil
 		}
 		resp, o := client.SendAttempt(a.http(), req)
 		var out json.RawMessage
@@ -287,8 +287,8 @@ func (a *Agent) sendTool(name, path string) func(ctx context.Context, at agent.A
 			var created struct {
 				Ref string `json:"ref"`
 			}
-			if o.Result == review.ResultSuccess && path != "" && json.Unmarshal(out, &created) == nil && created.Ref != "" {
-				o.Resource = &review.ResourceRef{Ref: created.Ref}
+			if o.Result == client.ResultSuccess && path != "" && json.Unmarshal(out, &created) == nil && created.Ref != "" {
+				o.Resource = &client.ResourceRef{Ref: created.Ref}
 			}
 		}
 		if a.AfterEffect != nil {
@@ -302,8 +302,8 @@ func (a *Agent) sendTool(name, path string) func(ctx context.Context, at agent.A
 // messages() returns (structured: asking for a plan), with the tools
 // offered, its usage reported for pricing, and the answer's message — or,
 // for a plan, its content — as the structured output.
-func (a *Agent) generate(messages func() []map[string]any, structured bool) func(ctx context.Context, at agent.Attempt) (review.Outcome, json.RawMessage) {
-	return func(ctx context.Context, at agent.Attempt) (review.Outcome, json.RawMessage) {
+func (a *Agent) generate(messages func() []map[string]any, structured bool) func(ctx context.Context, at agent.Attempt) (client.Outcome, json.RawMessage) {
+	return func(ctx context.Context, at agent.Attempt) (client.Outcome, json.RawMessage) {
 		var tools []map[string]any
 		for _, t := range toolSpecs {
 			tools = append(tools, map[string]any{"type": "function", "function": map[string]any{"name": t.name, "parameters": t.schema}})
@@ -315,7 +315,7 @@ func (a *Agent) generate(messages func() []map[string]any, structured bool) func
 		raw, _ := json.Marshal(req)
 		hreq, err := client.NewAttemptRequest(ctx, at.Grant, http.MethodPost, a.Sandbox+"/v1/chat/completions", raw)
 		if err != nil {
-			return review.Outcome{Result: review.ResultConnectionError, Phase: review.PhaseBeforeSend}, nil
+			return client.Outcome{Result: client.ResultConnectionError, Phase: client.PhaseBeforeSend}, nil
 		}
 		resp, o := client.SendAttempt(a.http(), hreq)
 		if resp == nil {
@@ -324,7 +324,7 @@ func (a *Agent) generate(messages func() []map[string]any, structured bool) func
 		defer resp.Body.Close()
 		body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 		o.Usage = client.UsageFromBody(body)
-		if o.Result != review.ResultSuccess {
+		if o.Result != client.ResultSuccess {
 			return o, nil
 		}
 		var v struct {

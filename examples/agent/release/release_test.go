@@ -54,7 +54,7 @@ func newWorldWith(t *testing.T, e store.Engine, opts sandbox.Options) *world {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &world{t: t, ctx: context.Background(), sb: sb, url: srv.URL, cfg: cfg, st: st, clk: clk, c: client.New(api.URL, tok, nil)}
+	return &world{t: t, ctx: context.Background(), sb: sb, url: srv.URL, cfg: cfg, st: st, clk: clk, c: client.New(api.URL, tok)}
 }
 
 func (w *world) agent() *release.Agent {
@@ -184,7 +184,7 @@ func TestReleaseAgentCrash(t *testing.T) {
 			t.Fatalf("after reconciliation: %v\n%s want it on to the notification", err, rep)
 		}
 		for _, s := range rep.Steps {
-			if s.Name == "write_notes" && (s.Ran || s.State != review.Confirmed) {
+			if s.Name == "write_notes" && (s.Ran || s.State != client.Confirmed) {
 				t.Errorf("write_notes step %+v, want confirmed from the ledger", s)
 			}
 		}
