@@ -21,6 +21,7 @@ func TestMetricsExposition(t *testing.T) {
 		st := storetest.Open(t, e, store.Options{})
 		h := handlers.New(st, nil)
 		h.Metrics = metrics.New(st, nil)
+		t.Cleanup(func() { h.Metrics.Close() })
 		srv := httptest.NewServer(handlers.NewServer(h))
 		defer srv.Close()
 
@@ -76,6 +77,8 @@ func TestMetricsExposition(t *testing.T) {
 			`limbo_retry_budget_left{destination="files",tenant="acme"} 10`,
 			`limbo_store_fast_path_total{path="fast"} 3`, // register, attempt, outcome: one statement each
 			`limbo_store_fast_path_total{path="ordinary"} 0`,
+			`limbo_metrics_leader 1`,
+			`limbo_database_up 1`,
 			`go_goroutines`,
 		} {
 			if !strings.Contains(string(body), want) {
