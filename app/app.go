@@ -89,6 +89,7 @@ type App struct {
 	ln       net.Listener
 	srv      *http.Server
 	anchors  *anchor.Writer
+	metrics  *metrics.Metrics
 	rec      *reconcile.Reconciler
 	hooks    *outbox.Worker
 	undo     *undo.Worker
@@ -153,12 +154,14 @@ func New(ctx context.Context, cfg Config) (a *App, err error) {
 func (a *App) buildServer(ctx context.Context) error {
 	h := handlers.New(a.Store, a.log)
 	h.Metrics = metrics.New(a.Store, a.log)
+	a.metrics = h.Metrics
 	h.AuditAnchor = a.cfg.AnchorDir
 	h.TrustedProxies = a.cfg.TrustedProxies
 	a.rec = reconcile.New(a.Store, a.cfg.Destinations, a.cfg.Owner, a.log)
 	a.rec.Metrics = h.Metrics
 	h.Warnings = probeWarnings(a.rec.Prober, a.log)
 	a.hooks = outbox.New(a.Store, a.cfg.Owner, a.log, nil)
+	a.hooks.OnDelivered = h.Metrics.ObserveDelivery
 	var err error
 	if a.undo, err = undo.New(a.Store, a.cfg.Destinations, a.log, nil); err != nil {
 		return err
@@ -324,6 +327,8 @@ func (a *App) Close() error {
 	if a.ln != nil {
 		a.ln.Close()
 	}
+	// Leadership of the database-wide gauges passes to another instance.
+	err = errors.Join(err, a.metrics.Close())
 	if a.Store != nil {
 		err = errors.Join(err, a.Store.Close())
 	}

@@ -3,6 +3,7 @@ package app_test
 import (
 	"context"
 	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -14,6 +15,8 @@ import (
 	"github.com/limbo-dev/limbo/app"
 	"github.com/limbo-dev/limbo/auditkey"
 	"github.com/limbo-dev/limbo/internal/testlog"
+	"github.com/limbo-dev/limbo/store"
+	"github.com/limbo-dev/limbo/store/storetest"
 )
 
 // TestAppRunsEveryLoop: an App serves HTTP and runs every background loop
@@ -65,5 +68,40 @@ func TestAppRunsEveryLoop(t *testing.T) {
 	}
 	if _, err := http.Get(a.URL + "/healthz"); err == nil {
 		t.Error("the server still answers after Stop")
+	}
+}
+
+// TestMetricsLeaderPassesOnClose: two apps on one PostgreSQL schema; one
+// exports the database-wide gauges, and when it closes (shutdown), the
+// other does at its next scrape.
+func TestMetricsLeaderPassesOnClose(t *testing.T) {
+	ctx := context.Background()
+	url := storetest.URL(t, store.Postgres) // skips without PostgreSQL
+	newApp := func() *app.App {
+		a, err := app.New(ctx, app.Config{DB: url, MaxConns: storetest.MaxConns, Addr: "127.0.0.1:0", AuditKey: auditkey.New()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { a.Close() })
+		return a
+	}
+	leads := func(a *app.App) bool {
+		rec := httptest.NewRecorder()
+		a.HTTPServer().Handler.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+		body := rec.Body.String()
+		if rec.Code != http.StatusOK || !strings.Contains(body, "\nlimbo_metrics_leader ") {
+			t.Fatalf("/metrics: %d\n%s", rec.Code, body)
+		}
+		return strings.Contains(body, "\nlimbo_metrics_leader 1\n") && strings.Contains(body, "\nlimbo_operations{")
+	}
+	a, b := newApp(), newApp()
+	if !leads(a) || leads(b) {
+		t.Fatal("want the first app scraped to lead, alone")
+	}
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if !leads(b) {
+		t.Fatal("the other app did not take over when the leader shut down")
 	}
 }

@@ -117,6 +117,7 @@ func TestHeadOnEveryGetRoute(t *testing.T) {
 		st := storetest.Open(t, engine, store.Options{})
 		h := handlers.New(st, nil)
 		h.Metrics = metrics.New(st, nil)
+		t.Cleanup(func() { h.Metrics.Close() }) // before the store closes
 		h.Console = handlers.NewConsole(make([]byte, 64), make([]byte, 32), false, store.SessionPolicy{})
 		e := handlers.NewServer(h)
 		srv := httptest.NewServer(e)

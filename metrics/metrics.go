@@ -5,10 +5,15 @@ package metrics
 
 import (
 	"context"
+	"database/sql"
+	"database/sql/driver"
 	"log/slog"
+	"maps"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -16,19 +21,31 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/limbo-dev/limbo/buildinfo"
 	"github.com/limbo-dev/limbo/review"
 	"github.com/limbo-dev/limbo/store"
 )
 
 // Metrics holds Limbo's collectors in a registry of its own (no globals).
+//
+// Several Limbo instances may share one PostgreSQL. The gauges read from
+// the database (operations by state, open cases, attempts in flight, retry
+// budgets, the outbox backlog, the oldest open case, the audit seal lag)
+// say the same in every instance, so only one exports them: the leader,
+// the instance holding a PostgreSQL session advisory lock (a key of
+// Limbo's metrics and the current schema) on a connection of its own. An
+// instance tries to take it at each scrape while it does not hold it, and
+// keeps it until Close or until that connection breaks; every instance
+// exports limbo_metrics_leader (1 or 0) and its own counters and
+// histograms, so sum() over instances is right for everything. On SQLite
+// (one process per database file) the instance is always the leader.
 type Metrics struct {
 	Registry *prometheus.Registry
 
 	// Attempts counts reported outcomes by what comes next (done,
 	// retry_at, reconcile, review, failed) and destination.
 	Attempts *prometheus.CounterVec
-	// Verdicts counts reconciliation rounds by result (confirmed,
-	// retry_wait, failed, needs_review, inconclusive).
+	// Verdicts counts reconciliation rounds by result (Verdicts).
 	Verdicts *prometheus.CounterVec
 	// ProbeSeconds is probe latency by destination and kind.
 	ProbeSeconds *prometheus.HistogramVec
@@ -36,27 +53,97 @@ type Metrics struct {
 	AmbiguousSeconds *prometheus.HistogramVec
 	// HTTPSeconds is request latency by route and status class.
 	HTTPSeconds *prometheus.HistogramVec
+	// Delivered counts webhook messages this process delivered;
+	// DeliverySeconds is the time from a message's creation to its
+	// delivery (ObserveDelivery).
+	Delivered       prometheus.Counter
+	DeliverySeconds prometheus.Histogram
+
+	ledger *ledger
+}
+
+// Verdicts are the reconciliation verdicts a round may end with: the state
+// it settled the operation in, or inconclusive. Each is exported from the
+// start, at 0, for every configured destination.
+func Verdicts() []string {
+	return []string{string(review.Confirmed), string(review.Accepted), string(review.RetryWait), string(review.Failed),
+		string(review.NeedsReview), "inconclusive"}
+}
+
+// Nexts are the attempt outcomes' next steps, exported from the start.
+func Nexts() []review.Next {
+	return []review.Next{review.NextDone, review.NextRetryAt, review.NextReconcile, review.NextReview, review.NextFailed}
 }
 
 // New builds the collectors and registers the ledger gauges read from st.
+// Close releases the connection that holds leadership.
 func New(st *store.Store, log *slog.Logger) *Metrics {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
 	m := &Metrics{
 		Registry: prometheus.NewRegistry(),
 		Attempts: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "limbo_attempt_outcomes_total",
 			Help: "Attempt outcomes reported, by what comes next and destination."}, []string{"next", "destination"}),
 		Verdicts: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "limbo_reconcile_verdicts_total",
 			Help: "Reconciliation rounds by verdict (the state reached, or inconclusive)."}, []string{"verdict", "destination"}),
-		ProbeSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "limbo_probe_seconds",
+		ProbeSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "limbo_probe_duration_seconds",
 			Help: "Probe latency by destination and kind.", Buckets: prometheus.ExponentialBuckets(0.005, 2, 12)}, []string{"destination", "kind"}),
-		AmbiguousSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "limbo_ambiguous_seconds",
+		AmbiguousSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "limbo_ambiguous_duration_seconds",
 			Help: "Time operations spent ambiguous before reconciliation settled them.", Buckets: prometheus.ExponentialBuckets(0.5, 2, 14)}, []string{"destination"}),
-		HTTPSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "limbo_http_request_seconds",
+		HTTPSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "limbo_http_request_duration_seconds",
 			Help: "HTTP request latency by route, method and status class.", Buckets: prometheus.ExponentialBuckets(0.001, 2, 14)}, []string{"route", "method", "code"}),
+		Delivered: prometheus.NewCounter(prometheus.CounterOpts{Name: "limbo_outbox_delivered_total",
+			Help: "Webhook messages this process delivered."}),
+		DeliverySeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "limbo_outbox_delivery_latency_seconds",
+			Help:    "Time from a webhook message's creation (the decision) to its delivery, retries included.",
+			Buckets: prometheus.ExponentialBuckets(0.25, 4, 10)}),
+		ledger: &ledger{st: st, log: log},
 	}
+	var dests []string
+	if cfg := st.Config(); cfg != nil {
+		dests = slices.Sorted(maps.Keys(cfg.Destinations))
+	}
+	for _, d := range dests {
+		for _, n := range Nexts() {
+			m.Attempts.WithLabelValues(string(n), d)
+		}
+		for _, v := range Verdicts() {
+			m.Verdicts.WithLabelValues(v, d)
+		}
+	}
+	bi := buildinfo.Read()
+	build := prometheus.NewGauge(prometheus.GaugeOpts{Name: "limbo_build_info",
+		Help:        "Always 1; the labels say which Limbo this process runs.",
+		ConstLabels: prometheus.Labels{"version": bi.Version, "revision": bi.Revision, "goversion": bi.GoVersion}})
+	build.Set(1)
 	m.Registry.MustRegister(m.Attempts, m.Verdicts, m.ProbeSeconds, m.AmbiguousSeconds, m.HTTPSeconds,
+		m.Delivered, m.DeliverySeconds, build,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		&ledger{st: st, log: log})
+		m.ledger)
 	return m
+}
+
+// Close gives leadership up (the advisory lock and its connection), so
+// another instance takes it at its next scrape. Safe to call more than
+// once, and on a nil Metrics.
+func (m *Metrics) Close() error {
+	if m == nil {
+		return nil
+	}
+	return m.ledger.close()
+}
+
+// ObserveDelivery counts one delivered webhook message and how long it
+// waited since its creation. outbox.Worker calls it (OnDelivered).
+func (m *Metrics) ObserveDelivery(msg *store.OutboxMessage) {
+	if m == nil || msg == nil {
+		return
+	}
+	m.Delivered.Inc()
+	if msg.DeliveredAt != nil {
+		m.DeliverySeconds.Observe(max(msg.DeliveredAt.Sub(msg.CreatedAt), 0).Seconds())
+	}
 }
 
 // Handler serves the exposition format.
@@ -96,10 +183,18 @@ func (m *Metrics) ObserveOutcome(next review.Next, destination string) {
 }
 
 var (
-	descOps      = prometheus.NewDesc("limbo_operations", "Operations in the ledger by state.", []string{"state"}, nil)
-	descCases    = prometheus.NewDesc("limbo_open_cases", "Open review cases by escalation reason.", []string{"reason"}, nil)
-	descInFlight = prometheus.NewDesc("limbo_attempts_in_flight", "Attempts holding a live lease, by destination (concurrency in use).", []string{"destination"}, nil)
-	descBudget   = prometheus.NewDesc("limbo_retry_budget_left", "Retries still allowed in the sliding window, by destination and tenant.", []string{"destination", "tenant"}, nil)
+	descLeader = prometheus.NewDesc("limbo_metrics_leader",
+		"1 in the one instance that exports the database-wide gauges (it holds the metrics advisory lock on PostgreSQL; always on SQLite), 0 in the others.", nil, nil)
+	descUp       = prometheus.NewDesc("limbo_database_up", "1 when this instance's database answered a ping at scrape time, else 0.", nil, nil)
+	descOps      = prometheus.NewDesc("limbo_operations", "Operations in the ledger by state (leader only).", []string{"state"}, nil)
+	descCases    = prometheus.NewDesc("limbo_open_cases", "Open review cases by escalation reason (leader only).", []string{"reason"}, nil)
+	descOldest   = prometheus.NewDesc("limbo_open_case_oldest_age_seconds", "How long the oldest open case has been open, 0 with none (leader only).", nil, nil)
+	descInFlight = prometheus.NewDesc("limbo_attempts_in_flight", "Attempts holding a live lease, by destination (concurrency in use; leader only).", []string{"destination"}, nil)
+	descBudget   = prometheus.NewDesc("limbo_retry_budget_left", "Retries still allowed in the sliding window, by destination and tenant (leader only).", []string{"destination", "tenant"}, nil)
+	descPending  = prometheus.NewDesc("limbo_outbox_pending", "Webhook messages not delivered yet and still to be tried (leader only).", nil, nil)
+	descFailed   = prometheus.NewDesc("limbo_outbox_failed", "Webhook messages given up on (leader only).", nil, nil)
+	descUnsealed = prometheus.NewDesc("limbo_audit_unsealed_oldest_age_seconds",
+		"Age of the first audit event no checkpoint covers yet, 0 when all are sealed: the seal lag (leader only).", nil, nil)
 	descFastPath = prometheus.NewDesc("limbo_store_fast_path_total",
 		"Attempt-cycle calls (register, attempt, outcome) this process wrote with one guarded statement (path=fast) or through the ordinary locked path (path=ordinary). Many ordinary ones with several instances mean calls for one operation are spread across instances.",
 		[]string{"path"}, nil)
@@ -111,48 +206,155 @@ var (
 		"Batches a database error rolled back; their calls were then sent one by one so the error reached only its own call.", nil, nil)
 )
 
+// leaderLock takes the metrics advisory lock for this schema, once per
+// session (it is reentrant, so it is only asked for while not held).
+const (
+	leaderLock   = `SELECT pg_try_advisory_lock(hashtext('limbo-metrics:' || current_schema()))`
+	leaderUnlock = `SELECT pg_advisory_unlock(hashtext('limbo-metrics:' || current_schema()))`
+)
+
 // ledger reads gauges from the database at scrape time.
 type ledger struct {
 	st  *store.Store
 	log *slog.Logger
+
+	mu sync.Mutex // one scrape at a time decides leadership
+	// conn holds the advisory lock while this instance leads (PostgreSQL).
+	conn   *sql.Conn
+	closed bool
 }
 
 func (l *ledger) Describe(ch chan<- *prometheus.Desc) {
-	ch <- descOps
-	ch <- descCases
-	ch <- descInFlight
-	ch <- descBudget
-	ch <- descFastPath
-	ch <- descBatches
-	ch <- descBatchCalls
-	ch <- descBatchSplits
+	for _, d := range []*prometheus.Desc{descLeader, descUp, descOps, descCases, descOldest, descInFlight, descBudget,
+		descPending, descFailed, descUnsealed, descFastPath, descBatches, descBatchCalls, descBatchSplits} {
+		ch <- d
+	}
+}
+
+// lead reports whether this instance leads, taking the lock if free.
+// Called with l.mu held.
+func (l *ledger) lead(ctx context.Context) bool {
+	if l.st.Engine() != store.Postgres {
+		return true
+	}
+	if l.closed {
+		return false
+	}
+	if l.conn != nil {
+		// Still ours while the session lives; a broken connection lost
+		// the lock with it: leadership is retried at the next scrape.
+		if _, err := l.conn.ExecContext(ctx, `SELECT 1`); err == nil {
+			return true
+		}
+		l.log.Warn("metrics: leadership lost with its database connection")
+		l.drop()
+		return false
+	}
+	conn, err := l.st.DB().Conn(ctx)
+	if err != nil {
+		return false
+	}
+	var got bool
+	if err := conn.QueryRowContext(ctx, leaderLock).Scan(&got); err != nil || !got {
+		conn.Close()
+		return false
+	}
+	l.conn = conn
+	return true
+}
+
+// drop discards the leader's connection rather than return it to the pool
+// (a session still holding the lock must not be reused). Called with l.mu.
+func (l *ledger) drop() {
+	if l.conn == nil {
+		return
+	}
+	_ = l.conn.Raw(func(any) error { return driver.ErrBadConn })
+	l.conn.Close()
+	l.conn = nil
+}
+
+func (l *ledger) close() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.closed = true
+	if l.conn == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	_, err := l.conn.ExecContext(ctx, leaderUnlock)
+	l.drop() // the session ends too, whatever the unlock said
+	return err
 }
 
 func (l *ledger) Collect(ch chan<- prometheus.Metric) {
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	}
+	counter := func(d *prometheus.Desc, v int64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
+	}
 	hits, misses := l.st.FastPath()
-	ch <- prometheus.MustNewConstMetric(descFastPath, prometheus.CounterValue, float64(hits), "fast")
-	ch <- prometheus.MustNewConstMetric(descFastPath, prometheus.CounterValue, float64(misses), "ordinary")
+	counter(descFastPath, hits, "fast")
+	counter(descFastPath, misses, "ordinary")
 	bs := l.st.FastBatches()
-	ch <- prometheus.MustNewConstMetric(descBatches, prometheus.CounterValue, float64(bs.Batches))
-	ch <- prometheus.MustNewConstMetric(descBatchCalls, prometheus.CounterValue, float64(bs.Calls))
-	ch <- prometheus.MustNewConstMetric(descBatchSplits, prometheus.CounterValue, float64(bs.Split))
+	counter(descBatches, bs.Batches)
+	counter(descBatchCalls, bs.Calls)
+	counter(descBatchSplits, bs.Split)
+
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	pingCtx, cancelPing := context.WithTimeout(ctx, 2*time.Second)
+	up := l.st.Ping(pingCtx) == nil
+	cancelPing()
+	gauge(descUp, b2f(up))
+	leader := up && l.lead(ctx)
+	gauge(descLeader, b2f(leader))
+	if !leader {
+		return
+	}
 	g, err := l.st.Gauges(ctx)
 	if err != nil {
 		l.log.Error("metrics: reading gauges", "err", err)
 		return
 	}
 	for _, s := range review.AllStates() {
-		ch <- prometheus.MustNewConstMetric(descOps, prometheus.GaugeValue, float64(g.OperationsByState[string(s)]), string(s))
+		gauge(descOps, float64(g.OperationsByState[string(s)]), string(s))
+	}
+	known := map[string]bool{}
+	for _, r := range review.AllReasons() {
+		known[string(r)] = true
+		gauge(descCases, float64(g.OpenCasesByReason[string(r)]), string(r))
 	}
 	for r, n := range g.OpenCasesByReason {
-		ch <- prometheus.MustNewConstMetric(descCases, prometheus.GaugeValue, float64(n), r)
+		if !known[r] { // a reason a newer Limbo wrote
+			gauge(descCases, float64(n), r)
+		}
 	}
-	for d, n := range g.InFlightByDestination {
-		ch <- prometheus.MustNewConstMetric(descInFlight, prometheus.GaugeValue, float64(n), d)
+	gauge(descOldest, g.OldestOpenCaseAge.Seconds())
+	inflight := maps.Clone(g.InFlightByDestination)
+	if cfg := l.st.Config(); cfg != nil {
+		for d := range cfg.Destinations {
+			inflight[d] += 0
+		}
+	}
+	for d, n := range inflight {
+		gauge(descInFlight, float64(n), d)
 	}
 	for _, f := range g.Budgets {
-		ch <- prometheus.MustNewConstMetric(descBudget, prometheus.GaugeValue, float64(f.Left()), f.Destination, f.Tenant)
+		gauge(descBudget, float64(f.Left()), f.Destination, f.Tenant)
 	}
+	gauge(descPending, float64(g.OutboxPending))
+	gauge(descFailed, float64(g.OutboxFailed))
+	gauge(descUnsealed, g.OldestUnsealedAuditAge.Seconds())
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
 }

@@ -21,6 +21,7 @@ func TestMetricsExposition(t *testing.T) {
 		st := storetest.Open(t, e, store.Options{})
 		h := handlers.New(st, nil)
 		h.Metrics = metrics.New(st, nil)
+		t.Cleanup(func() { h.Metrics.Close() })
 		srv := httptest.NewServer(handlers.NewServer(h))
 		defer srv.Close()
 
@@ -72,10 +73,12 @@ func TestMetricsExposition(t *testing.T) {
 			`limbo_operations{state="ambiguous"} 1`,
 			`limbo_operations{state="confirmed"} 0`,
 			`limbo_attempt_outcomes_total{destination="files",next="reconcile"} 1`,
-			`limbo_http_request_seconds_count{code="2xx",method="POST",route="/api/v1/operations/:id/attempts/:n/outcome"} 1`,
+			`limbo_http_request_duration_seconds_count{code="2xx",method="POST",route="/api/v1/operations/:id/attempts/:n/outcome"} 1`,
 			`limbo_retry_budget_left{destination="files",tenant="acme"} 10`,
 			`limbo_store_fast_path_total{path="fast"} 3`, // register, attempt, outcome: one statement each
 			`limbo_store_fast_path_total{path="ordinary"} 0`,
+			`limbo_metrics_leader 1`,
+			`limbo_database_up 1`,
 			`go_goroutines`,
 		} {
 			if !strings.Contains(string(body), want) {

@@ -33,7 +33,7 @@ func TestMiddlewareSkipsStreams(t *testing.T) {
 	}
 	var routes []string
 	for _, f := range families {
-		if f.GetName() != "limbo_http_request_seconds" {
+		if f.GetName() != "limbo_http_request_duration_seconds" {
 			continue
 		}
 		for _, s := range f.GetMetric() {

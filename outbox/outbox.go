@@ -40,6 +40,9 @@ type Worker struct {
 	// Concurrency is how many deliveries run at once.
 	Concurrency int
 	Log         *slog.Logger
+	// OnDelivered, when set, hears of every message this worker
+	// delivered, as the store recorded it (the app feeds metrics).
+	OnDelivered func(*store.OutboxMessage)
 }
 
 // New returns a worker with sensible defaults. A nil client means
@@ -136,6 +139,10 @@ func (w *Worker) deliver(ctx context.Context, c store.DeliveryClaim) {
 		return
 	}
 	switch m.Status {
+	case store.OutboxDelivered:
+		if w.OnDelivered != nil {
+			w.OnDelivered(m)
+		}
 	case store.OutboxFailed:
 		w.Log.Warn("outbox: gave up on a webhook", "outbox_id", c.ID, "endpoint_id", c.EndpointID, "attempts", m.Attempts,
 			"status_code", m.LastStatusCode, "err", m.LastError)

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/limbo-dev/limbo/metrics"
 	"github.com/limbo-dev/limbo/outbox"
 	"github.com/limbo-dev/limbo/review"
 	"github.com/limbo-dev/limbo/store"
@@ -255,6 +256,9 @@ func TestRetriedThenDelivered(t *testing.T) {
 		ep := v.endpoint(t, srv.URL, rcv.secret)
 		v.decide(t)
 		w := outbox.New(v.s, "w1", quiet, nil)
+		mx := metrics.New(v.s, quiet)
+		t.Cleanup(func() { mx.Close() })
+		w.OnDelivered = mx.ObserveDelivery
 
 		runOnce(t, w, 1)
 		m := v.messages(t, ep)[0]
@@ -262,6 +266,7 @@ func TestRetriedThenDelivered(t *testing.T) {
 			!m.NextAttemptAt.Equal(v.clk.Now().Add(22500*time.Millisecond)) {
 			t.Fatalf("after a 500: %+v", m)
 		}
+		wantMetrics(t, mx, "limbo_outbox_pending 1", "limbo_outbox_delivered_total 0", "limbo_outbox_delivery_latency_seconds_count 0")
 		runOnce(t, w, 0) // not due yet
 		v.clk.Advance(22500 * time.Millisecond)
 		runOnce(t, w, 1)
@@ -270,6 +275,9 @@ func TestRetriedThenDelivered(t *testing.T) {
 		if m.Status != store.OutboxDelivered || m.Attempts != 2 || got[m.EventID] != 2 || len(got) != 1 {
 			t.Fatalf("after the retry: %+v, receiver %v", m, got)
 		}
+		// Delivered 22.5 s (the store's clock) after the decision created it.
+		wantMetrics(t, mx, "limbo_outbox_pending 0", "limbo_outbox_failed 0", "limbo_outbox_delivered_total 1",
+			"limbo_outbox_delivery_latency_seconds_count 1", "limbo_outbox_delivery_latency_seconds_sum 22.5")
 		h := v.history(t, ep)
 		if len(h) != 2 || h[0].N != 2 || h[0].StatusCode != 200 || h[1].N != 1 || h[1].StatusCode != 500 || h[1].Error != "HTTP 500" ||
 			h[1].ErrorClass != "http_status" {
@@ -396,4 +404,16 @@ func TestWorkersRace(t *testing.T) {
 		}
 		t.Logf("%s: %d messages, claimed %d by w1 and %d by w2, each delivered once", e, want, claimed[0], claimed[1])
 	})
+}
+
+// wantMetrics checks lines of m's exposition.
+func wantMetrics(t *testing.T, m *metrics.Metrics, lines ...string) {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	m.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	for _, l := range lines {
+		if !strings.Contains(rec.Body.String(), "\n"+l+"\n") {
+			t.Errorf("/metrics lacks the line %q", l)
+		}
+	}
 }

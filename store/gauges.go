@@ -2,8 +2,11 @@ package store
 
 import (
 	"context"
+	"database/sql"
+	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/limbo-dev/limbo/review"
 )
@@ -17,6 +20,16 @@ type Gauges struct {
 	// Budgets is each tenant's retry budget at each destination over the
 	// sliding window.
 	Budgets []RetryBudgetFill
+	// OldestOpenCaseAge is how long the oldest open case has been open
+	// (0 with none open).
+	OldestOpenCaseAge time.Duration
+	// OldestUnsealedAuditAge is the age of the first audit event no
+	// checkpoint covers yet, in sealing order (0 when all are sealed): how
+	// far the sealer lags.
+	OldestUnsealedAuditAge time.Duration
+	// OutboxPending counts webhook messages still to deliver (due or
+	// waiting for their next try); OutboxFailed those given up on.
+	OutboxPending, OutboxFailed int64
 }
 
 // RetryBudgetFill is one tenant's retry budget at one destination now:
@@ -53,6 +66,24 @@ SELECT destination, tenant, COALESCE(SUM(CASE WHEN n = 1 THEN 1 ELSE 0 END), 0) 
        COALESCE(SUM(CASE WHEN n > 1 THEN 1 ELSE 0 END), 0) AS retries
 FROM attempts WHERE started_at > ? AND `
 	countWindowGroup = ` GROUP BY destination, tenant ORDER BY destination, tenant`
+	/* Store.Gauges: the partial index cases_open_opened reads one row. */
+	selectOldestOpenCase = `SELECT opened_at FROM cases WHERE status = 'open' ORDER BY opened_at LIMIT 1`
+	/* Store.Gauges (SQLite): seqs commit in order; the first one after the
+	   last checkpoint's horizon is the oldest unsealed (primary key). */
+	selectOldestUnsealedSQLite = `
+SELECT at FROM audit_events
+WHERE seq > COALESCE((SELECT horizon FROM audit_checkpoints ORDER BY id DESC LIMIT 1), 0)
+ORDER BY seq LIMIT 1`
+	/* Store.Gauges (PostgreSQL): events at or above the last horizon's txid
+	   are unsealed; the index audit_events_txid reads one row. */
+	selectOldestUnsealedPostgres = `
+SELECT at FROM audit_events
+WHERE txid >= COALESCE((SELECT horizon FROM audit_checkpoints ORDER BY id DESC LIMIT 1), 0)
+ORDER BY txid, seq LIMIT 1`
+	/* Store.Gauges: pending by the partial index outbox_due. */
+	countOutboxPending = `SELECT COUNT(*) FROM outbox WHERE status = 'pending'`
+	/* Store.Gauges: given-up messages by the partial index outbox_failed. */
+	countOutboxFailed = `SELECT COUNT(*) FROM outbox WHERE status = 'failed'`
 )
 
 // RetryBudgets reads the retry budget's fill for every tenant by sees and
@@ -114,6 +145,32 @@ func (s *Store) Gauges(ctx context.Context) (*Gauges, error) {
 	var err error
 	if g.Budgets, err = s.retryBudgets(ctx, nil); err != nil {
 		return nil, err
+	}
+	age := func(q string) (time.Duration, error) {
+		var at time.Time
+		switch err := s.db.GetContext(ctx, &at, q); {
+		case errors.Is(err, sql.ErrNoRows):
+			return 0, nil
+		case err != nil:
+			return 0, fmt.Errorf("store.Gauges: %w", err)
+		}
+		return max(now.Sub(at), 0), nil
+	}
+	if g.OldestOpenCaseAge, err = age(selectOldestOpenCase); err != nil {
+		return nil, err
+	}
+	unsealed := selectOldestUnsealedSQLite
+	if s.engine == Postgres {
+		unsealed = selectOldestUnsealedPostgres
+	}
+	if g.OldestUnsealedAuditAge, err = age(unsealed); err != nil {
+		return nil, err
+	}
+	if err := s.db.GetContext(ctx, &g.OutboxPending, countOutboxPending); err != nil {
+		return nil, fmt.Errorf("store.Gauges: %w", err)
+	}
+	if err := s.db.GetContext(ctx, &g.OutboxFailed, countOutboxFailed); err != nil {
+		return nil, fmt.Errorf("store.Gauges: %w", err)
 	}
 	return g, nil
 }
