@@ -185,7 +185,7 @@ func TestDecisionWebhookMatchesOpenAPI(t *testing.T) {
 	// The check is not vacuous: an event with another shape is refused.
 	for _, bad := range []string{
 		`{"type":"decision.confirm","timestamp":"2030-03-04T09:00:00Z","data":{}}`,
-		`{"type":"confirm","timestamp":"2030-03-04T09:00:00Z","decision":{}}`,
+		`{"type":"confirm","timestamp":"2030-03-04T09:00:00Z","data":{}}`,
 	} {
 		h := http.Header{"Content-Type": {"application/json"}, "Webhook-Id": {"msg_1"}, "Webhook-Timestamp": {"1"},
 			"Webhook-Signature": {"v1,AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA="}}
@@ -228,7 +228,7 @@ func TestDecisionWebhookMatchesOpenAPI(t *testing.T) {
 		}
 		var ev struct {
 			Type     string
-			Decision store.Decision
+			Decision store.Decision `json:"data"`
 		}
 		if err := json.Unmarshal(r.body, &ev); err != nil {
 			t.Fatal(err)

@@ -224,7 +224,7 @@ func TestDelivered(t *testing.T) {
 		}
 		var body struct {
 			Type     string         `json:"type"`
-			Decision store.Decision `json:"decision"`
+			Decision store.Decision `json:"data"`
 		}
 		if err := json.Unmarshal([]byte(rcv.bodies[ms[0].EventID]), &body); err != nil || body.Type != "decision.confirm" ||
 			body.Decision.ID != d.ID || body.Decision.ResourceRef != "f1" {

@@ -160,7 +160,7 @@ WHERE d.endpoint_id = ?`
 type decisionEvent struct {
 	Type      string    `json:"type"`
 	Timestamp time.Time `json:"timestamp"`
-	Decision  *Decision `json:"decision"`
+	Data      *Decision `json:"data"` // the Standard Webhooks envelope: type, timestamp, data
 }
 
 // enqueueDecision writes one outbox message per enabled endpoint of the
@@ -180,7 +180,7 @@ func (s *Store) enqueueDecision(ctx context.Context, tx *sqlx.Tx, d *Decision) e
 		return nil
 	}
 	typ := "decision." + d.Action
-	body, err := json.Marshal(decisionEvent{Type: typ, Timestamp: d.DecidedAt.UTC(), Decision: d})
+	body, err := json.Marshal(decisionEvent{Type: typ, Timestamp: d.DecidedAt.UTC(), Data: d})
 	if err != nil {
 		return fmt.Errorf("enqueue decision: %w", err)
 	}

@@ -199,7 +199,7 @@ func TestDecisionEnqueuesWebhooks(t *testing.T) {
 			var body struct {
 				Type      string         `json:"type"`
 				Timestamp time.Time      `json:"timestamp"`
-				Decision  store.Decision `json:"decision"`
+				Decision  store.Decision `json:"data"`
 			}
 			if err := json.Unmarshal([]byte(m.Payload), &body); err != nil {
 				t.Fatalf("payload %s: %v", m.Payload, err)
