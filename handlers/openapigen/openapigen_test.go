@@ -109,8 +109,8 @@ func main() {
 	// What a webhook receiver decodes a decision into (a type only the
 	// webhooks section names).
 	var ev api.DecisionEvent
-	ev.Decision.Status = "applied"
-	fmt.Println("ok", op.Id, ev.Decision.Status)
+	ev.Data.Status = "applied"
+	fmt.Println("ok", op.Id, ev.Data.Status)
 }
 `
 

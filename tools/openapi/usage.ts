@@ -42,7 +42,7 @@ type DecisionEvent = webhooks["decision"]["post"]["requestBody"]["content"]["app
 type Signed = webhooks["decision"]["post"]["parameters"]["header"];
 
 export function onDecision(headers: Signed, event: DecisionEvent): string {
-  const d = event.decision;
+  const d = event.data;
   switch (event.type) {
     case "decision.confirm":
       return `${headers["webhook-id"]}: ${d.operation_id} confirmed with ${d.resource_ref ?? "?"}`;
@@ -53,4 +53,4 @@ export function onDecision(headers: Signed, event: DecisionEvent): string {
   }
 }
 
-export const sameShape: DecisionEvent["decision"] extends components["schemas"]["Decision"] ? true : false = true;
+export const sameShape: DecisionEvent["data"] extends components["schemas"]["Decision"] ? true : false = true;
