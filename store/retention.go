@@ -208,7 +208,7 @@ func (s *Store) purgeBatch(ctx context.Context, now time.Time, cands []purgeCand
 			}
 			retention := s.cfg.RetentionFor(c.Destination, c.Action)
 			detail := map[string]any{"payload_hash": row.PayloadHash, "retention": retention.String(),
-				"terminal_since": dbTime(row.UpdatedAt).Format(time.RFC3339Nano),
+				"terminal_since":    dbTime(row.UpdatedAt).Format(time.RFC3339Nano),
 				"rejected_payloads": n[0], "evidence": n[1], "outputs": n[2]}
 			if err := s.appendEvent(ctx, tx, &AuditEvent{At: now, Actor: retentionActor, Tenant: row.Tenant, OperationID: row.ID,
 				Action: "operation.payload_purged", Detail: detailJSON(detail)}); err != nil {
