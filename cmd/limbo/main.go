@@ -31,6 +31,7 @@ Usage:
   limbo audit export [--db URL]
   limbo audit keygen [--out FILE]
   limbo audit pubkey [--audit-key FILE] [--db URL] [--config FILE]
+  limbo purge --config FILE [--db URL] [--dry-run]      (payload retention, by hand)
   limbo policy lint [--config FILE]                     (every action's policy complete?)
   limbo destination import --openapi FILE_OR_URL --name N [--action A=opId]…
                                                          (see limbo destination import --help)
@@ -72,6 +73,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		err = cmdAuditKeygen(rest[1:], stdout, stderr)
 	case cmd == "audit" && len(rest) > 0 && rest[0] == "pubkey":
 		err = cmdAuditPubkey(rest[1:], stdout, stderr)
+	case cmd == "purge":
+		err = cmdPurge(ctx, rest, stdout, stderr)
 	case cmd == "policy" && len(rest) > 0 && rest[0] == "lint":
 		if err = cmdPolicyLint(rest[1:], stdout, stderr); errors.Is(err, errPolicyGaps) {
 			code, err = 1, nil
