@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jmoiron/sqlx"
@@ -67,7 +68,9 @@ const (
 SELECT o.id, o.tenant, o.destination, o.action, o.updated_at FROM operations o
 WHERE o.payload_purged_at IS NULL AND o.state IN ('confirmed', 'compensated', 'failed')
   AND o.updated_at <= ? AND (o.updated_at > ? OR (o.updated_at = ? AND o.id > ?))
-ORDER BY o.updated_at, o.id LIMIT ?`
+  AND o.action NOT LIKE 'compensate:%'`
+	/* Store.PurgePayloads: after the actions' filter (purgeFilter). */
+	orderPurgeCandidates = ` ORDER BY o.updated_at, o.id LIMIT ?`
 	/* Store.PurgePayloads */
 	selectOpenCaseFor = `SELECT COUNT(*) FROM cases WHERE operation_id = ? AND status = 'open'`
 	/* Store.PurgePayloads */
@@ -104,10 +107,12 @@ func (s *Store) PurgePayloads(ctx context.Context, now time.Time, dryRun bool) (
 	// Nothing terminal for less than the shortest retention can be due;
 	// each candidate is then checked against its own action's.
 	horizon := dbTime(now.Add(-shortest))
+	filter, filterArgs := s.purgeFilter()
 	cursorAt, cursorID := time.Time{}, ""
 	for {
 		var cands []purgeCandidate
-		if err := s.db.SelectContext(ctx, &cands, s.rebind(selectPurgeCandidates), horizon, cursorAt, cursorAt, cursorID, purgeBatch); err != nil {
+		args := append([]any{horizon, cursorAt, cursorAt, cursorID}, filterArgs...)
+		if err := s.db.SelectContext(ctx, &cands, s.rebind(selectPurgeCandidates+filter+orderPurgeCandidates), append(args, purgeBatch)...); err != nil {
 			return rep, fmt.Errorf("store.PurgePayloads: %w", err)
 		}
 		if len(cands) == 0 {
@@ -117,7 +122,7 @@ func (s *Store) PurgePayloads(ctx context.Context, now time.Time, dryRun bool) (
 		cursorAt, cursorID = last.UpdatedAt, last.ID
 		var due []purgeCandidate
 		for _, c := range cands {
-			if r := s.cfg.RetentionFor(c.Destination, c.Action); r > 0 && !c.UpdatedAt.After(now.Add(-r)) && !review.IsCompensation(c.Action) {
+			if r := s.cfg.RetentionFor(c.Destination, c.Action); r > 0 && !c.UpdatedAt.After(now.Add(-r)) {
 				due = append(due, c)
 			}
 		}
@@ -160,6 +165,35 @@ func (s *Store) shortestRetention() time.Duration {
 		}
 	}
 	return best
+}
+
+// purgeFilter keeps the scan off the actions never purged: with a default
+// retention, those whose own retention is 0 (forever); without one, all
+// but those whose own retention is set. (Actions kept longer than the
+// shortest retention are still read, and skipped in Go.)
+func (s *Store) purgeFilter() (string, []any) {
+	var keep, purge []any
+	for dn, d := range s.cfg.Destinations {
+		for an, ac := range d.Actions {
+			switch {
+			case ac.Retention == nil:
+			case *ac.Retention == 0:
+				keep = append(keep, dn, an)
+			default:
+				purge = append(purge, dn, an)
+			}
+		}
+	}
+	pairs := func(args []any) string {
+		return strings.TrimSuffix(strings.Repeat("(o.destination = ? AND o.action = ?) OR ", len(args)/2), " OR ")
+	}
+	switch {
+	case s.cfg.PayloadRetention > 0 && len(keep) > 0:
+		return " AND NOT (" + pairs(keep) + ")", keep
+	case s.cfg.PayloadRetention <= 0:
+		return " AND (" + pairs(purge) + ")", purge // shortestRetention > 0: purge is not empty
+	}
+	return "", nil
 }
 
 // errDryRun rolls a dry run's transaction back.

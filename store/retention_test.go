@@ -222,3 +222,31 @@ func TestRetentionFor(t *testing.T) {
 		t.Errorf("no configuration: %s, want 0 (forever)", got)
 	}
 }
+
+// TestPurgeOnlyWhereRetentionIsSet: without a default, only the actions
+// whose policy sets a retention are purged, and never a compensation.
+func TestPurgeOnlyWhereRetentionIsSet(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		cfg := retentionConfig()
+		cfg.PayloadRetention = 0
+		b := setup(t, e, cfg)
+		short := b.confirmed(t, "short", "short", "")
+		other := b.confirmed(t, "other", "svc", "")
+		keep := b.confirmed(t, "keep", "keep", "")
+		b.clk.Advance(365 * 24 * time.Hour)
+		rep, err := b.s.PurgePayloads(b.ctx, b.clk.Now(), false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.Operations != 1 || rep.IDs[0] != short.ID {
+			t.Errorf("purged %+v, want only %s", rep, short.ID)
+		}
+		for _, op := range []*review.Operation{other, keep} {
+			if b.get(t, op).PayloadPurgedAt != nil {
+				t.Errorf("%s was purged without a retention", op.SourceRef)
+			}
+		}
+		assertSealed(t, b.s)
+	})
+}
