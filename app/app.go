@@ -43,11 +43,12 @@ const (
 
 // The background loops, by name. Every App runs all of them.
 const (
-	LoopReconcile = "reconcile"   // probes ambiguous operations, watches confirm windows
-	LoopOutbox    = "outbox"      // delivers outgoing webhooks
-	LoopUndo      = "undo"        // runs compensations through destinations' undo calls
-	LoopSweep     = "lease-sweep" // closes expired attempts, expires deadlines
-	LoopSeal      = "audit-seal"  // chains, signs and anchors the audit trail
+	LoopReconcile = "reconcile"     // probes ambiguous operations, watches confirm windows
+	LoopOutbox    = "outbox"        // delivers outgoing webhooks
+	LoopUndo      = "undo"          // runs compensations through destinations' undo calls
+	LoopSweep     = "lease-sweep"   // closes expired attempts, expires deadlines
+	LoopSeal      = "audit-seal"    // chains, signs and anchors the audit trail
+	LoopPurge     = "payload-purge" // empties payloads past their retention (purge_every)
 )
 
 // Config is everything one Limbo needs; cmd/limbo fills it from flags.
@@ -197,7 +198,30 @@ func (a *App) loops() []struct {
 		{LoopUndo, func(ctx context.Context) { a.undo.Run(ctx, UndoEvery) }},
 		{LoopSweep, every(LoopSweep, SweepEvery, a.sweep)},
 		{LoopSeal, every(LoopSeal, SealEvery, a.seal)},
+		{LoopPurge, every(LoopPurge, a.purgeEvery(), a.purge)},
 	}
+}
+
+// purgeEvery is the configuration's purge_every, or the default.
+func (a *App) purgeEvery() time.Duration {
+	if d := a.cfg.Destinations.PurgeEvery; d > 0 {
+		return d
+	}
+	return review.DefaultPurgeEvery
+}
+
+// purge empties the payloads past their retention (a no-op when the
+// configuration sets none).
+func (a *App) purge(ctx context.Context) error {
+	rep, err := a.Store.PurgePayloads(ctx, a.Store.Now(), false)
+	if err != nil {
+		return err
+	}
+	if rep.Operations > 0 {
+		a.log.Info("payload purge round", "operations", rep.Operations, "rejected_payloads", rep.RejectedPayloads,
+			"evidence", rep.Evidence, "outputs", rep.Outputs)
+	}
+	return nil
 }
 
 // sweep closes expired attempts, expires deadlines and ends the

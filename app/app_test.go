@@ -15,6 +15,7 @@ import (
 	"github.com/limbo-dev/limbo/app"
 	"github.com/limbo-dev/limbo/auditkey"
 	"github.com/limbo-dev/limbo/internal/testlog"
+	"github.com/limbo-dev/limbo/review"
 	"github.com/limbo-dev/limbo/store"
 	"github.com/limbo-dev/limbo/store/storetest"
 )
@@ -32,7 +33,7 @@ func TestAppRunsEveryLoop(t *testing.T) {
 	}
 	defer a.Close()
 	a.Start(ctx)
-	want := []string{app.LoopReconcile, app.LoopOutbox, app.LoopUndo, app.LoopSweep, app.LoopSeal}
+	want := []string{app.LoopReconcile, app.LoopOutbox, app.LoopUndo, app.LoopSweep, app.LoopSeal, app.LoopPurge}
 	if got := a.Loops(); !slices.Equal(got, want) {
 		t.Fatalf("loops %v, want %v", got, want)
 	}
@@ -103,5 +104,58 @@ func TestMetricsLeaderPassesOnClose(t *testing.T) {
 	}
 	if !leads(b) {
 		t.Fatal("the other app did not take over when the leader shut down")
+	}
+}
+
+// TestAppPurgesPayloads: the payload-purge loop empties, by itself, the
+// payload of an operation terminal for longer than payload_retention, at
+// the configuration's purge_every; one still within it is kept.
+func TestAppPurgesPayloads(t *testing.T) {
+	ctx := context.Background()
+	cfg := &review.Config{PayloadRetention: time.Hour, PurgeEvery: time.Second}
+	a, err := app.New(ctx, app.Config{DB: "sqlite:" + filepath.Join(t.TempDir(), "limbo.db"), Addr: "127.0.0.1:0",
+		AuditKey: auditkey.New(), Destinations: cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	confirm := func(ref string) *review.Operation {
+		op, _, err := a.Store.Register(ctx, review.Registration{Tenant: "acme", SourceRef: ref, LogicalVersion: "1", Action: "render",
+			Destination: "files", Risk: review.RiskIdempotentWrite, Payload: []byte(`{"email":"ada@example.com"}`), Actor: "test"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := a.Store.StartAttempt(ctx, store.AttemptRequest{Tenant: "acme", OperationID: op.ID, Actor: "test"}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := a.Store.RecordOutcome(ctx, "acme", op.ID, 1, review.Outcome{Result: review.ResultSuccess, Phase: review.PhaseAfterSend,
+			HTTPStatus: 201, Resource: &review.ResourceRef{Ref: "f-" + ref}}, "test"); err != nil {
+			t.Fatal(err)
+		}
+		return op
+	}
+	old, recent := confirm("old"), confirm("recent")
+	if _, err := a.Store.DB().Exec(`UPDATE operations SET updated_at = ? WHERE id = ?`,
+		time.Now().UTC().Add(-2*time.Hour).Truncate(time.Microsecond), old.ID); err != nil {
+		t.Fatal(err)
+	}
+	a.Start(ctx)
+	var got *review.Operation
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		if got, err = a.Store.GetOperation(ctx, "acme", old.ID, ""); err != nil {
+			t.Fatal(err)
+		}
+		if got.PayloadPurgedAt != nil {
+			break
+		}
+	}
+	if got.PayloadPurgedAt == nil || got.Payload != nil {
+		t.Fatalf("the loop did not purge an operation terminal for 2h under a 1h retention: %+v", got)
+	}
+	if err := a.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := a.Store.GetOperation(ctx, "acme", recent.ID, ""); err != nil || r.PayloadPurgedAt != nil {
+		t.Errorf("an operation confirmed just now was purged: %v, %v", r, err)
 	}
 }

@@ -162,7 +162,7 @@ func TestChaosAttacksLimbo(t *testing.T) {
 			if sum.ProbeAnswersFaulted == 0 {
 				t.Errorf("none of %d probe answers was faulted", sum.ProbeAnswers)
 			}
-			if !slices.Equal(sum.Loops, []string{app.LoopReconcile, app.LoopOutbox, app.LoopUndo, app.LoopSweep, app.LoopSeal}) {
+			if !slices.Equal(sum.Loops, []string{app.LoopReconcile, app.LoopOutbox, app.LoopUndo, app.LoopSweep, app.LoopSeal, app.LoopPurge}) {
 				t.Errorf("the child server ran the loops %v", sum.Loops)
 			}
 			if t.Failed() {

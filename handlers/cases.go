@@ -54,7 +54,7 @@ func (h *Handlers) caseViewRevealed(c echo.Context, id string, reveal bool) (*we
 	fields := h.redactFields(op)
 	v := &web.CaseView{Nav: nav(c), OperationDetail: detail, Case: cs, Decisions: ds, Me: s.User.Email, Now: h.Store.Now(),
 		UndoByLimbo: h.Store.Config().Destination(op.Destination).Undo != nil, UndoRunning: running}
-	if slices.Contains(cs.Reasons, review.ReasonPayloadMismatch) {
+	if slices.Contains(cs.Reasons, review.ReasonPayloadMismatch) && op.PayloadPurgedAt == nil {
 		rejected, err := h.Store.RejectedPayloads(ctx, cs.ID)
 		if err != nil {
 			return nil, err

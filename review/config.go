@@ -52,6 +52,13 @@ type Config struct {
 	// RedactFields are payload members shown redacted on case pages until
 	// a person asks (audited) to reveal them: card numbers, emails, …
 	RedactFields []string `yaml:"redact_fields"`
+	// PayloadRetention is how long an operation's payload is kept once the
+	// operation is terminal (0 or absent: for as long as the ledger); an
+	// action's retention wins over it. See RetentionFor.
+	PayloadRetention time.Duration `yaml:"payload_retention"`
+	// PurgeEvery is how often serve's payload-purge loop runs (default
+	// DefaultPurgeEvery).
+	PurgeEvery time.Duration `yaml:"purge_every"`
 	// Webhooks configures the decision webhooks Limbo sends.
 	Webhooks Webhooks `yaml:"webhooks"`
 	// Audit configures the audit trail's signing key, anchor directory and
@@ -84,6 +91,24 @@ type AuditConfig struct {
 	AnchorDir string `yaml:"anchor_dir"`
 	// SealMax: a checkpoint at least this often, even when idle.
 	SealMax time.Duration `yaml:"seal_max"`
+}
+
+// DefaultPurgeEvery is how often the payload purge runs when purge_every
+// does not say.
+const DefaultPurgeEvery = time.Hour
+
+// RetentionFor is how long the payload of an operation of action at
+// destination is kept once the operation is terminal: the action's
+// retention when its policy states one (0: forever), else the top-level
+// payload_retention (0 or absent: forever). Zero means never purged.
+func (c *Config) RetentionFor(destination, action string) time.Duration {
+	if c == nil {
+		return 0
+	}
+	if ac, ok := c.Destinations[destination].Actions[action]; ok && ac.Retention != nil {
+		return *ac.Retention
+	}
+	return c.PayloadRetention
 }
 
 // MinSealMax is the shortest heartbeat interval: the sealer runs about once
@@ -423,6 +448,12 @@ func (c *Config) validate() error {
 	}
 	if c.RetryBudget.Floor < 0 || c.RetryBudget.Window < 0 {
 		return fmt.Errorf("%w: config: retry_budget.floor and retry_budget.window must not be negative", ErrInvalid)
+	}
+	if c.PayloadRetention < 0 || c.PurgeEvery < 0 {
+		return fmt.Errorf("%w: config: payload_retention and purge_every must not be negative", ErrInvalid)
+	}
+	if c.PurgeEvery != 0 && c.PurgeEvery < time.Second {
+		return fmt.Errorf("%w: config: purge_every must be at least 1s", ErrInvalid)
 	}
 	if c.Audit.SealMax != 0 && c.Audit.SealMax < MinSealMax {
 		return fmt.Errorf("%w: config: audit.seal_max must be at least %s", ErrInvalid, MinSealMax)

@@ -119,9 +119,11 @@ func checkText(name, v string) error {
 // registration under the same key (empty when it is the same intention).
 // With a key recipe (keyFields), payloads that agree on those members are
 // the same intention; without one, the whole payload must be the same.
+// Once the stored payload is purged (payload retention) only its hash is
+// left, so the whole payload must be the same whatever the recipe.
 func (r *Registration) SameIntention(op *Operation, payloadHash string, keyFields []string) []string {
 	var diff []string
-	if len(keyFields) > 0 {
+	if len(keyFields) > 0 && op.PayloadPurgedAt == nil {
 		if !bytes.Equal(Intention(op.Payload, keyFields), Intention(r.Payload, keyFields)) {
 			diff = append(diff, "payload")
 		}

@@ -182,7 +182,10 @@ type Operation struct {
 	Key            string          `json:"key" db:"key"`
 	Payload        json.RawMessage `json:"payload"`
 	PayloadHash    string          `json:"payload_hash" db:"payload_hash"`
-	State          State           `json:"state" db:"state"`
+	// PayloadPurgedAt is when payload retention emptied Payload (nil while
+	// it is kept); the hash stays, so the same key still compares.
+	PayloadPurgedAt *time.Time `json:"payload_purged_at,omitempty"`
+	State           State      `json:"state" db:"state"`
 	// StateReason is the human-readable reason for the current state.
 	StateReason string    `json:"state_reason,omitempty" db:"state_reason"`
 	Deadline    time.Time `json:"deadline" db:"deadline"`

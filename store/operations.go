@@ -43,12 +43,13 @@ type opRow struct {
 	DetailVersion   int64           `db:"detail_version"`
 	CreatedAt       time.Time       `db:"created_at"`
 	UpdatedAt       time.Time       `db:"updated_at"`
+	PayloadPurgedAt sql.NullTime    `db:"payload_purged_at"`
 }
 
 const opColumns = `id, tenant, key, source_ref, logical_version, action, destination, risk, flags,
 payload, payload_hash, state, state_reason, deadline, max_attempts, cost_budget, cost_spent,
 attempt_count, next_attempt_at, first_attempt_at, resource_ref, resource_kind, resource_version,
-version, detail_version, created_at, updated_at`
+version, detail_version, created_at, updated_at, payload_purged_at`
 
 func (r *opRow) operation() *review.Operation {
 	op := &review.Operation{
@@ -59,6 +60,11 @@ func (r *opRow) operation() *review.Operation {
 		CostSpent: r.CostSpent, AttemptCount: r.AttemptCount, Version: r.Version,
 		CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(),
 		Attempts: []review.Attempt{}, Evidence: []review.Evidence{}, Jobs: []review.Job{},
+	}
+	if r.PayloadPurgedAt.Valid {
+		// Purged (store/retention.go): no bytes left; null in JSON, not "".
+		t := r.PayloadPurgedAt.Time.UTC()
+		op.Payload, op.PayloadPurgedAt = nil, &t
 	}
 	if r.Flags != "" {
 		for _, f := range strings.Split(r.Flags, ",") {

@@ -77,6 +77,8 @@ func AuditActionLabel(ctx context.Context, a string) string {
 		return T(ctx, "Approval request expired")
 	case "operation.dependency_failed":
 		return T(ctx, "Dependency failed")
+	case "operation.payload_purged":
+		return T(ctx, "Payload purged (retention)")
 	case "payload.revealed":
 		return T(ctx, "Payload revealed")
 	case "reconcile.settled":

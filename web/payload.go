@@ -7,6 +7,7 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/a-h/templ"
 
@@ -25,6 +26,9 @@ type PayloadView struct {
 	Hash, Key string
 	// Redacted: some member's value is hidden.
 	Redacted bool
+	// PurgedAt is when payload retention emptied the payload (nil: kept);
+	// the hash and key are all that is left to show.
+	PurgedAt *time.Time
 }
 
 // PayloadPart is a run of the canonical bytes, or (Redacted) the place of
@@ -42,6 +46,9 @@ type PayloadPart struct {
 // other byte is as hashed (canonical form depends only on the JSON value),
 // and the marker's place is where the hidden value stands.
 func NewPayloadView(op *review.Operation, redact []string) PayloadView {
+	if op.PayloadPurgedAt != nil {
+		return PayloadView{Hash: op.PayloadHash, Key: op.Key, PurgedAt: op.PayloadPurgedAt}
+	}
 	p := PayloadView{Hash: op.PayloadHash, Key: op.Key, Pretty: indented(review.Redact(op.Payload, redact))}
 	p.Parts = []PayloadPart{{Text: string(op.Payload)}}
 	if len(redact) == 0 {
