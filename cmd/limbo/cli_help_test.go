@@ -185,6 +185,9 @@ func TestServeJSONLogs(t *testing.T) {
 	if code := <-done; code != 0 {
 		t.Fatalf("serve: exit %d: %s", code, errb.String())
 	}
+	if storetest.HoldsSecret(errb.String()) {
+		t.Errorf("serve's log holds a secret:\n%s", errb.String())
+	}
 	found := false
 	sc := bufio.NewScanner(strings.NewReader(errb.String()))
 	for sc.Scan() {

@@ -24,6 +24,14 @@ func limbo(t *testing.T, args ...string) (int, string, string) {
 	t.Helper()
 	var out, errb bytes.Buffer
 	code := run(context.Background(), args, strings.NewReader(""), &out, &errb)
+	// stderr is where commands log: never a token, password or session id
+	// there (stdout carries what a command was asked for, such as the
+	// token `token create` prints).
+	for _, line := range strings.Split(errb.String(), "\n") {
+		if storetest.HoldsSecret(line, "correct horse battery") {
+			t.Errorf("limbo %s: stderr holds a secret: %q", strings.Join(args, " "), line)
+		}
+	}
 	return code, out.String(), errb.String()
 }
 

@@ -5,6 +5,7 @@ import (
 	"context"
 	"log/slog"
 	"regexp"
+	"strings"
 	"sync"
 )
 
@@ -62,19 +63,27 @@ func (s *LogSink) Handle(ctx context.Context, r slog.Record) error {
 	root.mu.Lock()
 	defer root.mu.Unlock()
 	root.lines++
-	for _, p := range secretPatterns {
-		if p.MatchString(line) {
-			root.violations = append(root.violations, line)
-			return nil
-		}
-	}
-	for _, pw := range root.passwords {
-		if bytes.Contains(buf.Bytes(), []byte(pw)) {
-			root.violations = append(root.violations, line)
-			return nil
-		}
+	if HoldsSecret(line, root.passwords...) {
+		root.violations = append(root.violations, line)
 	}
 	return nil
+}
+
+// HoldsSecret reports whether text (a log line, a command's stderr) holds
+// an API token, a bearer header, the session cookie, something shaped as
+// a session id or CSRF token, or one of passwords.
+func HoldsSecret(text string, passwords ...string) bool {
+	for _, p := range secretPatterns {
+		if p.MatchString(text) {
+			return true
+		}
+	}
+	for _, pw := range passwords {
+		if pw != "" && strings.Contains(text, pw) {
+			return true
+		}
+	}
+	return false
 }
 
 func (s *LogSink) WithAttrs(as []slog.Attr) slog.Handler {
