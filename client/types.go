@@ -126,22 +126,25 @@ type Operation struct {
 	Key            string          `json:"key"`
 	Payload        json.RawMessage `json:"payload"`
 	PayloadHash    string          `json:"payload_hash"`
-	State          State           `json:"state"`
-	StateReason    string          `json:"state_reason,omitempty"`
-	Deadline       time.Time       `json:"deadline"`
-	MaxAttempts    int             `json:"max_attempts"`
-	CostBudget     *float64        `json:"cost_budget,omitempty"`
-	CostSpent      float64         `json:"cost_spent"`
-	AttemptCount   int             `json:"attempt_count"`
-	NextAttemptAt  *time.Time      `json:"next_attempt_at,omitempty"`
-	Resource       *ResourceRef    `json:"resource,omitempty"`
-	After          *Dependency     `json:"after,omitempty"`
-	Version        int64           `json:"version"`
-	CreatedAt      time.Time       `json:"created_at"`
-	UpdatedAt      time.Time       `json:"updated_at"`
-	Attempts       []Attempt       `json:"attempts"`
-	Evidence       []EvidenceEntry `json:"evidence"`
-	Jobs           []Job           `json:"jobs"`
+	// PayloadPurgedAt is when payload retention emptied Payload (then
+	// null); nil while it is kept. The hash and key stay.
+	PayloadPurgedAt *time.Time      `json:"payload_purged_at,omitempty"`
+	State           State           `json:"state"`
+	StateReason     string          `json:"state_reason,omitempty"`
+	Deadline        time.Time       `json:"deadline"`
+	MaxAttempts     int             `json:"max_attempts"`
+	CostBudget      *float64        `json:"cost_budget,omitempty"`
+	CostSpent       float64         `json:"cost_spent"`
+	AttemptCount    int             `json:"attempt_count"`
+	NextAttemptAt   *time.Time      `json:"next_attempt_at,omitempty"`
+	Resource        *ResourceRef    `json:"resource,omitempty"`
+	After           *Dependency     `json:"after,omitempty"`
+	Version         int64           `json:"version"`
+	CreatedAt       time.Time       `json:"created_at"`
+	UpdatedAt       time.Time       `json:"updated_at"`
+	Attempts        []Attempt       `json:"attempts"`
+	Evidence        []EvidenceEntry `json:"evidence"`
+	Jobs            []Job           `json:"jobs"`
 }
 
 // HasFlag reports whether o carries f.

@@ -29,10 +29,10 @@ func NewLogSink(passwords ...string) *LogSink {
 }
 
 var secretPatterns = []*regexp.Regexp{
-	regexp.MustCompile(`limbo_[0-9a-f]{64}`),                                    // an API token
-	regexp.MustCompile(`(?i)bearer [A-Za-z0-9_.-]{8,}`),                         // an Authorization header
-	regexp.MustCompile(`limbo_session=`),                                        // the console's cookie
-	regexp.MustCompile(`(^|[^A-Za-z0-9_-])[A-Za-z0-9_-]{43}([^A-Za-z0-9_-]|$)`), // a session id or CSRF token (32 random bytes, base64url)
+	regexp.MustCompile(`limbo_[0-9a-f]{64}`),                                         // an API token
+	regexp.MustCompile(`(?i)bearer [A-Za-z0-9_.-]{8,}`),                              // an Authorization header
+	regexp.MustCompile(`limbo_session=`),                                             // the console's cookie
+	regexp.MustCompile(`(^|[^A-Za-z0-9_+/-])[A-Za-z0-9_-]{43}([^A-Za-z0-9_+/=-]|$)`), // a session id or CSRF token (32 random bytes, unpadded base64url; a padded key is a public key)
 }
 
 func (s *LogSink) root() *LogSink {
