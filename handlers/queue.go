@@ -83,13 +83,7 @@ func (h *Handlers) queueView(c echo.Context) (*web.QueueView, error) {
 // open the queue on what they can act on) and off for the others, whose
 // decidable cases would be none.
 func decidable(param string, canDecide bool) bool {
-	switch param {
-	case "1":
-		return canDecide
-	case "0":
-		return false
-	}
-	return canDecide
+	return canDecide && param != "0"
 }
 
 // queueFilter turns the queue form into the store's filter, within the

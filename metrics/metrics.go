@@ -158,20 +158,21 @@ func (m *Metrics) Handler() http.Handler {
 func (m *Metrics) Middleware(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		start := time.Now()
-		err := next(c)
+		if err := next(c); err != nil {
+			// Answered here, so the status timed is the one sent: a
+			// problem+json or a console error page is not an *echo.HTTPError.
+			c.Error(err)
+		}
 		if strings.HasPrefix(c.Response().Header().Get(echo.HeaderContentType), "text/event-stream") {
-			return err
+			return nil
 		}
 		status := c.Response().Status
-		if he, ok := err.(*echo.HTTPError); ok {
-			status = he.Code
-		}
 		route := c.Path()
 		if route == "" {
 			route = "unmatched"
 		}
 		m.HTTPSeconds.WithLabelValues(route, c.Request().Method, strconv.Itoa(status/100)+"xx").Observe(time.Since(start).Seconds())
-		return err
+		return nil
 	}
 }
 

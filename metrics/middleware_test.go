@@ -1,6 +1,8 @@
 package metrics_test
 
 import (
+	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -20,31 +22,35 @@ func TestMiddlewareSkipsStreams(t *testing.T) {
 	e := echo.New()
 	e.Use(m.Middleware)
 	e.GET("/page", func(c echo.Context) error { return c.String(http.StatusOK, "ok") })
+	e.GET("/refused", func(c echo.Context) error { return errors.New("a handler's own error, answered 500") })
 	e.GET("/events", func(c echo.Context) error {
 		c.Response().Header().Set(echo.HeaderContentType, "text/event-stream")
 		return c.String(http.StatusOK, "data: x\n\n")
 	})
-	for _, p := range []string{"/page", "/events"} {
+	for _, p := range []string{"/page", "/refused", "/events"} {
 		e.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, p, nil))
 	}
 	families, err := m.Registry.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
-	var routes []string
+	var routes, codes []string
 	for _, f := range families {
 		if f.GetName() != "limbo_http_request_duration_seconds" {
 			continue
 		}
 		for _, s := range f.GetMetric() {
 			for _, l := range s.GetLabel() {
-				if l.GetName() == "route" {
+				switch l.GetName() {
+				case "route":
 					routes = append(routes, l.GetValue())
+				case "code":
+					codes = append(codes, l.GetValue())
 				}
 			}
 		}
 	}
-	if len(routes) != 1 || routes[0] != "/page" {
-		t.Fatalf("latency series for %v, want only /page (not the stream)", routes)
+	if fmt.Sprint(routes, codes) != "[/page /refused] [2xx 5xx]" {
+		t.Fatalf("latency series for %v %v, want /page 2xx and /refused 5xx (the status sent), not the stream", routes, codes)
 	}
 }
