@@ -203,6 +203,41 @@ func fresh(t testing.TB, engine store.Engine) (string, func()) {
 	return "", func() {}
 }
 
+// PostgresDatabase creates a whole PostgreSQL database of its own, with
+// nothing in it (no pg_trgm), for a test of what happens database-wide;
+// it is dropped when the test ends. URL's shared database is quicker for
+// everything else. The test is skipped where PostgreSQL is not available
+// (and fails where it is required).
+func PostgresDatabase(t testing.TB) string {
+	t.Helper()
+	if !pgAvailable(t) {
+		t.Skip("PostgreSQL unavailable")
+	}
+	var b [6]byte
+	rand.Read(b[:])
+	name := "limbo_fresh_" + hex.EncodeToString(b[:])
+	db, err := admin(adminURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = db.Exec(`CREATE DATABASE ` + name)
+	db.Close()
+	if err != nil {
+		t.Fatalf("storetest: create database: %v", err)
+	}
+	t.Cleanup(func() {
+		db, err := admin(adminURL())
+		if err != nil {
+			return
+		}
+		defer db.Close()
+		db.Exec(`DROP DATABASE IF EXISTS ` + name + ` WITH (FORCE)`)
+	})
+	u, _ := url.Parse(adminURL())
+	u.Path = "/" + name
+	return u.String()
+}
+
 // AuditKey signs the audit checkpoints of test stores: one fixed key, so
 // several stores opened on one test database seal the same chain. Open
 // uses it when opt.AuditKey is nil; a store opened with store.Open needs it
