@@ -35,6 +35,7 @@ import (
 
 const Usage = `Usage: limbo bench [--db URL] [--duration D] [--concurrency N] [--rounds R]
                    [--queue-ops N] [--open-cases M] [--reconcile-ops K] [--keep]
+                   [--targets URL,URL…]
 
 Measures Limbo on this machine and prints one JSON object:
   cycle_per_s, call_p50_ms, call_p99_ms   register → attempt → outcome through
@@ -57,6 +58,16 @@ Measures Limbo on this machine and prints one JSON object:
       sandbox with 50 ms per call;
   rss_mb              the process's peak resident memory.
 
+--targets URL,…: time only the attempt cycle, through Limbo instances
+started separately (limbo serve) on the database --db names, which bench
+opens to create its token and to check afterwards that every cycle it
+counted is confirmed in the ledger. The clients are spread round-robin over
+the instances; targets has each one's cycles and CPU per cycle (read from its
+/metrics), instances_cpu_ms_per_cycle all of them together, cpu_ms_per_cycle
+the clients', db_cpu_ms_per_cycle the database server's, wal_bytes_per_cycle
+PostgreSQL's write-ahead log. docs/scaling.md
+was measured this way (tools/scaling/run.sh).
+
 --db: default a fresh SQLite file in a temporary directory. A postgres://
 URL without search_path gets a fresh schema, dropped afterwards; with
 search_path, that schema is used and must hold no operations. LIMBO_DB is
@@ -78,6 +89,9 @@ type Options struct {
 	ReconcileOps  int
 	ProbeDelay    time.Duration
 	Keep          bool
+	// Targets, when set, are Limbo instances started separately on DB:
+	// only the API cycle is timed, through them (targets.go).
+	Targets []string
 	// DBMaxConns bounds the server's database pool (0: the store's default).
 	DBMaxConns int
 	// HTTPClient is the API clients' kind: clientLean (the default) or
@@ -105,6 +119,11 @@ func (o *Options) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.CPUProfile, "cpuprofile", "", "write a CPU profile of the first timed API run to this file (go tool pprof)")
 	fs.StringVar(&o.HTTPClient, "http-client", clientLean, "the API clients: lean (HTTP/1.1 by the calling goroutine) or net/http (net/http.Client)")
 	fs.IntVar(&o.DBMaxConns, "db-max-conns", 0, "most database connections Limbo opens (0: 32 on PostgreSQL, 8 on SQLite)")
+	fs.Func("targets", "comma-separated base URLs of Limbo instances started separately on --db (limbo serve): time only the attempt cycle, its clients spread round-robin over them", func(v string) error {
+		t, err := parseTargets(v)
+		o.Targets = t
+		return err
+	})
 	fs.BoolVar(&o.Keep, "keep", false, "keep the database (the temporary SQLite file, or the fresh PostgreSQL schema)")
 }
 
@@ -193,6 +212,14 @@ type Report struct {
 	ReconcileProbeConcurrency int      `json:"reconcile_probe_concurrency,omitempty"`
 	SandboxDelayMs            float64  `json:"sandbox_delay_ms,omitempty"`
 
+	// With --targets: each instance's share, and the CPU time of every
+	// instance together per cycle (cpu_ms_per_cycle is then the clients').
+	Targets                []TargetReport `json:"targets,omitempty"`
+	InstancesCPUMsPerCycle *float64       `json:"instances_cpu_ms_per_cycle,omitempty"`
+	// WALBytesPerCycle is PostgreSQL's write-ahead log per cycle (with
+	// --targets; other clients of the server count too).
+	WALBytesPerCycle *float64 `json:"wal_bytes_per_cycle,omitempty"`
+
 	RSSMb float64 `json:"rss_mb"`
 
 	GoVersion  string `json:"go_version"`
@@ -235,6 +262,9 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}
 	if err := o.validate(); err != nil {
 		return nil, err
+	}
+	if len(o.Targets) > 0 {
+		return runTargets(ctx, o, began)
 	}
 	dbURL, cleanup, err := benchDatabase(ctx, o.DB, o.Keep, o.Stderr)
 	if err != nil {

@@ -14,6 +14,9 @@ import (
 
 	"github.com/jmoiron/sqlx"
 
+	"github.com/limbo-dev/limbo/app"
+	"github.com/limbo-dev/limbo/auditkey"
+
 	"github.com/limbo-dev/limbo/store"
 	"github.com/limbo-dev/limbo/store/storetest"
 )
@@ -317,4 +320,71 @@ func benchCLI(t *testing.T, args ...string) (int, string, string) {
 		t.Fatal(err)
 	}
 	return 0, string(out), ""
+}
+
+// TestBenchTargets runs the attempt cycle through instances started apart
+// from bench — two on PostgreSQL, one on SQLite (one process per file) —
+// and checks the clients were spread over them, each counted cycle is a
+// confirmed operation (runTargets fails otherwise) and the CPU figures are
+// there. Twice on one database: a run's keys never meet an earlier run's.
+func TestBenchTargets(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		ctx := context.Background()
+		db := storetest.URL(t, e)
+		n := 2
+		if e == store.SQLite {
+			n = 1
+		}
+		key := auditkey.New()
+		var targets []string
+		for i := range n {
+			a, err := app.New(ctx, app.Config{DB: db, MaxConns: 4, Addr: "127.0.0.1:0", AuditKey: key, Owner: fmt.Sprintf("limbo-bench-test/%d", i)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			a.Start(ctx)
+			t.Cleanup(func() { a.Close() })
+			targets = append(targets, a.URL)
+		}
+		for run := range 2 {
+			args := []string{"--db", db, "--targets", strings.Join(targets, ","), "--duration", "200ms", "--warmup", "50ms",
+				"--concurrency", "4", "--rounds", "2"}
+			code, out, errOut := benchCLI(t, args...)
+			if code != 0 {
+				t.Fatalf("run %d: bench --targets: %d\n%s", run, code, errOut)
+			}
+			var rep Report
+			if err := json.Unmarshal([]byte(out), &rep); err != nil {
+				t.Fatal(err)
+			}
+			if rep.CyclePerS <= 0 || rep.CallP99Ms <= 0 || len(rep.CycleRounds) != 2 || rep.InstancesCPUMsPerCycle == nil || *rep.InstancesCPUMsPerCycle <= 0 {
+				t.Errorf("run %d: cycle_per_s %v, p99 %v, rounds %v, instances' CPU %v", run, rep.CyclePerS, rep.CallP99Ms, rep.CycleRounds, rep.InstancesCPUMsPerCycle)
+			}
+			if len(rep.Targets) != n {
+				t.Fatalf("run %d: %d targets reported, want %d", run, len(rep.Targets), n)
+			}
+			for _, tr := range rep.Targets {
+				if tr.Cycles < 1 || tr.CPUMsPerCycle == nil {
+					t.Errorf("run %d: %s served %d cycles, CPU %v: want its share of the clients and its CPU", run, tr.URL, tr.Cycles, tr.CPUMsPerCycle)
+				}
+			}
+			if got := rep.WALBytesPerCycle != nil; got != (e == store.Postgres) {
+				t.Errorf("run %d: wal_bytes_per_cycle %v on %s", run, rep.WALBytesPerCycle, e)
+			}
+		}
+	})
+}
+
+func TestBenchTargetsRefused(t *testing.T) {
+	for _, c := range []struct{ args, want string }{
+		{"--targets http://127.0.0.1:1", "needs --db"},
+		{"--targets https://127.0.0.1:1 --db sqlite:x.db", "is not an http://host:port base URL"},
+		{"--targets http://127.0.0.1:1/api --db sqlite:x.db", "is not an http://host:port base URL"},
+		{"--targets http://127.0.0.1:1,http://127.0.0.1:1/ --db sqlite:x.db", "named twice"},
+		{"--targets , --db sqlite:x.db", "names no instance"},
+	} {
+		if code, _, errOut := benchCLI(t, strings.Fields(c.args)...); code != 2 || !strings.Contains(errOut, c.want) {
+			t.Errorf("%s: %d %q, want %q", c.args, code, errOut, c.want)
+		}
+	}
 }

@@ -5,6 +5,7 @@ package bench
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -266,6 +267,9 @@ func runCycles(ctx context.Context, d time.Duration, n int, seq *atomic.Int64, n
 type apiClient struct {
 	http  httpDoer
 	token string
+	// refs prefixes the source refs of the operations it registers
+	// (default "bench").
+	refs string
 }
 
 func newAPIClient(kind, base, token string) (*apiClient, error) {
@@ -279,7 +283,7 @@ func newAPIClient(kind, base, token string) (*apiClient, error) {
 // cycle registers operation i, takes an attempt and reports its success,
 // as an integration does (the bodies handlers/bench_test.go sends).
 func (c *apiClient) cycle(ctx context.Context, i int64, rec func(time.Duration)) error {
-	ref := fmt.Sprintf("bench/%d", i)
+	ref := fmt.Sprintf("%s/%d", cmp.Or(c.refs, "bench"), i)
 	var op struct {
 		ID string `json:"id"`
 	}
