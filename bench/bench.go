@@ -62,8 +62,8 @@ Measures Limbo on this machine and prints one JSON object:
 started separately (limbo serve) on the database --db names, which bench
 opens to create its token and to check afterwards that every cycle it
 counted is confirmed in the ledger. The clients are spread round-robin over
-the instances; targets has each one's cycles and CPU per cycle (read from its
-/metrics), instances_cpu_ms_per_cycle all of them together, cpu_ms_per_cycle
+the instances; targets has each one's cycles, CPU per cycle and calls per
+group commit (read from its /metrics), instances_cpu_ms_per_cycle all of them together, cpu_ms_per_cycle
 the clients', db_cpu_ms_per_cycle the database server's, wal_bytes_per_cycle
 PostgreSQL's write-ahead log. docs/scaling.md
 was measured this way (tools/scaling/run.sh).

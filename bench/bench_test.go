@@ -368,6 +368,11 @@ func TestBenchTargets(t *testing.T) {
 					t.Errorf("run %d: %s served %d cycles, CPU %v: want its share of the clients and its CPU", run, tr.URL, tr.Cycles, tr.CPUMsPerCycle)
 				}
 			}
+			for _, tr := range rep.Targets {
+				if got := tr.FastPathCallsPerBatch != nil && *tr.FastPathCallsPerBatch >= 1; got != (e == store.Postgres) {
+					t.Errorf("run %d: %s: fast_path_calls_per_batch %v on %s", run, tr.URL, tr.FastPathCallsPerBatch, e)
+				}
+			}
 			if got := rep.WALBytesPerCycle != nil; got != (e == store.Postgres) {
 				t.Errorf("run %d: wal_bytes_per_cycle %v on %s", run, rep.WALBytesPerCycle, e)
 			}

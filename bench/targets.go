@@ -36,6 +36,11 @@ type TargetReport struct {
 	// per cycle it served, median over rounds; absent when its /metrics
 	// does not say.
 	CPUMsPerCycle *float64 `json:"cpu_ms_per_cycle,omitempty"`
+	// FastPathCallsPerBatch is how many calls shared one round trip and
+	// commit in the instance's group commit (its limbo_store_fast_batch_*
+	// counters; PostgreSQL only), median over rounds. Group commit is per
+	// instance: clients spread over more instances make smaller batches.
+	FastPathCallsPerBatch *float64 `json:"fast_path_calls_per_batch,omitempty"`
 }
 
 const (
@@ -132,10 +137,11 @@ func runTargets(ctx context.Context, o Options, began time.Time) (*Report, error
 	}
 	var walPerCycle []float64
 	var runs []benchRun
-	instCPU := make([][]float64, len(o.Targets)) // per target, ms per cycle, per round
-	var allCPU []float64                         // every instance together, ms per cycle, per round
+	instCPU := make([][]float64, len(o.Targets))  // per target, ms per cycle, per round
+	perBatch := make([][]float64, len(o.Targets)) // per target, fast-path calls per batch, per round
+	var allCPU []float64                          // every instance together, ms per cycle, per round
 	for r := range o.Rounds {
-		cpu0 := instancesCPU(ctx, o.Targets)
+		m0 := scrape(ctx, o.Targets)
 		n0, wal0 := counts(served), wal()
 		res, err := runCycles(ctx, o.Duration, o.Concurrency, &seq, newWorker, dbCPU)
 		if err != nil {
@@ -144,17 +150,20 @@ func runTargets(ctx context.Context, o Options, began time.Time) (*Report, error
 		if wal1 := wal(); wal0 >= 0 && wal1 >= wal0 && res.cycles > 0 {
 			walPerCycle = append(walPerCycle, float64(wal1-wal0)/float64(res.cycles))
 		}
-		cpu1, n1 := instancesCPU(ctx, o.Targets), counts(served)
+		m1, n1 := scrape(ctx, o.Targets), counts(served)
 		var sum time.Duration
 		known := true
 		for k := range o.Targets {
-			if cpu0[k] < 0 || cpu1[k] < 0 {
+			if b := m1[k].batches - m0[k].batches; b > 0 {
+				perBatch[k] = append(perBatch[k], (m1[k].batchCalls-m0[k].batchCalls)/b)
+			}
+			if m0[k].cpu < 0 || m1[k].cpu < 0 {
 				known = false
 				continue
 			}
-			sum += cpu1[k] - cpu0[k]
+			sum += m1[k].cpu - m0[k].cpu
 			if d := n1[k] - n0[k]; d > 0 {
-				instCPU[k] = append(instCPU[k], float64((cpu1[k]-cpu0[k]).Microseconds())/1000/float64(d))
+				instCPU[k] = append(instCPU[k], float64((m1[k].cpu-m0[k].cpu).Microseconds())/1000/float64(d))
 			}
 		}
 		if known && res.cycles > 0 {
@@ -192,6 +201,9 @@ func runTargets(ctx context.Context, o Options, began time.Time) (*Report, error
 		tr := TargetReport{URL: t, Cycles: served[k].Load()}
 		if len(instCPU[k]) > 0 {
 			tr.CPUMsPerCycle = ptr(round(median(instCPU[k]), 3))
+		}
+		if len(perBatch[k]) > 0 {
+			tr.FastPathCallsPerBatch = ptr(round(median(perBatch[k]), 2))
 		}
 		rep.Targets = append(rep.Targets, tr)
 	}
@@ -248,12 +260,17 @@ func ready(ctx context.Context, base string) error {
 	}
 }
 
-// instancesCPU reads each instance's process_cpu_seconds_total from its
-// /metrics; -1 where it cannot be read.
-func instancesCPU(ctx context.Context, targets []string) []time.Duration {
-	out := make([]time.Duration, len(targets))
+// instanceMetrics is what bench reads from an instance's /metrics.
+type instanceMetrics struct {
+	cpu                 time.Duration // process_cpu_seconds_total; -1 when unread
+	batches, batchCalls float64       // limbo_store_fast_batches_total, limbo_store_fast_batch_calls_total
+}
+
+// scrape reads each instance's /metrics.
+func scrape(ctx context.Context, targets []string) []instanceMetrics {
+	out := make([]instanceMetrics, len(targets))
 	for k, t := range targets {
-		out[k] = -1
+		out[k].cpu = -1
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, t+"/metrics", nil)
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
@@ -262,11 +279,21 @@ func instancesCPU(ctx context.Context, targets []string) []time.Duration {
 		sc := bufio.NewScanner(resp.Body)
 		sc.Buffer(make([]byte, 64<<10), 1<<20)
 		for sc.Scan() {
-			if v, ok := strings.CutPrefix(sc.Text(), "process_cpu_seconds_total "); ok {
-				if s, err := strconv.ParseFloat(strings.TrimSpace(v), 64); err == nil {
-					out[k] = time.Duration(s * float64(time.Second))
-				}
-				break
+			name, v, ok := strings.Cut(sc.Text(), " ")
+			if !ok {
+				continue
+			}
+			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			if err != nil {
+				continue
+			}
+			switch name {
+			case "process_cpu_seconds_total":
+				out[k].cpu = time.Duration(f * float64(time.Second))
+			case "limbo_store_fast_batches_total":
+				out[k].batches = f
+			case "limbo_store_fast_batch_calls_total":
+				out[k].batchCalls = f
 			}
 		}
 		resp.Body.Close()

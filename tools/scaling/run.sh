@@ -7,7 +7,8 @@
 #   tools/scaling/run.sh [postgres://…]     (default: the local test server)
 #
 # Environment: INSTANCES ("1 2 4"), CONCURRENCY ("16 64"), DURATION (10s),
-# ROUNDS (3), CONNS (per-instance --db-max-conns, default 20: four instances
+# ROUNDS (3), REFERENCE (0: no in-process reference run), CONFIG (a --config file for the instances, e.g. one that
+# limits the files destination's concurrency; default none), CONNS (per-instance --db-max-conns, default 20: four instances
 # then hold at most 80 of a stock max_connections = 100), OUT (a directory
 # for the JSON reports and the instances' logs; default a temporary one).
 set -euo pipefail
@@ -19,6 +20,7 @@ concurrency=${CONCURRENCY:-16 64}
 duration=${DURATION:-10s}
 rounds=${ROUNDS:-3}
 conns=${CONNS:-20}
+config=${CONFIG:-}
 out=${OUT:-$(mktemp -d /tmp/limbo-scaling-XXXXXX)}
 mkdir -p "$out"
 
@@ -38,12 +40,13 @@ trap cleanup EXIT
 
 echo "results in $out" >&2
 psql "$db" -Atc "SELECT 'postgres ' || current_setting('server_version') || ', max_connections ' || current_setting('max_connections') || ', shared_buffers ' || current_setting('shared_buffers') || ', synchronous_commit ' || current_setting('synchronous_commit') || ', other clients connected ' || (SELECT COUNT(*) - 1 FROM pg_stat_activity WHERE backend_type = 'client backend')" >&2
-# The reference: one in-process instance, as `limbo bench` runs it, same pool.
-for c in $concurrency; do
+# The reference: one in-process instance, as `limbo bench` runs it, same pool
+# (REFERENCE=0 skips it; it takes no CONFIG).
+for c in $( [ "${REFERENCE:-1}" = 0 ] || echo "$concurrency" ); do
 	echo "== in process, $c clients" >&2
 	"$out/limbo" bench --db "$db" --concurrency "$c" --duration "$duration" --rounds "$rounds" \
 		--db-max-conns "$conns" --reconcile-ops 0 >"$out/inprocess-$c.json"
-	python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print(f"in-process clients={r[\"concurrency\"]} cycle_per_s={r[\"cycle_per_s\"]} p99={r[\"call_p99_ms\"]}ms rounds={r[\"cycle_per_s_rounds\"]} floor_min={r[\"floor_min_per_s\"]} db_cpu={r.get(\"db_cpu_ms_per_cycle\")} batch={r.get(\"fast_path_calls_per_batch\")}")' "$out/inprocess-$c.json"
+	python3 tools/scaling/summary.py "$out/inprocess-$c.json"
 done
 for n in $instances; do
 	targets=()
@@ -51,7 +54,7 @@ for n in $instances; do
 	for i in $(seq 1 "$n"); do
 		port=$((18080 + i))
 		"$out/limbo" serve --addr "127.0.0.1:$port" --db "$url" --audit-key "$out/audit.key" \
-			--db-max-conns "$conns" --log-level warn 2>"$out/serve-$n-$i.log" &
+			--db-max-conns "$conns" --log-level warn ${config:+--config "$config"} 2>"$out/serve-$n-$i.log" &
 		pids+=($!)
 		targets+=("http://127.0.0.1:$port")
 	done
@@ -60,13 +63,7 @@ for n in $instances; do
 		echo "== $n instance(s), $c clients" >&2
 		"$out/limbo" bench --db "$url" --targets "$list" --concurrency "$c" \
 			--duration "$duration" --rounds "$rounds" >"$out/bench-$n-$c.json"
-		python3 - "$out/bench-$n-$c.json" <<'PY'
-import json, sys
-r = json.load(open(sys.argv[1]))
-print(f"instances={len(r['targets'])} clients={r['concurrency']} cycle_per_s={r['cycle_per_s']} "
-      f"p50={r['call_p50_ms']}ms p99={r['call_p99_ms']}ms rounds={r['cycle_per_s_rounds']} "
-      f"cpu_ms/cycle: instances={r.get('instances_cpu_ms_per_cycle')} db={r.get('db_cpu_ms_per_cycle')} clients={r['cpu_ms_per_cycle']}")
-PY
+		python3 tools/scaling/summary.py "$out/bench-$n-$c.json"
 	done
 	for p in "${pids[@]}"; do kill "$p"; done
 	wait "${pids[@]}" 2>/dev/null || true
