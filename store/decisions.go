@@ -398,6 +398,18 @@ const DecisionCursorPattern = `^[0-9]{1,19}-[0-9]{1,19}$`
 
 var decisionCursor = regexp.MustCompile(DecisionCursorPattern)
 
+const (
+	/* Store.Decisions (SQLite): seqs commit in order. */
+	selectDecisionsSQLite = `SELECT ` + decisionColumns + ` FROM decisions WHERE tenant = ? AND seq > ? ORDER BY seq LIMIT ?`
+	/* Store.Decisions (PostgreSQL): in commit order, up to the oldest
+	   transaction still running. The cursor is a row comparison on the
+	   index decisions_feed (migration 0035), so a page reads its own rows
+	   however deep in the feed it starts. */
+	selectDecisionsPostgres = `SELECT ` + decisionColumns + ` FROM decisions
+WHERE tenant = ? AND (txid, seq) > (?, ?) AND txid < pg_snapshot_xmin(pg_current_snapshot())::text::bigint
+ORDER BY txid, seq LIMIT ?`
+)
+
 // Decisions returns the tenant's decisions after cursor, in order. On
 // PostgreSQL only decisions of transactions older than every running one
 // are listed, ordered by transaction then sequence: a decision that
@@ -413,13 +425,9 @@ func (s *Store) Decisions(ctx context.Context, tenant, cursor string, limit int)
 			return nil, "", fmt.Errorf("%w: field \"cursor\": not a cursor this server issued", review.ErrInvalid)
 		}
 	}
-	q := `SELECT ` + decisionColumns + ` FROM decisions WHERE tenant = ? AND seq > ? ORDER BY seq LIMIT ?`
-	args := []any{tenant, afterSeq, limit}
+	q, args := selectDecisionsSQLite, []any{tenant, afterSeq, limit}
 	if s.engine == Postgres {
-		q = `SELECT ` + decisionColumns + ` FROM decisions
-WHERE tenant = ? AND (txid > ? OR (txid = ? AND seq > ?)) AND txid < pg_snapshot_xmin(pg_current_snapshot())::text::bigint
-ORDER BY txid, seq LIMIT ?`
-		args = []any{tenant, afterTx, afterTx, afterSeq, limit}
+		q, args = selectDecisionsPostgres, []any{tenant, afterTx, afterSeq, limit}
 	}
 	var ds []Decision
 	if err := s.db.SelectContext(ctx, &ds, s.rebind(q), args...); err != nil {

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"time"
 
 	"github.com/jmoiron/sqlx"
 )
@@ -15,4 +16,14 @@ func InTx[T any](ctx context.Context, s *Store, fn func(tx *sqlx.Tx) (T, error))
 // published in a transaction that then rolls back.
 func CaseChangedForTest(ctx context.Context, s *Store, tx *sqlx.Tx, ev CaseEvent) error {
 	return s.caseChanged(ctx, tx, ev)
+}
+
+// KeysetQueries are the queries that page through a table from a cursor,
+// with arguments for a cursor deep in it, for the plan test: each must
+// read from its cursor, not from the start of its index.
+func KeysetQueries(s *Store) map[string][]any {
+	return map[string][]any{
+		s.rebind(selectPurgeCandidates + orderPurgeCandidates): {dbTime(s.now()), dbTime(s.now().Add(-time.Hour)), "op_x", purgeBatch},
+		s.rebind(selectDecisionsPostgres):                      {"acme", int64(1000), int64(5), 50},
+	}
 }
