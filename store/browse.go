@@ -141,8 +141,11 @@ func (s *Store) BrowseOperations(ctx context.Context, scope []string, f BrowseFi
 		if err != nil {
 			return nil, err
 		}
-		where += " AND (o.created_at < ? OR (o.created_at = ? AND o.id < ?))"
-		args = append(args, at, at, id)
+		// A row comparison, which both engines read as a range of the
+		// (…, created_at, id) indexes: with OR it was a filter, and a page
+		// N pages deep walked the N pages before it.
+		where += " AND (o.created_at, o.id) < (?, ?)"
+		args = append(args, at, id)
 	}
 	q := `SELECT o.id, o.tenant, o.key, o.source_ref, o.action, o.destination, o.risk, o.flags, o.state, o.resource_ref, o.created_at,
     c.id AS case_id
