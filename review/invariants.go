@@ -332,7 +332,7 @@ func checkEffects(r *InvariantReport, l Ledger, t Truth, byID map[string]*Operat
 // checkTrail replays each operation's audit trail: I5, exactly one event
 // per transition (the registration, then each change from the state the
 // trail says it was in, ending in the stored state; one attempt.started per
-// attempt, one attempt.outcome per finished attempt); I3, every attempt was
+// attempt, one attempt.outcome or attempt.closed per finished attempt); I3, every attempt was
 // granted from pending or retry_wait — never while ambiguous, in review or
 // terminal — and numbered in order.
 func checkTrail(r *InvariantReport, l Ledger, byID map[string]*Operation) {
@@ -363,7 +363,9 @@ func checkTrail(r *InvariantReport, l Ledger, byID map[string]*Operation) {
 			if e.N != started[e.OperationID] {
 				r.violate(InvNoBlindAttempt, e.OperationID, "operation %s: attempt.started at seq %d grants n=%d, the trail counts %d", e.OperationID, e.Seq, e.N, started[e.OperationID])
 			}
-		case "attempt.outcome":
+		case "attempt.outcome", "attempt.closed":
+			// attempt.closed: closed as unknown without a report (superseded,
+			// or in review after an earlier attempt's late success).
 			outcomes[e.OperationID]++
 		}
 		if e.ToState != "" {
@@ -391,7 +393,7 @@ func checkTrail(r *InvariantReport, l Ledger, byID map[string]*Operation) {
 			r.violate(InvTrail, op.ID, "operation %s: %d attempt.started events for %d attempts", op.ID, started[op.ID], len(op.Attempts))
 		}
 		if outcomes[op.ID] != finished {
-			r.violate(InvTrail, op.ID, "operation %s: %d attempt.outcome events for %d finished attempts", op.ID, outcomes[op.ID], finished)
+			r.violate(InvTrail, op.ID, "operation %s: %d attempt.outcome and attempt.closed events for %d finished attempts", op.ID, outcomes[op.ID], finished)
 		}
 	}
 }

@@ -165,6 +165,27 @@ func TestCheckInvariantsCatchViolations(t *testing.T) {
 		only(t, review.CheckInvariants(l, review.Truth{}), review.InvTrail)
 	})
 
+	t.Run("I5 an attempt closed without a report", func(t *testing.T) {
+		// Attempt 1's success came late, after attempt 2 was granted:
+		// attempt 2 is closed as unknown (attempt.closed, no report) and
+		// the operation goes to review. The property test found I5
+		// counting only attempt.outcome.
+		o := op("a", review.RiskCompensableWrite, review.NeedsReview)
+		o.Attempts = []review.Attempt{{N: 1, FinishedAt: &t0, Result: review.ResultUnknown}, {N: 2, FinishedAt: &t0, Result: review.ResultUnknown}}
+		l := ledgerOf(o)
+		l.OpenCases["a"] = true
+		l.Trail = []review.TrailEvent{ev(1, "a", "operation.registered", "", review.Pending, 0),
+			ev(2, "a", "attempt.started", review.Pending, review.InFlight, 1),
+			ev(3, "a", "attempt.outcome", review.InFlight, review.RetryWait, 0),
+			ev(4, "a", "attempt.started", review.RetryWait, review.InFlight, 2),
+			ev(5, "a", "attempt.closed", "", "", 0),
+			ev(6, "a", "operation.escalated", review.InFlight, review.NeedsReview, 0)}
+		truth := review.Truth{Config: noKeys, Effects: []review.TrueEffect{effect("a", "f-1", false)}}
+		only(t, review.CheckInvariants(l, truth))
+		l.Trail = append(l.Trail[:4], l.Trail[5]) // attempt 2 finished with no event
+		only(t, review.CheckInvariants(l, truth), review.InvTrail)
+	})
+
 	t.Run("I4 an expired attempt left open by a sweep round", func(t *testing.T) {
 		o := op("a", review.RiskCompensableWrite, review.Ambiguous)
 		swept := t0.Add(1500 * time.Millisecond)
