@@ -41,6 +41,9 @@ Measures Limbo on this machine and prints one JSON object:
   cycle_per_s, call_p50_ms, call_p99_ms   register → attempt → outcome through
       the HTTP API (JSON, bearer auth, validation) by --concurrency clients,
       each on its own keep-alive connection, on an in-process server;
+  cycle_two_calls_per_s, call_two_calls_p50_ms, call_two_calls_p99_ms
+      the same cycle in two calls: registration with "attempt": true, then
+      the outcome;
   floor_plain_per_s, floor_min_per_s      the same writes with no HTTP, JSON
       or validation: a transaction of plain statements per call, and one
       statement (one round trip) per call; ratio_plain, ratio_min =
@@ -154,13 +157,20 @@ type Report struct {
 	Rounds      int    `json:"rounds"`
 	HTTPClient  string `json:"http_client"`
 
-	CyclePerS      float64 `json:"cycle_per_s"`
-	CallP50Ms      float64 `json:"call_p50_ms"`
-	CallP99Ms      float64 `json:"call_p99_ms"`
-	FloorPlainPerS float64 `json:"floor_plain_per_s"`
-	FloorMinPerS   float64 `json:"floor_min_per_s"`
-	RatioPlain     float64 `json:"ratio_plain"`
-	RatioMin       float64 `json:"ratio_min"`
+	CyclePerS float64 `json:"cycle_per_s"`
+	CallP50Ms float64 `json:"call_p50_ms"`
+	CallP99Ms float64 `json:"call_p99_ms"`
+	// The same cycle in two calls: the registration asks for its attempt
+	// ("attempt": true), then the outcome. Interleaved with the rest.
+	Cycle2PerS     float64   `json:"cycle_two_calls_per_s"`
+	Call2P50Ms     float64   `json:"call_two_calls_p50_ms"`
+	Call2P99Ms     float64   `json:"call_two_calls_p99_ms"`
+	CPUMsPerCycle2 float64   `json:"cpu_ms_per_cycle_two_calls"`
+	Cycle2Rounds   []float64 `json:"cycle_two_calls_per_s_rounds"`
+	FloorPlainPerS float64   `json:"floor_plain_per_s"`
+	FloorMinPerS   float64   `json:"floor_min_per_s"`
+	RatioPlain     float64   `json:"ratio_plain"`
+	RatioMin       float64   `json:"ratio_min"`
 
 	// CPU time of this process (clients, server, driver; not the database
 	// server) per cycle, medians over rounds: the cost a run's ratio hides.

@@ -211,6 +211,43 @@ func (c *Client) Register(ctx context.Context, r Registration) (op *Operation, c
 	return op, status == http.StatusCreated, err
 }
 
+// RegisterAndAttempt registers the operation and asks for its first
+// attempt in the same call ("attempt": true), so an attempt cycle is two
+// calls: this and ReportOutcome. The registration stands whatever the
+// attempt's answer. When no attempt may start yet, op is set, g is nil and
+// err is a *Problem saying why (retry-later with RetryAfter,
+// not-attemptable, awaiting-approval, waiting-for-dependency), as
+// StartAttempt would return it; registering again asks again. Credential
+// and model limits need StartAttempt.
+func (c *Client) RegisterAndAttempt(ctx context.Context, r Registration) (op *Operation, created bool, g *Grant, err error) {
+	var ans struct {
+		Operation
+		Attempt        *Grant `json:"attempt"`
+		AttemptProblem *struct {
+			Problem
+			RetryAfter int `json:"retry_after"` // seconds; in a header for a whole answer
+		} `json:"attempt_problem"`
+	}
+	body := struct {
+		Registration
+		Attempt bool `json:"attempt"`
+	}{r, true}
+	status, err := c.do(ctx, http.MethodPost, "/api/v1/operations", body, &ans)
+	if err != nil {
+		return nil, false, nil, err
+	}
+	op, created = &ans.Operation, status == http.StatusCreated
+	if ans.AttemptProblem != nil {
+		p := ans.AttemptProblem.Problem
+		p.RetryAfter = time.Duration(ans.AttemptProblem.RetryAfter) * time.Second
+		return op, created, nil, &p
+	}
+	if ans.Attempt == nil {
+		return op, created, nil, fmt.Errorf("limbo: the registration answered neither attempt nor attempt_problem")
+	}
+	return op, created, ans.Attempt, nil
+}
+
 // AttemptOptions name the credential and model an attempt uses, for their
 // concurrency limits.
 type AttemptOptions struct {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"mime"
 	"net/http"
 	"net/http/httptest"
@@ -427,7 +428,7 @@ func mapKeys(m map[string]any) []string {
 }
 
 // validator checks a JSON value against the subset of JSON Schema 2020-12
-// that openapi.json uses: $ref, type, enum, anyOf, properties, required,
+// that openapi.json uses: $ref, type, enum, allOf (of objects), anyOf, properties, required,
 // additionalProperties, items, minimum, maximum, minLength, maxLength,
 // pattern and format date-time. It is strict about objects: a member the
 // schema does not declare is an error unless additionalProperties allows
@@ -532,6 +533,28 @@ func (v *validator) check(schemaNode, x any, at string) {
 		if !found {
 			v.errorf("%s: %v is not in enum %v", at, x, enum)
 		}
+	}
+	if allOf, ok := s["allOf"].([]any); ok {
+		// Object parts, merged into one: each part's members are the
+		// others' undocumented ones, so they are checked together.
+		merged := map[string]any{"type": "object"}
+		props, req := map[string]any{}, []any{}
+		for _, part := range allOf {
+			ps, err := v.deref(part)
+			if err != nil || ps["type"] != "object" {
+				v.errorf("%s: allOf holds a part that is not an object schema", at)
+				return
+			}
+			if m, ok := ps["properties"].(map[string]any); ok {
+				maps.Copy(props, m)
+			}
+			if r, ok := ps["required"].([]any); ok {
+				req = append(req, r...)
+			}
+		}
+		merged["properties"], merged["required"] = props, req
+		v.check(merged, x, at)
+		return
 	}
 	if anyOf, ok := s["anyOf"].([]any); ok {
 		passed := false

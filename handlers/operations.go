@@ -30,6 +30,16 @@ type registerRequest struct {
 	MaxAttempts    *int            `json:"max_attempts"`
 	CostBudget     *float64        `json:"cost_budget"`
 	After          *afterRequest   `json:"after"`
+	// Attempt asks for the first attempt in the same call (attempt below).
+	Attempt bool `json:"attempt"`
+}
+
+// registerResponse is the operation, and with "attempt": true the attempt
+// granted, or why none may start yet.
+type registerResponse struct {
+	*review.Operation
+	Attempt        *store.Grant `json:"attempt,omitempty"`
+	AttemptProblem *Problem     `json:"attempt_problem,omitempty"`
 }
 
 // afterRequest names the operation a registration waits for
@@ -85,7 +95,38 @@ func (h *Handlers) RegisterOperation(c echo.Context) error {
 		status = http.StatusCreated
 		c.Response().Header().Set(echo.HeaderLocation, "/api/v1/operations/"+op.ID)
 	}
-	return c.JSON(status, op)
+	if !req.Attempt {
+		return c.JSON(status, op)
+	}
+	resp, err := h.attempt(c, op)
+	if err != nil {
+		return err
+	}
+	return c.JSON(status, resp)
+}
+
+// attempt is the attempt a registration asked for, as POST
+// /operations/{id}/attempts with no body would grant it: one call instead
+// of two, each step durable and audited in its own transaction as before.
+// The registration stands whatever the attempt's answer: a refusal (wait,
+// not attemptable, awaiting approval, a dependency) is attempt_problem in
+// the registration's answer. The operation is as the registration left
+// it, not re-read (that would be a third round trip): a grant has since
+// moved it to in_flight. Only a failure that may pass (the
+// database) fails the whole call, which is safe to repeat: the same
+// registration answers 200 and asks again.
+func (h *Handlers) attempt(c echo.Context, op *review.Operation) (*registerResponse, error) {
+	ctx := c.Request().Context()
+	g, err := h.Store.StartAttempt(ctx, store.AttemptRequest{Tenant: caller(c).Tenant, OperationID: op.ID, Actor: actor(c)})
+	if err == nil {
+		return &registerResponse{Operation: op, Attempt: g}, nil
+	}
+	p := *h.toProblem(err, c)
+	if p.Status >= http.StatusInternalServerError || p.Status == 499 {
+		return nil, err
+	}
+	p.RequestID = requestID(c)
+	return &registerResponse{Operation: op, AttemptProblem: &p}, nil
 }
 
 // GetOperation answers the tenant's operation with attempts, evidence and jobs.
