@@ -160,3 +160,39 @@ func ExampleDecisionFeed() {
 	// approve applied awaiting_approval → pending by reviewer@example.com
 	// cursor saved: true new since: 0
 }
+
+// The same loop in two calls: the registration asks for its first attempt.
+// When none may start yet, the operation is registered all the same and the
+// error says why; registering again asks again.
+func ExampleClient_RegisterAndAttempt() {
+	limbo := startLimbo()
+	defer limbo.Close()
+	ctx := context.Background()
+	c := client.New(limbo.URL, limbo.Token)
+
+	reg := client.Registration{
+		SourceRef: "invoice-77", LogicalVersion: "1", Action: "create_folder", Destination: "files",
+		Risk: client.RiskCompensableWrite, Payload: json.RawMessage(`{"name":"invoice-77"}`),
+	}
+	op, created, g, err := c.RegisterAndAttempt(ctx, reg)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println("registered:", created, "attempt", g.N)
+
+	// Asked again while attempt 1 is in flight: registered, no second attempt.
+	_, created, _, err = c.RegisterAndAttempt(ctx, reg)
+	fmt.Println("again:", created, client.IsProblem(err, client.ProblemNotAttemptable))
+
+	res, err := c.ReportOutcome(ctx, op.ID, g.N, client.Outcome{Result: client.ResultSuccess, Phase: client.PhaseAfterSend, HTTPStatus: 201})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println("next:", res.Next, res.Operation.State)
+	// Output:
+	// registered: true attempt 1
+	// again: false true
+	// next: done confirmed
+}
