@@ -292,38 +292,16 @@ func newAPIClient(kind, base, token string) (*apiClient, error) {
 // cycle registers operation i, takes an attempt and reports its success,
 // as an integration does (the bodies handlers/bench_test.go sends).
 func (c *apiClient) cycle(ctx context.Context, i int64, rec func(time.Duration)) error {
-	ref := fmt.Sprintf("%s/%d", cmp.Or(c.refs, "bench"), i)
-	var op struct {
-		ID string `json:"id"`
-	}
-	reg := fmt.Sprintf(`{"source_ref":%q,"logical_version":"v1","action":"transform","destination":"files",`+
-		`"risk":"compensable_write","payload":{"document":%d,"format":"pdf"}}`, ref, i)
-	if err := c.post(ctx, "/api/v1/operations", reg, http.StatusCreated, &op, rec); err != nil {
-		return err
-	}
-	var g struct {
-		N int `json:"n"`
-	}
-	if err := c.post(ctx, "/api/v1/operations/"+op.ID+"/attempts", `{}`, http.StatusCreated, &g, rec); err != nil {
-		return err
-	}
-	var res struct {
-		Next review.Next `json:"next"`
-	}
-	out := fmt.Sprintf(`{"result":"success","phase":"after_send","http_status":201,`+
-		`"resource":{"ref":"file:%s","kind":"file","version":"v1"}}`, ref)
-	if err := c.post(ctx, "/api/v1/operations/"+op.ID+"/attempts/"+strconv.Itoa(g.N)+"/outcome", out, http.StatusOK, &res, rec); err != nil {
-		return err
-	}
-	if res.Next != review.NextDone {
-		return fmt.Errorf("operation %s: next %q after a success, want done", op.ID, res.Next)
-	}
-	return nil
+	return c.run(ctx, i, rec, false)
 }
 
 // cycle2 is cycle in two calls: the registration asks for its attempt
 // ("attempt": true), then the outcome.
 func (c *apiClient) cycle2(ctx context.Context, i int64, rec func(time.Duration)) error {
+	return c.run(ctx, i, rec, true)
+}
+
+func (c *apiClient) run(ctx context.Context, i int64, rec func(time.Duration), withAttempt bool) error {
 	ref := fmt.Sprintf("%s/%d", cmp.Or(c.refs, "bench"), i)
 	var op struct {
 		ID      string `json:"id"`
@@ -332,20 +310,34 @@ func (c *apiClient) cycle2(ctx context.Context, i int64, rec func(time.Duration)
 		} `json:"attempt"`
 		AttemptProblem json.RawMessage `json:"attempt_problem"`
 	}
+	attempt := ""
+	if withAttempt {
+		attempt = `,"attempt":true`
+	}
 	reg := fmt.Sprintf(`{"source_ref":%q,"logical_version":"v1","action":"transform","destination":"files",`+
-		`"risk":"compensable_write","payload":{"document":%d,"format":"pdf"},"attempt":true}`, ref, i)
+		`"risk":"compensable_write","payload":{"document":%d,"format":"pdf"}%s}`, ref, i, attempt)
 	if err := c.post(ctx, "/api/v1/operations", reg, http.StatusCreated, &op, rec); err != nil {
 		return err
 	}
-	if op.Attempt == nil {
+	var g struct {
+		N int `json:"n"`
+	}
+	switch {
+	case !withAttempt:
+		if err := c.post(ctx, "/api/v1/operations/"+op.ID+"/attempts", `{}`, http.StatusCreated, &g, rec); err != nil {
+			return err
+		}
+	case op.Attempt == nil:
 		return fmt.Errorf("operation %s: registered without its attempt: %s", op.ID, op.AttemptProblem)
+	default:
+		g.N = op.Attempt.N
 	}
 	var res struct {
 		Next review.Next `json:"next"`
 	}
 	out := fmt.Sprintf(`{"result":"success","phase":"after_send","http_status":201,`+
 		`"resource":{"ref":"file:%s","kind":"file","version":"v1"}}`, ref)
-	if err := c.post(ctx, "/api/v1/operations/"+op.ID+"/attempts/"+strconv.Itoa(op.Attempt.N)+"/outcome", out, http.StatusOK, &res, rec); err != nil {
+	if err := c.post(ctx, "/api/v1/operations/"+op.ID+"/attempts/"+strconv.Itoa(g.N)+"/outcome", out, http.StatusOK, &res, rec); err != nil {
 		return err
 	}
 	if res.Next != review.NextDone {
