@@ -196,7 +196,7 @@ func (s *Store) execBatch(ctx context.Context, batch []*fastCall) ([]fastResult,
 		}
 	}
 	var res []fastResult
-	if err := s.sel(ctx, nil, &res, fastBatch, pq.GenericArray{A: rows}); err != nil {
+	if err := s.sel(ctx, nil, &res, fastBatch, textMatrix(rows)); err != nil {
 		return nil, err
 	}
 	if len(res) != len(batch) {

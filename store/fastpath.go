@@ -44,23 +44,14 @@ var errGuard = errors.New("store: fast path guard failed")
 // they are p.Event's, which is hashed here.
 func (s *Store) registerFast(ctx context.Context, p *review.RegistrationPlan, now time.Time) (*review.Operation, error) {
 	r := &p.Registration
-	row := opRow{ID: newID("op_", now), Tenant: r.Tenant, Key: r.Key, SourceRef: r.SourceRef, LogicalVersion: r.LogicalVersion,
-		Action: r.Action, Destination: r.Destination, Risk: string(r.Risk), Flags: joinFlags(r.Flags), Payload: string(r.Payload),
-		PayloadHash: p.PayloadHash, State: string(p.State), StateReason: p.Reason, Deadline: dbTime(*r.Deadline), MaxAttempts: *r.MaxAttempts,
-		Version: 1, CreatedAt: now, UpdatedAt: now}
-	var budget any
-	if r.CostBudget != nil {
-		budget = *r.CostBudget
-		row.CostBudget = sql.NullFloat64{Float64: *r.CostBudget, Valid: true}
-	}
-	ev := plannedEvent(p.Event, now, r.Actor, r.Tenant, row.ID)
+	row, ev := registrationRow(p, now)
 	var created bool
 	// An approval case or a dependency is written beside the operation,
 	// in the ordinary transaction.
-	if s.engine == Postgres && p.Approval == nil && r.After == nil {
+	if s.engine == Postgres && bulkable(p) {
 		res, err := s.fast(ctx, "register", row.ID, row.Tenant, row.Key, row.SourceRef, row.LogicalVersion,
 			row.Action, row.Destination, row.Risk, row.Flags, row.Payload, row.PayloadHash, row.State, row.StateReason,
-			row.Deadline, row.MaxAttempts, budget, now, ev.Actor, ev.Detail, ContentHash(ev))
+			row.Deadline, row.MaxAttempts, nullFloat(row.CostBudget), now, ev.Actor, ev.Detail, ContentHash(ev))
 		if err != nil {
 			return nil, err
 		}
@@ -68,16 +59,8 @@ func (s *Store) registerFast(ctx context.Context, p *review.RegistrationPlan, no
 	} else {
 		var err error
 		created, err = inTx(ctx, s, func(tx *sqlx.Tx) (bool, error) {
-			res, err := s.exec(ctx, tx, insertOperation, row.ID, row.Tenant, row.Key, row.SourceRef, row.LogicalVersion,
-				row.Action, row.Destination, row.Risk, row.Flags, row.Payload, row.PayloadHash, row.State, row.StateReason,
-				row.Deadline, row.MaxAttempts, budget, now, now)
-			if err != nil {
-				return false, err
-			}
-			if rowsAffected(res) != 1 {
-				return false, nil
-			}
-			if err := s.appendEvent(ctx, tx, ev); err != nil {
+			ok, err := s.insertRegistered(ctx, tx, &row, ev)
+			if err != nil || !ok {
 				return false, err
 			}
 			if r.After != nil {
@@ -102,6 +85,32 @@ func (s *Store) registerFast(ctx context.Context, p *review.RegistrationPlan, no
 	}
 	s.snaps.put(&snapshot{op: op})
 	return copyOperation(op), nil
+}
+
+// registrationRow is the operation row and audit event a new key's
+// registration writes.
+func registrationRow(p *review.RegistrationPlan, now time.Time) (opRow, *AuditEvent) {
+	r := &p.Registration
+	row := opRow{ID: newID("op_", now), Tenant: r.Tenant, Key: r.Key, SourceRef: r.SourceRef, LogicalVersion: r.LogicalVersion,
+		Action: r.Action, Destination: r.Destination, Risk: string(r.Risk), Flags: joinFlags(r.Flags), Payload: string(r.Payload),
+		PayloadHash: p.PayloadHash, State: string(p.State), StateReason: p.Reason, Deadline: dbTime(*r.Deadline), MaxAttempts: *r.MaxAttempts,
+		Version: 1, CreatedAt: now, UpdatedAt: now}
+	if r.CostBudget != nil {
+		row.CostBudget = sql.NullFloat64{Float64: *r.CostBudget, Valid: true}
+	}
+	return row, plannedEvent(p.Event, now, r.Actor, r.Tenant, row.ID)
+}
+
+// insertRegistered writes row and its registration event in tx; false when
+// the key exists (nothing is written).
+func (s *Store) insertRegistered(ctx context.Context, tx *sqlx.Tx, row *opRow, ev *AuditEvent) (bool, error) {
+	res, err := s.exec(ctx, tx, insertOperation, row.ID, row.Tenant, row.Key, row.SourceRef, row.LogicalVersion,
+		row.Action, row.Destination, row.Risk, row.Flags, row.Payload, row.PayloadHash, row.State, row.StateReason,
+		row.Deadline, row.MaxAttempts, row.CostBudget, row.CreatedAt, row.UpdatedAt)
+	if err != nil || rowsAffected(res) != 1 {
+		return false, err
+	}
+	return true, s.appendEvent(ctx, tx, ev)
 }
 
 // startAttemptFast grants a first attempt from the snapshot with one
