@@ -57,6 +57,11 @@ Measures Limbo on this machine and prints one JSON object:
       (key prefix, source ref, resource ref in capitals, a broad fragment,
       two digits, no match, an exact id with its redirect) and operation
       pages, over the same ledger; browse_kinds has each kind's figures;
+  bulk_ops_per_s, bulk_batch, bulk   with --bulk-batch (default 100,1000):
+      registrations per second through POST /operations/batch by
+      --concurrency clients, each sending batches of one size, every
+      registration new and audited; bulk has each size's rate, call
+      latency and CPU per registration (process and database);
   reconcile_per_min   ambiguous operations settled per minute against the
       sandbox with 50 ms per call;
   rss_mb              the process's peak resident memory.
@@ -90,8 +95,11 @@ type Options struct {
 	OpenCases     int
 	QueueRequests int
 	ReconcileOps  int
-	ProbeDelay    time.Duration
-	Keep          bool
+	// BulkBatches are the batch sizes the bulk intake is timed at (none:
+	// skipped).
+	BulkBatches []int
+	ProbeDelay  time.Duration
+	Keep        bool
 	// Targets, when set, are Limbo instances started separately on DB:
 	// only the API cycle is timed, through them (targets.go).
 	Targets []string
@@ -117,6 +125,12 @@ func (o *Options) RegisterFlags(fs *flag.FlagSet) {
 	fs.IntVar(&o.QueueOps, "queue-ops", 0, "bulk-load this many operations and time the queue and case pages (0: skip)")
 	fs.IntVar(&o.OpenCases, "open-cases", -1, "open cases among --queue-ops (default 5%)")
 	fs.IntVar(&o.QueueRequests, "queue-requests", 400, "queue page requests, and as many case, browser, search and operation page requests each, with --queue-ops")
+	o.BulkBatches = []int{100, 1000}
+	fs.Func("bulk-batch", "comma-separated batch sizes the bulk intake (POST /operations/batch) is timed at; 0: skip (default 100,1000)", func(v string) error {
+		b, err := parseBatches(v)
+		o.BulkBatches = b
+		return err
+	})
 	fs.IntVar(&o.ReconcileOps, "reconcile-ops", 500, "ambiguous operations for reconcile_per_min (0: skip)")
 	fs.DurationVar(&o.ProbeDelay, "sandbox-delay", 50*time.Millisecond, "latency the sandbox adds to every call, probes included")
 	fs.StringVar(&o.CPUProfile, "cpuprofile", "", "write a CPU profile of the first timed API run to this file (go tool pprof)")
@@ -216,6 +230,12 @@ type Report struct {
 	OperationP99Ms *float64               `json:"operation_p99_ms,omitempty"`
 	BrowseKinds    map[string]KindLatency `json:"browse_kinds,omitempty"`
 
+	// The bulk intake (POST /operations/batch): bulk_ops_per_s is at the
+	// first batch size, bulk_batch; bulk has every size.
+	BulkOpsPerS *float64     `json:"bulk_ops_per_s,omitempty"`
+	BulkBatch   *int         `json:"bulk_batch,omitempty"`
+	Bulk        []BulkReport `json:"bulk,omitempty"`
+
 	ReconcileOps              int      `json:"reconcile_ops,omitempty"`
 	ReconcilePerMin           *float64 `json:"reconcile_per_min,omitempty"`
 	ReconcileConfirmed        int      `json:"reconcile_confirmed,omitempty"`
@@ -307,6 +327,13 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		GoVersion: runtime.Version(), CPUs: runtime.NumCPU(), GOMAXPROCS: runtime.GOMAXPROCS(0), Started: began.UTC().Format(time.RFC3339)}
 	if err := benchCycles(ctx, st, srv, o, dbURL, rep); err != nil {
 		return nil, err
+	}
+	if len(o.BulkBatches) > 0 {
+		bulk, err := benchBulk(ctx, srv, o, dbURL)
+		if err != nil {
+			return nil, err
+		}
+		rep.Bulk, rep.BulkOpsPerS, rep.BulkBatch = bulk, ptr(bulk[0].OpsPerS), ptr(bulk[0].Batch)
 	}
 	if o.ReconcileOps > 0 {
 		progress(o.Stderr, "reconcile: %d ambiguous operations, %s per sandbox call", o.ReconcileOps, o.ProbeDelay)

@@ -240,7 +240,7 @@ func TestBenchRun(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, e store.Engine) {
 		db := storetest.URL(t, e)
 		args := []string{"--db", db, "--db-max-conns", "4", "--duration", "200ms", "--warmup", "0", "--concurrency", "2", "--rounds", "1",
-			"--reconcile-ops", "4", "--queue-ops", "2000", "--queue-requests", "14"}
+			"--reconcile-ops", "4", "--queue-ops", "2000", "--queue-requests", "14", "--bulk-batch", "3,50"}
 		code, out, errOut := benchCLI(t, args...)
 		if code != 0 {
 			t.Fatalf("bench: %d\n%s", code, errOut)
@@ -255,6 +255,18 @@ func TestBenchRun(t *testing.T) {
 			"case_p50_ms", "browse_p50_ms", "browse_p99_ms", "search_p50_ms", "search_p99_ms", "operation_p50_ms", "operation_p99_ms"} {
 			if v, ok := rep[f].(float64); !ok || v <= 0 {
 				t.Errorf("%s = %v, want a positive number", f, rep[f])
+			}
+		}
+		// The bulk intake at each batch size, the first one's rate on top.
+		bulk, _ := rep["bulk"].([]any)
+		if len(bulk) != 2 || rep["bulk_batch"] != 3.0 || rep["bulk_ops_per_s"] != bulk[0].(map[string]any)["ops_per_s"] {
+			t.Errorf("bulk = %v, bulk_batch %v, bulk_ops_per_s %v; want sizes 3 and 50, 3 on top", bulk, rep["bulk_batch"], rep["bulk_ops_per_s"])
+		}
+		for _, b := range bulk {
+			for _, f := range []string{"ops_per_s", "call_p50_ms", "call_p99_ms", "cpu_ms_per_op"} {
+				if v, _ := b.(map[string]any)[f].(float64); v <= 0 {
+					t.Errorf("bulk %v: %s = %v, want a positive number", b.(map[string]any)["batch"], f, v)
+				}
 			}
 		}
 		// Every kind of browser, search and operation page was timed.

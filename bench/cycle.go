@@ -54,10 +54,7 @@ func benchCycles(ctx context.Context, st *store.Store, srv *benchServer, o Optio
 		rep.FloorMinNote = "SQLite runs in process, with no round trips to save: floor min is floor plain"
 	}
 	// The database server's CPU, when it runs on this machine.
-	var dbCPU func() time.Duration
-	if _, ok := postgresCPU(); localPostgres(dbURL) && ok {
-		dbCPU = func() time.Duration { cpu, _ := postgresCPU(); return cpu }
-	}
+	dbCPU := localDBCPU(dbURL)
 	var seq atomic.Int64
 	newCycle := func(m benchMode) func() (cycleFunc, func()) {
 		switch m {

@@ -77,3 +77,12 @@ func postgresCPU() (cpu time.Duration, ok bool) {
 	}
 	return time.Duration(ticks) * time.Second / clockTicks, ok
 }
+
+// localDBCPU reads the database server's CPU time when it runs on this
+// machine and /proc shows it; nil otherwise.
+func localDBCPU(dbURL string) func() time.Duration {
+	if _, ok := postgresCPU(); !localPostgres(dbURL) || !ok {
+		return nil
+	}
+	return func() time.Duration { cpu, _ := postgresCPU(); return cpu }
+}

@@ -104,10 +104,7 @@ func runTargets(ctx context.Context, o Options, began time.Time) (*Report, error
 	rep := &Report{Engine: string(st.Engine()), Concurrency: o.Concurrency, Duration: o.Duration.String(), Rounds: o.Rounds,
 		HTTPClient: o.HTTPClient, GoVersion: runtime.Version(), CPUs: runtime.NumCPU(), GOMAXPROCS: runtime.GOMAXPROCS(0),
 		Started: began.UTC().Format(time.RFC3339), FloorMinNote: "not measured with --targets"}
-	var dbCPU func() time.Duration
-	if _, ok := postgresCPU(); localPostgres(o.DB) && ok {
-		dbCPU = func() time.Duration { cpu, _ := postgresCPU(); return cpu }
-	}
+	dbCPU := localDBCPU(o.DB)
 	served := make([]atomic.Int64, len(o.Targets))
 	var next atomic.Int64
 	newWorker := func() (cycleFunc, func()) {

@@ -211,6 +211,61 @@ func (c *Client) Register(ctx context.Context, r Registration) (op *Operation, c
 	return op, status == http.StatusCreated, err
 }
 
+// MaxBatch is the most registrations one call of RegisterMany sends.
+const MaxBatch = 1000
+
+// Registered is one registration's answer in RegisterMany: the operation
+// and whether this call created it, or Err, the *Problem that refused it
+// (payload-mismatch, invalid-request, forbidden) as Register would have
+// returned it.
+type Registered struct {
+	Op      *Operation
+	Created bool
+	Err     error
+}
+
+// RegisterMany registers rs in calls of up to MaxBatch registrations (POST
+// /api/v1/operations/batch) and answers each in order, as Register would
+// have answered it; one registration's refusal does not fail the others.
+// The error is for a call as a whole (the network, the database, a body
+// over 16 MiB): the answers before it are returned, and calling again with
+// the same registrations is safe, since a recorded one answers as the same
+// intention.
+func (c *Client) RegisterMany(ctx context.Context, rs []Registration) ([]Registered, error) {
+	out := make([]Registered, 0, len(rs))
+	for len(rs) > 0 {
+		n := min(len(rs), MaxBatch)
+		var ans struct {
+			Results []struct {
+				Status    int        `json:"status"`
+				Operation *Operation `json:"operation"`
+				Problem   *Problem   `json:"problem"`
+			} `json:"results"`
+		}
+		body := struct {
+			Operations []Registration `json:"operations"`
+		}{rs[:n]}
+		if _, err := c.do(ctx, http.MethodPost, "/api/v1/operations/batch", body, &ans); err != nil {
+			return out, err
+		}
+		if len(ans.Results) != n {
+			return out, fmt.Errorf("limbo: %d results for %d registrations", len(ans.Results), n)
+		}
+		for _, r := range ans.Results {
+			switch {
+			case r.Problem != nil:
+				out = append(out, Registered{Err: r.Problem})
+			case r.Operation != nil:
+				out = append(out, Registered{Op: r.Operation, Created: r.Status == http.StatusCreated})
+			default:
+				return out, fmt.Errorf("limbo: a batch result with status %d and neither operation nor problem", r.Status)
+			}
+		}
+		rs = rs[n:]
+	}
+	return out, nil
+}
+
 // RegisterAndAttempt registers the operation and asks for its first
 // attempt in the same call ("attempt": true), so an attempt cycle is two
 // calls: this and ReportOutcome. The registration stands whatever the

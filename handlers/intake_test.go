@@ -17,12 +17,14 @@ import (
 // its handler decodes into. TestIntakeLimitsMatchDocument fails when an
 // operation's body has no entry here, so a new body cannot skip the check.
 var requestBodies = map[string]reflect.Type{
-	"Registration":    reflect.TypeFor[registerRequest](),
-	"AttemptRequest":  reflect.TypeFor[attemptRequest](),
-	"Outcome":         reflect.TypeFor[review.Outcome](),
-	"EvidenceRequest": reflect.TypeFor[evidenceRequest](),
-	"JobUpdate":       reflect.TypeFor[jobRequest](),
-	"InboundWebhook":  reflect.TypeFor[inboundBody](),
+	"Registration": reflect.TypeFor[registerRequest](),
+	// Its elements are each read as a Registration (batchRegistration).
+	"RegistrationBatch": reflect.TypeFor[batchRequest](),
+	"AttemptRequest":    reflect.TypeFor[attemptRequest](),
+	"Outcome":           reflect.TypeFor[review.Outcome](),
+	"EvidenceRequest":   reflect.TypeFor[evidenceRequest](),
+	"JobUpdate":         reflect.TypeFor[jobRequest](),
+	"InboundWebhook":    reflect.TypeFor[inboundBody](),
 }
 
 // checkedElsewhere lists documented parameter patterns that are a format

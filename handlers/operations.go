@@ -58,35 +58,11 @@ func (h *Handlers) RegisterOperation(c echo.Context) error {
 	if err := bindJSON(c, &req); err != nil {
 		return err
 	}
-	if len(req.Payload) == 0 || string(req.Payload) == "null" {
-		return &FieldError{Field: "payload", Problem: "required"}
-	}
-	if review.IsCompensation(req.Action) {
-		return &FieldError{Field: "action", Problem: "actions starting with " + review.CompensationPrefix + " are Limbo's own: it registers a compensation when a reviewer decides one"}
-	}
-	payload, err := review.Canonicalize(req.Payload)
+	r, err := registration(c, &req)
 	if err != nil {
-		return &FieldError{Field: "payload", Problem: err.Error()}
+		return err
 	}
-	var deadline *time.Time
-	if req.Deadline != nil {
-		d, err := review.ParseRFC3339(*req.Deadline) // checked by bindJSON already
-		if err != nil {
-			return &FieldError{Field: "deadline", Problem: err.Error()}
-		}
-		deadline = &d
-	}
-	var after *review.Dependency
-	if req.After != nil {
-		after = &review.Dependency{OperationID: req.After.OperationID, State: review.State(req.After.State),
-			ResourceVersion: req.After.ResourceVersion}
-	}
-	op, created, err := h.Store.Register(c.Request().Context(), review.Registration{
-		Tenant: caller(c).Tenant, SourceRef: req.SourceRef, LogicalVersion: req.LogicalVersion,
-		Action: req.Action, Destination: req.Destination, Risk: req.Risk, Flags: req.Flags,
-		Payload: payload, Key: req.Key, Deadline: deadline, MaxAttempts: req.MaxAttempts,
-		CostBudget: req.CostBudget, After: after, Actor: actor(c), RequestedBy: caller(c).CreatedBy,
-	})
+	op, created, err := h.Store.Register(c.Request().Context(), r)
 	if err != nil {
 		return err
 	}
@@ -103,6 +79,40 @@ func (h *Handlers) RegisterOperation(c echo.Context) error {
 		return err
 	}
 	return c.JSON(status, resp)
+}
+
+// registration is what req asks to register, checked as far as the handler
+// checks it (the store's plan checks the rest).
+func registration(c echo.Context, req *registerRequest) (review.Registration, error) {
+	if len(req.Payload) == 0 || string(req.Payload) == "null" {
+		return review.Registration{}, &FieldError{Field: "payload", Problem: "required"}
+	}
+	if review.IsCompensation(req.Action) {
+		return review.Registration{}, &FieldError{Field: "action", Problem: "actions starting with " + review.CompensationPrefix + " are Limbo's own: it registers a compensation when a reviewer decides one"}
+	}
+	payload, err := review.Canonicalize(req.Payload)
+	if err != nil {
+		return review.Registration{}, &FieldError{Field: "payload", Problem: err.Error()}
+	}
+	var deadline *time.Time
+	if req.Deadline != nil {
+		d, err := review.ParseRFC3339(*req.Deadline) // checked by bindJSON already
+		if err != nil {
+			return review.Registration{}, &FieldError{Field: "deadline", Problem: err.Error()}
+		}
+		deadline = &d
+	}
+	var after *review.Dependency
+	if req.After != nil {
+		after = &review.Dependency{OperationID: req.After.OperationID, State: review.State(req.After.State),
+			ResourceVersion: req.After.ResourceVersion}
+	}
+	return review.Registration{
+		Tenant: caller(c).Tenant, SourceRef: req.SourceRef, LogicalVersion: req.LogicalVersion,
+		Action: req.Action, Destination: req.Destination, Risk: req.Risk, Flags: req.Flags,
+		Payload: payload, Key: req.Key, Deadline: deadline, MaxAttempts: req.MaxAttempts,
+		CostBudget: req.CostBudget, After: after, Actor: actor(c), RequestedBy: caller(c).CreatedBy,
+	}, nil
 }
 
 // attempt is the attempt a registration asked for, as POST

@@ -151,6 +151,9 @@ func (h *Handlers) Routes(e *echo.Echo) {
 	// to its rule (checkParams) before authentication or a handler reads
 	// one; the probes, the document and static files read none.
 	api := e.Group("/api/v1", checkParams, middleware.BodyLimit(strconv.Itoa(MaxBodyBytes)), h.requireToken)
+	// Bulk intake reads a larger body, so it is not in the group.
+	e.POST("/api/v1/operations/batch", h.RegisterOperations, checkParams,
+		bodyLimit(MaxBatchBodyBytes, "a batch's body is limited to 16 MiB"), h.requireToken)
 	api.POST("/operations", h.RegisterOperation)
 	api.GET("/operations", h.ListOperations)
 	api.GET("/operations/:id", h.GetOperation)

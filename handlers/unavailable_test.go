@@ -151,6 +151,7 @@ func TestDatabaseDown(t *testing.T) {
 		{method: http.MethodGet, path: "/api/v1/operations/" + op.ID},
 		{method: http.MethodGet, path: "/api/v1/operations"},
 		{method: http.MethodPost, path: "/api/v1/operations", body: registration("down-2", "drive", review.RiskRead)},
+		{method: http.MethodPost, path: "/api/v1/operations/batch", body: `{"operations":[` + registration("down-3", "drive", review.RiskRead) + `]}`},
 		{method: http.MethodPost, path: "/api/v1/operations/" + op.ID + "/attempts"},
 		{method: http.MethodPost, path: "/api/v1/operations/" + op.ID + "/evidence", body: `{"source":"response"}`},
 		{method: http.MethodGet, path: "/api/v1/decisions"},

@@ -1,0 +1,128 @@
+package handlers
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+
+	"github.com/labstack/echo/v4"
+	"github.com/labstack/echo/v4/middleware"
+
+	"github.com/limbo-dev/limbo/review"
+	"github.com/limbo-dev/limbo/store"
+)
+
+// MaxBatchBodyBytes is the largest body POST /operations/batch reads: a
+// thousand registrations of up to 16 KiB each.
+const MaxBatchBodyBytes = 16 << 20
+
+// batchRequest is the body of POST /api/v1/operations/batch. Each element
+// is read as the body of POST /operations is, on its own, so one that is
+// malformed answers for itself.
+type batchRequest struct {
+	Operations []json.RawMessage `json:"operations"`
+}
+
+// batchResult is one registration's answer: the status and body that
+// POST /operations would have answered for it.
+type batchResult struct {
+	Status    int               `json:"status"`
+	Operation *review.Operation `json:"operation,omitempty"`
+	Problem   *Problem          `json:"problem,omitempty"`
+}
+
+type batchResponse struct {
+	Results []batchResult `json:"results"`
+}
+
+// RegisterOperations registers up to store.MaxRegisterMany operations in one
+// call: 200 with one result per registration, in order, each as single
+// registration answers it (201, 200, or its problem). One registration's
+// refusal never fails its neighbours; only what fails the call as a whole
+// (the body, the database) is the call's own problem, and then repeating
+// it is safe.
+func (h *Handlers) RegisterOperations(c echo.Context) error {
+	var req batchRequest
+	if err := bindJSON(c, &req); err != nil {
+		return err
+	}
+	switch {
+	case req.Operations == nil:
+		return &FieldError{Field: "operations", Problem: "required"}
+	case len(req.Operations) == 0 || len(req.Operations) > store.MaxRegisterMany:
+		return &FieldError{Field: "operations", Problem: fmt.Sprintf("must hold 1 to %d registrations, got %d", store.MaxRegisterMany, len(req.Operations))}
+	}
+	results := make([]batchResult, len(req.Operations))
+	var (
+		regs []review.Registration
+		at   []int // regs[k] answers results[at[k]]
+	)
+	for i, raw := range req.Operations {
+		r, err := batchRegistration(c, raw)
+		if err != nil {
+			results[i] = h.batchProblem(c, err)
+			continue
+		}
+		regs, at = append(regs, r), append(at, i)
+	}
+	if len(regs) > 0 {
+		got, err := h.Store.RegisterMany(c.Request().Context(), regs)
+		if err != nil {
+			return err
+		}
+		for k, g := range got {
+			switch {
+			case g.Err != nil:
+				results[at[k]] = h.batchProblem(c, g.Err)
+			case g.Created:
+				results[at[k]] = batchResult{Status: http.StatusCreated, Operation: g.Op}
+			default:
+				results[at[k]] = batchResult{Status: http.StatusOK, Operation: g.Op}
+			}
+		}
+	}
+	return c.JSON(http.StatusOK, batchResponse{Results: results})
+}
+
+// batchRegistration reads one element of a batch as RegisterOperation reads
+// its body.
+func batchRegistration(c echo.Context, raw json.RawMessage) (review.Registration, error) {
+	var req registerRequest
+	if err := DecodeJSON(raw, &req); err != nil {
+		return review.Registration{}, err
+	}
+	if err := checkStrings(&req); err != nil {
+		return review.Registration{}, err
+	}
+	if req.Attempt {
+		return review.Registration{}, &FieldError{Field: "attempt", Problem: "a batch only registers: ask for each attempt with POST /api/v1/operations/{id}/attempts"}
+	}
+	return registration(c, &req)
+}
+
+// batchProblem is err as one registration's answer. Errors that are not the
+// registration's own (the database) fail the whole call before this.
+func (h *Handlers) batchProblem(c echo.Context, err error) batchResult {
+	p := *h.toProblem(err, c) // a copy: a Problem may be a shared value
+	p.RequestID = requestID(c)
+	return batchResult{Status: p.Status, Problem: &p}
+}
+
+// bodyLimit is middleware.BodyLimit answering 413 with what the route's
+// limit is.
+func bodyLimit(limit int64, detail string) echo.MiddlewareFunc {
+	limited := middleware.BodyLimit(strconv.FormatInt(limit, 10))
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		h := limited(next)
+		return func(c echo.Context) error {
+			err := h(c)
+			var he *echo.HTTPError
+			if errors.As(err, &he) && he.Code == http.StatusRequestEntityTooLarge {
+				return &Problem{Type: "payload-too-large", Title: "Request body too large", Status: he.Code, Detail: detail}
+			}
+			return err
+		}
+	}
+}

@@ -1,0 +1,182 @@
+package handlers_test
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/limbo-dev/limbo/review"
+	"github.com/limbo-dev/limbo/store"
+	"github.com/limbo-dev/limbo/store/storetest"
+)
+
+// batchAnswer is POST /operations/batch's answer.
+type batchAnswer struct {
+	Results []struct {
+		Status    int               `json:"status"`
+		Operation *review.Operation `json:"operation"`
+		Problem   *struct {
+			Type        string `json:"type"`
+			Status      int    `json:"status"`
+			Field       string `json:"field"`
+			OperationID string `json:"operation_id"`
+			RequestID   string `json:"request_id"`
+		} `json:"problem"`
+	} `json:"results"`
+}
+
+func batchBody(items ...string) string { return `{"operations":[` + strings.Join(items, ",") + `]}` }
+
+// TestRegisterBatch: each registration of a batch answers as POST
+// /operations would answer it on its own, in order, and a refused one
+// (malformed, invalid, a payload mismatch) leaves its neighbours
+// registered. Only what concerns the call as a whole is its problem. Every
+// answer is checked against the OpenAPI document by do.
+func TestRegisterBatch(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, engine store.Engine) {
+		b := setup(t, engine, nil)
+		stored := b.register(t, "stored", review.RiskCompensableWrite)
+		items := []struct {
+			body   string
+			status int
+			typ    string // the problem's, when refused
+			field  string
+		}{
+			{registration("new-1", "drive", review.RiskCompensableWrite), 201, "", ""},
+			{registration("stored", "drive", review.RiskCompensableWrite), 200, "", ""},
+			{strings.Replace(registration("stored", "drive", review.RiskCompensableWrite), `"name":"stored"`, `"name":"other"`, 1), 422, "payload-mismatch", ""},
+			{registration("colour", "drive", review.RiskRead, `"colour":"red"`), 400, "invalid-request", "colour"},
+			{registration("attempt", "drive", review.RiskRead, `"attempt":true`), 400, "invalid-request", "attempt"},
+			{registration("fatal", "drive", "fatal"), 400, "invalid-request", "risk"},
+			{strings.Replace(registration("nul", "drive", review.RiskRead), `"source_ref":"nul"`, `"source_ref":"nul\u0000"`, 1), 400, "invalid-request", "source_ref"},
+			{`"not an object"`, 400, "invalid-request", ""},
+			{registration("twin", "drive", review.RiskRead), 201, "", ""},
+			{registration("twin", "drive", review.RiskRead), 200, "", ""},
+			{registration("new-2", "drive", review.RiskRead), 201, "", ""},
+		}
+		var bodies []string
+		for _, it := range items {
+			bodies = append(bodies, it.body)
+		}
+		var got batchAnswer
+		b.post("/api/v1/operations/batch", batchBody(bodies...)).want(t, http.StatusOK).decode(t, &got)
+		if len(got.Results) != len(items) {
+			t.Fatalf("%d results for %d registrations", len(got.Results), len(items))
+		}
+		for i, it := range items {
+			r := got.Results[i]
+			if r.Status != it.status {
+				t.Errorf("registration %d: status %d, want %d (%+v)", i, r.Status, it.status, r.Problem)
+				continue
+			}
+			if it.typ == "" {
+				if r.Operation == nil || r.Problem != nil {
+					t.Errorf("registration %d: operation %v, problem %+v", i, r.Operation, r.Problem)
+					continue
+				}
+				if g := b.get("/api/v1/operations/"+r.Operation.ID).want(t, http.StatusOK).op(t); g.Key != r.Operation.Key {
+					t.Errorf("registration %d: stored %s, answered %s", i, g.Key, r.Operation.Key)
+				}
+				continue
+			}
+			if r.Operation != nil || r.Problem == nil || r.Problem.Type != it.typ || r.Problem.Status != it.status ||
+				(it.field != "" && r.Problem.Field != it.field) || r.Problem.RequestID == "" {
+				t.Errorf("registration %d: operation %v, problem %+v; want %s naming %q", i, r.Operation, r.Problem, it.typ, it.field)
+			}
+		}
+		if got.Results[1].Operation.ID != stored.ID || got.Results[2].Problem.OperationID != stored.ID ||
+			got.Results[9].Operation.ID != got.Results[8].Operation.ID {
+			t.Errorf("repeats answer other operations: %+v", got.Results)
+		}
+		var ops page
+		b.get("/api/v1/operations?limit=500").want(t, http.StatusOK).decode(t, &ops)
+		if len(ops.Operations) != 4 {
+			t.Errorf("%d operations, want stored, new-1, twin and new-2", len(ops.Operations))
+		}
+
+		// What the call as a whole refuses.
+		b.post("/api/v1/operations/batch", `{"operations":[]}`).want(t, http.StatusBadRequest).problem(t, "invalid-request")
+		b.post("/api/v1/operations/batch", `{}`).want(t, http.StatusBadRequest).problem(t, "invalid-request")
+		b.post("/api/v1/operations/batch", `{"operations":[`).want(t, http.StatusBadRequest).problem(t, "invalid-request")
+		many := make([]string, store.MaxRegisterMany+1)
+		for i := range many {
+			many[i] = registration(fmt.Sprintf("many-%d", i), "drive", review.RiskRead)
+		}
+		if p := b.post("/api/v1/operations/batch", batchBody(many...)).want(t, http.StatusBadRequest).problem(t, "invalid-request"); p.Field != "operations" {
+			t.Errorf("1,001 registrations: field %q", p.Field)
+		}
+		huge := registration("huge", "drive", review.RiskRead, `"flags":[`+strings.Repeat(`"regulated",`, 17<<20/12)+`"regulated"]`)
+		if p := b.post("/api/v1/operations/batch", batchBody(huge)).want(t, http.StatusRequestEntityTooLarge).problem(t, "payload-too-large"); !strings.Contains(p.Detail, "16 MiB") {
+			t.Errorf("413 detail %q", p.Detail)
+		}
+		b.do(request{method: http.MethodPost, path: "/api/v1/operations/batch", body: batchBody(bodies[0]), token: strp("")}).
+			want(t, http.StatusUnauthorized)
+
+		// A batch may be larger than a single call's 1 MiB.
+		big := make([]string, 100)
+		for i := range big {
+			big[i] = registration(fmt.Sprintf("big-%d", i), "drive", review.RiskRead, `"payload":{"text":"`+strings.Repeat("x", 16<<10)+`"}`)
+			big[i] = strings.Replace(big[i], `"payload":{"name":"big-`+fmt.Sprint(i)+`"},`, "", 1)
+		}
+		var bigAnswer batchAnswer
+		b.post("/api/v1/operations/batch", batchBody(big...)).want(t, http.StatusOK).decode(t, &bigAnswer)
+		for i, r := range bigAnswer.Results {
+			if r.Status != http.StatusCreated {
+				t.Fatalf("big registration %d: %d %+v", i, r.Status, r.Problem)
+			}
+		}
+	})
+}
+
+// TestRegisterBatchConcurrent: fifty batches at once over the same keys;
+// each key is created by exactly one of them and every other answer names
+// that operation. Both engines.
+func TestRegisterBatchConcurrent(t *testing.T) {
+	t.Parallel()
+	const batches, keys = 50, 20
+	storetest.Each(t, func(t *testing.T, engine store.Engine) {
+		b := setup(t, engine, nil)
+		var (
+			wg  sync.WaitGroup
+			got = make([]batchAnswer, batches)
+		)
+		for n := range batches {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				var items []string
+				for k := range keys {
+					items = append(items, registration(fmt.Sprintf("shared-%02d", (k*7+n)%keys), "drive", review.RiskRead))
+				}
+				b.post("/api/v1/operations/batch", batchBody(items...)).want(t, http.StatusOK).decode(t, &got[n])
+			}()
+		}
+		wg.Wait()
+		ids, created := map[string]string{}, map[string]int{}
+		for n := range batches {
+			for _, r := range got[n].Results {
+				if r.Operation == nil {
+					t.Fatalf("batch %d: %d %+v", n, r.Status, r.Problem)
+				}
+				if id, ok := ids[r.Operation.SourceRef]; ok && id != r.Operation.ID {
+					t.Fatalf("%s answered as %s and %s", r.Operation.SourceRef, id, r.Operation.ID)
+				}
+				ids[r.Operation.SourceRef] = r.Operation.ID
+				if r.Status == http.StatusCreated {
+					created[r.Operation.SourceRef]++
+				}
+			}
+		}
+		for ref := range ids {
+			if created[ref] != 1 {
+				t.Errorf("%s created %d times, want 1", ref, created[ref])
+			}
+		}
+		if len(ids) != keys {
+			t.Errorf("%d keys answered, want %d", len(ids), keys)
+		}
+	})
+}
