@@ -95,6 +95,8 @@ type Options struct {
 	OpenCases     int
 	QueueRequests int
 	ReconcileOps  int
+	// NoCycles skips the attempt cycle rounds (API and floors).
+	NoCycles bool
 	// BulkBatches are the batch sizes the bulk intake is timed at (none:
 	// skipped).
 	BulkBatches []int
@@ -125,6 +127,7 @@ func (o *Options) RegisterFlags(fs *flag.FlagSet) {
 	fs.IntVar(&o.QueueOps, "queue-ops", 0, "bulk-load this many operations and time the queue and case pages (0: skip)")
 	fs.IntVar(&o.OpenCases, "open-cases", -1, "open cases among --queue-ops (default 5%)")
 	fs.IntVar(&o.QueueRequests, "queue-requests", 400, "queue page requests, and as many case, browser, search and operation page requests each, with --queue-ops")
+	fs.BoolVar(&o.NoCycles, "no-cycles", false, "skip the attempt cycle rounds (API and floors), to time only what else is asked")
 	o.BulkBatches = []int{100, 1000}
 	fs.Func("bulk-batch", "comma-separated batch sizes the bulk intake (POST /operations/batch) is timed at; 0: skip (default 100,1000)", func(v string) error {
 		b, err := parseBatches(v)
@@ -325,8 +328,10 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 
 	rep := &Report{Engine: string(st.Engine()), Concurrency: o.Concurrency, Duration: o.Duration.String(), Rounds: o.Rounds, HTTPClient: o.HTTPClient,
 		GoVersion: runtime.Version(), CPUs: runtime.NumCPU(), GOMAXPROCS: runtime.GOMAXPROCS(0), Started: began.UTC().Format(time.RFC3339)}
-	if err := benchCycles(ctx, st, srv, o, dbURL, rep); err != nil {
-		return nil, err
+	if !o.NoCycles {
+		if err := benchCycles(ctx, st, srv, o, dbURL, rep); err != nil {
+			return nil, err
+		}
 	}
 	if len(o.BulkBatches) > 0 {
 		bulk, err := benchBulk(ctx, srv, o, dbURL)

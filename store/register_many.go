@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/jmoiron/sqlx"
@@ -210,18 +211,52 @@ func (s *Store) insertMany(ctx context.Context, plans []*review.RegistrationPlan
 			}
 			return written, nil
 		}
-		// SQLite runs in process: nothing to save but the transaction.
-		// Key order, as on PostgreSQL, though one writer cannot deadlock.
+		// SQLite: Register's own statements, each made multi-row (manyRows),
+		// in key order. One statement per chunk, not per registration: every
+		// statement opens a savepoint, and at each one the search index
+		// (FTS5) flushes what it holds to disk.
 		sorted := slices.Clone(items)
 		slices.SortStableFunc(sorted, func(a, b item) int {
 			return cmp.Or(cmp.Compare(a.row.Tenant, b.row.Tenant), cmp.Compare(a.row.Key, b.row.Key))
 		})
-		for _, it := range sorted {
-			ok, err := s.insertRegistered(ctx, tx, &it.row, it.ev)
-			if err != nil {
+		for chunk := range slices.Chunk(sorted, sqliteChunk) {
+			args := make([]any, 0, len(chunk)*18)
+			for _, it := range chunk {
+				r := &it.row
+				args = append(args, r.ID, r.Tenant, r.Key, r.SourceRef, r.LogicalVersion, r.Action, r.Destination, r.Risk,
+					r.Flags, r.Payload, r.PayloadHash, r.State, r.StateReason, r.Deadline, r.MaxAttempts, r.CostBudget,
+					r.CreatedAt, r.UpdatedAt)
+			}
+			var ids []string
+			if err := tx.SelectContext(ctx, &ids, manyRows(insertOperation, len(chunk))+" RETURNING id", args...); err != nil {
 				return nil, err
 			}
-			written[it.row.ID] = ok
+			for _, id := range ids {
+				written[id] = true
+			}
+		}
+		// The events of those written, in the same order; seq as
+		// appendEvent numbers it, one after the other.
+		var seq int64
+		if err := s.get(ctx, tx, &seq, nextSeqSQLite); err != nil {
+			return nil, err
+		}
+		var evs []*AuditEvent
+		for _, it := range sorted {
+			if written[it.row.ID] {
+				it.ev.Seq, seq = seq, seq+1
+				it.ev.Hash = EventHash(it.ev)
+				evs = append(evs, it.ev)
+			}
+		}
+		for chunk := range slices.Chunk(evs, sqliteChunk) {
+			args := make([]any, 0, len(chunk)*10)
+			for _, e := range chunk {
+				args = append(args, e.Seq, e.At, e.Actor, e.Tenant, e.OperationID, e.Action, e.FromState, e.ToState, e.Detail, e.Hash)
+			}
+			if _, err := tx.ExecContext(ctx, manyRows(insertEventSQLite, len(chunk)), args...); err != nil {
+				return nil, err
+			}
 		}
 		return written, nil
 	})
@@ -241,6 +276,18 @@ func (s *Store) insertMany(ctx context.Context, plans []*review.RegistrationPlan
 // dependency is written beside the operation by Register's transaction.
 func bulkable(p *review.RegistrationPlan) bool {
 	return p.Approval == nil && p.Registration.After == nil
+}
+
+// sqliteChunk bounds the rows of one SQLite statement: 18 arguments each
+// stay far below its limit of 32,766.
+const sqliteChunk = 500
+
+// manyRows is q, an INSERT of one row, inserting n: its VALUES tuple
+// repeated. The statement stays the one written for a single row.
+func manyRows(q string, n int) string {
+	start := strings.Index(q, "VALUES (") + len("VALUES ")
+	end := start + strings.Index(q[start:], ")") + 1 // the tuples hold no parentheses
+	return q[:end] + strings.Repeat(", "+q[start:end], n-1) + q[end:]
 }
 
 // nullFloat is f for textArg: nil when NULL.

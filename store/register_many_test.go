@@ -304,3 +304,30 @@ func dumpRows(t *testing.T, s *store.Store, q string) []string {
 	}
 	return out
 }
+
+// BenchmarkRegisterMany is the bulk write per registration, batches of
+// 100, one caller, on each engine (ns/op is one registration).
+func BenchmarkRegisterMany(b *testing.B) {
+	for _, e := range storetest.Engines(b) {
+		b.Run(string(e), func(b *testing.B) {
+			s := storetest.Open(b, e, store.Options{})
+			ctx := b.Context()
+			const size = 100
+			n := 0
+			b.ReportAllocs()
+			for b.Loop() {
+				if n%size == 0 {
+					rs := make([]review.Registration, size)
+					for k := range rs {
+						rs[k] = intention(fmt.Sprintf("bulk-%d-%d", n, k), review.RiskCompensableWrite, "files")
+					}
+					got, err := s.RegisterMany(ctx, rs)
+					if err != nil || !got[size-1].Created {
+						b.Fatal(err)
+					}
+				}
+				n++
+			}
+		})
+	}
+}

@@ -173,11 +173,19 @@ func openSQLite(ctx context.Context, path string, maxConns int) (*sqlx.DB, error
 	// lose the last commits on power loss). _txlock=immediate takes the write
 	// lock at BEGIN, so read-then-write transactions cannot deadlock into
 	// SQLITE_BUSY. _time_format=sqlite stores sortable timestamps.
+	// temp_store=MEMORY keeps statement journals in memory: a statement
+	// that may fail halfway inside a transaction (an INSERT … ON CONFLICT
+	// under unique indexes and triggers) journals every page it touches so
+	// that it alone can be undone, and on disk that was a pwrite per page —
+	// most of the CPU of a bulk registration (limbo bench, pprof). Nothing
+	// durable lives there: a statement journal only outlives its statement
+	// for as long as that statement runs.
 	q := url.Values{}
 	q.Add("_pragma", "journal_mode(WAL)")
 	q.Add("_pragma", "synchronous(FULL)")
 	q.Add("_pragma", "busy_timeout(10000)")
 	q.Add("_pragma", "foreign_keys(1)")
+	q.Add("_pragma", "temp_store(MEMORY)")
 	q.Set("_time_format", "sqlite")
 	q.Set("_txlock", "immediate")
 	db, err := sqlx.Open("sqlite", "file:"+path+"?"+q.Encode())
