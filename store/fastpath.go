@@ -48,7 +48,7 @@ func (s *Store) registerFast(ctx context.Context, p *review.RegistrationPlan, no
 	var created bool
 	// An approval case or a dependency is written beside the operation,
 	// in the ordinary transaction.
-	if s.engine == Postgres && bulkable(p) {
+	if s.engine == Postgres && bulkable(p) && !s.snaps.off {
 		res, err := s.fast(ctx, "register", row.ID, row.Tenant, row.Key, row.SourceRef, row.LogicalVersion,
 			row.Action, row.Destination, row.Risk, row.Flags, row.Payload, row.PayloadHash, row.State, row.StateReason,
 			row.Deadline, row.MaxAttempts, nullFloat(row.CostBudget), now, ev.Actor, ev.Detail, ContentHash(ev))

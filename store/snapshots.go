@@ -30,6 +30,9 @@ const snapshotBudget = 32 << 20
 
 // snapshots holds the snapshots of operations in progress, by id.
 type snapshots struct {
+	// off: none are kept (Options.NoFastPath), so every call of the
+	// attempt cycle takes the ordinary path.
+	off   bool
 	mu    sync.Mutex
 	m     map[string]*snapshot
 	bytes int
@@ -49,6 +52,9 @@ func (c *snapshots) get(tenant, id string) *snapshot {
 // put stores sn, replacing the operation's previous snapshot. An operation
 // in a terminal state is dropped instead: the attempt cycle is over.
 func (c *snapshots) put(sn *snapshot) {
+	if c.off {
+		return
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.dropLocked(sn.op.ID)

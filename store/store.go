@@ -66,6 +66,12 @@ type Options struct {
 	// defaults, DefaultMaxConnsPostgres and DefaultMaxConnsSQLite). Several
 	// stores sharing one PostgreSQL server, tests among them, set it small.
 	MaxConns int
+	// NoFastPath sends every call of the attempt cycle down the ordinary
+	// path (a transaction that reads under a lock): no snapshots, no
+	// group commit. The fast path must write exactly what the ordinary one
+	// writes, and TestFastPathWritesWhatTheOrdinaryPathWrites compares the
+	// two; an operator may also turn it off to rule it out.
+	NoFastPath bool
 }
 
 // The pool sizes a store uses when Options.MaxConns is zero.
@@ -120,6 +126,7 @@ func (s *Store) FastPath() (hits, misses int64) { return s.fastHits.Load(), s.fa
 // durability settings Limbo relies on; it does not migrate.
 func Open(ctx context.Context, dbURL string, opt Options) (*Store, error) {
 	s := &Store{cfg: opt.Config, clock: opt.Clock, rand: opt.Rand, resolve: opt.Resolve}
+	s.snaps.off = opt.NoFastPath
 	if s.clock == nil {
 		s.clock = time.Now
 	}
