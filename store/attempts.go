@@ -57,17 +57,6 @@ WHERE destination = ? AND finished_at IS NULL AND lease_expires_at > ?`
 SELECT COALESCE(SUM(CASE WHEN n = 1 THEN 1 ELSE 0 END), 0) AS firsts,
        COALESCE(SUM(CASE WHEN n > 1 THEN 1 ELSE 0 END), 0) AS retries
 FROM attempts WHERE destination = ? AND tenant = ? AND started_at > ?`
-	/* Store.StartAttempt */
-	insertAttempt = `
-INSERT INTO attempts (operation_id, n, generation, destination, tenant, credential, model, started_at, lease_expires_at)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`
-	/* Store.StartAttempt and startAttemptFast (SQLite): guarded by state,
-	   version and detail_version (what the fast path's snapshot is). */
-	updateOpInFlight = `
-UPDATE operations SET state = 'in_flight', state_reason = ?, attempt_count = ?, next_attempt_at = NULL,
-    first_attempt_at = COALESCE(first_attempt_at, ?), version = version + 1, updated_at = ?,
-    probe_owner = NULL, probe_until = NULL, probe_generation = probe_generation + 1
-WHERE id = ? AND state = ? AND version = ? AND detail_version = ?`
 )
 
 // StartAttempt grants attempt n+1 when the state, backoff, budgets,
@@ -228,22 +217,23 @@ func newGrant(op *review.Operation, n int, dest review.Destination, req AttemptR
 	return g, fmt.Sprintf("attempt %d granted", n), ev
 }
 
-// writeGrant writes grant g in tx: the operation in flight, guarded by its
-// state, version and detailVersion (errGuard when they no longer match),
-// then the attempt and the audit event.
+// writeGrant writes grant g in tx (attemptPlan): the operation in flight,
+// guarded by its state, version and detailVersion (errGuard when they no
+// longer match), then the attempt and the audit event.
 func (s *Store) writeGrant(ctx context.Context, tx *sqlx.Tx, op *review.Operation, detailVersion int64, g *Grant, reason string, ev *AuditEvent, req AttemptRequest, now time.Time) error {
-	res, err := s.exec(ctx, tx, updateOpInFlight, reason, g.N, now, now, op.ID, string(op.State), op.Version, detailVersion)
-	if err != nil {
-		return fmt.Errorf("update operation: %w", err)
-	}
-	if rowsAffected(res) != 1 {
-		return errGuard
-	}
-	if _, err := s.exec(ctx, tx, insertAttempt, op.ID, g.N, g.Generation, op.Destination, op.Tenant, req.Credential, req.Model,
-		now, g.LeaseExpiresAt); err != nil {
-		return fmt.Errorf("insert attempt: %w", err)
-	}
-	return s.appendEvent(ctx, tx, ev)
+	a := grantArgs(op, detailVersion, g, reason, req, now)
+	_, err := s.writeCall(ctx, tx, attemptPlan, &a, ev)
+	return err
+}
+
+// grantArgs are attemptPlan's parameters for grant g.
+func grantArgs(op *review.Operation, detailVersion int64, g *Grant, reason string, req AttemptRequest, now time.Time) args {
+	var a args
+	a[pKind], a[pOpID], a[pTenant], a[pAt], a[pStateReason] = "attempt", op.ID, op.Tenant, now, reason
+	a[pGuardState], a[pVersion], a[pDetailVersion] = string(op.State), op.Version, detailVersion
+	a[pN], a[pGeneration], a[pDestination], a[pCredential], a[pModel], a[pLeaseExpiresAt] = g.N, g.Generation,
+		op.Destination, req.Credential, req.Model, g.LeaseExpiresAt
+	return a
 }
 
 // limitsApply reports whether attempt n must be counted against the

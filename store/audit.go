@@ -94,15 +94,6 @@ const (
 	insertEventSQLite = `
 INSERT INTO audit_events (seq, txid, at, actor, tenant, operation_id, action, from_state, to_state, detail, hash)
 VALUES (?, 0, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
-	/* Store.appendEvent: seq from the sequence and the hash finished in SQL
-	   (the SQL twin of EventHash), so one round trip. txid lets the sealer wait for
-	   transactions still running. */
-	insertEventPostgres = `
-INSERT INTO audit_events (seq, txid, at, actor, tenant, operation_id, action, from_state, to_state, detail, hash)
-SELECT q.seq, pg_current_xact_id()::text::bigint, $1::timestamp, $2, $3, $4, $5, $6, $7, $8,
-    encode(sha256(convert_to(q.seq::text || ':' || $9::text, 'UTF8')), 'hex')
-FROM (SELECT nextval('audit_events_seq') AS seq) q
-RETURNING seq, hash`
 )
 
 // appendEvent writes e inside tx, the transaction that makes the change it
@@ -120,8 +111,9 @@ func (s *Store) appendEvent(ctx context.Context, tx *sqlx.Tx, e *AuditEvent) err
 			Seq  int64  `db:"seq"`
 			Hash string `db:"hash"`
 		}
-		if err := s.get(ctx, tx, &r, insertEventPostgres, e.At, e.Actor, e.Tenant, e.OperationID, e.Action,
-			e.FromState, e.ToState, e.Detail, ContentHash(e)); err != nil {
+		var a args
+		a.event(e)
+		if err := s.get(ctx, tx, &r, insertEventPostgres.query, insertEventPostgres.bind(&a)...); err != nil {
 			return fmt.Errorf("store.appendEvent: %w", err)
 		}
 		e.Seq, e.Hash = r.Seq, r.Hash

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -16,9 +17,9 @@ import (
 // Measured with limbo bench: once the attempt cycle is one statement per
 // call, about half of PostgreSQL's CPU per call is the fixed cost of a
 // round trip and a transaction, not the rows. So the fast writes of
-// concurrent calls go to the database together: limbo_fast_batch (migration
-// 0016) runs them one after the other as separate statements in one
-// transaction, one round trip for all. Each call keeps its own guard and
+// concurrent calls go to the database together: limbo_fast_batch (generated
+// from writes.go) runs their plans one after the other in one transaction,
+// one round trip for all. Each call keeps its own guard and
 // its own audit event; only the commit is shared, and nobody is answered
 // before it.
 //
@@ -42,12 +43,26 @@ const (
 	batchTimeout = time.Minute
 )
 
-const fastBatch = `SELECT ops, evidence_id FROM limbo_fast_batch($1)`
+// fastBatch calls limbo_fast_batch (writes.go) with every argument named,
+// each an array with one element per call of the batch:
+// limbo_fast_batch(a_kind => $1, a_op_id => $2, …).
+var fastBatch = func() string {
+	var b strings.Builder
+	b.WriteString("SELECT ops, evidence_id FROM limbo_fast_batch(")
+	for p := range nParams {
+		if p > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "a_%s => $%d", params[p].name, p+1)
+	}
+	b.WriteString(")")
+	return b.String()
+}()
 
 // fastCall is one call waiting for its batch.
 type fastCall struct {
 	ctx  context.Context
-	args []sql.NullString // args[0] names the call
+	args [nParams]sql.NullString // as text, by param
 	res  fastResult
 	err  error
 	done chan struct{}
@@ -77,16 +92,15 @@ type BatchStats struct {
 }
 
 // fast sends one fast-path call through the batcher and waits for its
-// commit. kind and args are limbo_fast_batch's call name and arguments.
-func (s *Store) fast(ctx context.Context, kind string, args ...any) (fastResult, error) {
-	c := &fastCall{ctx: ctx, args: make([]sql.NullString, 1, 1+len(args)), done: make(chan struct{})}
-	c.args[0] = sql.NullString{String: kind, Valid: true}
-	for _, a := range args {
-		t, err := textArg(a)
+// commit. a holds its parameters, a[pKind] its plan.
+func (s *Store) fast(ctx context.Context, a *args) (fastResult, error) {
+	c := &fastCall{ctx: ctx, done: make(chan struct{})}
+	for p, v := range a {
+		t, err := textArg(v)
 		if err != nil {
-			return fastResult{}, err
+			return fastResult{}, fmt.Errorf("store: limbo_fast_batch argument %s: %w", params[p].name, err)
 		}
-		c.args = append(c.args, t)
+		c.args[p] = t
 	}
 	b := &s.batch
 	b.mu.Lock()
@@ -182,27 +196,28 @@ func (s *Store) sendBatch(batch []*fastCall) {
 func (s *Store) execBatch(ctx context.Context, batch []*fastCall) ([]fastResult, error) {
 	ctx, cancel := context.WithTimeout(ctx, batchTimeout)
 	defer cancel()
-	// A two-dimensional array must be rectangular: short calls are padded
-	// with NULLs, which limbo_fast_batch never reads.
-	width := 0
-	for _, c := range batch {
-		width = max(width, len(c.args))
-	}
-	rows := make([][]sql.NullString, len(batch))
-	for i, c := range batch {
-		rows[i] = c.args
-		if len(c.args) < width {
-			rows[i] = append(c.args[:len(c.args):len(c.args)], make([]sql.NullString, width-len(c.args))...)
-		}
-	}
 	var res []fastResult
-	if err := s.sel(ctx, nil, &res, fastBatch, textMatrix(rows)); err != nil {
+	if err := s.sel(ctx, nil, &res, fastBatch, batchArgs(batch)...); err != nil {
 		return nil, err
 	}
 	if len(res) != len(batch) {
 		return nil, fmt.Errorf("store: limbo_fast_batch answered %d rows for %d calls", len(res), len(batch))
 	}
 	return res, nil
+}
+
+// batchArgs are limbo_fast_batch's arguments for batch: per parameter, an
+// array of the calls' values.
+func batchArgs(batch []*fastCall) []any {
+	args := make([]any, nParams)
+	for p := range nParams {
+		col := make(textArray, len(batch))
+		for i, c := range batch {
+			col[i] = c.args[p]
+		}
+		args[p] = col
+	}
+	return args
 }
 
 // FastBatches reports what the fast path's group commit has sent so far
@@ -227,6 +242,8 @@ func textArg(v any) (sql.NullString, error) {
 		s = strconv.FormatInt(v, 10)
 	case float64:
 		s = strconv.FormatFloat(v, 'g', -1, 64)
+	case bool:
+		s = strconv.FormatBool(v)
 	case time.Time:
 		s = string(pq.FormatTimestamp(v))
 	default:

@@ -38,13 +38,16 @@ func (s *Store) registerCompensation(ctx context.Context, tx *sqlx.Tx, c *Case, 
 	p := dp.Undo
 	r := &p.Registration
 	id := d.CompensationID
-	res, err := s.exec(ctx, tx, insertOperation, id, r.Tenant, r.Key, r.SourceRef, r.LogicalVersion, r.Action, r.Destination,
-		string(r.Risk), joinFlags(r.Flags), string(r.Payload), p.PayloadHash, string(p.State), p.Reason, dbTime(*r.Deadline),
-		*r.MaxAttempts, nil, d.DecidedAt, d.DecidedAt)
+	row := opRow{ID: id, Tenant: r.Tenant, Key: r.Key, SourceRef: r.SourceRef, LogicalVersion: r.LogicalVersion,
+		Action: r.Action, Destination: r.Destination, Risk: string(r.Risk), Flags: joinFlags(r.Flags), Payload: string(r.Payload),
+		PayloadHash: p.PayloadHash, State: string(p.State), StateReason: p.Reason, Deadline: dbTime(*r.Deadline),
+		MaxAttempts: *r.MaxAttempts, CreatedAt: d.DecidedAt}
+	a := row.insertArgs()
+	n, err := s.write(ctx, tx, insertOperation, &a)
 	if err != nil {
 		return fmt.Errorf("compensation: %w", err)
 	}
-	if rowsAffected(res) != 1 {
+	if n != 1 {
 		return fmt.Errorf("%w: a compensation of this resource was already registered by this decision", review.ErrConflict)
 	}
 	if err := s.appendEvent(ctx, tx, plannedEvent(p.Event, d.DecidedAt, d.Actor, r.Tenant, id)); err != nil {

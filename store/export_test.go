@@ -27,3 +27,11 @@ func KeysetQueries(s *Store) map[string][]any {
 		s.rebind(selectDecisionsPostgres):                      {"acme", int64(1000), int64(5), 50},
 	}
 }
+
+// EventHashInSQL is limbo_event_hash(seq, contentHash) on PostgreSQL: the
+// SQL twin of hashWithSeq.
+func EventHashInSQL(ctx context.Context, s *Store, seq int64, contentHash string) (string, error) {
+	var h string
+	err := s.db.GetContext(ctx, &h, `SELECT limbo_event_hash($1, $2)`, seq, contentHash)
+	return h, err
+}

@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/jmoiron/sqlx"
@@ -13,18 +12,18 @@ import (
 	"github.com/limbo-dev/limbo/review"
 )
 
-// The fast path of the attempt cycle: one statement per call.
+// The fast path of the attempt cycle: one round trip per call.
 //
 // Register, StartAttempt and RecordOutcome are on the path of every external
 // call an integration makes. On PostgreSQL each round trip costs more than
 // the work it carries, so when this process holds an exact snapshot of the
 // operation (snapshots.go) these calls decide in Go, with the same review
 // functions as the ordinary path, and write everything — the operation, the
-// attempt, the evidence and the audit event — with one guarded statement: a
-// writable CTE on PostgreSQL, a short transaction of the same statements on
-// SQLite (in process, nothing to save but the reads). On PostgreSQL the
-// statements live in limbo_fast_batch (migration 0016), which runs the
-// calls of concurrent callers in one round trip and one commit (batch.go).
+// attempt, the evidence and the audit event — as one plan of guarded
+// writes (writes.go): through limbo_fast_batch on PostgreSQL, which runs
+// the calls of concurrent callers in one round trip and one commit
+// (batch.go); a short transaction of the same statements on SQLite (in
+// process, nothing to save but the reads).
 //
 // The fast path covers the common case only; anything else returns ok=false
 // and the ordinary path (a transaction that reads under a lock) runs, so
@@ -39,9 +38,7 @@ var errGuard = errors.New("store: fast path guard failed")
 
 // registerFast persists p, a registration planned for a new key, with one
 // statement. It returns nil when the key already exists: the ordinary path
-// compares intentions (RegistrationPlan.ExistingKey). On PostgreSQL,
-// limbo_fast_batch writes the audit event's action and to-state itself;
-// they are p.Event's, which is hashed here.
+// compares intentions (RegistrationPlan.ExistingKey).
 func (s *Store) registerFast(ctx context.Context, p *review.RegistrationPlan, now time.Time) (*review.Operation, error) {
 	r := &p.Registration
 	row, ev := registrationRow(p, now)
@@ -49,9 +46,9 @@ func (s *Store) registerFast(ctx context.Context, p *review.RegistrationPlan, no
 	// An approval case or a dependency is written beside the operation,
 	// in the ordinary transaction.
 	if s.engine == Postgres && bulkable(p) && !s.snaps.off {
-		res, err := s.fast(ctx, "register", row.ID, row.Tenant, row.Key, row.SourceRef, row.LogicalVersion,
-			row.Action, row.Destination, row.Risk, row.Flags, row.Payload, row.PayloadHash, row.State, row.StateReason,
-			row.Deadline, row.MaxAttempts, nullFloat(row.CostBudget), now, ev.Actor, ev.Detail, ContentHash(ev))
+		a := row.insertArgs()
+		a.event(ev)
+		res, err := s.fast(ctx, &a)
 		if err != nil {
 			return nil, err
 		}
@@ -101,16 +98,26 @@ func registrationRow(p *review.RegistrationPlan, now time.Time) (opRow, *AuditEv
 	return row, plannedEvent(p.Event, now, r.Actor, r.Tenant, row.ID)
 }
 
-// insertRegistered writes row and its registration event in tx; false when
-// the key exists (nothing is written).
+// insertArgs are insertOperation's parameters for r, created at
+// r.CreatedAt, as registerPlan's call.
+func (r *opRow) insertArgs() args {
+	var a args
+	a[pKind], a[pOpID], a[pTenant], a[pKey], a[pSourceRef] = "register", r.ID, r.Tenant, r.Key, r.SourceRef
+	a[pLogicalVersion], a[pAction], a[pDestination], a[pRisk], a[pFlags] = r.LogicalVersion, r.Action, r.Destination, r.Risk, r.Flags
+	a[pPayload], a[pPayloadHash], a[pState], a[pStateReason] = r.Payload, r.PayloadHash, r.State, r.StateReason
+	a[pDeadline], a[pMaxAttempts], a[pCostBudget], a[pAt] = r.Deadline, r.MaxAttempts, nullFloat(r.CostBudget), r.CreatedAt
+	return a
+}
+
+// insertRegistered writes row and its registration event in tx
+// (registerPlan); false when the key exists (nothing is written).
 func (s *Store) insertRegistered(ctx context.Context, tx *sqlx.Tx, row *opRow, ev *AuditEvent) (bool, error) {
-	res, err := s.exec(ctx, tx, insertOperation, row.ID, row.Tenant, row.Key, row.SourceRef, row.LogicalVersion,
-		row.Action, row.Destination, row.Risk, row.Flags, row.Payload, row.PayloadHash, row.State, row.StateReason,
-		row.Deadline, row.MaxAttempts, row.CostBudget, row.CreatedAt, row.UpdatedAt)
-	if err != nil || rowsAffected(res) != 1 {
-		return false, err
+	a := row.insertArgs()
+	_, err := s.writeCall(ctx, tx, registerPlan, &a, ev)
+	if errors.Is(err, errGuard) {
+		return false, nil
 	}
-	return true, s.appendEvent(ctx, tx, ev)
+	return err == nil, err
 }
 
 // startAttemptFast grants a first attempt from the snapshot with one
@@ -134,9 +141,9 @@ func (s *Store) startAttemptFast(ctx context.Context, req AttemptRequest) (g *Gr
 	g, reason, ev := newGrant(op, n, dest, req, now)
 	if s.engine == Postgres {
 		var r fastResult
-		if r, err = s.fast(ctx, "attempt", reason, n, now, op.ID, string(op.State), op.Version, sn.detailVersion,
-			g.Generation, op.Destination, req.Credential, req.Model, g.LeaseExpiresAt, ev.Actor, ev.Tenant, ev.Detail,
-			ContentHash(ev)); err == nil && r.Ops != 1 {
+		a := grantArgs(op, sn.detailVersion, g, reason, req, now)
+		a.event(ev)
+		if r, err = s.fast(ctx, &a); err == nil && r.Ops != 1 {
 			err = errGuard
 		}
 	} else {
@@ -195,8 +202,6 @@ type fastOutcome struct {
 	d    review.Decision
 	// res is the operation's resource when the plan confirms it.
 	res *review.ResourceRef
-	// Column values: NULL (nil) unless set.
-	retryAt, resRef, resKind, resVersion any
 	// ev is the response's evidence (on success), cands its candidates
 	// as stored, bump 1 when it adds to the operation's details.
 	ev    *review.Evidence
@@ -244,10 +249,6 @@ func (s *Store) decideOutcomeFast(tenant, opID string, n int, o review.Outcome, 
 	if d.RetryAt != nil {
 		t := dbTime(*d.RetryAt)
 		p.d.RetryAt = &t
-		p.retryAt = t
-	}
-	if r := plan.Resource; r != nil {
-		p.resRef, p.resKind, p.resVersion = r.Ref, r.Kind, r.Version
 	}
 	if plan.Evidence != nil {
 		p.ev = plan.Evidence
@@ -261,50 +262,27 @@ func (s *Store) decideOutcomeFast(tenant, opID string, n int, o review.Outcome, 
 	return p, true, nil
 }
 
-// writeOutcomeFast writes p guarded by the snapshot's versions (errGuard
-// when they no longer match): one statement on PostgreSQL, a short
-// transaction of the same statements on SQLite. It returns the evidence id.
+// writeOutcomeFast writes p (outcomePlan) guarded by the snapshot's
+// versions (errGuard when they no longer match): through limbo_fast_batch
+// on PostgreSQL, a short transaction of the same statements on SQLite. It
+// returns the evidence id.
 func (s *Store) writeOutcomeFast(ctx context.Context, p *fastOutcome) (int64, error) {
-	op, o, d, now, n := p.op, p.o, p.d, p.now, p.n
+	op := p.op
+	a := outcomeArgs(op, p.sn.detailVersion, p.n, op.Attempts[p.ai].Generation, p.o, p.d, p.res, p.hash, p.bump, p.now)
+	if p.ev != nil {
+		a[pSource], a[pAuthoritative], a[pCandidates] = string(p.ev.Source), p.ev.Authoritative, p.cands
+		a[pVerdict], a[pNote], a[pObservedAt] = string(p.ev.Verdict), p.ev.Note, p.now
+	}
 	if s.engine == Postgres {
-		var verdict, note string
-		if p.ev != nil {
-			verdict, note = string(p.ev.Verdict), p.ev.Note
-		}
-		r, err := s.fast(ctx, "outcome", string(d.State), d.Reason, o.Cost, p.retryAt, p.resRef, p.resKind, p.resVersion,
-			p.bump, now, op.ID, op.Version, p.sn.detailVersion, string(o.Result), string(o.Phase), o.HTTPStatus, o.ProviderCode,
-			o.ProviderRequestID, o.RetryAfter, string(d.Next), p.hash, n, p.cands, verdict, note, p.audit.Actor, op.Tenant, p.audit.Detail,
-			ContentHash(p.audit))
+		a.event(p.audit)
+		r, err := s.fast(ctx, &a)
 		if err == nil && r.Ops != 1 {
 			err = errGuard
 		}
 		return r.EvidenceID, err
 	}
-	return inTx(ctx, s, func(tx *sqlx.Tx) (evID int64, err error) {
-		res, err := s.exec(ctx, tx, updateOpOutcome, string(d.State), d.Reason, o.Cost, p.retryAt, p.resRef, p.resKind, p.resVersion,
-			p.bump, now, op.ID, op.Version, p.sn.detailVersion)
-		if err != nil {
-			return 0, err
-		}
-		if rowsAffected(res) != 1 {
-			return 0, errGuard
-		}
-		if res, err = s.exec(ctx, tx, finishAttempt, now, string(o.Result), string(o.Phase), o.HTTPStatus, o.ProviderCode,
-			o.ProviderRequestID, o.RetryAfter, o.Cost, string(d.Next), d.Reason, p.retryAt, p.hash, op.ID, n, op.Attempts[p.ai].Generation); err != nil {
-			return 0, fmt.Errorf("finish attempt: %w", err)
-		}
-		if rowsAffected(res) != 1 {
-			return 0, errGuard
-		}
-		if p.ev != nil {
-			if res, err = s.exec(ctx, tx, insertEvidence, op.ID, string(p.ev.Source), p.ev.Authoritative, p.cands, string(p.ev.Verdict), p.ev.Note, now); err != nil {
-				return 0, fmt.Errorf("insert evidence: %w", err)
-			}
-			if evID, err = res.LastInsertId(); err != nil {
-				return 0, err
-			}
-		}
-		return evID, s.appendEvent(ctx, tx, p.audit)
+	return inTx(ctx, s, func(tx *sqlx.Tx) (int64, error) {
+		return s.writeCall(ctx, tx, outcomePlan, &a, p.audit)
 	})
 }
 

@@ -94,13 +94,6 @@ func joinFlags(fs []review.Flag) string {
 }
 
 const (
-	/* Store.registerFast (SQLite): DO NOTHING keeps an existing key from aborting the transaction. */
-	insertOperation = `
-INSERT INTO operations (id, tenant, key, source_ref, logical_version, action, destination, risk, flags,
-    payload, payload_hash, state, state_reason, deadline, max_attempts, cost_budget, cost_spent,
-    attempt_count, version, created_at, updated_at)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, 0, 1, ?, ?)
-ON CONFLICT (tenant, key) DO NOTHING`
 	/* Store.Register */
 	selectOperationByKey = `SELECT ` + opColumns + ` FROM operations WHERE tenant = ? AND key = ?`
 	/* Store.GetOperation */

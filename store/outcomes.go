@@ -42,26 +42,6 @@ const (
 	selectAttemptOutput = `
 SELECT a.n, a.output, a.invalid, a.recorded_at FROM attempt_outputs a JOIN operations o ON o.id = a.operation_id
 WHERE a.operation_id = ? AND o.tenant = ? AND a.n = ?`
-	/* Store.applyOutcome: fenced by generation; a closed attempt is never rewritten. */
-	finishAttempt = `
-UPDATE attempts SET finished_at = ?, result = ?, phase = ?, http_status = ?, provider_code = ?,
-    provider_request_id = ?, retry_after = ?, cost = ?, next = ?, next_reason = ?, retry_at = ?, outcome_hash = ?
-WHERE operation_id = ? AND n = ? AND generation = ? AND finished_at IS NULL`
-	/* Store.applyOutcome and recordOutcomeFast (SQLite): guarded by state,
-	   version and detail_version; the fast path bumps detail_version here
-	   for the evidence it inserts (the ordinary path bumps it with the
-	   evidence, so passes 0). */
-	updateOpOutcome = `
-UPDATE operations SET state = ?, state_reason = ?, cost_spent = cost_spent + ?, next_attempt_at = ?,
-    resource_ref = COALESCE(?, resource_ref), resource_kind = COALESCE(?, resource_kind),
-    resource_version = COALESCE(?, resource_version), probe_round = 0, next_probe_at = NULL,
-    probe_owner = NULL, probe_until = NULL, probe_generation = probe_generation + 1,
-    version = version + 1, detail_version = detail_version + ?, updated_at = ?
-WHERE id = ? AND state = 'in_flight' AND version = ? AND detail_version = ?`
-	/* Store.insertEvidence */
-	insertEvidence = `
-INSERT INTO evidence (operation_id, source, authoritative, candidates, verdict, note, observed_at)
-VALUES (?, ?, ?, ?, ?, ?, ?)`
 	/* Store.bumpDetails: evidence and jobs change what the API answers
 	   without moving the version; see migration 0013. */
 	updateOpDetailVersion = `UPDATE operations SET detail_version = detail_version + 1 WHERE id = ?`
@@ -192,29 +172,19 @@ func (s *Store) applyOutcome(ctx context.Context, tx *sqlx.Tx, row *opRow, att *
 		return nil, err
 	}
 	o.Cost = p.Cost // with its tokens priced
-	var retryAt any
-	if d.RetryAt != nil {
-		retryAt = dbTime(*d.RetryAt)
-	}
-	r, err := s.exec(ctx, tx, finishAttempt, now, string(o.Result), string(o.Phase), o.HTTPStatus,
-		o.ProviderCode, o.ProviderRequestID, o.RetryAfter, o.Cost, string(d.Next), d.Reason, retryAt, hash,
-		op.ID, att.N, att.Generation)
+	// Detail version 0: the ordinary path bumps it with the evidence.
+	a := outcomeArgs(op, row.DetailVersion, att.N, att.Generation, o, d, p.Resource, hash, 0, now)
+	k, err := s.write(ctx, tx, finishAttempt, &a)
 	if err != nil {
 		return nil, fmt.Errorf("finish attempt: %w", err)
 	}
-	if k, _ := r.RowsAffected(); k != 1 {
+	if k != 1 {
 		return nil, review.ErrConflict
 	}
-	var resRef, resKind, resVersion any
-	if p.Resource != nil {
-		resRef, resKind, resVersion = p.Resource.Ref, p.Resource.Kind, p.Resource.Version
-	}
-	r, err = s.exec(ctx, tx, updateOpOutcome, string(d.State), d.Reason, o.Cost, retryAt,
-		resRef, resKind, resVersion, 0, now, op.ID, op.Version, row.DetailVersion)
-	if err != nil {
+	if k, err = s.write(ctx, tx, updateOpOutcome, &a); err != nil {
 		return nil, fmt.Errorf("update operation: %w", err)
 	}
-	if k, _ := r.RowsAffected(); k != 1 {
+	if k != 1 {
 		return nil, review.ErrConflict
 	}
 	if p.Evidence != nil {
@@ -335,11 +305,40 @@ func (s *Store) insertEvidence(ctx context.Context, tx *sqlx.Tx, opID string, ev
 	if err := s.bumpDetails(ctx, tx, opID); err != nil {
 		return err
 	}
-	if _, err := s.exec(ctx, tx, insertEvidence, opID, string(ev.Source), ev.Authoritative,
-		string(cands), string(ev.Verdict), ev.Note, dbTime(ev.ObservedAt)); err != nil {
+	a := evidenceArgs(opID, &ev, string(cands))
+	if _, err := s.write(ctx, tx, insertEvidence, &a); err != nil {
 		return fmt.Errorf("insert evidence: %w", err)
 	}
 	return nil
+}
+
+// evidenceArgs are insertEvidence's parameters for ev, its candidates
+// marshalled as cands.
+func evidenceArgs(opID string, ev *review.Evidence, cands string) args {
+	var a args
+	a[pOpID], a[pSource], a[pAuthoritative], a[pCandidates] = opID, string(ev.Source), ev.Authoritative, cands
+	a[pVerdict], a[pNote], a[pObservedAt] = string(ev.Verdict), ev.Note, dbTime(ev.ObservedAt)
+	return a
+}
+
+// outcomeArgs are finishAttempt's and updateOpOutcome's parameters for
+// report o on attempt n (of generation) of op, decided as d; bump is added
+// to the operation's detail version.
+func outcomeArgs(op *review.Operation, detailVersion int64, n int, generation int64, o review.Outcome, d review.Decision,
+	res *review.ResourceRef, hash string, bump int, now time.Time) args {
+	var a args
+	a[pKind], a[pOpID], a[pTenant], a[pAt] = "outcome", op.ID, op.Tenant, now
+	a[pState], a[pStateReason], a[pVersion], a[pDetailVersion] = string(d.State), d.Reason, op.Version, detailVersion
+	a[pN], a[pGeneration], a[pNext], a[pOutcomeHash], a[pDetailBump] = n, generation, string(d.Next), hash, bump
+	a[pResult], a[pPhase], a[pHTTPStatus], a[pProviderCode] = string(o.Result), string(o.Phase), o.HTTPStatus, o.ProviderCode
+	a[pProviderRequestID], a[pRetryAfter], a[pCost] = o.ProviderRequestID, o.RetryAfter, o.Cost
+	if d.RetryAt != nil {
+		a[pRetryAt] = dbTime(*d.RetryAt)
+	}
+	if res != nil {
+		a[pResourceRef], a[pResourceKind], a[pResourceVersion] = res.Ref, res.Kind, res.Version
+	}
+	return a
 }
 
 func (s *Store) bumpDetails(ctx context.Context, tx *sqlx.Tx, opID string) error {

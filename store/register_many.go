@@ -46,7 +46,7 @@ const (
 	   registration; ON CONFLICT skips a key that exists, or that an earlier
 	   element of the same batch took. Rows are inserted in key order, so
 	   two batches sharing keys wait for each other instead of deadlocking.
-	   The hash formula is appendEvent's (insertEventPostgres). */
+	   The hash is limbo_event_hash, as appendEvent's. */
 	insertOperationsMany = `
 WITH i AS (
     SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[],
@@ -68,7 +68,7 @@ WITH i AS (
 )
 INSERT INTO audit_events (seq, txid, at, actor, tenant, operation_id, action, from_state, to_state, detail, hash)
 SELECT q.seq, pg_current_xact_id()::text::bigint, $22::timestamp, q.actor, q.tenant, q.id, q.ev_action, q.ev_from,
-    q.state, q.ev_detail, encode(sha256(convert_to(q.seq::text || ':' || q.ev_hash, 'UTF8')), 'hex')
+    q.state, q.ev_detail, limbo_event_hash(q.seq, q.ev_hash)
 FROM (SELECT nextval('audit_events_seq') AS seq, i.* FROM i JOIN o USING (id) ORDER BY i.ord) q
 RETURNING operation_id`
 )
@@ -220,15 +220,13 @@ func (s *Store) insertMany(ctx context.Context, plans []*review.RegistrationPlan
 			return cmp.Or(cmp.Compare(a.row.Tenant, b.row.Tenant), cmp.Compare(a.row.Key, b.row.Key))
 		})
 		for chunk := range slices.Chunk(sorted, sqliteChunk) {
-			args := make([]any, 0, len(chunk)*18)
+			args := make([]any, 0, len(chunk)*len(insertOperation.params))
 			for _, it := range chunk {
-				r := &it.row
-				args = append(args, r.ID, r.Tenant, r.Key, r.SourceRef, r.LogicalVersion, r.Action, r.Destination, r.Risk,
-					r.Flags, r.Payload, r.PayloadHash, r.State, r.StateReason, r.Deadline, r.MaxAttempts, r.CostBudget,
-					r.CreatedAt, r.UpdatedAt)
+				a := it.row.insertArgs()
+				args = append(args, insertOperation.bind(&a)...)
 			}
 			var ids []string
-			if err := tx.SelectContext(ctx, &ids, manyRows(insertOperation, len(chunk))+" RETURNING id", args...); err != nil {
+			if err := tx.SelectContext(ctx, &ids, manyRows(insertOperation.query, len(chunk))+" RETURNING id", args...); err != nil {
 				return nil, err
 			}
 			for _, id := range ids {

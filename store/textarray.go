@@ -15,29 +15,12 @@ import (
 // textArray is a text[] argument.
 type textArray []sql.NullString
 
-func (a textArray) Value() (driver.Value, error) { return string(appendTextArray(nil, a)), nil }
-
-// textMatrix is a two-dimensional text[][] argument; its rows must be of
-// equal length, as PostgreSQL requires.
-type textMatrix [][]sql.NullString
-
-func (m textMatrix) Value() (driver.Value, error) {
-	n := 2
-	for _, row := range m {
-		n += 3 + len(row)*3
-		for _, e := range row {
-			n += len(e.String)
-		}
+func (a textArray) Value() (driver.Value, error) {
+	n := 2 + len(a)*5 // braces, and per element quotes, a comma or NULL
+	for _, e := range a {
+		n += len(e.String) + len(e.String)/8 // room for a few escapes
 	}
-	b := make([]byte, 0, n)
-	b = append(b, '{')
-	for i, row := range m {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = appendTextArray(b, row)
-	}
-	return string(append(b, '}')), nil
+	return string(appendTextArray(make([]byte, 0, n), a)), nil
 }
 
 func appendTextArray(b []byte, a []sql.NullString) []byte {
