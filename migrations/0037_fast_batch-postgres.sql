@@ -3,7 +3,8 @@
 -- fastBatchMigration. Do not edit; see TestFastBatchMigrationIsFresh.
 --
 -- Each argument is an array named for a parameter of the writes, one element
--- per call of the batch; the Go side passes them by name. Call i runs its
+-- per call of the batch; the Go side passes them by name, and leaves out
+-- those no call of the batch sets. Call i runs its
 -- plan (a_kind[i]) with element i of each: its guarded write first, and the
 -- rest only when the guard matched, so a stale snapshot writes nothing.
 -- One row comes back per call, in order: ops, 1 when the call was written
@@ -13,65 +14,63 @@
 DROP FUNCTION IF EXISTS limbo_fast_batch;
 
 CREATE FUNCTION limbo_fast_batch(
-    a_kind text[],
-    a_op_id text[],
-    a_tenant text[],
-    a_at timestamp[],
-    a_state text[],
-    a_state_reason text[],
-    a_guard_state text[],
-    a_version bigint[],
-    a_detail_version bigint[],
-    a_key text[],
-    a_source_ref text[],
-    a_logical_version text[],
-    a_action text[],
-    a_destination text[],
-    a_risk text[],
-    a_flags text[],
-    a_payload text[],
-    a_payload_hash text[],
-    a_deadline timestamp[],
-    a_max_attempts integer[],
-    a_cost_budget double precision[],
-    a_n integer[],
-    a_generation bigint[],
-    a_credential text[],
-    a_model text[],
-    a_lease_expires_at timestamp[],
-    a_cost double precision[],
-    a_retry_at timestamp[],
-    a_resource_ref text[],
-    a_resource_kind text[],
-    a_resource_version text[],
-    a_detail_bump bigint[],
-    a_result text[],
-    a_phase text[],
-    a_http_status integer[],
-    a_provider_code text[],
-    a_provider_request_id text[],
-    a_retry_after text[],
-    a_next text[],
-    a_outcome_hash text[],
-    a_source text[],
-    a_authoritative boolean[],
-    a_candidates text[],
-    a_verdict text[],
-    a_note text[],
-    a_observed_at timestamp[],
-    a_ev_at timestamp[],
-    a_ev_actor text[],
-    a_ev_action text[],
-    a_ev_from text[],
-    a_ev_to text[],
-    a_ev_detail text[],
-    a_ev_hash text[]
+    a_kind text[] DEFAULT NULL,
+    a_op_id text[] DEFAULT NULL,
+    a_tenant text[] DEFAULT NULL,
+    a_at timestamp[] DEFAULT NULL,
+    a_state text[] DEFAULT NULL,
+    a_state_reason text[] DEFAULT NULL,
+    a_guard_state text[] DEFAULT NULL,
+    a_version bigint[] DEFAULT NULL,
+    a_detail_version bigint[] DEFAULT NULL,
+    a_key text[] DEFAULT NULL,
+    a_source_ref text[] DEFAULT NULL,
+    a_logical_version text[] DEFAULT NULL,
+    a_action text[] DEFAULT NULL,
+    a_destination text[] DEFAULT NULL,
+    a_risk text[] DEFAULT NULL,
+    a_flags text[] DEFAULT NULL,
+    a_payload text[] DEFAULT NULL,
+    a_payload_hash text[] DEFAULT NULL,
+    a_deadline timestamp[] DEFAULT NULL,
+    a_max_attempts integer[] DEFAULT NULL,
+    a_cost_budget double precision[] DEFAULT NULL,
+    a_n integer[] DEFAULT NULL,
+    a_generation bigint[] DEFAULT NULL,
+    a_credential text[] DEFAULT NULL,
+    a_model text[] DEFAULT NULL,
+    a_lease_expires_at timestamp[] DEFAULT NULL,
+    a_cost double precision[] DEFAULT NULL,
+    a_retry_at timestamp[] DEFAULT NULL,
+    a_resource_ref text[] DEFAULT NULL,
+    a_resource_kind text[] DEFAULT NULL,
+    a_resource_version text[] DEFAULT NULL,
+    a_detail_bump bigint[] DEFAULT NULL,
+    a_result text[] DEFAULT NULL,
+    a_phase text[] DEFAULT NULL,
+    a_http_status integer[] DEFAULT NULL,
+    a_provider_code text[] DEFAULT NULL,
+    a_provider_request_id text[] DEFAULT NULL,
+    a_retry_after text[] DEFAULT NULL,
+    a_next text[] DEFAULT NULL,
+    a_outcome_hash text[] DEFAULT NULL,
+    a_source text[] DEFAULT NULL,
+    a_authoritative boolean[] DEFAULT NULL,
+    a_candidates text[] DEFAULT NULL,
+    a_verdict text[] DEFAULT NULL,
+    a_note text[] DEFAULT NULL,
+    a_observed_at timestamp[] DEFAULT NULL,
+    a_ev_at timestamp[] DEFAULT NULL,
+    a_ev_actor text[] DEFAULT NULL,
+    a_ev_action text[] DEFAULT NULL,
+    a_ev_from text[] DEFAULT NULL,
+    a_ev_to text[] DEFAULT NULL,
+    a_ev_detail text[] DEFAULT NULL,
+    a_ev_hash text[] DEFAULT NULL
 ) RETURNS TABLE (ops bigint, evidence_id bigint)
 LANGUAGE plpgsql AS $$
 DECLARE
-    wrote  bigint; -- not n: attempts has a column n
-    e_seq  bigint;
-    e_hash text;
+    wrote bigint; -- not n: attempts has a column n
 BEGIN
     FOR i IN 1 .. coalesce(array_length(a_kind, 1), 0) LOOP
         ops := 0;
@@ -89,8 +88,7 @@ BEGIN
                 INSERT INTO audit_events (seq, txid, at, actor, tenant, operation_id, action, from_state, to_state, detail, hash)
                 SELECT q.seq, pg_current_xact_id()::text::bigint, a_ev_at[i]::timestamp, a_ev_actor[i], a_tenant[i], a_op_id[i], a_ev_action[i],
                     a_ev_from[i], a_ev_to[i], a_ev_detail[i], limbo_event_hash(q.seq, a_ev_hash[i]::text)
-                FROM (SELECT nextval('audit_events_seq') AS seq) q
-                RETURNING seq, hash INTO e_seq, e_hash;
+                FROM (SELECT nextval('audit_events_seq') AS seq) q;
                 ops := 1;
             END IF;
         WHEN 'attempt' THEN
@@ -105,8 +103,7 @@ BEGIN
                 INSERT INTO audit_events (seq, txid, at, actor, tenant, operation_id, action, from_state, to_state, detail, hash)
                 SELECT q.seq, pg_current_xact_id()::text::bigint, a_ev_at[i]::timestamp, a_ev_actor[i], a_tenant[i], a_op_id[i], a_ev_action[i],
                     a_ev_from[i], a_ev_to[i], a_ev_detail[i], limbo_event_hash(q.seq, a_ev_hash[i]::text)
-                FROM (SELECT nextval('audit_events_seq') AS seq) q
-                RETURNING seq, hash INTO e_seq, e_hash;
+                FROM (SELECT nextval('audit_events_seq') AS seq) q;
                 ops := 1;
             END IF;
         WHEN 'outcome' THEN
@@ -135,8 +132,7 @@ BEGIN
                 INSERT INTO audit_events (seq, txid, at, actor, tenant, operation_id, action, from_state, to_state, detail, hash)
                 SELECT q.seq, pg_current_xact_id()::text::bigint, a_ev_at[i]::timestamp, a_ev_actor[i], a_tenant[i], a_op_id[i], a_ev_action[i],
                     a_ev_from[i], a_ev_to[i], a_ev_detail[i], limbo_event_hash(q.seq, a_ev_hash[i]::text)
-                FROM (SELECT nextval('audit_events_seq') AS seq) q
-                RETURNING seq, hash INTO e_seq, e_hash;
+                FROM (SELECT nextval('audit_events_seq') AS seq) q;
                 ops := 1;
             END IF;
         ELSE

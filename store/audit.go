@@ -113,7 +113,7 @@ func (s *Store) appendEvent(ctx context.Context, tx *sqlx.Tx, e *AuditEvent) err
 		}
 		var a args
 		a.event(e)
-		if err := s.get(ctx, tx, &r, insertEventPostgres.query, insertEventPostgres.bind(&a)...); err != nil {
+		if err := s.get(ctx, tx, &r, insertEventReturning, insertEventPostgres.bind(&a)...); err != nil {
 			return fmt.Errorf("store.appendEvent: %w", err)
 		}
 		e.Seq, e.Hash = r.Seq, r.Hash

@@ -43,26 +43,39 @@ const (
 	batchTimeout = time.Minute
 )
 
-// fastBatch calls limbo_fast_batch (writes.go) with every argument named,
-// each an array with one element per call of the batch:
-// limbo_fast_batch(a_kind => $1, a_op_id => $2, …).
-var fastBatch = func() string {
+// fastBatchCall is the query that calls limbo_fast_batch (writes.go) with
+// the arguments in present, each named — limbo_fast_batch(a_kind => $1,
+// a_op_id => $2, …) — and each an array with one element per call of the
+// batch. An argument no call of the batch sets is left out (its default
+// is NULL): fewer arrays to encode, send and parse. Built once per set.
+func fastBatchCall(present uint64) string {
+	if q, ok := fastBatchCalls.Load(present); ok {
+		return q.(string)
+	}
 	var b strings.Builder
 	b.WriteString("SELECT ops, evidence_id FROM limbo_fast_batch(")
+	n := 0
 	for p := range nParams {
-		if p > 0 {
+		if present&(1<<p) == 0 {
+			continue
+		}
+		if n++; n > 1 {
 			b.WriteString(", ")
 		}
-		fmt.Fprintf(&b, "a_%s => $%d", params[p].name, p+1)
+		fmt.Fprintf(&b, "a_%s => $%d", params[p].name, n)
 	}
 	b.WriteString(")")
-	return b.String()
-}()
+	q, _ := fastBatchCalls.LoadOrStore(present, b.String())
+	return q.(string)
+}
+
+var fastBatchCalls sync.Map // present → query
 
 // fastCall is one call waiting for its batch.
 type fastCall struct {
 	ctx  context.Context
 	args [nParams]sql.NullString // as text, by param
+	set  uint64                   // the params it sets (not NULL), a bit each
 	res  fastResult
 	err  error
 	done chan struct{}
@@ -100,7 +113,9 @@ func (s *Store) fast(ctx context.Context, a *args) (fastResult, error) {
 		if err != nil {
 			return fastResult{}, fmt.Errorf("store: limbo_fast_batch argument %s: %w", params[p].name, err)
 		}
-		c.args[p] = t
+		if c.args[p] = t; t.Valid {
+			c.set |= 1 << p
+		}
 	}
 	b := &s.batch
 	b.mu.Lock()
@@ -197,7 +212,8 @@ func (s *Store) execBatch(ctx context.Context, batch []*fastCall) ([]fastResult,
 	ctx, cancel := context.WithTimeout(ctx, batchTimeout)
 	defer cancel()
 	var res []fastResult
-	if err := s.sel(ctx, nil, &res, fastBatch, batchArgs(batch)...); err != nil {
+	q, args := batchArgs(batch)
+	if err := s.sel(ctx, nil, &res, q, args...); err != nil {
 		return nil, err
 	}
 	if len(res) != len(batch) {
@@ -206,18 +222,26 @@ func (s *Store) execBatch(ctx context.Context, batch []*fastCall) ([]fastResult,
 	return res, nil
 }
 
-// batchArgs are limbo_fast_batch's arguments for batch: per parameter, an
-// array of the calls' values.
-func batchArgs(batch []*fastCall) []any {
-	args := make([]any, nParams)
+// batchArgs is the query and arguments that send batch to
+// limbo_fast_batch: per parameter some call sets, an array of the calls'
+// values.
+func batchArgs(batch []*fastCall) (string, []any) {
+	var present uint64
+	for _, c := range batch {
+		present |= c.set
+	}
+	args := make([]any, 0, nParams)
 	for p := range nParams {
+		if present&(1<<p) == 0 {
+			continue
+		}
 		col := make(textArray, len(batch))
 		for i, c := range batch {
 			col[i] = c.args[p]
 		}
-		args[p] = col
+		args = append(args, col)
 	}
-	return args
+	return fastBatchCall(present), args
 }
 
 // FastBatches reports what the fast path's group commit has sent so far

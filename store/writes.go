@@ -294,8 +294,9 @@ VALUES (:op_id, :source, :authoritative, :candidates, :verdict, :note, :observed
 INSERT INTO audit_events (seq, txid, at, actor, tenant, operation_id, action, from_state, to_state, detail, hash)
 SELECT q.seq, pg_current_xact_id()::text::bigint, :ev_at::timestamp, :ev_actor, :tenant, :op_id, :ev_action,
     :ev_from, :ev_to, :ev_detail, limbo_event_hash(q.seq, :ev_hash::text)
-FROM (SELECT nextval('audit_events_seq') AS seq) q
-RETURNING seq, hash`)
+FROM (SELECT nextval('audit_events_seq') AS seq) q`)
+	// insertEventReturning is insertEventPostgres as appendEvent runs it.
+	insertEventReturning = insertEventPostgres.query + "\nRETURNING seq, hash"
 )
 
 // step is one write of a fast call's plan.
@@ -404,7 +405,8 @@ func fastBatchMigration() string {
 -- fastBatchMigration. Do not edit; see TestFastBatchMigrationIsFresh.
 --
 -- Each argument is an array named for a parameter of the writes, one element
--- per call of the batch; the Go side passes them by name. Call i runs its
+-- per call of the batch; the Go side passes them by name, and leaves out
+-- those no call of the batch sets. Call i runs its
 -- plan (a_kind[i]) with element i of each: its guarded write first, and the
 -- rest only when the guard matched, so a stale snapshot writes nothing.
 -- One row comes back per call, in order: ops, 1 when the call was written
@@ -418,8 +420,9 @@ DROP FUNCTION IF EXISTS limbo_fast_batch;
 
 // fastBatchFunction is limbo_fast_batch, generated from the plans: each
 // call runs its plan's statements one after the other, as writeCall does,
-// so each call sees the ones before it, exactly as if they had been sent
-// one by one; only the commit is shared.
+// the writes after the guard only when it matched. The calls run one after
+// the other too, so each sees the ones before it, exactly as if they had
+// been sent one by one; only the commit is shared.
 func fastBatchFunction() string {
 	var b strings.Builder
 	b.WriteString("CREATE FUNCTION limbo_fast_batch(\n")
@@ -428,14 +431,12 @@ func fastBatchFunction() string {
 		if p == nParams-1 {
 			sep = ""
 		}
-		fmt.Fprintf(&b, "    a_%s %s[]%s\n", params[p].name, params[p].pgType, sep)
+		fmt.Fprintf(&b, "    a_%s %s[] DEFAULT NULL%s\n", params[p].name, params[p].pgType, sep)
 	}
 	b.WriteString(`) RETURNS TABLE (ops bigint, evidence_id bigint)
 LANGUAGE plpgsql AS $$
 DECLARE
-    wrote  bigint; -- not n: attempts has a column n
-    e_seq  bigint;
-    e_hash text;
+    wrote bigint; -- not n: attempts has a column n
 BEGIN
     FOR i IN 1 .. coalesce(array_length(a_kind, 1), 0) LOOP
         ops := 0;
@@ -443,41 +444,42 @@ BEGIN
         CASE a_kind[i]
 `)
 	arg := func(p param) string { return "a_" + params[p].name + "[i]" }
+	depth := 3
+	line := func(s string) {
+		for _, l := range strings.Split(strings.TrimSpace(s), "\n") {
+			b.WriteString(strings.Repeat("    ", depth) + l + "\n")
+		}
+	}
 	for _, pl := range plans {
 		fmt.Fprintf(&b, "        WHEN '%s' THEN\n", pl.kind)
-		depth := 3
-		line := func(s string) {
-			for _, l := range strings.Split(strings.TrimSpace(s), "\n") {
-				b.WriteString(strings.Repeat("    ", depth) + l + "\n")
-			}
+		if pl.steps[0].rule != guard {
+			panic("store: a plan starts with its guard")
 		}
-		ends := 0
-		for _, st := range pl.steps {
+		for k, st := range pl.steps {
+			w := st.w
+			if w == nil {
+				w = insertEventPostgres
+			}
 			if st.when != pKind {
 				line(fmt.Sprintf("IF %s > 0 THEN", arg(st.when)))
 				depth++
 			}
-			switch {
-			case st.w == nil:
-				line(insertEventPostgres.render(arg) + " INTO e_seq, e_hash;")
-			case st.evidenceID:
-				line(st.w.render(arg) + "\nRETURNING id INTO evidence_id;")
-			default:
-				line(st.w.render(arg) + ";")
+			q := w.render(arg)
+			if st.evidenceID {
+				q += "\nRETURNING id INTO evidence_id"
 			}
-			if st.w != nil && st.rule != anyRows {
+			line(q + ";")
+			switch st.rule {
+			case guard:
 				line("GET DIAGNOSTICS wrote = ROW_COUNT;")
-			}
-			switch {
-			case st.w != nil && st.rule == guard:
 				line("IF wrote = 1 THEN")
 				depth++
-				ends++
-			case st.w != nil && st.rule == exactlyOne:
+			case exactlyOne:
+				line("GET DIAGNOSTICS wrote = ROW_COUNT;")
 				line("IF wrote <> 1 THEN")
 				depth++
 				line(fmt.Sprintf("RAISE EXCEPTION 'limbo_fast_batch: broken invariant: %s of operation %% touched %% rows', a_op_id[i], wrote;",
-					firstWords(st.w.query)))
+					firstWords(w.query)))
 				depth--
 				line("END IF;")
 			}
@@ -485,11 +487,11 @@ BEGIN
 				depth--
 				line("END IF;")
 			}
-		}
-		line("ops := 1;")
-		for ; ends > 0; ends-- {
-			depth--
-			line("END IF;")
+			if k == len(pl.steps)-1 {
+				line("ops := 1;")
+				depth--
+				line("END IF;")
+			}
 		}
 	}
 	b.WriteString(`        ELSE
