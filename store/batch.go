@@ -75,7 +75,7 @@ var fastBatchCalls sync.Map // present → query
 type fastCall struct {
 	ctx  context.Context
 	args [nParams]sql.NullString // as text, by param
-	set  uint64                   // the params it sets (not NULL), a bit each
+	set  uint64                  // the params it sets (not NULL), a bit each
 	res  fastResult
 	err  error
 	done chan struct{}
