@@ -47,7 +47,7 @@ func benchCycles(ctx context.Context, st *store.Store, srv *benchServer, o Optio
 	}
 	defer minFloor.Close()
 	modes := []benchMode{modeAPI, modeAPI2, modePlain, modeMin}
-	rep.FloorMinNote = "one statement per call: a prepared writable CTE (PostgreSQL)"
+	rep.FloorMinNote = "one round trip per call: limbo_fast_batch with that call alone (PostgreSQL)"
 	if st.Engine() == store.SQLite {
 		// In process there are no round trips to save: min is plain.
 		modes = modes[:3]

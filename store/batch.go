@@ -107,15 +107,9 @@ type BatchStats struct {
 // fast sends one fast-path call through the batcher and waits for its
 // commit. a holds its parameters, a[pKind] its plan.
 func (s *Store) fast(ctx context.Context, a *args) (fastResult, error) {
-	c := &fastCall{ctx: ctx, done: make(chan struct{})}
-	for p, v := range a {
-		t, err := textArg(v)
-		if err != nil {
-			return fastResult{}, fmt.Errorf("store: limbo_fast_batch argument %s: %w", params[p].name, err)
-		}
-		if c.args[p] = t; t.Valid {
-			c.set |= 1 << p
-		}
+	c, err := newFastCall(ctx, a)
+	if err != nil {
+		return fastResult{}, err
 	}
 	b := &s.batch
 	b.mu.Lock()
@@ -139,6 +133,21 @@ func (s *Store) fast(ctx context.Context, a *args) (fastResult, error) {
 		// detail_version) catch a snapshot that missed it.
 		return fastResult{}, ctx.Err()
 	}
+}
+
+// newFastCall is a call of a's values, as text.
+func newFastCall(ctx context.Context, a *args) (*fastCall, error) {
+	c := &fastCall{ctx: ctx, done: make(chan struct{})}
+	for p, v := range a {
+		t, err := textArg(v)
+		if err != nil {
+			return nil, fmt.Errorf("store: limbo_fast_batch argument %s: %w", params[p].name, err)
+		}
+		if c.args[p] = t; t.Valid {
+			c.set |= 1 << p
+		}
+	}
+	return c, nil
 }
 
 // take removes the next batch from the queue, answering calls whose caller

@@ -199,12 +199,20 @@ func newWrite(sql string) *write {
 }
 
 func paramNamed(name string) param {
+	p, ok := paramByName(name)
+	if !ok {
+		panic(fmt.Sprintf("store: no parameter :%s", name))
+	}
+	return p
+}
+
+func paramByName(name string) (param, bool) {
 	for p, d := range params {
 		if d.name == name {
-			return param(p)
+			return param(p), true
 		}
 	}
-	panic(fmt.Sprintf("store: no parameter :%s", name))
+	return 0, false
 }
 
 // render writes the statement with each parameter as arg spells it.
