@@ -95,7 +95,7 @@ BEGIN
             UPDATE operations SET state = 'in_flight', state_reason = a_state_reason[i], attempt_count = a_n[i], next_attempt_at = NULL,
                 first_attempt_at = COALESCE(first_attempt_at, a_at[i]), version = version + 1, updated_at = a_at[i],
                 probe_owner = NULL, probe_until = NULL, probe_generation = probe_generation + 1
-            WHERE id = a_op_id[i] AND state = a_guard_state[i] AND version = a_version[i] AND detail_version = a_detail_version[i];
+            WHERE id = a_op_id[i] AND state || '' = a_guard_state[i] AND version = a_version[i] AND detail_version = a_detail_version[i];
             GET DIAGNOSTICS wrote = ROW_COUNT;
             IF wrote = 1 THEN
                 INSERT INTO attempts (operation_id, n, generation, destination, tenant, credential, model, started_at, lease_expires_at)
@@ -113,13 +113,13 @@ BEGIN
                 resource_version = COALESCE(a_resource_version[i], resource_version), probe_round = 0, next_probe_at = NULL,
                 probe_owner = NULL, probe_until = NULL, probe_generation = probe_generation + 1,
                 version = version + 1, detail_version = detail_version + a_detail_bump[i], updated_at = a_at[i]
-            WHERE id = a_op_id[i] AND state = 'in_flight' AND version = a_version[i] AND detail_version = a_detail_version[i];
+            WHERE id = a_op_id[i] AND state || '' = 'in_flight' AND version = a_version[i] AND detail_version = a_detail_version[i];
             GET DIAGNOSTICS wrote = ROW_COUNT;
             IF wrote = 1 THEN
                 UPDATE attempts SET finished_at = a_at[i], result = a_result[i], phase = a_phase[i], http_status = a_http_status[i],
                     provider_code = a_provider_code[i], provider_request_id = a_provider_request_id[i], retry_after = a_retry_after[i],
                     cost = a_cost[i], next = a_next[i], next_reason = a_state_reason[i], retry_at = a_retry_at[i], outcome_hash = a_outcome_hash[i]
-                WHERE operation_id = a_op_id[i] AND n = a_n[i] AND generation = a_generation[i] AND finished_at IS NULL;
+                WHERE operation_id = a_op_id[i] AND n = a_n[i] AND generation = a_generation[i] AND (finished_at IS NULL) IS TRUE;
                 GET DIAGNOSTICS wrote = ROW_COUNT;
                 IF wrote <> 1 THEN
                     RAISE EXCEPTION 'limbo_fast_batch: broken invariant: UPDATE attempts of operation % touched % rows', a_op_id[i], wrote;

@@ -330,7 +330,7 @@ const (
 	updateOpState = `
 UPDATE operations SET state = ?, state_reason = ?, version = version + 1, updated_at = ?,
     probe_owner = NULL, probe_until = NULL, probe_generation = probe_generation + 1
-WHERE id = ? AND state = ? AND version = ?`
+WHERE id = ? AND state || '' = ? AND version = ?`
 )
 
 // transition moves an operation between states with its audit event, guarded

@@ -35,3 +35,24 @@ func EventHashInSQL(ctx context.Context, s *Store, seq int64, contentHash string
 	err := s.db.GetContext(ctx, &h, `SELECT limbo_event_hash($1, $2)`, seq, contentHash)
 	return h, err
 }
+
+// GuardQueries are the statements that change one operation or attempt
+// found by its key and guarded by its state, with arguments for a row:
+// each must find the row by primary key, whatever the statistics say.
+func GuardQueries(s *Store) map[string][]any {
+	now := dbTime(s.now())
+	var a args
+	a[pOpID], a[pState], a[pStateReason], a[pGuardState], a[pVersion], a[pDetailVersion] = "op_x", "confirmed", "r", "pending", int64(1), int64(0)
+	a[pAt], a[pN], a[pGeneration], a[pCost], a[pDetailBump] = now, 1, int64(2), 0.0, 0
+	q := map[string][]any{}
+	for _, w := range []*write{updateOpInFlight, updateOpOutcome, finishAttempt} {
+		q[s.rebind(w.query)] = w.bind(&a)
+	}
+	q[s.rebind(updateOpState)] = []any{"failed", "r", now, "op_x", "pending", int64(1)}
+	q[s.rebind(closeOpenAttempt)] = []any{now, "r", "op_x", 1}
+	q[s.rebind(triggerProbe)] = []any{now, "op_x"}
+	q[s.rebind(claimOperation)] = []any{"me", now, "op_x", "ambiguous", now}
+	q[s.rebind(releaseProbe)] = []any{now, "op_x", "me", int64(1)}
+	q[s.rebind(releaseJobPoll)] = []any{now, "op_x", "me", int64(1)}
+	return q
+}

@@ -28,7 +28,7 @@ ON CONFLICT (source, event_id) DO NOTHING`
 	/* Store.Inbound */
 	selectOpTenant = `SELECT tenant FROM operations WHERE id = ? AND destination = ?`
 	/* Store.Inbound: a webhook makes the reconciler look now. */
-	triggerProbe = `UPDATE operations SET next_probe_at = ? WHERE id = ? AND state IN ('ambiguous', 'accepted')`
+	triggerProbe = `UPDATE operations SET next_probe_at = ? WHERE id = ? AND state || '' IN ('ambiguous', 'accepted')`
 )
 
 // Inbound records a verified webhook once per event id, attaches it to its

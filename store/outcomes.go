@@ -277,7 +277,7 @@ func (s *Store) escalateLateSuccess(ctx context.Context, tx *sqlx.Tx, row *opRow
 /* Store.closeAttempt */
 const closeOpenAttempt = `
 UPDATE attempts SET finished_at = ?, result = 'unknown', phase = 'unknown', next = 'review', next_reason = ?
-WHERE operation_id = ? AND n = ? AND finished_at IS NULL`
+WHERE operation_id = ? AND n = ? AND (finished_at IS NULL) IS TRUE`
 
 // closeAttempt closes attempt n of row, if still open, with outcome
 // unknown, audited: the operation no longer waits for it, and the sweeper

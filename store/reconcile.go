@@ -36,14 +36,14 @@ ORDER BY next_probe_at LIMIT ?`
 	/* Store.ClaimAmbiguous */
 	claimOperation = `
 UPDATE operations SET probe_owner = ?, probe_until = ?, probe_generation = probe_generation + 1
-WHERE id = ? AND state = ? AND (probe_until IS NULL OR probe_until <= ?)`
+WHERE id = ? AND state || '' = ? AND (probe_until IS NULL OR probe_until <= ?)`
 	/* Store.ClaimAmbiguous */
 	selectClaimed = `SELECT ` + opColumns + `, probe_generation, probe_round FROM operations WHERE id = ?`
 	/* Store.ClaimAmbiguous */
 	/* Store.ApplySettlement: fenced — only the current claim may complete the round. */
 	releaseProbe = `
 UPDATE operations SET probe_owner = NULL, probe_until = NULL, probe_round = probe_round + 1, next_probe_at = ?
-WHERE id = ? AND state = 'ambiguous' AND probe_owner = ? AND probe_generation = ?`
+WHERE id = ? AND state || '' = 'ambiguous' AND probe_owner = ? AND probe_generation = ?`
 )
 
 // ClaimAmbiguous claims up to n ambiguous operations due for probing, for
@@ -198,7 +198,7 @@ const (
 	/* Store.ApplyJobPoll: fenced like ApplySettlement. */
 	releaseJobPoll = `
 UPDATE operations SET probe_owner = NULL, probe_until = NULL, probe_round = probe_round + 1, next_probe_at = ?
-WHERE id = ? AND state = 'accepted' AND probe_owner = ? AND probe_generation = ?`
+WHERE id = ? AND state || '' = 'accepted' AND probe_owner = ? AND probe_generation = ?`
 )
 
 // ApplyJobPoll completes a job status poll of an accepted operation: the

@@ -22,6 +22,15 @@ import (
 // generated from the same statements and plans (fastBatchFunction), and its
 // migration is checked against them (TestFastBatchMigrationIsFresh).
 
+// A guard finds its row by primary key and only then checks the state:
+// "state || ''" and "(finished_at IS NULL) IS TRUE" say the same as
+// "state" and "finished_at IS NULL" but fit no index. Once ANALYZE has
+// seen a ledger of settled operations, a state other than confirmed looks
+// rare, and PostgreSQL preferred an index on the state (or a partial index
+// of one state) and read every row in that state to find one — a cost that
+// grows with the backlog, on every call (TestGuardsFindTheirRowByKey). The
+// store's other guarded writes by key do the same.
+
 // param is a named parameter of the cycle's writes. Each is one argument
 // of limbo_fast_batch, a_<name>, an array of its PostgreSQL type with one
 // element per call.
@@ -261,7 +270,7 @@ ON CONFLICT (tenant, key) DO NOTHING`)
 UPDATE operations SET state = 'in_flight', state_reason = :state_reason, attempt_count = :n, next_attempt_at = NULL,
     first_attempt_at = COALESCE(first_attempt_at, :at), version = version + 1, updated_at = :at,
     probe_owner = NULL, probe_until = NULL, probe_generation = probe_generation + 1
-WHERE id = :op_id AND state = :guard_state AND version = :version AND detail_version = :detail_version`)
+WHERE id = :op_id AND state || '' = :guard_state AND version = :version AND detail_version = :detail_version`)
 
 	/* StartAttempt and startAttemptFast */
 	insertAttempt = newWrite(`
@@ -274,7 +283,7 @@ VALUES (:op_id, :n, :generation, :destination, :tenant, :credential, :model, :at
 UPDATE attempts SET finished_at = :at, result = :result, phase = :phase, http_status = :http_status,
     provider_code = :provider_code, provider_request_id = :provider_request_id, retry_after = :retry_after,
     cost = :cost, next = :next, next_reason = :state_reason, retry_at = :retry_at, outcome_hash = :outcome_hash
-WHERE operation_id = :op_id AND n = :n AND generation = :generation AND finished_at IS NULL`)
+WHERE operation_id = :op_id AND n = :n AND generation = :generation AND (finished_at IS NULL) IS TRUE`)
 
 	/* applyOutcome and recordOutcomeFast: guarded by state, version and
 	   detail_version; the fast path bumps detail_version here for the
@@ -287,7 +296,7 @@ UPDATE operations SET state = :state, state_reason = :state_reason, cost_spent =
     resource_version = COALESCE(:resource_version, resource_version), probe_round = 0, next_probe_at = NULL,
     probe_owner = NULL, probe_until = NULL, probe_generation = probe_generation + 1,
     version = version + 1, detail_version = detail_version + :detail_bump, updated_at = :at
-WHERE id = :op_id AND state = 'in_flight' AND version = :version AND detail_version = :detail_version`)
+WHERE id = :op_id AND state || '' = 'in_flight' AND version = :version AND detail_version = :detail_version`)
 
 	/* insertEvidence and recordOutcomeFast */
 	insertEvidence = newWrite(`
