@@ -220,9 +220,27 @@ func (s *Store) sendBatch(batch []*fastCall) {
 func (s *Store) execBatch(ctx context.Context, batch []*fastCall) ([]fastResult, error) {
 	ctx, cancel := context.WithTimeout(ctx, batchTimeout)
 	defer cancel()
-	var res []fastResult
 	q, args := batchArgs(batch)
-	if err := s.sel(ctx, nil, &res, q, args...); err != nil {
+	r, err := s.stmt(ctx, nil, q)
+	if err != nil {
+		return nil, err
+	}
+	// Scanned by hand: sqlx's reflective scan was 3 % of the attempt
+	// cycle's CPU (issue 19's profile).
+	rows, err := r.QueryContext(ctx, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	res := make([]fastResult, 0, len(batch))
+	for rows.Next() {
+		var f fastResult
+		if err := rows.Scan(&f.Ops, &f.EvidenceID); err != nil {
+			return nil, err
+		}
+		res = append(res, f)
+	}
+	if err := rows.Err(); err != nil {
 		return nil, err
 	}
 	if len(res) != len(batch) {

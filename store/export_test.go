@@ -56,3 +56,9 @@ func GuardQueries(s *Store) map[string][]any {
 	q[s.rebind(releaseJobPoll)] = []any{now, "op_x", "me", int64(1)}
 	return q
 }
+
+// CommonSearch is commonSearch for q over the whole ledger.
+func CommonSearch(ctx context.Context, s *Store, q string) (bool, error) {
+	cond, vs := s.searchCond(q, false)
+	return s.commonSearch(ctx, "1 = 1", nil, cond, vs)
+}

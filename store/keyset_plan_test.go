@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -85,4 +86,73 @@ func TestGuardsFindTheirRowByKey(t *testing.T) {
 			t.Errorf("not by primary key:\n%s\nplan:\n%s", q, text)
 		}
 	}
+}
+
+// TestCommonSearchIsNotCounted: on PostgreSQL a search the statistics put
+// in a large share of the ledger is over the cap without counting (its
+// trigrams' lists are as long as its matches are many), and its page is
+// still its newest matches; a rarer one is counted exactly.
+func TestCommonSearchIsNotCounted(t *testing.T) {
+	if !slices.Contains(storetest.Engines(t), store.Postgres) {
+		t.Skip("PostgreSQL unavailable")
+	}
+	ctx := context.Background()
+	s := storetest.Open(t, store.Postgres, store.Options{})
+	const n = 60000 // src-1… is in a ninth of them: 6,667, over commonSearchRows
+	if err := s.BulkLoad(ctx, n, 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.DB().ExecContext(ctx, `ANALYZE operations`); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		q      string
+		common bool
+	}{
+		{"src-1", true},
+		{"SRC-1", true},
+		{"src-12", false},  // 1,111 matches: counted, over the cap
+		{"src-123", false}, // 111
+		{"no-such-ref-9", false},
+	} {
+		common, err := store.CommonSearch(ctx, s, c.q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if common != c.common {
+			t.Errorf("%q: common %v, want %v", c.q, common, c.common)
+		}
+		p, err := s.BrowseOperations(ctx, nil, store.BrowseFilter{Search: c.q}, "", 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := 0
+		for x := range n {
+			if strings.Contains(fmt.Sprintf("src-%d", x), strings.ToLower(c.q)) {
+				want++
+			}
+		}
+		switch {
+		case c.common && !p.Uncounted:
+			t.Errorf("%q: counted (%d), want uncounted", c.q, p.Total)
+		case !c.common && want > store.BrowseSearchCountCap && !(p.Uncounted && p.Total == store.BrowseSearchCountCap+1):
+			t.Errorf("%q: total %d (uncounted %v), want over the cap", c.q, p.Total, p.Uncounted)
+		case !c.common && want <= store.BrowseSearchCountCap && (p.Uncounted || p.Total != want):
+			t.Errorf("%q: total %d (uncounted %v), want %d", c.q, p.Total, p.Uncounted, want)
+		}
+		if want > 0 && (len(p.Rows) == 0 || p.Rows[0].ID != fmt.Sprintf("op_bench%010d", firstMatch(n, strings.ToLower(c.q)))) {
+			t.Errorf("%q: page starts %v, want the newest match", c.q, p.Rows)
+		}
+	}
+}
+
+// firstMatch is the newest bulk-loaded operation (the lowest x) whose
+// source ref holds q.
+func firstMatch(n int, q string) int {
+	for x := range n {
+		if strings.Contains(fmt.Sprintf("src-%d", x), q) {
+			return x
+		}
+	}
+	return -1
 }

@@ -129,6 +129,7 @@ func (s *Store) closeStmts() {
 // runner runs one query: a prepared *sqlx.Stmt, or an unprepared one.
 type runner interface {
 	ExecContext(ctx context.Context, args ...any) (sql.Result, error)
+	QueryContext(ctx context.Context, args ...any) (*sql.Rows, error)
 	GetContext(ctx context.Context, dest any, args ...any) error
 	SelectContext(ctx context.Context, dest any, args ...any) error
 }
@@ -141,6 +142,10 @@ type unprepared struct {
 
 func (u unprepared) ExecContext(ctx context.Context, args ...any) (sql.Result, error) {
 	return u.on.ExecContext(ctx, u.query, args...)
+}
+
+func (u unprepared) QueryContext(ctx context.Context, args ...any) (*sql.Rows, error) {
+	return u.on.QueryContext(ctx, u.query, args...)
 }
 
 func (u unprepared) GetContext(ctx context.Context, dest any, args ...any) error {
