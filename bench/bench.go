@@ -204,8 +204,8 @@ type Report struct {
 	// FastPathShare is the share of the API's calls the store wrote with
 	// one guarded statement (store.FastPath); 1 when nothing else ran.
 	FastPathShare float64 `json:"fast_path_share"`
-	// FastPathCallsPerBatch is how many fast-path calls shared one round
-	// trip and commit on average (store.FastBatches; PostgreSQL only).
+	// FastPathCallsPerBatch is how many fast-path calls shared one commit
+	// (on PostgreSQL, one round trip) on average (store.FastBatches).
 	FastPathCallsPerBatch *float64 `json:"fast_path_calls_per_batch,omitempty"`
 
 	FloorPlainCallP99Ms float64   `json:"floor_plain_call_p99_ms"`

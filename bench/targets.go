@@ -38,7 +38,7 @@ type TargetReport struct {
 	CPUMsPerCycle *float64 `json:"cpu_ms_per_cycle,omitempty"`
 	// FastPathCallsPerBatch is how many calls shared one round trip and
 	// commit in the instance's group commit (its limbo_store_fast_batch_*
-	// counters; PostgreSQL only), median over rounds. Group commit is per
+	// counters), median over rounds. Group commit is per
 	// instance: clients spread over more instances make smaller batches.
 	FastPathCallsPerBatch *float64 `json:"fast_path_calls_per_batch,omitempty"`
 }

@@ -200,7 +200,7 @@ var (
 		"Attempt-cycle calls (register, attempt, outcome) this process wrote with one guarded statement (path=fast) or through the ordinary locked path (path=ordinary). Many ordinary ones with several instances mean calls for one operation are spread across instances.",
 		[]string{"path"}, nil)
 	descBatches = prometheus.NewDesc("limbo_store_fast_batches_total",
-		"Round trips (each one transaction) that carried this process's fast-path writes to PostgreSQL: concurrent calls share one (group commit). Always 0 on SQLite.", nil, nil)
+		"Transactions that carried this process's fast-path writes (on PostgreSQL, each one round trip): concurrent calls share one (group commit).", nil, nil)
 	descBatchCalls = prometheus.NewDesc("limbo_store_fast_batch_calls_total",
 		"Fast-path calls carried by those round trips; divided by limbo_store_fast_batches_total, the calls per commit.", nil, nil)
 	descBatchSplits = prometheus.NewDesc("limbo_store_fast_batch_splits_total",

@@ -3,25 +3,28 @@ package store
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq"
 )
 
-// Group commit for the fast path on PostgreSQL.
+// Group commit for the fast path.
 //
 // Measured with limbo bench: once the attempt cycle is one statement per
 // call, about half of PostgreSQL's CPU per call is the fixed cost of a
-// round trip and a transaction, not the rows. So the fast writes of
-// concurrent calls go to the database together: limbo_fast_batch (generated
-// from writes.go) runs their plans one after the other in one transaction,
-// one round trip for all. Each call keeps its own guard and
-// its own audit event; only the commit is shared, and nobody is answered
-// before it.
+// round trip and a transaction, not the rows; on SQLite, the commit's
+// fsync is most of a call's time. So the fast writes of concurrent calls
+// go to the database together, their plans (writes.go) one after the
+// other in one transaction: on PostgreSQL through limbo_fast_batch, one
+// round trip for all; on SQLite in process (execBatchTx). Each call keeps
+// its own guard and its own audit event; only the commit is shared, and
+// nobody is answered before it.
 //
 // Batches form on their own: at most batchSlots batches are in flight, and
 // calls that arrive meanwhile wait in the queue and leave together with the
@@ -74,8 +77,10 @@ var fastBatchCalls sync.Map // present → query
 // fastCall is one call waiting for its batch.
 type fastCall struct {
 	ctx  context.Context
-	args [nParams]sql.NullString // as text, by param
-	set  uint64                  // the params it sets (not NULL), a bit each
+	a    args                    // its parameters, a[pKind] its plan
+	ev   *AuditEvent             // its audit event
+	text [nParams]sql.NullString // PostgreSQL: a as text
+	set  uint64                  // PostgreSQL: the params it sets (not NULL), a bit each
 	res  fastResult
 	err  error
 	done chan struct{}
@@ -95,9 +100,9 @@ type batcher struct {
 	stats BatchStats
 }
 
-// BatchStats counts what the fast path's group commit sent to PostgreSQL.
+// BatchStats counts the fast path's group commits.
 type BatchStats struct {
-	Batches int64 // round trips, each one transaction
+	Batches int64 // transactions (on PostgreSQL, each one round trip)
 	Calls   int64 // the calls they carried
 	// Split counts batches an error rolled back; their calls were then
 	// sent one by one.
@@ -105,9 +110,9 @@ type BatchStats struct {
 }
 
 // fast sends one fast-path call through the batcher and waits for its
-// commit. a holds its parameters, a[pKind] its plan.
-func (s *Store) fast(ctx context.Context, a *args) (fastResult, error) {
-	c, err := newFastCall(ctx, a)
+// commit. a holds its parameters, a[pKind] its plan, ev its audit event.
+func (s *Store) fast(ctx context.Context, a *args, ev *AuditEvent) (fastResult, error) {
+	c, err := s.newFastCall(ctx, a, ev)
 	if err != nil {
 		return fastResult{}, err
 	}
@@ -115,7 +120,7 @@ func (s *Store) fast(ctx context.Context, a *args) (fastResult, error) {
 	b.mu.Lock()
 	b.queue = append(b.queue, c)
 	var batch []*fastCall
-	if b.running < batchSlots {
+	if b.running < s.batchSlots() {
 		// A free slot: this caller sends the batch itself.
 		if batch = b.take(); len(batch) > 0 {
 			b.running++
@@ -135,19 +140,38 @@ func (s *Store) fast(ctx context.Context, a *args) (fastResult, error) {
 	}
 }
 
-// newFastCall is a call of a's values, as text.
-func newFastCall(ctx context.Context, a *args) (*fastCall, error) {
-	c := &fastCall{ctx: ctx, done: make(chan struct{})}
-	for p, v := range a {
+// newFastCall is a call of a's values and event ev; on PostgreSQL, with
+// its values as text for limbo_fast_batch.
+func (s *Store) newFastCall(ctx context.Context, a *args, ev *AuditEvent) (*fastCall, error) {
+	c := &fastCall{ctx: ctx, a: *a, ev: ev, done: make(chan struct{})}
+	if s.engine != Postgres {
+		return c, nil
+	}
+	if ev.At.IsZero() {
+		ev.At = s.now()
+	}
+	ev.At = dbTime(ev.At)
+	c.a.event(ev)
+	for p, v := range c.a {
 		t, err := textArg(v)
 		if err != nil {
 			return nil, fmt.Errorf("store: limbo_fast_batch argument %s: %w", params[p].name, err)
 		}
-		if c.args[p] = t; t.Valid {
+		if c.text[p] = t; t.Valid {
 			c.set |= 1 << p
 		}
 	}
 	return c, nil
+}
+
+// batchSlots bounds the batches in flight: SQLite has one writer, so a
+// second batch would only wait for the first, and the calls it took would
+// not join it.
+func (s *Store) batchSlots() int {
+	if s.engine == SQLite {
+		return 1
+	}
+	return batchSlots
 }
 
 // take removes the next batch from the queue, answering calls whose caller
@@ -220,6 +244,9 @@ func (s *Store) sendBatch(batch []*fastCall) {
 func (s *Store) execBatch(ctx context.Context, batch []*fastCall) ([]fastResult, error) {
 	ctx, cancel := context.WithTimeout(ctx, batchTimeout)
 	defer cancel()
+	if s.engine == SQLite {
+		return s.execBatchTx(ctx, batch)
+	}
 	q, args := batchArgs(batch)
 	r, err := s.stmt(ctx, nil, q)
 	if err != nil {
@@ -249,6 +276,27 @@ func (s *Store) execBatch(ctx context.Context, batch []*fastCall) ([]fastResult,
 	return res, nil
 }
 
+// execBatchTx runs the plans of batch in one transaction, as
+// limbo_fast_batch does on PostgreSQL: one commit for all, and a call
+// whose guard fails writes nothing and leaves the others alone.
+func (s *Store) execBatchTx(ctx context.Context, batch []*fastCall) ([]fastResult, error) {
+	return inTx(ctx, s, func(tx *sqlx.Tx) ([]fastResult, error) {
+		res := make([]fastResult, len(batch))
+		for i, c := range batch {
+			a := c.a // a try that rolls back leaves c as it was
+			evID, err := s.writeCall(ctx, tx, planOf(a[pKind].(string)), &a, c.ev)
+			switch {
+			case errors.Is(err, errGuard):
+			case err != nil:
+				return nil, err
+			default:
+				res[i] = fastResult{Ops: 1, EvidenceID: evID}
+			}
+		}
+		return res, nil
+	})
+}
+
 // batchArgs is the query and arguments that send batch to
 // limbo_fast_batch: per parameter some call sets, an array of the calls'
 // values.
@@ -264,7 +312,7 @@ func batchArgs(batch []*fastCall) (string, []any) {
 		}
 		col := make(textArray, len(batch))
 		for i, c := range batch {
-			col[i] = c.args[p]
+			col[i] = c.text[p]
 		}
 		args = append(args, col)
 	}
@@ -272,7 +320,7 @@ func batchArgs(batch []*fastCall) (string, []any) {
 }
 
 // FastBatches reports what the fast path's group commit has sent so far
-// (all zero on SQLite, which has no round trips to share).
+// on either engine.
 func (s *Store) FastBatches() BatchStats {
 	s.batch.mu.Lock()
 	defer s.batch.mu.Unlock()

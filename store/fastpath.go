@@ -45,10 +45,9 @@ func (s *Store) registerFast(ctx context.Context, p *review.RegistrationPlan, no
 	var created bool
 	// An approval case or a dependency is written beside the operation,
 	// in the ordinary transaction.
-	if s.engine == Postgres && bulkable(p) && !s.snaps.off {
+	if bulkable(p) && !s.snaps.off {
 		a := row.insertArgs()
-		a.event(ev)
-		res, err := s.fast(ctx, &a)
+		res, err := s.fast(ctx, &a, ev)
 		if err != nil {
 			return nil, err
 		}
@@ -139,24 +138,14 @@ func (s *Store) startAttemptFast(ctx context.Context, req AttemptRequest) (g *Gr
 		return nil, false, nil
 	}
 	g, reason, ev := newGrant(op, n, dest, req, now)
-	if s.engine == Postgres {
-		var r fastResult
-		a := grantArgs(op, sn.detailVersion, g, reason, req, now)
-		a.event(ev)
-		if r, err = s.fast(ctx, &a); err == nil && r.Ops != 1 {
-			err = errGuard
-		}
-	} else {
-		err = s.WithTx(ctx, func(tx *sqlx.Tx) error {
-			return s.writeGrant(ctx, tx, op, sn.detailVersion, g, reason, ev, req, now)
-		})
-	}
-	if errors.Is(err, errGuard) {
-		s.snaps.drop(op.ID)
-		return nil, false, nil
-	}
+	a := grantArgs(op, sn.detailVersion, g, reason, req, now)
+	r, err := s.fast(ctx, &a, ev)
 	if err != nil {
 		return nil, false, err
+	}
+	if r.Ops != 1 { // the guard: the ordinary path decides
+		s.snaps.drop(op.ID)
+		return nil, false, nil
 	}
 	next := copyOperation(op)
 	next.State, next.StateReason, next.AttemptCount, next.NextAttemptAt = review.InFlight, reason, n, nil
@@ -273,17 +262,11 @@ func (s *Store) writeOutcomeFast(ctx context.Context, p *fastOutcome) (int64, er
 		a[pSource], a[pAuthoritative], a[pCandidates] = string(p.ev.Source), p.ev.Authoritative, p.cands
 		a[pVerdict], a[pNote], a[pObservedAt] = string(p.ev.Verdict), p.ev.Note, p.now
 	}
-	if s.engine == Postgres {
-		a.event(p.audit)
-		r, err := s.fast(ctx, &a)
-		if err == nil && r.Ops != 1 {
-			err = errGuard
-		}
-		return r.EvidenceID, err
+	r, err := s.fast(ctx, &a, p.audit)
+	if err == nil && r.Ops != 1 {
+		err = errGuard
 	}
-	return inTx(ctx, s, func(tx *sqlx.Tx) (int64, error) {
-		return s.writeCall(ctx, tx, outcomePlan, &a, p.audit)
-	})
+	return r.EvidenceID, err
 }
 
 // afterOutcomeFast is p written: the snapshot moved on, and the answer.

@@ -34,6 +34,10 @@ func (s *Store) FloorWrite(ctx context.Context, kind string, values map[string]a
 	if plan == nil {
 		return fmt.Errorf("store.FloorWrite: no plan %q", kind)
 	}
+	if ev.At.IsZero() {
+		ev.At = s.now()
+	}
+	ev.At = dbTime(ev.At)
 	var a args
 	a[pKind] = kind
 	for name, v := range values {
@@ -43,13 +47,8 @@ func (s *Store) FloorWrite(ctx context.Context, kind string, values map[string]a
 		}
 		a[p] = v
 	}
-	if ev.At.IsZero() {
-		ev.At = s.now()
-	}
-	ev.At = dbTime(ev.At)
 	if oneTrip && s.engine == Postgres {
-		a.event(ev)
-		c, err := newFastCall(ctx, &a)
+		c, err := s.newFastCall(ctx, &a, ev)
 		if err != nil {
 			return err
 		}

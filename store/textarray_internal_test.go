@@ -42,8 +42,8 @@ func BenchmarkFastBatchArgs(b *testing.B) {
 	batch := make([]*fastCall, 16)
 	for i := range batch {
 		c := &fastCall{}
-		for p := range c.args {
-			c.args[p] = sql.NullString{String: "op_01JC8Z5W3QF0S7V4S9PQXYZ123", Valid: p%3 != 2}
+		for p := range c.text {
+			c.text[p] = sql.NullString{String: "op_01JC8Z5W3QF0S7V4S9PQXYZ123", Valid: p%3 != 2}
 			c.set |= 1 << p
 		}
 		batch[i] = c

@@ -351,6 +351,16 @@ var (
 	}{{"register", registerPlan}, {"attempt", attemptPlan}, {"outcome", outcomePlan}}
 )
 
+// planOf is the plan of kind.
+func planOf(kind string) []step {
+	for _, p := range plans {
+		if p.kind == kind {
+			return p.steps
+		}
+	}
+	panic("store: no plan " + kind)
+}
+
 // writeCall runs plan in tx with a's values and records ev, as
 // limbo_fast_batch runs it on PostgreSQL. It returns errGuard when the
 // guard matched nothing (nothing was written; the caller rolls tx back)
