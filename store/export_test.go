@@ -62,3 +62,14 @@ func CommonSearch(ctx context.Context, s *Store, q string) (bool, error) {
 	cond, vs := s.searchCond(q, false)
 	return s.commonSearch(ctx, "1 = 1", nil, cond, vs)
 }
+
+// BrowseStatePages are the browser's page queries for one state over the
+// whole ledger, its first page and one after a cursor, with their
+// arguments.
+func BrowseStatePages(s *Store, state string, at time.Time, id string) map[string][]any {
+	return map[string][]any{
+		s.rebind(browsePage("1 = 1 AND o.state >= ? AND o.state <= ?", true)): {state, state, 51},
+		s.rebind(browsePage("1 = 1 AND o.state >= ? AND o.state <= ? AND (o.state, o.created_at, o.id) < (?, ?, ?)", true)): {
+			state, state, state, at, id, 51},
+	}
+}

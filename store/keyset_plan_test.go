@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/limbo-dev/limbo/store"
 	"github.com/limbo-dev/limbo/store/storetest"
@@ -65,7 +66,7 @@ func TestGuardsFindTheirRowByKey(t *testing.T) {
 	}
 	ctx := context.Background()
 	s := storetest.Open(t, store.Postgres, store.Options{})
-	if err := s.BulkLoad(ctx, 20000, 0); err != nil {
+	if err := s.BulkLoad(ctx, 20000, 2000); err != nil {
 		t.Fatal(err)
 	}
 	// Their attempts, all closed, as a settled ledger's are.
@@ -75,6 +76,18 @@ func TestGuardsFindTheirRowByKey(t *testing.T) {
 	}
 	if _, err := s.DB().ExecContext(ctx, `ANALYZE operations; ANALYZE attempts`); err != nil {
 		t.Fatal(err)
+	}
+	// The browser's tab of one state, whose newest rows are in other
+	// states (the open ones), reads that state's rows from the newest or
+	// from its cursor.
+	for q, args := range store.BrowseStatePages(s, "confirmed", time.Now().Add(-time.Hour), "op_bench0000010000") {
+		var plan []string
+		if err := s.DB().SelectContext(ctx, &plan, `EXPLAIN `+q, args...); err != nil {
+			t.Fatal(err)
+		}
+		if text := strings.Join(plan, "\n"); !strings.Contains(text, "Index Cond: ((state >= ") || !strings.Contains(text, "operations_state_created") {
+			t.Errorf("a state's tab does not read its range of operations_state_created:\n%s\nplan:\n%s", q, text)
+		}
 	}
 	for q, args := range store.GuardQueries(s) {
 		var plan []string
