@@ -133,17 +133,23 @@ func (s *Store) BrowseOperations(ctx context.Context, scope []string, f BrowseFi
 			where, args = where+" AND "+cond, append(args, vs...)
 		}
 	}
-	// One state's tab reads the (state, created_at, id) index, as a range
-	// from the state's newest row or from the cursor. Its state is written
-	// as a range, not an equality: with "state = ?" PostgreSQL may order
+	// One state's tab reads the (state, created_at, id) index from the
+	// state's newest row or from the cursor. On PostgreSQL the state is
+	// written as a range, not an equality: with "state = ?" it may order
 	// by time alone, walk the newest rows of every state and drop the
 	// others, and the newest are the open ones (150 ms for the confirmed
 	// tab at 10,000,000 operations, 500,000 of them open). As a range, the
-	// page's order by state first is one only that index gives.
-	oneState := f.State != ""
-	if oneState {
+	// order by state first is one only that index gives. SQLite reads that
+	// index for the equality, and for the range sorted every row of the
+	// state instead (430 ms at 200,000 operations).
+	oneState := f.State != "" && s.engine == Postgres
+	switch {
+	case oneState:
 		where += " AND o.state >= ? AND o.state <= ?"
 		args = append(args, string(f.State), string(f.State))
+	case f.State != "":
+		where += " AND o.state = ?"
+		args = append(args, string(f.State))
 	}
 	if after != "" {
 		at, id, err := parseBrowseCursor(after)
@@ -178,7 +184,8 @@ func (s *Store) BrowseOperations(ctx context.Context, scope []string, f BrowseFi
 }
 
 // browsePage is the query of a browser page under where, newest first;
-// oneState: where holds one state, and the order starts with it.
+// oneState: where holds one state as a range, and the order starts with
+// it.
 func browsePage(where string, oneState bool) string {
 	order := "o.created_at DESC, o.id DESC"
 	if oneState {
