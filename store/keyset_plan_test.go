@@ -81,24 +81,25 @@ func TestGuardsFindTheirRowByKey(t *testing.T) {
 	// states (the open ones), reads that state's rows from the newest or
 	// from its cursor.
 	for q, args := range store.BrowseStatePages(s, "confirmed", time.Now().Add(-time.Hour), "op_bench0000010000") {
-		var plan []string
-		if err := s.DB().SelectContext(ctx, &plan, `EXPLAIN `+q, args...); err != nil {
-			t.Fatal(err)
-		}
-		if text := strings.Join(plan, "\n"); !strings.Contains(text, "Index Cond: ((state >= ") || !strings.Contains(text, "operations_state_created") {
-			t.Errorf("a state's tab does not read its range of operations_state_created:\n%s\nplan:\n%s", q, text)
+		if plan := explain(t, s, q, args); !strings.Contains(plan, "Index Cond: ((state >= ") || !strings.Contains(plan, "operations_state_created") {
+			t.Errorf("a state's tab does not read its range of operations_state_created:\n%s\nplan:\n%s", q, plan)
 		}
 	}
 	for q, args := range store.GuardQueries(s) {
-		var plan []string
-		if err := s.DB().SelectContext(ctx, &plan, `EXPLAIN `+q, args...); err != nil {
-			t.Fatalf("EXPLAIN %s: %v", q, err)
-		}
-		text := strings.Join(plan, "\n")
-		if !strings.Contains(text, "_pkey on") {
-			t.Errorf("not by primary key:\n%s\nplan:\n%s", q, text)
+		if plan := explain(t, s, q, args); !strings.Contains(plan, "_pkey on") {
+			t.Errorf("not by primary key:\n%s\nplan:\n%s", q, plan)
 		}
 	}
+}
+
+// explain is PostgreSQL's plan for q with args, as text.
+func explain(t *testing.T, s *store.Store, q string, args []any) string {
+	t.Helper()
+	var plan []string
+	if err := s.DB().Select(&plan, `EXPLAIN `+q, args...); err != nil {
+		t.Fatalf("EXPLAIN %s: %v", q, err)
+	}
+	return strings.Join(plan, "\n")
 }
 
 // TestCommonSearchIsNotCounted: on PostgreSQL a search the statistics put
