@@ -12,13 +12,14 @@ import (
 //
 // Register, StartAttempt and RecordOutcome write the same rows whichever
 // path decides them: the ordinary path (a transaction that reads under a
-// lock), the fast path on SQLite (a short transaction from the snapshot),
-// and the fast path on PostgreSQL, where limbo_fast_batch runs the calls of
-// concurrent callers in one round trip and one commit (batch.go). So each
+// lock) and the fast path, whose group commit (batch.go) runs the calls of
+// concurrent callers in one transaction — on SQLite in process, on
+// PostgreSQL in limbo_fast_batch, one round trip for all. So each
 // statement is written here once, with named parameters (:op_id), and what
 // a fast call writes is a plan of those statements (registerPlan,
 // attemptPlan, outcomePlan). Go binds the parameters by name and runs a
-// plan in a transaction (writeCall); the body of limbo_fast_batch is
+// plan in a transaction (writeCall: the ordinary path, SQLite's batches,
+// the bench floors); the body of limbo_fast_batch is
 // generated from the same statements and plans (fastBatchFunction), and its
 // migration is checked against them (TestFastBatchMigrationIsFresh).
 
