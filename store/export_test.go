@@ -73,3 +73,12 @@ func BrowseStatePages(s *Store, state string, at time.Time, id string) map[strin
 			state, state, state, at, id, 51},
 	}
 }
+
+// BrowsePages are the browser's first page queries over the whole
+// ledger, all states and one (as SQLite writes it), with their arguments.
+func BrowsePages(s *Store) map[string][]any {
+	return map[string][]any{
+		s.rebind(browsePage("1 = 1", false)):                 {51},
+		s.rebind(browsePage("1 = 1 AND o.state = ?", false)): {"confirmed", 51},
+	}
+}
