@@ -37,20 +37,33 @@ type Grant struct {
 	After *review.Dependency `json:"after,omitempty"`
 }
 
+// limitWhat names the limit p holds in a refusal.
+func limitWhat(p param, name string, d review.Destination, action string, req AttemptRequest) string {
+	switch p {
+	case pCredentialLimit:
+		return "credential " + req.Credential
+	case pModelLimit:
+		return "model " + req.Model
+	case pActionLimit:
+		return "action " + action
+	}
+	if d.ReservePriority > 0 && !d.Actions[action].Priority {
+		return fmt.Sprintf("destination %s (%d more kept for priority actions)", name, d.ReservePriority)
+	}
+	return "destination " + name
+}
+
 // limitWait is how long a caller held back by a concurrency limit or the
 // retry budget is asked to wait: attempts usually finish within seconds.
 const limitWait = time.Second
 
 const (
 	/* Store.StartAttempt: concurrency limits hold across instances because
-	   every counting attempt start takes this row lock first. */
+	   every counting attempt start takes this row lock first (the fast
+	   path's lockDestinationRow too). */
 	insertDestinationLock = `INSERT INTO destination_locks (destination) VALUES (?) ON CONFLICT (destination) DO NOTHING`
 	/* Store.StartAttempt */
 	lockDestination = `SELECT destination FROM destination_locks WHERE destination = ? FOR UPDATE`
-	/* Store.StartAttempt */
-	countOpenAttempts = `
-SELECT COUNT(*) FROM attempts
-WHERE destination = ? AND finished_at IS NULL AND lease_expires_at > ?`
 	/* Store.StartAttempt: the tenant's retry budget at this destination over
 	   the sliding window. */
 	countWindowAttempts = `
@@ -239,9 +252,8 @@ func grantArgs(op *review.Operation, detailVersion int64, g *Grant, reason strin
 // limitsApply reports whether attempt n must be counted against the
 // destination's concurrency limits or, being a retry, its retry budget.
 func limitsApply(d review.Destination, action string, n int, req AttemptRequest) bool {
-	limited := d.Concurrency > 0 || (d.PerCredential > 0 && req.Credential != "") || (d.PerModel > 0 && req.Model != "") ||
-		actionLimit(d, action) > 0
-	return limited || n > 1
+	var a args
+	return setLimits(&a, d, action, req) || n > 1
 }
 
 // actionLimit is the action's own concurrency limit (0: none).
@@ -252,19 +264,39 @@ func actionLimit(d review.Destination, action string) int {
 	return 0
 }
 
+// setLimits sets a's limit parameters (limitCounts) to the concurrency
+// limits a grant for action under d, asked with req, is counted against,
+// 0 where none applies, and reports whether any does. Slots reserved for
+// priority actions are closed to the rest.
+func setLimits(a *args, d review.Destination, action string, req AttemptRequest) bool {
+	dest := d.Concurrency
+	if dest > 0 && d.ReservePriority > 0 && !d.Actions[action].Priority {
+		dest -= d.ReservePriority
+	}
+	a[pDestLimit], a[pCredentialLimit], a[pModelLimit], a[pActionLimit] = dest, 0, 0, actionLimit(d, action)
+	if req.Credential != "" {
+		a[pCredentialLimit] = d.PerCredential
+	}
+	if req.Model != "" {
+		a[pModelLimit] = d.PerModel
+	}
+	return d.Concurrency > 0 || a[pCredentialLimit].(int) > 0 || a[pModelLimit].(int) > 0 || a[pActionLimit].(int) > 0
+}
+
 // checkLimits enforces the destination's concurrency limits and retry
-// budget. On PostgreSQL it first locks the destination's row, so two
-// instances cannot both take the last slot; SQLite's single writer already
-// serialises the whole transaction.
+// budget. It first locks the destination's row, so two instances cannot
+// both take the last slot (on SQLite the single writer already serialises
+// the transaction; the row is written there too, for the fast path's
+// lockDestinationRow).
 func (s *Store) checkLimits(ctx context.Context, tx *sqlx.Tx, op *review.Operation, d review.Destination, n int, req AttemptRequest, now time.Time) (*review.WaitError, error) {
 	name := op.Destination
 	if !limitsApply(d, op.Action, n, req) {
 		return nil, nil
 	}
+	if _, err := tx.ExecContext(ctx, s.rebind(insertDestinationLock), name); err != nil {
+		return nil, fmt.Errorf("destination lock: %w", err)
+	}
 	if s.engine == Postgres {
-		if _, err := tx.ExecContext(ctx, s.rebind(insertDestinationLock), name); err != nil {
-			return nil, fmt.Errorf("destination lock: %w", err)
-		}
 		var got string
 		if err := tx.GetContext(ctx, &got, s.rebind(lockDestination), name); err != nil {
 			return nil, fmt.Errorf("destination lock: %w", err)
@@ -273,37 +305,20 @@ func (s *Store) checkLimits(ctx context.Context, tx *sqlx.Tx, op *review.Operati
 	wait := func(why string) *review.WaitError {
 		return &review.WaitError{Until: now.Add(limitWait), Reason: why}
 	}
-	// Slots reserved for priority operations are closed to the rest.
-	destLimit, destWhat := d.Concurrency, "destination "+name
-	if d.ReservePriority > 0 && !d.Actions[op.Action].Priority {
-		destLimit -= d.ReservePriority
-		destWhat = fmt.Sprintf("destination %s (%d more kept for priority actions)", name, d.ReservePriority)
-	}
-	for _, l := range []struct {
-		limit int
-		extra string
-		arg   string
-		what  string
-	}{
-		{destLimit, "", "", destWhat},
-		{d.PerCredential, " AND credential = ?", req.Credential, "credential " + req.Credential},
-		{d.PerModel, " AND model = ?", req.Model, "model " + req.Model},
-		{actionLimit(d, op.Action), " AND operation_id IN (SELECT id FROM operations WHERE destination = attempts.destination AND action = ?)",
-			op.Action, "action " + op.Action},
-	} {
-		if l.limit <= 0 || (l.extra != "" && l.arg == "") {
+	var a args
+	a[pDestination], a[pAt], a[pCredential], a[pModel], a[pAction] = name, now, req.Credential, req.Model, op.Action
+	setLimits(&a, d, op.Action, req)
+	for _, l := range limitCounts {
+		limit := a[l.limit].(int)
+		if limit <= 0 {
 			continue
 		}
-		args := []any{name, now}
-		if l.extra != "" {
-			args = append(args, l.arg)
-		}
 		var open int
-		if err := tx.GetContext(ctx, &open, s.rebind(countOpenAttempts+l.extra), args...); err != nil {
+		if err := s.get(ctx, tx, &open, l.count.query, l.count.bind(&a)...); err != nil {
 			return nil, fmt.Errorf("count open attempts: %w", err)
 		}
-		if open >= l.limit {
-			return wait(fmt.Sprintf("concurrency limit: %d of %d attempts in flight for %s", open, l.limit, l.what)), nil
+		if open >= limit {
+			return wait(fmt.Sprintf("concurrency limit: %d of %d attempts in flight for %s", open, limit, limitWhat(l.limit, name, d, op.Action, req))), nil
 		}
 	}
 	if n > 1 {

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -192,7 +193,19 @@ func (b *batcher) take() []*fastCall {
 	if len(b.queue) == 0 {
 		b.queue = nil // let the backing array go
 	}
+	// Limited grants lock their destination's row until the batch
+	// commits; taken in one order by every batch, two batches cannot
+	// each hold one the other waits for.
+	slices.SortStableFunc(batch, func(x, y *fastCall) int { return strings.Compare(x.lockedRow(), y.lockedRow()) })
 	return batch
+}
+
+// lockedRow is the destination whose row c locks, or "".
+func (c *fastCall) lockedRow() string {
+	if c.a[pKind] == "attempt_limited" {
+		return c.a[pDestination].(string)
+	}
+	return ""
 }
 
 // runBatches sends batch, then hands the slot to a goroutine that sends

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/jmoiron/sqlx"
@@ -132,13 +133,27 @@ func (s *Store) startAttemptFast(ctx context.Context, req AttemptRequest) (g *Gr
 	}
 	n := op.AttemptCount + 1
 	dest := s.cfg.Destination(op.Destination)
-	if review.Grantable(op, dest, now) != review.GrantNow || limitsApply(dest, op.Action, n, req) {
-		// A refusal, a wait, a retry whose key the destination may have
-		// forgotten, or a limit: the ordinary path says which.
+	if review.Grantable(op, dest, now) != review.GrantNow || n > 1 {
+		// A refusal, a wait, or a retry (its key the destination may have
+		// forgotten, the retry budget): the ordinary path says which.
 		return nil, false, nil
 	}
 	g, reason, ev := newGrant(op, n, dest, req, now)
 	a := grantArgs(op, sn.detailVersion, g, reason, req, now)
+	var limits args
+	if setLimits(&limits, dest, op.Action, req) {
+		// Counted against the destination's limits, in the batch's
+		// transaction under the destination's lock: a batch holds it
+		// once for all its grants, where the ordinary path holds it for
+		// one grant and its commit. No room: the ordinary path says why.
+		if err := s.ensureDestinationLock(ctx, op.Destination); err != nil {
+			return nil, false, err
+		}
+		a[pKind], a[pAction] = "attempt_limited", op.Action
+		for _, l := range limitCounts {
+			a[l.limit] = limits[l.limit]
+		}
+	}
 	r, err := s.fast(ctx, &a, ev)
 	if err != nil {
 		return nil, false, err
@@ -158,6 +173,19 @@ func (s *Store) startAttemptFast(ctx context.Context, req AttemptRequest) (g *Gr
 	}
 	s.snaps.put(&snapshot{op: next, firstAttemptAt: first, detailVersion: sn.detailVersion})
 	return g, true, nil
+}
+
+// ensureDestinationLock writes destination's row in destination_locks,
+// which limited grants lock, unless this store knows it is there.
+func (s *Store) ensureDestinationLock(ctx context.Context, destination string) error {
+	if _, ok := s.destLocks.Load(destination); ok {
+		return nil
+	}
+	if _, err := s.db.ExecContext(ctx, s.rebind(insertDestinationLock), destination); err != nil {
+		return fmt.Errorf("destination lock: %w", err)
+	}
+	s.destLocks.Store(destination, true)
+	return nil
 }
 
 // recordOutcomeFast applies a first report for attempt n from the snapshot

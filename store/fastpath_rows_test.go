@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"regexp"
 	"slices"
@@ -25,7 +26,8 @@ func TestFastPathWritesWhatTheOrdinaryPathWrites(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, e store.Engine) {
 		open := func(noFast bool) *bundle {
 			clk := storetest.NewClock(t0)
-			s := storetest.Open(t, e, store.Options{Clock: clk.Now, Rand: fixedRand(0.5), NoFastPath: noFast})
+			cfg := &review.Config{Destinations: map[string]review.Destination{"narrow": {Concurrency: 1}}}
+			s := storetest.Open(t, e, store.Options{Config: cfg, Clock: clk.Now, Rand: fixedRand(0.5), NoFastPath: noFast})
 			return &bundle{ctx: context.Background(), s: s, clk: clk}
 		}
 		fast, slow := open(false), open(true)
@@ -100,6 +102,22 @@ func fastPathScenario(t *testing.T, b *bundle) []string {
 	o := success("gen-1")
 	o.Cost = 0.25
 	b.report(t, c, 1, o)
+
+	// A destination with a concurrency limit of one: the second waits
+	// until the first is done.
+	first := b.newOp(t, "limited-1", review.RiskCompensableWrite, "narrow")
+	second := b.newOp(t, "limited-2", review.RiskCompensableWrite, "narrow")
+	ids = append(ids, first.ID, second.ID)
+	b.start(t, first)
+	step()
+	if _, err := b.tryStart(second, "", ""); !errors.As(err, new(*review.WaitError)) {
+		t.Fatalf("a second attempt at a destination limited to one = %v, want a wait", err)
+	}
+	b.report(t, first, 1, success("file-l1"))
+	b.get(t, second)
+	b.start(t, second)
+	step()
+	b.report(t, second, 1, success("file-l2"))
 
 	inFlight := op("in-flight", review.RiskRead)
 	b.start(t, inFlight)

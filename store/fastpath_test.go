@@ -362,3 +362,100 @@ func TestFastPathCallerGone(t *testing.T) {
 		}
 	})
 }
+
+// TestFastPathLimitsAcrossInstances: first attempts at two destinations
+// with concurrency limits, asked at once on two instances. The fast path
+// grants them in its batches, under each destination's lock: exactly the
+// limit is granted at each, every grant by the fast path, the rest are told
+// to wait; a finished attempt frees its slot for the next.
+func TestFastPathLimitsAcrossInstances(t *testing.T) {
+	t.Parallel()
+	const perDest, limit = 24, 4
+	actionLimit := limit
+	cfg := &review.Config{Destinations: map[string]review.Destination{
+		// Each destination's tighter limit is another kind.
+		"d1": {Concurrency: limit + 2, Actions: map[string]review.ActionConfig{"transform": {Concurrency: &actionLimit}}},
+		"d2": {Concurrency: limit + 1, PerModel: limit},
+	}}
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		a, b := twoInstances(t, e, cfg)
+		var ops []*review.Operation
+		for i := range perDest {
+			for _, d := range []string{"d1", "d2"} {
+				op := a.newOp(t, fmt.Sprintf("%s-%d", d, i), review.RiskCompensableWrite, d)
+				b.get(t, op) // both instances hold a snapshot
+				ops = append(ops, op)
+			}
+		}
+		var lastA, lastB int64
+		hits(a.s, &lastA)
+		hits(b.s, &lastB)
+		errs := make([]error, len(ops))
+		var wg sync.WaitGroup
+		ready := make(chan struct{})
+		for i, op := range ops {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				inst := a
+				if i%3 == 1 {
+					inst = b
+				}
+				<-ready
+				_, errs[i] = inst.tryStart(op, "", "m1")
+			}()
+		}
+		close(ready)
+		wg.Wait()
+		granted := map[string]int{}
+		for i, err := range errs {
+			var w *review.WaitError
+			switch {
+			case err == nil:
+				granted[ops[i].Destination]++
+			case errors.As(err, &w) && strings.Contains(w.Reason, "concurrency limit"):
+			default:
+				t.Errorf("%s: %v, want a grant or a wait for the limit", ops[i].SourceRef, err)
+			}
+		}
+		for _, d := range []string{"d1", "d2"} {
+			if granted[d] != limit {
+				t.Errorf("%s: %d granted, want %d", d, granted[d], limit)
+			}
+			if n := countRows(t, a.s, `SELECT COUNT(*) FROM attempts WHERE destination = ? AND finished_at IS NULL`, d); n != limit {
+				t.Errorf("%s: %d open attempts, want %d", d, n, limit)
+			}
+		}
+		if h := hits(a.s, &lastA) + hits(b.s, &lastB); h != 2*limit {
+			t.Errorf("%d grants by the fast path, want all %d", h, 2*limit)
+		}
+
+		// A finished attempt frees its slot: the next first attempt there
+		// is granted, by the fast path, and the one after it waits.
+		var held, next []*review.Operation
+		for i, op := range ops {
+			if op.Destination != "d1" {
+				continue
+			}
+			if errs[i] == nil {
+				held = append(held, op)
+			} else {
+				next = append(next, op)
+			}
+		}
+		a.report(t, held[0], 1, success("file-1"))
+		b.get(t, next[0]) // its snapshot is fresh after the refusal
+		hits(b.s, &lastB)
+		if _, err := b.tryStart(next[0], "", ""); err != nil {
+			t.Fatalf("the attempt after a slot was freed: %v", err)
+		}
+		if h := hits(b.s, &lastB); h != 1 {
+			t.Errorf("the grant after a slot was freed took the ordinary path")
+		}
+		b.get(t, next[1])
+		if _, err := b.tryStart(next[1], "", ""); !errors.As(err, new(*review.WaitError)) {
+			t.Errorf("a grant over the limit = %v, want a wait", err)
+		}
+		assertSealed(t, a.s)
+	})
+}

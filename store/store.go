@@ -115,6 +115,9 @@ type Store struct {
 	// fastHits and fastMisses count attempt-cycle calls that took the fast
 	// path and those that fell back to the ordinary one (FastPath).
 	fastHits, fastMisses atomic.Int64
+	// destLocks are the destinations whose destination_locks row this
+	// store has written (ensureDestinationLock).
+	destLocks sync.Map
 }
 
 // FastPath reports how many attempt-cycle calls (register, attempt,

@@ -91,8 +91,18 @@ const (
 	pEvTo
 	pEvDetail
 	pEvHash // its content hash (ContentHash); SQL adds the seq
+	// A limited grant's concurrency limits (attemptLimitedPlan), 0 for
+	// none: the destination's (less what it keeps for priority actions),
+	// per credential, per model, per action.
+	pDestLimit
+	pCredentialLimit
+	pModelLimit
+	pActionLimit
 	nParams
 )
+
+// A batch's parameters are a bitmask (batchArgs).
+var _ [64 - nParams]struct{}
 
 // params names each parameter as the statements write it and gives the
 // PostgreSQL type limbo_fast_batch declares for it.
@@ -150,6 +160,10 @@ var params = [nParams]struct{ name, pgType string }{
 	pEvTo:              {"ev_to", "text"},
 	pEvDetail:          {"ev_detail", "text"},
 	pEvHash:            {"ev_hash", "text"},
+	pDestLimit:         {"dest_limit", "integer"},
+	pCredentialLimit:   {"credential_limit", "integer"},
+	pModelLimit:        {"model_limit", "integer"},
+	pActionLimit:       {"action_limit", "integer"},
 }
 
 // args holds one call's parameters; one left nil is NULL.
@@ -273,6 +287,21 @@ UPDATE operations SET state = 'in_flight', state_reason = :state_reason, attempt
     probe_owner = NULL, probe_until = NULL, probe_generation = probe_generation + 1
 WHERE id = :op_id AND state || '' = :guard_state AND version = :version AND detail_version = :detail_version`)
 
+	/* startAttemptFast, a limited grant: the destination's row lock, as
+	   StartAttempt's checkLimits takes it (lockDestination), so that grants
+	   counted against its limits are serial across instances; held until
+	   the batch commits. No row: the ordinary path writes it. */
+	lockDestinationRow = newWrite(`
+UPDATE destination_locks SET destination = destination WHERE destination = :destination`)
+
+	/* startAttemptFast, a limited grant, under that lock: a row when every
+	   limit has a free slot. A statement of its own after the lock's, so
+	   that on PostgreSQL it counts with a snapshot taken once the lock is
+	   held (in one statement, the count would be of the snapshot from
+	   before the wait). */
+	withinLimits = newWrite(`
+UPDATE destination_locks SET destination = destination WHERE destination = :destination` + limitConds())
+
 	/* StartAttempt and startAttemptFast */
 	insertAttempt = newWrite(`
 INSERT INTO attempts (operation_id, n, generation, destination, tenant, credential, model, started_at, lease_expires_at)
@@ -333,8 +362,10 @@ type rowRule int
 
 const (
 	anyRows rowRule = iota
-	// guard: no row means the call's snapshot is stale; nothing of the
-	// call is written and the ordinary path decides.
+	// guard: no row means the call's snapshot is stale, or a limit has
+	// no room; nothing of the call is written (a plan's guards come before
+	// its writes, and the destination lock's update changes no value) and
+	// the ordinary path decides.
 	guard
 	// exactlyOne: any other count is a broken invariant, an error.
 	exactlyOne
@@ -344,13 +375,47 @@ const (
 var (
 	registerPlan = []step{{w: insertOperation, rule: guard}, {}}
 	attemptPlan  = []step{{w: updateOpInFlight, rule: guard}, {w: insertAttempt}, {}}
-	outcomePlan  = []step{{w: updateOpOutcome, rule: guard}, {w: finishAttempt, rule: exactlyOne},
+	// attemptLimitedPlan is a first attempt at a destination with
+	// concurrency limits: attemptPlan under the destination's lock, when
+	// its limits have room.
+	attemptLimitedPlan = append([]step{{w: lockDestinationRow, rule: guard}, {w: withinLimits, rule: guard}}, attemptPlan...)
+	outcomePlan        = []step{{w: updateOpOutcome, rule: guard}, {w: finishAttempt, rule: exactlyOne},
 		{w: insertEvidence, when: pDetailBump, evidenceID: true}, {}}
 	plans = []struct {
 		kind  string
 		steps []step
-	}{{"register", registerPlan}, {"attempt", attemptPlan}, {"outcome", outcomePlan}}
+	}{{"register", registerPlan}, {"attempt", attemptPlan}, {"attempt_limited", attemptLimitedPlan}, {"outcome", outcomePlan}}
 )
+
+// openAttempts are the attempts a concurrency limit counts: at the
+// destination, unfinished, their lease running.
+const openAttempts = `SELECT COUNT(*) FROM attempts WHERE destination = :destination AND finished_at IS NULL AND lease_expires_at > :at`
+
+// limitCounts are the concurrency limits a grant is counted against: the
+// parameter holding each (0: none applies) and the open attempts it counts.
+// StartAttempt's checkLimits runs each count to say which limit is full;
+// withinLimits runs them all in one statement.
+var limitCounts = []struct {
+	limit param
+	count *write
+}{
+	{pDestLimit, newWrite(openAttempts)},
+	{pCredentialLimit, newWrite(openAttempts + ` AND credential = :credential`)},
+	{pModelLimit, newWrite(openAttempts + ` AND model = :model`)},
+	{pActionLimit, newWrite(openAttempts +
+		` AND operation_id IN (SELECT id FROM operations WHERE destination = attempts.destination AND action = :action)`)},
+}
+
+// limitConds is withinLimits' condition: each limit none or not reached.
+func limitConds() string {
+	var b strings.Builder
+	for _, l := range limitCounts {
+		name := ":" + params[l.limit].name
+		count := l.count.render(func(p param) string { return ":" + params[p].name })
+		fmt.Fprintf(&b, "\n    AND (%s <= 0 OR (%s) < %s)", name, count, name)
+	}
+	return b.String()
+}
 
 // planOf is the plan of kind.
 func planOf(kind string) []step {
@@ -435,8 +500,8 @@ func fastBatchMigration() string {
 -- Each argument is an array named for a parameter of the writes, one element
 -- per call of the batch; the Go side passes them by name, and leaves out
 -- those no call of the batch sets. Call i runs its
--- plan (a_kind[i]) with element i of each: its guarded write first, and the
--- rest only when the guard matched, so a stale snapshot writes nothing.
+-- plan (a_kind[i]) with element i of each: its guarded writes first, and the
+-- rest only when each guard matched, so a stale snapshot writes nothing.
 -- One row comes back per call, in order: ops, 1 when the call was written
 -- (0: the caller takes the ordinary path), and the id of the evidence it
 -- wrote (0 if none). A broken invariant raises, which rolls back every call
@@ -448,7 +513,7 @@ DROP FUNCTION IF EXISTS limbo_fast_batch;
 
 // fastBatchFunction is limbo_fast_batch, generated from the plans: each
 // call runs its plan's statements one after the other, as writeCall does,
-// the writes after the guard only when it matched. The calls run one after
+// the writes after the guards only when each matched. The calls run one after
 // the other too, so each sees the ones before it, exactly as if they had
 // been sent one by one; only the commit is shared.
 func fastBatchFunction() string {
@@ -483,7 +548,11 @@ BEGIN
 		if pl.steps[0].rule != guard {
 			panic("store: a plan starts with its guard")
 		}
+		guards := 0 // the IFs the guards opened
 		for k, st := range pl.steps {
+			if st.rule == guard && guards < k {
+				panic("store: a plan's guards come before its other writes")
+			}
 			w := st.w
 			if w == nil {
 				w = insertEventPostgres
@@ -502,6 +571,7 @@ BEGIN
 				line("GET DIAGNOSTICS wrote = ROW_COUNT;")
 				line("IF wrote = 1 THEN")
 				depth++
+				guards++
 			case exactlyOne:
 				line("GET DIAGNOSTICS wrote = ROW_COUNT;")
 				line("IF wrote <> 1 THEN")
@@ -517,8 +587,10 @@ BEGIN
 			}
 			if k == len(pl.steps)-1 {
 				line("ops := 1;")
-				depth--
-				line("END IF;")
+				for range guards {
+					depth--
+					line("END IF;")
+				}
 			}
 		}
 	}
