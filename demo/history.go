@@ -697,6 +697,33 @@ func (s *seeder) registerRelease(tenant, source string) (*review.Operation, erro
 	return op, nil
 }
 
+// liveCase is a case of the live mix, open at end: ago before it, its
+// story, whether its resource names another operation, whether a first
+// reviewer has given their word.
+type liveCase struct {
+	tenant, action, source, version string
+	ago                             time.Duration
+	st                              story
+	foreign                         bool
+	firstApproval                   bool
+}
+
+// liveMix are the live mix's cases of lost answers, each with the
+// resources mk made (no history source is one of theirs).
+var liveMix = []liveCase{
+	{"demo", "upload_file", "contract-7741", "3", 2 * time.Hour, duplicate, false, false},
+	{"acme", "upload_file", "contract-8120", "1", 5 * time.Hour, duplicate, false, false},
+	{"globex", "upload_file", "contract-5530", "2", 35 * time.Minute, duplicate, false, false},
+	{"demo", "upload_file", "contract-6402", "2", 4 * time.Hour, otherVer, false, false},
+	{"acme", "transform_pdf", "contract-6610", "3", 80 * time.Minute, otherVer, false, false},
+	{"globex", "upload_file", "contract-3307", "2", 9 * time.Hour, otherVer, false, false},
+	{"demo", "upload_file", "contract-9105", "1", 50 * time.Minute, lostFound, true, false},
+	{"demo", "send_email", "notice-4410", "1", 3 * time.Hour, lostAbsent, false, false},
+	{"acme", "charge", "invoice-2291", "1", 6 * time.Hour, lostAbsent, false, false},
+	{"globex", "share_link", "contract-1188", "2", 90 * time.Minute, lostAbsent, false, true},
+	{"acme", "charge", "invoice-2307", "1", 2*time.Hour + 20*time.Minute, duplicate, false, false},
+}
+
 // live writes the cases open at end, each role's work: for support,
 // duplicates, versions that differ and a resource naming another
 // operation, on actions support may decide; for reviewers, press releases
@@ -704,26 +731,7 @@ func (s *seeder) registerRelease(tenant, source string) (*review.Operation, erro
 // approve_retry (one of each with a first reviewer's word given, so a
 // second reviewer completes it), and a double charge.
 func (s *seeder) live(end time.Time) {
-	type open struct {
-		tenant, action, source, version string
-		ago                             time.Duration
-		st                              story
-		foreign                         bool
-		firstApproval                   bool
-	}
-	for _, l := range []open{
-		{"demo", "upload_file", "contract-7741", "3", 2 * time.Hour, duplicate, false, false},
-		{"acme", "upload_file", "contract-8120", "1", 5 * time.Hour, duplicate, false, false},
-		{"globex", "upload_file", "contract-5530", "2", 35 * time.Minute, duplicate, false, false},
-		{"demo", "upload_file", "contract-6402", "2", 4 * time.Hour, otherVer, false, false},
-		{"acme", "transform_pdf", "contract-6610", "3", 80 * time.Minute, otherVer, false, false},
-		{"globex", "upload_file", "contract-3307", "2", 9 * time.Hour, otherVer, false, false},
-		{"demo", "upload_file", "contract-9105", "1", 50 * time.Minute, lostFound, true, false},
-		{"demo", "send_email", "notice-4410", "1", 3 * time.Hour, lostAbsent, false, false},
-		{"acme", "charge", "invoice-2291", "1", 6 * time.Hour, lostAbsent, false, false},
-		{"globex", "share_link", "contract-1188", "2", 90 * time.Minute, lostAbsent, false, true},
-		{"acme", "charge", "invoice-2307", "1", 2*time.Hour + 20*time.Minute, duplicate, false, false},
-	} {
+	for _, l := range liveMix {
 		s.at(end.Add(-l.ago), func() error {
 			op, err := s.register(l.tenant, flavourOf(l.action), l.source, l.version)
 			if err != nil {

@@ -5,7 +5,6 @@ import (
 	"log/slog"
 	"net/http"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -83,11 +82,11 @@ func TestSeedHistory(t *testing.T) {
 				t.Errorf("support has no %s case it may decide", r)
 				continue
 			}
-			// One of the live mix's (its sources are contract-…): a
-			// history case still open names made-up refs, and which case
+			// One of the live mix's: a history case still open names
+			// made-up refs (its source is contract-… too), and which case
 			// the queue lists first depends on the day's priorities.
 			for i := range cs {
-				if op, err := st.OperationByID(ctx, cs[i].OperationID, nil); err == nil && strings.HasPrefix(op.SourceRef, "contract-") {
+				if op, err := st.OperationByID(ctx, cs[i].OperationID, nil); err == nil && inLiveMix(op) {
 					supportCase[r] = &cs[i]
 					break
 				}
@@ -194,6 +193,11 @@ func TestSeedHistory(t *testing.T) {
 
 // decidable lists the open cases with reason that role may decide (with
 // action, when named), as the queue filters them and Role.CanDecide rules.
+// inLiveMix reports whether op is one of the live mix's cases.
+func inLiveMix(op *review.Operation) bool {
+	return slices.ContainsFunc(liveMix, func(l liveCase) bool { return l.tenant == op.Tenant && l.source == op.SourceRef })
+}
+
 func decidable(t *testing.T, st *store.Store, role review.Role, reason review.Reason, action string) []store.Case {
 	t.Helper()
 	page, err := st.Queue(context.Background(), store.QueueFilter{DecidableBy: role, Reason: string(reason)}, 100)
