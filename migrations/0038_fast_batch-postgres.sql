@@ -70,7 +70,10 @@ CREATE FUNCTION limbo_fast_batch(
     a_dest_limit integer[] DEFAULT NULL,
     a_credential_limit integer[] DEFAULT NULL,
     a_model_limit integer[] DEFAULT NULL,
-    a_action_limit integer[] DEFAULT NULL
+    a_action_limit integer[] DEFAULT NULL,
+    a_retry_floor integer[] DEFAULT NULL,
+    a_retry_ratio double precision[] DEFAULT NULL,
+    a_retry_window_start timestamp[] DEFAULT NULL
 ) RETURNS TABLE (ops bigint, evidence_id bigint)
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -118,7 +121,11 @@ BEGIN
                     AND (a_dest_limit[i] <= 0 OR (SELECT COUNT(*) FROM attempts WHERE destination = a_destination[i] AND finished_at IS NULL AND lease_expires_at > a_at[i]) < a_dest_limit[i])
                     AND (a_credential_limit[i] <= 0 OR (SELECT COUNT(*) FROM attempts WHERE destination = a_destination[i] AND finished_at IS NULL AND lease_expires_at > a_at[i] AND credential = a_credential[i]) < a_credential_limit[i])
                     AND (a_model_limit[i] <= 0 OR (SELECT COUNT(*) FROM attempts WHERE destination = a_destination[i] AND finished_at IS NULL AND lease_expires_at > a_at[i] AND model = a_model[i]) < a_model_limit[i])
-                    AND (a_action_limit[i] <= 0 OR (SELECT COUNT(*) FROM attempts WHERE destination = a_destination[i] AND finished_at IS NULL AND lease_expires_at > a_at[i] AND operation_id IN (SELECT id FROM operations WHERE destination = attempts.destination AND action = a_action[i])) < a_action_limit[i]);
+                    AND (a_action_limit[i] <= 0 OR (SELECT COUNT(*) FROM attempts WHERE destination = a_destination[i] AND finished_at IS NULL AND lease_expires_at > a_at[i] AND operation_id IN (SELECT id FROM operations WHERE destination = attempts.destination AND action = a_action[i])) < a_action_limit[i])
+                    AND (a_retry_floor[i] < 0 OR (SELECT w.retries < a_retry_floor[i] OR w.retries + 1 <= a_retry_ratio[i] * w.firsts
+                        FROM (SELECT COALESCE(SUM(CASE WHEN n = 1 THEN 1 ELSE 0 END), 0) AS firsts,
+                    COALESCE(SUM(CASE WHEN n > 1 THEN 1 ELSE 0 END), 0) AS retries
+                FROM attempts WHERE destination = a_destination[i] AND tenant = a_tenant[i] AND started_at > a_retry_window_start[i]) w));
                 GET DIAGNOSTICS wrote = ROW_COUNT;
                 IF wrote = 1 THEN
                     UPDATE operations SET state = 'in_flight', state_reason = a_state_reason[i], attempt_count = a_n[i], next_attempt_at = NULL,

@@ -64,12 +64,6 @@ const (
 	insertDestinationLock = `INSERT INTO destination_locks (destination) VALUES (?) ON CONFLICT (destination) DO NOTHING`
 	/* Store.StartAttempt */
 	lockDestination = `SELECT destination FROM destination_locks WHERE destination = ? FOR UPDATE`
-	/* Store.StartAttempt: the tenant's retry budget at this destination over
-	   the sliding window. */
-	countWindowAttempts = `
-SELECT COALESCE(SUM(CASE WHEN n = 1 THEN 1 ELSE 0 END), 0) AS firsts,
-       COALESCE(SUM(CASE WHEN n > 1 THEN 1 ELSE 0 END), 0) AS retries
-FROM attempts WHERE destination = ? AND tenant = ? AND started_at > ?`
 )
 
 // StartAttempt grants attempt n+1 when the state, backoff, budgets,
@@ -283,6 +277,15 @@ func setLimits(a *args, d review.Destination, action string, req AttemptRequest)
 	return d.Concurrency > 0 || a[pCredentialLimit].(int) > 0 || a[pModelLimit].(int) > 0 || a[pActionLimit].(int) > 0
 }
 
+// setRetryBudget sets a's retry budget parameters for attempt n under b at
+// now: none (a floor below 0) for a first attempt.
+func setRetryBudget(a *args, b review.RetryBudget, n int, now time.Time) {
+	a[pRetryFloor], a[pRetryRatio], a[pRetryWindowStart] = -1, 0.0, now
+	if n > 1 {
+		a[pRetryFloor], a[pRetryRatio], a[pRetryWindowStart] = b.Floor, b.Ratio, now.Add(-b.Window)
+	}
+}
+
 // checkLimits enforces the destination's concurrency limits and retry
 // budget. It first locks the destination's row, so two instances cannot
 // both take the last slot (on SQLite the single writer already serialises
@@ -327,7 +330,9 @@ func (s *Store) checkLimits(ctx context.Context, tx *sqlx.Tx, op *review.Operati
 			Firsts  int64 `db:"firsts"`
 			Retries int64 `db:"retries"`
 		}
-		if err := tx.GetContext(ctx, &c, s.rebind(countWindowAttempts), name, op.Tenant, now.Add(-b.Window)); err != nil {
+		a[pTenant] = op.Tenant
+		setRetryBudget(&a, b, n, now)
+		if err := s.get(ctx, tx, &c, retryWindow.query, retryWindow.bind(&a)...); err != nil {
 			return nil, fmt.Errorf("count retries: %w", err)
 		}
 		if c.Retries >= b.Allowed(c.Firsts) {

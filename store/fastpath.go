@@ -133,19 +133,20 @@ func (s *Store) startAttemptFast(ctx context.Context, req AttemptRequest) (g *Gr
 	}
 	n := op.AttemptCount + 1
 	dest := s.cfg.Destination(op.Destination)
-	if review.Grantable(op, dest, now) != review.GrantNow || n > 1 {
-		// A refusal, a wait, or a retry (its key the destination may have
-		// forgotten, the retry budget): the ordinary path says which.
+	if review.Grantable(op, dest, now) != review.GrantNow {
+		// A refusal, a wait, or a retry whose key the destination may
+		// have forgotten: the ordinary path says which.
 		return nil, false, nil
 	}
 	g, reason, ev := newGrant(op, n, dest, req, now)
 	a := grantArgs(op, sn.detailVersion, g, reason, req, now)
 	var limits args
-	if setLimits(&limits, dest, op.Action, req) {
-		// Counted against the destination's limits, in the batch's
-		// transaction under the destination's lock: a batch holds it
-		// once for all its grants, where the ordinary path holds it for
-		// one grant and its commit. No room: the ordinary path says why.
+	if setLimits(&limits, dest, op.Action, req) || n > 1 {
+		// Counted against the destination's limits or the retry budget,
+		// in the batch's transaction under the destination's lock: a
+		// batch holds it once for all its grants, where the ordinary path
+		// holds it for one grant and its commit. No room: the ordinary
+		// path says why.
 		if err := s.ensureDestinationLock(ctx, op.Destination); err != nil {
 			return nil, false, err
 		}
@@ -153,6 +154,7 @@ func (s *Store) startAttemptFast(ctx context.Context, req AttemptRequest) (g *Gr
 		for _, l := range limitCounts {
 			a[l.limit] = limits[l.limit]
 		}
+		setRetryBudget(&a, s.cfg.Budget(), n, now)
 	}
 	r, err := s.fast(ctx, &a, ev)
 	if err != nil {

@@ -459,3 +459,65 @@ func TestFastPathLimitsAcrossInstances(t *testing.T) {
 		assertSealed(t, a.s)
 	})
 }
+
+// TestFastPathRetryBudgetAcrossInstances: retries asked at once on two
+// instances, at a destination without limits. The retry budget allows
+// max(floor, ratio × first attempts) in its window, here the ratio's 4 of
+// 9: exactly 4 are granted, every one by the fast path, the rest wait.
+func TestFastPathRetryBudgetAcrossInstances(t *testing.T) {
+	t.Parallel()
+	const ops, allowed = 9, 4 // trunc(0.5 × 9)
+	cfg := &review.Config{RetryBudget: review.RetryBudget{Ratio: 0.5, Floor: 1, Window: time.Hour}}
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		a, b := twoInstances(t, e, cfg)
+		var list []*review.Operation
+		for i := range ops {
+			op := a.newOp(t, fmt.Sprintf("flaky-%d", i), review.RiskRead, "api")
+			a.start(t, op)
+			wantState(t, a.report(t, op, 1, connBeforeSend).Operation, review.RetryWait)
+			list = append(list, op)
+		}
+		a.clk.Advance(time.Second) // past every backoff
+		for _, op := range list {
+			b.get(t, op) // both instances hold a snapshot
+		}
+		var lastA, lastB int64
+		hits(a.s, &lastA)
+		hits(b.s, &lastB)
+		errs := make([]error, ops)
+		var wg sync.WaitGroup
+		ready := make(chan struct{})
+		for i, op := range list {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				inst := a
+				if i%2 == 1 {
+					inst = b
+				}
+				<-ready
+				_, errs[i] = inst.tryStart(op, "", "")
+			}()
+		}
+		close(ready)
+		wg.Wait()
+		granted := 0
+		for i, err := range errs {
+			var w *review.WaitError
+			switch {
+			case err == nil:
+				granted++
+			case errors.As(err, &w) && strings.Contains(w.Reason, "retry budget"):
+			default:
+				t.Errorf("%s: %v, want a grant or a wait for the retry budget", list[i].SourceRef, err)
+			}
+		}
+		if granted != allowed {
+			t.Errorf("%d retries granted, want %d", granted, allowed)
+		}
+		if h := hits(a.s, &lastA) + hits(b.s, &lastB); h != allowed {
+			t.Errorf("%d retries granted by the fast path, want all %d", h, allowed)
+		}
+		assertSealed(t, a.s)
+	})
+}

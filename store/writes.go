@@ -98,6 +98,12 @@ const (
 	pCredentialLimit
 	pModelLimit
 	pActionLimit
+	// A retry's budget (retryBudget): at most max(floor, ratio × first
+	// attempts) retries since the window's start; a floor below 0 for a
+	// first attempt, which no budget counts.
+	pRetryFloor
+	pRetryRatio
+	pRetryWindowStart
 	nParams
 )
 
@@ -164,6 +170,9 @@ var params = [nParams]struct{ name, pgType string }{
 	pCredentialLimit:   {"credential_limit", "integer"},
 	pModelLimit:        {"model_limit", "integer"},
 	pActionLimit:       {"action_limit", "integer"},
+	pRetryFloor:        {"retry_floor", "integer"},
+	pRetryRatio:        {"retry_ratio", "double precision"},
+	pRetryWindowStart:  {"retry_window_start", "timestamp"},
 }
 
 // args holds one call's parameters; one left nil is NULL.
@@ -295,12 +304,18 @@ WHERE id = :op_id AND state || '' = :guard_state AND version = :version AND deta
 UPDATE destination_locks SET destination = destination WHERE destination = :destination`)
 
 	/* startAttemptFast, a limited grant, under that lock: a row when every
-	   limit has a free slot. A statement of its own after the lock's, so
-	   that on PostgreSQL it counts with a snapshot taken once the lock is
-	   held (in one statement, the count would be of the snapshot from
-	   before the wait). */
+	   limit has a free slot and a retry is within the retry budget. A
+	   statement of its own after the lock's, so that on PostgreSQL it
+	   counts with a snapshot taken once the lock is held (in one
+	   statement, the count would be of the snapshot from before the
+	   wait). retries < max(floor, trunc(ratio × firsts)) is written
+	   without rounding, the same on both engines and in Go
+	   (RetryBudget.Allowed): retries < floor, or retries + 1 <= ratio ×
+	   firsts. */
 	withinLimits = newWrite(`
-UPDATE destination_locks SET destination = destination WHERE destination = :destination` + limitConds())
+UPDATE destination_locks SET destination = destination WHERE destination = :destination` + limitConds() + `
+    AND (:retry_floor < 0 OR (SELECT w.retries < :retry_floor OR w.retries + 1 <= :retry_ratio * w.firsts
+        FROM (` + retryWindow.render(func(p param) string { return ":" + params[p].name }) + `) w))`)
 
 	/* StartAttempt and startAttemptFast */
 	insertAttempt = newWrite(`
@@ -375,9 +390,9 @@ const (
 var (
 	registerPlan = []step{{w: insertOperation, rule: guard}, {}}
 	attemptPlan  = []step{{w: updateOpInFlight, rule: guard}, {w: insertAttempt}, {}}
-	// attemptLimitedPlan is a first attempt at a destination with
-	// concurrency limits: attemptPlan under the destination's lock, when
-	// its limits have room.
+	// attemptLimitedPlan is a retry, or a first attempt at a destination
+	// with concurrency limits: attemptPlan under the destination's lock,
+	// when its limits have room and the retry budget allows it.
 	attemptLimitedPlan = append([]step{{w: lockDestinationRow, rule: guard}, {w: withinLimits, rule: guard}}, attemptPlan...)
 	outcomePlan        = []step{{w: updateOpOutcome, rule: guard}, {w: finishAttempt, rule: exactlyOne},
 		{w: insertEvidence, when: pDetailBump, evidenceID: true}, {}}
@@ -405,6 +420,12 @@ var limitCounts = []struct {
 	{pActionLimit, newWrite(openAttempts +
 		` AND operation_id IN (SELECT id FROM operations WHERE destination = attempts.destination AND action = :action)`)},
 }
+
+// retryWindow counts the first attempts and the retries of the tenant at
+// the destination since the retry budget's window started.
+var retryWindow = newWrite(`SELECT COALESCE(SUM(CASE WHEN n = 1 THEN 1 ELSE 0 END), 0) AS firsts,
+    COALESCE(SUM(CASE WHEN n > 1 THEN 1 ELSE 0 END), 0) AS retries
+FROM attempts WHERE destination = :destination AND tenant = :tenant AND started_at > :retry_window_start`)
 
 // limitConds is withinLimits' condition: each limit none or not reached.
 func limitConds() string {
