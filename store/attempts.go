@@ -58,12 +58,9 @@ func limitWhat(p param, name string, d review.Destination, action string, req At
 const limitWait = time.Second
 
 const (
-	/* Store.StartAttempt: concurrency limits hold across instances because
-	   every counting attempt start takes this row lock first (the fast
-	   path's lockDestinationRow too). */
+	/* Store.StartAttempt: the row every counting attempt start locks
+	   first (lockDestinationRow), so that limits hold across instances. */
 	insertDestinationLock = `INSERT INTO destination_locks (destination) VALUES (?) ON CONFLICT (destination) DO NOTHING`
-	/* Store.StartAttempt */
-	lockDestination = `SELECT destination FROM destination_locks WHERE destination = ? FOR UPDATE`
 )
 
 // StartAttempt grants attempt n+1 when the state, backoff, budgets,
@@ -289,27 +286,23 @@ func setRetryBudget(a *args, b review.RetryBudget, n int, now time.Time) {
 // checkLimits enforces the destination's concurrency limits and retry
 // budget. It first locks the destination's row, so two instances cannot
 // both take the last slot (on SQLite the single writer already serialises
-// the transaction; the row is written there too, for the fast path's
-// lockDestinationRow).
+// the transaction; the row is written there too, for the fast path).
 func (s *Store) checkLimits(ctx context.Context, tx *sqlx.Tx, op *review.Operation, d review.Destination, n int, req AttemptRequest, now time.Time) (*review.WaitError, error) {
 	name := op.Destination
 	if !limitsApply(d, op.Action, n, req) {
 		return nil, nil
 	}
+	var a args
+	a[pDestination], a[pAt], a[pCredential], a[pModel], a[pAction] = name, now, req.Credential, req.Model, op.Action
 	if _, err := tx.ExecContext(ctx, s.rebind(insertDestinationLock), name); err != nil {
 		return nil, fmt.Errorf("destination lock: %w", err)
 	}
-	if s.engine == Postgres {
-		var got string
-		if err := tx.GetContext(ctx, &got, s.rebind(lockDestination), name); err != nil {
-			return nil, fmt.Errorf("destination lock: %w", err)
-		}
+	if _, err := s.write(ctx, tx, lockDestinationRow, &a); err != nil {
+		return nil, fmt.Errorf("destination lock: %w", err)
 	}
 	wait := func(why string) *review.WaitError {
 		return &review.WaitError{Until: now.Add(limitWait), Reason: why}
 	}
-	var a args
-	a[pDestination], a[pAt], a[pCredential], a[pModel], a[pAction] = name, now, req.Credential, req.Model, op.Action
 	setLimits(&a, d, op.Action, req)
 	for _, l := range limitCounts {
 		limit := a[l.limit].(int)

@@ -140,8 +140,7 @@ func (s *Store) startAttemptFast(ctx context.Context, req AttemptRequest) (g *Gr
 	}
 	g, reason, ev := newGrant(op, n, dest, req, now)
 	a := grantArgs(op, sn.detailVersion, g, reason, req, now)
-	var limits args
-	if setLimits(&limits, dest, op.Action, req) || n > 1 {
+	if limitsApply(dest, op.Action, n, req) {
 		// Counted against the destination's limits or the retry budget,
 		// in the batch's transaction under the destination's lock: a
 		// batch holds it once for all its grants, where the ordinary path
@@ -151,9 +150,7 @@ func (s *Store) startAttemptFast(ctx context.Context, req AttemptRequest) (g *Gr
 			return nil, false, err
 		}
 		a[pKind], a[pAction] = "attempt_limited", op.Action
-		for _, l := range limitCounts {
-			a[l.limit] = limits[l.limit]
-		}
+		setLimits(&a, dest, op.Action, req)
 		setRetryBudget(&a, s.cfg.Budget(), n, now)
 	}
 	r, err := s.fast(ctx, &a, ev)

@@ -390,23 +390,7 @@ func TestFastPathLimitsAcrossInstances(t *testing.T) {
 		var lastA, lastB int64
 		hits(a.s, &lastA)
 		hits(b.s, &lastB)
-		errs := make([]error, len(ops))
-		var wg sync.WaitGroup
-		ready := make(chan struct{})
-		for i, op := range ops {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				inst := a
-				if i%3 == 1 {
-					inst = b
-				}
-				<-ready
-				_, errs[i] = inst.tryStart(op, "", "m1")
-			}()
-		}
-		close(ready)
-		wg.Wait()
+		errs := startAtOnce(a, b, ops, "m1")
 		granted := map[string]int{}
 		for i, err := range errs {
 			var w *review.WaitError
@@ -484,23 +468,7 @@ func TestFastPathRetryBudgetAcrossInstances(t *testing.T) {
 		var lastA, lastB int64
 		hits(a.s, &lastA)
 		hits(b.s, &lastB)
-		errs := make([]error, ops)
-		var wg sync.WaitGroup
-		ready := make(chan struct{})
-		for i, op := range list {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				inst := a
-				if i%2 == 1 {
-					inst = b
-				}
-				<-ready
-				_, errs[i] = inst.tryStart(op, "", "")
-			}()
-		}
-		close(ready)
-		wg.Wait()
+		errs := startAtOnce(a, b, list, "")
 		granted := 0
 		for i, err := range errs {
 			var w *review.WaitError
@@ -520,4 +488,29 @@ func TestFastPathRetryBudgetAcrossInstances(t *testing.T) {
 		}
 		assertSealed(t, a.s)
 	})
+}
+
+// startAtOnce asks for the next attempt of every operation of ops at once,
+// every third one on instance b (so that operations listed two
+// destinations in turn reach both instances at each), with model, and
+// returns each answer's error.
+func startAtOnce(a, b *bundle, ops []*review.Operation, model string) []error {
+	errs := make([]error, len(ops))
+	var wg sync.WaitGroup
+	ready := make(chan struct{})
+	for i, op := range ops {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			inst := a
+			if i%3 == 1 {
+				inst = b
+			}
+			<-ready
+			_, errs[i] = inst.tryStart(op, "", model)
+		}()
+	}
+	close(ready)
+	wg.Wait()
+	return errs
 }

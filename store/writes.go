@@ -248,6 +248,12 @@ func paramByName(name string) (param, bool) {
 	return 0, false
 }
 
+// named is the statement as written, its parameters by name, to be part
+// of another.
+func (w *write) named() string {
+	return w.render(func(p param) string { return ":" + params[p].name })
+}
+
 // render writes the statement with each parameter as arg spells it.
 func (w *write) render(arg func(param) string) string {
 	var b strings.Builder
@@ -296,10 +302,12 @@ UPDATE operations SET state = 'in_flight', state_reason = :state_reason, attempt
     probe_owner = NULL, probe_until = NULL, probe_generation = probe_generation + 1
 WHERE id = :op_id AND state || '' = :guard_state AND version = :version AND detail_version = :detail_version`)
 
-	/* startAttemptFast, a limited grant: the destination's row lock, as
-	   StartAttempt's checkLimits takes it (lockDestination), so that grants
-	   counted against its limits are serial across instances; held until
-	   the batch commits. No row: the ordinary path writes it. */
+	/* StartAttempt's checkLimits and startAttemptFast (a limited grant or
+	   a retry): the destination's row lock, so that grants counted against
+	   its limits and its retry budget are serial across instances; held
+	   until the transaction (the batch) commits. An update that changes no
+	   value, so that it is a guard on both engines: no row, and the fast
+	   path leaves it to the ordinary one, which writes the row. */
 	lockDestinationRow = newWrite(`
 UPDATE destination_locks SET destination = destination WHERE destination = :destination`)
 
@@ -315,7 +323,7 @@ UPDATE destination_locks SET destination = destination WHERE destination = :dest
 	withinLimits = newWrite(`
 UPDATE destination_locks SET destination = destination WHERE destination = :destination` + limitConds() + `
     AND (:retry_floor < 0 OR (SELECT w.retries < :retry_floor OR w.retries + 1 <= :retry_ratio * w.firsts
-        FROM (` + retryWindow.render(func(p param) string { return ":" + params[p].name }) + `) w))`)
+        FROM (` + retryWindow.named() + `) w))`)
 
 	/* StartAttempt and startAttemptFast */
 	insertAttempt = newWrite(`
@@ -432,8 +440,7 @@ func limitConds() string {
 	var b strings.Builder
 	for _, l := range limitCounts {
 		name := ":" + params[l.limit].name
-		count := l.count.render(func(p param) string { return ":" + params[p].name })
-		fmt.Fprintf(&b, "\n    AND (%s <= 0 OR (%s) < %s)", name, count, name)
+		fmt.Fprintf(&b, "\n    AND (%s <= 0 OR (%s) < %s)", name, l.count.named(), name)
 	}
 	return b.String()
 }
