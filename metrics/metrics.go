@@ -205,6 +205,8 @@ var (
 		"Fast-path calls carried by those round trips; divided by limbo_store_fast_batches_total, the calls per commit.", nil, nil)
 	descBatchSplits = prometheus.NewDesc("limbo_store_fast_batch_splits_total",
 		"Batches a database error rolled back; their calls were then sent one by one so the error reached only its own call.", nil, nil)
+	descTxRetries = prometheus.NewDesc("limbo_store_tx_retries_total",
+		"Transactions the database refused with nothing committed and the store ran again, by cause (deadlock, serialization, busy). Deadlocks should stay at 0: each costs its callers PostgreSQL's deadlock_timeout.", []string{"cause"}, nil)
 )
 
 // leaderLock takes the metrics advisory lock for this schema, once per
@@ -227,7 +229,7 @@ type ledger struct {
 
 func (l *ledger) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descLeader, descUp, descOps, descCases, descOldest, descInFlight, descBudget,
-		descPending, descFailed, descUnsealed, descFastPath, descBatches, descBatchCalls, descBatchSplits} {
+		descPending, descFailed, descUnsealed, descFastPath, descBatches, descBatchCalls, descBatchSplits, descTxRetries} {
 		ch <- d
 	}
 }
@@ -303,6 +305,10 @@ func (l *ledger) Collect(ch chan<- prometheus.Metric) {
 	counter(descBatches, bs.Batches)
 	counter(descBatchCalls, bs.Calls)
 	counter(descBatchSplits, bs.Split)
+	r := l.st.TxRetries()
+	counter(descTxRetries, r.Deadlock, "deadlock")
+	counter(descTxRetries, r.Serialization, "serialization")
+	counter(descTxRetries, r.Busy, "busy")
 
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()

@@ -67,6 +67,7 @@ func TestMetricsExposition(t *testing.T) {
 			"limbo_store_fast_batches_total " + batches,
 			"limbo_store_fast_batch_calls_total " + batches,
 			"limbo_store_fast_batch_splits_total 0",
+			`limbo_store_tx_retries_total{cause="deadlock"} 0`,
 			`limbo_operations{state="ambiguous"} 1`,
 			`limbo_operations{state="confirmed"} 0`,
 			`limbo_attempt_outcomes_total{destination="files",next="reconcile"} 1`,

@@ -61,6 +61,9 @@ const (
 	/* Store.StartAttempt: the row every counting attempt start locks
 	   first (lockDestinationRow), so that limits hold across instances. */
 	insertDestinationLock = `INSERT INTO destination_locks (destination) VALUES (?) ON CONFLICT (destination) DO NOTHING`
+	/* Store.startAttemptTx (PostgreSQL): what says, before the operation
+	   is locked, whether its grant will take its destination's lock. */
+	selectAttemptLimits = `SELECT destination, action, attempt_count FROM operations WHERE tenant = ? AND id = ?`
 )
 
 // StartAttempt grants attempt n+1 when the state, backoff, budgets,
@@ -104,6 +107,10 @@ type attemptAnswer struct {
 // ended, a key the destination may have forgotten) or grants.
 func (s *Store) startAttemptTx(ctx context.Context, tx *sqlx.Tx, req AttemptRequest) (attemptAnswer, error) {
 	now := s.now()
+	locked, err := s.lockDestinationFirst(ctx, tx, req)
+	if err != nil {
+		return attemptAnswer{}, err
+	}
 	row, err := s.lockOperation(ctx, tx, req.Tenant, req.OperationID)
 	if err != nil {
 		return attemptAnswer{}, err
@@ -132,7 +139,7 @@ func (s *Store) startAttemptTx(ctx context.Context, tx *sqlx.Tx, req AttemptRequ
 			return ans, err
 		}
 	}
-	if w, err := s.checkLimits(ctx, tx, op, dest, n, req, now); err != nil || w != nil {
+	if w, err := s.checkLimits(ctx, tx, op, dest, n, req, locked == op.Destination, now); err != nil || w != nil {
 		if err != nil {
 			return attemptAnswer{}, err
 		}
@@ -154,6 +161,52 @@ func (s *Store) startAttemptTx(ctx context.Context, tx *sqlx.Tx, req AttemptRequ
 		return attemptAnswer{}, err
 	}
 	return attemptAnswer{grant: grant}, nil
+}
+
+// lockDestinationFirst takes, on PostgreSQL, the lock of the destination
+// whose limits or retry budget the grant req asks for will be counted
+// against, before the operation's lock, and names it ("" when none). A
+// batch takes them in that order too (lockDestinationRow, then the
+// operation's row), and may be writing this very operation: taken the
+// other way round, each would wait for the other until PostgreSQL broke
+// the deadlock a second later. Read without a lock, the operation may
+// have moved on by the time it is locked; checkLimits then takes the
+// lock late, which is rare and retried. SQLite's single writer orders
+// everything already.
+func (s *Store) lockDestinationFirst(ctx context.Context, tx *sqlx.Tx, req AttemptRequest) (string, error) {
+	if s.engine != Postgres {
+		return "", nil
+	}
+	var r struct {
+		Destination  string `db:"destination"`
+		Action       string `db:"action"`
+		AttemptCount int    `db:"attempt_count"`
+	}
+	err := s.get(ctx, tx, &r, selectAttemptLimits, req.Tenant, req.OperationID)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", nil // lockOperation says so
+	}
+	if err != nil {
+		return "", err
+	}
+	if !limitsApply(s.cfg.Destination(r.Destination), r.Action, r.AttemptCount+1, req) {
+		return "", nil
+	}
+	return r.Destination, s.lockDestination(ctx, tx, r.Destination)
+}
+
+// lockDestination locks destination's row in destination_locks, written
+// first if it is not there, until tx ends.
+func (s *Store) lockDestination(ctx context.Context, tx *sqlx.Tx, destination string) error {
+	if _, err := tx.ExecContext(ctx, s.rebind(insertDestinationLock), destination); err != nil {
+		return fmt.Errorf("destination lock: %w", err)
+	}
+	var a args
+	a[pDestination] = destination
+	if _, err := s.write(ctx, tx, lockDestinationRow, &a); err != nil {
+		return fmt.Errorf("destination lock: %w", err)
+	}
+	return nil
 }
 
 // endBudget moves op, out of attempts or past its deadline (g) while no
@@ -284,22 +337,22 @@ func setRetryBudget(a *args, b review.RetryBudget, n int, now time.Time) {
 }
 
 // checkLimits enforces the destination's concurrency limits and retry
-// budget. It first locks the destination's row, so two instances cannot
-// both take the last slot (on SQLite the single writer already serialises
-// the transaction; the row is written there too, for the fast path).
-func (s *Store) checkLimits(ctx context.Context, tx *sqlx.Tx, op *review.Operation, d review.Destination, n int, req AttemptRequest, now time.Time) (*review.WaitError, error) {
+// budget. It first locks the destination's row, unless tx holds it
+// already (locked), so two instances cannot both take the last slot (on
+// SQLite the single writer already serialises the transaction; the row is
+// written there too, for the fast path).
+func (s *Store) checkLimits(ctx context.Context, tx *sqlx.Tx, op *review.Operation, d review.Destination, n int, req AttemptRequest, locked bool, now time.Time) (*review.WaitError, error) {
 	name := op.Destination
 	if !limitsApply(d, op.Action, n, req) {
 		return nil, nil
 	}
+	if !locked {
+		if err := s.lockDestination(ctx, tx, name); err != nil {
+			return nil, err
+		}
+	}
 	var a args
 	a[pDestination], a[pAt], a[pCredential], a[pModel], a[pAction] = name, now, req.Credential, req.Model, op.Action
-	if _, err := tx.ExecContext(ctx, s.rebind(insertDestinationLock), name); err != nil {
-		return nil, fmt.Errorf("destination lock: %w", err)
-	}
-	if _, err := s.write(ctx, tx, lockDestinationRow, &a); err != nil {
-		return nil, fmt.Errorf("destination lock: %w", err)
-	}
 	wait := func(why string) *review.WaitError {
 		return &review.WaitError{Until: now.Add(limitWait), Reason: why}
 	}

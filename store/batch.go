@@ -194,9 +194,21 @@ func (b *batcher) take() []*fastCall {
 		b.queue = nil // let the backing array go
 	}
 	// Limited grants lock their destination's row until the batch
-	// commits; taken in one order by every batch, two batches cannot
-	// each hold one the other waits for.
-	slices.SortStableFunc(batch, func(x, y *fastCall) int { return strings.Compare(x.lockedRow(), y.lockedRow()) })
+	// commits. Every batch takes those locks in one order, so two batches
+	// cannot each hold one the other waits for; and before any
+	// operation's row, as the ordinary path does (lockDestinationFirst),
+	// so a batch never holds an operation that an ordinary grant, holding
+	// the destination, waits for.
+	slices.SortStableFunc(batch, func(x, y *fastCall) int {
+		dx, dy := x.lockedRow(), y.lockedRow()
+		if (dx == "") != (dy == "") {
+			if dx == "" {
+				return 1
+			}
+			return -1
+		}
+		return strings.Compare(dx, dy)
+	})
 	return batch
 }
 
@@ -232,8 +244,17 @@ func (s *Store) sendBatch(batch []*fastCall) {
 	b.stats.Batches++
 	b.stats.Calls += int64(len(batch))
 	b.mu.Unlock()
-	res, err := s.execBatch(context.WithoutCancel(batch[0].ctx), batch)
+	ctx := context.WithoutCancel(batch[0].ctx)
+	res, err := s.execBatch(ctx, batch)
+	// On PostgreSQL a batch is one statement, outside WithTx: a lone
+	// call the database refused with nothing committed (a deadlock, a
+	// serialisation failure) is run again here, as WithTx would.
+	for try := 0; err != nil && len(batch) == 1 && s.engine == Postgres && try < 5 && s.retryable(err); try++ {
+		time.Sleep(time.Duration(1+try*try) * 5 * time.Millisecond)
+		res, err = s.execBatch(ctx, batch)
+	}
 	if err != nil && len(batch) > 1 {
+		s.retryable(err) // counted: its calls run again, alone
 		b.mu.Lock()
 		b.stats.Split++
 		b.mu.Unlock()

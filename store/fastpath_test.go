@@ -514,3 +514,47 @@ func startAtOnce(a, b *bundle, ops []*review.Operation, model string) []error {
 	wg.Wait()
 	return errs
 }
+
+// TestOneKeyAtOnceAtLimitedDestination: fifty attempts asked at once for
+// the same operation, on two instances, at a destination with limits. The
+// instance that registered it grants by the fast path, in a batch that
+// holds the destination's lock; the other has no snapshot and takes the
+// ordinary path, which locks the operation and then the destination:
+// exactly one grant, the others refused for the state, and no
+// transaction that had to be retried for a deadlock.
+func TestOneKeyAtOnceAtLimitedDestination(t *testing.T) {
+	t.Parallel()
+	const callers = 50
+	cfg := &review.Config{Destinations: map[string]review.Destination{"files": {Concurrency: 10, PerModel: 5}}}
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		a, b := twoInstances(t, e, cfg)
+		for round := range 5 {
+			op := a.newOp(t, fmt.Sprintf("one-key-%d", round), review.RiskCompensableWrite, "files")
+			ops := make([]*review.Operation, callers)
+			for i := range ops {
+				ops[i] = op
+			}
+			granted := 0
+			for i, err := range startAtOnce(a, b, ops, "m1") {
+				var na *review.NotAttemptableError
+				switch {
+				case err == nil:
+					granted++
+				case errors.As(err, &na) && na.Operation.State == review.InFlight:
+				case errors.Is(err, review.ErrConflict):
+				default:
+					t.Errorf("round %d caller %d: %v, want a grant or a refusal for the state", round, i, err)
+				}
+			}
+			if granted != 1 {
+				t.Errorf("round %d: %d grants, want 1", round, granted)
+			}
+		}
+		for _, s := range []*store.Store{a.s, b.s} {
+			if r := s.TxRetries(); r.Deadlock != 0 {
+				t.Errorf("%d transactions retried for a deadlock, want none", r.Deadlock)
+			}
+		}
+		assertSealed(t, a.s)
+	})
+}

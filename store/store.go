@@ -118,6 +118,8 @@ type Store struct {
 	// destLocks are the destinations whose destination_locks row this
 	// store has written (ensureDestinationLock).
 	destLocks sync.Map
+	// retries count transactions run again, by cause (TxRetries).
+	retries [nCauses]atomic.Int64
 }
 
 // FastPath reports how many attempt-cycle calls (register, attempt,
@@ -300,7 +302,7 @@ func (s *Store) WithTx(ctx context.Context, fn func(tx *sqlx.Tx) error) error {
 		err := s.withTxOnce(ctx, fn)
 		// A serialisation failure or deadlock on PostgreSQL, or a busy
 		// SQLite after its timeout, is safe to retry: nothing committed.
-		if err != nil && isRetryable(err) && try < 5 && ctx.Err() == nil {
+		if err != nil && s.retryable(err) && try < 5 && ctx.Err() == nil {
 			time.Sleep(time.Duration(1+try*try) * 5 * time.Millisecond)
 			continue
 		}
@@ -370,16 +372,57 @@ func isUnique(err error) bool {
 	return false
 }
 
-func isRetryable(err error) bool {
+// retryCause is why err may be retried with nothing committed: a
+// deadlock or a serialisation failure on PostgreSQL, a busy SQLite after
+// its timeout; none (-1) otherwise.
+func retryCause(err error) int {
 	var pe *pq.Error
 	if errors.As(err, &pe) {
-		return pe.Code == "40001" || pe.Code == "40P01"
+		switch pe.Code {
+		case "40P01":
+			return causeDeadlock
+		case "40001":
+			return causeSerialization
+		}
+		return -1
 	}
 	var se *sqlite.Error
-	if errors.As(err, &se) {
-		return se.Code()&0xff == sqlite3.SQLITE_BUSY || se.Code()&0xff == sqlite3.SQLITE_LOCKED
+	if errors.As(err, &se) && (se.Code()&0xff == sqlite3.SQLITE_BUSY || se.Code()&0xff == sqlite3.SQLITE_LOCKED) {
+		return causeBusy
 	}
-	return false
+	return -1
+}
+
+const (
+	causeDeadlock = iota
+	causeSerialization
+	causeBusy
+	nCauses
+)
+
+// retryable reports whether err may be retried (retryCause), and counts
+// it (TxRetries).
+func (s *Store) retryable(err error) bool {
+	c := retryCause(err)
+	if c < 0 {
+		return false
+	}
+	s.retries[c].Add(1)
+	return true
+}
+
+// TxRetryStats counts the transactions the database refused with nothing
+// committed, that the store then ran again, by cause.
+type TxRetryStats struct {
+	Deadlock, Serialization, Busy int64
+}
+
+// TxRetries reports the transactions this store has run again, by cause.
+// A deadlock costs its callers PostgreSQL's deadlock_timeout (1 s) first:
+// the lock order (attempts.go, batch.go) is meant to leave none.
+func (s *Store) TxRetries() TxRetryStats {
+	return TxRetryStats{Deadlock: s.retries[causeDeadlock].Load(), Serialization: s.retries[causeSerialization].Load(),
+		Busy: s.retries[causeBusy].Load()}
 }
 
 // rebind turns "?" placeholders into the engine's own.
