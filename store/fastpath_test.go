@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jmoiron/sqlx"
+
 	"github.com/limbo-dev/limbo/review"
 	"github.com/limbo-dev/limbo/store"
 	"github.com/limbo-dev/limbo/store/storetest"
@@ -556,5 +558,87 @@ func TestOneKeyAtOnceAtLimitedDestination(t *testing.T) {
 			}
 		}
 		assertSealed(t, a.s)
+	})
+}
+
+// TestFastCallRunAgainAfterDeadlock: on PostgreSQL a batch is one
+// statement outside WithTx, so a lone fast call the database refuses with
+// nothing committed is run again by the batcher, as WithTx runs a
+// transaction again. Here another transaction holds the operation's row
+// and then asks for the destination's lock that the waiting fast call
+// holds; PostgreSQL refuses the fast call (this side waits longer before
+// it looks for a deadlock), and the caller still gets its grant, by the
+// fast path, once the other transaction ends.
+func TestFastCallRunAgainAfterDeadlock(t *testing.T) {
+	t.Parallel()
+	cfg := &review.Config{Destinations: map[string]review.Destination{"files": {Concurrency: 10}}}
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		if e != store.Postgres {
+			t.Skip("SQLite has one writer: nothing waits for a lock")
+		}
+		b := setup(t, e, cfg)
+		op := b.newOp(t, "deadlocked", review.RiskCompensableWrite, "files")
+		b.get(t, op) // the snapshot: the fast path
+		var last int64
+		hits(b.s, &last)
+
+		errRollback := errors.New("rolled back by the test")
+		locked := make(chan struct{})
+		held := make(chan error, 1)
+		go func() {
+			held <- b.s.WithTx(b.ctx, func(tx *sqlx.Tx) error {
+				if _, err := tx.Exec(`SET LOCAL deadlock_timeout = '30s'`); err != nil {
+					return err
+				}
+				if _, err := tx.Exec(`SELECT id FROM operations WHERE id = $1 FOR UPDATE`, op.ID); err != nil {
+					return err
+				}
+				close(locked)
+				// The fast call holds the destination's row and waits for
+				// the operation's.
+				for waiting, tries := 0, 0; waiting == 0; tries++ {
+					if tries == 2000 {
+						return errors.New("no fast call waits for the operation's row")
+					}
+					// pg_stat_activity is read once per transaction unless
+					// its snapshot is cleared.
+					if _, err := tx.Exec(`SELECT pg_stat_clear_snapshot()`); err != nil {
+						return err
+					}
+					if err := tx.Get(&waiting, `SELECT COUNT(*) FROM pg_stat_activity
+WHERE wait_event_type = 'Lock' AND query LIKE '%limbo_fast_batch%' AND datname = current_database() AND pid <> pg_backend_pid()`); err != nil {
+						return err
+					}
+					time.Sleep(5 * time.Millisecond)
+				}
+				if _, err := tx.Exec(`UPDATE destination_locks SET destination = destination WHERE destination = 'files'`); err != nil {
+					return err
+				}
+				return errRollback
+			})
+		}()
+		select {
+		case <-locked:
+		case err := <-held:
+			t.Fatalf("the other transaction: %v", err)
+		}
+		g, err := b.tryStart(op, "", "")
+		if err != nil {
+			t.Fatalf("StartAttempt after a deadlock: %v, want the grant", err)
+		}
+		if g.N != 1 {
+			t.Errorf("granted attempt %d, want 1", g.N)
+		}
+		if err := <-held; !errors.Is(err, errRollback) {
+			t.Fatalf("the other transaction: %v", err)
+		}
+		if h := hits(b.s, &last); h != 1 {
+			t.Errorf("the grant took the ordinary path")
+		}
+		if r := b.s.TxRetries(); r.Deadlock != 1 {
+			t.Errorf("%d transactions run again after a deadlock, want 1 (the fast call)", r.Deadlock)
+		}
+		wantState(t, b.get(t, op), review.InFlight)
+		assertSealed(t, b.s)
 	})
 }
