@@ -1041,6 +1041,7 @@ func (h *harness) check(settled bool) {
 	}
 	rep := review.CheckInvariants(*l, truth)
 	rep.Violations = append(rep.Violations, h.checkResources(l)...)
+	rep.Violations = append(rep.Violations, h.checkConcurrency(l)...)
 	if rep.Holds() {
 		return
 	}
@@ -1056,6 +1057,26 @@ func (h *harness) check(settled bool) {
 		}
 	}
 	h.rt.Fatalf("invariants broken at %s:%s", h.clock.Now().Format(time.TimeOnly), b.String())
+}
+
+// checkConcurrency: destPlain never has more than plainConcurrency
+// attempts holding a live lease, whichever path granted them.
+func (h *harness) checkConcurrency(l *review.Ledger) []review.Violation {
+	now, open := h.clock.Now(), 0
+	for _, op := range l.Operations {
+		if op.Destination != destPlain {
+			continue
+		}
+		for _, a := range op.Attempts {
+			if a.FinishedAt == nil && a.LeaseExpiresAt.After(now) {
+				open++
+			}
+		}
+	}
+	if open > plainConcurrency {
+		return []review.Violation{{Invariant: "concurrency", Detail: fmt.Sprintf("%d attempts hold a live lease at %s, its limit is %d", open, destPlain, plainConcurrency)}}
+	}
+	return nil
 }
 
 // checkResources: a confirmed operation names as its resource one of its

@@ -25,7 +25,8 @@ const (
 	// destKeys honours idempotency keys for keysRetention, offers status
 	// lookup, search and job probes, and signs webhooks.
 	destKeys = "keys"
-	// destPlain does not honour keys; it offers the same probes and webhooks.
+	// destPlain does not honour keys; it offers the same probes and
+	// webhooks, and takes at most plainConcurrency attempts at once.
 	destPlain = "plain"
 	// destBlind has no probes and sends no webhooks: only the integrator's
 	// evidence and a person can settle what happens there.
@@ -35,6 +36,10 @@ const (
 	keysRetention = 20 * time.Second
 	keysLag       = 3 * time.Second
 	plainLag      = 8 * time.Second
+	// plainConcurrency is destPlain's concurrency limit: its first
+	// attempts are counted under its lock (the fast path's attempt_limited
+	// plan), and some are turned away to wait.
+	plainConcurrency = 1
 )
 
 // propConfig is the configuration the property test runs under; probes
@@ -60,7 +65,7 @@ func propConfig(base string, style probeStyle) *review.Config {
 		destKeys: {HonoursKeys: true, KeyRetention: keysRetention, ConflictMeansInProgress: true, Lease: propLease,
 			SearchLag: keysLag, Probes: probes(destKeys), AllowInternal: loopback, WebhookSecrets: []string{filesSecret}},
 		destPlain: {Lease: propLease, SearchLag: plainLag, Probes: probes(destPlain), AllowInternal: loopback,
-			WebhookSecrets: []string{filesSecret}},
+			WebhookSecrets: []string{filesSecret}, Concurrency: plainConcurrency},
 		destBlind: {Lease: propLease},
 	}}
 }
