@@ -275,7 +275,12 @@ func newScene(o Options) (sc *scene, err error) {
 	// destination lies about it.
 	sc.lag = cmp.Or(o.ConfiguredLag, o.Sandbox.SearchLag)
 	cfg, err := sandbox.LimboConfig(sandbox.LimboOptions{Base: sc.sbURL, HonoursKeys: !o.Sandbox.NoKeySupport,
-		SearchLag: sc.lag, ConfirmWindow: o.ConfirmWindow, Lease: chaosLease, WebhookSecret: secret, RetryRatio: o.RetryRatio})
+		SearchLag: sc.lag, ConfirmWindow: o.ConfirmWindow, Lease: chaosLease, WebhookSecret: secret, RetryRatio: o.RetryRatio,
+		// As many attempts at once as the integrations run operations:
+		// every grant is counted under the destination's lock (the fast
+		// path's attempt_limited plan), and the limit bites only when a
+		// killed integration's attempts still hold their leases.
+		Concurrency: o.Integrators * o.Workers})
 	if err != nil {
 		return nil, err
 	}

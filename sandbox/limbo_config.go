@@ -25,6 +25,8 @@ type LimboOptions struct {
 	// WebhookSecret signs the sandbox's job webhooks; "" for none.
 	WebhookSecret string
 	RetryRatio    float64
+	// Concurrency is the destination's concurrency limit (0: none).
+	Concurrency int
 }
 
 // LimboConfig is Limbo's configuration of the "sandbox" destination at
@@ -73,6 +75,7 @@ func (o LimboOptions) draft() (*review.Config, error) {
 			ConfirmWindow:           o.ConfirmWindow,
 			Lease:                   o.Lease,
 			ProbeConcurrency:        8,
+			Concurrency:             o.Concurrency,
 			Probes: review.Probes{
 				Status: probe("/resources/{{if .ResourceRef}}{{.ResourceRef}}{{else}}{{.JobRef}}{{end}}", ""),
 				// Two hits a page: duplicates (no key support) are found
@@ -106,6 +109,9 @@ func ConfigYAML(cfg *review.Config) []byte {
 		add("  %s:\n", name)
 		add("    honours_keys: %t\n    conflict_means_in_progress: %t\n", d.HonoursKeys, d.ConflictMeansInProgress)
 		add("    search_lag: %s\n    lease: %s\n    probe_concurrency: %d\n", d.SearchLag, d.Lease, d.ProbeConcurrency)
+		if d.Concurrency > 0 {
+			add("    concurrency: %d\n", d.Concurrency)
+		}
 		if d.ConfirmWindow > 0 {
 			add("    confirm_window: %s\n", d.ConfirmWindow)
 		}
