@@ -98,6 +98,8 @@ WHERE id = ? AND status = 'open' AND version = ?`
 	updateOpRetryBudget = `UPDATE operations SET max_attempts = ?, deadline = ?, next_attempt_at = ? WHERE id = ?`
 	/* Store.lockCase */
 	selectCaseForUpdate = `SELECT ` + caseColumns + ` FROM cases WHERE id = ?`
+	/* Store.decideTx: whose case it is, read before any lock. */
+	selectCaseOperation = `SELECT tenant, operation_id FROM cases WHERE id = ?`
 )
 
 // Decide applies a reviewer's decision. Exactly one of several concurrent
@@ -130,6 +132,25 @@ func (s *Store) Decide(ctx context.Context, req DecisionRequest) (*Decision, err
 // operation and the case's earlier decisions under the locks, has review
 // plan the decision (review.PlanDecision), and persists the plan.
 func (s *Store) decideTx(ctx context.Context, tx *sqlx.Tx, req DecisionRequest) (*Decision, error) {
+	// The operation's lock before its case's, as every path that moves an
+	// operation and then writes its case takes them (an outcome, evidence,
+	// an undo's report): the other way round, a decision and the undo's
+	// report on the same case each held the lock the other waited for
+	// (TestDecisionBesideUndo). A case's operation never changes, so it
+	// is read without a lock first.
+	var owner struct {
+		Tenant      string `db:"tenant"`
+		OperationID string `db:"operation_id"`
+	}
+	if err := s.get(ctx, tx, &owner, selectCaseOperation, req.CaseID); errors.Is(err, sql.ErrNoRows) {
+		return nil, review.ErrNotFound
+	} else if err != nil {
+		return nil, err
+	}
+	row, err := s.lockOperation(ctx, tx, owner.Tenant, owner.OperationID)
+	if err != nil {
+		return nil, err
+	}
 	c, err := s.lockCase(ctx, tx, req.CaseID)
 	if err != nil {
 		return nil, err
@@ -151,10 +172,6 @@ func (s *Store) decideTx(ctx context.Context, tx *sqlx.Tx, req DecisionRequest) 
 		}
 		return nil, fmt.Errorf("%w: it was claimed, released or re-assessed since (version %d, now %d); reload the case and decide again",
 			review.ErrStale, req.CaseVersion, c.Version)
-	}
-	row, err := s.lockOperation(ctx, tx, c.Tenant, c.OperationID)
-	if err != nil {
-		return nil, err
 	}
 	if req.OpVersion != 0 && req.OpVersion != row.Version {
 		return nil, fmt.Errorf("%w: the operation moved on since (it is %s now); reload the case and decide again", review.ErrStale, row.State)

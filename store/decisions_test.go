@@ -566,3 +566,65 @@ WHERE status = 'open' GROUP BY tenant, destination, action, flags, reason_bits O
 		check("one resolved")
 	})
 }
+
+// TestDecisionBesideUndo: a reviewer decides a case while the undo it
+// waits for reports back, many times at once. The undo's report locks the
+// compensation, then its parent, then the case; a decision locks the
+// parent before the case too, so neither waits for a deadlock to be
+// broken. Whichever comes first wins; the other gets a domain answer.
+func TestDecisionBesideUndo(t *testing.T) {
+	t.Parallel()
+	const n = 16
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		b := setup(t, e, nil)
+		cases := make([]*store.Case, n)
+		children := make([]*review.Operation, n)
+		for i := range cases {
+			c := b.reviewCase(t, fmt.Sprintf("undo-beside-%d", i))
+			if _, err := b.s.Decide(b.ctx, store.DecisionRequest{CaseID: c.ID, Action: review.DecideCompensate, Ref: "fld-2",
+				Compensation: "delete the duplicate folder", Actor: "rita@example.com", Reason: "two folders for one operation"}); err != nil {
+				t.Fatal(err)
+			}
+			ks, err := b.s.Compensations(b.ctx, c.OperationID)
+			if err != nil || len(ks) != 1 {
+				t.Fatalf("compensations %+v, %v", ks, err)
+			}
+			children[i] = &review.Operation{ID: ks[0].OperationID, Tenant: tenantA}
+			b.start(t, children[i])
+			cases[i] = c
+		}
+		var wg sync.WaitGroup
+		decided, reported := make([]error, n), make([]error, n)
+		ready := make(chan struct{})
+		for i, c := range cases {
+			wg.Add(2)
+			go func() {
+				defer wg.Done()
+				<-ready
+				_, decided[i] = b.s.Decide(b.ctx, store.DecisionRequest{CaseID: c.ID, Action: review.DecideCompensationDone,
+					Actor: "alice", Reason: "the folder is gone, checked by hand"})
+			}()
+			go func() {
+				defer wg.Done()
+				<-ready
+				_, reported[i] = b.s.RecordOutcome(b.ctx, tenantA, children[i].ID, 1, httpError(422), "integrator")
+			}()
+		}
+		close(ready)
+		wg.Wait()
+		for i := range cases {
+			// After the failed undo, the parent is back in review: the
+			// reviewer's "done" no longer fits it.
+			if err := decided[i]; err != nil && !errors.Is(err, review.ErrInvalidTransition) {
+				t.Errorf("decision %d: %v", i, err)
+			}
+			if reported[i] != nil {
+				t.Errorf("the undo's report %d: %v", i, reported[i])
+			}
+		}
+		if r := b.s.TxRetries(); r.Deadlock != 0 {
+			t.Errorf("%d transactions run again after a deadlock, want none", r.Deadlock)
+		}
+		assertSealed(t, b.s)
+	})
+}
