@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -193,31 +194,32 @@ func (b *batcher) take() []*fastCall {
 	if len(b.queue) == 0 {
 		b.queue = nil // let the backing array go
 	}
-	// Limited grants lock their destination's row until the batch
-	// commits. Every batch takes those locks in one order, so two batches
-	// cannot each hold one the other waits for; and before any
-	// operation's row, as the ordinary path does (lockDestinationFirst),
-	// so a batch never holds an operation that an ordinary grant, holding
-	// the destination, waits for.
+	// A batch takes its locks in one order, so that two batches (of this
+	// instance or another) never each hold one the other waits for:
+	// limited grants first, by destination (their destination's row, held
+	// until the batch commits, before any operation's, as the ordinary
+	// path takes them: lockDestinationFirst); then registrations by key
+	// (a new key waits for another batch inserting the same one); then the
+	// other calls by operation. Calls on one resource keep their order.
 	slices.SortStableFunc(batch, func(x, y *fastCall) int {
-		dx, dy := x.lockedRow(), y.lockedRow()
-		if (dx == "") != (dy == "") {
-			if dx == "" {
-				return 1
-			}
-			return -1
-		}
-		return strings.Compare(dx, dy)
+		rx, kx := x.lockOrder()
+		ry, ky := y.lockOrder()
+		return cmp.Or(cmp.Compare(rx, ry), strings.Compare(kx, ky))
 	})
 	return batch
 }
 
-// lockedRow is the destination whose row c locks, or "".
-func (c *fastCall) lockedRow() string {
-	if c.a[pKind] == "attempt_limited" {
-		return c.a[pDestination].(string)
+// lockOrder is where c's locks come in a batch: its rank, then the
+// resource it locks first within the rank.
+func (c *fastCall) lockOrder() (rank int, key string) {
+	str := func(p param) string { v, _ := c.a[p].(string); return v }
+	switch c.a[pKind] {
+	case "attempt_limited":
+		return 0, str(pDestination)
+	case "register":
+		return 1, str(pTenant) + "\x00" + str(pKey)
 	}
-	return ""
+	return 2, str(pOpID)
 }
 
 // runBatches sends batch, then hands the slot to a goroutine that sends

@@ -642,3 +642,67 @@ WHERE wait_event_type = 'Lock' AND query LIKE '%limbo_fast_batch%' AND datname =
 		assertSealed(t, b.s)
 	})
 }
+
+// TestKeysSharedAcrossBatches: many integrators register the same few
+// intentions at once, on two instances, so that concurrent batches hold
+// the same new keys in different orders. Each key is created once, every
+// other call answers with that operation, and no batch waited for a
+// deadlock to be broken: a batch writes its calls in one order.
+func TestKeysSharedAcrossBatches(t *testing.T) {
+	t.Parallel()
+	const keys, callers = 8, 96
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		a, b := twoInstances(t, e, nil)
+		for round := range 4 {
+			ids := make([]string, callers)
+			created := make([]bool, callers)
+			errs := make([]error, callers)
+			var wg sync.WaitGroup
+			ready := make(chan struct{})
+			for i := range callers {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					inst := a
+					if i%2 == 1 {
+						inst = b
+					}
+					<-ready
+					// Callers start on different keys, so batches take
+					// them in different orders.
+					r := intention(fmt.Sprintf("shared-%d-%d", round, (i*7)%keys), review.RiskCompensableWrite, "plain")
+					op, c, err := inst.s.Register(inst.ctx, r)
+					if op != nil {
+						ids[i] = op.ID
+					}
+					created[i], errs[i] = c, err
+				}()
+			}
+			close(ready)
+			wg.Wait()
+			byKey, made := map[int]string{}, 0
+			for i := range callers {
+				if errs[i] != nil {
+					t.Fatalf("round %d caller %d: %v", round, i, errs[i])
+				}
+				if created[i] {
+					made++
+				}
+				k := (i * 7) % keys
+				if id, ok := byKey[k]; ok && id != ids[i] {
+					t.Errorf("round %d: key %d answered as %s and %s", round, k, id, ids[i])
+				}
+				byKey[k] = ids[i]
+			}
+			if made != keys {
+				t.Errorf("round %d: %d created, want %d", round, made, keys)
+			}
+		}
+		for _, s := range []*store.Store{a.s, b.s} {
+			if r := s.TxRetries(); r.Deadlock != 0 {
+				t.Errorf("%d transactions run again after a deadlock, want none", r.Deadlock)
+			}
+		}
+		assertSealed(t, a.s)
+	})
+}
