@@ -195,15 +195,18 @@ func (s *Store) lockDestinationFirst(ctx context.Context, tx *sqlx.Tx, req Attem
 	return r.Destination, s.lockDestination(ctx, tx, r.Destination)
 }
 
-// lockDestination locks destination's row in destination_locks, written
-// first if it is not there, until tx ends.
+// lockDestination locks destination's row in destination_locks until tx
+// ends, writing it first on the destination's first counted grant.
 func (s *Store) lockDestination(ctx context.Context, tx *sqlx.Tx, destination string) error {
-	if _, err := tx.ExecContext(ctx, s.rebind(insertDestinationLock), destination); err != nil {
-		return fmt.Errorf("destination lock: %w", err)
-	}
 	var a args
 	a[pDestination] = destination
-	if _, err := s.write(ctx, tx, lockDestinationRow, &a); err != nil {
+	n, err := s.write(ctx, tx, lockDestinationRow, &a)
+	if err == nil && n == 0 {
+		if _, err = tx.ExecContext(ctx, s.rebind(insertDestinationLock), destination); err == nil {
+			_, err = s.write(ctx, tx, lockDestinationRow, &a)
+		}
+	}
+	if err != nil {
 		return fmt.Errorf("destination lock: %w", err)
 	}
 	return nil

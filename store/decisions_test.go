@@ -593,25 +593,16 @@ func TestDecisionBesideUndo(t *testing.T) {
 			b.start(t, children[i])
 			cases[i] = c
 		}
-		var wg sync.WaitGroup
 		decided, reported := make([]error, n), make([]error, n)
-		ready := make(chan struct{})
-		for i, c := range cases {
-			wg.Add(2)
-			go func() {
-				defer wg.Done()
-				<-ready
-				_, decided[i] = b.s.Decide(b.ctx, store.DecisionRequest{CaseID: c.ID, Action: review.DecideCompensationDone,
+		atOnce(2*n, func(j int) {
+			i := j / 2
+			if j%2 == 0 {
+				_, decided[i] = b.s.Decide(b.ctx, store.DecisionRequest{CaseID: cases[i].ID, Action: review.DecideCompensationDone,
 					Actor: "alice", Reason: "the folder is gone, checked by hand"})
-			}()
-			go func() {
-				defer wg.Done()
-				<-ready
-				_, reported[i] = b.s.RecordOutcome(b.ctx, tenantA, children[i].ID, 1, httpError(422), "integrator")
-			}()
-		}
-		close(ready)
-		wg.Wait()
+				return
+			}
+			_, reported[i] = b.s.RecordOutcome(b.ctx, tenantA, children[i].ID, 1, httpError(422), "integrator")
+		})
 		for i := range cases {
 			// After the failed undo, the parent is back in review: the
 			// reviewer's "done" no longer fits it.
@@ -622,9 +613,7 @@ func TestDecisionBesideUndo(t *testing.T) {
 				t.Errorf("the undo's report %d: %v", i, reported[i])
 			}
 		}
-		if r := b.s.TxRetries(); r.Deadlock != 0 {
-			t.Errorf("%d transactions run again after a deadlock, want none", r.Deadlock)
-		}
+		noDeadlocks(t, b.s)
 		assertSealed(t, b.s)
 	})
 }

@@ -498,22 +498,13 @@ func TestFastPathRetryBudgetAcrossInstances(t *testing.T) {
 // returns each answer's error.
 func startAtOnce(a, b *bundle, ops []*review.Operation, model string) []error {
 	errs := make([]error, len(ops))
-	var wg sync.WaitGroup
-	ready := make(chan struct{})
-	for i, op := range ops {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			inst := a
-			if i%3 == 1 {
-				inst = b
-			}
-			<-ready
-			_, errs[i] = inst.tryStart(op, "", model)
-		}()
-	}
-	close(ready)
-	wg.Wait()
+	atOnce(len(ops), func(i int) {
+		inst := a
+		if i%3 == 1 {
+			inst = b
+		}
+		_, errs[i] = inst.tryStart(ops[i], "", model)
+	})
 	return errs
 }
 
@@ -552,11 +543,7 @@ func TestOneKeyAtOnceAtLimitedDestination(t *testing.T) {
 				t.Errorf("round %d: %d grants, want 1", round, granted)
 			}
 		}
-		for _, s := range []*store.Store{a.s, b.s} {
-			if r := s.TxRetries(); r.Deadlock != 0 {
-				t.Errorf("%d transactions retried for a deadlock, want none", r.Deadlock)
-			}
-		}
+		noDeadlocks(t, a.s, b.s)
 		assertSealed(t, a.s)
 	})
 }
@@ -657,29 +644,20 @@ func TestKeysSharedAcrossBatches(t *testing.T) {
 			ids := make([]string, callers)
 			created := make([]bool, callers)
 			errs := make([]error, callers)
-			var wg sync.WaitGroup
-			ready := make(chan struct{})
-			for i := range callers {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					inst := a
-					if i%2 == 1 {
-						inst = b
-					}
-					<-ready
-					// Callers start on different keys, so batches take
-					// them in different orders.
-					r := intention(fmt.Sprintf("shared-%d-%d", round, (i*7)%keys), review.RiskCompensableWrite, "plain")
-					op, c, err := inst.s.Register(inst.ctx, r)
-					if op != nil {
-						ids[i] = op.ID
-					}
-					created[i], errs[i] = c, err
-				}()
-			}
-			close(ready)
-			wg.Wait()
+			atOnce(callers, func(i int) {
+				inst := a
+				if i%2 == 1 {
+					inst = b
+				}
+				// Callers start on different keys, so batches take them
+				// in different orders.
+				r := intention(fmt.Sprintf("shared-%d-%d", round, (i*7)%keys), review.RiskCompensableWrite, "plain")
+				op, c, err := inst.s.Register(inst.ctx, r)
+				if op != nil {
+					ids[i] = op.ID
+				}
+				created[i], errs[i] = c, err
+			})
 			byKey, made := map[int]string{}, 0
 			for i := range callers {
 				if errs[i] != nil {
@@ -698,11 +676,7 @@ func TestKeysSharedAcrossBatches(t *testing.T) {
 				t.Errorf("round %d: %d created, want %d", round, made, keys)
 			}
 		}
-		for _, s := range []*store.Store{a.s, b.s} {
-			if r := s.TxRetries(); r.Deadlock != 0 {
-				t.Errorf("%d transactions run again after a deadlock, want none", r.Deadlock)
-			}
-		}
+		noDeadlocks(t, a.s, b.s)
 		assertSealed(t, a.s)
 	})
 }

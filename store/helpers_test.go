@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -220,4 +221,32 @@ func forgeHash(e store.AuditEvent) string {
 	sum := sha256.Sum256(b)
 	sum = sha256.Sum256([]byte(fmt.Sprintf("%d:%s", e.Seq, hex.EncodeToString(sum[:]))))
 	return hex.EncodeToString(sum[:])
+}
+
+// atOnce runs fn(0) … fn(n-1), each in its own goroutine, released
+// together, and returns when all have.
+func atOnce(n int, fn func(i int)) {
+	var wg sync.WaitGroup
+	ready := make(chan struct{})
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-ready
+			fn(i)
+		}()
+	}
+	close(ready)
+	wg.Wait()
+}
+
+// noDeadlocks fails t if any of stores ran a transaction again after a
+// deadlock.
+func noDeadlocks(t testing.TB, stores ...*store.Store) {
+	t.Helper()
+	for _, s := range stores {
+		if r := s.TxRetries(); r.Deadlock != 0 {
+			t.Errorf("%d transactions run again after a deadlock, want none", r.Deadlock)
+		}
+	}
 }
