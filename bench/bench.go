@@ -110,7 +110,8 @@ type Options struct {
 	// HTTPClient is the API clients' kind: clientLean (the default) or
 	// clientNetHTTP.
 	HTTPClient string
-	// CPUProfile, when set, receives a CPU profile of the first timed API run.
+	// CPUProfile, when set, receives a CPU profile of the first timed API run
+	// (with NoCycles, of the first bulk round).
 	CPUProfile string
 	Log        *slog.Logger
 	// Stderr receives progress lines (nil: none).
@@ -136,7 +137,7 @@ func (o *Options) RegisterFlags(fs *flag.FlagSet) {
 	})
 	fs.IntVar(&o.ReconcileOps, "reconcile-ops", 500, "ambiguous operations for reconcile_per_min (0: skip)")
 	fs.DurationVar(&o.ProbeDelay, "sandbox-delay", 50*time.Millisecond, "latency the sandbox adds to every call, probes included")
-	fs.StringVar(&o.CPUProfile, "cpuprofile", "", "write a CPU profile of the first timed API run to this file (go tool pprof)")
+	fs.StringVar(&o.CPUProfile, "cpuprofile", "", "write a CPU profile of the first timed API run (with --no-cycles: of the first bulk round) to this file (go tool pprof)")
 	fs.StringVar(&o.HTTPClient, "http-client", clientLean, "the API clients: lean (HTTP/1.1 by the calling goroutine) or net/http (net/http.Client)")
 	fs.IntVar(&o.DBMaxConns, "db-max-conns", 0, "most database connections Limbo opens (0: 32 on PostgreSQL, 8 on SQLite)")
 	fs.Func("targets", "comma-separated base URLs of Limbo instances started separately on --db (limbo serve): time only the attempt cycle, its clients spread round-robin over them", func(v string) error {

@@ -63,7 +63,13 @@ func benchBulk(ctx context.Context, srv *benchServer, o Options, dbURL string) (
 		var lat []time.Duration
 		var cpu, db []float64
 		for r := range o.Rounds {
+			// Without cycles, the profile is of the first bulk round.
+			stopProfile, err := startProfile(o.CPUProfile, o.NoCycles && len(out) == 0 && r == 0)
+			if err != nil {
+				return nil, err
+			}
 			res, err := runCycles(ctx, o.Duration, o.Concurrency, &seq, newWorker, dbCPU)
+			stopProfile()
 			if err != nil {
 				return nil, fmt.Errorf("bench: bulk %d, round %d: %w", size, r+1, err)
 			}

@@ -455,8 +455,8 @@ func (s *Store) searchCond(q string, scan bool) (string, []any) {
 			// refs share their letters: "file-" and ".pdf" are in every
 			// row (100 ms for "FILE-345678.PDF" over a million, 0.5 ms
 			// for "345678"). The index looks for the run with digits in
-			// it; the whole text then decides, written so the index
-			// does not take it too.
+			// it (numberRun); the whole text then decides, written so the
+			// index does not take it too.
 			run := "%" + escapeLike(asciiLower(numberRun(q))) + "%"
 			return `(o.id = ? OR o.key LIKE ? ESCAPE '\' OR (` + src + ` LIKE ? ESCAPE '\' AND ` + asciiFold("(o.source_ref || '')") + ` LIKE ? ESCAPE '\') OR (` +
 					res + ` LIKE ? ESCAPE '\' AND ` + asciiFold("(o.resource_ref || '')") + ` LIKE ? ESCAPE '\'))`,
@@ -480,27 +480,44 @@ func (s *Store) searchCond(q string, scan bool) (string, []any) {
 	return `(o.id = ? OR o.key GLOB ? OR ` + refs + `)`, args
 }
 
-// numberRun is q's longest run of ASCII letters and digits with a digit in
-// it, of three characters at least, with the character either side of it
-// ("-345678." in "FILE-345678.PDF"), or "": the part of a ref that sets it
-// apart from the others (the sides tell "-77777" from all that holds 777).
+// numberRun is the part of q the trigram index looks for on PostgreSQL:
+// q's longest run of ASCII letters and digits with a digit in it, of
+// three characters at least ("345678" in "FILE-345678.PDF"), or "". The
+// part of a ref that sets it apart from the others is its number, and a
+// run's own trigrams are each in a few refs in ten thousand. The run
+// comes without the characters either side of it: pg_trgm reads a word
+// whose ends are written ("-345678.") as starting and ending there, and
+// adds the trigrams of a word's start and end ("  3", " 34", "78 "),
+// whose lists hold every ref whose number starts with 3 (a ninth of the
+// ledger): 10 ms for a search at 10,000,000 operations, against 3 ms for
+// the run alone. A run with fewer than three trigrams of its own
+// ("-77777", "-7F3A/") keeps its sides, which are then what narrows it.
 func numberRun(q string) string {
 	alnum := func(c byte) bool { return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' }
-	best := ""
+	from, to := 0, 0
 	for i := 0; i < len(q); {
 		j := i
 		for j < len(q) && alnum(q[j]) {
 			j++
 		}
-		if j-i >= 3 && strings.ContainsAny(q[i:j], "0123456789") {
-			from, to := max(i-1, 0), min(j+1, len(q))
-			if to-from > len(best) {
-				best = q[from:to]
-			}
+		if j-i >= 3 && strings.ContainsAny(q[i:j], "0123456789") && j-i > to-from {
+			from, to = i, j
 		}
 		i = j + 1
 	}
-	return best
+	if trigrams(asciiLower(q[from:to])) >= 3 || to == from {
+		return q[from:to]
+	}
+	return q[max(from-1, 0):min(to+1, len(q))]
+}
+
+// trigrams is the number of different three-byte parts of s.
+func trigrams(s string) int {
+	seen := map[string]bool{}
+	for i := 0; i+3 <= len(s); i++ {
+		seen[s[i:i+3]] = true
+	}
+	return len(seen)
 }
 
 // ftsPhrase is q as an FTS5 phrase, taken literally (its double quotes
