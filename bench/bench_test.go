@@ -311,6 +311,48 @@ func TestBenchRun(t *testing.T) {
 	})
 }
 
+// TestBenchReuseLedger: --reuse-ledger times the pages again over the
+// ledger an earlier run loaded, on each engine; a ledger of another size,
+// or anything else to time with it, is refused.
+func TestBenchReuseLedger(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		db := storetest.URL(t, e)
+		pages := []string{"--db", db, "--db-max-conns", "4", "--duration", "100ms", "--rounds", "1", "--no-cycles", "--bulk-batch", "0",
+			"--reconcile-ops", "0", "--queue-ops", "300", "--open-cases", "30", "--queue-requests", "14"}
+		if code, _, errOut := benchCLI(t, pages...); code != 0 {
+			t.Fatalf("first run: %d %s", code, errOut)
+		}
+		code, out, errOut := benchCLI(t, append(pages, "--reuse-ledger")...)
+		if code != 0 {
+			t.Fatalf("again with --reuse-ledger: %d %s", code, errOut)
+		}
+		var rep map[string]any
+		if err := json.Unmarshal([]byte(out), &rep); err != nil {
+			t.Fatal(err)
+		}
+		if v, _ := rep["search_p99_ms"].(float64); v <= 0 || rep["queue_ops"] != 300.0 {
+			t.Errorf("reused: search_p99_ms %v, queue_ops %v", rep["search_p99_ms"], rep["queue_ops"])
+		}
+		var held int
+		st, err := store.Open(context.Background(), db, store.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer st.Close()
+		if err := st.DB().Get(&held, `SELECT COUNT(*) FROM operations`); err != nil || held != 300 {
+			t.Errorf("after two runs: %d operations (%v), want the one ledger of 300", held, err)
+		}
+		for _, bad := range [][]string{
+			append(append([]string{}, pages...), "--reuse-ledger", "--queue-ops", "301"),
+			append(append([]string{}, pages...), "--reuse-ledger", "--bulk-batch", "10"),
+		} {
+			if code, _, errOut := benchCLI(t, bad...); code != 2 || !strings.Contains(errOut, "reuse-ledger") {
+				t.Errorf("%v: %d %s", bad[len(bad)-2:], code, errOut)
+			}
+		}
+	})
+}
+
 // benchCLI runs bench on args as `limbo bench` would: exit 2 and the
 // error on stderr, or the report as JSON on stdout.
 func benchCLI(t *testing.T, args ...string) (int, string, string) {

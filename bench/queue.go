@@ -41,15 +41,26 @@ var (
 // page, a reason filter, a tenant and destination filter and a deep keyset
 // page) and n case pages of open cases seen on those pages; then the
 // operations browser, its search and operation pages (benchOperations).
-func benchQueue(ctx context.Context, st *store.Store, base string, ops, open, n int) (*queueFigures, error) {
+// reuse: the ledger is already loaded (an earlier run's), and is only
+// checked for its size.
+func benchQueue(ctx context.Context, st *store.Store, base string, ops, open, n int, reuse bool) (*queueFigures, error) {
 	f := &queueFigures{}
 	t0 := time.Now()
-	if err := st.BulkLoad(ctx, ops, open); err != nil {
+	if reuse {
+		var held int
+		if err := st.DB().GetContext(ctx, &held, `SELECT COUNT(*) FROM operations`); err != nil {
+			return nil, err
+		}
+		if held != ops {
+			return nil, fmt.Errorf("bench: --reuse-ledger: the database holds %d operations, not --queue-ops %d", held, ops)
+		}
+	} else if err := st.BulkLoad(ctx, ops, open); err != nil {
 		return nil, err
 	}
 	f.load = time.Since(t0)
 	pw := store.GeneratePassword()
-	email := "bench-reviewer@example.com"
+	// A reviewer of this run's own: a reused ledger holds earlier runs'.
+	email := "bench-reviewer-" + strings.ToLower(pw[:8]) + "@example.com"
 	if _, err := st.AddUser(ctx, review.Operator("cli:bench"), store.NewUser{Email: email, Password: pw, Role: review.RoleReviewer,
 		Scope: review.Scope{All: true}}); err != nil {
 		return nil, err
