@@ -82,3 +82,10 @@ func BrowsePages(s *Store) map[string][]any {
 		s.rebind(browsePage("1 = 1 AND o.state = ?", false)): {"confirmed", 51},
 	}
 }
+
+// QueuedFastCalls is how many fast calls wait for a batch.
+func QueuedFastCalls(s *Store) int {
+	s.batch.mu.Lock()
+	defer s.batch.mu.Unlock()
+	return len(s.batch.queue)
+}

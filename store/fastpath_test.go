@@ -680,3 +680,115 @@ func TestKeysSharedAcrossBatches(t *testing.T) {
 		assertSealed(t, a.s)
 	})
 }
+
+// TestBatchLocksItsDestinationsFirst: a batch that grants at two limited
+// destinations locks both before any operation, as the lock order says
+// (destinations, then operations, then cases). The test makes the batch
+// [files: x, models: y] find models locked by another transaction, which
+// then locks x, as a concurrent batch reporting x's outcome after its own
+// grant at models would. Locking files, x, then models, the batch held x
+// while it waited: a deadlock, which PostgreSQL broke after a second.
+func TestBatchLocksItsDestinationsFirst(t *testing.T) {
+	t.Parallel()
+	cfg := &review.Config{Destinations: map[string]review.Destination{"files": {Concurrency: 10}, "models": {Concurrency: 10}}}
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		if e != store.Postgres {
+			t.Skip("SQLite has one writer: nothing waits for a lock")
+		}
+		b := setup(t, e, cfg)
+		db := b.s.DB()
+		z1, z2 := b.newOp(t, "blocker-1", review.RiskCompensableWrite, "plain"), b.newOp(t, "blocker-2", review.RiskCompensableWrite, "plain")
+		x, y := b.newOp(t, "x", review.RiskCompensableWrite, "files"), b.newOp(t, "y", review.RiskCompensableWrite, "models")
+		for _, op := range []*review.Operation{z1, z2, x, y} {
+			b.get(t, op) // the snapshots: the fast path
+		}
+		if _, err := db.Exec(`INSERT INTO destination_locks (destination) VALUES ('files'), ('models') ON CONFLICT DO NOTHING`); err != nil {
+			t.Fatal(err)
+		}
+		waiting := func(tx *sqlx.Tx, n int) error {
+			for got, tries := 0, 0; got < n; tries++ {
+				if tries == 2000 {
+					return fmt.Errorf("%d batches wait for a lock, want %d", got, n)
+				}
+				if _, err := tx.Exec(`SELECT pg_stat_clear_snapshot()`); err != nil {
+					return err
+				}
+				if err := tx.Get(&got, `SELECT COUNT(*) FROM pg_stat_activity
+WHERE wait_event_type = 'Lock' AND query LIKE '%limbo_fast_batch%' AND datname = current_database() AND pid <> pg_backend_pid()`); err != nil {
+					return err
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+			return nil
+		}
+
+		// Both batch slots wait for the blockers' rows, so that x and y
+		// queue up and go in one batch after them.
+		blocker, err := db.Beginx()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer blocker.Rollback()
+		if _, err := blocker.Exec(`SELECT id FROM operations WHERE id IN ($1, $2) FOR UPDATE`, z1.ID, z2.ID); err != nil {
+			t.Fatal(err)
+		}
+		errs := make(chan error, 4)
+		for _, op := range []*review.Operation{z1, z2} {
+			go func() { _, err := b.tryStart(op, "", ""); errs <- err }()
+		}
+		if err := waiting(blocker, 2); err != nil {
+			t.Fatal(err)
+		}
+		for _, op := range []*review.Operation{x, y} {
+			go func() { _, err := b.tryStart(op, "", ""); errs <- err }()
+		}
+		for tries := 0; store.QueuedFastCalls(b.s) < 2; tries++ {
+			if tries == 2000 {
+				t.Fatal("x and y did not queue")
+			}
+			time.Sleep(time.Millisecond)
+		}
+
+		// The other transaction holds models, and takes x once the batch
+		// waits; it waits 30 s before looking for a deadlock, so that the
+		// batch's backend is the one to find it.
+		errRollback := errors.New("rolled back by the test")
+		other := make(chan error, 1)
+		go func() {
+			other <- b.s.WithTx(b.ctx, func(tx *sqlx.Tx) error {
+				if _, err := tx.Exec(`SET LOCAL deadlock_timeout = '30s'`); err != nil {
+					return err
+				}
+				if _, err := tx.Exec(`UPDATE destination_locks SET destination = destination WHERE destination = 'models'`); err != nil {
+					return err
+				}
+				if err := blocker.Rollback(); err != nil {
+					return err
+				}
+				if err := waiting(tx, 1); err != nil {
+					return err
+				}
+				if _, err := tx.Exec(`SELECT id FROM operations WHERE id = $1 FOR UPDATE`, x.ID); err != nil {
+					return err
+				}
+				return errRollback
+			})
+		}()
+		if err := <-other; !errors.Is(err, errRollback) {
+			t.Fatalf("the other transaction: %v", err)
+		}
+		for range 4 {
+			if err := <-errs; err != nil {
+				t.Errorf("StartAttempt: %v, want the grant", err)
+			}
+		}
+		noDeadlocks(t, b.s)
+		if st := b.s.FastBatches(); st.Split != 0 {
+			t.Errorf("%d batches rolled back and split, want none", st.Split)
+		}
+		for _, op := range []*review.Operation{z1, z2, x, y} {
+			wantState(t, b.get(t, op), review.InFlight)
+		}
+		assertSealed(t, b.s)
+	})
+}

@@ -559,6 +559,16 @@ LANGUAGE plpgsql AS $$
 DECLARE
     wrote bigint; -- not n: attempts has a column n
 BEGIN
+    -- The destinations of the batch's limited grants first, all of them and
+    -- in order, before any operation: the lock order is destinations, then
+    -- operations, then cases (docs/scaling.md). Locked call by call, a
+    -- batch granting at two destinations held the first one's operation
+    -- while it waited for the second destination.
+    IF 'attempt_limited' = ANY (a_kind) THEN
+        PERFORM 1 FROM destination_locks
+        WHERE destination IN (SELECT c.d FROM unnest(a_kind, a_destination) AS c(k, d) WHERE c.k = 'attempt_limited')
+        ORDER BY destination COLLATE "C" FOR NO KEY UPDATE;
+    END IF;
     FOR i IN 1 .. coalesce(array_length(a_kind, 1), 0) LOOP
         ops := 0;
         evidence_id := 0;
