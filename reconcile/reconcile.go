@@ -178,7 +178,7 @@ func (r *Reconciler) pollJob(ctx context.Context, c store.ProbeClaim, dest revie
 	case errors.Is(err, ErrGone):
 		// The ledger holds this job; the destination says it does not
 		// exist. A person decides what that means.
-		reason := fmt.Sprintf("the ledger holds job %s, but the destination no longer finds it (%v)", c.Op.Jobs[len(c.Op.Jobs)-1].Ref, err)
+		reason := fmt.Sprintf(review.WhyJobGone, c.Op.Jobs[len(c.Op.Jobs)-1].Ref, err.Error())
 		ev := review.Evidence{Source: review.SourceStatusLookup, Authoritative: true, Verdict: review.VerdictInconclusive,
 			Candidates: []review.Candidate{}, Note: reason}
 		err = r.Store.ApplyJobGone(ctx, c, ev, reason)

@@ -152,56 +152,56 @@ func RetryNeedsReconcile(op *Operation, d Destination, firstAttempt, now time.Ti
 func Classify(o Outcome, d Destination, action string, now time.Time) Classification {
 	if o.Result == ResultSuccess {
 		if o.Job != nil && !JobStatus(o.Job.Status).Done() {
-			return Classification{Effect: EffectAccepted, Reason: fmt.Sprintf("destination accepted job %s", o.Job.Ref)}
+			return Classification{Effect: EffectAccepted, Reason: fmt.Sprintf(WhyAcceptedJob, o.Job.Ref)}
 		}
-		return Classification{Effect: EffectDone, Reason: "destination answered success"}
+		return Classification{Effect: EffectDone, Reason: WhyAnsweredSuccess}
 	}
 	if o.Result == ResultUnknown {
-		return Classification{Effect: EffectUnknown, Reason: "attempt lease expired without an outcome: whether the request was sent is unknown"}
+		return Classification{Effect: EffectUnknown, Reason: WhyLeaseExpired}
 	}
 	if o.Phase == PhaseBeforeSend {
-		return Classification{Effect: EffectNone, Reason: fmt.Sprintf("%s before any byte was sent: no effect possible", o.Result)}
+		return Classification{Effect: EffectNone, Reason: fmt.Sprintf(WhyBeforeSend, o.Result)}
 	}
 	if o.HTTPStatus == 0 {
-		return Classification{Effect: EffectUnknown, Reason: fmt.Sprintf("%s after the request was sent: outcome unknown", o.Result)}
+		return Classification{Effect: EffectUnknown, Reason: fmt.Sprintf(WhyAfterSend, o.Result)}
 	}
 	c := Classification{}
 	c.RetryAfter, c.HasRetryAfter = ParseRetryAfter(o.RetryAfter, now)
 	status := strconv.Itoa(o.HTTPStatus)
 	if cl, ok := d.Actions[action].Errors[status]; ok {
-		return c.with(cl, fmt.Sprintf("HTTP %d (configured for action %s)", o.HTTPStatus, action))
+		return c.with(cl, fmt.Sprintf(WhyHTTPForAction, o.HTTPStatus, action))
 	}
 	if cl, ok := d.Errors[status]; ok {
-		return c.with(cl, fmt.Sprintf("HTTP %d (configured for this destination)", o.HTTPStatus))
+		return c.with(cl, fmt.Sprintf(WhyHTTPForDestination, o.HTTPStatus))
 	}
 	s := o.HTTPStatus
 	if s == 429 && d.isQuotaCode(o.ProviderCode) {
-		return c.with(ClassFail, fmt.Sprintf("HTTP 429 %s: quota exhausted, not transient", o.ProviderCode))
+		return c.with(ClassFail, fmt.Sprintf(WhyHTTPQuota, o.ProviderCode))
 	}
 	if d.HonoursShouldRetry && o.ShouldRetry != nil {
 		// The provider's explicit word wins over its status (as the
 		// Stainless SDKs read x-should-retry), but not over an operator's
 		// override or a quota code above.
 		if *o.ShouldRetry {
-			return c.with(ClassRetry, fmt.Sprintf("HTTP %d with x-should-retry: true: the provider says it may be retried", s))
+			return c.with(ClassRetry, fmt.Sprintf(WhyHTTPShouldRetry, s))
 		}
-		return c.with(ClassFail, fmt.Sprintf("HTTP %d with x-should-retry: false: the provider says not to retry", s))
+		return c.with(ClassFail, fmt.Sprintf(WhyHTTPShouldNotRetry, s))
 	}
 	switch {
 	case s == 408 || s == 429 || s == 503:
-		return c.with(ClassRetry, fmt.Sprintf("HTTP %d: not processed", s))
+		return c.with(ClassRetry, fmt.Sprintf(WhyHTTPNotProcessed, s))
 	case s == 409 && d.HonoursKeys && d.ConflictMeansInProgress:
-		return c.with(ClassRetry, "HTTP 409: same key in progress")
+		return c.with(ClassRetry, WhyHTTPKeyInProgress)
 	case s == 409:
-		return c.with(ClassFail, "HTTP 409: conflict (the destination is not configured as honouring keys with 409 for a key in progress)")
+		return c.with(ClassFail, WhyHTTPConflict)
 	case s >= 500:
-		return c.with(ClassUnknown, fmt.Sprintf("HTTP %d after send: outcome unknown", s))
+		return c.with(ClassUnknown, fmt.Sprintf(WhyHTTPAfterSend, s))
 	case s >= 400:
-		return c.with(ClassFail, fmt.Sprintf("HTTP %d: repeating identical data cannot help", s))
+		return c.with(ClassFail, fmt.Sprintf(WhyHTTPRejected, s))
 	case s >= 200 && s < 300:
-		return c.with(ClassFail, fmt.Sprintf("business error reported with HTTP %d", s))
+		return c.with(ClassFail, fmt.Sprintf(WhyBusinessError, s))
 	default:
-		return c.with(ClassUnknown, fmt.Sprintf("HTTP %d with an error: outcome unknown", s))
+		return c.with(ClassUnknown, fmt.Sprintf(WhyHTTPWithError, s))
 	}
 }
 
@@ -309,10 +309,9 @@ func Decide(in DecideInput) Decision {
 	risk := EffectiveRisk(op.Risk, in.Destination, in.FirstAttemptAt, now)
 	if cl.Effect == EffectDone && o.OutputInvalid != "" {
 		if OutputRefused(o, op) {
-			cl = Classification{Effect: EffectNone, Reason: fmt.Sprintf("the structured output breaks its schema (%s): "+
-				"nothing runs from it; the next generation is a new attempt", o.OutputInvalid)}
+			cl = Classification{Effect: EffectNone, Reason: fmt.Sprintf(WhyOutputRefused, o.OutputInvalid)}
 		} else {
-			cl.Reason += "; output_invalid ignored: the destination did it, and only a read or a generation is asked again"
+			cl.Reason += "; " + WhyOutputIgnored
 		}
 	}
 
@@ -320,21 +319,21 @@ func Decide(in DecideInput) Decision {
 	case EffectDone:
 		if o.Resource != nil && o.Resource.Version != "" && o.Resource.Version != op.LogicalVersion {
 			return Decision{Next: NextReview, State: NeedsReview, Escalation: []Reason{ReasonVersionMismatch},
-				Reason: fmt.Sprintf("destination returned %s for version %s, expected %s", o.Resource.Ref, o.Resource.Version, op.LogicalVersion)}
+				Reason: fmt.Sprintf(WhyReturnedOtherVersion, o.Resource.Ref, o.Resource.Version, op.LogicalVersion)}
 		}
 		if o.Job != nil && JobStatus(o.Job.Status) != JobSucceeded {
-			return Decision{Next: NextFailed, State: Failed, Reason: fmt.Sprintf("job %s ended %s", o.Job.Ref, o.Job.Status)}
+			return Decision{Next: NextFailed, State: Failed, Reason: fmt.Sprintf(WhyJobEnded, o.Job.Ref, o.Job.Status)}
 		}
 		return Decision{Next: NextDone, State: Confirmed, Reason: cl.Reason}
 	case EffectAccepted:
-		return Decision{Next: NextDone, State: Accepted, Reason: cl.Reason + "; confirmed when the job completes"}
+		return Decision{Next: NextDone, State: Accepted, Reason: cl.Reason + "; " + WhyConfirmedWhenJobEnds}
 	case EffectRejected:
 		// The destination refused this attempt, which proves only that
 		// this one did nothing: an earlier attempt whose effect is unknown
 		// may have written, and a failure would hide it.
 		if BudgetEnded(risk, in.PriorMayHaveEffect) == Ambiguous {
 			return Decision{Next: NextReconcile, State: Ambiguous,
-				Reason: fmt.Sprintf("%s; an earlier attempt may have had its effect: reconcile, never declare it failed", cl.Reason)}
+				Reason: cl.Reason + "; " + WhyEarlierNeverFailed}
 		}
 		return Decision{Next: NextFailed, State: Failed, Reason: cl.Reason}
 	case EffectUnknown:
@@ -343,52 +342,55 @@ func Decide(in DecideInput) Decision {
 			if risk == RiskIrreversible && !op.HasFlag(FlagIrreversible) {
 				esc = append(esc, ReasonIrreversible)
 			}
-			why := "never repeated before reconciliation"
+			why := WhyNeverRepeated
 			if risk == RiskCompensableWrite && op.Risk == RiskIdempotentWrite {
-				why = "the destination's key guarantee does not cover this retry; reconcile first"
+				why = WhyKeyGuaranteeNotCovered
 			}
 			return Decision{Next: NextReconcile, State: Ambiguous, Escalation: esc,
-				Reason: fmt.Sprintf("%s; %s %s", cl.Reason, risk, why)}
+				Reason: cl.Reason + "; " + fmt.Sprintf(why, risk)}
 		}
 	}
 
 	// EffectNone, or EffectUnknown for read / generate / idempotent_write:
 	// another attempt is safe if the budgets allow it.
 	policy := in.Destination.Actions[op.Action]
-	retryAt, stop, stopReason, stopWhy := retrySlot(in, cl, policy)
+	retryAt, stop, stopReason, stopWhy, stopWhyUnknown := retrySlot(in, cl, policy)
 	if !stop {
 		return Decision{Next: NextRetryAt, State: RetryWait, RetryAt: &retryAt,
-			Reason: fmt.Sprintf("%s; retry at %s", cl.Reason, retryAt.UTC().Format(time.RFC3339Nano))}
+			Reason: cl.Reason + "; " + fmt.Sprintf(WhyRetryAt, retryAt.UTC().Format(time.RFC3339Nano))}
 	}
 	if BudgetEnded(risk, cl.Effect == EffectUnknown || in.PriorMayHaveEffect) == Ambiguous {
 		// The write may have happened (now or in an earlier attempt) and no
 		// retry will settle it: reconcile, never declare it failed.
 		return Decision{Next: NextReconcile, State: Ambiguous, Escalation: []Reason{stopReason},
-			Reason: fmt.Sprintf("%s; %s, effect unknown", cl.Reason, stopWhy)}
+			Reason: cl.Reason + "; " + stopWhyUnknown}
 	}
 	if slices.Contains(policy.EscalateOn, stopReason) {
 		// The action's policy sends this stop to a person rather than
 		// failing quietly: a budget a reviewer may decide to extend.
 		return Decision{Next: NextReview, State: NeedsReview, Escalation: []Reason{stopReason},
-			Reason: fmt.Sprintf("%s; %s; the action's policy escalates %s to a person", cl.Reason, stopWhy, stopReason)}
+			Reason: cl.Reason + "; " + stopWhy + "; " + fmt.Sprintf(WhyPolicyEscalates, stopReason)}
 	}
 	return Decision{Next: NextFailed, State: Failed, Escalation: []Reason{stopReason},
-		Reason: fmt.Sprintf("%s; %s", cl.Reason, stopWhy)}
+		Reason: cl.Reason + "; " + stopWhy}
 }
 
 // retrySlot picks when the next attempt may start, or says why none may
-// (a reason and its words).
-func retrySlot(in DecideInput, cl Classification, policy ActionConfig) (time.Time, bool, Reason, string) {
+// (a reason and its words, and its words when the effect is unknown).
+func retrySlot(in DecideInput, cl Classification, policy ActionConfig) (time.Time, bool, Reason, string, string) {
 	op := in.Op
 	max := op.MaxAttempts
 	if max <= 0 {
 		max = DefaultMaxAttempts
 	}
 	if in.N >= max {
-		return time.Time{}, true, ReasonBudgetExhausted, fmt.Sprintf("attempt budget exhausted (%d of %d)", in.N, max)
+		return time.Time{}, true, ReasonBudgetExhausted, fmt.Sprintf(WhyAttemptBudgetSpent, in.N, max),
+			fmt.Sprintf(WhyAttemptBudgetSpentUnknown, in.N, max)
 	}
 	if op.CostBudget != nil && op.CostSpent+in.Outcome.Cost >= *op.CostBudget {
-		return time.Time{}, true, ReasonBudgetExhausted, fmt.Sprintf("cost budget exhausted (%g of %g spent)", op.CostSpent+in.Outcome.Cost, *op.CostBudget)
+		spent, budget := formatCost(op.CostSpent+in.Outcome.Cost), formatCost(*op.CostBudget)
+		return time.Time{}, true, ReasonBudgetExhausted, fmt.Sprintf(WhyCostBudgetSpent, spent, budget),
+			fmt.Sprintf(WhyCostBudgetSpentUnknown, spent, budget)
 	}
 	wait := Backoff(in.N, in.Rand)
 	if cl.HasRetryAfter && cl.RetryAfter > wait {
@@ -396,7 +398,7 @@ func retrySlot(in DecideInput, cl Classification, policy ActionConfig) (time.Tim
 	}
 	if policy.MaxWait > 0 && wait > policy.MaxWait {
 		return time.Time{}, true, ReasonBudgetExhausted,
-			fmt.Sprintf("the destination asks to wait %s, longer than the action's max_wait of %s", wait, policy.MaxWait)
+			fmt.Sprintf(WhyWaitTooLong, wait, policy.MaxWait), fmt.Sprintf(WhyWaitTooLongUnknown, wait, policy.MaxWait)
 	}
 	// Round up to the microsecond the store keeps, never down: rounding
 	// down could grant an attempt up to 999 ns before Retry-After allows.
@@ -405,9 +407,14 @@ func retrySlot(in DecideInput, cl Classification, policy ActionConfig) (time.Tim
 		at = t.Add(time.Microsecond)
 	}
 	if !op.Deadline.IsZero() && at.After(op.Deadline) {
-		return time.Time{}, true, ReasonDeadlineExpired, "the next retry would pass the deadline"
+		return time.Time{}, true, ReasonDeadlineExpired, WhyRetryPastDeadline, WhyRetryPastDeadlineUnknown
 	}
-	return at, false, "", ""
+	return at, false, "", "", ""
+}
+
+// formatCost writes a cost as %g does (the reasons take %s and %d only).
+func formatCost(c float64) string {
+	return strconv.FormatFloat(c, 'g', -1, 64)
 }
 
 func flagReasons(op *Operation) []Reason {

@@ -48,7 +48,7 @@ func PlanCompensation(parent *Operation, ref, how, decisionID, actor string, now
 		return nil, fmt.Errorf("compensation of %s: %w", parent.ID, err)
 	}
 	p := &RegistrationPlan{Registration: r, PayloadHash: PayloadHash(r.Payload), State: Pending,
-		Reason: fmt.Sprintf("undoes %s of %s, as %s decided", ref, parent.ID, actor)}
+		Reason: fmt.Sprintf(WhyUndoes, ref, parent.ID, actor)}
 	// Registered like any operation (the trail of every operation starts
 	// with operation.registered); the detail says what it compensates.
 	p.Event = PlannedEvent{Action: "operation.registered", To: Pending,
@@ -67,15 +67,17 @@ func CompensationSettles(child State, keep string) (State, []Reason, string) {
 	switch child {
 	case Confirmed:
 		if keep != "" {
-			return Confirmed, nil, "the duplicate is undone; " + keep + " is the effect"
+			return Confirmed, nil, fmt.Sprintf(WhyDuplicateUndone, keep)
 		}
-		return Compensated, nil, "the compensation is confirmed: the effect is undone"
+		return Compensated, nil, WhyCompensationConfirmed
 	case Ambiguous:
 		// The undo's answer was lost: the parent keeps waiting while the
 		// compensation is reconciled, and its case says the undo is in doubt.
-		return Compensating, []Reason{ReasonCompensationFailed}, "the compensation's outcome is unknown; reconciling it"
-	case Failed, NeedsReview:
-		return NeedsReview, []Reason{ReasonCompensationFailed}, "the compensation is " + string(child) + ": the effect may still be there"
+		return Compensating, []Reason{ReasonCompensationFailed}, WhyCompensationOutcomeUnknown
+	case Failed:
+		return NeedsReview, []Reason{ReasonCompensationFailed}, WhyCompensationFailed
+	case NeedsReview:
+		return NeedsReview, []Reason{ReasonCompensationFailed}, WhyCompensationInReview
 	}
 	return "", nil, ""
 }
@@ -118,10 +120,10 @@ func settleUndo(in SettleInput) Settlement {
 		}
 		switch {
 		case r.Err != "":
-			st.Evidence = append(st.Evidence, r.Evidence(op, VerdictInconclusive, fmt.Sprintf("status lookup of %s failed: %s", ref, r.Err)))
+			st.Evidence = append(st.Evidence, r.Evidence(op, VerdictInconclusive, fmt.Sprintf(WhyUndoLookupFailed, ref, r.Err)))
 		case r.NotFound:
-			st.Evidence = append(st.Evidence, r.Evidence(op, VerdictConfirms, fmt.Sprintf("the destination no longer finds %s: it is undone", ref)))
-			st.State, st.Reason = Confirmed, fmt.Sprintf("reconciled: the destination no longer finds %s", ref)
+			st.Evidence = append(st.Evidence, r.Evidence(op, VerdictConfirms, fmt.Sprintf(WhyUndoNotFound, ref)))
+			st.State, st.Reason = Confirmed, fmt.Sprintf(WhyReconciledNotFound, ref)
 		default:
 			i := slices.IndexFunc(r.Candidates, func(c Candidate) bool { return c.Ref == ref })
 			status := ""
@@ -130,14 +132,14 @@ func settleUndo(in SettleInput) Settlement {
 			}
 			switch {
 			case slices.Contains(undoneStatuses, status):
-				st.Evidence = append(st.Evidence, r.Evidence(op, VerdictConfirms, fmt.Sprintf("the destination shows %s %s: it is undone", ref, status)))
-				st.State, st.Reason = Confirmed, fmt.Sprintf("reconciled: the destination shows %s %s", ref, status)
+				st.Evidence = append(st.Evidence, r.Evidence(op, VerdictConfirms, fmt.Sprintf(WhyUndoStatus, ref, status)))
+				st.State, st.Reason = Confirmed, fmt.Sprintf(WhyReconciledStatus, ref, status)
 			case status != "":
-				st.Evidence = append(st.Evidence, r.Evidence(op, VerdictRefutes, fmt.Sprintf("the destination shows %s %s: the undo did not happen", ref, status)))
+				st.Evidence = append(st.Evidence, r.Evidence(op, VerdictRefutes, fmt.Sprintf(WhyUndoStatusNotUndone, ref, status)))
 				to, why := AfterAbsence(op, func() time.Time { return now })
-				st.State, st.Reason = to, "the undo did not happen ("+ref+" is "+status+"); "+why
+				st.State, st.Reason = to, fmt.Sprintf(WhyUndoDidNotHappen, ref, status)+"; "+why
 			default:
-				st.Evidence = append(st.Evidence, r.Evidence(op, VerdictInconclusive, fmt.Sprintf("the status lookup of %s names no status", ref)))
+				st.Evidence = append(st.Evidence, r.Evidence(op, VerdictInconclusive, fmt.Sprintf(WhyUndoNoStatus, ref)))
 			}
 		}
 		if st.State != "" {
@@ -148,11 +150,11 @@ func settleUndo(in SettleInput) Settlement {
 	next := now.Add(min(ProbeBackoffBase<<min(round, 20), ProbeBackoffCap))
 	switch {
 	case !op.Deadline.IsZero() && next.After(op.Deadline):
-		return st.escalate(ReasonDeadlineExpired, "the deadline comes before the undo could be settled")
+		return st.escalate(ReasonDeadlineExpired, WhyUndoPastDeadline)
 	case round >= MaxProbeRounds:
-		return st.escalate(ReasonNoDedupEvidence, fmt.Sprintf("%d reconciliation rounds could not say whether %s is undone", round, ref))
+		return st.escalate(ReasonNoDedupEvidence, fmt.Sprintf(WhyUndoRoundsSpent, round, ref))
 	}
 	st.NextProbe = next
-	st.Reason = "whether " + ref + " is undone is not known yet; probing again"
+	st.Reason = fmt.Sprintf(WhyUndoProbing, ref)
 	return st
 }

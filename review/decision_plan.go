@@ -256,28 +256,30 @@ func (p *DecisionPlan) planMove(in DecisionInput) {
 		// The reviewer's word that the kept resource is the effect; the
 		// operation is confirmed with it when the other's undo is.
 		p.Evidence = &Evidence{Source: SourceReviewer, Authoritative: true, Verdict: VerdictConfirms, ObservedAt: now,
-			Candidates: []Candidate{{Ref: p.ResourceRef, OperationID: op.ID}}, Note: in.Actor + ": keep " + p.ResourceRef + ", undo " + in.UndoRef + ": " + in.Reason}
+			Candidates: []Candidate{{Ref: p.ResourceRef, OperationID: op.ID}}, Note: fmt.Sprintf(WhyReviewerKeep, in.Actor, p.ResourceRef, in.UndoRef, in.Reason)}
 		detail["compensation"], detail["resource_ref"], detail["undo_ref"] = p.Compensation, p.ResourceRef, in.UndoRef
 	case DecideCompensationDone:
 		if p.To == Confirmed { // keep_and_undo's duplicate undone by hand
 			p.Evidence = &Evidence{Source: SourceReviewer, Authoritative: true, Verdict: VerdictConfirms, ObservedAt: now,
-				Candidates: []Candidate{{Ref: p.ResourceRef, OperationID: op.ID}}, Note: in.Actor + ": the duplicate is undone, " +
-					p.ResourceRef + " kept: " + in.Reason}
+				Candidates: []Candidate{{Ref: p.ResourceRef, OperationID: op.ID}}, Note: fmt.Sprintf(WhyReviewerDuplicateUndone, in.Actor, p.ResourceRef, in.Reason)}
 			p.Resource = &ResourceRef{Ref: p.ResourceRef}
 			detail["resource_ref"] = p.ResourceRef
 			break
 		}
 		// What compensated rests on: a reviewer's word that the effect is
 		// undone — it is no longer there, hence refutes.
-		note := "compensation done"
-		if p.ResourceRef != "" {
-			note += " of " + p.ResourceRef
+		var note string
+		switch {
+		case p.ResourceRef != "" && p.Compensation != "":
+			note = fmt.Sprintf(WhyCompensationDoneOfHow, p.ResourceRef, p.Compensation, in.Actor, in.Reason)
+		case p.ResourceRef != "":
+			note = fmt.Sprintf(WhyCompensationDoneOf, p.ResourceRef, in.Actor, in.Reason)
+		case p.Compensation != "":
+			note = fmt.Sprintf(WhyCompensationDoneHow, p.Compensation, in.Actor, in.Reason)
+		default:
+			note = fmt.Sprintf(WhyCompensationDone, in.Actor, in.Reason)
 		}
-		if p.Compensation != "" {
-			note += " (" + p.Compensation + ")"
-		}
-		p.Evidence = &Evidence{Source: SourceReviewer, Authoritative: true, Verdict: VerdictRefutes, ObservedAt: now,
-			Note: note + " — " + in.Actor + ": " + in.Reason}
+		p.Evidence = &Evidence{Source: SourceReviewer, Authoritative: true, Verdict: VerdictRefutes, ObservedAt: now, Note: note}
 		detail["compensation"], detail["resource_ref"] = p.Compensation, p.ResourceRef
 	case DecideCompensationFailed:
 		detail["escalation"] = []Reason{ReasonCompensationFailed}
@@ -291,7 +293,11 @@ func (p *DecisionPlan) planMove(in DecisionInput) {
 		}
 		p.Retry = b
 	}
-	p.MoveReason = fmt.Sprintf("%s by %s: %s", in.Action, in.Actor, in.Reason)
+	if f, ok := whyDecided[in.Action]; ok {
+		p.MoveReason = fmt.Sprintf(f, in.Actor, in.Reason)
+	} else {
+		p.MoveReason = in.Action + " by " + in.Actor + ": " + in.Reason // no other action moves an operation
+	}
 	p.Move = &PlannedEvent{Action: "decision." + in.Action, From: p.From, To: p.To, Detail: detail}
 }
 

@@ -87,13 +87,15 @@ func DependencyReady(after Dependency, dep *Operation) (Readiness, string) {
 			got = dep.Resource.Version
 		}
 		if after.ResourceVersion != "" && got != after.ResourceVersion {
-			return DependencyBroken, fmt.Sprintf("dependency %s was confirmed for version %s, not %s", dep.ID, orNone(got), after.ResourceVersion)
+			return DependencyBroken, fmt.Sprintf(WhyDependencyOtherVersion, dep.ID, orNone(got), after.ResourceVersion)
 		}
-		return DependencyMet, fmt.Sprintf("dependency %s is confirmed", dep.ID)
-	case Failed, Compensated:
-		return DependencyBroken, fmt.Sprintf("dependency %s %s: %s", dep.ID, dep.State, orNone(dep.StateReason))
+		return DependencyMet, fmt.Sprintf(WhyDependencyConfirmed, dep.ID)
+	case Failed:
+		return DependencyBroken, fmt.Sprintf(WhyDependencyFailed, dep.ID, orNone(dep.StateReason))
+	case Compensated:
+		return DependencyBroken, fmt.Sprintf(WhyDependencyCompensated, dep.ID, orNone(dep.StateReason))
 	}
-	return DependencyPending, fmt.Sprintf("waiting for dependency %s to be confirmed (it is %s)", dep.ID, dep.State)
+	return DependencyPending, fmt.Sprintf(WhyDependencyWaiting, dep.ID, dep.State)
 }
 
 func orNone(s string) string {

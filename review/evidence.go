@@ -10,11 +10,11 @@ func AfterAbsence(op *Operation, now Clock) (State, string) {
 	}
 	switch {
 	case op.AttemptCount >= max:
-		return Failed, "no effect found and the attempt budget is exhausted"
+		return Failed, WhyNoEffectAttemptsSpent
 	case !op.Deadline.IsZero() && !now().Before(op.Deadline):
-		return Failed, "no effect found and the deadline has passed"
+		return Failed, WhyNoEffectDeadlinePassed
 	case op.CostBudget != nil && op.CostSpent >= *op.CostBudget:
-		return Failed, "no effect found and the cost budget is exhausted"
+		return Failed, WhyNoEffectCostSpent
 	}
-	return RetryWait, "no effect found; retry with the same key"
+	return RetryWait, WhyNoEffectRetry
 }

@@ -10,7 +10,8 @@ import "fmt"
 // (unless the resource is for another logical version); any other result
 // speaks for attempt n alone, while other attempts may have had their
 // effect, so it is inconclusive and not authoritative. why says how the
-// report came late.
+// report came late (WhyLateAfterClosed, WhyLateAfterOutcome,
+// WhyLateAfterMovedOn).
 func LateEvidence(op *Operation, n int, o Outcome, why string) Evidence {
 	ev := Evidence{OperationID: op.ID, Source: SourceResponse, Verdict: VerdictInconclusive, Candidates: []Candidate{}}
 	if o.Resource != nil {
@@ -26,7 +27,7 @@ func LateEvidence(op *Operation, n int, o Outcome, why string) Evidence {
 	if o.Job != nil {
 		what += ", job " + o.Job.Ref
 	}
-	ev.Note = fmt.Sprintf("late report for attempt %d %s: %s", n, why, what)
+	ev.Note = fmt.Sprintf(WhyLateReport, n, why, what)
 	if o.Result == ResultSuccess {
 		ev.Authoritative = true
 		if o.Resource == nil || o.Resource.Version == "" || o.Resource.Version == op.LogicalVersion {

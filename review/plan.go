@@ -2,6 +2,7 @@ package review
 
 import (
 	"fmt"
+	"strconv"
 	"time"
 )
 
@@ -64,9 +65,9 @@ func PlanRegistration(r Registration, cfg *Config, now time.Time) (*Registration
 	if err := ac.Request.Check(r.Payload); err != nil {
 		return nil, err
 	}
-	p := &RegistrationPlan{Registration: r, PayloadHash: PayloadHash(r.Payload), KeyFields: ac.KeyFields, State: Pending, Reason: "registered"}
+	p := &RegistrationPlan{Registration: r, PayloadHash: PayloadHash(r.Payload), KeyFields: ac.KeyFields, State: Pending, Reason: WhyRegistered}
 	if d := cfg.Destination(r.Destination); d.RequiresApproval(r.Action) {
-		p.State, p.Reason = AwaitingApproval, "the action requires approval before any attempt"
+		p.State, p.Reason = AwaitingApproval, WhyApprovalRequired
 		p.Approval = &ApprovalRequest{Reasons: []Reason{ReasonApprovalRequired}, RequestedBy: r.RequestedBy,
 			ExpiresAt: d.ApprovalExpiry(r.Action, *r.Deadline, now)}
 	}
@@ -136,14 +137,14 @@ func PlanOutcome(in DecideInput) OutcomePlan {
 	p := OutcomePlan{Decision: Decide(in), Cost: in.Outcome.Cost}
 	d := &p.Decision
 	if !priced {
-		d.Reason += fmt.Sprintf("; the tokens of model %q are not priced at this destination (pricing), so they cost nothing here", o.Usage.Model)
+		d.Reason += "; " + fmt.Sprintf(WhyModelNotPriced, strconv.Quote(o.Usage.Model))
 	}
 	if o.Result != ResultSuccess && (d.State == RetryWait || d.State == Failed) {
 		asked := *op
 		asked.State = RetryWait // as though the report were in: what does the evidence say?
 		if w := Weigh(&asked, in.Destination, now); w.State != "" {
 			*d = Decision{Next: nextFor(w.State), State: w.State, Escalation: w.Reasons,
-				Reason: fmt.Sprintf("%s; but %s", d.Reason, w.Reason)}
+				Reason: d.Reason + "; " + fmt.Sprintf(WhyButEvidence, w.Reason)}
 			p.Resource, p.Job = w.Resource, w.Job
 		}
 	}
@@ -184,7 +185,7 @@ func nextFor(s State) Next {
 // is what a confirmation rests on (I7).
 func responseEvidence(opID string, n int, o Outcome, d Decision, now time.Time) *Evidence {
 	ev := &Evidence{OperationID: opID, Source: SourceResponse, Authoritative: true, ObservedAt: now,
-		Candidates: []Candidate{}, Verdict: VerdictConfirms, Note: fmt.Sprintf("attempt %d: %s", n, d.Reason)}
+		Candidates: []Candidate{}, Verdict: VerdictConfirms, Note: fmt.Sprintf(WhyResponseNote, n, d.Reason)}
 	if o.Resource != nil {
 		ev.Candidates = []Candidate{{Ref: o.Resource.Ref, Kind: o.Resource.Kind, Version: o.Resource.Version, OperationID: opID}}
 	}
@@ -219,9 +220,9 @@ func outcomeDetail(n int, o Outcome, d Decision) map[string]any {
 func ApprovalLapsed(expires *time.Time, deadline, now time.Time) (bool, string) {
 	switch {
 	case expires != nil && !now.Before(*expires):
-		return true, "no approval was given before the request expired; the operation will not run"
+		return true, WhyApprovalExpired
 	case !now.Before(deadline):
-		return true, "the deadline passed before the operation was approved; it will not run"
+		return true, WhyApprovalDeadline
 	}
 	return false, ""
 }

@@ -167,11 +167,11 @@ func withHistory(in SettleInput, st Settlement) Settlement {
 		sure := in.LastWrite.Add(in.Destination.Window())
 		if !in.Op.Deadline.IsZero() && sure.After(in.Op.Deadline) {
 			st.Watch = false
-			return st.escalate(ReasonDeadlineExpired, "an effect is claimed that the search does not show, and the confirm window ends after the deadline")
+			return st.escalate(ReasonDeadlineExpired, WhyClaimPastDeadline)
 		}
 		st.State, st.Reasons, st.Resource, st.Job, st.Watch = "", nil, nil, nil, false
 		st.NextProbe = maxTime(sure, in.Now.Add(ProbeBackoffBase))
-		st.Reason = "an effect is claimed for this operation that the search does not show yet; probing again once the confirm window has passed"
+		st.Reason = WhyClaimProbing
 	}
 	return st
 }
@@ -206,9 +206,9 @@ func settleRound(in SettleInput) Settlement {
 	for _, r := range in.Results {
 		if r.Err != "" {
 			failed++
-			note := fmt.Sprintf("%s probe failed: %s", r.Kind, r.Err)
+			note := fmt.Sprintf(WhyProbeFailed, r.Kind, r.Err)
 			if r.Class != "" {
-				note = fmt.Sprintf("%s probe failed (%s): %s", r.Kind, r.Class, r.Err)
+				note = fmt.Sprintf(WhyProbeFailedClass, r.Kind, r.Class, r.Err)
 			}
 			st.Evidence = append(st.Evidence, r.Evidence(op, VerdictInconclusive, note))
 			continue
@@ -222,9 +222,9 @@ func settleRound(in SettleInput) Settlement {
 		if r.Kind == ProbeStatus && r.Ref != "" && !names(r.Candidates, r.Ref) {
 			// The ledger holds this ref (an outcome or a job report named
 			// it); the destination does not: not absence, a contradiction.
-			conflict = fmt.Sprintf("the ledger holds %s, but the destination's status lookup does not find it", r.Ref)
+			conflict = fmt.Sprintf(WhyLedgerRefNotFound, r.Ref)
 			if !r.NotFound && len(r.Candidates) > 0 {
-				conflict = fmt.Sprintf("the ledger holds %s, but the destination's status lookup of it answers %s", r.Ref, r.Candidates[0].Ref)
+				conflict = fmt.Sprintf(WhyLedgerRefAnswers, r.Ref, r.Candidates[0].Ref)
 			}
 			st.Evidence = append(st.Evidence, r.Evidence(op, VerdictInconclusive, conflict))
 			continue
@@ -234,7 +234,7 @@ func settleRound(in SettleInput) Settlement {
 		switch {
 		case clash != "":
 			failed++
-			ev := r.Evidence(op, VerdictInconclusive, fmt.Sprintf("%s answer lists %s twice, differently: it proves nothing", r.Kind, clash))
+			ev := r.Evidence(op, VerdictInconclusive, fmt.Sprintf(WhyAnswerClash, r.Kind, clash))
 			ev.Authoritative = false
 			st.Evidence = append(st.Evidence, ev)
 			continue
@@ -242,7 +242,7 @@ func settleRound(in SettleInput) Settlement {
 			// SPEC: exactly one candidate. One that names no operation
 			// may be this operation's effect as well as anything else.
 			failed++
-			ev := r.Evidence(op, VerdictInconclusive, fmt.Sprintf("%s found %s, which names no operation: the answer proves nothing", r.Kind, anon[0].Ref))
+			ev := r.Evidence(op, VerdictInconclusive, fmt.Sprintf(WhyAnonymousCandidate, r.Kind, anon[0].Ref))
 			ev.Authoritative = false
 			st.Evidence = append(st.Evidence, ev)
 			continue
@@ -252,25 +252,25 @@ func settleRound(in SettleInput) Settlement {
 		case len(m) == 1 && len(o) == 0:
 			// Candidates naming another operation are not this one's
 			// effect: the one matching is the only candidate that counts.
-			st.Evidence = append(st.Evidence, r.Evidence(op, VerdictConfirms, fmt.Sprintf("%s found %s", r.Kind, m[0].Ref)))
+			st.Evidence = append(st.Evidence, r.Evidence(op, VerdictConfirms, foundNote(r.Kind, m[0].Ref)))
 		case r.Kind == ProbeSearch && len(cs) == 0:
 			fresh := in.LastWrite.IsZero() || now.Sub(in.LastWrite) >= in.Destination.SearchLag
 			switch {
 			case !fresh:
 				withinLag = true
-				ev := r.Evidence(op, VerdictInconclusive, fmt.Sprintf("search found nothing, but within the %s search lag: not proof of absence", in.Destination.SearchLag))
+				ev := r.Evidence(op, VerdictInconclusive, fmt.Sprintf(WhySearchWithinLag, in.Destination.SearchLag))
 				ev.Authoritative = false
 				st.Evidence = append(st.Evidence, ev)
 			case known != "" && !lookedUp:
-				ev := r.Evidence(op, VerdictInconclusive, fmt.Sprintf("search found nothing, but the ledger holds %s and no status lookup found it this round: not proof of absence", known))
+				ev := r.Evidence(op, VerdictInconclusive, fmt.Sprintf(WhySearchLedgerHolds, known))
 				ev.Authoritative = false
 				st.Evidence = append(st.Evidence, ev)
 			default:
 				absent = true
-				st.Evidence = append(st.Evidence, r.Evidence(op, VerdictRefutes, "search found nothing, after the search lag"))
+				st.Evidence = append(st.Evidence, r.Evidence(op, VerdictRefutes, WhySearchNothing))
 			}
 		default:
-			st.Evidence = append(st.Evidence, r.Evidence(op, VerdictInconclusive, fmt.Sprintf("%s found %d candidates", r.Kind, len(cs))))
+			st.Evidence = append(st.Evidence, r.Evidence(op, VerdictInconclusive, fmt.Sprintf(WhyFoundCandidates, r.Kind, len(cs))))
 		}
 	}
 	// A resource found at a later version, whose history holds this
@@ -287,38 +287,37 @@ func settleRound(in SettleInput) Settlement {
 	case conflict != "":
 		return st.escalate(ReasonStateConflict, conflict)
 	case len(matching) > 1:
-		return st.escalate(ReasonMultipleCands, fmt.Sprintf("%d resources name this operation and version", len(matching)))
+		return st.escalate(ReasonMultipleCands, fmt.Sprintf(WhyResourcesNamed, len(matching)))
 	case len(otherVersion) > 0:
-		return st.escalate(ReasonVersionMismatch, fmt.Sprintf("%s belongs to version %s, expected %s", otherVersion[0].Ref, otherVersion[0].Version, op.LogicalVersion))
+		return st.escalate(ReasonVersionMismatch, fmt.Sprintf(WhyOtherVersion, otherVersion[0].Ref, otherVersion[0].Version, op.LogicalVersion))
 	case len(matching) == 1 && absent && AbsenceSure(in.Destination, in.LastWrite, now):
 		// Inside the confirm window an empty search next to a lookup that
 		// finds the resource is a search lagging longer than configured:
 		// the lookup's resource is the effect. Past it, they disagree.
-		return st.escalate(ReasonSourcesDisagree, "status lookup and search disagree")
+		return st.escalate(ReasonSourcesDisagree, WhySourcesDisagree)
 	case len(matching) == 1 && matching[0].Kind == "job":
 		// The destination accepted a job for this operation: it is not done
 		// until the job is. Follow the job (accepted) rather than confirm.
 		c := matching[0]
-		st.State, st.Reason = Accepted, fmt.Sprintf("reconciled: the destination holds job %s for this operation; confirmed when it completes", c.Ref)
+		st.State, st.Reason = Accepted, fmt.Sprintf(WhyReconciledJob, c.Ref)
 		st.Job = &Job{Ref: c.Ref, Status: JobQueued, InputVersion: c.Version}
 		return st
 	case len(matching) == 1:
 		c := matching[0]
-		st.State, st.Reason = Confirmed, fmt.Sprintf("reconciled: exactly one resource %s names this operation and version", c.Ref)
+		st.State, st.Reason = Confirmed, fmt.Sprintf(WhyReconciledOne, c.Ref)
 		st.Resource = &ResourceRef{Ref: c.Ref, Kind: c.Kind, Version: c.Version}
 		return st
 	case len(foreign) > 0:
-		return st.escalate(ReasonNoDedupEvidence, fmt.Sprintf("%s was found but its metadata does not name this operation", foreign[0].Ref))
+		return st.escalate(ReasonNoDedupEvidence, fmt.Sprintf(WhyForeignResource, foreign[0].Ref))
 	case absent && RetryNeedsReviewer(op):
-		why := "the destination holds no effect; a financial, irreversible or regulated action is never retried without a reviewer"
 		if !AbsenceSure(in.Destination, in.LastWrite, now) {
-			return st.waitOutWindow(in, "the destination shows no effect", "a reviewer is asked to approve a retry")
+			return st.waitOutWindow(in, WhyNoEffectShown, WhyReviewerOnlyIfNothingShows)
 		}
-		return st.escalate("", why)
+		return st.escalate("", WhyNoEffectNeedsReviewer)
 	case absent:
 		to, why := AfterAbsence(op, func() time.Time { return now })
 		if to == Failed && !AbsenceSure(in.Destination, in.LastWrite, now) {
-			return st.waitOutWindow(in, why, "failed")
+			return st.waitOutWindow(in, why, WhyFailedOnlyIfNothingShows)
 		}
 		st.State, st.Reason, st.Watch = to, why, to == RetryWait && in.Destination.Window() > 0
 		return st
@@ -334,14 +333,14 @@ func settleRound(in SettleInput) Settlement {
 	next := now.Add(wait)
 	switch {
 	case !op.Deadline.IsZero() && next.After(op.Deadline):
-		return st.escalate(ReasonDeadlineExpired, "the deadline comes before the outcome could be settled")
+		return st.escalate(ReasonDeadlineExpired, WhyOutcomePastDeadline)
 	case round >= MaxProbeRounds && !withinLag:
-		return st.escalate(ReasonNoDedupEvidence, fmt.Sprintf("%d reconciliation rounds settled nothing", round))
+		return st.escalate(ReasonNoDedupEvidence, fmt.Sprintf(WhyRoundsSettledNothing, round))
 	case len(in.Results) == 0 && now.Sub(in.LastWrite) >= EvidenceWait:
-		return st.escalate(ReasonNoDedupEvidence, "the destination has no probes and no evidence arrived")
+		return st.escalate(ReasonNoDedupEvidence, WhyNoProbesNoEvidence)
 	}
 	st.NextProbe = next
-	st.Reason = fmt.Sprintf("inconclusive (%d of %d probes failed); probing again", failed, len(in.Results))
+	st.Reason = fmt.Sprintf(WhyInconclusive, failed, len(in.Results))
 	return st
 }
 
@@ -349,16 +348,29 @@ func settleRound(in SettleInput) Settlement {
 // taken back — failing it, or asking a person to approve an irreversible
 // retry — until the confirm window has passed, in case the destination
 // lags longer than it says; the reconciler looks again then (or a person,
-// when the window ends after the deadline).
+// when the window ends after the deadline). then is the format of the
+// step it waits to take (WhyFailedOnlyIfNothingShows,
+// WhyReviewerOnlyIfNothingShows).
 func (st Settlement) waitOutWindow(in SettleInput, why, then string) Settlement {
 	sure := in.LastWrite.Add(in.Destination.Window())
 	if !in.Op.Deadline.IsZero() && sure.After(in.Op.Deadline) {
-		return st.escalate(ReasonDeadlineExpired, fmt.Sprintf("%s, but absence is sure only once the confirm window passes at %s, after the deadline",
-			why, sure.UTC().Format(time.RFC3339)))
+		return st.escalate(ReasonDeadlineExpired, fmt.Sprintf(WhyAbsencePastDeadline, why, sure.UTC().Format(time.RFC3339)))
 	}
 	st.NextProbe = sure.Add(10 * time.Millisecond)
-	st.Reason = fmt.Sprintf("%s; %s only if nothing shows by the end of the confirm window at %s", why, then, sure.UTC().Format(time.RFC3339))
+	st.Reason = why + "; " + fmt.Sprintf(then, sure.UTC().Format(time.RFC3339))
 	return st
+}
+
+// foundNote is the note of a probe of kind that found ref, this
+// operation's effect.
+func foundNote(kind ProbeKind, ref string) string {
+	switch kind {
+	case ProbeStatus:
+		return fmt.Sprintf(WhyStatusFound, ref)
+	case ProbeSearch:
+		return fmt.Sprintf(WhySearchFound, ref)
+	}
+	return string(kind) + " found " + ref // no other kind gets here
 }
 
 func (st Settlement) escalate(r Reason, why string) Settlement {
@@ -455,22 +467,22 @@ func HistoryEvidence(op *Operation, r ProbeResult, found []Candidate) (ev Eviden
 	var lines []string
 	var own []Candidate
 	for _, c := range r.Candidates {
-		lines = append(lines, fmt.Sprintf("%s: version %s by %s", c.Ref, orNone(c.Version), orNone(c.OperationID)))
+		lines = append(lines, fmt.Sprintf(WhyHistoryVersion, c.Ref, orNone(c.Version), orNone(c.OperationID)))
 		if c.OperationID == op.ID {
 			own = append(own, Candidate{Ref: r.Ref, Kind: kind, Version: c.Version, OperationID: op.ID})
 			mine = mine || c.Version == op.LogicalVersion
 		}
 	}
-	note := fmt.Sprintf("%s%s: %s", HistoryNote, r.Ref, strings.Join(lines, "; "))
+	note := fmt.Sprintf(WhyHistory, r.Ref, strings.Join(lines, "; "))
 	if len(lines) == 0 {
-		note = fmt.Sprintf("%s%s: no versions", HistoryNote, r.Ref)
+		note = fmt.Sprintf(WhyHistoryNoVersions, r.Ref)
 	}
 	switch {
 	case mine:
 		return r.evidenceWith(op, VerdictConfirms, []Candidate{{Ref: r.Ref, Kind: kind, Version: op.LogicalVersion, OperationID: op.ID}},
-			note+fmt.Sprintf(" — this operation's version %s existed: a later version replaced it", op.LogicalVersion)), true
+			note+" — "+fmt.Sprintf(WhyHistoryOwnVersion, op.LogicalVersion)), true
 	case len(own) == 0:
-		ev := r.evidenceWith(op, VerdictInconclusive, []Candidate{}, note+" — no version by this operation")
+		ev := r.evidenceWith(op, VerdictInconclusive, []Candidate{}, note+" — "+WhyHistoryNoOwnVersion)
 		ev.Authoritative = false
 		return ev, false
 	}

@@ -87,7 +87,7 @@ func Watch(op *Operation, d Destination, results []ProbeResult, until, now time.
 		if clash == "" && len(anon) == 0 && len(m) == 1 {
 			verdict = VerdictConfirms
 		}
-		w.Evidence = append(w.Evidence, r.Evidence(op, verdict, fmt.Sprintf("confirm window: %s found %d candidates for this operation", r.Kind, len(m))))
+		w.Evidence = append(w.Evidence, r.Evidence(op, verdict, fmt.Sprintf(WhyConfirmWindowFound, r.Kind, len(m))))
 		if clash == "" {
 			found = append(found, m...)
 		}

@@ -134,18 +134,18 @@ func Weigh(op *Operation, d Destination, now time.Time) Weighing {
 	switch {
 	case len(effects) > 1:
 		return Weighing{State: NeedsReview, Reasons: []Reason{ReasonMultipleCands},
-			Reason: fmt.Sprintf("the evidence names %d resources for this operation and version", len(effects))}
+			Reason: fmt.Sprintf(WhyEvidenceNamesResources, len(effects))}
 	case several:
 		return Weighing{State: NeedsReview, Reasons: []Reason{ReasonMultipleCands},
-			Reason: "the destination answered with several candidates for this operation"}
+			Reason: WhySeveralCandidates}
 	case len(effects) == 1 && sureAbsent:
 		return Weighing{State: NeedsReview, Reasons: []Reason{ReasonSourcesDisagree},
-			Reason: fmt.Sprintf("evidence names resource %s for this operation, and a later search proved absence", order[0])}
+			Reason: fmt.Sprintf(WhyEvidenceThenAbsence, order[0])}
 	case len(effects) == 1 && effects[order[0]].Kind == "job":
 		// The destination holds a job for this operation: not an effect
 		// until it succeeds (it may still fail). Follow it, as Settle does.
 		c := effects[order[0]]
-		w := Weighing{State: Accepted, Reason: fmt.Sprintf("the evidence names job %s for this operation; confirmed when it completes", c.Ref)}
+		w := Weighing{State: Accepted, Reason: fmt.Sprintf(WhyEvidenceNamesJob, c.Ref)}
 		if !slices.ContainsFunc(op.Jobs, func(j Job) bool { return j.Ref == c.Ref }) {
 			w.Job = &Job{Ref: c.Ref, Status: JobQueued, InputVersion: c.Version}
 		}
@@ -153,31 +153,31 @@ func Weigh(op *Operation, d Destination, now time.Time) Weighing {
 	case len(effects) == 1:
 		c := effects[order[0]]
 		return Weighing{State: Confirmed, Resource: &ResourceRef{Ref: c.Ref, Kind: c.Kind, Version: c.Version},
-			Reason: fmt.Sprintf("the evidence names exactly one resource %s for this operation and version", c.Ref)}
+			Reason: fmt.Sprintf(WhyEvidenceNamesOne, c.Ref)}
 	case claimed && sureAbsent:
 		return Weighing{State: NeedsReview, Reasons: []Reason{ReasonSourcesDisagree},
-			Reason: "a webhook reports an effect for this operation, and a search proved absence"}
+			Reason: WhyWebhookThenAbsence}
 	case claimed && absent && op.State == Ambiguous:
 		// The search may not show it yet: no retry, and no case, until
 		// the confirm window has passed (the reconciler probes again).
 		return Weighing{}
 	case claimed && op.State != Ambiguous:
-		return Weighing{State: Ambiguous, Reason: "a webhook reports an effect for this operation: reconcile before any retry"}
+		return Weighing{State: Ambiguous, Reason: WhyWebhookClaim}
 	case op.State != Ambiguous:
 		return Weighing{}
 	case len(otherVersion) > 0:
 		c := otherVersion[0]
 		return Weighing{State: NeedsReview, Reasons: []Reason{ReasonVersionMismatch},
-			Reason: fmt.Sprintf("%s belongs to version %s, expected %s", c.Ref, c.Version, op.LogicalVersion)}
+			Reason: fmt.Sprintf(WhyOtherVersion, c.Ref, c.Version, op.LogicalVersion)}
 	case len(foreign) > 0:
 		return Weighing{State: NeedsReview, Reasons: []Reason{ReasonNoDedupEvidence},
-			Reason: fmt.Sprintf("%s was found but its metadata does not name this operation", foreign[0].Ref)}
+			Reason: fmt.Sprintf(WhyForeignResource, foreign[0].Ref)}
 	case absent && RetryNeedsReviewer(op):
 		if !AbsenceSure(d, lastWrite, now) {
 			return Weighing{} // an approved retry is final: the reconciler waits out the confirm window
 		}
 		return Weighing{State: NeedsReview,
-			Reason: "the destination holds no effect; a financial, irreversible or regulated action is never retried without a reviewer"}
+			Reason: WhyNoEffectNeedsReviewer}
 	case absent:
 		st, why := AfterAbsence(op, func() time.Time { return now })
 		if st == Failed && !AbsenceSure(d, lastWrite, now) {

@@ -217,9 +217,9 @@ func (s *Store) lockDestination(ctx context.Context, tx *sqlx.Tx, destination st
 // refuses the attempt: failed, or ambiguous when an earlier attempt whose
 // effect is unknown means the budget ending proves nothing.
 func (s *Store) endBudget(ctx context.Context, tx *sqlx.Tx, row *opRow, op *review.Operation, g review.Grantability, actor string) (attemptAnswer, error) {
-	reason := "the deadline has passed"
+	reason := review.WhyDeadlineHasPassed
 	if g == review.GrantAttemptsSpent {
-		reason = "the attempt budget is exhausted"
+		reason = review.WhyAttemptBudgetIsExhausted
 	}
 	to, action, detail := review.Failed, "operation.failed", map[string]any(nil)
 	prior, err := s.loadPriorEffect(ctx, tx, op, op.AttemptCount+1)
@@ -228,7 +228,7 @@ func (s *Store) endBudget(ctx context.Context, tx *sqlx.Tx, row *opRow, op *revi
 	}
 	if review.BudgetEnded(op.Risk, prior) == review.Ambiguous {
 		to, action = review.Ambiguous, "operation.ambiguous"
-		reason += "; an earlier attempt may have had its effect"
+		reason += "; " + review.WhyEarlierMayHaveHadEffect
 		detail = map[string]any{"escalation": []review.Reason{review.ReasonBudgetExhausted}}
 	}
 	if err := s.transition(ctx, tx, row, to, reason, actor, action, detail); err != nil {
@@ -254,7 +254,7 @@ func (s *Store) keyLapsed(ctx context.Context, tx *sqlx.Tx, row *opRow, op *revi
 	if !review.RetryNeedsReconcile(op, dest, first, now, prior) {
 		return attemptAnswer{}, nil
 	}
-	reason := "the destination's key memory (key_retention) has lapsed since the first attempt, and an earlier attempt may have had its effect: reconcile before any retry"
+	reason := review.WhyKeyRetentionLapsed
 	if err := s.transition(ctx, tx, row, review.Ambiguous, reason, actor, "operation.ambiguous", nil); err != nil {
 		return attemptAnswer{}, err
 	}
@@ -274,7 +274,7 @@ func newGrant(op *review.Operation, n int, dest review.Destination, req AttemptR
 	ev := &AuditEvent{At: now, Actor: req.Actor, Tenant: op.Tenant, OperationID: op.ID, Action: "attempt.started",
 		FromState: string(op.State), ToState: string(review.InFlight),
 		Detail: detailJSON(map[string]any{"n": g.N, "credential": req.Credential, "model": req.Model, "lease_expires_at": g.LeaseExpiresAt})}
-	return g, fmt.Sprintf("attempt %d granted", n), ev
+	return g, fmt.Sprintf(review.WhyAttemptGranted, n), ev
 }
 
 // writeGrant writes grant g in tx (attemptPlan): the operation in flight,

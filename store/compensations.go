@@ -168,7 +168,7 @@ func (s *Store) cancelCompensations(ctx context.Context, tx *sqlx.Tx, tenant str
 		if err != nil {
 			return err
 		}
-		reason := fmt.Sprintf("canceled: %s said how the undo went (%s) before it ran", d.Actor, d.Action)
+		reason := fmt.Sprintf(review.WhyCompensationCanceled, d.Actor, d.Action)
 		if _, err := s.exec(ctx, tx, updateCompensationCanceled, d.Actor, id); err != nil {
 			return err
 		}

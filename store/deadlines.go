@@ -60,7 +60,7 @@ func (s *Store) ExpireDeadlines(ctx context.Context) (int, error) {
 				return false, nil
 			}
 			op := row.operation()
-			to, reason := review.Failed, "the deadline passed before the operation could run"
+			to, reason := review.Failed, review.WhyDeadlineBeforeRun
 			detail := map[string]any{"escalation": []review.Reason{review.ReasonDeadlineExpired}}
 			switch op.State {
 			case review.RetryWait:
@@ -68,12 +68,12 @@ func (s *Store) ExpireDeadlines(ctx context.Context) (int, error) {
 				if err != nil {
 					return false, err
 				}
-				reason = "the deadline passed while waiting to retry"
+				reason = review.WhyDeadlineWhileWaiting
 				if to = review.BudgetEnded(op.Risk, prior); to == review.Ambiguous {
-					reason += "; an earlier attempt may have had its effect"
+					reason += "; " + review.WhyEarlierMayHaveHadEffect
 				}
 			case review.Accepted:
-				to, reason = review.NeedsReview, "the deadline passed before the destination's job finished"
+				to, reason = review.NeedsReview, review.WhyDeadlineBeforeJobFinished
 			case review.Pending:
 			default:
 				return false, nil // moved on meanwhile

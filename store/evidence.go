@@ -37,7 +37,7 @@ func (s *Store) AddEvidence(ctx context.Context, tenant, opID string, ev review.
 		op := row.operation()
 		ev.ObservedAt = s.now()
 		ev.Verdict = review.EvidenceVerdict(op, ev)
-		ev.Note = "submitted through the API"
+		ev.Note = review.WhySubmittedThroughAPI
 		if err := s.insertEvidence(ctx, tx, op.ID, ev); err != nil {
 			return err
 		}
@@ -228,7 +228,7 @@ func (s *Store) settleJob(ctx context.Context, tx *sqlx.Tx, row *opRow, j review
 	}
 	ev := review.Evidence{Source: review.SourceStatusLookup, Authoritative: true, Verdict: review.VerdictConfirms, ObservedAt: now,
 		Candidates: []review.Candidate{{Ref: ref, Kind: "job_output", Version: version, OperationID: opID}},
-		Note:       fmt.Sprintf("job %s succeeded", j.Ref)}
+		Note:       fmt.Sprintf(review.WhyJobSucceeded, j.Ref)}
 	if row.State != string(review.Accepted) {
 		// Nobody was following the job (the attempt's outcome was lost
 		// after the destination named it): its success is evidence of the
@@ -246,11 +246,11 @@ func (s *Store) settleJob(ctx context.Context, tx *sqlx.Tx, row *opRow, j review
 	}
 	switch {
 	case j.Status != review.JobSucceeded:
-		return s.transition(ctx, tx, row, review.Failed, fmt.Sprintf("job %s ended %s", j.Ref, j.Status), actor, "job.settled", detail)
+		return s.transition(ctx, tx, row, review.Failed, fmt.Sprintf(review.WhyJobEnded, j.Ref, j.Status), actor, "job.settled", detail)
 	case version != "" && version != row.LogicalVersion:
 		detail["escalation"] = []review.Reason{review.ReasonVersionMismatch}
 		return s.transition(ctx, tx, row, review.NeedsReview,
-			fmt.Sprintf("job %s completed for version %s, expected %s", j.Ref, version, row.LogicalVersion), actor, "job.settled", detail)
+			fmt.Sprintf(review.WhyJobOtherVersion, j.Ref, version, row.LogicalVersion), actor, "job.settled", detail)
 	}
 	if err := s.insertEvidence(ctx, tx, opID, ev); err != nil {
 		return err
@@ -258,5 +258,5 @@ func (s *Store) settleJob(ctx context.Context, tx *sqlx.Tx, row *opRow, j review
 	if err := s.setResource(ctx, tx, opID, review.ResourceRef{Ref: ref, Kind: "job_output", Version: version}); err != nil {
 		return err
 	}
-	return s.transition(ctx, tx, row, review.Confirmed, fmt.Sprintf("job %s succeeded", j.Ref), actor, "job.settled", detail)
+	return s.transition(ctx, tx, row, review.Confirmed, fmt.Sprintf(review.WhyJobSucceeded, j.Ref), actor, "job.settled", detail)
 }

@@ -59,7 +59,7 @@ func (s *Store) Inbound(ctx context.Context, ev InboundEvent) (duplicate bool, e
 			return false, err
 		}
 		e := review.Evidence{Source: review.SourceWebhook, Verdict: review.VerdictInconclusive, Candidates: ev.Candidates,
-			ObservedAt: now, Note: "webhook " + ev.EventID + ": " + ev.Note}
+			ObservedAt: now, Note: fmt.Sprintf(review.WhyWebhookNote, ev.EventID, ev.Note)}
 		if err := s.insertEvidence(ctx, tx, ev.OperationID, e); err != nil {
 			return false, err
 		}

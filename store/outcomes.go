@@ -100,17 +100,17 @@ func (s *Store) RecordOutcome(ctx context.Context, tenant, opID string, n int, o
 		case att.FinishedAt != nil && att.OutcomeHash == hash:
 			return outcomeAnswer{res: &OutcomeResult{Next: att.Next, RetryAt: att.RetryAt, Reason: att.NextReason, Unchanged: true}}, nil
 		case att.FinishedAt != nil && att.Result == review.ResultUnknown:
-			why = "after it was closed"
+			why = review.WhyLateAfterClosed
 			told = fmt.Sprintf("attempt %d was closed before this report (%s)", n, att.NextReason)
 		case att.FinishedAt != nil:
-			why = fmt.Sprintf("after its outcome %s", att.Result)
+			why = fmt.Sprintf(review.WhyLateAfterOutcome, att.Result)
 			told = fmt.Sprintf("attempt %d already has a different outcome (%s)", n, att.Result)
 		case row.State != string(review.InFlight) || att.Generation != row.Version:
 			// Open, but the operation moved on since it was granted: the
 			// report is no longer the operation's outcome (fencing).
-			why = "after the operation moved on"
+			why = review.WhyLateAfterMovedOn
 			told = fmt.Sprintf("attempt %d was superseded: the operation moved on (%s) before this report", n, row.State)
-			if err := s.closeAttempt(ctx, tx, row, n, "superseded: the operation moved on before its outcome", actor); err != nil {
+			if err := s.closeAttempt(ctx, tx, row, n, review.WhySuperseded, actor); err != nil {
 				return outcomeAnswer{}, err
 			}
 		default:
@@ -261,12 +261,12 @@ func (s *Store) escalateLateSuccess(ctx context.Context, tx *sqlx.Tx, row *opRow
 	if !review.LateSuccessNeedsReview(op, n, review.EffectiveRisk(op.Risk, s.cfg.Destination(op.Destination), first, s.now())) {
 		return false, nil
 	}
-	why := fmt.Sprintf("attempt %d reported success after it was closed, while a retry was due: it would repeat the effect", n)
+	why := fmt.Sprintf(review.WhyLateSuccessRetryDue, n)
 	if op.AttemptCount > n {
-		why = fmt.Sprintf("attempt %d reported success after it was closed, while attempt %d (%s) may have its effect too", n, op.AttemptCount, op.State)
+		why = fmt.Sprintf(review.WhyLateSuccessAnotherAttempt, n, op.AttemptCount, op.State)
 	}
 	if op.State == review.InFlight {
-		if err := s.closeAttempt(ctx, tx, row, op.AttemptCount, fmt.Sprintf("closed in review: attempt %d's late success", n), actor); err != nil {
+		if err := s.closeAttempt(ctx, tx, row, op.AttemptCount, fmt.Sprintf(review.WhyClosedForLateSuccess, n), actor); err != nil {
 			return false, err
 		}
 	}
