@@ -74,6 +74,11 @@ func TestBrowserCaseInItalian(t *testing.T) {
 			{`section[aria-labelledby="cases-h"]`, "Caso " + caseID + " — Aperto"},
 			{"#attempt-1", "Tentativo 1 — riuscito"},
 			{`section[aria-labelledby="attempts-h"] table.evidence`, "Risposta della destinazione"},
+			// The stored English reasons, read back in Italian: the state's,
+			// the attempt's next step, the evidence's note.
+			{"span.state-reason", "la destinazione ha restituito file-doc-it per la versione 6, attesa 7"},
+			{`article[aria-labelledby="attempt-1"]`, "la destinazione ha restituito file-doc-it per la versione 6, attesa 7"},
+			{`section[aria-labelledby="attempts-h"] table.evidence`, "tentativo 1: la destinazione ha restituito file-doc-it"},
 			{"section.payload", "Hash del payload"},
 			{"#history-h", "Cronologia"},
 		}

@@ -1,0 +1,100 @@
+package web
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/limbo-dev/limbo/review"
+)
+
+// sampleArgs are arguments for format's verbs that no format writes: a
+// number for %d, a ref for %s.
+func sampleArgs(format string) []any {
+	var args []any
+	for i, v := range formatVerb.FindAllString(format, -1) {
+		if v == "%d" {
+			args = append(args, 7+i)
+		} else {
+			args = append(args, fmt.Sprintf("ref-%d", i))
+		}
+	}
+	return args
+}
+
+// TestReasonFormats: every reason review writes has Italian, and the text
+// it writes reads back as that format's Italian, whole: no other format
+// takes it first, and its arguments stay where they stand. English reads
+// back as stored.
+func TestReasonFormats(t *testing.T) {
+	it, en := WithLang(context.Background(), "it"), context.Background()
+	for _, f := range review.WhyFormats() {
+		if _, ok := italian[f]; !ok {
+			t.Errorf("%q has no Italian", f)
+			continue
+		}
+		args := sampleArgs(f)
+		stored := fmt.Sprintf(f, args...)
+		want := T(it, f)
+		if len(args) > 0 {
+			want = Tf(it, f, args...)
+		}
+		if got := Reason(it, stored); got != want {
+			t.Errorf("Reason(it, %q) = %q, want %q", stored, got, want)
+		}
+		if got := Reason(en, stored); got != stored {
+			t.Errorf("Reason(en, %q) = %q, want it as stored", stored, got)
+		}
+	}
+}
+
+// TestReasonInItalian: a stored reason is read back clause by clause; a
+// reason quoted in another is read back too; a clause no format wrote (an
+// older version's, a person's words) stays as stored, and so does an
+// empty reason.
+func TestReasonInItalian(t *testing.T) {
+	it := WithLang(context.Background(), "it")
+	for _, c := range reasonCases() {
+		if got := Reason(it, c.stored); got != c.want {
+			t.Errorf("Reason(it, %q)\n = %q\nwant %q", c.stored, got, c.want)
+		}
+		if strings.Contains(c.want, "%!") {
+			t.Errorf("%q: a verb left unfilled", c.want)
+		}
+	}
+	if got := Reason(it, ""); got != "" {
+		t.Errorf("an empty reason: %q", got)
+	}
+}
+
+type reasonCase struct{ stored, want string }
+
+// reasonCases are reasons as review composes them, with their Italian.
+func reasonCases() []reasonCase {
+	it := WithLang(context.Background(), "it")
+	tf := func(f string, args ...any) string { return Tf(it, f, args...) }
+	at := "2026-12-04T10:00:00Z"
+	return []reasonCase{
+		{ // a classification, then a retry
+			fmt.Sprintf(review.WhyHTTPNotProcessed, 503) + "; " + fmt.Sprintf(review.WhyRetryAt, at),
+			tf(review.WhyHTTPNotProcessed, 503) + "; " + tf(review.WhyRetryAt, at)},
+		{ // a %s first: the first clause is not taken in by the second
+			fmt.Sprintf(review.WhyHTTPAfterSend, 502) + "; " + fmt.Sprintf(review.WhyNeverRepeated, "compensable_write"),
+			tf(review.WhyHTTPAfterSend, 502) + "; " + tf(review.WhyNeverRepeated, "compensable_write")},
+		{ // a weighing of two clauses quoted after "but"; a %s last takes in no clause after it
+			fmt.Sprintf(review.WhyHTTPNotProcessed, 429) + "; " + fmt.Sprintf(review.WhyRetryAt, at) + "; " +
+				fmt.Sprintf(review.WhyButEvidence, fmt.Sprintf(review.WhyEvidenceNamesJob, "job-7")),
+			tf(review.WhyHTTPNotProcessed, 429) + "; " + tf(review.WhyRetryAt, at) + "; " +
+				tf(review.WhyButEvidence, tf(review.WhyEvidenceNamesJob, "job-7"))},
+		{ // a dependency's reason quoted in this one's
+			fmt.Sprintf(review.WhyDependencyFailed, "op_1", fmt.Sprintf(review.WhyHTTPRejected, 404)),
+			tf(review.WhyDependencyFailed, "op_1", tf(review.WhyHTTPRejected, 404))},
+		{ // a clause no format wrote, kept; the next read back
+			"something an older version wrote; " + review.WhyDeadlineWhileWaiting,
+			"something an older version wrote; " + T(it, review.WhyDeadlineWhileWaiting)},
+		{ // a person's words with "; " in them stay theirs
+			fmt.Sprintf(review.WhyDecidedConfirm, "ann@example.com", "checked; the file is there"),
+			tf(review.WhyDecidedConfirm, "ann@example.com", "checked") + "; the file is there"},
+	}
+}
