@@ -199,11 +199,12 @@ func parseHistoryLine(s string) (historyLine, bool) {
 // historyMeans is what a version history means, in the reader's language
 // (review.HistoryEvidence writes it in English in the evidence's note).
 func historyMeans(ctx context.Context, means string) string {
-	if means == "no version by this operation" {
+	if means == review.WhyHistoryNoOwnVersion {
 		return T(ctx, "No version by this operation.")
 	}
-	if v, ok := strings.CutPrefix(means, "this operation's version "); ok {
-		if v, ok := strings.CutSuffix(v, " existed: a later version replaced it"); ok {
+	before, after, _ := strings.Cut(review.WhyHistoryOwnVersion, "%s")
+	if v, ok := strings.CutPrefix(means, before); ok {
+		if v, ok := strings.CutSuffix(v, after); ok {
 			return Tf(ctx, "This operation's version %s existed: a later version replaced it.", v)
 		}
 	}
