@@ -139,6 +139,27 @@ func TestBrowserShellSupport(t *testing.T) {
 			"Close to close the dialog, focus back on the button")
 		sup.do("pressing /", chromedp.Click(chromedp.CSS("h1")), chromedp.KeyEvent("/"))
 		sup.waitFor(`document.activeElement.name === "q"`, "/ to go to the search field")
+		// The dialog's close event may come after the person has moved on
+		// (a busy browser runs input first): here it is held back until
+		// "/" has put the cursor in the search field, which keeps it.
+		sup.do("opening the help, its close event held back", chromedp.Click(chromedp.CSS(`button.shortcuts-open`)),
+			chromedp.Evaluate[chromedp.Void](`(() => {
+				const d = document.getElementById("shortcuts");
+				d.addEventListener("close", function hold(e) {
+					e.stopImmediatePropagation();
+					d.removeEventListener("close", hold, true);
+					window.lateClose = () => d.dispatchEvent(new Event("close"));
+				}, true);
+			})()`))
+		sup.waitFor(`document.getElementById("shortcuts").open`, "the button to open the dialog")
+		sup.do("closing with Close", chromedp.Click(chromedp.CSS(`button.shortcuts-close`)))
+		sup.waitFor(`typeof window.lateClose === "function"`, "the close event held back")
+		sup.do("pressing /", chromedp.Click(chromedp.CSS("h1")), chromedp.KeyEvent("/"))
+		sup.waitFor(`document.activeElement.name === "q"`, "/ to go to the search field")
+		sup.do("the close event, late", chromedp.Evaluate[chromedp.Void](`window.lateClose()`))
+		if !evalJS[bool](sup, `document.activeElement.name === "q"`) {
+			sup.fatalf("a late close event took the cursor out of the search field")
+		}
 
 		// Italiano from the menu wins over the English browser, on every
 		// page, and comes back to the page with its query.

@@ -50,8 +50,14 @@
     dialog.showModal();
     if (close) { close.focus(); }
   }
+  // The close event comes after the dialog has closed, and may come after
+  // the person has moved on (input goes first when the browser is busy):
+  // focus goes back only if it is lost, on the body or still in the
+  // dialog. Browsers that put it back themselves have done so already.
   dialog.addEventListener("close", function () {
-    if (back && back.focus && document.contains(back)) { back.focus(); }
+    var now = document.activeElement;
+    var lost = !now || now === document.body || dialog.contains(now);
+    if (lost && back && back.focus && document.contains(back)) { back.focus(); }
     back = null;
   });
   if (close) { close.addEventListener("click", function () { dialog.close(); }); }
