@@ -583,20 +583,8 @@ func TestFastCallRunAgainAfterDeadlock(t *testing.T) {
 				close(locked)
 				// The fast call holds the destination's row and waits for
 				// the operation's.
-				for waiting, tries := 0, 0; waiting == 0; tries++ {
-					if tries == 2000 {
-						return errors.New("no fast call waits for the operation's row")
-					}
-					// pg_stat_activity is read once per transaction unless
-					// its snapshot is cleared.
-					if _, err := tx.Exec(`SELECT pg_stat_clear_snapshot()`); err != nil {
-						return err
-					}
-					if err := tx.Get(&waiting, `SELECT COUNT(*) FROM pg_stat_activity
-WHERE wait_event_type = 'Lock' AND query LIKE '%limbo_fast_batch%' AND datname = current_database() AND pid <> pg_backend_pid()`); err != nil {
-						return err
-					}
-					time.Sleep(5 * time.Millisecond)
+				if err := batchesWaiting(tx, 1); err != nil {
+					return err
 				}
 				if _, err := tx.Exec(`UPDATE destination_locks SET destination = destination WHERE destination = 'files'`); err != nil {
 					return err
@@ -681,6 +669,27 @@ func TestKeysSharedAcrossBatches(t *testing.T) {
 	})
 }
 
+// batchesWaiting returns once n fast-path batches of other sessions wait
+// for a row lock, as tx reads pg_stat_activity (about 10 s at most).
+func batchesWaiting(tx *sqlx.Tx, n int) error {
+	for got, tries := 0, 0; got < n; tries++ {
+		if tries == 2000 {
+			return fmt.Errorf("%d batches wait for a lock, want %d", got, n)
+		}
+		// pg_stat_activity is read once per transaction unless its
+		// snapshot is cleared.
+		if _, err := tx.Exec(`SELECT pg_stat_clear_snapshot()`); err != nil {
+			return err
+		}
+		if err := tx.Get(&got, `SELECT COUNT(*) FROM pg_stat_activity
+WHERE wait_event_type = 'Lock' AND query LIKE '%limbo_fast_batch%' AND datname = current_database() AND pid <> pg_backend_pid()`); err != nil {
+			return err
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return nil
+}
+
 // TestBatchLocksItsDestinationsFirst: a batch that grants at two limited
 // destinations locks both before any operation, as the lock order says
 // (destinations, then operations, then cases). The test makes the batch
@@ -705,22 +714,6 @@ func TestBatchLocksItsDestinationsFirst(t *testing.T) {
 		if _, err := db.Exec(`INSERT INTO destination_locks (destination) VALUES ('files'), ('models') ON CONFLICT DO NOTHING`); err != nil {
 			t.Fatal(err)
 		}
-		waiting := func(tx *sqlx.Tx, n int) error {
-			for got, tries := 0, 0; got < n; tries++ {
-				if tries == 2000 {
-					return fmt.Errorf("%d batches wait for a lock, want %d", got, n)
-				}
-				if _, err := tx.Exec(`SELECT pg_stat_clear_snapshot()`); err != nil {
-					return err
-				}
-				if err := tx.Get(&got, `SELECT COUNT(*) FROM pg_stat_activity
-WHERE wait_event_type = 'Lock' AND query LIKE '%limbo_fast_batch%' AND datname = current_database() AND pid <> pg_backend_pid()`); err != nil {
-					return err
-				}
-				time.Sleep(5 * time.Millisecond)
-			}
-			return nil
-		}
 
 		// Both batch slots wait for the blockers' rows, so that x and y
 		// queue up and go in one batch after them.
@@ -736,7 +729,7 @@ WHERE wait_event_type = 'Lock' AND query LIKE '%limbo_fast_batch%' AND datname =
 		for _, op := range []*review.Operation{z1, z2} {
 			go func() { _, err := b.tryStart(op, "", ""); errs <- err }()
 		}
-		if err := waiting(blocker, 2); err != nil {
+		if err := batchesWaiting(blocker, 2); err != nil {
 			t.Fatal(err)
 		}
 		for _, op := range []*review.Operation{x, y} {
@@ -765,7 +758,7 @@ WHERE wait_event_type = 'Lock' AND query LIKE '%limbo_fast_batch%' AND datname =
 				if err := blocker.Rollback(); err != nil {
 					return err
 				}
-				if err := waiting(tx, 1); err != nil {
+				if err := batchesWaiting(tx, 1); err != nil {
 					return err
 				}
 				if _, err := tx.Exec(`SELECT id FROM operations WHERE id = $1 FOR UPDATE`, x.ID); err != nil {
