@@ -68,12 +68,12 @@ func formatPatterns(formats []string) []formatPattern {
 const maxNesting = 3
 
 // readBack is s, written whole by one of ps, in ctx's language, and
-// whether one was found. Its %s arguments are themselves read back with
-// nested (a reason quoted in a reason) when one of nested wrote them, and
+// whether one was found. With nest, its %s arguments are themselves read
+// back with ps (a reason quoted in a reason) when one of ps wrote them, and
 // kept as written otherwise (a ref, a version, a person's words). An
 // argument of several clauses must read back whole, clause by clause: a
 // %s at a format's end would otherwise take in the clauses after it.
-func readBack(ctx context.Context, ps []formatPattern, s string, nested []formatPattern, depth int) (string, bool) {
+func readBack(ctx context.Context, ps []formatPattern, s string, nest bool, depth int) (string, bool) {
 next:
 	for _, p := range ps {
 		if !p.holds(s) {
@@ -93,15 +93,15 @@ next:
 					continue next // too large: not this format's number
 				}
 				args[i] = n
-			case nested == nil || depth >= maxNesting:
+			case !nest || depth >= maxNesting:
 			case strings.Contains(m[i+1], clauseSep):
-				t, whole := readBackClauses(ctx, nested, m[i+1], depth+1)
+				t, whole := readBackClauses(ctx, ps, m[i+1], depth+1)
 				if !whole {
 					continue next
 				}
 				args[i] = t
 			default:
-				if t, ok := readBack(ctx, nested, m[i+1], nested, depth+1); ok {
+				if t, ok := readBack(ctx, ps, m[i+1], true, depth+1); ok {
 					args[i] = t
 				}
 			}
@@ -139,7 +139,7 @@ func readBackClauses(ctx context.Context, ps []formatPattern, s string, depth in
 	for i := 0; i < len(clauses); {
 		j := len(clauses)
 		for ; j > i; j-- {
-			if t, ok := readBack(ctx, ps, strings.Join(clauses[i:j], clauseSep), ps, depth); ok {
+			if t, ok := readBack(ctx, ps, strings.Join(clauses[i:j], clauseSep), true, depth); ok {
 				out = append(out, t)
 				break
 			}

@@ -16,6 +16,6 @@ func Rationale(ctx context.Context, stored string) string {
 	if Lang(ctx) == "en" {
 		return stored
 	}
-	t, _ := readBack(ctx, rationalePatterns, stored, nil, 0)
+	t, _ := readBack(ctx, rationalePatterns, stored, false, 0)
 	return t
 }
