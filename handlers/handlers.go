@@ -1,5 +1,5 @@
 // Package handlers is Limbo's HTTP surface: the integration API (JSON,
-// problem+json errors) and, later, the console. Handlers are short: they
+// problem+json errors) and the review console. Handlers are short: they
 // bind and validate, call review and store, and return errors to the one
 // error handler in errors.go.
 package handlers
@@ -7,6 +7,8 @@ package handlers
 import (
 	"log/slog"
 	"net"
+
+	"golang.org/x/sync/semaphore"
 
 	"github.com/limbo-dev/limbo/metrics"
 	"github.com/limbo-dev/limbo/store"
@@ -36,6 +38,8 @@ type Handlers struct {
 
 	// live ends the console's event streams at shutdown (live.go).
 	live liveStreams
+	// batches admits POST /operations/batch (BatchesInFlight).
+	batches *semaphore.Weighted
 }
 
 // New returns Handlers over s, logging to log.
@@ -43,5 +47,5 @@ func New(s *store.Store, log *slog.Logger) *Handlers {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Handlers{Store: s, Log: log}
+	return &Handlers{Store: s, Log: log, batches: newBatchAdmission()}
 }

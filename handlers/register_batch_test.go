@@ -1,11 +1,19 @@
 package handlers_test
 
 import (
+	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
+	"time"
+
+	"github.com/limbo-dev/limbo/handlers"
 
 	"github.com/limbo-dev/limbo/review"
 	"github.com/limbo-dev/limbo/store"
@@ -178,5 +186,108 @@ func TestRegisterBatchConcurrent(t *testing.T) {
 		if len(ids) != keys {
 			t.Errorf("%d keys answered, want %d", len(ids), keys)
 		}
+	})
+}
+
+// TestRegisterBatchWaitsItsTurn: a batch is worked on only while its
+// registrations fit in BatchesInFlight; until then it waits, having
+// written nothing, and one whose client leaves while it waits never
+// writes. A batch that fits goes through at once.
+func TestRegisterBatchWaitsItsTurn(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, engine store.Engine) {
+		base := setup(t, engine, nil)
+		var logs syncBuffer
+		h := handlers.New(base.store, slog.New(slog.NewJSONHandler(&logs, nil)))
+		srv := httptest.NewServer(handlers.NewServer(h))
+		t.Cleanup(srv.Close)
+		b := &testBundle{t: t, engine: engine, store: base.store, clock: base.clock, srv: srv, token: base.token}
+		send := func(ctx context.Context, refs ...string) (batchAnswer, error) {
+			var items []string
+			for _, r := range refs {
+				items = append(items, registration(r, "drive", review.RiskRead))
+			}
+			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL+"/api/v1/operations/batch", strings.NewReader(batchBody(items...)))
+			req.Header.Set("Authorization", "Bearer "+b.token)
+			req.Header.Set("Content-Type", "application/json")
+			var ans batchAnswer
+			resp, err := srv.Client().Do(req)
+			if err != nil {
+				return ans, err
+			}
+			defer resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				return ans, fmt.Errorf("status %d", resp.StatusCode)
+			}
+			return ans, json.NewDecoder(resp.Body).Decode(&ans)
+		}
+		wantCreated := func(ans batchAnswer, n int) {
+			t.Helper()
+			if len(ans.Results) != n {
+				t.Fatalf("%d results, want %d", len(ans.Results), n)
+			}
+			for i, r := range ans.Results {
+				if r.Status != http.StatusCreated {
+					t.Errorf("registration %d: %d %+v, want 201", i, r.Status, r.Problem)
+				}
+			}
+		}
+
+		// Room for one registration: a batch of one goes through.
+		release := handlers.HoldBatches(h, handlers.BatchesInFlight-1)
+		ans, err := send(context.Background(), "fits")
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantCreated(ans, 1)
+
+		// A batch of two waits, and has written nothing, until there is room.
+		type answer struct {
+			ans batchAnswer
+			err error
+		}
+		done := make(chan answer, 1)
+		go func() {
+			a, err := send(context.Background(), "waits-1", "waits-2")
+			done <- answer{a, err}
+		}()
+		select {
+		case a := <-done:
+			t.Fatalf("the batch was answered without room for it: %+v, %v", a.ans, a.err)
+		case <-time.After(300 * time.Millisecond):
+		}
+		var page struct{ Operations []review.Operation }
+		b.get("/api/v1/operations?source_ref=waits-1").want(t, http.StatusOK).decode(t, &page)
+		if len(page.Operations) != 0 {
+			t.Fatalf("a waiting batch wrote %+v", page.Operations)
+		}
+		release()
+		a := <-done
+		if a.err != nil {
+			t.Fatal(a.err)
+		}
+		wantCreated(a.ans, 2)
+
+		// A client that leaves while its batch waits: the batch ends
+		// (499 in the access log) and never writes, even once there is room.
+		release = handlers.HoldBatches(h, handlers.BatchesInFlight)
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		defer cancel()
+		if _, err := send(ctx, "left-1", "left-2"); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("a batch with no room answered before its client left: %v", err)
+		}
+		for ended := false; !ended; time.Sleep(10 * time.Millisecond) {
+			for _, l := range logs.lines(t) {
+				if l["msg"] == "request" && l["route"] == "/api/v1/operations/batch" && l["status"] == float64(499) {
+					ended = true
+				}
+			}
+		}
+		release()
+		ans, err = send(context.Background(), "left-1", "left-2")
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantCreated(ans, 2) // 201, not 200: the batch that waited wrote nothing
 	})
 }
