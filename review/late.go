@@ -19,13 +19,13 @@ func LateEvidence(op *Operation, n int, o Outcome, why string) Evidence {
 	}
 	what := string(o.Result)
 	if o.HTTPStatus != 0 {
-		what += fmt.Sprintf(" (HTTP %d)", o.HTTPStatus)
+		what = fmt.Sprintf(WhyLateSaidHTTP, what, o.HTTPStatus)
 	}
 	if o.Resource != nil {
-		what += ", resource " + o.Resource.Ref
+		what = fmt.Sprintf(WhyLateSaidResource, what, o.Resource.Ref)
 	}
 	if o.Job != nil {
-		what += ", job " + o.Job.Ref
+		what = fmt.Sprintf(WhyLateSaidJob, what, o.Job.Ref)
 	}
 	ev.Note = fmt.Sprintf(WhyLateReport, n, why, what)
 	if o.Result == ResultSuccess {

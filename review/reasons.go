@@ -88,6 +88,11 @@ const (
 	WhyLateAfterClosed  = "after it was closed"
 	WhyLateAfterOutcome = "after its outcome %s"
 	WhyLateAfterMovedOn = "after the operation moved on"
+	// What a late report said: its result, then its HTTP status, resource
+	// and job, each when it gave one (in that order).
+	WhyLateSaidHTTP     = "%s (HTTP %d)"
+	WhyLateSaidResource = "%s, resource %s"
+	WhyLateSaidJob      = "%s, job %s"
 
 	// Dependencies (DependencyReady); a broken one quotes the
 	// dependency's own state reason.
@@ -223,7 +228,7 @@ func WhyFormats() []string {
 		WhyAttemptGranted, WhyDeadlineHasPassed, WhyAttemptBudgetIsExhausted, WhyEarlierMayHaveHadEffect,
 		WhyKeyRetentionLapsed, WhyDeadlineBeforeRun, WhyDeadlineWhileWaiting, WhyDeadlineBeforeJobFinished, WhySuperseded,
 		WhyClosedForLateSuccess, WhyLateSuccessRetryDue, WhyLateSuccessAnotherAttempt, WhyLateReport, WhyLateAfterClosed,
-		WhyLateAfterOutcome, WhyLateAfterMovedOn, WhyDependencyOtherVersion, WhyDependencyConfirmed, WhyDependencyFailed,
+		WhyLateAfterOutcome, WhyLateAfterMovedOn, WhyLateSaidHTTP, WhyLateSaidResource, WhyLateSaidJob, WhyDependencyOtherVersion, WhyDependencyConfirmed, WhyDependencyFailed,
 		WhyDependencyCompensated, WhyDependencyWaiting, WhyJobSucceeded, WhyJobOtherVersion, WhyJobGone,
 		WhySubmittedThroughAPI, WhyWebhookNote, WhyNoEffectAttemptsSpent, WhyNoEffectDeadlinePassed, WhyNoEffectCostSpent,
 		WhyNoEffectRetry, WhyNoEffectNeedsReviewer, WhyOtherVersion, WhyForeignResource, WhyEvidenceNamesResources,

@@ -74,6 +74,9 @@ func init() {
 		review.WhyLateAfterClosed:           "dopo la sua chiusura",
 		review.WhyLateAfterOutcome:          "dopo il suo esito %s",
 		review.WhyLateAfterMovedOn:          "dopo che l'operazione è andata avanti",
+		review.WhyLateSaidHTTP:              "%s (HTTP %d)",
+		review.WhyLateSaidResource:          "%s, risorsa %s",
+		review.WhyLateSaidJob:               "%s, job %s",
 
 		// Dependencies.
 		review.WhyDependencyOtherVersion: "la dipendenza %s è stata confermata per la versione %s, non %s",

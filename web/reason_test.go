@@ -93,6 +93,14 @@ func reasonCases() []reasonCase {
 		{ // a clause no format wrote, kept; the next read back
 			"something an older version wrote; " + review.WhyDeadlineWhileWaiting,
 			"something an older version wrote; " + T(it, review.WhyDeadlineWhileWaiting)},
+		{ // what a late report said, as review.LateEvidence writes it
+			review.LateEvidence(&review.Operation{ID: "op_1", LogicalVersion: "v1"}, 2, review.Outcome{Result: review.ResultSuccess,
+				HTTPStatus: 200, Resource: &review.ResourceRef{Ref: "r1"}, Job: &review.JobRef{Ref: "j1"}}, review.WhyLateAfterClosed).Note,
+			"segnalazione tardiva per il tentativo 2 dopo la sua chiusura: success (HTTP 200), risorsa r1, job j1"},
+		{ // without an HTTP status or job
+			review.LateEvidence(&review.Operation{ID: "op_1"}, 1, review.Outcome{Result: review.ResultSuccess,
+				Resource: &review.ResourceRef{Ref: "a.pdf"}}, review.WhyLateAfterMovedOn).Note,
+			"segnalazione tardiva per il tentativo 1 dopo che l'operazione è andata avanti: success, risorsa a.pdf"},
 		{ // a person's words with "; " in them stay theirs
 			fmt.Sprintf(review.WhyDecidedConfirm, "ann@example.com", "checked; the file is there"),
 			tf(review.WhyDecidedConfirm, "ann@example.com", "checked") + "; the file is there"},
