@@ -23,7 +23,7 @@ const MaxBatchBodyBytes = 16 << 20
 // at once in this process: four full batches. A registration in flight
 // holds about 5 KB (its plan, row, audit event and answer): without a
 // bound, sixteen clients sending batches of 1,000 kept 80 MB live and the
-// process at 250 MB resident; with it, at 130 – 160 MB, at the same rate,
+// process at 243 – 266 MB resident; with it, at 166 – 174 MB, at the same rate,
 // since the database sets the pace, not how many batches wait on it. A
 // batch waits its turn after its body is read, in arrival order
 // (semaphore.Weighted is FIFO, so a full batch is not starved by small
