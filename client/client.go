@@ -230,7 +230,8 @@ type Registered struct {
 // The error is for a call as a whole (the network, the database, a body
 // over 16 MiB): the answers before it are returned, and calling again with
 // the same registrations is safe, since a recorded one answers as the same
-// intention.
+// intention. A server busy with other batches makes a call wait its turn;
+// one whose ctx ends while it waits has written nothing.
 func (c *Client) RegisterMany(ctx context.Context, rs []Registration) ([]Registered, error) {
 	out := make([]Registered, 0, len(rs))
 	for len(rs) > 0 {
