@@ -231,7 +231,8 @@ type Registered struct {
 // over 16 MiB): the answers before it are returned, and calling again with
 // the same registrations is safe, since a recorded one answers as the same
 // intention. A server busy with other batches makes a call wait its turn;
-// one whose ctx ends while it waits has written nothing.
+// one whose ctx ends while it still waits writes nothing (and, as for any
+// call cut short, calling again is safe).
 func (c *Client) RegisterMany(ctx context.Context, rs []Registration) ([]Registered, error) {
 	out := make([]Registered, 0, len(rs))
 	for len(rs) > 0 {
