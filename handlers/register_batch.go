@@ -70,7 +70,10 @@ func (h *Handlers) RegisterOperations(c echo.Context) error {
 		return &FieldError{Field: "operations", Problem: fmt.Sprintf("must hold 1 to %d registrations, got %d", store.MaxRegisterMany, len(req.Operations))}
 	}
 	n := int64(len(req.Operations))
-	if err := h.batches.Acquire(c.Request().Context(), n); err != nil {
+	waited := h.Metrics.BatchWaits(len(req.Operations))
+	err := h.batches.Acquire(c.Request().Context(), n)
+	waited()
+	if err != nil {
 		return err // the client left while the batch waited: 499
 	}
 	defer h.batches.Release(n)

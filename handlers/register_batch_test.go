@@ -8,12 +8,14 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/limbo-dev/limbo/handlers"
+	"github.com/limbo-dev/limbo/metrics"
 
 	"github.com/limbo-dev/limbo/review"
 	"github.com/limbo-dev/limbo/store"
@@ -199,6 +201,8 @@ func TestRegisterBatchWaitsItsTurn(t *testing.T) {
 		base := setup(t, engine, nil)
 		var logs syncBuffer
 		h := handlers.New(base.store, slog.New(slog.NewJSONHandler(&logs, nil)))
+		h.Metrics = metrics.New(base.store, nil)
+		t.Cleanup(func() { h.Metrics.Close() })
 		srv := httptest.NewServer(handlers.NewServer(h))
 		t.Cleanup(srv.Close)
 		b := &testBundle{t: t, engine: engine, store: base.store, clock: base.clock, srv: srv, token: base.token}
@@ -261,12 +265,26 @@ func TestRegisterBatchWaitsItsTurn(t *testing.T) {
 		if len(page.Operations) != 0 {
 			t.Fatalf("a waiting batch wrote %+v", page.Operations)
 		}
+		waiting := func() string {
+			t.Helper()
+			m := regexp.MustCompile(`(?m)^limbo_batch_registrations_waiting (\S+)$`).FindStringSubmatch(string(b.get("/metrics").want(t, http.StatusOK).Body))
+			if m == nil {
+				t.Fatal("/metrics has no limbo_batch_registrations_waiting")
+			}
+			return m[1]
+		}
+		if w := waiting(); w != "2" {
+			t.Errorf("limbo_batch_registrations_waiting = %s while a batch of two waits, want 2", w)
+		}
 		release()
 		a := <-done
 		if a.err != nil {
 			t.Fatal(a.err)
 		}
 		wantCreated(a.ans, 2)
+		if w := waiting(); w != "0" {
+			t.Errorf("limbo_batch_registrations_waiting = %s once it is through, want 0", w)
+		}
 
 		// A client that leaves while its batch waits: the batch ends
 		// (499 in the access log) and never writes, even once there is room.

@@ -58,6 +58,9 @@ type Metrics struct {
 	// delivery (ObserveDelivery).
 	Delivered       prometheus.Counter
 	DeliverySeconds prometheus.Histogram
+	// BatchWaiting is the registrations of POST /operations/batch calls
+	// waiting in this process for their turn (handlers.BatchesInFlight).
+	BatchWaiting prometheus.Gauge
 
 	ledger *ledger
 }
@@ -98,6 +101,8 @@ func New(st *store.Store, log *slog.Logger) *Metrics {
 		DeliverySeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "limbo_outbox_delivery_latency_seconds",
 			Help:    "Time from a webhook message's creation (the decision) to its delivery, retries included.",
 			Buckets: prometheus.ExponentialBuckets(0.25, 4, 10)}),
+		BatchWaiting: prometheus.NewGauge(prometheus.GaugeOpts{Name: "limbo_batch_registrations_waiting",
+			Help: "Registrations of bulk intake calls (POST /api/v1/operations/batch) waiting in this process for their turn."}),
 		ledger: &ledger{st: st, log: log},
 	}
 	var dests []string
@@ -118,7 +123,7 @@ func New(st *store.Store, log *slog.Logger) *Metrics {
 		ConstLabels: prometheus.Labels{"version": bi.Version, "revision": bi.Revision, "goversion": bi.GoVersion}})
 	build.Set(1)
 	m.Registry.MustRegister(m.Attempts, m.Verdicts, m.ProbeSeconds, m.AmbiguousSeconds, m.HTTPSeconds,
-		m.Delivered, m.DeliverySeconds, build,
+		m.Delivered, m.DeliverySeconds, m.BatchWaiting, build,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.ledger)
 	return m
@@ -144,6 +149,16 @@ func (m *Metrics) ObserveDelivery(msg *store.OutboxMessage) {
 	if msg.DeliveredAt != nil {
 		m.DeliverySeconds.Observe(max(msg.DeliveredAt.Sub(msg.CreatedAt), 0).Seconds())
 	}
+}
+
+// BatchWaits counts n registrations of a bulk intake call as waiting for
+// their turn until the returned func is called. Safe on a nil Metrics.
+func (m *Metrics) BatchWaits(n int) (done func()) {
+	if m == nil {
+		return func() {}
+	}
+	m.BatchWaiting.Add(float64(n))
+	return func() { m.BatchWaiting.Sub(float64(n)) }
 }
 
 // Handler serves the exposition format.
