@@ -57,6 +57,9 @@ type Config struct {
 	DB string
 	// MaxConns bounds the database pool; zero is the store's default.
 	MaxConns int
+	// BatchesInFlight bounds the registrations of bulk intake calls worked
+	// on at once; zero is handlers.DefaultBatchesInFlight.
+	BatchesInFlight int
 	// Listener serves the HTTP surface; nil: listen on Addr.
 	Listener net.Listener
 	Addr     string
@@ -95,6 +98,9 @@ type App struct {
 	hooks    *outbox.Worker
 	undo     *undo.Worker
 	serveErr chan error
+	// batchesInFlight is the bulk intake's bound the handlers hold, for
+	// the start-up line.
+	batchesInFlight int
 
 	mu       sync.Mutex
 	running  []string
@@ -154,6 +160,12 @@ func New(ctx context.Context, cfg Config) (a *App, err error) {
 // the reconciler, whose probe warnings /readyz reports.
 func (a *App) buildServer(ctx context.Context) error {
 	h := handlers.New(a.Store, a.log)
+	if a.cfg.BatchesInFlight != 0 {
+		if err := h.SetBatchesInFlight(a.cfg.BatchesInFlight); err != nil {
+			return err
+		}
+	}
+	a.batchesInFlight = h.BatchesInFlight()
 	h.Metrics = metrics.New(a.Store, a.log)
 	a.metrics = h.Metrics
 	h.AuditAnchor = a.cfg.AnchorDir
@@ -309,7 +321,8 @@ func (a *App) Start(ctx context.Context) {
 	}
 	go func() { a.serveErr <- a.srv.Serve(a.ln) }()
 	a.log.Info(servingMsg, "url", a.URL, "db", a.Store.Engine(), "trusted_proxies", a.cfg.TrustedProxies,
-		"audit_key", keyID(a.cfg.AuditKey), "audit_anchor", a.cfg.AnchorDir, "audit_seal_max", a.cfg.SealMax, "loops", a.running)
+		"audit_key", keyID(a.cfg.AuditKey), "audit_anchor", a.cfg.AnchorDir, "audit_seal_max", a.cfg.SealMax,
+		"batch_in_flight", a.batchesInFlight, "loops", a.running)
 }
 
 // Loops names the background loops running, in start order.

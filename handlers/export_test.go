@@ -4,7 +4,7 @@ package handlers
 // where a sign-in may redirect.
 var SafeNext = safeNext
 
-// HoldBatches takes n of h's batch admission (BatchesInFlight), as
+// HoldBatches takes n of h's batch admission (DefaultBatchesInFlight), as
 // batches in flight would, and returns what gives it back.
 func HoldBatches(h *Handlers, n int64) (release func()) {
 	if !h.batches.TryAcquire(n) {

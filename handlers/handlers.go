@@ -38,8 +38,10 @@ type Handlers struct {
 
 	// live ends the console's event streams at shutdown (live.go).
 	live liveStreams
-	// batches admits POST /operations/batch (BatchesInFlight).
-	batches *semaphore.Weighted
+	// batches admits POST /operations/batch, batchLimit registrations at
+	// once (DefaultBatchesInFlight, SetBatchesInFlight).
+	batches    *semaphore.Weighted
+	batchLimit int
 }
 
 // New returns Handlers over s, logging to log.
@@ -47,5 +49,5 @@ func New(s *store.Store, log *slog.Logger) *Handlers {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Handlers{Store: s, Log: log, batches: newBatchAdmission()}
+	return &Handlers{Store: s, Log: log, batches: semaphore.NewWeighted(DefaultBatchesInFlight), batchLimit: DefaultBatchesInFlight}
 }

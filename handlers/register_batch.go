@@ -19,19 +19,42 @@ import (
 // thousand registrations of up to 16 KiB each.
 const MaxBatchBodyBytes = 16 << 20
 
-// BatchesInFlight bounds the registrations POST /operations/batch works on
-// at once in this process: four full batches. A registration in flight
-// holds about 5 KB (its plan, row, audit event and answer): without a
-// bound, sixteen clients sending batches of 1,000 kept 80 MB live and the
-// process at 243 – 266 MB resident; with it, at 166 – 174 MB, at the same rate,
-// since the database sets the pace, not how many batches wait on it. A
-// batch waits its turn after its body is read, in arrival order
+// DefaultBatchesInFlight bounds the registrations POST /operations/batch
+// works on at once in this process unless SetBatchesInFlight says
+// otherwise: four full batches. A registration in flight holds about 5 KB
+// (its plan, row, audit event and answer): without a bound, sixteen clients
+// sending batches of 1,000 kept 80 MB live and the process at 243 – 266 MB
+// resident; with it, at 166 – 174 MB, at the same rate on two cores, since
+// the database sets the pace, not how many batches wait on it. A batch is
+// one statement on one database connection, so a database with more cores
+// to spare than four may take more at once (limbo serve --batch-in-flight).
+// A batch waits its turn after its body is read, in arrival order
 // (semaphore.Weighted is FIFO, so a full batch is not starved by small
 // ones), and one whose client leaves while waiting writes nothing.
-const BatchesInFlight = 4 * store.MaxRegisterMany
+const DefaultBatchesInFlight = 4 * store.MaxRegisterMany
 
-// newBatchAdmission is the bound above, one per Handlers.
-func newBatchAdmission() *semaphore.Weighted { return semaphore.NewWeighted(BatchesInFlight) }
+// CheckBatchesInFlight refuses a bound of batches in flight that could
+// never admit a full batch: it would wait forever.
+func CheckBatchesInFlight(n int) error {
+	if n < store.MaxRegisterMany {
+		return fmt.Errorf("%d registrations is less than one full batch (%d)", n, store.MaxRegisterMany)
+	}
+	return nil
+}
+
+// SetBatchesInFlight bounds the registrations POST /operations/batch works
+// on at once to n (CheckBatchesInFlight). Call it before serving.
+func (h *Handlers) SetBatchesInFlight(n int) error {
+	if err := CheckBatchesInFlight(n); err != nil {
+		return fmt.Errorf("batches in flight: %w", err)
+	}
+	h.batches, h.batchLimit = semaphore.NewWeighted(int64(n)), n
+	return nil
+}
+
+// BatchesInFlight is the bound on the registrations POST /operations/batch
+// works on at once.
+func (h *Handlers) BatchesInFlight() int { return h.batchLimit }
 
 // batchRequest is the body of POST /api/v1/operations/batch. Each element
 // is read as the body of POST /operations is, on its own, so one that is

@@ -192,7 +192,7 @@ func TestRegisterBatchConcurrent(t *testing.T) {
 }
 
 // TestRegisterBatchWaitsItsTurn: a batch is worked on only while its
-// registrations fit in BatchesInFlight; until then it waits, having
+// registrations fit in the bound (DefaultBatchesInFlight); until then it waits, having
 // written nothing, and one whose client leaves while it waits never
 // writes. A batch that fits goes through at once.
 func TestRegisterBatchWaitsItsTurn(t *testing.T) {
@@ -238,7 +238,7 @@ func TestRegisterBatchWaitsItsTurn(t *testing.T) {
 		}
 
 		// Room for one registration: a batch of one goes through.
-		release := handlers.HoldBatches(h, handlers.BatchesInFlight-1)
+		release := handlers.HoldBatches(h, handlers.DefaultBatchesInFlight-1)
 		ans, err := send(context.Background(), "fits")
 		if err != nil {
 			t.Fatal(err)
@@ -288,7 +288,7 @@ func TestRegisterBatchWaitsItsTurn(t *testing.T) {
 
 		// A client that leaves while its batch waits: the batch ends
 		// (499 in the access log) and never writes, even once there is room.
-		release = handlers.HoldBatches(h, handlers.BatchesInFlight)
+		release = handlers.HoldBatches(h, handlers.DefaultBatchesInFlight)
 		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 		defer cancel()
 		if _, err := send(ctx, "left-1", "left-2"); !errors.Is(err, context.DeadlineExceeded) {

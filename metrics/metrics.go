@@ -59,7 +59,7 @@ type Metrics struct {
 	Delivered       prometheus.Counter
 	DeliverySeconds prometheus.Histogram
 	// BatchWaiting is the registrations of POST /operations/batch calls
-	// waiting in this process for their turn (handlers.BatchesInFlight).
+	// waiting in this process for their turn (handlers.DefaultBatchesInFlight).
 	BatchWaiting prometheus.Gauge
 
 	ledger *ledger

@@ -225,3 +225,26 @@ func tail(s string, n int) string {
 	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
 	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }
+
+// TestServeBatchInFlight: --batch-in-flight (env LIMBO_BATCH_IN_FLIGHT)
+// reaches the server, which says its bound when it starts, and a bound
+// below one full batch, which would keep a batch of 1,000 waiting
+// forever, stops serve at start naming the flag.
+func TestServeBatchInFlight(t *testing.T) {
+	t.Parallel()
+	db := "sqlite:" + filepath.Join(t.TempDir(), "x.db")
+	for _, bad := range []string{"999", "-1"} {
+		if code, _, errOut := limbo(t, "serve", "--db", db, "--addr", "127.0.0.1:0", "--batch-in-flight", bad); code == 0 ||
+			!strings.Contains(errOut, "--batch-in-flight: "+bad+" registrations is less than one full batch (1000)") {
+			t.Errorf("serve --batch-in-flight %s: code %d, stderr %q", bad, code, errOut)
+		}
+	}
+	_, log := serveInProcess(t, "--db", db, "--batch-in-flight", "2000").stop()
+	if !strings.Contains(log, "batch_in_flight=2000") {
+		t.Errorf("serve --batch-in-flight 2000 did not say its bound:\n%s", log)
+	}
+	_, log = serveInProcess(t, "--db", db).stop()
+	if !strings.Contains(log, "batch_in_flight=4000") {
+		t.Errorf("serve did not say its default bound:\n%s", log)
+	}
+}

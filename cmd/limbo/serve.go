@@ -15,6 +15,7 @@ import (
 	"github.com/limbo-dev/limbo/app"
 	"github.com/limbo-dev/limbo/auditkey"
 	"github.com/limbo-dev/limbo/demo"
+	"github.com/limbo-dev/limbo/handlers"
 	"github.com/limbo-dev/limbo/review"
 	"github.com/limbo-dev/limbo/store"
 )
@@ -42,6 +43,7 @@ func cmdServe(ctx context.Context, args []string, std stdio) error {
 	anchorDir := fs.String("audit-anchor", "", "copy every signed audit checkpoint to this directory, outside the database (or audit.anchor_dir)")
 	sealMax := fs.Duration("audit-seal-max", 0, "write an audit checkpoint at least this often, even when idle (0: 60s, or audit.seal_max; at least 2s)")
 	proxies := fs.String("trusted-proxies", "", "comma-separated CIDR ranges of the reverse proxies whose X-Forwarded-For (and X-Request-Id) are believed, e.g. 10.0.0.0/8; overrides trusted_proxies in --config; without either, forwarding headers are ignored")
+	batches := fs.Int("batch-in-flight", 0, "most registrations of bulk intake calls (POST /api/v1/operations/batch) this instance works on at once, the others waiting their turn; at least 1000, one full batch (0: 4000). Each 1000 hold about 10 MB: raise it when the database has cores to spare and limbo_batch_registrations_waiting stays up")
 	var level slog.Level
 	fs.TextVar(&level, "log-level", slog.LevelInfo, "the least `level` logged: debug, info, warn or error; debug adds a line per lease-sweep round")
 	format := fs.String("log-format", "text", "text (one key=value line per event) or json (one JSON object per line)")
@@ -49,7 +51,7 @@ func cmdServe(ctx context.Context, args []string, std stdio) error {
 	for name, env := range map[string]string{"addr": "LIMBO_ADDR", "demo": "LIMBO_DEMO", "secure-cookies": "LIMBO_SECURE_COOKIES",
 		"session-idle": "LIMBO_SESSION_IDLE", "session-max": "LIMBO_SESSION_MAX", "audit-anchor": "LIMBO_AUDIT_ANCHOR",
 		"audit-seal-max": "LIMBO_AUDIT_SEAL_MAX", "trusted-proxies": "LIMBO_TRUSTED_PROXIES", "log-level": "LIMBO_LOG_LEVEL",
-		"log-format": "LIMBO_LOG_FORMAT"} {
+		"log-format": "LIMBO_LOG_FORMAT", "batch-in-flight": "LIMBO_BATCH_IN_FLIGHT"} {
 		fs.bindEnv(name, env)
 	}
 	if help, err := fs.parse(args); help || err != nil {
@@ -58,6 +60,11 @@ func cmdServe(ctx context.Context, args []string, std stdio) error {
 	s.Config = *cfgPath
 	if *idle <= 0 || *maxAge <= 0 || *idle > *maxAge {
 		return fmt.Errorf("serve: --session-idle and --session-max must be positive, idle no longer than max")
+	}
+	if *batches != 0 {
+		if err := handlers.CheckBatchesInFlight(*batches); err != nil {
+			return fmt.Errorf("serve: --batch-in-flight: %w", err)
+		}
 	}
 	newHandler, err := logHandler(*format)
 	if err != nil {
@@ -96,7 +103,7 @@ func cmdServe(ctx context.Context, args []string, std stdio) error {
 		}
 		defer sandboxDemo.Close()
 	}
-	a, err := app.New(ctx, app.Config{DB: s.DB, MaxConns: s.MaxConns, Addr: s.Addr, Destinations: cfg,
+	a, err := app.New(ctx, app.Config{DB: s.DB, MaxConns: s.MaxConns, BatchesInFlight: *batches, Addr: s.Addr, Destinations: cfg,
 		AuditKey: audit.Key.Key, AnchorDir: audit.AnchorDir, SealMax: audit.SealMax,
 		SecureCookies: *secure, Session: store.SessionPolicy{Idle: *idle, Absolute: *maxAge}, TrustedProxies: trusted, Log: log})
 	if err != nil {
