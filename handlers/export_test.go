@@ -1,14 +1,23 @@
 package handlers
 
+import (
+	"sync"
+	"testing"
+)
+
 // SafeNext lets the external tests table-test the one function that decides
 // where a sign-in may redirect.
 var SafeNext = safeNext
 
 // HoldBatches takes n of h's batch admission (DefaultBatchesInFlight), as
-// batches in flight would, and returns what gives it back.
-func HoldBatches(h *Handlers, n int64) (release func()) {
+// batches in flight would, and returns what gives it back. It is given
+// back at the test's end too, at the latest: a test that fails while it
+// holds must not leave a waiting batch for the server's Close to wait on.
+func HoldBatches(t testing.TB, h *Handlers, n int64) (release func()) {
 	if !h.batches.TryAcquire(n) {
-		panic("HoldBatches: the admission is already taken")
+		t.Fatal("HoldBatches: the admission is already taken")
 	}
-	return func() { h.batches.Release(n) }
+	release = sync.OnceFunc(func() { h.batches.Release(n) })
+	t.Cleanup(release)
+	return release
 }

@@ -238,14 +238,24 @@ func TestRegisterBatchWaitsItsTurn(t *testing.T) {
 		}
 
 		// Room for one registration: a batch of one goes through.
-		release := handlers.HoldBatches(h, handlers.DefaultBatchesInFlight-1)
+		release := handlers.HoldBatches(t, h, handlers.DefaultBatchesInFlight-1)
 		ans, err := send(context.Background(), "fits")
 		if err != nil {
 			t.Fatal(err)
 		}
 		wantCreated(ans, 1)
 
-		// A batch of two waits, and has written nothing, until there is room.
+		waiting := func() string {
+			t.Helper()
+			m := regexp.MustCompile(`(?m)^limbo_batch_registrations_waiting (\S+)$`).FindStringSubmatch(string(b.get("/metrics").want(t, http.StatusOK).Body))
+			if m == nil {
+				t.Fatal("/metrics has no limbo_batch_registrations_waiting")
+			}
+			return m[1]
+		}
+
+		// A batch of two waits, and has written nothing, until there is
+		// room; the gauge counts its two registrations meanwhile.
 		type answer struct {
 			ans batchAnswer
 			err error
@@ -255,6 +265,16 @@ func TestRegisterBatchWaitsItsTurn(t *testing.T) {
 			a, err := send(context.Background(), "waits-1", "waits-2")
 			done <- answer{a, err}
 		}()
+		for deadline := time.Now().Add(10 * time.Second); waiting() != "2"; {
+			if time.Now().After(deadline) {
+				t.Fatalf("limbo_batch_registrations_waiting never read 2 while a batch of two waited (%s)", waiting())
+			}
+			select {
+			case a := <-done:
+				t.Fatalf("the batch was answered without room for it: %+v, %v", a.ans, a.err)
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
 		select {
 		case a := <-done:
 			t.Fatalf("the batch was answered without room for it: %+v, %v", a.ans, a.err)
@@ -264,17 +284,6 @@ func TestRegisterBatchWaitsItsTurn(t *testing.T) {
 		b.get("/api/v1/operations?source_ref=waits-1").want(t, http.StatusOK).decode(t, &page)
 		if len(page.Operations) != 0 {
 			t.Fatalf("a waiting batch wrote %+v", page.Operations)
-		}
-		waiting := func() string {
-			t.Helper()
-			m := regexp.MustCompile(`(?m)^limbo_batch_registrations_waiting (\S+)$`).FindStringSubmatch(string(b.get("/metrics").want(t, http.StatusOK).Body))
-			if m == nil {
-				t.Fatal("/metrics has no limbo_batch_registrations_waiting")
-			}
-			return m[1]
-		}
-		if w := waiting(); w != "2" {
-			t.Errorf("limbo_batch_registrations_waiting = %s while a batch of two waits, want 2", w)
 		}
 		release()
 		a := <-done
@@ -288,18 +297,35 @@ func TestRegisterBatchWaitsItsTurn(t *testing.T) {
 
 		// A client that leaves while its batch waits: the batch ends
 		// (499 in the access log) and never writes, even once there is room.
-		release = handlers.HoldBatches(h, handlers.DefaultBatchesInFlight)
-		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		release = handlers.HoldBatches(t, h, handlers.DefaultBatchesInFlight)
+		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
-		if _, err := send(ctx, "left-1", "left-2"); !errors.Is(err, context.DeadlineExceeded) {
+		left := make(chan error, 1)
+		go func() {
+			_, err := send(ctx, "left-1", "left-2")
+			left <- err
+		}()
+		for deadline := time.Now().Add(10 * time.Second); waiting() != "2"; time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) { // the batch has not reached its turn's queue
+				t.Fatalf("limbo_batch_registrations_waiting never read 2 (%s)", waiting())
+			}
+		}
+		cancel()
+		if err := <-left; !errors.Is(err, context.Canceled) {
 			t.Fatalf("a batch with no room answered before its client left: %v", err)
 		}
-		for ended := false; !ended; time.Sleep(10 * time.Millisecond) {
+		for ended, deadline := false, time.Now().Add(10*time.Second); !ended; time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatal("the batch whose client left never ended (no 499 in the access log)")
+			}
 			for _, l := range logs.lines(t) {
 				if l["msg"] == "request" && l["route"] == "/api/v1/operations/batch" && l["status"] == float64(499) {
 					ended = true
 				}
 			}
+		}
+		if w := waiting(); w != "0" {
+			t.Errorf("limbo_batch_registrations_waiting = %s after its client left, want 0", w)
 		}
 		release()
 		ans, err = send(context.Background(), "left-1", "left-2")
