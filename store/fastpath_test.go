@@ -669,8 +669,12 @@ func TestKeysSharedAcrossBatches(t *testing.T) {
 	})
 }
 
-// batchesWaiting returns once n fast-path batches of other sessions wait
-// for a row lock, as tx reads pg_stat_activity (about 10 s at most).
+// batchesWaiting returns once n fast-path batches wait for a lock that
+// tx's session holds, as tx reads pg_stat_activity (about 10 s at most).
+// Only the batches tx blocks count: the tests share one database, schema
+// by schema, and another test's batch waiting for its own lock once let
+// TestFastCallRunAgainAfterDeadlock go on before its batch had locked
+// anything, so that no deadlock formed.
 func batchesWaiting(tx *sqlx.Tx, n int) error {
 	for got, tries := 0, 0; got < n; tries++ {
 		if tries == 2000 {
@@ -682,7 +686,7 @@ func batchesWaiting(tx *sqlx.Tx, n int) error {
 			return err
 		}
 		if err := tx.Get(&got, `SELECT COUNT(*) FROM pg_stat_activity
-WHERE wait_event_type = 'Lock' AND query LIKE '%limbo_fast_batch%' AND datname = current_database() AND pid <> pg_backend_pid()`); err != nil {
+WHERE wait_event_type = 'Lock' AND query LIKE '%limbo_fast_batch%' AND pg_backend_pid() = ANY (pg_blocking_pids(pid))`); err != nil {
 			return err
 		}
 		time.Sleep(5 * time.Millisecond)
