@@ -232,7 +232,9 @@ type Registered struct {
 // the same registrations is safe, since a recorded one answers as the same
 // intention. A server busy with other batches makes a call wait its turn;
 // one whose ctx ends while it still waits writes nothing (and, as for any
-// call cut short, calling again is safe).
+// call cut short, calling again is safe). When too many batches already
+// wait, the call is refused at once with a ProblemBusy (503) and its
+// RetryAfter, having written nothing; WithRetryBudget waits it out.
 func (c *Client) RegisterMany(ctx context.Context, rs []Registration) ([]Registered, error) {
 	out := make([]Registered, 0, len(rs))
 	for len(rs) > 0 {

@@ -33,6 +33,9 @@ const (
 	ProblemClientClosedRequest = "client-closed-request"
 	// ProblemUnavailable: the database cannot be reached; nothing changed (503).
 	ProblemUnavailable = "unavailable"
+	// ProblemBusy: too many bulk intake batches wait in the instance;
+	// nothing was registered, send the batch again after RetryAfter (503).
+	ProblemBusy = "busy"
 	// ProblemInternal: the server failed (500).
 	ProblemInternal = "internal"
 	// ProblemPayloadTooLarge: the request body is over the limit.
@@ -53,7 +56,7 @@ const (
 func ProblemTypes() []string {
 	return []string{ProblemInvalidRequest, ProblemPayloadMismatch, ProblemAwaitingApproval, ProblemNotAttemptable,
 		ProblemWaitingForDependency, ProblemRetryLater, ProblemOutcomeConflict, ProblemNotFound, ProblemForbidden,
-		ProblemInvalidTransition, ProblemConflict, ProblemClientClosedRequest, ProblemUnavailable, ProblemInternal,
+		ProblemInvalidTransition, ProblemConflict, ProblemClientClosedRequest, ProblemUnavailable, ProblemBusy, ProblemInternal,
 		ProblemPayloadTooLarge, ProblemMethodNotAllowed, ProblemUnauthorized, ProblemUnsupportedMediaType,
 		ProblemNotReady, ProblemInvalidSignature}
 }

@@ -3,6 +3,8 @@ package handlers
 import (
 	"sync"
 	"testing"
+
+	"golang.org/x/sync/semaphore"
 )
 
 // SafeNext lets the external tests table-test the one function that decides
@@ -21,3 +23,12 @@ func HoldBatches(t testing.TB, h *Handlers, n int64) (release func()) {
 	t.Cleanup(release)
 	return release
 }
+
+// BatchWaitBytes is what the batches waiting for their turn may hold, for
+// a bound of registrations in flight.
+var BatchWaitBytes = batchWaitBytes
+
+// ShrinkBatchWait lets the batches waiting for their turn in h hold only
+// bytes of registrations, so that a test fills the room with small
+// batches. Call it before serving.
+func ShrinkBatchWait(h *Handlers, bytes int64) { h.batchWait = semaphore.NewWeighted(bytes) }

@@ -42,6 +42,9 @@ type Handlers struct {
 	// once (DefaultBatchesInFlight, SetBatchesInFlight).
 	batches    *semaphore.Weighted
 	batchLimit int
+	// batchWait bounds the bytes of registrations the batches waiting for
+	// their turn hold (batchWaitBytes).
+	batchWait *semaphore.Weighted
 }
 
 // New returns Handlers over s, logging to log.
@@ -49,5 +52,6 @@ func New(s *store.Store, log *slog.Logger) *Handlers {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Handlers{Store: s, Log: log, batches: semaphore.NewWeighted(DefaultBatchesInFlight), batchLimit: DefaultBatchesInFlight}
+	return &Handlers{Store: s, Log: log, batches: semaphore.NewWeighted(DefaultBatchesInFlight), batchLimit: DefaultBatchesInFlight,
+		batchWait: semaphore.NewWeighted(batchWaitBytes(DefaultBatchesInFlight))}
 }

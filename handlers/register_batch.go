@@ -31,7 +31,24 @@ const MaxBatchBodyBytes = 16 << 20
 // A batch waits its turn after its body is read, in arrival order
 // (semaphore.Weighted is FIFO, so a full batch is not starved by small
 // ones), and one whose client leaves while waiting writes nothing.
+//
+// The batches that wait are bounded too, by the bytes of registrations
+// they hold (batchWaitBytes): otherwise a burst of clients could queue any
+// number of 16 MiB bodies in memory. A batch that would go over is
+// refused at once, 503 busy with a Retry-After, having written nothing.
 const DefaultBatchesInFlight = 4 * store.MaxRegisterMany
+
+// batchWaitBytes is how many bytes of registrations the batches waiting
+// for their turn may hold when inFlight registrations may be worked on at
+// once: the bodies of as many full batches as may be in flight, 64 MiB by
+// default. At the least bound, one full batch's body may always wait.
+func batchWaitBytes(inFlight int) int64 {
+	return int64(inFlight) * MaxBatchBodyBytes / store.MaxRegisterMany
+}
+
+// busyRetryAfter is the Retry-After, in seconds, of a batch refused because
+// too many wait: about how long the batches ahead of it take.
+const busyRetryAfter = 1
 
 // CheckBatchesInFlight refuses a bound of batches in flight that could
 // never admit a full batch: it would wait forever.
@@ -49,6 +66,7 @@ func (h *Handlers) SetBatchesInFlight(n int) error {
 		return fmt.Errorf("batches in flight: %w", err)
 	}
 	h.batches, h.batchLimit = semaphore.NewWeighted(int64(n)), n
+	h.batchWait = semaphore.NewWeighted(batchWaitBytes(n))
 	return nil
 }
 
@@ -93,11 +111,8 @@ func (h *Handlers) RegisterOperations(c echo.Context) error {
 		return &FieldError{Field: "operations", Problem: fmt.Sprintf("must hold 1 to %d registrations, got %d", store.MaxRegisterMany, len(req.Operations))}
 	}
 	n := int64(len(req.Operations))
-	waited := h.Metrics.BatchWaits(len(req.Operations))
-	err := h.batches.Acquire(c.Request().Context(), n)
-	waited()
-	if err != nil {
-		return err // the client left while the batch waited: 499
+	if err := h.admitBatch(c, req.Operations); err != nil {
+		return err
 	}
 	defer h.batches.Release(n)
 	results := make([]batchResult, len(req.Operations))
@@ -130,6 +145,32 @@ func (h *Handlers) RegisterOperations(c echo.Context) error {
 		}
 	}
 	return c.JSON(http.StatusOK, batchResponse{Results: results})
+}
+
+// admitBatch returns once the batch ops may be worked on, having taken
+// its registrations of the admission; the caller gives them back. A batch
+// that must wait holds its bytes of the waiting room while it does, and is
+// refused (busy) when they do not fit; one whose client leaves while it
+// waits ends (499). Either way it has taken nothing.
+func (h *Handlers) admitBatch(c echo.Context, ops []json.RawMessage) error {
+	n := int64(len(ops))
+	if h.batches.TryAcquire(n) {
+		return nil
+	}
+	var size int64
+	for _, raw := range ops {
+		size += int64(len(raw))
+	}
+	if !h.batchWait.TryAcquire(size) {
+		h.Metrics.BatchRefused(len(ops))
+		h.Log.WarnContext(c.Request().Context(), "bulk intake busy: batch refused", "registrations", n, "bytes", size)
+		return &Problem{Type: "busy", Title: "Too many batches waiting", Status: http.StatusServiceUnavailable,
+			Detail:     fmt.Sprintf("the batches waiting for their turn in this instance already hold all it allows (%d MiB of registrations); nothing was registered, retry after Retry-After seconds", batchWaitBytes(h.batchLimit)>>20),
+			RetryAfter: busyRetryAfter, header: map[string]string{"Retry-After": strconv.Itoa(busyRetryAfter)}}
+	}
+	defer h.batchWait.Release(size)
+	defer h.Metrics.BatchWaits(len(ops))()
+	return h.batches.Acquire(c.Request().Context(), n) // an error: the client left while the batch waited (499)
 }
 
 // batchRegistration reads one element of a batch as RegisterOperation reads

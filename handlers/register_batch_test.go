@@ -191,10 +191,24 @@ func TestRegisterBatchConcurrent(t *testing.T) {
 	})
 }
 
+// TestBatchWaitRoom: by default the batches waiting may hold the bodies
+// of as many full batches as may be in flight (64 MiB), and at the least
+// bound one full batch's body may always wait.
+func TestBatchWaitRoom(t *testing.T) {
+	if got := handlers.BatchWaitBytes(handlers.DefaultBatchesInFlight); got != 64<<20 {
+		t.Errorf("by default the batches waiting hold %d bytes, want 64 MiB", got)
+	}
+	if got := handlers.BatchWaitBytes(store.MaxRegisterMany); got < handlers.MaxBatchBodyBytes {
+		t.Errorf("at the least bound the batches waiting hold %d bytes, less than one full batch's body (%d)", got, handlers.MaxBatchBodyBytes)
+	}
+}
+
 // TestRegisterBatchWaitsItsTurn: a batch is worked on only while its
 // registrations fit in the bound (DefaultBatchesInFlight); until then it waits, having
 // written nothing, and one whose client leaves while it waits never
-// writes. A batch that fits goes through at once.
+// writes. A batch that fits goes through at once. The batches waiting are
+// bounded by the bytes they hold: one that would go over is refused at
+// once (503 busy), having written nothing.
 func TestRegisterBatchWaitsItsTurn(t *testing.T) {
 	t.Parallel()
 	storetest.Each(t, func(t *testing.T, engine store.Engine) {
@@ -202,6 +216,8 @@ func TestRegisterBatchWaitsItsTurn(t *testing.T) {
 		var logs syncBuffer
 		h := handlers.New(base.store, slog.New(slog.NewJSONHandler(&logs, nil)))
 		h.Metrics = metrics.New(base.store, nil)
+		// Room for one waiting batch of two registrations like these.
+		handlers.ShrinkBatchWait(h, int64(len(registration("waits-1", "drive", review.RiskRead))+len(registration("waits-2", "drive", review.RiskRead))))
 		t.Cleanup(func() { h.Metrics.Close() })
 		srv := httptest.NewServer(handlers.NewServer(h))
 		t.Cleanup(srv.Close)
@@ -333,5 +349,47 @@ func TestRegisterBatchWaitsItsTurn(t *testing.T) {
 			t.Fatal(err)
 		}
 		wantCreated(ans, 2) // 201, not 200: the batch that waited wrote nothing
+
+		// While a batch of two fills the waiting room, another batch is
+		// refused at once, 503 busy with a Retry-After, and writes
+		// nothing; once there is room, the waiting one goes through and
+		// the refused one, sent again, is registered.
+		release = handlers.HoldBatches(t, h, handlers.DefaultBatchesInFlight)
+		go func() {
+			a, err := send(context.Background(), "queue-1", "queue-2")
+			done <- answer{a, err}
+		}()
+		for deadline := time.Now().Add(10 * time.Second); waiting() != "2"; time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("limbo_batch_registrations_waiting never read 2 (%s)", waiting())
+			}
+		}
+		shed := request{method: http.MethodPost, path: "/api/v1/operations/batch", body: batchBody(registration("shed-1", "drive", review.RiskRead))}
+		res := b.sendWithin(10*time.Second, shed) // a refusal is at once: no waiting for room
+		res.want(t, http.StatusServiceUnavailable)
+		if p := res.problem(t, "busy"); p.RetryAfter != 1 || res.Header.Get("Retry-After") != "1" || res.Header.Get("Content-Type") != "application/problem+json" {
+			t.Errorf("a refused batch: retry_after %d, Retry-After %q, Content-Type %q; want 1, 1, problem+json", p.RetryAfter, res.Header.Get("Retry-After"), res.Header.Get("Content-Type"))
+		}
+		for _, e := range checkAgainstDoc(shed.method, shed.path, shed.body, res) {
+			t.Errorf("the refusal does not match openapi.json: %s", e)
+		}
+		b.get("/api/v1/operations?source_ref=shed-1").want(t, http.StatusOK).decode(t, &page)
+		if len(page.Operations) != 0 {
+			t.Fatalf("a refused batch wrote %+v", page.Operations)
+		}
+		if !regexp.MustCompile(`(?m)^limbo_batch_registrations_refused_total 1$`).Match(b.get("/metrics").want(t, http.StatusOK).Body) {
+			t.Error("limbo_batch_registrations_refused_total does not count the refused registration")
+		}
+		release()
+		if a := <-done; a.err != nil {
+			t.Fatal(a.err)
+		} else {
+			wantCreated(a.ans, 2)
+		}
+		ans, err = send(context.Background(), "shed-1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantCreated(ans, 1)
 	})
 }

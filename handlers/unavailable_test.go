@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/limbo-dev/limbo/handlers"
 	"github.com/limbo-dev/limbo/review"
@@ -194,11 +195,24 @@ func TestDatabaseDown(t *testing.T) {
 	}
 }
 
-// send is do without do's "never a 5xx" check, for the one test where a
-// 503 is the right answer.
+// send is do without do's "never a 5xx" check, for the tests where a 503
+// is the right answer.
 func (b *testBundle) send(r request) *response {
 	b.t.Helper()
-	req, err := http.NewRequest(cmpOr(r.method, http.MethodGet), b.srv.URL+r.path, strings.NewReader(r.body))
+	return b.sendWithin(0, r)
+}
+
+// sendWithin is send failing the test when the answer takes longer than
+// d (0: no limit).
+func (b *testBundle) sendWithin(d time.Duration, r request) *response {
+	b.t.Helper()
+	ctx := context.Background()
+	if d > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, d)
+		defer cancel()
+	}
+	req, err := http.NewRequestWithContext(ctx, cmpOr(r.method, http.MethodGet), b.srv.URL+r.path, strings.NewReader(r.body))
 	if err != nil {
 		b.t.Fatal(err)
 	}

@@ -61,6 +61,9 @@ type Metrics struct {
 	// BatchWaiting is the registrations of POST /operations/batch calls
 	// waiting in this process for their turn (handlers.DefaultBatchesInFlight).
 	BatchWaiting prometheus.Gauge
+	// BatchRefusals counts the registrations of bulk intake calls refused
+	// because the batches waiting already held all they may (503 busy).
+	BatchRefusals prometheus.Counter
 
 	ledger *ledger
 }
@@ -103,6 +106,8 @@ func New(st *store.Store, log *slog.Logger) *Metrics {
 			Buckets: prometheus.ExponentialBuckets(0.25, 4, 10)}),
 		BatchWaiting: prometheus.NewGauge(prometheus.GaugeOpts{Name: "limbo_batch_registrations_waiting",
 			Help: "Registrations of bulk intake calls (POST /api/v1/operations/batch) waiting in this process for their turn."}),
+		BatchRefusals: prometheus.NewCounter(prometheus.CounterOpts{Name: "limbo_batch_registrations_refused_total",
+			Help: "Registrations of bulk intake calls refused (503 busy, nothing written) because the batches waiting in this process already held all they may."}),
 		ledger: &ledger{st: st, log: log},
 	}
 	var dests []string
@@ -123,7 +128,7 @@ func New(st *store.Store, log *slog.Logger) *Metrics {
 		ConstLabels: prometheus.Labels{"version": bi.Version, "revision": bi.Revision, "goversion": bi.GoVersion}})
 	build.Set(1)
 	m.Registry.MustRegister(m.Attempts, m.Verdicts, m.ProbeSeconds, m.AmbiguousSeconds, m.HTTPSeconds,
-		m.Delivered, m.DeliverySeconds, m.BatchWaiting, build,
+		m.Delivered, m.DeliverySeconds, m.BatchWaiting, m.BatchRefusals, build,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.ledger)
 	return m
@@ -159,6 +164,14 @@ func (m *Metrics) BatchWaits(n int) (done func()) {
 	}
 	m.BatchWaiting.Add(float64(n))
 	return func() { m.BatchWaiting.Sub(float64(n)) }
+}
+
+// BatchRefused counts n registrations of a bulk intake call refused
+// because too many batches wait. Safe on a nil Metrics.
+func (m *Metrics) BatchRefused(n int) {
+	if m != nil {
+		m.BatchRefusals.Add(float64(n))
+	}
 }
 
 // Handler serves the exposition format.
