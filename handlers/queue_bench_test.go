@@ -3,6 +3,7 @@ package handlers_test
 import (
 	"context"
 	"io"
+	"net/http"
 	"os"
 	"sort"
 	"strconv"
@@ -34,26 +35,33 @@ func BenchmarkQueuePage(b *testing.B) {
 			br.login("reviewer@example.com")
 			deep := deepCursor(b, br)
 			pages := []string{"/", "/?reason=multiple_candidates", "/?tenant=bench-3&destination=dest-3", deep}
-			var lat []time.Duration
-			b.ResetTimer()
-			for i := 0; i < b.N; i++ {
-				p := pages[i%len(pages)]
-				t0 := time.Now()
-				resp, err := br.c.Get(srv.URL + p)
-				if err != nil {
-					b.Fatal(err)
-				}
-				body, _ := io.ReadAll(resp.Body)
-				resp.Body.Close()
-				lat = append(lat, time.Since(t0))
-				if resp.StatusCode != 200 || !strings.Contains(string(body), "open</strong>") {
-					b.Fatalf("GET %s: %d", p, resp.StatusCode)
-				}
+			// The page in each language the console speaks: Italian reads
+			// the stored English reasons back, which English does not.
+			for _, lang := range []struct{ tag, open string }{{"en", "open</strong>"}, {"it", "aperti</strong>"}} {
+				b.Run(lang.tag, func(b *testing.B) {
+					var lat []time.Duration
+					for i := 0; i < b.N; i++ {
+						p := pages[i%len(pages)]
+						req, _ := http.NewRequest(http.MethodGet, srv.URL+p, nil)
+						req.Header.Set("Accept-Language", lang.tag)
+						t0 := time.Now()
+						resp, err := br.c.Do(req)
+						if err != nil {
+							b.Fatal(err)
+						}
+						body, _ := io.ReadAll(resp.Body)
+						resp.Body.Close()
+						lat = append(lat, time.Since(t0))
+						if resp.StatusCode != 200 || !strings.Contains(string(body), lang.open) {
+							b.Fatalf("GET %s (%s): %d", p, lang.tag, resp.StatusCode)
+						}
+					}
+					b.StopTimer()
+					sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+					b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "p50_ms")
+					b.ReportMetric(float64(lat[(len(lat)-1)*99/100].Microseconds())/1000, "p99_ms")
+				})
 			}
-			b.StopTimer()
-			sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
-			b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "p50_ms")
-			b.ReportMetric(float64(lat[(len(lat)-1)*99/100].Microseconds())/1000, "p99_ms")
 		})
 	}
 }
