@@ -50,11 +50,21 @@ func batchWaitBytes(inFlight int) int64 {
 // too many wait: about how long the batches ahead of it take.
 const busyRetryAfter = 1
 
+// MaxBatchesInFlight is the largest bound SetBatchesInFlight takes: a
+// hundred full batches, each one statement on its own connection, as many
+// as a stock PostgreSQL takes connections (max_connections = 100); the
+// batches waiting may then hold 1.6 GB.
+const MaxBatchesInFlight = 100 * store.MaxRegisterMany
+
 // CheckBatchesInFlight refuses a bound of batches in flight that could
-// never admit a full batch: it would wait forever.
+// never admit a full batch (it would wait forever), or that is beyond what
+// any database works on at once (MaxBatchesInFlight).
 func CheckBatchesInFlight(n int) error {
-	if n < store.MaxRegisterMany {
+	switch {
+	case n < store.MaxRegisterMany:
 		return fmt.Errorf("%d registrations is less than one full batch (%d)", n, store.MaxRegisterMany)
+	case n > MaxBatchesInFlight:
+		return fmt.Errorf("%d registrations is more than %d, a hundred full batches", n, MaxBatchesInFlight)
 	}
 	return nil
 }

@@ -229,13 +229,15 @@ func tail(s string, n int) string {
 // TestServeBatchInFlight: --batch-in-flight (env LIMBO_BATCH_IN_FLIGHT)
 // reaches the server, which says its bound when it starts, and a bound
 // below one full batch, which would keep a batch of 1,000 waiting
-// forever, stops serve at start naming the flag.
+// forever, or beyond a hundred full batches, stops serve at start naming
+// the flag.
 func TestServeBatchInFlight(t *testing.T) {
 	t.Parallel()
 	db := "sqlite:" + filepath.Join(t.TempDir(), "x.db")
-	for _, bad := range []string{"999", "-1"} {
+	for bad, why := range map[string]string{"999": "is less than one full batch (1000)", "-1": "is less than one full batch (1000)",
+		"100001": "is more than 100000, a hundred full batches", "9223372036854775807": "is more than 100000"} {
 		if code, _, errOut := limbo(t, "serve", "--db", db, "--addr", "127.0.0.1:0", "--batch-in-flight", bad); code == 0 ||
-			!strings.Contains(errOut, "--batch-in-flight: "+bad+" registrations is less than one full batch (1000)") {
+			!strings.Contains(errOut, "--batch-in-flight: "+bad+" registrations "+why) {
 			t.Errorf("serve --batch-in-flight %s: code %d, stderr %q", bad, code, errOut)
 		}
 	}

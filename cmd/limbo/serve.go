@@ -43,7 +43,7 @@ func cmdServe(ctx context.Context, args []string, std stdio) error {
 	anchorDir := fs.String("audit-anchor", "", "copy every signed audit checkpoint to this directory, outside the database (or audit.anchor_dir)")
 	sealMax := fs.Duration("audit-seal-max", 0, "write an audit checkpoint at least this often, even when idle (0: 60s, or audit.seal_max; at least 2s)")
 	proxies := fs.String("trusted-proxies", "", "comma-separated CIDR ranges of the reverse proxies whose X-Forwarded-For (and X-Request-Id) are believed, e.g. 10.0.0.0/8; overrides trusted_proxies in --config; without either, forwarding headers are ignored")
-	batches := fs.Int("batch-in-flight", 0, "most registrations of bulk intake calls (POST /api/v1/operations/batch) this instance works on at once, the others waiting their turn; at least 1000, one full batch (0: 4000). Each 1000 hold about 10 MB, and the batches waiting 16 MiB more, beyond which a batch is refused as busy: raise it when the database has cores to spare and limbo_batch_registrations_waiting stays up")
+	batches := fs.Int("batch-in-flight", 0, "most registrations of bulk intake calls (POST /api/v1/operations/batch) this instance works on at once, the others waiting their turn; at least 1000, one full batch, at most 100000 (0: 4000). Each 1000 hold about 10 MB, and the batches waiting 16 MiB more, beyond which a batch is refused as busy: raise it when the database has cores to spare and limbo_batch_registrations_waiting stays up")
 	var level slog.Level
 	fs.TextVar(&level, "log-level", slog.LevelInfo, "the least `level` logged: debug, info, warn or error; debug adds a line per lease-sweep round")
 	format := fs.String("log-format", "text", "text (one key=value line per event) or json (one JSON object per line)")
