@@ -332,16 +332,81 @@ func (h *harness) register(t *rapid.T) {
 		fields = append(fields, `"deadline":`+strconv.Quote(h.clock.Now().Add(d).Format(time.RFC3339)))
 	}
 	o.body = "{" + strings.Join(fields, ",") + "}"
-	a := h.call(http.MethodPost, "/api/v1/operations", o.body, nil)
-	if a.status != http.StatusCreated {
-		t.Fatalf("%s: %d, want 201: %s", a.what, a.status, a.body)
-	}
+	// Every way in: alone, alone asking for the first attempt in the same
+	// call, or in a batch after the same registration of an operation
+	// already known, which must answer as it would alone.
+	route := rapid.SampledFrom([]string{"alone", "alone", "with attempt", "batch"}).Draw(t, "route")
 	var op review.Operation
-	h.decode(a, &op)
+	var g *propGrant
+	switch route {
+	case "alone", "with attempt":
+		body := o.body
+		if route == "with attempt" {
+			body = strings.TrimSuffix(body, "}") + `,"attempt":true}`
+		}
+		a := h.call(http.MethodPost, "/api/v1/operations", body, nil)
+		if a.status != http.StatusCreated {
+			t.Fatalf("%s: %d, want 201: %s", a.what, a.status, a.body)
+		}
+		var ans struct {
+			review.Operation
+			Attempt        *propGrant        `json:"attempt"`
+			AttemptProblem *handlers.Problem `json:"attempt_problem"`
+		}
+		h.decode(a, &ans)
+		op, g = ans.Operation, ans.Attempt
+		if route == "with attempt" && (g == nil) == (ans.AttemptProblem == nil) {
+			t.Fatalf("%s with attempt: the grant %+v and the problem %+v, want one of them", a.what, g, ans.AttemptProblem)
+		}
+	case "batch":
+		var known *propOp
+		items := []string{o.body}
+		if len(h.ops) > 0 {
+			known = h.ops[rapid.IntRange(0, len(h.ops)-1).Draw(t, "known")]
+			items = []string{h.sameAgain(t, known, nil), o.body}
+		}
+		results := h.batch(t, items...)
+		if known != nil {
+			if r := results[0]; r.Status != http.StatusOK || r.Operation == nil || r.Operation.ID != known.id {
+				t.Fatalf("I6: %s again in a batch answered %d %+v, want 200 with %s", known, r.Status, r.Problem, known.id)
+			}
+			h.acks = append(h.acks, review.Ack{Intention: known.ref, ID: known.id, Key: results[0].Operation.Key, PayloadHash: results[0].Operation.PayloadHash})
+		}
+		r := results[len(results)-1]
+		if r.Status != http.StatusCreated || r.Operation == nil {
+			t.Fatalf("a new registration in a batch answered %d %+v, want 201", r.Status, r.Problem)
+		}
+		op = *r.Operation
+	}
 	o.id, o.key, o.hash, o.state = op.ID, op.Key, op.PayloadHash, op.State
 	h.ops = append(h.ops, o)
 	h.acks = append(h.acks, review.Ack{Intention: o.ref, ID: op.ID, Key: op.Key, PayloadHash: op.PayloadHash})
-	t.Logf("register %s: %s", o, o.body)
+	t.Logf("register %s (%s): %s", o, route, o.body)
+	if g != nil {
+		h.granted(t, o, op.State, g)
+	}
+}
+
+// batchResult is one registration's answer in POST /operations/batch.
+type batchResult struct {
+	Status    int               `json:"status"`
+	Operation *review.Operation `json:"operation"`
+	Problem   *handlers.Problem `json:"problem"`
+}
+
+// batch registers items in one call, which must answer 200 with a result
+// for each.
+func (h *harness) batch(t *rapid.T, items ...string) []batchResult {
+	a := h.call(http.MethodPost, "/api/v1/operations/batch", `{"operations":[`+strings.Join(items, ",")+`]}`, nil)
+	if a.status != http.StatusOK {
+		t.Fatalf("%s: %d, want 200: %s", a.what, a.status, a.body)
+	}
+	var ans struct{ Results []batchResult }
+	h.decode(a, &ans)
+	if len(ans.Results) != len(items) {
+		t.Fatalf("%s: %d results for %d registrations", a.what, len(ans.Results), len(items))
+	}
+	return ans.Results
 }
 
 func (h *harness) pickOp(t *rapid.T) *propOp {
@@ -371,45 +436,71 @@ func (h *harness) pickWhere(t *rapid.T, what string, ok func(*propOp) bool) *pro
 func (h *harness) reregister(t *rapid.T) {
 	o := h.pickOp(t)
 	how := rapid.SampledFrom([]string{"same", "payload", "flags", "risk"}).Draw(t, "how")
+	body := h.sameAgain(t, o, func(m map[string]any) {
+		switch how {
+		case "payload":
+			m["payload"] = map[string]any{"name": o.ref, "changed": true}
+		case "flags":
+			if len(o.flags) > 0 {
+				delete(m, "flags")
+			} else {
+				m["flags"] = []string{"irreversible"}
+			}
+		case "risk":
+			m["risk"] = "irreversible"
+			if o.risk == review.RiskIrreversible {
+				m["risk"] = "compensable_write"
+			}
+		}
+	})
+	// Alone, or in a batch: the same answer either way.
+	route := rapid.SampledFrom([]string{"alone", "batch"}).Draw(t, "route")
+	var status int
+	var op *review.Operation
+	var problem string
+	if route == "alone" {
+		a := h.call(http.MethodPost, "/api/v1/operations", body, nil)
+		status, problem = a.status, string(a.body)
+		if a.status == http.StatusOK {
+			op = new(review.Operation)
+			h.decode(a, op)
+		}
+	} else {
+		r := h.batch(t, body)[0]
+		status, op = r.Status, r.Operation
+		if r.Problem != nil {
+			problem = r.Problem.Type + ": " + r.Problem.Detail
+		}
+	}
+	t.Logf("re-register %s (%s, %s): %d", o, how, route, status)
+	switch {
+	case how == "same" && (status != http.StatusOK || op == nil || op.ID != o.id):
+		t.Fatalf("I6: re-registering %s unchanged (%s) answered %d, want 200: %s", o, route, status, problem)
+	case how != "same" && status != http.StatusUnprocessableEntity:
+		t.Fatalf("I6: re-registering %s with another %s (%s) answered %d, want 422 payload-mismatch: %s", o, how, route, status, problem)
+	}
+	if status == http.StatusOK {
+		h.acks = append(h.acks, review.Ack{Intention: o.ref, ID: op.ID, Key: op.Key, PayloadHash: op.PayloadHash})
+	}
+}
+
+// sameAgain is o's registration as the integrator sends it again, changed
+// by change (nil: the same), its keys in another order than o.body. A
+// deadline already passed is refused (400) before the key is looked up;
+// an integrator registering again after it passed sends none.
+func (h *harness) sameAgain(t *rapid.T, o *propOp, change func(map[string]any)) string {
 	var m map[string]any
 	if err := json.Unmarshal([]byte(o.body), &m); err != nil {
 		t.Fatal(err)
 	}
-	switch how {
-	case "payload":
-		m["payload"] = map[string]any{"name": o.ref, "changed": true}
-	case "flags":
-		if len(o.flags) > 0 {
-			delete(m, "flags")
-		} else {
-			m["flags"] = []string{"irreversible"}
-		}
-	case "risk":
-		m["risk"] = "irreversible"
-		if o.risk == review.RiskIrreversible {
-			m["risk"] = "compensable_write"
-		}
+	if change != nil {
+		change(m)
 	}
 	if d, ok := m["deadline"].(string); ok && d <= h.clock.Now().Format(time.RFC3339) {
-		// A deadline already passed is refused (400) before the key is
-		// looked up; an integrator registering again after it passed
-		// sends none.
 		delete(m, "deadline")
 	}
-	body, _ := json.Marshal(m) // keys in another order than o.body
-	a := h.call(http.MethodPost, "/api/v1/operations", string(body), nil)
-	t.Logf("re-register %s (%s): %d", o, how, a.status)
-	switch {
-	case how == "same" && a.status != http.StatusOK:
-		t.Fatalf("I6: re-registering %s unchanged answered %d, want 200: %s", o, a.status, a.body)
-	case how != "same" && a.status != http.StatusUnprocessableEntity:
-		t.Fatalf("I6: re-registering %s with another %s answered %d, want 422 payload-mismatch: %s", o, how, a.status, a.body)
-	}
-	if a.status == http.StatusOK {
-		var op review.Operation
-		h.decode(a, &op)
-		h.acks = append(h.acks, review.Ack{Intention: o.ref, ID: op.ID, Key: op.Key, PayloadHash: op.PayloadHash})
-	}
+	body, _ := json.Marshal(m)
+	return string(body)
 }
 
 // attempt asks for an attempt; a grant must come only from pending or
@@ -422,22 +513,31 @@ func (h *harness) attempt(t *rapid.T) {
 	if a.status != http.StatusCreated {
 		return
 	}
-	if !before.Attemptable() {
-		t.Fatalf("I3: attempt granted for %s while it was %s: %s", o, before, a.body)
-	}
-	var g struct {
-		N              int       `json:"n"`
-		Key            string    `json:"key"`
-		LeaseExpiresAt time.Time `json:"lease_expires_at"`
-	}
+	var g propGrant
 	h.decode(a, &g)
+	h.granted(t, o, before, &g)
+}
+
+// propGrant is a granted attempt's answer.
+type propGrant struct {
+	N              int       `json:"n"`
+	Key            string    `json:"key"`
+	LeaseExpiresAt time.Time `json:"lease_expires_at"`
+}
+
+// granted records attempt g of o, granted while o was before, and mostly
+// sends it at once (else "send" does, later).
+func (h *harness) granted(t *rapid.T, o *propOp, before review.State, g *propGrant) {
+	if !before.Attemptable() {
+		t.Fatalf("I3: attempt %d granted for %s while it was %s", g.N, o, before)
+	}
 	if g.Key != o.key {
 		t.Fatalf("attempt %d of %s granted with key %s, the operation's is %s", g.N, o, g.Key, o.key)
 	}
 	pa := &propAttempt{n: g.N, at: h.clock.Now(), lease: g.LeaseExpiresAt}
 	o.attempts = append(o.attempts, pa)
 	if rapid.IntRange(0, 2).Draw(t, "send at once") > 0 {
-		h.sendOne(t, o, pa) // mostly the integrator sends right away; else "send" later
+		h.sendOne(t, o, pa)
 	}
 }
 
