@@ -50,6 +50,18 @@ func FuzzAPIIntake(f *testing.F) {
 		targets = append(targets, target{b, op.ID})
 	}
 	f.Add(uint8(1), "/api/v1/operations", "", []byte(`{"source_ref":"a","logical_version":"1","action":"x","destination":"files","risk":"read","payload":{}}`))
+	f.Add(uint8(1), "/api/v1/operations", "", []byte(`{"source_ref":"with-attempt","logical_version":"1","action":"x","destination":"files","risk":"read","payload":{},"attempt":true}`))
+	// The bulk intake: neighbours that succeed, repeat, mismatch, carry a
+	// NUL, are not objects, or ask for an attempt, each answered for
+	// itself; invalid UTF-8 anywhere makes the body malformed as a whole.
+	f.Add(uint8(1), "/api/v1/operations/batch", "", []byte(`{"operations":[`+
+		`{"source_ref":"b1","logical_version":"1","action":"x","destination":"files","risk":"read","payload":{}},`+
+		`{"source_ref":"b1","logical_version":"1","action":"x","destination":"files","risk":"read","payload":{"other":1}},`+
+		`{"source_ref":"b1","logical_version":"1","action":"x","destination":"files","risk":"read","payload":{}},`+
+		`{"source_ref":"b\u0000","logical_version":"1","action":"x","destination":"files","risk":"read","payload":{}},`+
+		`"not an object",{},`+
+		`{"source_ref":"b2","logical_version":"1","action":"x","destination":"files","risk":"read","payload":{},"attempt":true}]}`))
+	f.Add(uint8(1), "/api/v1/operations/batch", "", []byte("{\"operations\":[{\"source_ref\":\"b\xff\",\"logical_version\":\"1\",\"action\":\"x\",\"destination\":\"files\",\"risk\":\"read\",\"payload\":{}}]}"))
 	var deliveries atomic.Int64
 	f.Fuzz(func(t *testing.T, m uint8, path, query string, body []byte) {
 		method := fuzzMethods[int(m)%len(fuzzMethods)]
@@ -109,7 +121,27 @@ func FuzzAPIIntake(f *testing.F) {
 					t.Errorf("%s (%s) %q: %d: answer does not match openapi.json: %s\nbody: %.500s", res.what, tg.b.engine, body, res.Status, e, data)
 				}
 			}
-			answers = append(answers, strconv.Itoa(res.Status)+" "+prob.Type+" field="+prob.Field)
+			answer := strconv.Itoa(res.Status) + " " + prob.Type + " field=" + prob.Field
+			if res.Status == http.StatusOK && method == http.MethodPost && p == "/api/v1/operations/batch" {
+				// Each registration's answer too: the call's 200 says
+				// nothing of them.
+				var ans struct {
+					Results []struct {
+						Status  int               `json:"status"`
+						Problem *handlers.Problem `json:"problem"`
+					} `json:"results"`
+				}
+				if err := json.Unmarshal(data, &ans); err != nil {
+					t.Fatalf("%s (%s): %v: %s", res.what, tg.b.engine, err, data)
+				}
+				for _, r := range ans.Results {
+					answer += "; " + strconv.Itoa(r.Status)
+					if r.Problem != nil {
+						answer += " " + r.Problem.Type + " field=" + r.Problem.Field
+					}
+				}
+			}
+			answers = append(answers, answer)
 		}
 		for _, a := range answers[1:] {
 			if a != answers[0] {
