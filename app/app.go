@@ -6,6 +6,7 @@
 package app
 
 import (
+	"cmp"
 	"context"
 	"crypto/ed25519"
 	"errors"
@@ -60,6 +61,9 @@ type Config struct {
 	// BatchesInFlight bounds the registrations of bulk intake calls worked
 	// on at once; zero is handlers.DefaultBatchesInFlight.
 	BatchesInFlight int
+	// IdleTimeout closes a keep-alive connection that carried no request
+	// for that long; zero is DefaultIdleTimeout.
+	IdleTimeout time.Duration
 	// Listener serves the HTTP surface; nil: listen on Addr.
 	Listener net.Listener
 	Addr     string
@@ -80,6 +84,14 @@ type Config struct {
 	// succeeded: the fault run checks I4 against them.
 	OnSweep func(start, end time.Time)
 }
+
+// DefaultIdleTimeout is how long an idle keep-alive connection stays open.
+// Without one, net/http keeps it until the client closes it: each a
+// goroutine, its buffers and a file descriptor, however many clients left
+// theirs open. Two minutes outlasts the idle timeouts of the usual proxies
+// in front (60 s), so a proxy never reuses a connection Limbo has just
+// closed.
+const DefaultIdleTimeout = 2 * time.Minute
 
 // App is one running Limbo.
 type App struct {
@@ -188,7 +200,8 @@ func (a *App) buildServer(ctx context.Context) error {
 		return err
 	}
 	h.Console = handlers.NewConsole(hashKey, blockKey, a.cfg.SecureCookies, a.cfg.Session)
-	a.srv = &http.Server{Handler: handlers.NewServer(h), ReadHeaderTimeout: 10 * time.Second}
+	a.srv = &http.Server{Handler: handlers.NewServer(h), ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout: cmp.Or(a.cfg.IdleTimeout, DefaultIdleTimeout)}
 	a.srv.RegisterOnShutdown(h.EndStreams) // open event streams end, so Shutdown need not wait for them
 	return nil
 }

@@ -1,7 +1,11 @@
 package app_test
 
 import (
+	"bufio"
 	"context"
+	"errors"
+	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -157,5 +161,43 @@ func TestAppPurgesPayloads(t *testing.T) {
 	}
 	if r, err := a.Store.GetOperation(ctx, "acme", recent.ID, ""); err != nil || r.PayloadPurgedAt != nil {
 		t.Errorf("an operation confirmed just now was purged: %v, %v", r, err)
+	}
+}
+
+// TestIdleConnectionsClosed: a keep-alive connection that carries no
+// further request is closed by the server once IdleTimeout has passed,
+// not kept for as long as the client leaves it open.
+func TestIdleConnectionsClosed(t *testing.T) {
+	ctx := context.Background()
+	a, err := app.New(ctx, app.Config{DB: "sqlite:" + filepath.Join(t.TempDir(), "limbo.db"), Addr: "127.0.0.1:0",
+		AuditKey: auditkey.New(), IdleTimeout: 200 * time.Millisecond, Log: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	a.Start(ctx)
+	conn, err := net.Dial("tcp", strings.TrimPrefix(a.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := conn.Write([]byte("GET /healthz HTTP/1.1\r\nHost: limbo\r\n\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(conn)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || resp.Close {
+		t.Fatalf("/healthz: %d, close %v; want 200 on a connection kept alive", resp.StatusCode, resp.Close)
+	}
+	// Idle from here: the server closes the connection (EOF), long before
+	// this read's own deadline.
+	conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if n, err := br.Read(make([]byte, 1)); !errors.Is(err, io.EOF) {
+		t.Fatalf("an idle keep-alive connection: read %d bytes, %v; want the server to close it (EOF)", n, err)
 	}
 }
