@@ -27,13 +27,12 @@ type Problem struct {
 	OperationID string              `json:"operation_id,omitempty"`
 	State       review.State        `json:"state,omitempty"`
 	Resource    *review.ResourceRef `json:"resource,omitempty"`
-	RetryAfter  int                 `json:"retry_after,omitempty"`
+	// RetryAfter, in seconds, is also the answer's Retry-After header.
+	RetryAfter int `json:"retry_after,omitempty"`
 	// Dependency is the operation a waiting-for-dependency answer waits for.
 	Dependency *problemDependency `json:"dependency,omitempty"`
 	// RequestID is the request's id (X-Request-Id), to quote in a report.
 	RequestID string `json:"request_id,omitempty"`
-
-	header map[string]string
 }
 
 // problemDependency is the dependency a waiting operation waits for, as it is now.
@@ -62,8 +61,8 @@ func (h *Handlers) HandleError(err error, c echo.Context) {
 	}
 	p := *h.toProblem(err, c) // a copy: a Problem may be a shared value
 	p.RequestID = requestID(c)
-	for k, v := range p.header {
-		c.Response().Header().Set(k, v)
+	if p.RetryAfter > 0 {
+		c.Response().Header().Set("Retry-After", strconv.Itoa(p.RetryAfter))
 	}
 	if p.Status == http.StatusUnauthorized && p.Type == "unauthorized" {
 		c.Response().Header().Set("WWW-Authenticate", `Bearer realm="limbo"`)
@@ -110,7 +109,7 @@ func (h *Handlers) toProblem(err error, c echo.Context) *Problem {
 	case errors.As(err, &wait):
 		secs := max(int(math.Ceil(wait.Until.Sub(h.Store.Now()).Seconds())), 1)
 		return &Problem{Type: "retry-later", Title: "Wait before the next attempt", Status: http.StatusTooManyRequests,
-			Detail: wait.Reason, RetryAfter: secs, header: map[string]string{"Retry-After": strconv.Itoa(secs)}}
+			Detail: wait.Reason, RetryAfter: secs}
 	case errors.As(err, &outcome):
 		return &Problem{Type: "outcome-conflict", Title: "The attempt already has another outcome", Status: http.StatusConflict,
 			Detail: outcome.Reason, OperationID: outcome.Operation.ID, State: outcome.Operation.State}
@@ -139,8 +138,7 @@ func (h *Handlers) toProblem(err error, c echo.Context) *Problem {
 		// Nothing was committed; the same request may succeed shortly.
 		h.Log.WarnContext(c.Request().Context(), "database unavailable", "method", c.Request().Method, "path", c.Path(), "err", err)
 		return &Problem{Type: "unavailable", Title: "Service unavailable", Status: http.StatusServiceUnavailable,
-			Detail: "the database cannot be reached; nothing was changed, retry after Retry-After seconds", RetryAfter: unavailableRetryAfter,
-			header: map[string]string{"Retry-After": strconv.Itoa(unavailableRetryAfter)}}
+			Detail: "the database cannot be reached; nothing was changed, retry after Retry-After seconds", RetryAfter: unavailableRetryAfter}
 	}
 	h.Log.ErrorContext(c.Request().Context(), "request failed", "method", c.Request().Method,
 		"path", c.Path(), "op_id", c.Param("id"), "err", err)

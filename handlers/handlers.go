@@ -52,6 +52,7 @@ func New(s *store.Store, log *slog.Logger) *Handlers {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Handlers{Store: s, Log: log, batches: semaphore.NewWeighted(DefaultBatchesInFlight), batchLimit: DefaultBatchesInFlight,
-		batchWait: semaphore.NewWeighted(batchWaitBytes(DefaultBatchesInFlight))}
+	h := &Handlers{Store: s, Log: log}
+	h.admitBatches(DefaultBatchesInFlight)
+	return h
 }

@@ -75,9 +75,15 @@ func (h *Handlers) SetBatchesInFlight(n int) error {
 	if err := CheckBatchesInFlight(n); err != nil {
 		return fmt.Errorf("batches in flight: %w", err)
 	}
+	h.admitBatches(n)
+	return nil
+}
+
+// admitBatches makes h work on n registrations of batches at once, the
+// batches waiting holding at most batchWaitBytes(n).
+func (h *Handlers) admitBatches(n int) {
 	h.batches, h.batchLimit = semaphore.NewWeighted(int64(n)), n
 	h.batchWait = semaphore.NewWeighted(batchWaitBytes(n))
-	return nil
 }
 
 // BatchesInFlight is the bound on the registrations POST /operations/batch
@@ -176,7 +182,7 @@ func (h *Handlers) admitBatch(c echo.Context, ops []json.RawMessage) error {
 		h.Log.WarnContext(c.Request().Context(), "bulk intake busy: batch refused", "registrations", n, "bytes", size)
 		return &Problem{Type: "busy", Title: "Too many batches waiting", Status: http.StatusServiceUnavailable,
 			Detail:     fmt.Sprintf("the batches waiting for their turn in this instance already hold all it allows (%d MiB of registrations); nothing was registered, retry after Retry-After seconds", batchWaitBytes(h.batchLimit)>>20),
-			RetryAfter: busyRetryAfter, header: map[string]string{"Retry-After": strconv.Itoa(busyRetryAfter)}}
+			RetryAfter: busyRetryAfter}
 	}
 	defer h.batchWait.Release(size)
 	defer h.Metrics.BatchWaits(len(ops))()
