@@ -64,6 +64,9 @@ type Config struct {
 	// IdleTimeout closes a keep-alive connection that carried no request
 	// for that long; zero is DefaultIdleTimeout.
 	IdleTimeout time.Duration
+	// BodyTimeout is how long a client may take to send a request's body
+	// before it is answered 408; zero is handlers.DefaultBodyTimeout.
+	BodyTimeout time.Duration
 	// Listener serves the HTTP surface; nil: listen on Addr.
 	Listener net.Listener
 	Addr     string
@@ -113,6 +116,7 @@ type App struct {
 	// batchesInFlight is the bulk intake's bound the handlers hold, for
 	// the start-up line.
 	batchesInFlight int
+	bodyTimeout     time.Duration
 
 	mu       sync.Mutex
 	running  []string
@@ -178,6 +182,8 @@ func (a *App) buildServer(ctx context.Context) error {
 		}
 	}
 	a.batchesInFlight = h.BatchesInFlight()
+	h.BodyTimeout = cmp.Or(a.cfg.BodyTimeout, handlers.DefaultBodyTimeout)
+	a.bodyTimeout = h.BodyTimeout
 	h.Metrics = metrics.New(a.Store, a.log)
 	a.metrics = h.Metrics
 	h.AuditAnchor = a.cfg.AnchorDir
@@ -335,7 +341,7 @@ func (a *App) Start(ctx context.Context) {
 	go func() { a.serveErr <- a.srv.Serve(a.ln) }()
 	a.log.Info(servingMsg, "url", a.URL, "db", a.Store.Engine(), "trusted_proxies", a.cfg.TrustedProxies,
 		"audit_key", keyID(a.cfg.AuditKey), "audit_anchor", a.cfg.AnchorDir, "audit_seal_max", a.cfg.SealMax,
-		"batch_in_flight", a.batchesInFlight, "loops", a.running)
+		"batch_in_flight", a.batchesInFlight, "body_timeout", a.bodyTimeout, "loops", a.running)
 }
 
 // Loops names the background loops running, in start order.

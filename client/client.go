@@ -72,7 +72,8 @@ func WithUserAgent(product string) Option { return func(o *options) { o.userAgen
 
 // WithRetryBudget lets each call repeat its request up to retries times,
 // waiting at most maxWait in all, when Limbo says it did nothing and to come
-// back: a 503 (its database unreachable) or a 429, after the answer's
+// back: a 503 (its database unreachable), a 429, or a 408 (the request's
+// body arrived too slowly), after the answer's
 // Retry-After (or, without one, 100 ms doubling). An answer whose
 // Retry-After would overrun what is left of maxWait is returned at once, as
 // a *Problem with RetryAfter set, for the caller to schedule. A request
@@ -472,7 +473,8 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any) (int,
 		var wait time.Duration
 		var p *Problem
 		switch {
-		case errors.As(err, &p) && (p.Status == http.StatusServiceUnavailable || p.Status == http.StatusTooManyRequests):
+		case errors.As(err, &p) && (p.Status == http.StatusServiceUnavailable || p.Status == http.StatusTooManyRequests ||
+			p.Status == http.StatusRequestTimeout):
 			wait = p.RetryAfter
 			if wait <= 0 {
 				wait, backoff = backoff, 2*backoff

@@ -63,7 +63,7 @@ func serve(t *testing.T, f *fakeLimbo) string {
 	return srv.URL
 }
 
-// The retry budget: 503 and 429 answers are asked again, up to the number
+// The retry budget: 503, 429 and 408 answers are asked again, up to the number
 // of retries and within the total wait; other answers are returned at once;
 // a request that failed in transit is repeated only if it cannot act twice.
 func TestRetryBudget(t *testing.T) {
@@ -90,6 +90,8 @@ func TestRetryBudget(t *testing.T) {
 		{"the total wait bounds the retries", []client.Option{client.WithRetryBudget(100, 250*time.Millisecond)},
 			// backoff 100 ms, 200 ms: the second wait would pass 250 ms.
 			[]func(http.ResponseWriter, *http.Request){unavailable}, false, 2, client.ProblemUnavailable},
+		{"408, the body too slow to arrive, for a POST too", []client.Option{client.WithRetryBudget(2, time.Minute)},
+			[]func(http.ResponseWriter, *http.Request){problemAnswer(408, client.ProblemRequestTimeout, ""), okAnswer}, true, 2, ""},
 		{"other problems are answers", []client.Option{client.WithRetryBudget(3, time.Minute)},
 			[]func(http.ResponseWriter, *http.Request){problemAnswer(409, client.ProblemNotAttemptable, ""), okAnswer}, true, 1, client.ProblemNotAttemptable},
 		{"500 is not retried: it may have committed", []client.Option{client.WithRetryBudget(3, time.Minute)},

@@ -40,6 +40,9 @@ const (
 	ProblemInternal = "internal"
 	// ProblemPayloadTooLarge: the request body is over the limit.
 	ProblemPayloadTooLarge = "payload-too-large"
+	// ProblemRequestTimeout: the request body did not arrive in time
+	// (408); nothing changed, the same request may be sent again.
+	ProblemRequestTimeout = "request-timeout"
 	// ProblemMethodNotAllowed: the route does not accept the method.
 	ProblemMethodNotAllowed = "method-not-allowed"
 	// ProblemUnauthorized: no token, or an unknown or revoked one.
@@ -57,6 +60,6 @@ func ProblemTypes() []string {
 	return []string{ProblemInvalidRequest, ProblemPayloadMismatch, ProblemAwaitingApproval, ProblemNotAttemptable,
 		ProblemWaitingForDependency, ProblemRetryLater, ProblemOutcomeConflict, ProblemNotFound, ProblemForbidden,
 		ProblemInvalidTransition, ProblemConflict, ProblemClientClosedRequest, ProblemUnavailable, ProblemBusy, ProblemInternal,
-		ProblemPayloadTooLarge, ProblemMethodNotAllowed, ProblemUnauthorized, ProblemUnsupportedMediaType,
+		ProblemPayloadTooLarge, ProblemRequestTimeout, ProblemMethodNotAllowed, ProblemUnauthorized, ProblemUnsupportedMediaType,
 		ProblemNotReady, ProblemInvalidSignature}
 }

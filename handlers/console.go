@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"context"
 	"crypto/rand"
 	"crypto/subtle"
 	"encoding/base64"
@@ -172,6 +173,10 @@ func consoleError(status int, key string, args ...any) error {
 // renderConsoleError answers a console error as HTML, in the request's
 // language: the message alone for htmx, or inside the layout.
 func (h *Handlers) renderConsoleError(c echo.Context, status int, msg web.Message) {
+	// The page is rendered even when the request's context has ended
+	// (templ renders nothing then): a body that timed out cancels it, and
+	// its client is still there to read why.
+	c.SetRequest(c.Request().WithContext(context.WithoutCancel(c.Request().Context())))
 	text := msg.In(c.Request().Context())
 	n := nav(c)
 	n.Flash = text

@@ -85,10 +85,13 @@ func (h *Handlers) toProblem(err error, c echo.Context) *Problem {
 		depWait  *review.DependencyWaitError
 		outcome  *review.OutcomeConflictError
 		he       *echo.HTTPError
+		body     *bodyError
 	)
 	switch {
 	case errors.As(err, &p):
 		return p
+	case errors.As(err, &body):
+		return body.problem()
 	case errors.As(err, &field):
 		return &Problem{Type: "invalid-request", Title: "Invalid request", Status: http.StatusBadRequest, Detail: field.Error(), Field: field.Field}
 	case errors.As(err, &mismatch):
@@ -176,11 +179,16 @@ func (h *Handlers) consoleStatus(err error, c echo.Context) (int, web.Message) {
 		held    *review.ClaimHeldError
 		field   *FieldError
 		he      *echo.HTTPError
+		body    *bodyError
 	)
 	ctx := c.Request().Context()
 	switch {
 	case errors.As(err, &ce):
 		return ce.Status, ce.Message
+	case errors.As(err, &body) && body.timedOut():
+		return body.status(), web.Msg("What was sent took too long to arrive; nothing was changed. Send it again.")
+	case errors.As(err, &body):
+		return body.status(), web.Msg("What was sent arrived incomplete; nothing was changed. Send it again.")
 	case errors.As(err, &already), errors.As(err, &held):
 		return http.StatusConflict, errorMessage(ctx, err)
 	case errors.Is(err, review.ErrNotFound):

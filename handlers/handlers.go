@@ -7,6 +7,7 @@ package handlers
 import (
 	"log/slog"
 	"net"
+	"time"
 
 	"golang.org/x/sync/semaphore"
 
@@ -35,6 +36,9 @@ type Handlers struct {
 	// instance unready, such as a probe credential not set; GET /readyz
 	// lists them.
 	Warnings []string
+	// BodyTimeout is how long a client may take to send a request's body;
+	// zero is DefaultBodyTimeout.
+	BodyTimeout time.Duration
 
 	// live ends the console's event streams at shutdown (live.go).
 	live liveStreams

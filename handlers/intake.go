@@ -428,6 +428,10 @@ func checkForm(next echo.HandlerFunc) echo.HandlerFunc {
 		} else {
 			err = r.ParseForm()
 		}
+		var body *bodyError
+		if errors.As(err, &body) {
+			return body
+		}
 		if err != nil {
 			return &FieldError{Problem: "invalid form: " + err.Error()}
 		}

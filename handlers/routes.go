@@ -24,7 +24,7 @@ func NewServer(h *Handlers) *echo.Echo {
 	e.HTTPErrorHandler = h.HandleError
 	e.IPExtractor = clientAddress(h.TrustedProxies)
 	e.Pre(headAsGet)
-	e.Use(headRestored, h.accessLog, middleware.Recover(), securityHeaders, withLanguage)
+	e.Use(headRestored, h.accessLog, middleware.Recover(), h.bodyDeadline, securityHeaders, withLanguage)
 	if h.Metrics != nil {
 		e.Use(h.Metrics.Middleware)
 	}

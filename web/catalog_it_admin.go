@@ -214,6 +214,8 @@ func init() {
 		"The request was not understood.": "La richiesta non è stata compresa.",
 		"This page does not take that kind of request.":                                         "Questa pagina non accetta questo tipo di richiesta.",
 		"What was sent is too large (at most 1 MiB).":                                           "Ciò che è stato inviato è troppo grande (al massimo 1 MiB).",
+		"What was sent took too long to arrive; nothing was changed. Send it again.":            "Ciò che è stato inviato ha impiegato troppo tempo ad arrivare; non è stato modificato nulla. Invialo di nuovo.",
+		"What was sent arrived incomplete; nothing was changed. Send it again.":                 "Ciò che è stato inviato è arrivato incompleto; non è stato modificato nulla. Invialo di nuovo.",
 		"The request failed (HTTP %d).":                                                         "La richiesta non è riuscita (HTTP %d).",
 		"The database cannot be reached right now; nothing was changed. Try again in a moment.": "Il database non è raggiungibile in questo momento; non è stato modificato nulla. Riprova tra poco.",
 		"Something failed on our side; nothing was changed. Try again.":                         "Qualcosa non ha funzionato da parte nostra; non è stato modificato nulla. Riprova.",

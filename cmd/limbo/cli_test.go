@@ -231,6 +231,25 @@ func tail(s string, n int) string {
 // below one full batch, which would keep a batch of 1,000 waiting
 // forever, or beyond a hundred full batches, stops serve at start naming
 // the flag.
+// TestServeBodyTimeout: --body-timeout is how long a body may take,
+// positive, and serve says what it uses.
+func TestServeBodyTimeout(t *testing.T) {
+	t.Parallel()
+	db := "sqlite:" + filepath.Join(t.TempDir(), "x.db")
+	for _, bad := range []string{"0s", "-1s"} {
+		if code, _, errOut := limbo(t, "serve", "--db", db, "--addr", "127.0.0.1:0", "--body-timeout", bad); code == 0 ||
+			!strings.Contains(errOut, "--body-timeout must be positive") {
+			t.Errorf("serve --body-timeout %s: code %d, stderr %q", bad, code, errOut)
+		}
+	}
+	if _, log := serveInProcess(t, "--db", db, "--body-timeout", "90s").stop(); !strings.Contains(log, "body_timeout=1m30s") {
+		t.Errorf("serve --body-timeout 90s did not say its timeout:\n%s", log)
+	}
+	if _, log := serveInProcess(t, "--db", db).stop(); !strings.Contains(log, "body_timeout=1m0s") {
+		t.Errorf("serve did not say its default body timeout:\n%s", log)
+	}
+}
+
 func TestServeBatchInFlight(t *testing.T) {
 	t.Parallel()
 	db := "sqlite:" + filepath.Join(t.TempDir(), "x.db")

@@ -44,6 +44,7 @@ func cmdServe(ctx context.Context, args []string, std stdio) error {
 	sealMax := fs.Duration("audit-seal-max", 0, "write an audit checkpoint at least this often, even when idle (0: 60s, or audit.seal_max; at least 2s)")
 	proxies := fs.String("trusted-proxies", "", "comma-separated CIDR ranges of the reverse proxies whose X-Forwarded-For (and X-Request-Id) are believed, e.g. 10.0.0.0/8; overrides trusted_proxies in --config; without either, forwarding headers are ignored")
 	batches := fs.Int("batch-in-flight", 0, "most registrations of bulk intake calls (POST /api/v1/operations/batch) this instance works on at once, the others waiting their turn; at least 1000, one full batch, at most 100000 (0: 4000). Each 1000 hold about 10 MB, and the batches waiting 16 MiB more, beyond which a batch is refused as busy: raise it when the database has cores to spare and limbo_batch_registrations_waiting stays up")
+	bodyTimeout := fs.Duration("body-timeout", handlers.DefaultBodyTimeout, "how long a client may take to send a request's body; a slower one is answered 408 and nothing is changed. A full bulk batch (16 MiB) in a minute needs 300 KB/s")
 	var level slog.Level
 	fs.TextVar(&level, "log-level", slog.LevelInfo, "the least `level` logged: debug, info, warn or error; debug adds a line per lease-sweep round")
 	format := fs.String("log-format", "text", "text (one key=value line per event) or json (one JSON object per line)")
@@ -51,7 +52,8 @@ func cmdServe(ctx context.Context, args []string, std stdio) error {
 	for name, env := range map[string]string{"addr": "LIMBO_ADDR", "demo": "LIMBO_DEMO", "secure-cookies": "LIMBO_SECURE_COOKIES",
 		"session-idle": "LIMBO_SESSION_IDLE", "session-max": "LIMBO_SESSION_MAX", "audit-anchor": "LIMBO_AUDIT_ANCHOR",
 		"audit-seal-max": "LIMBO_AUDIT_SEAL_MAX", "trusted-proxies": "LIMBO_TRUSTED_PROXIES", "log-level": "LIMBO_LOG_LEVEL",
-		"log-format": "LIMBO_LOG_FORMAT", "batch-in-flight": "LIMBO_BATCH_IN_FLIGHT"} {
+		"log-format": "LIMBO_LOG_FORMAT", "batch-in-flight": "LIMBO_BATCH_IN_FLIGHT",
+		"body-timeout": "LIMBO_BODY_TIMEOUT"} {
 		fs.bindEnv(name, env)
 	}
 	if help, err := fs.parse(args); help || err != nil {
@@ -60,6 +62,9 @@ func cmdServe(ctx context.Context, args []string, std stdio) error {
 	s.Config = *cfgPath
 	if *idle <= 0 || *maxAge <= 0 || *idle > *maxAge {
 		return fmt.Errorf("serve: --session-idle and --session-max must be positive, idle no longer than max")
+	}
+	if *bodyTimeout <= 0 {
+		return fmt.Errorf("serve: --body-timeout must be positive")
 	}
 	if *batches != 0 {
 		if err := handlers.CheckBatchesInFlight(*batches); err != nil {
@@ -103,7 +108,7 @@ func cmdServe(ctx context.Context, args []string, std stdio) error {
 		}
 		defer sandboxDemo.Close()
 	}
-	a, err := app.New(ctx, app.Config{DB: s.DB, MaxConns: s.MaxConns, BatchesInFlight: *batches, Addr: s.Addr, Destinations: cfg,
+	a, err := app.New(ctx, app.Config{DB: s.DB, MaxConns: s.MaxConns, BatchesInFlight: *batches, BodyTimeout: *bodyTimeout, Addr: s.Addr, Destinations: cfg,
 		AuditKey: audit.Key.Key, AnchorDir: audit.AnchorDir, SealMax: audit.SealMax,
 		SecureCookies: *secure, Session: store.SessionPolicy{Idle: *idle, Absolute: *maxAge}, TrustedProxies: trusted, Log: log})
 	if err != nil {
