@@ -119,6 +119,18 @@ func (h *Handlers) Events(c echo.Context) error {
 		return nil
 	}
 	w.Flush()
+	// ended: the session was signed out, expired, or its user disabled or
+	// changed (which ends the user's sessions, scope included); say so,
+	// and stop. Checked before every write, not only at the heartbeat:
+	// a user who lost a tenant must not hear its next case.
+	ended := func() bool {
+		if _, err := h.Store.SessionLive(ctx, sid, h.Console.Policy); err != nil {
+			fmt.Fprint(w, "event: end\ndata: {}\n\n")
+			w.Flush()
+			return true
+		}
+		return false
+	}
 	beat := time.NewTicker(liveHeartbeat)
 	defer beat.Stop()
 	for {
@@ -130,10 +142,7 @@ func (h *Handlers) Events(c echo.Context) error {
 		case <-sub.Done():
 			return nil
 		case <-beat.C:
-			if _, err := h.Store.SessionLive(ctx, sid, h.Console.Policy); err != nil {
-				// Signed out, expired or disabled: say so, and stop.
-				fmt.Fprint(w, "event: end\ndata: {}\n\n")
-				w.Flush()
+			if ended() {
 				return nil
 			}
 			if _, err := fmt.Fprint(w, ": ping\n\n"); err != nil {
@@ -141,7 +150,11 @@ func (h *Handlers) Events(c echo.Context) error {
 			}
 			w.Flush()
 		case <-sub.Ready():
-			for _, ev := range sub.Take() {
+			evs := sub.Take()
+			if ended() {
+				return nil
+			}
+			for _, ev := range evs {
 				name := "case"
 				if ev.Kind == store.ChangeResync {
 					name = "resync"

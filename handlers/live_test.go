@@ -163,3 +163,39 @@ func TestLiveEventStream(t *testing.T) {
 		}
 	})
 }
+
+// TestLiveStreamEndsWithItsSession: a stream open when its user is
+// disabled or loses a tenant says "end" at the next case change and
+// stops, rather than sending that tenant's case until the heartbeat
+// checks the session.
+func TestLiveStreamEndsWithItsSession(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		ctx := context.Background()
+		srv, st := consoleServer(t, e)
+		u, err := st.AddUser(ctx, review.Operator("test"), store.NewUser{Email: "two@example.com", Password: "correct horse battery",
+			Role: review.RoleReviewer, Scope: review.Scope{Tenants: []string{"ta", "tb"}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b := newBrowser(t, srv.URL)
+		b.login("two@example.com")
+		events := b.openStream(t)
+		if _, err := st.UpdateUser(ctx, review.Operator("root"), u.ID, store.UserChange{Role: review.RoleReviewer,
+			Scope: review.Scope{Tenants: []string{"ta"}}}); err != nil {
+			t.Fatal(err)
+		}
+		caseB := needsReviewOn(t, st, "tb", "dest-tb", "src-tb")
+		if ev := nextSSE(t, events, "a user who no longer holds tb"); ev.name != "end" {
+			t.Fatalf("got %+v after the user lost tb (case %s), want the stream's end", ev, caseB)
+		}
+		select {
+		case ev, ok := <-events:
+			if ok {
+				t.Errorf("after its end, the stream sent %+v", ev)
+			}
+		case <-time.After(5 * time.Second):
+			t.Error("the stream stayed open after its end")
+		}
+	})
+}
