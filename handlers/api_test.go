@@ -267,6 +267,7 @@ func TestRegisterInvalid(t *testing.T) {
 		{"max_attempts zero", with(`"max_attempts":0`), "max_attempts", false},
 		{"max_attempts fractional", with(`"max_attempts":2.5`), "max_attempts", true},
 		{"negative cost_budget", with(`"cost_budget":-1`), "cost_budget", false},
+		{"cost_budget past the largest", with(`"cost_budget":1e16`), "cost_budget", false},
 		{"source_ref too long", strings.Replace(valid, `"source_ref":"contract-1"`, `"source_ref":"`+strings.Repeat("x", 256)+`"`, 1), "source_ref", false},
 	}
 	bodyOnly := []struct{ name, body, detail string }{
@@ -760,6 +761,7 @@ func TestOutcomeInvalid(t *testing.T) {
 			`{"result":"error","phase":"after_send","http_status":"500"}`:                  "http_status",
 			`{"result":"error","phase":"before_send","http_status":503}`:                   "before_send",
 			`{"result":"success","phase":"after_send","cost":-1}`:                          "cost",
+			`{"result":"success","phase":"after_send","cost":1.7e308}`:                     "cost",
 			`{"result":"success","phase":"after_send","resource":{"kind":"folder"}}`:       "resource.ref",
 			`{"result":"success","phase":"after_send","resource":{"ref":"a","owner":"b"}}`: "resource.owner",
 			`{"result":"success","phase":"after_send","job":{"ref":"j","status":"done"}}`:  "job.status",
@@ -774,6 +776,32 @@ func TestOutcomeInvalid(t *testing.T) {
 		}
 		// None was applied: attempt 1 is still open.
 		b.outcome(t, op.ID, g.N, `{"result":"connection_error","phase":"before_send"}`)
+	})
+}
+
+// TestCostSpentStaysFinite: reports each at the largest cost add up to a
+// cost spent that is still a number: the operation and its tenant's list
+// stay readable, on both engines. (Unbounded, two reports of 1.7e308 made
+// it +Inf: a 500 on SQLite for every read after, an overflow on
+// PostgreSQL.)
+func TestCostSpentStaysFinite(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, engine store.Engine) {
+		b := setup(t, engine, nil)
+		op := b.register(t, "costly", review.RiskRead)
+		for range 2 {
+			b.clock.Advance(10 * time.Minute) // past the backoff
+			g := b.attempt(t, op.ID)
+			path := fmt.Sprintf("/api/v1/operations/%s/attempts/%d/outcome", op.ID, g.N)
+			b.post(path, `{"result":"error","phase":"after_send","http_status":503,"cost":1.7e308}`).want(t, http.StatusBadRequest)
+			b.outcome(t, op.ID, g.N, fmt.Sprintf(`{"result":"error","phase":"after_send","http_status":503,"cost":%g}`, review.MaxCost))
+		}
+		var got review.Operation
+		b.get("/api/v1/operations/" + op.ID).want(t, http.StatusOK).decode(t, &got)
+		if got.CostSpent != 2*review.MaxCost {
+			t.Errorf("cost_spent %v, want %v", got.CostSpent, 2*review.MaxCost)
+		}
+		b.get("/api/v1/operations").want(t, http.StatusOK)
 	})
 }
 

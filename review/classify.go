@@ -70,6 +70,8 @@ func (o Outcome) Validate() error {
 		return fmt.Errorf("%w: an HTTP status means the request was sent; phase cannot be before_send", ErrInvalid)
 	case o.Cost < 0:
 		return fmt.Errorf("%w: cost must not be negative", ErrInvalid)
+	case !(o.Cost <= MaxCost):
+		return fmt.Errorf("%w: cost must be at most %g", ErrInvalid, MaxCost)
 	case o.Resource != nil && o.Resource.Ref == "":
 		return fmt.Errorf("%w: resource.ref is required", ErrInvalid)
 	case o.Usage != nil && (o.Usage.PromptTokens < 0 || o.Usage.CompletionTokens < 0):
@@ -93,6 +95,16 @@ func (o Outcome) Validate() error {
 // MaxTokens bounds a reported token count (a trillion: far past any real
 // call, well inside float64's exact integers once priced).
 const MaxTokens = 1_000_000_000_000
+
+// MaxCost bounds the cost one report states, and a cost budget: far above
+// any call's, and low enough that an operation's cost spent, a sum of
+// reports, stays a finite number (an infinite one could be neither
+// written to PostgreSQL nor answered as JSON).
+const MaxCost = 1e15
+
+// MaxPricePerMTok bounds a model's price per million tokens in the
+// configuration, so that MaxTokens priced stay far below MaxCost.
+const MaxPricePerMTok = 1e6
 
 // Effect is what an outcome says about the destination's side.
 type Effect string

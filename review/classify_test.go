@@ -620,6 +620,8 @@ func TestOutcomeValidate(t *testing.T) {
 		{"http_status too high", Outcome{Result: ResultError, Phase: PhaseAfterSend, HTTPStatus: 600}, "http_status"},
 		{"negative http_status", Outcome{Result: ResultError, Phase: PhaseAfterSend, HTTPStatus: -1}, "http_status"},
 		{"negative cost", Outcome{Result: ResultError, Phase: PhaseAfterSend, Cost: -0.01}, "cost"},
+		{"cost at MaxCost", Outcome{Result: ResultError, Phase: PhaseAfterSend, Cost: MaxCost}, ""},
+		{"cost past MaxCost", Outcome{Result: ResultError, Phase: PhaseAfterSend, Cost: 1.7e308}, "cost"},
 		{"resource without ref", Outcome{Result: ResultSuccess, Phase: PhaseAfterSend, Resource: &ResourceRef{Kind: "file"}}, "resource.ref"},
 		{"job without ref", Outcome{Result: ResultSuccess, Phase: PhaseAfterSend, Job: &JobRef{Status: "queued"}}, "job.ref"},
 		{"job with bad status", Outcome{Result: ResultSuccess, Phase: PhaseAfterSend, Job: &JobRef{Ref: "j1", Status: "done"}}, "job.status"},

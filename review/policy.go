@@ -49,8 +49,8 @@ func (ac ActionConfig) check() error {
 		return fmt.Errorf("deadline and max_wait must not be negative")
 	case ac.MaxAttempts < 0 || ac.MaxAttempts > MaxAttemptsCap:
 		return fmt.Errorf("max_attempts must be between 1 and %d", MaxAttemptsCap)
-	case ac.CostBudget != nil && *ac.CostBudget < 0:
-		return fmt.Errorf("cost_budget must not be negative")
+	case ac.CostBudget != nil && !(*ac.CostBudget >= 0 && *ac.CostBudget <= MaxCost):
+		return fmt.Errorf("cost_budget must be between 0 and %g", MaxCost)
 	case ac.Concurrency != nil && *ac.Concurrency < 0:
 		return fmt.Errorf("concurrency must not be negative")
 	case ac.Retention != nil && *ac.Retention < 0:

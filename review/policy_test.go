@@ -180,7 +180,7 @@ func TestLintPolicies(t *testing.T) {
 
 func TestPolicyConfigRefused(t *testing.T) {
 	for _, bad := range []string{"risk: maybe", "escalate_on: [payload_mismatch]", "evidence: [rumour]", "key_fields: [a, a]",
-		"key_fields: [\".a\"]", "concurrency: -1", "max_attempts: 101", "flags: [urgent]", "cost_budget: -1"} {
+		"key_fields: [\".a\"]", "concurrency: -1", "max_attempts: 101", "flags: [urgent]", "cost_budget: -1", "cost_budget: 1e16"} {
 		_, err := ParseConfig([]byte("destinations:\n  d:\n    actions:\n      a:\n        " + bad + "\n"))
 		if !errors.Is(err, ErrInvalid) {
 			t.Errorf("%s: err = %v, want invalid", bad, err)

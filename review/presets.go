@@ -2,7 +2,6 @@ package review
 
 import (
 	"fmt"
-	"math"
 	"slices"
 )
 
@@ -56,9 +55,8 @@ func (d *Destination) applyPreset(name string) error {
 		return fmt.Errorf("%w: config: destination %q: idempotency_header %q is not an HTTP header name", ErrInvalid, name, h)
 	}
 	for model, p := range d.Pricing {
-		if p.Prompt < 0 || p.Completion < 0 || math.IsInf(p.Prompt, 0) || math.IsInf(p.Completion, 0) ||
-			math.IsNaN(p.Prompt) || math.IsNaN(p.Completion) {
-			return fmt.Errorf("%w: config: destination %q: pricing for %q must be finite and not negative", ErrInvalid, name, model)
+		if !(p.Prompt >= 0 && p.Prompt <= MaxPricePerMTok && p.Completion >= 0 && p.Completion <= MaxPricePerMTok) {
+			return fmt.Errorf("%w: config: destination %q: pricing for %q must be between 0 and %g per million tokens", ErrInvalid, name, model, float64(MaxPricePerMTok))
 		}
 	}
 	return nil

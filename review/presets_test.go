@@ -64,7 +64,9 @@ func TestPresetConfigErrors(t *testing.T) {
 	for _, tt := range []struct{ yaml, want string }{
 		{"destinations:\n  x:\n    preset: anthropic-ish\n", "unknown preset"},
 		{"destinations:\n  x:\n    idempotency_header: \"Idem Key\"\n", "not an HTTP header name"},
-		{"destinations:\n  x:\n    pricing:\n      m: {prompt_per_mtok: -1}\n", "not negative"},
+		{"destinations:\n  x:\n    pricing:\n      m: {prompt_per_mtok: -1}\n", "must be between 0 and 1e+06"},
+		{"destinations:\n  x:\n    pricing:\n      m: {completion_per_mtok: 1e7}\n", "must be between 0 and 1e+06"},
+		{"destinations:\n  x:\n    pricing:\n      m: {completion_per_mtok: .nan}\n", "must be between 0 and 1e+06"},
 		{"destinations:\n  x:\n    concurrency: 2\n    reserve_priority: 2\n", "below concurrency"},
 	} {
 		_, err := ParseConfig([]byte(tt.yaml))

@@ -101,8 +101,8 @@ func (r *Registration) Normalize(now time.Time) error {
 	} else if *r.MaxAttempts < 1 || *r.MaxAttempts > MaxAttemptsCap {
 		return fmt.Errorf("%w: field \"max_attempts\": must be between 1 and %d", ErrInvalid, MaxAttemptsCap)
 	}
-	if r.CostBudget != nil && !(*r.CostBudget > 0) {
-		return fmt.Errorf("%w: field \"cost_budget\": must be greater than 0", ErrInvalid)
+	if r.CostBudget != nil && !(*r.CostBudget > 0 && *r.CostBudget <= MaxCost) {
+		return fmt.Errorf("%w: field \"cost_budget\": must be greater than 0 and at most %g", ErrInvalid, MaxCost)
 	}
 	return nil
 }

@@ -132,7 +132,7 @@ func TestRegistrationNormalizeErrors(t *testing.T) {
 	now := classifyNow
 	past := now.Add(-time.Second)
 	zero, over, negative := 0, MaxAttemptsCap+1, -1
-	nothing, negCost, nan := 0.0, -1.0, math.NaN()
+	nothing, negCost, nan, huge := 0.0, -1.0, math.NaN(), 1.7e308
 	tests := []struct {
 		name   string
 		modify func(r *Registration)
@@ -170,6 +170,7 @@ func TestRegistrationNormalizeErrors(t *testing.T) {
 		{"cost_budget 0", func(r *Registration) { r.CostBudget = &nothing }, "cost_budget"},
 		{"cost_budget negative", func(r *Registration) { r.CostBudget = &negCost }, "cost_budget"},
 		{"cost_budget NaN", func(r *Registration) { r.CostBudget = &nan }, "cost_budget"},
+		{"cost_budget past MaxCost", func(r *Registration) { r.CostBudget = &huge }, "cost_budget"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
