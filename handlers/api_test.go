@@ -797,7 +797,7 @@ func TestCostSpentStaysFinite(t *testing.T) {
 			b.outcome(t, op.ID, g.N, fmt.Sprintf(`{"result":"error","phase":"after_send","http_status":503,"cost":%g}`, review.MaxCost))
 		}
 		var got review.Operation
-		b.get("/api/v1/operations/" + op.ID).want(t, http.StatusOK).decode(t, &got)
+		b.get("/api/v1/operations/"+op.ID).want(t, http.StatusOK).decode(t, &got)
 		if got.CostSpent != 2*review.MaxCost {
 			t.Errorf("cost_spent %v, want %v", got.CostSpent, 2*review.MaxCost)
 		}
@@ -1049,6 +1049,11 @@ func TestListOperations(t *testing.T) {
 			"limit=501":              "limit",
 			"limit=ten":              "limit",
 			"state=pending&limit=-3": "limit",
+			// Not a cursor this server issued: read as an id, "zzz" would
+			// end the list at once, as though it were complete.
+			"cursor=zzz":     "cursor",
+			"cursor=op_a-b":  "cursor",
+			"cursor=case_01": "cursor",
 		} {
 			p := b.get("/api/v1/operations?"+query).want(t, http.StatusBadRequest).problem(t, "invalid-request")
 			if p.Field != field {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"regexp"
 	"strings"
 	"time"
 
@@ -377,6 +378,10 @@ func (s *Store) loadUndone(ctx context.Context, q sqlx.QueryerContext, ops []*re
 	return nil
 }
 
+// operationID is the form of an operation id: newID's with "op_", or the
+// bench's bulk-loaded op_bench0000000001.
+var operationID = regexp.MustCompile(`^op_[0-9A-Za-z]{1,60}$`)
+
 // ListOperations returns up to limit of the tenant's operations after the
 // cursor (an operation id), optionally in one state, oldest first. next is
 // OperationFilter narrows ListOperations: by state, and by source_ref (an
@@ -390,6 +395,11 @@ type OperationFilter struct {
 func (s *Store) ListOperations(ctx context.Context, tenant string, f OperationFilter, cursor string, limit int) (ops []*review.Operation, next string, err error) {
 	if limit < 1 {
 		return nil, "", fmt.Errorf("%w: limit must be at least 1", review.ErrInvalid)
+	}
+	if cursor != "" && !operationID.MatchString(cursor) {
+		// Read as an id, a mangled cursor would end the list at once
+		// (past every id) or start it over: the client must know.
+		return nil, "", fmt.Errorf("%w: field \"cursor\": not a cursor this server issued", review.ErrInvalid)
 	}
 	q := `SELECT ` + opColumns + ` FROM operations WHERE tenant = ? AND id > ?`
 	args := []any{tenant, cursor}
