@@ -1265,3 +1265,21 @@ func TestJobOfAnotherRef(t *testing.T) {
 		}
 	})
 }
+
+// TestNullMembersAreAbsent: an optional member sent as null is read as
+// though it were left out, as the OpenAPI document says (type [X, "null"]);
+// do checks every request and answer against it.
+func TestNullMembersAreAbsent(t *testing.T) {
+	t.Parallel()
+	b := setup(t, store.SQLite, nil)
+	for i, m := range []string{`"flags":null`, `"deadline":null`, `"max_attempts":null`, `"cost_budget":null`,
+		`"after":null`, `"key":null`, `"risk":null`, `"attempt":null`} {
+		b.post("/api/v1/operations", fmt.Sprintf(`{"source_ref":"null-%d","logical_version":"v1","action":"create_folder",`+
+			`"destination":"drive","payload":{"a":1},%s}`, i, m)).want(t, http.StatusCreated)
+	}
+	op := b.register(t, "null-x", review.RiskCompensableWrite)
+	g := b.attempt(t, op.ID)
+	b.post(fmt.Sprintf("/api/v1/operations/%s/attempts/%d/outcome", op.ID, g.N),
+		`{"result":"timeout","phase":"after_send","http_status":null,"resource":null,"cost":null,"job":null,"usage":null}`).want(t, http.StatusOK)
+	b.post("/api/v1/operations/"+op.ID+"/evidence", `{"source":"status_lookup","authoritative":null,"candidates":null}`).want(t, http.StatusOK)
+}
