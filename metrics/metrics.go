@@ -219,7 +219,13 @@ var (
 	descCases    = prometheus.NewDesc("limbo_open_cases", "Open review cases by escalation reason (leader only).", []string{"reason"}, nil)
 	descOldest   = prometheus.NewDesc("limbo_open_case_oldest_age_seconds", "How long the oldest open case has been open, 0 with none (leader only).", nil, nil)
 	descInFlight = prometheus.NewDesc("limbo_attempts_in_flight", "Attempts holding a live lease, by destination (concurrency in use; leader only).", []string{"destination"}, nil)
-	descBudget   = prometheus.NewDesc("limbo_retry_budget_left", "Retries still allowed in the sliding window, by destination and tenant (leader only).", []string{"destination", "tenant"}, nil)
+	// The retry budgets are per tenant, but /metrics is served to anyone
+	// who reaches it: no label names a tenant. Admin → Destinations shows
+	// whose budget is spent.
+	descBudget = prometheus.NewDesc("limbo_retry_budget_left",
+		"Retries still allowed in the sliding window at the destination to the tenant with the fewest left (leader only).", []string{"destination"}, nil)
+	descBudgetsSpent = prometheus.NewDesc("limbo_retry_budgets_exhausted",
+		"Tenants with no retry left in the sliding window at the destination (leader only).", []string{"destination"}, nil)
 	descPending  = prometheus.NewDesc("limbo_outbox_pending", "Webhook messages not delivered yet and still to be tried (leader only).", nil, nil)
 	descFailed   = prometheus.NewDesc("limbo_outbox_failed", "Webhook messages given up on (leader only).", nil, nil)
 	descUnsealed = prometheus.NewDesc("limbo_audit_unsealed_oldest_age_seconds",
@@ -256,7 +262,7 @@ type ledger struct {
 }
 
 func (l *ledger) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descLeader, descUp, descOps, descCases, descOldest, descInFlight, descBudget,
+	for _, d := range []*prometheus.Desc{descLeader, descUp, descOps, descCases, descOldest, descInFlight, descBudget, descBudgetsSpent,
 		descPending, descFailed, descUnsealed, descFastPath, descBatches, descBatchCalls, descBatchSplits, descTxRetries} {
 		ch <- d
 	}
@@ -379,12 +385,36 @@ func (l *ledger) Collect(ch chan<- prometheus.Metric) {
 	for d, n := range inflight {
 		gauge(descInFlight, float64(n), d)
 	}
-	for _, f := range g.Budgets {
-		gauge(descBudget, float64(f.Left()), f.Destination, f.Tenant)
+	for d, b := range budgetsByDestination(g.Budgets) {
+		gauge(descBudget, float64(b.least), d)
+		gauge(descBudgetsSpent, float64(b.spent), d)
 	}
 	gauge(descPending, float64(g.OutboxPending))
 	gauge(descFailed, float64(g.OutboxFailed))
 	gauge(descUnsealed, g.OldestUnsealedAuditAge.Seconds())
+}
+
+// destinationBudgets is what /metrics says of a destination's retry
+// budgets without naming a tenant: the fewest retries left to any tenant,
+// and how many tenants have none left.
+type destinationBudgets struct {
+	least int64
+	spent int
+}
+
+func budgetsByDestination(fills []store.RetryBudgetFill) map[string]destinationBudgets {
+	out := map[string]destinationBudgets{}
+	for _, f := range fills {
+		b, seen := out[f.Destination]
+		if !seen || f.Left() < b.least {
+			b.least = f.Left()
+		}
+		if f.Left() == 0 {
+			b.spent++
+		}
+		out[f.Destination] = b
+	}
+	return out
 }
 
 func b2f(b bool) float64 {

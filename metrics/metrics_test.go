@@ -72,7 +72,8 @@ func TestMetricsExposition(t *testing.T) {
 			`limbo_operations{state="confirmed"} 0`,
 			`limbo_attempt_outcomes_total{destination="files",next="reconcile"} 1`,
 			`limbo_http_request_duration_seconds_count{code="2xx",method="POST",route="/api/v1/operations/:id/attempts/:n/outcome"} 1`,
-			`limbo_retry_budget_left{destination="files",tenant="acme"} 10`,
+			`limbo_retry_budget_left{destination="files"} 10`,
+			`limbo_retry_budgets_exhausted{destination="files"} 0`,
 			`limbo_store_fast_path_total{path="fast"} 3`, // register, attempt, outcome: one statement each
 			`limbo_store_fast_path_total{path="ordinary"} 0`,
 			`limbo_metrics_leader 1`,
@@ -82,6 +83,10 @@ func TestMetricsExposition(t *testing.T) {
 			if !strings.Contains(string(body), want) {
 				t.Errorf("/metrics lacks %q", want)
 			}
+		}
+		// Served without sign-in: no label names a tenant.
+		if strings.Contains(string(body), "tenant=") {
+			t.Error("/metrics names a tenant")
 		}
 	})
 }
