@@ -89,12 +89,7 @@ func (h *Handlers) Events(c echo.Context) error {
 	default:
 	}
 	s := session(c)
-	sc := s.User.Scope()
-	scope := sc.List()
-	if !sc.All && scope == nil {
-		scope = []string{} // no tenant: nothing to hear
-	}
-	sub, err := h.Store.Subscribe(ctx, scope)
+	sub, err := h.Store.Subscribe(ctx, s.User.Scope().List())
 	if err != nil {
 		if errors.Is(err, store.ErrLiveUnavailable) {
 			// The page keeps polling; EventSource retries later.

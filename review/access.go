@@ -119,10 +119,15 @@ func (s Scope) String() string {
 // Allows reports whether tenant is in scope.
 func (s Scope) Allows(tenant string) bool { return s.All || slices.Contains(s.Tenants, tenant) }
 
-// List is the tenant list for store filters: nil means all tenants.
+// List is the tenant list for store filters: nil means all tenants, an
+// empty list none. A scope of no tenant (Scope{}, what an unreadable grant
+// is read as) lists none, never nil: it must not read as all.
 func (s Scope) List() []string {
-	if s.All {
+	switch {
+	case s.All:
 		return nil
+	case s.Tenants == nil:
+		return []string{}
 	}
 	return s.Tenants
 }

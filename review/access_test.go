@@ -14,6 +14,22 @@ func scopeOf(t *testing.T, s string) Scope {
 	return sc
 }
 
+// TestScopeList: nil lists all tenants, so only Scope{All: true} may
+// give it; a scope of no tenant lists none.
+func TestScopeList(t *testing.T) {
+	if got := (Scope{All: true}).List(); got != nil {
+		t.Errorf("all tenants: %#v, want nil", got)
+	}
+	for _, s := range []Scope{{}, {Tenants: []string{}}} {
+		if got := s.List(); got == nil || len(got) != 0 {
+			t.Errorf("%#v.List() = %#v, want an empty list, not nil (all)", s, got)
+		}
+	}
+	if got := (Scope{Tenants: []string{"a", "b"}}).List(); len(got) != 2 {
+		t.Errorf("two tenants: %#v", got)
+	}
+}
+
 func TestScopeCovers(t *testing.T) {
 	for _, tc := range []struct {
 		s, o string
