@@ -505,8 +505,7 @@ func TestConsoleBulk(t *testing.T) {
 				t.Fatalf("the dry run decided %s", id)
 			}
 		}
-		form.Set("confirm", "1")
-		code, body, _ = sup.post("/bulk", form)
+		code, body, _ = sup.post("/bulk", bulkConfirmForm(t, body))
 		if code != 200 || !strings.Contains(body, "Applied to 3 cases") {
 			t.Fatalf("apply: %d", code)
 		}
@@ -550,8 +549,7 @@ func TestConsoleBulk(t *testing.T) {
 				t.Fatalf("the dry run does not list case %s with the resource it would undo (%s)", id, c.RecommendedRef)
 			}
 		}
-		form.Set("confirm", "1")
-		if code, body, _ = sup.post("/bulk", form); code != 200 || !strings.Contains(body, "Applied to 3 cases") {
+		if code, body, _ = sup.post("/bulk", bulkConfirmForm(t, body)); code != 200 || !strings.Contains(body, "Applied to 3 cases") {
 			t.Fatalf("apply the bulk compensate: %d", code)
 		}
 		for _, id := range append(dups, plain) {

@@ -4,6 +4,15 @@ package review
 // recommendation.
 const BulkRecommended = "recommended"
 
+// BulkReasonSuffix ends the reason each decision of a bulk decision
+// records, so its case and audit trail say it was one.
+const BulkReasonSuffix = " (bulk)"
+
+// MaxBulkReasonLen is the longest reason (in characters) a bulk decision
+// takes: with BulkReasonSuffix after it, it is MaxReasonLen, which every
+// decision checks.
+const MaxBulkReasonLen = MaxReasonLen - len(BulkReasonSuffix)
+
 // BulkItem is what a bulk decision does to one case: the decision and the
 // resource it names, or why the case is skipped.
 type BulkItem struct {

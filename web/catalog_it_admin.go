@@ -190,6 +190,8 @@ func init() {
 		"Decision":        "Decisione",
 		"Resource":        "Risorsa",
 		"Skipped because": "Saltato perché",
+		"Only the first %d are listed, and only they would be decided; narrow the filter to reach the others.": "Sono elencati solo i primi %d, e solo questi verrebbero decisi; restringi il filtro per raggiungere gli altri.",
+		"No listed case would be decided, so there is nothing to apply.":                                       "Nessun caso elencato verrebbe deciso, quindi non c'è nulla da applicare.",
 
 		// Console refusals: consoleError in every handler.
 		"The form was stale or forged (CSRF token missing or wrong). Reload the page and try again.": "Il modulo era scaduto o contraffatto (token CSRF mancante o errato). Ricarica la pagina e riprova.",
@@ -205,6 +207,12 @@ func init() {
 		"Say what is undone, and how, for a bulk compensate.": "Per una compensazione in blocco, indica cosa viene compensato, e come.",
 		"an undo needs what is undone, and how":               "una compensazione richiede cosa viene compensato, e come",
 		"your role may not decide this case":                  "il tuo ruolo non consente di decidere questo caso",
+		"A bulk decision records its reason with “ (bulk)” after it, so the reason may be at most %d characters; this one has %d.":     "Una decisione in blocco registra il motivo seguito da “ (bulk)”, quindi il motivo può avere al massimo %d caratteri; questo ne ha %d.",
+		"This confirmation does not list the cases its preview showed (it is incomplete or from an older page): list the cases again.": "Questa conferma non elenca i casi mostrati dall'anteprima (è incompleta o viene da una pagina precedente): elenca di nuovo i casi.",
+		"A bulk decision applies to at most %d cases, and this confirmation lists %d: list the cases again, with a narrower filter.":   "Una decisione in blocco si applica al massimo a %d casi, e questa conferma ne elenca %d: elenca di nuovo i casi, con un filtro più ristretto.",
+		"This confirmation's list of cases is not one a preview makes (a case is malformed or listed twice): list the cases again.":    "L'elenco dei casi di questa conferma non è quello prodotto da un'anteprima (un caso è malformato o ripetuto): elenca di nuovo i casi.",
+		"not found among the cases you may see":                           "non trovato tra i casi che puoi vedere",
+		"it changed since the preview; list the cases again to decide it": "è cambiato dopo l'anteprima; elenca di nuovo i casi per deciderlo",
 
 		// consoleStatus.
 		"Not found.":                      "Non trovato.",
