@@ -93,15 +93,7 @@ func Watch(op *Operation, d Destination, results []ProbeResult, until, now time.
 		}
 	}
 	if op.State == Confirmed {
-		found, _ = uniqueRefs(found)
-		for _, c := range found {
-			// A resource whose undo is confirmed, still listed (a
-			// destination that shows deleted resources), is no new duplicate.
-			if !confirmedAs(op, c.Ref) && !slices.Contains(op.Undone, c.Ref) {
-				w.Extra = append(w.Extra, c)
-			}
-		}
-		if len(w.Extra) > 0 {
+		if w.Extra = extraEffects(op, found); len(w.Extra) > 0 {
 			return w
 		}
 	}
@@ -118,6 +110,40 @@ func Watch(op *Operation, d Destination, results []ProbeResult, until, now time.
 	return w
 }
 
+// extraEffects is what of found, resources naming op and its version, is
+// not the effect the ledger confirmed op with: each a duplicate. A
+// resource whose undo is confirmed, still listed (a destination that
+// shows deleted resources), is no new duplicate.
+func extraEffects(op *Operation, found []Candidate) []Candidate {
+	found, _ = uniqueRefs(found)
+	var extra []Candidate
+	for _, c := range found {
+		if !confirmedAs(op, c.Ref) && !slices.Contains(op.Undone, c.Ref) {
+			extra = append(extra, c)
+		}
+	}
+	return extra
+}
+
+// ExtraEffects is what one piece of evidence about a confirmed operation
+// shows the destination holds for it besides the effect the ledger
+// confirmed: duplicates, for a person to undo (I2), whatever path the
+// evidence came by (the confirm window's probes, or an integrator's own
+// look through the API). Only a look at what the destination holds
+// counts, as in Weigh: authoritative, not a webhook's claim, not
+// contradicting itself.
+func ExtraEffects(op *Operation, ev Evidence) []Candidate {
+	if op.State != Confirmed || !ev.Authoritative || ev.Source == SourceWebhook {
+		return nil
+	}
+	cands, clash := uniqueRefs(ev.Candidates)
+	if clash != "" {
+		return nil
+	}
+	m, _, _, _ := sortCandidates(op, cands)
+	return extraEffects(op, m)
+}
+
 // confirmedAs reports whether ref is the effect the ledger confirmed op
 // with: its resource, or the job the resource came out of.
 func confirmedAs(op *Operation, ref string) bool {
@@ -131,14 +157,26 @@ func confirmedAs(op *Operation, ref string) bool {
 
 // ExtraEffectReason is the case text for the duplicates a watch found.
 func ExtraEffectReason(op *Operation, extra []Candidate) string {
-	refs := make([]string, len(extra))
+	refs, kept := extraRefs(op, extra)
+	return fmt.Sprintf("after a retry on proven absence the destination shows %s as well as the confirmed %s: its search lags longer than configured; undo the extra (compensate)",
+		refs, kept)
+}
+
+// ExtraEvidenceReason says why evidence submitted about a confirmed
+// operation opened a case: it names extra besides the confirmed resource.
+func ExtraEvidenceReason(op *Operation, extra []Candidate) string {
+	refs, kept := extraRefs(op, extra)
+	return fmt.Sprintf("evidence submitted through the API shows %s as well as the confirmed %s: a duplicate; undo the extra (compensate)", refs, kept)
+}
+
+func extraRefs(op *Operation, extra []Candidate) (refs, kept string) {
+	rs := make([]string, len(extra))
 	for i, c := range extra {
-		refs[i] = c.Ref
+		rs[i] = c.Ref
 	}
-	kept := "resource"
+	kept = "resource"
 	if op.Resource != nil {
 		kept = op.Resource.Ref
 	}
-	return fmt.Sprintf("after a retry on proven absence the destination shows %s as well as the confirmed %s: its search lags longer than configured; undo the extra (compensate)",
-		strings.Join(refs, ", "), kept)
+	return strings.Join(rs, ", "), kept
 }

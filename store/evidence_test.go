@@ -196,6 +196,70 @@ func TestEvidenceOnSettledOperations(t *testing.T) {
 	})
 }
 
+// TestEvidenceOfAnExtraEffect: evidence submitted about a confirmed
+// compensable write that names a second resource for its operation and
+// version opens a case for the duplicate (I2), as the confirm window's
+// probes do; the operation stays confirmed. Evidence naming only the
+// confirmed resource, a webhook's claim, or a look that is not
+// authoritative opens nothing.
+func TestEvidenceOfAnExtraEffect(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		b := setup(t, e, nil)
+		op := b.newOp(t, "doc-extra", review.RiskCompensableWrite, "files")
+		b.start(t, op)
+		wantState(t, b.report(t, op, 1, success("file-1")).Operation, review.Confirmed)
+		match := func(ref string) review.Candidate {
+			return review.Candidate{Ref: ref, Version: op.LogicalVersion, OperationID: op.ID}
+		}
+		for _, ev := range []review.Evidence{
+			{Source: review.SourceStatusLookup, Authoritative: true, Candidates: []review.Candidate{match("file-1")}},
+			{Source: review.SourceWebhook, Authoritative: true, Candidates: []review.Candidate{match("file-2")}},
+			{Source: review.SourceMetadataSearch, Authoritative: false, Candidates: []review.Candidate{match("file-1"), match("file-2")}},
+		} {
+			got, err := b.s.AddEvidence(b.ctx, tenantA, op.ID, ev, "integrator")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.State != review.Confirmed || openCases(t, b, op.ID) != 0 {
+				t.Fatalf("%s evidence (authoritative %v) naming %v: %s with %d open cases; want confirmed, no case",
+					ev.Source, ev.Authoritative, ev.Candidates, got.State, openCases(t, b, op.ID))
+			}
+		}
+		got, err := b.s.AddEvidence(b.ctx, tenantA, op.ID, review.Evidence{Source: review.SourceMetadataSearch, Authoritative: true,
+			Candidates: []review.Candidate{match("file-1"), match("file-2")}}, "integrator")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.State != review.Confirmed || openCases(t, b, op.ID) != 1 {
+			t.Fatalf("a search naming file-2 beside the confirmed file-1: %s with %d open cases; want confirmed with one case", got.State, openCases(t, b, op.ID))
+		}
+		cs, err := b.s.CasesForOperation(b.ctx, op.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c := cs[len(cs)-1]; !slices.Contains(c.Reasons, review.ReasonMultipleCands) || c.RecommendedRef != "file-2" {
+			t.Errorf("the case: reasons %v, recommends %s %s; want multiple_candidates and the undo of file-2", c.Reasons, c.RecommendedAction, c.RecommendedRef)
+		}
+		var audited bool
+		for _, ev := range b.history(t, op.ID) {
+			audited = audited || ev.Action == "evidence.extra_effect" && strings.Contains(string(ev.Detail), "file-2")
+		}
+		if !audited {
+			t.Error("no evidence.extra_effect event naming file-2")
+		}
+		// The same look again: the one case stays.
+		if _, err := b.s.AddEvidence(b.ctx, tenantA, op.ID, review.Evidence{Source: review.SourceMetadataSearch, Authoritative: true,
+			Candidates: []review.Candidate{match("file-1"), match("file-2")}}, "integrator"); err != nil {
+			t.Fatal(err)
+		}
+		if n := openCases(t, b, op.ID); n != 1 {
+			t.Errorf("the same look again: %d open cases, want one", n)
+		}
+		assertSealed(t, b.s)
+	})
+}
+
 func TestEvidenceValidation(t *testing.T) {
 	t.Parallel()
 	tests := []struct {

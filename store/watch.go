@@ -81,6 +81,17 @@ func (s *Store) ClaimWatches(ctx context.Context, n int, lease time.Duration) ([
 	return claims, nil
 }
 
+// extraEffect opens a multiple_candidates case on the confirmed operation
+// of the locked row, whose destination holds a resource for it besides the
+// one confirmed (review.ExtraEffects): the operation stays confirmed, and a
+// person undoes the extra (review.OnExtraEffect). Audited as action.
+func (s *Store) extraEffect(ctx context.Context, tx *sqlx.Tx, row *opRow, actor, action string, detail map[string]any) error {
+	if _, err := s.openCase(ctx, tx, row.ID, row.Tenant, []review.Reason{review.ReasonMultipleCands}, actor); err != nil {
+		return err
+	}
+	return s.appendEvent(ctx, tx, &AuditEvent{Actor: actor, Tenant: row.Tenant, OperationID: row.ID, Action: action, Detail: detailJSON(detail)})
+}
+
 // ApplyWatch records one look at a watched operation (review.Watch's
 // conclusion): the probes' evidence, weighed where it may move the
 // operation; for a confirmed operation with an extra resource, a
@@ -115,12 +126,7 @@ func (s *Store) ApplyWatch(ctx context.Context, c WatchClaim, w review.Watching)
 		const actor = "system:reconciler"
 		switch {
 		case len(w.Extra) > 0:
-			_, err := s.openCase(ctx, tx, c.Op.ID, c.Op.Tenant, []review.Reason{review.ReasonMultipleCands}, actor)
-			if err != nil {
-				return err
-			}
-			return s.appendEvent(ctx, tx, &AuditEvent{Actor: actor, Tenant: row.Tenant, OperationID: row.ID, Action: "watch.extra_effect",
-				Detail: detailJSON(map[string]any{"extra": w.Extra, "reason": review.ExtraEffectReason(c.Op, w.Extra)})})
+			return s.extraEffect(ctx, tx, row, actor, "watch.extra_effect", map[string]any{"extra": w.Extra, "reason": review.ExtraEffectReason(c.Op, w.Extra)})
 		case review.Assessed(review.State(row.State)):
 			return s.weigh(ctx, tx, row, actor, map[string]any{"source": "confirm_window"})
 		}

@@ -41,6 +41,8 @@ func AuditActionLabel(ctx context.Context, a string) string {
 		return T(ctx, "Decision on a refused payload")
 	case "decision.extra_effect":
 		return T(ctx, "Decision on an extra effect")
+	case "evidence.extra_effect":
+		return T(ctx, "Extra effect found")
 	case "evidence.recorded":
 		return T(ctx, "Evidence recorded")
 	case "evidence.settled":
