@@ -31,6 +31,16 @@ func (h *Handlers) renderUsers(c echo.Context, status int, v web.AdminUsersView)
 		return err
 	}
 	v.Nav, v.Users = nav(c), us
+	if v.Refused != "" {
+		// A refused change to a row names whose row it was.
+		who := v.Refused
+		for _, u := range us {
+			if u.ID == v.Refused {
+				who = u.Email
+			}
+		}
+		v.Problem = web.Msg("User %s was not changed: %s", who, v.Problem.In(c.Request().Context()))
+	}
 	v.Grantable = by.Scope.String()
 	v.Roles = grantableRoles(by)
 	v.Editable = map[string]bool{}
@@ -74,15 +84,20 @@ func (h *Handlers) AdminAddUser(c echo.Context) error {
 }
 
 // AdminUpdateUser changes role, tenants or enablement; the user's sessions end.
+// A refused change shows the page again with that user's row as typed.
 func (h *Handlers) AdminUpdateUser(c echo.Context) error {
+	refused := func(status int, err error) error {
+		return h.renderUsers(c, status, web.AdminUsersView{Problem: problemText(c, err), Refused: c.Param("id"),
+			Changed: enteredForm(c, "role", "tenants", "disabled")})
+	}
 	scope, err := review.ParseScope(c.FormValue("tenants"))
 	if err != nil {
-		return h.renderUsers(c, http.StatusUnprocessableEntity, web.AdminUsersView{Problem: problemText(c, err)})
+		return refused(http.StatusUnprocessableEntity, err)
 	}
 	_, err = h.Store.UpdateUser(c.Request().Context(), principal(c), c.Param("id"), store.UserChange{Role: review.Role(c.FormValue("role")),
 		Scope: scope, Disabled: c.FormValue("disabled") != ""})
 	if status := adminProblemStatus(err); status != 0 {
-		return h.renderUsers(c, status, web.AdminUsersView{Problem: problemText(c, err)})
+		return refused(status, err)
 	}
 	if err != nil {
 		return err

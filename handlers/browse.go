@@ -52,7 +52,7 @@ func (h *Handlers) Operations(c echo.Context) error {
 	}
 	page, err := h.Store.BrowseOperations(ctx, scope, f, after, browsePageSize)
 	if errors.Is(err, review.ErrInvalid) {
-		v.Problem = msg(web.Msg("This link's filters are not valid: %s", err.Error()))
+		v.Problem = browseRefusal(err)
 		return render(c, http.StatusBadRequest, web.OperationsPage(v))
 	}
 	if err != nil {
@@ -99,3 +99,14 @@ func browseFilter(form web.BrowseForm) (store.BrowseFilter, *web.Message) {
 }
 
 func msg(m web.Message) *web.Message { return &m }
+
+// browseRefusal is why the store refused a link's filters, for a person:
+// a cursor ("after") that is stale or was edited is a broken page link,
+// said as the audit page says it; any other refusal (browseFilter checks
+// the filters first, so rarely) names its filter as the form does.
+func browseRefusal(err error) *web.Message {
+	if m := fieldInMessage.FindStringSubmatch(err.Error()); m != nil && m[1] == "after" {
+		return msg(web.Msg("That page link is broken."))
+	}
+	return msg(web.Msg("This link's filters are not valid: %s", domainSentence(err)))
+}

@@ -3,6 +3,7 @@ package handlers
 import (
 	"bytes"
 	"cmp"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -176,19 +177,36 @@ func (h *Handlers) ReleaseCase(c echo.Context) error {
 // TakeOverCase takes a case someone else holds, with a reason (audited).
 // A reason that is missing or too long re-renders the page with it kept.
 func (h *Handlers) TakeOverCase(c echo.Context) error {
+	ctx := c.Request().Context()
 	s := session(c)
 	reason := c.FormValue("takeover_reason")
-	_, err := h.Store.TakeOverCase(c.Request().Context(), c.Param("id"), s.User.Email, reason, s.User.Scope().List())
+	_, err := h.Store.TakeOverCase(ctx, c.Param("id"), s.User.Email, reason, s.User.Scope().List())
 	if errors.Is(err, review.ErrInvalid) {
 		v, verr := h.caseView(c, c.Param("id"))
 		if verr != nil {
 			return verr
 		}
-		v.TakeOver, v.TakeOverProblem = reason, err.Error()
+		v.TakeOver, v.TakeOverProblem = reason, takeOverProblem(ctx, err)
 		return render(c, http.StatusUnprocessableEntity, web.CasePage(*v))
 	}
 	return h.afterCaseAction(c, err)
 }
+
+// takeOverProblem is why a take-over's reason was refused. The store
+// checks it as it checks a decision's (review.NormalizeReason), whose
+// missing-reason sentence speaks of a decision: a take-over says it its
+// own way.
+func takeOverProblem(ctx context.Context, err error) web.Message {
+	m := errorMessage(ctx, err)
+	if m.Key == reasonMissing.Key {
+		return web.Msg("A take-over needs a reason: say in a few words why you take the case from its holder.")
+	}
+	return m
+}
+
+// reasonMissing is review.NormalizeReason's refusal of a blank reason, as
+// domainMessages lists it.
+var reasonMissing = web.Msg("reason: every decision needs a reason, in a few words")
 
 // afterCaseAction redirects to the case page (303) or, for a refusal a
 // person can act on, re-renders it with the reason.
@@ -202,7 +220,7 @@ func (h *Handlers) afterCaseAction(c echo.Context, err error) error {
 		if verr != nil {
 			return verr
 		}
-		v.Nav.Flash = err.Error()
+		v.Nav.Flash = errorMessage(c.Request().Context(), err).In(c.Request().Context())
 		return render(c, http.StatusConflict, web.CasePage(*v))
 	}
 	return err
@@ -247,17 +265,18 @@ func (h *Handlers) Decide(c echo.Context) error {
 	case err == nil:
 		return c.Redirect(http.StatusSeeOther, "/cases/"+v.Case.ID)
 	case errors.Is(err, review.ErrStale):
-		status, v.Problem, v.Form = http.StatusConflict, err.Error(), form
+		status, v.Form = http.StatusConflict, form
 	case errors.As(err, &already):
-		status, v.Problem = http.StatusConflict, already.Error()
+		status = http.StatusConflict
 	case errors.As(err, &held):
-		status, v.Problem, v.Form = http.StatusConflict, held.Error(), form
+		status, v.Form = http.StatusConflict, form
 	case errors.Is(err, review.ErrInvalid), errors.Is(err, review.ErrInvalidTransition), errors.Is(err, review.ErrSecondApprover),
 		errors.Is(err, review.ErrOwnRequest):
-		status, v.Problem, v.Form = http.StatusUnprocessableEntity, err.Error(), form
+		status, v.Form = http.StatusUnprocessableEntity, form
 	default:
 		return err
 	}
+	v.Problem = errorMessage(ctx, err)
 	fresh, verr := h.caseView(c, v.Case.ID)
 	if verr != nil {
 		return verr

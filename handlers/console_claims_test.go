@@ -42,7 +42,7 @@ func TestConsoleClaimsHold(t *testing.T) {
 			t.Fatalf("a decision on a case another holds: %d, case %+v", code, c)
 		}
 		code, body, _ = rev.post("/cases/"+caseID+"/takeover", url.Values{"csrf": {rev.csrf}, "takeover_reason": {"   "}})
-		if code != http.StatusUnprocessableEntity || !strings.Contains(body, "every decision needs a reason") {
+		if code != http.StatusUnprocessableEntity || !strings.Contains(body, "A take-over needs a reason") {
 			t.Fatalf("a take-over without a reason: %d", code)
 		}
 		if code, _, _ = rev.post("/cases/"+caseID+"/takeover", url.Values{"csrf": {rev.csrf}, "takeover_reason": {"support is off today"}}); code != http.StatusSeeOther {

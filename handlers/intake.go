@@ -390,9 +390,10 @@ func checkQuery(raw string, rules map[string]textRule) error {
 // (emails, tenants, URLs, ids, filters, the CSRF token) is held to
 // defaultParam.
 var formRules = map[string]textRule{
-	"reason":       {kind: review.FreeText, max: 2000},
-	"compensation": {kind: review.FreeText, max: 2000},
-	"description":  {kind: review.FreeText, max: 500},
+	"reason":          {kind: review.FreeText, max: review.MaxReasonLen},
+	"takeover_reason": {kind: review.FreeText, max: review.MaxReasonLen}, // store.TakeOverCase: review.NormalizeReason
+	"compensation":    {kind: review.FreeText, max: 2000},
+	"description":     {kind: review.FreeText, max: 500},
 }
 
 // formUnchecked are fields read as bytes and never stored or shown.

@@ -21,19 +21,25 @@ func (h *Handlers) LoginForm(c echo.Context) error {
 		return echo.ErrNotFound
 	}
 	c.Set(signedOutKey, c.QueryParam("signed_out") == "1")
-	return h.renderLogin(c, http.StatusOK, "", c.QueryParam("next"), "")
+	return h.renderLogin(c, http.StatusOK, "", c.QueryParam("next"), web.Message{})
 }
 
 // signedOutKey marks a login form shown right after signing out, which
 // says so (the session is gone; the message comes from the redirect).
 const signedOutKey = "limbo.signed_out"
 
-func (h *Handlers) renderLogin(c echo.Context, status int, email, next, problem string) error {
+// renderLogin shows the sign-in form; problem, when it has a key, is why
+// the last sign-in was refused, in the reader's language.
+func (h *Handlers) renderLogin(c echo.Context, status int, email, next string, problem web.Message) error {
 	token := randomCSRF()
 	c.SetCookie(&http.Cookie{Name: loginCSRF, Value: token, Path: "/login", HttpOnly: true, Secure: h.Console.SecureCookies,
 		SameSite: http.SameSiteStrictMode, MaxAge: 3600})
 	signedOut, _ := c.Get(signedOutKey).(bool)
-	return render(c, status, web.LoginPage(email, safeNext(next), token, problem, signedOut))
+	text := ""
+	if problem.Key != "" {
+		text = problem.In(c.Request().Context())
+	}
+	return render(c, status, web.LoginPage(email, safeNext(next), token, text, signedOut))
 }
 
 // Login checks the credentials, rotates the session (a new id at every
@@ -53,9 +59,9 @@ func (h *Handlers) Login(c echo.Context) error {
 	switch {
 	case errors.As(err, &th):
 		c.Response().Header().Set("Retry-After", strconv.Itoa(th.Seconds()))
-		return h.renderLogin(c, http.StatusTooManyRequests, email, next, th.Error())
+		return h.renderLogin(c, http.StatusTooManyRequests, email, next, throttledMessage(th))
 	case errors.Is(err, store.ErrBadCredentials):
-		return h.renderLogin(c, http.StatusUnauthorized, email, next, "Wrong email or password.")
+		return h.renderLogin(c, http.StatusUnauthorized, email, next, web.Msg("Wrong email or password."))
 	case err != nil:
 		return err
 	}
@@ -65,6 +71,24 @@ func (h *Handlers) Login(c echo.Context) error {
 		return err
 	}
 	return c.Redirect(http.StatusSeeOther, safeNext(next))
+}
+
+// throttledMessage says when a throttled sign-in may be tried again, as
+// store.ThrottledError does in English: whole seconds up to a minute, then
+// whole minutes (rounded up), one message per number so each language
+// writes its singular and plural.
+func throttledMessage(th *store.ThrottledError) web.Message {
+	n := th.Seconds()
+	if n > 60 {
+		if n = (n + 59) / 60; n == 1 {
+			return web.Msg("Too many failed sign-ins. Try again in 1 minute.")
+		}
+		return web.Msg("Too many failed sign-ins. Try again in %d minutes.", n)
+	}
+	if n == 1 {
+		return web.Msg("Too many failed sign-ins. Try again in 1 second.")
+	}
+	return web.Msg("Too many failed sign-ins. Try again in %d seconds.", n)
 }
 
 // Logout ends the server-side session, so even a copied cookie is dead.

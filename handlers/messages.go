@@ -5,6 +5,7 @@ import (
 	"errors"
 	"regexp"
 	"strings"
+	"time"
 
 	"github.com/limbo-dev/limbo/review"
 	"github.com/limbo-dev/limbo/web"
@@ -148,5 +149,21 @@ func errorMessage(ctx context.Context, err error) web.Message {
 	case errors.Is(err, review.ErrNotFound):
 		return web.Msg("Not found.")
 	}
-	return domainMessage(err, domainSentence(err))
+	return withTimes(ctx, domainMessage(err, domainSentence(err)))
+}
+
+// withTimes is m with every argument that is a time as the domain writes
+// it (RFC 3339: "case is claimed by … until 2026-12-05T06:43:56Z") written
+// as the console writes times for a person, in ctx's language.
+func withTimes(ctx context.Context, m web.Message) web.Message {
+	for i, a := range m.Args {
+		s, ok := a.(string)
+		if !ok {
+			continue
+		}
+		if t, err := time.Parse(time.RFC3339, s); err == nil {
+			m.Args[i] = web.FormatTime(ctx, t)
+		}
+	}
+	return m
 }

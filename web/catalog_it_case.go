@@ -223,5 +223,8 @@ func init() {
 		"the action's policy (no owner stated)":                                                                                 "la policy dell'azione (nessun responsabile indicato)",
 		"Your role may not take this action on this case.":                                                                      "Il tuo ruolo non può compiere questa azione su questo caso.",
 		"the action's policy, owned by %s":                                                                                      "la policy dell'azione, di cui è responsabile %s",
+
+		// handlers/cases.go: a take-over refused.
+		"A take-over needs a reason: say in a few words why you take the case from its holder.": "Per subentrare serve un motivo: scrivi in poche parole perché prendi il caso a chi lo ha in carico.",
 	})
 }

@@ -47,5 +47,6 @@ func init() {
 		"Open case must be yes or no.":              "Caso aperto deve essere yes o no.",
 		"Age must be a duration such as 1h or 24h.": "L'età deve essere una durata come 1h o 24h.",
 		"This link's filters are not valid: %s":     "I filtri di questo link non sono validi: %s",
+		"That page link is broken.":                 "Il link a quella pagina non è valido.",
 	})
 }

@@ -96,5 +96,15 @@ func init() {
 		"%d settled automatically, %d escalated":              "%d risolti automaticamente, %d passati a revisione",
 		"%s settled by evidence (%s)":                         "%s risolti dalle prove (%s)",
 		"%s escalated to a person":                            "%s passati a una persona",
+
+		// Sign-in refused (handlers/login.go).
+		"Wrong email or password.":                           "Email o password errate.",
+		"Too many failed sign-ins. Try again in 1 second.":   "Troppi accessi non riusciti. Riprova tra 1 secondo.",
+		"Too many failed sign-ins. Try again in %d seconds.": "Troppi accessi non riusciti. Riprova tra %d secondi.",
+		"Too many failed sign-ins. Try again in 1 minute.":   "Troppi accessi non riusciti. Riprova tra 1 minuto.",
+		"Too many failed sign-ins. Try again in %d minutes.": "Troppi accessi non riusciti. Riprova tra %d minuti.",
+
+		// Admin → Users (handlers/admin.go): a refused change names whose row.
+		"User %s was not changed: %s": "L'utente %s non è stato modificato: %s",
 	})
 }

@@ -1,0 +1,270 @@
+package handlers_test
+
+import (
+	"context"
+	"fmt"
+	"html"
+	"net/http"
+	"net/url"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/limbo-dev/limbo/review"
+	"github.com/limbo-dev/limbo/store"
+	"github.com/limbo-dev/limbo/store/storetest"
+	"github.com/limbo-dev/limbo/web"
+)
+
+// internalWords are what review's sentinels and Go's formatting put in an
+// error for a program: a person must never read them on a page.
+var internalWords = regexp.MustCompile(`invalid input:|conflict:|field &#34;|field "|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ`)
+
+// TestConsoleCaseRefusalsInTheReadersLanguage: on the case page, a claim
+// refused because another user holds the case, a take-over without a
+// reason and a decision without one are told in the reader's language,
+// without the sentinels' words, the time written as the console writes
+// times, and the take-over in its own words (not a decision's).
+func TestConsoleCaseRefusalsInTheReadersLanguage(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		lang                        string
+		claimed, takeOver, noReason string
+	}{
+		{"it", "il caso è preso in carico da support@example.com fino al %s",
+			"Per subentrare serve un motivo: scrivi in poche parole perché prendi il caso a chi lo ha in carico.",
+			"motivo: ogni decisione richiede un motivo, in poche parole"},
+		{"en", "case is claimed by support@example.com until %s",
+			"A take-over needs a reason: say in a few words why you take the case from its holder.",
+			"reason: every decision needs a reason, in a few words"},
+	} {
+		t.Run(c.lang, func(t *testing.T) {
+			t.Parallel()
+			srv, st := consoleServer(t, store.SQLite)
+			ctx := web.WithLang(context.Background(), c.lang)
+			caseID := needsReview(t, st, "doc-refusals-"+c.lang)
+			sup := newBrowser(t, srv.URL)
+			sup.login("support@example.com")
+			if code, _, _ := sup.post("/cases/"+caseID+"/claim", url.Values{"csrf": {sup.csrf}}); code != http.StatusSeeOther {
+				t.Fatalf("claim: %d", code)
+			}
+			cs, err := st.GetCase(context.Background(), caseID, nil)
+			if err != nil || cs.ClaimUntil == nil {
+				t.Fatalf("case after the claim: %v %+v", err, cs)
+			}
+
+			rev := newBrowser(t, srv.URL).withHeader("Accept-Language", c.lang)
+			rev.login("reviewer@example.com")
+			rev.get("/cases/" + caseID)
+			code, body, _ := rev.post("/cases/"+caseID+"/claim", url.Values{"csrf": {rev.csrf}})
+			want := html.EscapeString(fmt.Sprintf(c.claimed, web.FormatTime(ctx, *cs.ClaimUntil)))
+			if code != http.StatusConflict || !strings.Contains(body, want) || internalWords.MatchString(alerts(body)) {
+				t.Errorf("claiming a case another holds: %d, want 409 saying %q, without internal words (%q):\n%s", code, want,
+					internalWords.FindString(alerts(body)), alerts(body))
+			}
+
+			code, body, _ = rev.post("/cases/"+caseID+"/takeover", url.Values{"csrf": {rev.csrf}, "takeover_reason": {"  "}})
+			if want := html.EscapeString(c.takeOver); code != http.StatusUnprocessableEntity || !strings.Contains(body, want) || internalWords.MatchString(alerts(body)) {
+				t.Errorf("a take-over without a reason: %d, want 422 saying %q, without internal words (%q):\n%s", code, want,
+					internalWords.FindString(alerts(body)), alerts(body))
+			}
+
+			if code, _, _ = rev.post("/cases/"+caseID+"/takeover", url.Values{"csrf": {rev.csrf}, "takeover_reason": {"support is off today"}}); code != http.StatusSeeOther {
+				t.Fatalf("take-over: %d", code)
+			}
+			code, body, _ = rev.decide(caseID, url.Values{"action": {"fail"}, "reason": {" "}})
+			if want := html.EscapeString(c.noReason); code != http.StatusUnprocessableEntity || !strings.Contains(body, want) || internalWords.MatchString(alerts(body)) {
+				t.Errorf("a decision without a reason: %d, want 422 saying %q, without internal words (%q):\n%s", code, want,
+					internalWords.FindString(alerts(body)), alerts(body))
+			}
+		})
+	}
+}
+
+// TestConsoleTakeOverLongReason: a take-over reason as long as the field
+// and the store allow (2,000 characters) is accepted and recorded whole,
+// not refused by the form check as an over-long identifier.
+func TestConsoleTakeOverLongReason(t *testing.T) {
+	t.Parallel()
+	srv, st := consoleServer(t, store.SQLite)
+	caseID := needsReview(t, st, "doc-long-takeover")
+	sup := newBrowser(t, srv.URL)
+	sup.login("support@example.com")
+	if code, _, _ := sup.post("/cases/"+caseID+"/claim", url.Values{"csrf": {sup.csrf}}); code != http.StatusSeeOther {
+		t.Fatalf("claim: %d", code)
+	}
+	rev := newBrowser(t, srv.URL)
+	rev.login("reviewer@example.com")
+	rev.get("/cases/" + caseID)
+	for _, n := range []int{1488, review.MaxReasonLen} {
+		reason := strings.Repeat("the holder is away; ", n/20) + strings.Repeat("x", n%20)
+		if len([]rune(reason)) != n {
+			t.Fatalf("reason of %d characters, want %d", len([]rune(reason)), n)
+		}
+		if code, body, _ := rev.post("/cases/"+caseID+"/takeover", url.Values{"csrf": {rev.csrf}, "takeover_reason": {reason}}); code != http.StatusSeeOther {
+			t.Fatalf("a take-over reason of %d characters: %d, want 303:\n%s", n, code, alerts(body))
+		}
+		cs, _ := st.GetCase(context.Background(), caseID, nil)
+		hist, _ := st.OperationHistory(context.Background(), cs.OperationID)
+		var recorded bool
+		for _, ev := range hist {
+			recorded = recorded || strings.HasPrefix(ev.Action, "case.") && strings.Contains(string(ev.Detail), strings.TrimSpace(reason))
+		}
+		if !recorded {
+			t.Errorf("the %d-character take-over reason is not in the audit trail", n)
+		}
+	}
+	if code, _, _ := rev.post("/cases/"+caseID+"/takeover", url.Values{"csrf": {rev.csrf}, "takeover_reason": {strings.Repeat("y", review.MaxReasonLen+1)}}); code != http.StatusBadRequest {
+		t.Errorf("a take-over reason over %d characters: %d, want 400", review.MaxReasonLen, code)
+	}
+}
+
+// TestConsoleSignInRefusalsInItalian: a wrong password and a throttled
+// sign-in are told in Italian to an Italian browser, the wait in the
+// right unit and number (1 secondo, 8 secondi, 9 minuti), as in English.
+func TestConsoleSignInRefusalsInItalian(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		lang, wrong string
+		wait        func(sec int) string
+	}{
+		{"it", "Email o password errate.", func(sec int) string {
+			n, one, many := sec, "secondo", "secondi"
+			if n > 60 {
+				n, one, many = (n+59)/60, "minuto", "minuti"
+			}
+			if n == 1 {
+				return "Troppi accessi non riusciti. Riprova tra 1 " + one + "."
+			}
+			return "Troppi accessi non riusciti. Riprova tra " + strconv.Itoa(n) + " " + many + "."
+		}},
+		{"en", "Wrong email or password.", func(sec int) string {
+			n, unit := sec, "second"
+			if n > 60 {
+				n, unit = (n+59)/60, "minute"
+			}
+			if n != 1 {
+				unit += "s"
+			}
+			return fmt.Sprintf("Too many failed sign-ins. Try again in %d %s.", n, unit)
+		}},
+	} {
+		t.Run(c.lang, func(t *testing.T) {
+			t.Parallel()
+			srv, _ := consoleServerWith(t, store.SQLite, consoleSetup{clock: storetest.NewClock(t0), proxies: []string{"127.0.0.1/32", "::1/128"}})
+			b := newBrowser(t, srv.URL).withHeader("Accept-Language", c.lang)
+			const owner = "reviewer@example.com"
+			code, body, _ := signIn(b, "203.0.113.1", owner, "guess guess guess")
+			if code != http.StatusUnauthorized || !strings.Contains(body, html.EscapeString(c.wrong)) {
+				t.Fatalf("a wrong password: %d, want 401 saying %q:\n%s", code, c.wrong, alerts(body))
+			}
+			units := map[bool]bool{} // more than a minute: seen
+			for i := 1; i <= 10; i++ {
+				addr := fmt.Sprintf("203.0.113.%d", i)
+				for try := 1; ; try++ {
+					code, body, hdr := signIn(b, addr, owner, "guess guess guess")
+					if code == http.StatusUnauthorized && try <= 3 {
+						continue
+					}
+					ra, err := strconv.Atoi(hdr.Get("Retry-After"))
+					if code != http.StatusTooManyRequests || err != nil {
+						t.Fatalf("attacker %s, try %d: %d (Retry-After %q), want 429", addr, try, code, hdr.Get("Retry-After"))
+					}
+					if want := html.EscapeString(c.wait(ra)); !strings.Contains(body, want) {
+						t.Errorf("Retry-After %d: want %q on the page:\n%s", ra, want, alerts(body))
+					}
+					units[ra > 60] = true
+					break
+				}
+			}
+			if !units[false] || !units[true] {
+				t.Errorf("the waits seen cover seconds %v and minutes %v; want both", units[false], units[true])
+			}
+		})
+	}
+}
+
+// TestConsoleOperationsBadCursor: a page link of the operations browser
+// whose cursor is stale or edited says so in the reader's language, as the
+// audit page does, without the store's words.
+func TestConsoleOperationsBadCursor(t *testing.T) {
+	t.Parallel()
+	srv, _ := consoleServer(t, store.SQLite)
+	for _, c := range []struct{ lang, want string }{
+		{"it", "Il link a quella pagina non è valido."},
+		{"en", "That page link is broken."},
+	} {
+		b := newBrowser(t, srv.URL).withHeader("Accept-Language", c.lang)
+		b.login("reviewer@example.com")
+		code, body := b.get("/operations?after=x")
+		if want := html.EscapeString(c.want); code != http.StatusBadRequest || !strings.Contains(body, want) || internalWords.MatchString(alerts(body)) ||
+			strings.Contains(alerts(body), "cursor") {
+			t.Errorf("%s: /operations?after=x: %d, want 400 saying %q, without the store's words:\n%s", c.lang, code, want, alerts(body))
+		}
+	}
+}
+
+// TestConsoleAdminUserRowRefused: a refused change to a user's row shows
+// the row again as the admin typed it (role, tenants, disabled), the other
+// rows as stored, and the message names the user, in either language.
+func TestConsoleAdminUserRowRefused(t *testing.T) {
+	t.Parallel()
+	srv, st := consoleServer(t, store.SQLite)
+	ctx := context.Background()
+	sup, err := st.UserByEmail(ctx, "support@example.com")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mgr, err := st.UserByEmail(ctx, "manager@example.com")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		lang, tenants, role, want string
+	}{
+		{"en", " , ", "manager", "User support@example.com was not changed: tenants: give a comma-separated list, or * for all"},
+		{"it", " , ", "manager", "L'utente support@example.com non è stato modificato: tenant: indica un elenco separato da virgole, oppure * per tutti"},
+		{"en", "acme", "nobody", "User support@example.com was not changed: role: must be reviewer, support, manager or admin"},
+	} {
+		adm := newBrowser(t, srv.URL).withHeader("Accept-Language", c.lang)
+		adm.login("admin@example.com")
+		adm.get("/admin/users")
+		code, body, _ := adm.post("/admin/users/"+sup.ID, url.Values{"csrf": {adm.csrf}, "role": {c.role}, "tenants": {c.tenants}, "disabled": {"1"}})
+		if want := html.EscapeString(c.want); code != http.StatusUnprocessableEntity || !strings.Contains(body, want) {
+			t.Errorf("%s, tenants %q role %q: %d, want 422 saying %q:\n%s", c.lang, c.tenants, c.role, code, want, alerts(body))
+		}
+		row := userRow(body, sup.ID)
+		if !strings.Contains(row, `name="tenants" value="`+html.EscapeString(c.tenants)+`"`) || !strings.Contains(row, `name="disabled" value="1" checked`) {
+			t.Errorf("%s: the refused row lost what was typed (tenants %q, disabled):\n%s", c.lang, c.tenants, row)
+		}
+		if c.role == "manager" && !regexp.MustCompile(`<option value="manager" selected`).MatchString(row) {
+			t.Errorf("%s: the refused row lost the role typed (%s):\n%s", c.lang, c.role, row)
+		}
+		if other := userRow(body, mgr.ID); !strings.Contains(other, `name="tenants" value="*"`) || strings.Contains(other, "checked") ||
+			!strings.Contains(other, `<option value="manager" selected`) {
+			t.Errorf("%s: another user's row does not show what is stored:\n%s", c.lang, other)
+		}
+		if u, _ := st.UserByID(ctx, sup.ID); u.Role != review.RoleSupport || u.TenantsText != "*" || u.DisabledAt != nil {
+			t.Fatalf("a refused change changed the user: %+v", u)
+		}
+	}
+}
+
+// userRow is the change form of user id on the users page.
+func userRow(page, id string) string {
+	i := strings.Index(page, `action="/admin/users/`+id+`"`)
+	if i < 0 {
+		return ""
+	}
+	j := strings.Index(page[i:], "</form>")
+	if j < 0 {
+		return page[i:]
+	}
+	return page[i : i+j]
+}
+
+var alertLine = regexp.MustCompile(`<p class="(?:error|flash)" role="alert">[^<]*</p>`)
+
+// alerts are a page's error lines, for a failure's message.
+func alerts(page string) string { return strings.Join(alertLine.FindAllString(page, -1), "\n") }
