@@ -272,6 +272,11 @@ func TestBulkPreviewRefusalKeepsInput(t *testing.T) {
 		needsReview(t, st, "k-1")
 		sup := newBrowser(t, srv.URL)
 		sup.login("support@example.com")
+		// Under the queue, the bulk form's action is each case's
+		// recommendation until the user picks another.
+		if _, queue := sup.get("/"); !regexp.MustCompile(`<select id="bulk-action" name="action"><option value="recommended" selected>`).MatchString(queue) {
+			t.Error("the queue's bulk form does not start on each case's recommendation")
+		}
 		form := url.Values{"csrf": {sup.csrf}, "tenant": {"acme"}, "reason_filter": {"version_mismatch"}, "action": {"compensate"},
 			"compensation": {"  "}, "reason": {"undo the <stray> renders"}}
 		code, body, _ := sup.post("/bulk", form)
