@@ -51,6 +51,9 @@ func TestClaimsHold(t *testing.T) {
 			if held := errAs[*review.ClaimHeldError](t, err); held.By != "sara@example.com" {
 				t.Errorf("refusal names %q, want the holder", held.By)
 			}
+			if _, err := b.s.ReleaseCase(b.ctx, c.ID, "rita@example.com", nil); !errors.Is(err, review.ErrConflict) || !strings.Contains(err.Error(), "sara@example.com") {
+				t.Errorf("rita releasing the case Sara holds: %v, want a conflict naming her", err)
+			}
 			if _, err := b.s.TakeOverCase(b.ctx, c.ID, "rita@example.com", "   ", nil); !errors.Is(err, review.ErrInvalid) {
 				t.Errorf("a take-over without a reason: %v, want ErrInvalid", err)
 			}

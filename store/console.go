@@ -237,7 +237,9 @@ func (s *Store) ClaimCase(ctx context.Context, id, actor string, scope []string)
 	return s.claimOrRelease(ctx, id, actor, scope, true)
 }
 
-// ReleaseCase gives actor's claim up.
+// ReleaseCase gives actor's claim up. A case nobody holds is released
+// already (nothing changes, nothing is audited); one someone else holds is
+// a conflict naming them.
 func (s *Store) ReleaseCase(ctx context.Context, id, actor string, scope []string) (*Case, error) {
 	return s.claimOrRelease(ctx, id, actor, scope, false)
 }
@@ -261,8 +263,13 @@ func (s *Store) claimOrRelease(ctx context.Context, id, actor string, scope []st
 			return err
 		}
 		if k, _ := res.RowsAffected(); k != 1 {
-			if c.Status != CaseOpen {
+			switch {
+			case c.Status != CaseOpen:
 				return &review.AlreadyDecidedError{CaseID: c.ID, By: c.ResolvedBy, Action: c.Resolution, At: deref(c.ResolvedAt)}
+			case !claim && review.ClaimHolder(c.ClaimedBy, c.ClaimUntil, now) == "":
+				// Nobody holds it (the claim ran out, or was released
+				// from another page): released already, nothing changes.
+				return nil
 			}
 			return fmt.Errorf("%w: case is claimed by %s until %s", review.ErrConflict, c.ClaimedBy, deref(c.ClaimUntil).Format(time.RFC3339))
 		}
