@@ -278,3 +278,79 @@ func TestLostUndoIsReconciled(t *testing.T) {
 		}
 	})
 }
+
+// TestUndoWithoutCredentialHoldsNoOneBack: the compensations of a
+// destination whose undo credential is not set stay due for the
+// integrator, and do not take every round's batch: another destination's,
+// decided after them, run.
+func TestUndoWithoutCredentialHoldsNoOneBack(t *testing.T) {
+	t.Parallel()
+	sb := sandbox.New(sandbox.Options{Seed: 1})
+	srv := httptest.NewServer(sb.Handler())
+	defer srv.Close()
+	defer sb.Close()
+	cfg, err := sandbox.LimboConfig(sandbox.LimboOptions{Base: srv.URL, HonoursKeys: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := cfg.Destinations[sandbox.DestinationName]
+	nc := d
+	u := *d.Undo
+	u.AuthHeader, u.AuthEnv = "Authorization", "REV_UNSET_UNDO_TOKEN"
+	nc.Undo = &u
+	cfg.Destinations["nocred"] = nc
+	st := storetest.Open(t, store.SQLite, store.Options{Config: cfg})
+	b := &bundle{ctx: context.Background(), sb: sb, url: srv.URL, cfg: cfg, st: st}
+
+	decide := func(dest, source string) {
+		payload, _ := review.Canonicalize([]byte(`{"name":"` + source + `"}`))
+		op, _, err := st.Register(b.ctx, review.Registration{Tenant: tenant, SourceRef: source, LogicalVersion: "v1",
+			Action: "create_folder", Destination: dest, Risk: review.RiskCompensableWrite, Payload: payload, Actor: "test"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		g, err := st.StartAttempt(b.ctx, store.AttemptRequest{Tenant: tenant, OperationID: op.ID, Actor: "test"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.RecordOutcome(b.ctx, tenant, op.ID, g.N, review.Outcome{Result: review.ResultTimeout, Phase: review.PhaseAfterSend}, "test"); err != nil {
+			t.Fatal(err)
+		}
+		var refs []string
+		if dest == sandbox.DestinationName {
+			refs = []string{b.folder(t, op), b.folder(t, op)}
+		} else {
+			refs = []string{"fld-a-" + source, "fld-b-" + source}
+		}
+		ev := review.Evidence{Source: review.SourceMetadataSearch, Authoritative: true}
+		for _, r := range refs {
+			ev.Candidates = append(ev.Candidates, review.Candidate{Ref: r, Kind: "folder", Version: "v1", OperationID: op.ID})
+		}
+		if _, err := st.AddEvidence(b.ctx, tenant, op.ID, ev, "test"); err != nil {
+			t.Fatal(err)
+		}
+		cs, err := st.CasesForOperation(b.ctx, op.ID)
+		if err != nil || len(cs) != 1 {
+			t.Fatalf("cases %+v, %v", cs, err)
+		}
+		b.keepAndUndo(t, &cs[0], refs[0], refs[1])
+	}
+	decide("nocred", "n1")
+	decide("nocred", "n2")
+	decide(sandbox.DestinationName, "s1")
+
+	w := b.worker(t, func(string) string { return "" })
+	w.Batch = 2 // stands for the default 32 with 32 waiting compensations
+	for range 5 {
+		if _, err := w.RunOnce(b.ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cs, err := st.DueCompensations(b.ctx, []string{sandbox.DestinationName}, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cs) != 0 {
+		t.Errorf("the %s compensation %s was never run: compensations of a destination without its undo credential fill every batch", sandbox.DestinationName, cs[0].OperationID)
+	}
+}
