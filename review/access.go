@@ -96,9 +96,22 @@ func ParseScope(s string) (Scope, error) {
 	}
 	var sc Scope
 	for _, t := range strings.Split(s, ",") {
-		// NFC, as tenant names are stored (NormalizeTenant).
-		if t = NFC(strings.TrimSpace(t)); t != "" && !slices.Contains(sc.Tenants, t) {
-			sc.Tenants = append(sc.Tenants, t)
+		if strings.TrimSpace(t) == "" {
+			continue
+		}
+		// Each a tenant name as tenants are named (NormalizeTenant): a
+		// name no tenant can have would grant nothing, and a "*" in a
+		// list would read as a tenant, not as all.
+		name, err := NormalizeTenant(t)
+		if err != nil {
+			_, why, _ := strings.Cut(err.Error(), `field "tenant": `)
+			if strings.Contains(t, "*") {
+				why = "* stands alone, for all tenants"
+			}
+			return Scope{}, fmt.Errorf("%w: field \"tenants\": %q is not a tenant name: %s", ErrInvalid, t, why)
+		}
+		if !slices.Contains(sc.Tenants, name) {
+			sc.Tenants = append(sc.Tenants, name)
 		}
 	}
 	if len(sc.Tenants) == 0 {

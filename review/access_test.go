@@ -2,6 +2,7 @@ package review
 
 import (
 	"errors"
+	"strings"
 	"testing"
 )
 
@@ -12,6 +13,22 @@ func scopeOf(t *testing.T, s string) Scope {
 		t.Fatal(err)
 	}
 	return sc
+}
+
+// TestParseScope: a scope is * alone, or a list of tenant names, each as
+// tenants are named (NormalizeTenant: trimmed, NFC, no control characters,
+// bounded, no ',' or '*'); anything else is refused naming the entry.
+func TestParseScope(t *testing.T) {
+	for in, want := range map[string]string{"*": "*", " * ": "*", "acme": "acme", " b , a ,a,, ": "a,b", "cafe\u0301": "caf\u00e9"} {
+		if sc, err := ParseScope(in); err != nil || sc.String() != want {
+			t.Errorf("ParseScope(%q) = %q, %v; want %q", in, sc.String(), err, want)
+		}
+	}
+	for _, in := range []string{"", " , ", "acme,*", "*,acme", "a*b", "a\x01b", strings.Repeat("t", 600)} {
+		if sc, err := ParseScope(in); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "tenants") {
+			t.Errorf("ParseScope(%q) = %q, %v; want refused, naming tenants", in, sc.String(), err)
+		}
+	}
 }
 
 // TestScopeList: nil lists all tenants, so only Scope{All: true} may
