@@ -58,13 +58,19 @@ var forbidden = []struct {
 	{netip.MustParsePrefix("100.64.0.0/10"), RuleCGNAT},
 	{netip.MustParsePrefix("169.254.0.0/16"), RuleLinkLocal},
 	{netip.MustParsePrefix("224.0.0.0/4"), RuleMulticast},
-	{netip.MustParsePrefix("240.0.0.0/4"), RuleReserved}, // and 255.255.255.255, broadcast
+	{netip.MustParsePrefix("240.0.0.0/4"), RuleReserved},   // and 255.255.255.255, broadcast
+	{netip.MustParsePrefix("192.0.0.0/24"), RuleReserved},  // IETF protocol assignments (RFC 6890)
+	{netip.MustParsePrefix("198.18.0.0/15"), RuleReserved}, // benchmarking (RFC 2544), used inside networks
 	{netip.MustParsePrefix("::/128"), RuleUnspecified},
 	{netip.MustParsePrefix("::1/128"), RuleLoopback},
 	{netip.MustParsePrefix("fe80::/10"), RuleLinkLocal},
 	{netip.MustParsePrefix("fec0::/10"), RuleReserved}, // site-local, deprecated
 	{netip.MustParsePrefix("fc00::/7"), RuleUniqueLocal},
 	{netip.MustParsePrefix("ff00::/8"), RuleMulticast},
+	// Teredo tunnels to an IPv4 client address the address hides (XORed):
+	// judged unreachable rather than unwrapped.
+	{netip.MustParsePrefix("2001::/32"), RuleReserved},
+	{netip.MustParsePrefix("100::/64"), RuleReserved}, // discard-only (RFC 6666)
 	// What is left of ::/8 after the mapped and compatible forms (which
 	// embedded unwraps) is not routable: nothing to reach there.
 	{netip.MustParsePrefix("::/8"), RuleReserved},

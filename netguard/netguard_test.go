@@ -409,6 +409,12 @@ func TestClassify(t *testing.T) {
 		{"::ffff:8.8.8.8", ""},
 		{"fec0::1", RuleReserved},
 		{"::ffff:0:a00:1", RuleReserved}, // IPv4-translated, unroutable
+		{"192.0.0.1", RuleReserved},
+		{"198.18.0.1", RuleReserved},
+		{"198.19.255.254", RuleReserved},
+		{"198.20.0.1", ""},
+		{"2001:0:4136:e378:8000:63bf:f5ff:fffe", RuleReserved}, // Teredo, to 10.0.0.1
+		{"100::1", RuleReserved},
 	} {
 		if got := Classify(netip.MustParseAddr(tt.ip)); got != tt.want {
 			t.Errorf("Classify(%s) = %q, want %q", tt.ip, got, tt.want)
