@@ -958,6 +958,12 @@ func TestJobs(t *testing.T) {
 			t.Errorf("repeating the job report changed the operation (version %d → %d)", got.Version, again.Version)
 		}
 		b.put(jobs+"job-1", `{"status":"failed"}`).want(t, http.StatusConflict).problem(t, "conflict")
+		// Nor its output or input version: the operation settled on them.
+		b.put(jobs+"job-1", `{"status":"succeeded","output_ref":"pdf-583-v2"}`).want(t, http.StatusConflict).problem(t, "conflict")
+		b.put(jobs+"job-1", `{"status":"succeeded","input_version":"v2"}`).want(t, http.StatusConflict).problem(t, "conflict")
+		if j := b.get("/api/v1/operations/"+op.ID).want(t, http.StatusOK).op(t).Jobs[0]; j.OutputRef != "pdf-583-v1" || j.InputVersion != "v1" {
+			t.Errorf("the finished job was rewritten: %+v", j)
+		}
 
 		// A job for another version goes to review.
 		op2 := b.register(t, "contract-584", review.RiskCompensableWrite)

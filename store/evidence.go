@@ -207,6 +207,11 @@ func (s *Store) putJobTx(ctx context.Context, tx *sqlx.Tx, tenant, opID string, 
 		return fmt.Errorf("%w: job %s already ended %s", review.ErrConflict, j.Ref, old.Status)
 	case old.Status == j.Status && (j.OutputRef == "" || j.OutputRef == old.OutputRef) && (j.InputVersion == "" || j.InputVersion == old.InputVersion):
 		return nil // the same report again
+	case old.Status.Done():
+		// Ended as reported, but with another output or input version: a
+		// finished job cannot change, and the operation may have settled
+		// on what was reported first.
+		return fmt.Errorf("%w: job %s already ended %s with output %q for input version %q", review.ErrConflict, j.Ref, old.Status, old.OutputRef, old.InputVersion)
 	}
 	now := s.now()
 	if err := s.upsertJob(ctx, tx, opID, j, now); err != nil {
