@@ -32,3 +32,6 @@ var BatchWaitBytes = batchWaitBytes
 // bytes of registrations, so that a test fills the room with small
 // batches. Call it before serving.
 func ShrinkBatchWait(h *Handlers, bytes int64) { h.batchWait = semaphore.NewWeighted(bytes) }
+
+// NonNullable is an OpenAPI node with "X or null" documented as X alone.
+var NonNullable = nonNullable

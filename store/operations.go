@@ -378,9 +378,12 @@ func (s *Store) loadUndone(ctx context.Context, q sqlx.QueryerContext, ops []*re
 	return nil
 }
 
-// operationID is the form of an operation id: newID's with "op_", or the
-// bench's bulk-loaded op_bench0000000001.
-var operationID = regexp.MustCompile(`^op_[0-9A-Za-z]{1,60}$`)
+// OperationCursorPattern is the form of an operation id, and so of a
+// cursor of GET /api/v1/operations: newID's with "op_", or the bench's
+// bulk-loaded op_bench0000000001; at most 64 characters in all.
+const OperationCursorPattern = `^op_[0-9A-Za-z]{1,61}$`
+
+var operationID = regexp.MustCompile(OperationCursorPattern)
 
 // ListOperations returns up to limit of the tenant's operations after the
 // cursor (an operation id), optionally in one state, oldest first. next is
