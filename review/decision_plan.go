@@ -57,6 +57,10 @@ type DecisionInput struct {
 	// ClaimedBy and ClaimUntil are the case's claim (CheckClaim).
 	ClaimedBy  string
 	ClaimUntil *time.Time
+	// ApprovalExpires is when the case's approval request lapses (nil:
+	// never, or not an approval case); with the operation's deadline it
+	// bounds when an approval may be given (ApprovalLapsed).
+	ApprovalExpires *time.Time
 	// Compensations are the operation's compensation operations that have
 	// not settled yet (SettlesByHand).
 	Compensations []ChildCompensation
@@ -133,6 +137,13 @@ func PlanDecision(in DecisionInput) (*DecisionPlan, error) {
 	on, err := CheckDecision(op.State, in.CaseReasons, in.Action)
 	if err != nil {
 		return nil, err
+	}
+	if in.Action == DecideApprove && op.State == AwaitingApproval {
+		// Lapsed is lapsed, whether or not the deadline sweeper has
+		// ended the operation yet: an approval now would let it run.
+		if lapsed, why := ApprovalLapsed(in.ApprovalExpires, op.Deadline, in.Now); lapsed {
+			return nil, fmt.Errorf("%w: %s: it can no longer be approved", ErrInvalidTransition, why)
+		}
 	}
 	p := &DecisionPlan{Status: DecisionApplied, From: op.State, To: op.State, ResourceRef: in.Ref, Compensation: in.Compensation,
 		ResolveCase: !KeepsCaseOpen(in.Action)}

@@ -150,6 +150,23 @@ func TestApprovalBeforeExecution(t *testing.T) {
 			errAs[*review.NotAttemptableError](t, err)
 		})
 
+		t.Run("a request that lapsed is not approved before the sweeper ends it", func(t *testing.T) {
+			op, c := b.awaiting(t, "mail-5", "slow-mail")
+			if _, err := b.decide(c, review.DecideApprove, "rita@example.com"); err != nil {
+				t.Fatal(err) // one approval of two
+			}
+			b.clk.Advance(time.Hour) // lapsed; the sweeper has not run
+			if _, err := b.decide(c, review.DecideApprove, "marco@example.com"); !errors.Is(err, review.ErrInvalidTransition) {
+				t.Fatalf("the second approval after the request lapsed: %v, want refused", err)
+			}
+			_, err := b.tryStart(op, "", "")
+			errAs[*review.NotAttemptableError](t, err)
+			if n, err := b.s.ExpireDeadlines(b.ctx); err != nil || n != 1 {
+				t.Fatalf("ExpireDeadlines = %d, %v, want 1", n, err)
+			}
+			wantState(t, b.get(t, op), review.Failed)
+		})
+
 		t.Run("a request that lapses fails, closed", func(t *testing.T) {
 			op, c := b.awaiting(t, "mail-4", "slow-mail")
 			if !c.ExpiresAt.Equal(b.clk.Now().Add(time.Hour)) {

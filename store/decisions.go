@@ -192,7 +192,7 @@ func (s *Store) decideTx(ctx context.Context, tx *sqlx.Tx, req DecisionRequest) 
 	id := newID("dec_", now)
 	p, err := review.PlanDecision(review.DecisionInput{Op: op, CaseID: c.ID, CaseReasons: c.Reasons, DecisionID: id,
 		Action: req.Action, Ref: req.Ref, UndoRef: req.UndoRef, Compensation: req.Compensation, Reason: req.Reason, Actor: req.Actor,
-		Approvals: approvals, LastApplied: last.prior(), RequestedBy: c.RequestedBy, ClaimedBy: c.ClaimedBy, ClaimUntil: c.ClaimUntil,
+		Approvals: approvals, LastApplied: last.prior(), RequestedBy: c.RequestedBy, ClaimedBy: c.ClaimedBy, ClaimUntil: c.ClaimUntil, ApprovalExpires: c.ExpiresAt,
 		Compensations: children, Destination: s.cfg.Destination(op.Destination), Now: now})
 	if err != nil {
 		return nil, err
