@@ -45,6 +45,8 @@ WHERE a.operation_id = ? AND o.tenant = ? AND a.n = ?`
 	/* Store.bumpDetails: evidence and jobs change what the API answers
 	   without moving the version; see migration 0013. */
 	updateOpDetailVersion = `UPDATE operations SET detail_version = detail_version + 1 WHERE id = ?`
+	/* Store.insertEvidence: bumpDetails, saying whether the payload was purged. */
+	updateOpDetailVersionPurged = `UPDATE operations SET detail_version = detail_version + 1 WHERE id = ? RETURNING payload_purged_at IS NOT NULL`
 	/* Store.upsertJob */
 	upsertJob = `
 INSERT INTO jobs (operation_id, ref, status, input_version, output_ref, created_at, updated_at)
@@ -295,14 +297,17 @@ func (s *Store) closeAttempt(ctx context.Context, tx *sqlx.Tx, row *opRow, n int
 }
 
 func (s *Store) insertEvidence(ctx context.Context, tx *sqlx.Tx, opID string, ev review.Evidence) error {
-	if ev.Candidates == nil {
+	var purged bool
+	if err := s.get(ctx, tx, &purged, updateOpDetailVersionPurged, opID); err != nil {
+		return fmt.Errorf("detail version: %w", err)
+	}
+	if ev.Candidates == nil || purged {
+		// Past retention an operation's evidence keeps no candidates
+		// (PurgePayloads): evidence that lands later keeps none either.
 		ev.Candidates = []review.Candidate{}
 	}
 	cands, err := json.Marshal(ev.Candidates)
 	if err != nil {
-		return err
-	}
-	if err := s.bumpDetails(ctx, tx, opID); err != nil {
 		return err
 	}
 	a := evidenceArgs(opID, &ev, string(cands))

@@ -163,6 +163,16 @@ func TestPurgePayloads(t *testing.T) {
 			t.Errorf("a second purge = %+v, %v; want nothing", again, err)
 		}
 
+		// Evidence that lands after the purge keeps no candidates either
+		// (the purge never looks at a purged operation again).
+		if _, err := b.s.AddEvidence(b.ctx, tenantA, old.ID, review.Evidence{Source: review.SourceMetadataSearch, Authoritative: true,
+			Candidates: []review.Candidate{{Ref: "res-old", Version: old.LogicalVersion, OperationID: old.ID}}}, "integrator"); err != nil {
+			t.Fatal(err)
+		}
+		if n := payloadBytesLeft(t, b.s, old.ID)["evidence"]; n != 0 {
+			t.Errorf("evidence added after the purge keeps its candidates (%d rows)", n)
+		}
+
 		// The same key with the same payload is still the same operation
 		// (the hash is kept); with another payload it is refused.
 		same := intention("old", review.RiskIdempotentWrite, "svc")
