@@ -805,6 +805,42 @@ func TestCostSpentStaysFinite(t *testing.T) {
 	})
 }
 
+// TestLateReportCostCounts: what an attempt closed by the lease sweep
+// cost, reported late, is counted: on the attempt, in the operation's cost
+// spent, and against its cost budget, which then refuses the next attempt
+// (failed: a generate has no effect to fear) instead of granting more.
+func TestLateReportCostCounts(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, engine store.Engine) {
+		b := setup(t, engine, nil)
+		op := b.register(t, "gen-1", review.RiskGenerate, `"cost_budget":5`, `"max_attempts":10`)
+		g := b.attempt(t, op.ID)
+		b.clock.Advance(review.DefaultLease + time.Second)
+		if n, err := b.store.SweepLeases(context.Background()); err != nil || n != 1 {
+			t.Fatalf("SweepLeases = %d, %v", n, err)
+		}
+		b.post(fmt.Sprintf("/api/v1/operations/%s/attempts/%d/outcome", op.ID, g.N),
+			`{"result":"error","phase":"after_send","http_status":500,"cost":100}`).want(t, http.StatusConflict).problem(t, "outcome-conflict")
+		got := b.get("/api/v1/operations/"+op.ID).want(t, http.StatusOK).op(t)
+		if got.CostSpent != 100 || got.Attempts[0].Cost != 100 {
+			t.Errorf("cost spent %v, attempt cost %v; want the late report's 100 on both", got.CostSpent, got.Attempts[0].Cost)
+		}
+		b.clock.Advance(time.Hour) // past any backoff
+		b.post("/api/v1/operations/"+op.ID+"/attempts", "").want(t, http.StatusConflict).problem(t, "not-attemptable")
+		if got := b.get("/api/v1/operations/"+op.ID).want(t, http.StatusOK).op(t); got.State != review.Failed ||
+			!strings.Contains(got.StateReason, "cost budget exhausted (100 of 5 spent)") {
+			t.Errorf("after the cost budget was spent: %s (%s), want failed for the cost budget", got.State, got.StateReason)
+		}
+		// A second, different late report for the same attempt counts no
+		// more: the attempt's cost is known.
+		b.post(fmt.Sprintf("/api/v1/operations/%s/attempts/%d/outcome", op.ID, g.N),
+			`{"result":"error","phase":"after_send","http_status":502,"cost":7}`).want(t, http.StatusConflict)
+		if got := b.get("/api/v1/operations/"+op.ID).want(t, http.StatusOK).op(t); got.CostSpent != 100 {
+			t.Errorf("cost spent %v after a second late report, want 100", got.CostSpent)
+		}
+	})
+}
+
 func TestLeaseExpiry(t *testing.T) {
 	t.Parallel()
 	storetest.Each(t, func(t *testing.T, engine store.Engine) {

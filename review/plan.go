@@ -132,8 +132,8 @@ func (p *OutcomePlan) OpensCase() bool { return p.Decision.State == NeedsReview 
 func PlanOutcome(in DecideInput) OutcomePlan {
 	op, o, now := in.Op, in.Outcome, in.Now
 	in.PriorMayHaveEffect = PriorMayHaveEffect(op.Attempts, in.N, in.Destination, op.Action, now)
-	usageCost, priced := in.Destination.UsageCost(o.Usage)
-	in.Outcome.Cost += usageCost
+	_, priced := in.Destination.UsageCost(o.Usage)
+	in.Outcome.Cost = PricedCost(o, in.Destination)
 	p := OutcomePlan{Decision: Decide(in), Cost: in.Outcome.Cost}
 	d := &p.Decision
 	if !priced {

@@ -45,6 +45,10 @@ WHERE a.operation_id = ? AND o.tenant = ? AND a.n = ?`
 	/* Store.bumpDetails: evidence and jobs change what the API answers
 	   without moving the version; see migration 0013. */
 	updateOpDetailVersion = `UPDATE operations SET detail_version = detail_version + 1 WHERE id = ?`
+	/* Store.keepLateReport: what an attempt closed without a report cost,
+	   reported late (the attempt's cost was 0). */
+	addLateCost    = `UPDATE operations SET cost_spent = cost_spent + ? WHERE id = ?`
+	setAttemptCost = `UPDATE attempts SET cost = ? WHERE operation_id = ? AND n = ?`
 	/* Store.insertEvidence: bumpDetails, saying whether the payload was purged. */
 	updateOpDetailVersionPurged = `UPDATE operations SET detail_version = detail_version + 1 WHERE id = ? RETURNING payload_purged_at IS NOT NULL`
 	/* Store.upsertJob */
@@ -98,11 +102,16 @@ func (s *Store) RecordOutcome(ctx context.Context, tenant, opID string, n int, o
 			return outcomeAnswer{}, err
 		}
 		var why, told string
+		// A report for an attempt that had none (closed by the sweeper,
+		// or superseded) says what the attempt cost for the first time:
+		// counted, against the cost budget too. One for an attempt that
+		// has an outcome was counted with it.
+		unreported := false
 		switch {
 		case att.FinishedAt != nil && att.OutcomeHash == hash:
 			return outcomeAnswer{res: &OutcomeResult{Next: att.Next, RetryAt: att.RetryAt, Reason: att.NextReason, Unchanged: true}}, nil
 		case att.FinishedAt != nil && att.Result == review.ResultUnknown:
-			why = review.WhyLateAfterClosed
+			why, unreported = review.WhyLateAfterClosed, true
 			told = fmt.Sprintf("attempt %d was closed before this report (%s)", n, att.NextReason)
 		case att.FinishedAt != nil:
 			why = fmt.Sprintf(review.WhyLateAfterOutcome, att.Result)
@@ -110,7 +119,7 @@ func (s *Store) RecordOutcome(ctx context.Context, tenant, opID string, n int, o
 		case row.State != string(review.InFlight) || att.Generation != row.Version:
 			// Open, but the operation moved on since it was granted: the
 			// report is no longer the operation's outcome (fencing).
-			why = review.WhyLateAfterMovedOn
+			why, unreported = review.WhyLateAfterMovedOn, true
 			told = fmt.Sprintf("attempt %d was superseded: the operation moved on (%s) before this report", n, row.State)
 			if err := s.closeAttempt(ctx, tx, row, n, review.WhySuperseded, actor); err != nil {
 				return outcomeAnswer{}, err
@@ -119,7 +128,11 @@ func (s *Store) RecordOutcome(ctx context.Context, tenant, opID string, n int, o
 			res, err := s.applyOutcome(ctx, tx, row, att, o, hash, actor)
 			return outcomeAnswer{res: res}, err
 		}
-		if err := s.keepLateReport(ctx, tx, row, n, o, why, actor); err != nil {
+		cost := 0.0
+		if unreported && att.Cost == 0 { // a second late report was counted by the first
+			cost = review.PricedCost(o, s.cfg.Destination(row.Destination))
+		}
+		if err := s.keepLateReport(ctx, tx, row, n, o, why, cost, actor); err != nil {
 			return outcomeAnswer{}, err
 		}
 		return outcomeAnswer{refused: &review.OutcomeConflictError{Operation: row.operation(),
@@ -224,16 +237,29 @@ func (s *Store) applyOutcome(ctx context.Context, tx *sqlx.Tx, row *opRow, att *
 // attempt was closed (why says how) as evidence, the way the report says
 // it (review.LateEvidence), audited; the operation is not moved by it,
 // except by escalateLateSuccess. Deciding what all the evidence then
-// means is the assessment's work.
-func (s *Store) keepLateReport(ctx context.Context, tx *sqlx.Tx, row *opRow, n int, o review.Outcome, why, actor string) error {
+// means is the assessment's work. cost, what an attempt closed without a
+// report cost, is added to the attempt and to the operation's cost spent
+// (its next attempt is refused once that reaches the cost budget).
+func (s *Store) keepLateReport(ctx context.Context, tx *sqlx.Tx, row *opRow, n int, o review.Outcome, why string, cost float64, actor string) error {
 	ev := review.LateEvidence(row.operation(), n, o, why)
 	ev.ObservedAt = s.now()
 	if err := s.insertEvidence(ctx, tx, row.ID, ev); err != nil {
 		return err
 	}
+	detail := map[string]any{"source": ev.Source, "authoritative": ev.Authoritative,
+		"verdict": ev.Verdict, "note": ev.Note, "n": n, "result": o.Result}
+	if cost > 0 {
+		if _, err := s.exec(ctx, tx, addLateCost, cost, row.ID); err != nil {
+			return fmt.Errorf("late cost: %w", err)
+		}
+		if _, err := s.exec(ctx, tx, setAttemptCost, cost, row.ID, n); err != nil {
+			return fmt.Errorf("late cost: %w", err)
+		}
+		row.CostSpent += cost
+		detail["cost"], detail["cost_spent"] = cost, row.CostSpent
+	}
 	if err := s.appendEvent(ctx, tx, &AuditEvent{Actor: actor, Tenant: row.Tenant, OperationID: row.ID,
-		Action: "evidence.recorded", Detail: detailJSON(map[string]any{"source": ev.Source, "authoritative": ev.Authoritative,
-			"verdict": ev.Verdict, "note": ev.Note, "n": n, "result": o.Result})}); err != nil {
+		Action: "evidence.recorded", Detail: detailJSON(detail)}); err != nil {
 		return err
 	}
 	if o.Result != review.ResultSuccess {
