@@ -129,7 +129,7 @@ func (s *Store) startAttemptTx(ctx context.Context, tx *sqlx.Tx, req AttemptRequ
 		return ans, err
 	}
 	switch g {
-	case review.GrantAttemptsSpent, review.GrantDeadlinePassed:
+	case review.GrantAttemptsSpent, review.GrantCostSpent, review.GrantDeadlinePassed:
 		return s.endBudget(ctx, tx, row, op, g, req.Actor)
 	case review.GrantBackoff:
 		return attemptAnswer{refused: &review.WaitError{Until: *op.NextAttemptAt,
@@ -212,15 +212,12 @@ func (s *Store) lockDestination(ctx context.Context, tx *sqlx.Tx, destination st
 	return nil
 }
 
-// endBudget moves op, out of attempts or past its deadline (g) while no
+// endBudget moves op, out of attempts or cost, or past its deadline (g), while no
 // effect can be pending, to where review.BudgetEnded says, audited, and
 // refuses the attempt: failed, or ambiguous when an earlier attempt whose
 // effect is unknown means the budget ending proves nothing.
 func (s *Store) endBudget(ctx context.Context, tx *sqlx.Tx, row *opRow, op *review.Operation, g review.Grantability, actor string) (attemptAnswer, error) {
-	reason := review.WhyDeadlineHasPassed
-	if g == review.GrantAttemptsSpent {
-		reason = review.WhyAttemptBudgetIsExhausted
-	}
+	reason := review.BudgetEndReason(op, g)
 	to, action, detail := review.Failed, "operation.failed", map[string]any(nil)
 	prior, err := s.loadPriorEffect(ctx, tx, op, op.AttemptCount+1)
 	if err != nil {
