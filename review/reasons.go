@@ -142,6 +142,7 @@ const (
 	WhySearchLedgerHolds  = "search found nothing, but the ledger holds %s and no status lookup found it this round: not proof of absence"
 	WhySearchNothing      = "search found nothing, after the search lag"
 	WhyFoundCandidates    = "%s found %d candidates"
+	WhyFoundOneCandidate  = "%s found 1 candidate"
 	WhyResourcesNamed     = "%d resources name this operation and version"
 	WhySourcesDisagree    = "status lookup and search disagree"
 	WhyReconciledJob      = "reconciled: the destination holds job %s for this operation; confirmed when it completes"
@@ -235,7 +236,7 @@ func WhyFormats() []string {
 		WhySeveralCandidates, WhyEvidenceThenAbsence, WhyEvidenceNamesJob, WhyEvidenceNamesOne, WhyWebhookThenAbsence,
 		WhyWebhookClaim, WhyClaimPastDeadline, WhyClaimProbing, WhyProbeFailed, WhyProbeFailedClass, WhyLedgerRefNotFound,
 		WhyLedgerRefAnswers, WhyAnswerClash, WhyAnonymousCandidate, WhyStatusFound, WhySearchFound, WhySearchWithinLag,
-		WhySearchLedgerHolds, WhySearchNothing, WhyFoundCandidates, WhyResourcesNamed, WhySourcesDisagree, WhyReconciledJob,
+		WhySearchLedgerHolds, WhySearchNothing, WhyFoundCandidates, WhyFoundOneCandidate, WhyResourcesNamed, WhySourcesDisagree, WhyReconciledJob,
 		WhyReconciledOne, WhyNoEffectShown, WhyAbsencePastDeadline, WhyReviewerOnlyIfNothingShows,
 		WhyFailedOnlyIfNothingShows, WhyOutcomePastDeadline, WhyRoundsSettledNothing, WhyNoProbesNoEvidence, WhyInconclusive,
 		WhyConfirmWindowFound, WhyHistory, WhyHistoryNoVersions, WhyHistoryVersion, WhyHistoryOwnVersion,

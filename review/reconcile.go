@@ -270,7 +270,11 @@ func settleRound(in SettleInput) Settlement {
 				st.Evidence = append(st.Evidence, r.Evidence(op, VerdictRefutes, WhySearchNothing))
 			}
 		default:
-			st.Evidence = append(st.Evidence, r.Evidence(op, VerdictInconclusive, fmt.Sprintf(WhyFoundCandidates, r.Kind, len(cs))))
+			note := fmt.Sprintf(WhyFoundCandidates, r.Kind, len(cs))
+			if len(cs) == 1 {
+				note = fmt.Sprintf(WhyFoundOneCandidate, r.Kind)
+			}
+			st.Evidence = append(st.Evidence, r.Evidence(op, VerdictInconclusive, note))
 		}
 	}
 	// A resource found at a later version, whose history holds this

@@ -88,7 +88,7 @@ func init() {
 		// Jobs, and evidence from the API and webhooks.
 		review.WhyJobSucceeded:        "il job %s è riuscito",
 		review.WhyJobOtherVersion:     "il job %s è stato completato per la versione %s, attesa %s",
-		review.WhyJobGone:             "il registro contiene il job %s, ma la destinazione non lo trova più (%s)",
+		review.WhyJobGone:             "il registro contiene il job %s, ma la destinazione non lo trova più (dettaglio in inglese: %s)",
 		review.WhySubmittedThroughAPI: "inviata tramite l'API",
 		review.WhyWebhookNote:         "webhook %s: %s",
 
@@ -125,6 +125,7 @@ func init() {
 		review.WhySearchLedgerHolds:          "la ricerca non ha trovato nulla, ma il registro contiene %s e nessuna verifica dello stato lo ha trovato in questo giro: non è una prova di assenza",
 		review.WhySearchNothing:              "la ricerca non ha trovato nulla, dopo il ritardo della ricerca",
 		review.WhyFoundCandidates:            "la sonda %s ha trovato %d candidati",
+		review.WhyFoundOneCandidate:          "la sonda %s ha trovato 1 candidato",
 		review.WhyResourcesNamed:             "%d risorse indicano questa operazione e versione",
 		review.WhySourcesDisagree:            "la verifica dello stato e la ricerca non concordano",
 		review.WhyReconciledJob:              "riconciliata: la destinazione contiene il job %s per questa operazione; confermata quando termina",
