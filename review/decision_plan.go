@@ -120,6 +120,10 @@ type ApprovedRetry struct {
 	MaxAttempts   int
 	Deadline      time.Time
 	NextAttemptAt time.Time
+	// CostBudget is the operation's cost budget (nil: none), raised by
+	// a budget's worth when it is spent: Grantable refuses an attempt
+	// once the cost spent reaches it.
+	CostBudget *float64
 }
 
 // PlanDecision decides what a reviewer's decision does: only the holder
@@ -301,6 +305,13 @@ func (p *DecisionPlan) planMove(in DecisionInput) {
 		}
 		if !now.Before(b.Deadline) {
 			b.Deadline = now.Add(time.Hour) // a retry approved after the deadline gets an hour to run
+		}
+		if c := op.CostBudget; c != nil {
+			budget := *c
+			if op.CostSpent >= budget {
+				budget = min(op.CostSpent+budget, MaxCost) // as spent attempts get one more
+			}
+			b.CostBudget = &budget
 		}
 		p.Retry = b
 	}

@@ -162,11 +162,12 @@ func ExtraEffectReason(op *Operation, extra []Candidate) string {
 		refs, kept)
 }
 
-// ExtraEvidenceReason says why evidence submitted about a confirmed
-// operation opened a case: it names extra besides the confirmed resource.
+// ExtraEvidenceReason says why evidence about a confirmed operation (an
+// integrator's, or a report that came late) opened a case: it names extra
+// besides the confirmed resource.
 func ExtraEvidenceReason(op *Operation, extra []Candidate) string {
 	refs, kept := extraRefs(op, extra)
-	return fmt.Sprintf("evidence submitted through the API shows %s as well as the confirmed %s: a duplicate; undo the extra (compensate)", refs, kept)
+	return fmt.Sprintf("evidence shows %s as well as the confirmed %s: a duplicate; undo the extra (compensate)", refs, kept)
 }
 
 func extraRefs(op *Operation, extra []Candidate) (refs, kept string) {

@@ -95,7 +95,7 @@ WHERE id = ? AND status = 'open' AND version = ?`
 	/* Store.closeCase: a decision that keeps the case open and lets its claim go. */
 	bumpCaseReleased = `UPDATE cases SET version = version + 1, claimed_by = '', claim_until = NULL WHERE id = ? AND status = 'open' AND version = ?`
 	/* Store.Decide: an approved retry gets room to run. */
-	updateOpRetryBudget = `UPDATE operations SET max_attempts = ?, deadline = ?, next_attempt_at = ? WHERE id = ?`
+	updateOpRetryBudget = `UPDATE operations SET max_attempts = ?, deadline = ?, next_attempt_at = ?, cost_budget = ? WHERE id = ?`
 	/* Store.lockCase */
 	selectCaseForUpdate = `SELECT ` + caseColumns + ` FROM cases WHERE id = ?`
 	/* Store.decideTx: whose case it is, read before any lock. */
@@ -239,7 +239,7 @@ func (s *Store) persistDecision(ctx context.Context, tx *sqlx.Tx, c *Case, row *
 		}
 	}
 	if r := p.Retry; r != nil {
-		if _, err := tx.ExecContext(ctx, s.rebind(updateOpRetryBudget), r.MaxAttempts, dbTime(r.Deadline), dbTime(r.NextAttemptAt), row.ID); err != nil {
+		if _, err := tx.ExecContext(ctx, s.rebind(updateOpRetryBudget), r.MaxAttempts, dbTime(r.Deadline), dbTime(r.NextAttemptAt), r.CostBudget, row.ID); err != nil {
 			return err
 		}
 	}

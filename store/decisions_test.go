@@ -617,3 +617,48 @@ func TestDecisionBesideUndo(t *testing.T) {
 		assertSealed(t, b.s)
 	})
 }
+
+// TestApproveRetryAfterCostSpent: a retry a reviewer approves on an
+// operation whose cost budget is spent gets a budget's worth more, as it
+// gets one more attempt: the attempt is granted, not refused at once for
+// the cost and sent back to review.
+func TestApproveRetryAfterCostSpent(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		b := setup(t, e, nil)
+		budget := 1.0
+		r := intention("doc-cost-retry", review.RiskCompensableWrite, "plain")
+		r.CostBudget = &budget
+		op := b.register(t, r)
+		b.start(t, op)
+		o := timeoutAfterSend
+		o.Cost = 1.5
+		b.report(t, op, 1, o)
+		_, err := b.s.AddEvidence(b.ctx, r.Tenant, op.ID, review.Evidence{Source: review.SourceMetadataSearch, Authoritative: true,
+			Candidates: []review.Candidate{mine(op, "fld-1"), mine(op, "fld-2")}}, "integrator")
+		if err != nil {
+			t.Fatal(err)
+		}
+		cs, err := b.s.CasesForOperation(b.ctx, op.ID)
+		if err != nil || len(cs) == 0 {
+			t.Fatalf("cases %v %v", cs, err)
+		}
+		c := &cs[len(cs)-1]
+		if _, err := b.s.Decide(b.ctx, decideReq(c, review.DecideApproveRetry, "alice")); err != nil {
+			t.Fatalf("approve_retry: %v", err)
+		}
+		after := b.get(t, op)
+		wantState(t, after, review.RetryWait)
+		if after.CostBudget == nil || *after.CostBudget != 2.5 {
+			t.Errorf("cost budget after the approved retry: %v, want 2.5 (1.5 spent, and the budget of 1 again)", after.CostBudget)
+		}
+		g, err := b.tryStart(op, "", "")
+		if err != nil {
+			after := b.get(t, op)
+			t.Fatalf("attempt after approve_retry refused: %v; operation now %s (%s)", err, after.State, after.StateReason)
+		}
+		if g.N != 2 {
+			t.Fatalf("grant %+v", g)
+		}
+	})
+}

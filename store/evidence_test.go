@@ -395,3 +395,41 @@ func TestWebhookClaimStopsARetry(t *testing.T) {
 		}
 	})
 }
+
+// TestLateSuccessOfADuplicate: a success reported late for an earlier
+// attempt of a confirmed operation, naming another resource than the one
+// it was confirmed with, opens a case for the duplicate (I2), as evidence
+// submitted for it does.
+func TestLateSuccessOfADuplicate(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		b := setup(t, e, nil)
+		op, c := b.inReview(t, intention("doc-late-dup", review.RiskCompensableWrite, "plain"), false)
+		if _, err := b.s.Decide(b.ctx, decideReq(c, review.DecideApproveRetry, "alice")); err != nil {
+			t.Fatal(err)
+		}
+		b.start(t, op)
+		wantState(t, b.report(t, op, 2, success("file-9")).Operation, review.Confirmed)
+		// Attempt 1 (reported as a timeout) did create file-1 after all.
+		_, err := b.s.RecordOutcome(b.ctx, op.Tenant, op.ID, 1, success("file-1"), "test")
+		var conflict *review.OutcomeConflictError
+		if !errors.As(err, &conflict) {
+			t.Fatalf("late report: %v", err)
+		}
+		got := b.get(t, op)
+		t.Logf("state %s, resource %+v", got.State, got.Resource)
+		cs, err := b.s.CasesForOperation(b.ctx, op.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		open := 0
+		for _, x := range cs {
+			if x.Status == store.CaseOpen {
+				open++
+			}
+		}
+		if open == 0 {
+			t.Fatalf("confirmed with file-9, an authoritative late success names file-1, and no case is open: %v", countActions(b.history(t, op.ID)))
+		}
+	})
+}
