@@ -27,6 +27,7 @@ func init() {
 		"Name":              "Nome",
 		"Created":           "Creazione",
 		"none":              "nessuno",
+		"no credential":     "nessuna credenziale",
 		"every tenant":      "tutti i tenant",
 		"%d days":           "%d giorni",
 		"Added %s.":         "Aggiunto %s.",

@@ -60,7 +60,7 @@ func init() {
 		"Export CSV":             "Esporta CSV",
 		"Verify chain":           "Verifica la catena",
 		"The chain holds: %s events, %s checkpoints, %s not yet sealed.": "La catena è integra: %s eventi, %s checkpoint, %s non ancora sigillati.",
-		"The chain is broken at seq %d: %s":                              "La catena è interrotta alla sequenza %d: %s",
+		"The chain is broken at seq %d: %s":                              "La catena è interrotta alla sequenza %d (dettaglio in inglese): %s",
 		"Checkpoints checked against this server's audit key":            "Checkpoint verificati con la chiave di audit di questo server",
 		"Anchor directory": "Cartella di ancoraggio",
 		"%s anchored checkpoints checked, the newest %s.": "%s checkpoint ancorati verificati, il più recente %s.",

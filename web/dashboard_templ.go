@@ -825,9 +825,9 @@ func RateBars(rs []store.Rate) templ.Component {
 					return templ_7745c5c3_Err
 				}
 				var templ_7745c5c3_Var53 string
-				templ_7745c5c3_Var53, templ_7745c5c3_Err = templ.JoinStringErrs(Tf(ctx, "%s of %s", pct(r.Ambiguous, r.Total), Number(ctx, r.Total)))
+				templ_7745c5c3_Var53, templ_7745c5c3_Err = templ.JoinStringErrs(Tf(ctx, "%s of %s", pct(ctx, r.Ambiguous, r.Total), Number(ctx, r.Total)))
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/dashboard.templ`, Line: 99, Col: 159}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/dashboard.templ`, Line: 99, Col: 164}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var53))
 				if templ_7745c5c3_Err != nil {
@@ -993,9 +993,9 @@ func settleChart(auto, escalated int) templ.Component {
 			return templ_7745c5c3_Err
 		}
 		var templ_7745c5c3_Var63 string
-		templ_7745c5c3_Var63, templ_7745c5c3_Err = templ.JoinStringErrs(Tf(ctx, "%s settled by evidence (%s)", Number(ctx, auto), pct(auto, auto+escalated)))
+		templ_7745c5c3_Var63, templ_7745c5c3_Err = templ.JoinStringErrs(Tf(ctx, "%s settled by evidence (%s)", Number(ctx, auto), pct(ctx, auto, auto+escalated)))
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/dashboard.templ`, Line: 121, Col: 145}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/dashboard.templ`, Line: 121, Col: 150}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var63))
 		if templ_7745c5c3_Err != nil {
@@ -1058,11 +1058,13 @@ func barWidth(r store.Rate) int {
 	return r.Ambiguous * 400 / r.Total
 }
 
-func pct(a, b int) string {
+// pct is a of b as a percentage with one decimal, written the reader's
+// way (12.5% / 12,5%).
+func pct(ctx context.Context, a, b int) string {
 	if b == 0 {
 		return "0%"
 	}
-	return fmt.Sprintf("%.1f%%", 100*float64(a)/float64(b))
+	return printer(Lang(ctx)).Sprintf("%.1f%%", 100*float64(a)/float64(b))
 }
 
 func split(a, b int) int {
