@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strconv"
 	"strings"
 	"testing"
@@ -140,3 +141,43 @@ func TestBodyCutShort(t *testing.T) {
 type cutShort struct{}
 
 func (cutShort) Read([]byte) (int, error) { return 0, io.ErrUnexpectedEOF }
+
+// TestSlowBodySignedIn: a signed-in console form whose body stalls is
+// answered 408 too, not refused as a forgery because its CSRF token (in
+// the body) never arrived.
+func TestSlowBodySignedIn(t *testing.T) {
+	t.Parallel()
+	srv, _ := consoleServer(t, store.SQLite, func(h *handlers.Handlers) { h.BodyTimeout = 300 * time.Millisecond })
+	b := newBrowser(t, srv.URL)
+	b.login("admin@example.com")
+	u, _ := url.Parse(srv.URL)
+	var cookies []string
+	for _, c := range b.c.Jar.Cookies(u) {
+		cookies = append(cookies, c.Name+"="+c.Value)
+	}
+	part := "csrf=" + url.QueryEscape(b.csrf) + "&action=fail&reason=checked"
+	conn, err := net.Dial("tcp", u.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	req := "POST /bulk HTTP/1.1\r\nHost: limbo\r\nContent-Type: application/x-www-form-urlencoded\r\nCookie: " + strings.Join(cookies, "; ") +
+		"\r\nContent-Length: " + strconv.Itoa(2*len(part)) + "\r\n\r\n" + part
+	if _, err := conn.Write([]byte(req)); err != nil {
+		t.Fatal(err)
+	}
+	conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusRequestTimeout {
+		i := strings.Index(string(got), `role="alert"`)
+		snip := string(got)
+		if i >= 0 {
+			snip = snip[i:min(len(snip), i+200)]
+		}
+		t.Fatalf("POST /bulk with a stalled body: %d %s; want 408", resp.StatusCode, snip)
+	}
+}

@@ -114,6 +114,13 @@ func requireCSRF(next echo.HandlerFunc) echo.HandlerFunc {
 			return next(c)
 		}
 		s := session(c)
+		if c.Request().Header.Get("X-CSRF-Token") == "" {
+			// The token is in the body: one that did not arrive (or
+			// arrived cut short) is said so, not taken for a forgery.
+			if err := parseForm(c.Request()); err != nil {
+				return err
+			}
+		}
 		got := csrfToken(c)
 		if s == nil || got == "" || subtle.ConstantTimeCompare([]byte(got), []byte(s.CSRFToken)) != 1 {
 			return consoleError(http.StatusForbidden, "The form was stale or forged (CSRF token missing or wrong). Reload the page and try again.")

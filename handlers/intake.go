@@ -414,27 +414,36 @@ const maxFormBytes = MaxBodyBytes
 // naming the field. Browsers send a textarea's line breaks as CRLF; in prose
 // fields they become LF first, so the free-text rule (tab and newline only)
 // holds for what is stored.
+// parseForm reads a form's body, once (later calls find it read): a body
+// that did not arrive is the client's bodyError, anything else a form that
+// is not one. Multipart bodies are parsed too, so their fields are held to
+// the same rules and PostFormValue finds them (ParseForm alone would leave
+// PostForm empty for them, and later reads would see nothing).
+func parseForm(r *http.Request) error {
+	var err error
+	if mt, _, _ := mime.ParseMediaType(r.Header.Get(echo.HeaderContentType)); mt == "multipart/form-data" {
+		err = r.ParseMultipartForm(maxFormBytes)
+	} else {
+		err = r.ParseForm()
+	}
+	var body *bodyError
+	if errors.As(err, &body) {
+		return body
+	}
+	if err != nil {
+		return &FieldError{Problem: "invalid form: " + err.Error()}
+	}
+	return nil
+}
+
 func checkForm(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		r := c.Request()
 		if r.Method != http.MethodPost {
 			return next(c)
 		}
-		// Multipart bodies are parsed too, so their fields are held to the
-		// same rules and PostFormValue finds them (ParseForm alone would
-		// leave PostForm empty for them, and later reads would see nothing).
-		var err error
-		if mt, _, _ := mime.ParseMediaType(r.Header.Get(echo.HeaderContentType)); mt == "multipart/form-data" {
-			err = r.ParseMultipartForm(maxFormBytes)
-		} else {
-			err = r.ParseForm()
-		}
-		var body *bodyError
-		if errors.As(err, &body) {
-			return body
-		}
-		if err != nil {
-			return &FieldError{Problem: "invalid form: " + err.Error()}
+		if err := parseForm(r); err != nil {
+			return err
 		}
 		for name, values := range r.PostForm {
 			if formUnchecked[name] || redirectTargets[name] {
