@@ -2,8 +2,10 @@ package handlers_test
 
 import (
 	"context"
+	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/limbo-dev/limbo/review"
 	"github.com/limbo-dev/limbo/store"
@@ -87,5 +89,36 @@ func TestQueueKeepsAnAgeTyped(t *testing.T) {
 	sup.login("support@example.com")
 	if code, body := sup.get("/?age=2h&decidable=0"); code != 200 || !strings.Contains(body, `<option value="2h" selected>`) {
 		t.Errorf("/?age=2h: %d; the age select does not show 2h selected", code)
+	}
+}
+
+// TestLapsedApprovalInItalian: an approval given after its request lapsed
+// (before the deadline sweeper ended the operation) is refused, in the
+// reader's language.
+func TestLapsedApprovalInItalian(t *testing.T) {
+	t.Parallel()
+	clk := storetest.NewClock(time.Now().UTC())
+	cfg := &review.Config{Destinations: map[string]review.Destination{
+		"mail": {Lease: 30 * time.Second, Actions: map[string]review.ActionConfig{"send_email": {RequiresApproval: true, ApprovalTimeout: time.Hour}}},
+	}}
+	srv, st := consoleServerWith(t, store.SQLite, consoleSetup{cfg: cfg, clock: clk})
+	op, _, err := st.Register(context.Background(), review.Registration{Tenant: "acme", SourceRef: "mail-1", LogicalVersion: "1", Action: "send_email",
+		Destination: "mail", Risk: review.RiskCompensableWrite, Payload: []byte(`{"to":"legal@example.com"}`), Actor: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, err := st.CasesForOperation(context.Background(), op.ID)
+	if err != nil || len(cs) != 1 {
+		t.Fatalf("cases %+v, %v", cs, err)
+	}
+	clk.Advance(2 * time.Hour)
+	rev := newBrowser(t, srv.URL).withHeader("Accept-Language", "it")
+	rev.login("reviewer@example.com")
+	code, body, _ := rev.decide(cs[0].ID, url.Values{"action": {review.DecideApprove}, "reason": {"the mail reads well"}})
+	if code < 400 || !strings.Contains(body, "troppo tardi per approvare") {
+		t.Errorf("approving a lapsed request: %d; want it refused in Italian", code)
+	}
+	if got, err := st.OperationByID(context.Background(), op.ID, nil); err != nil || got.State != review.AwaitingApproval {
+		t.Errorf("after the refused approval: %v, %v; want still awaiting approval, for the sweeper to end", got, err)
 	}
 }

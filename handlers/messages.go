@@ -56,6 +56,8 @@ var domainMessages = []web.Message{
 	web.Msg("secret: give whsec_ and base64 of 24–64 random bytes, or leave it empty"),
 	// Decisions: the sentinels people meet on a case.
 	web.Msg("reason: every decision needs a reason, in a few words"),
+	web.Msg("too late to approve: no approval was given before the request expired; the operation will not run"),
+	web.Msg("too late to approve: the deadline passed before the operation was approved; it will not run"),
 	web.Msg("compensation: say what is undone and how"),
 	web.Msg("candidate: confirm names the resource that is the effect"),
 	web.Msg("candidate: keep_and_undo names the resource to keep"),

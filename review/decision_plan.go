@@ -146,7 +146,7 @@ func PlanDecision(in DecisionInput) (*DecisionPlan, error) {
 		// Lapsed is lapsed, whether or not the deadline sweeper has
 		// ended the operation yet: an approval now would let it run.
 		if lapsed, why := ApprovalLapsed(in.ApprovalExpires, op.Deadline, in.Now); lapsed {
-			return nil, fmt.Errorf("%w: %s: it can no longer be approved", ErrInvalidTransition, why)
+			return nil, fmt.Errorf("%w: too late to approve: %s", ErrInvalidTransition, why)
 		}
 	}
 	p := &DecisionPlan{Status: DecisionApplied, From: op.State, To: op.State, ResourceRef: in.Ref, Compensation: in.Compensation,
