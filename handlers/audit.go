@@ -47,17 +47,27 @@ func auditFilter(c echo.Context) (store.AuditFilter, web.AuditForm, error) {
 
 // AuditPage shows the audit history, newest first.
 func (h *Handlers) AuditPage(c echo.Context) error {
-	f, form, err := auditFilter(c)
+	v, err := h.auditView(c)
 	if err != nil {
 		return err
+	}
+	return render(c, http.StatusOK, web.AuditPage(v))
+}
+
+// auditView is the audit history the query asks for: its page of events,
+// the link to older ones, and the same filter's export and verification.
+func (h *Handlers) auditView(c echo.Context) (web.AuditView, error) {
+	f, form, err := auditFilter(c)
+	if err != nil {
+		return web.AuditView{}, err
 	}
 	evs, next, err := h.Store.SearchAudit(c.Request().Context(), f, 100)
 	if err != nil {
-		return err
+		return web.AuditView{}, err
 	}
 	q := c.QueryParams()
 	q.Del("before")
-	v := web.AuditView{Nav: nav(c), Form: form, Events: evs, CSVURL: "/audit.csv?" + q.Encode()}
+	v := web.AuditView{Nav: nav(c), Form: form, Events: evs, CSVURL: "/audit.csv?" + q.Encode(), VerifyURL: "/audit/verify?" + q.Encode()}
 	if next > 0 {
 		nq := url.Values{}
 		for k, vs := range q {
@@ -66,7 +76,7 @@ func (h *Handlers) AuditPage(c echo.Context) error {
 		nq.Set("before", strconv.FormatInt(next, 10))
 		v.NextURL = "/audit?" + nq.Encode()
 	}
-	return render(c, http.StatusOK, web.AuditPage(v))
+	return v, nil
 }
 
 // AuditVerify checks the chain with the server's public key — against the
@@ -75,6 +85,9 @@ func (h *Handlers) AuditPage(c echo.Context) error {
 // is checked as well: a cut-off tail shows even without an anchor.
 func (h *Handlers) AuditVerify(c echo.Context) error {
 	ctx := c.Request().Context()
+	if _, _, err := auditFilter(c); err != nil {
+		return err // before the chain is read: a bad filter is the page's only answer
+	}
 	opt := store.VerifyOptions{PublicKey: h.Store.AuditPublicKey()}
 	if opt.PublicKey == nil {
 		return consoleError(http.StatusServiceUnavailable, "This server has no audit key, so it cannot verify the chain.")
@@ -90,13 +103,12 @@ func (h *Handlers) AuditVerify(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	f, form, _ := auditFilter(c)
-	evs, _, err := h.Store.SearchAudit(ctx, f, 100)
+	v, err := h.auditView(c)
 	if err != nil {
 		return err
 	}
-	return render(c, http.StatusOK, web.AuditPage(web.AuditView{Nav: nav(c), Form: form, Events: evs, CSVURL: "/audit.csv",
-		Verify: rep, AnchorDir: h.AuditAnchor}))
+	v.Verify, v.AnchorDir = rep, h.AuditAnchor
+	return render(c, http.StatusOK, web.AuditPage(v))
 }
 
 // AuditCSV streams the matching events as CSV, oldest first. Cells that a

@@ -122,3 +122,24 @@ func TestLapsedApprovalInItalian(t *testing.T) {
 		t.Errorf("after the refused approval: %v, %v; want still awaiting approval, for the sweeper to end", got, err)
 	}
 }
+
+// TestAuditVerifyKeepsTheFilter: verifying the chain shows the events of
+// the filter the audit page had, with its export and paging, and refuses
+// a bad filter as the audit page does.
+func TestAuditVerifyKeepsTheFilter(t *testing.T) {
+	t.Parallel()
+	srv, st := consoleServer(t, store.SQLite)
+	needsReview(t, st, "doc-a")
+	mgr := newBrowser(t, srv.URL)
+	mgr.login("manager@example.com")
+	if _, page := mgr.get("/audit?actor=test"); !strings.Contains(page, `href="/audit/verify?actor=test"`) {
+		t.Error("the audit page's verify link drops its filter")
+	}
+	code, page := mgr.get("/audit/verify?actor=test")
+	if code != 200 || !strings.Contains(page, `href="/audit.csv?actor=test"`) {
+		t.Errorf("/audit/verify?actor=test: %d; its export link drops the filter", code)
+	}
+	if code, _ := mgr.get("/audit/verify?from=bad"); code != 400 {
+		t.Errorf("/audit/verify?from=bad: %d, want 400 as /audit answers", code)
+	}
+}
