@@ -91,6 +91,28 @@ func (h *Handlers) caseViewRevealed(c echo.Context, id string, reveal bool) (*we
 	return v, nil
 }
 
+// openable is the other operations op's candidates name that the reader
+// may open: only those are linked. A destination may name an operation
+// Limbo never registered, or another tenant's.
+func (h *Handlers) openable(c echo.Context, op *review.Operation) (map[string]bool, error) {
+	out := map[string]bool{}
+	scope := session(c).User.Scope().List()
+	for _, ev := range op.Evidence {
+		for _, cand := range ev.Candidates {
+			id := cand.OperationID
+			if _, seen := out[id]; seen || id == "" || id == op.ID {
+				continue
+			}
+			ok, err := h.Store.OperationIDInScope(c.Request().Context(), scope, id)
+			if err != nil {
+				return nil, err
+			}
+			out[id] = ok
+		}
+	}
+	return out, nil
+}
+
 // operationDetail is what the case page and the operation page both show
 // of op (web.OperationDetail): its history, compensations, structured
 // outputs, the payload as hashed (redacted unless reveal) and its
@@ -101,6 +123,9 @@ func (h *Handlers) operationDetail(c echo.Context, op *review.Operation, reveal 
 	ctx := c.Request().Context()
 	d := web.OperationDetail{Op: op, Policy: h.policyNote(c, op)}
 	var err error
+	if d.Openable, err = h.openable(c, op); err != nil {
+		return d, nil, "", err
+	}
 	if d.History, err = h.Store.OperationHistory(ctx, op.ID); err != nil {
 		return d, nil, "", err
 	}

@@ -143,3 +143,43 @@ func TestAuditVerifyKeepsTheFilter(t *testing.T) {
 		t.Errorf("/audit/verify?from=bad: %d, want 400 as /audit answers", code)
 	}
 }
+
+// TestCandidateLinksOnlyWhatOpens: a candidate naming another operation
+// links to it only when the reader may open it; one Limbo never
+// registered, or another tenant's, is shown without a link (a 404).
+func TestCandidateLinksOnlyWhatOpens(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	srv, st := consoleServer(t, store.SQLite)
+	reg := func(tenant, ref string) *review.Operation {
+		op, _, err := st.Register(ctx, review.Registration{Tenant: tenant, SourceRef: ref, LogicalVersion: "1", Action: "render",
+			Destination: "files", Risk: review.RiskCompensableWrite, Payload: []byte(`{}`), Actor: "test"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return op
+	}
+	op, mine, theirs := reg("acme", "doc-1"), reg("acme", "doc-2"), reg("globex", "doc-3")
+	if _, err := st.AddEvidence(ctx, "acme", op.ID, review.Evidence{Source: review.SourceMetadataSearch, Authoritative: true, Candidates: []review.Candidate{
+		{Ref: "f-1", OperationID: mine.ID}, {Ref: "f-2", OperationID: theirs.ID}, {Ref: "f-3", OperationID: "op_06H0NOWHERE000000000000000"}}}, "integrator"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.AddUser(ctx, review.Operator("test"), store.NewUser{Email: "acme@example.com", Password: "correct horse battery",
+		Role: review.RoleReviewer, Scope: review.Scope{Tenants: []string{"acme"}}}); err != nil {
+		t.Fatal(err)
+	}
+	b := newBrowser(t, srv.URL)
+	b.login("acme@example.com")
+	code, page := b.get("/operations/" + op.ID)
+	if code != 200 {
+		t.Fatalf("operation page: %d", code)
+	}
+	if !strings.Contains(page, `href="/operations/`+mine.ID+`"`) {
+		t.Error("a candidate naming an operation of the reader's tenant is not linked")
+	}
+	for _, id := range []string{theirs.ID, "op_06H0NOWHERE000000000000000"} {
+		if strings.Contains(page, `href="/operations/`+id+`"`) || !strings.Contains(page, "<code>"+id+"</code>") {
+			t.Errorf("candidate operation %s: linked, or not shown; want it shown without a link", id)
+		}
+	}
+}

@@ -3,6 +3,7 @@ package web
 // The Italian of the operations browser (operations.templ, handlers/browse.go).
 func init() {
 	addItalian(map[string]string{
+		"(not in Limbo, or outside your tenants)": "(non in Limbo, o fuori dai tuoi tenant)",
 		"Searched ids and key prefixes only: type at least %d characters to search inside source and resource refs.": "Cercati solo id e inizi di chiave: scrivi almeno %d caratteri per cercare dentro i riferimenti di origine e di risorsa.",
 		"Operations": "Operazioni",
 		"Search":     "Cerca",
