@@ -457,7 +457,7 @@ func (c *Client) Actions(ctx context.Context) ([]PublishedPolicy, error) {
 func (c *Client) do(ctx context.Context, method, path string, in, out any) (int, error) {
 	var body []byte
 	if in != nil {
-		b, err := json.Marshal(in)
+		b, err := marshal(in)
 		if err != nil {
 			return 0, err
 		}
@@ -496,6 +496,19 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any) (int,
 	}
 }
 
+// marshal is in as JSON, without HTML escaping: json.Marshal writes each
+// <, > and & (in a payload or an output, say) as six bytes, so a body
+// within Limbo's limits as written would arrive over them.
+func marshal(in any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(in); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+}
+
 // once sends one request; sent reports whether any of it was written.
 func (c *Client) once(ctx context.Context, method, path string, body []byte, hasBody bool, out any) (status int, sent bool, err error) {
 	var rd io.Reader
@@ -519,11 +532,11 @@ func (c *Client) once(ctx context.Context, method, path string, body []byte, has
 		return 0, wrote.Load(), err
 	}
 	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
-	if err != nil {
-		return resp.StatusCode, true, err
-	}
 	if resp.StatusCode >= 400 {
+		data, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		if err != nil {
+			return resp.StatusCode, true, err
+		}
 		p := &Problem{Status: resp.StatusCode}
 		if json.Unmarshal(data, p) != nil || p.Type == "" {
 			p.Type, p.Detail = "http-"+strconv.Itoa(resp.StatusCode), string(data)
@@ -534,9 +547,12 @@ func (c *Client) once(ctx context.Context, method, path string, body []byte, has
 		return resp.StatusCode, true, p
 	}
 	if out != nil {
-		if err := json.Unmarshal(data, out); err != nil {
+		// Read as it comes, however long: a full batch's answer is larger
+		// than the batch that was sent.
+		if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
 			return resp.StatusCode, true, fmt.Errorf("limbo: decoding %s %s: %w", method, path, err)
 		}
 	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20)) // so the connection is reused
 	return resp.StatusCode, true, nil
 }

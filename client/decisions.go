@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"iter"
+	"net"
 	"net/http"
 	"net/url"
 	"time"
@@ -192,13 +194,20 @@ func lastApplied(ds []Decision) *Decision {
 }
 
 // transient reports whether err is worth asking again: the server said so
-// (503, 429) or could not be reached. Any other problem is an answer.
+// (503, 429, 408) or could not be reached, or its answer did not arrive.
+// Any other problem is an answer; a URL that cannot be sent, or an answer
+// that is not Limbo's JSON (a proxy's page), would fail the same way again.
 func transient(err error) bool {
 	var p *Problem
 	if errors.As(err, &p) {
-		return p.Status == http.StatusServiceUnavailable || p.Status == http.StatusTooManyRequests
+		return p.Status == http.StatusServiceUnavailable || p.Status == http.StatusTooManyRequests || p.Status == http.StatusRequestTimeout
 	}
-	return true // the request did not reach Limbo, or its answer did not arrive
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		err = ue.Err // a *url.Error is a net.Error whatever it wraps
+	}
+	var ne net.Error
+	return errors.As(err, &ne) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
 }
 
 // waitsForPerson reports whether an operation in s waits for a reviewer.

@@ -77,8 +77,9 @@ func (c *Client) grant(ctx context.Context, opID string, opts AttemptOptions) (*
 	for {
 		g, err := c.StartAttempt(ctx, opID, opts)
 		var p *Problem
-		if !errors.As(err, &p) || (p.Status != http.StatusTooManyRequests && p.Type != ProblemWaitingForDependency) {
-			return g, err
+		if !errors.As(err, &p) || (p.Status != http.StatusTooManyRequests && p.Status != http.StatusServiceUnavailable &&
+			p.Type != ProblemWaitingForDependency) {
+			return g, err // a grant, or an answer that waiting cannot change
 		}
 		wait := p.RetryAfter
 		if p.Type == ProblemWaitingForDependency {
@@ -94,7 +95,7 @@ func (c *Client) grant(ctx context.Context, opID string, opts AttemptOptions) (*
 }
 
 // report sends the outcome of attempt g, again and again while Limbo cannot
-// be reached or answers 5xx: the same report twice is answered unchanged,
+// be reached or answers 5xx, 408 or 429 (nothing was changed): the same report twice is answered unchanged,
 // and an unreported attempt would turn ambiguous when its lease expires.
 // It gives up when the lease has expired (the sweeper then owns the
 // attempt) or ctx ends.
@@ -106,13 +107,18 @@ func (c *Client) report(ctx context.Context, opID string, g *Grant, o Outcome) (
 			return res, err
 		}
 		var p *Problem
-		if errors.As(err, &p) && p.Status < 500 {
+		again := errors.As(err, &p) && (p.Status == http.StatusRequestTimeout || p.Status == http.StatusTooManyRequests)
+		if errors.As(err, &p) && p.Status < 500 && !again {
 			return nil, err // refused: retrying the same report cannot help
 		}
 		if !g.LeaseExpiresAt.IsZero() && time.Now().After(g.LeaseExpiresAt) {
 			return nil, fmt.Errorf("limbo: reporting %s attempt %d: lease expired: %w", opID, g.N, err)
 		}
-		if err := sleep(ctx, backoff); err != nil {
+		wait := backoff
+		if p != nil && p.RetryAfter > 0 {
+			wait = p.RetryAfter
+		}
+		if err := sleep(ctx, wait); err != nil {
 			return nil, err
 		}
 		backoff = min(2*backoff, 2*time.Second)
