@@ -183,3 +183,19 @@ func TestCandidateLinksOnlyWhatOpens(t *testing.T) {
 		}
 	}
 }
+
+// TestAdminSeesAGrantThatCannotBeRead: a user whose stored tenants no
+// longer read as a scope (stored before tenants were checked as names)
+// grants nothing; the users page says so, in Italian too.
+func TestAdminSeesAGrantThatCannotBeRead(t *testing.T) {
+	t.Parallel()
+	srv, st := consoleServer(t, store.SQLite)
+	if _, err := st.DB().Exec(`UPDATE users SET tenants = 'acme,*' WHERE email = 'support@example.com'`); err != nil {
+		t.Fatal(err)
+	}
+	adm := newBrowser(t, srv.URL).withHeader("Accept-Language", "it")
+	adm.login("admin@example.com")
+	if code, page := adm.get("/admin/users"); code != 200 || strings.Count(page, "Questa autorizzazione non è leggibile") != 1 {
+		t.Errorf("/admin/users: %d; want the one unreadable grant marked", code)
+	}
+}

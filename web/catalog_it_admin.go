@@ -29,9 +29,10 @@ func init() {
 		"Created":           "Creazione",
 		"none":              "nessuno",
 		"no credential":     "nessuna credenziale",
-		"every tenant":      "tutti i tenant",
-		"%d days":           "%d giorni",
-		"Added %s.":         "Aggiunto %s.",
+		"This grant cannot be read and grants no tenant: set the tenants again.": "Questa autorizzazione non è leggibile e non concede alcun tenant: imposta di nuovo i tenant.",
+		"every tenant": "tutti i tenant",
+		"%d days":      "%d giorni",
+		"Added %s.":    "Aggiunto %s.",
 		// Roles.
 		"Reviewer": "Revisore",
 		"Support":  "Supporto",
