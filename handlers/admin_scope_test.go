@@ -193,6 +193,28 @@ var adminProbes = []adminProbe{
 		}
 		return got.DisabledAt != nil
 	}, covers},
+	{"POST", "/admin/webhooks/{hook}/enable", tenantTargets, func(w *adminWorld, admin, target string) bool {
+		ep := w.endpoint(target, "enable-"+w.tag(admin, target))
+		if err := w.st.DisableWebhookEndpoint(context.Background(), review.Operator("test"), ep.ID); err != nil {
+			w.t.Fatal(err)
+		}
+		b := w.admins[admin]
+		code, _, _ := b.post("/admin/webhooks/"+ep.ID+"/enable", url.Values{"csrf": {b.csrf}})
+		got := w.endpointDescribed(ep.Description)
+		if (got.DisabledAt == nil) != (code == http.StatusSeeOther) || (got.DisabledAt != nil && code != http.StatusNotFound) {
+			w.t.Errorf("enabling a %s endpoint as %s admin: %d, enabled %v", target, admin, code, got.DisabledAt == nil)
+		}
+		return got.DisabledAt == nil
+	}, covers},
+	{"POST", "/admin/webhooks/{hook}/redeliver", tenantTargets, func(w *adminWorld, admin, target string) bool {
+		ep := w.endpoint(target, "redeliver-"+w.tag(admin, target))
+		b := w.admins[admin]
+		code, _, _ := b.post("/admin/webhooks/"+ep.ID+"/redeliver", url.Values{"csrf": {b.csrf}})
+		if code != http.StatusSeeOther && code != http.StatusNotFound {
+			w.t.Errorf("redelivering to a %s endpoint as %s admin: %d, want 303 or 404", target, admin, code)
+		}
+		return code == http.StatusSeeOther
+	}, covers},
 	// What admins read beyond the admin pages, bounded by the same scope.
 	{"GET", "/", tenantTargets, func(w *adminWorld, admin, target string) bool {
 		_, body := w.admins[admin].get("/")

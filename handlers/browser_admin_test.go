@@ -2,6 +2,7 @@ package handlers_test
 
 import (
 	"context"
+	"slices"
 	"testing"
 
 	"github.com/chromedp/chromedp"
@@ -52,6 +53,21 @@ destinations:
 			URL: "https://hooks.example.com/limbo/decisions/acme-corporation-europe-west/very/long/path/for/the/receiver", Description: "the operations team's pager"}); err != nil {
 			t.Fatal(err)
 		}
+		// A disabled endpoint with a message given up: its page offers the
+		// way out (enable, then deliver again).
+		off, err := st.AddWebhookEndpoint(ctx, op, store.NewWebhookEndpoint{Tenant: "acme",
+			URL: "https://hooks.example.com/limbo/decisions/acme/another/very/long/path/for/the/receiver/of/decisions"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.Decide(ctx, store.DecisionRequest{CaseID: needsReviewOn(t, st, "acme", "mail", "hook-1"),
+			Action: review.DecideFail, Reason: "wrong version rendered", Actor: "test"}); err != nil {
+			t.Fatal(err)
+		}
+		if err := st.DisableWebhookEndpoint(ctx, op, off.ID); err != nil {
+			t.Fatal(err)
+		}
+		pages := append(slices.Clip(adminPages), "/admin/webhooks/"+off.ID)
 		browser := startChromium(t)
 		adm := openBrowserTab(t, browser, srv.URL, "admin")
 		adm.login("admin@example.com")
@@ -66,7 +82,7 @@ destinations:
 					t.Fatal(err)
 				}
 			}
-			for _, p := range adminPages {
+			for _, p := range pages {
 				adm.open(p)
 				if got := evalJS[string](adm, `document.documentElement.lang`); got != lang {
 					adm.fatalf("%s: html lang %q, want %q", p, got, lang)

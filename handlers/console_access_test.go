@@ -48,6 +48,8 @@ var consoleRoutes = []struct {
 	{"POST", "/admin/webhooks", review.PermAdmin},
 	{"GET", "/admin/webhooks/{hook}", review.PermAdmin},
 	{"POST", "/admin/webhooks/{hook}/disable", review.PermAdmin},
+	{"POST", "/admin/webhooks/{hook}/enable", review.PermAdmin},
+	{"POST", "/admin/webhooks/{hook}/redeliver", review.PermAdmin},
 	{"POST", "/preferences/language", ""},
 	{"POST", "/logout", ""},
 	// A plain GET of the event stream (no Accept: text/event-stream, as

@@ -54,6 +54,7 @@ var domainMessages = []web.Message{
 	web.Msg("url: use https: plain http is accepted only for targets listed in webhooks.allow_internal in the configuration file"),
 	web.Msg("url: %s; to allow it, add it to webhooks.allow_internal in the configuration file"),
 	web.Msg("secret: give whsec_ and base64 of 24–64 random bytes, or leave it empty"),
+	web.Msg("the endpoint is disabled; enable it first"),
 	// Decisions: the sentinels people meet on a case.
 	web.Msg("reason: every decision needs a reason, in a few words"),
 	web.Msg("too late to approve: no approval was given before the request expired; the operation will not run"),

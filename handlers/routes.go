@@ -134,6 +134,8 @@ func (h *Handlers) Routes(e *echo.Echo) {
 	ui(http.MethodPost, "/admin/webhooks", h.AdminAddWebhook, review.PermAdmin)
 	ui(http.MethodGet, "/admin/webhooks/:id", h.AdminDeliveries, review.PermAdmin)
 	ui(http.MethodPost, "/admin/webhooks/:id/disable", h.AdminDisableWebhook, review.PermAdmin)
+	ui(http.MethodPost, "/admin/webhooks/:id/enable", h.AdminEnableWebhook, review.PermAdmin)
+	ui(http.MethodPost, "/admin/webhooks/:id/redeliver", h.AdminRedeliverWebhook, review.PermAdmin)
 	e.GET("/healthz", h.Healthz)
 	e.GET("/readyz", h.Readyz)
 	e.GET("/api/v1/openapi.json", h.OpenAPI)

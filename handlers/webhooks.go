@@ -3,6 +3,7 @@ package handlers
 import (
 	"net/http"
 	"net/url"
+	"strconv"
 
 	"github.com/labstack/echo/v4"
 
@@ -46,8 +47,40 @@ func (h *Handlers) AdminDisableWebhook(c echo.Context) error {
 	return c.Redirect(http.StatusSeeOther, "/admin/webhooks")
 }
 
-// AdminDeliveries shows one endpoint's delivery history.
+// AdminEnableWebhook lets a disabled endpoint receive decisions again, and
+// shows its page: where its given-up messages can be delivered again.
+func (h *Handlers) AdminEnableWebhook(c echo.Context) error {
+	id := c.Param("id")
+	if err := h.Store.EnableWebhookEndpoint(c.Request().Context(), principal(c), id); err != nil {
+		return err
+	}
+	return c.Redirect(http.StatusSeeOther, "/admin/webhooks/"+url.PathEscape(id))
+}
+
+// AdminRedeliverWebhook delivers an endpoint's given-up messages again.
+func (h *Handlers) AdminRedeliverWebhook(c echo.Context) error {
+	id := c.Param("id")
+	n, err := h.Store.RedeliverWebhookMessages(c.Request().Context(), principal(c), id)
+	if status := adminProblemStatus(err); status != 0 {
+		return h.renderDeliveries(c, status, web.DeliveriesView{Problem: problemText(c, err)})
+	}
+	if err != nil {
+		return err
+	}
+	return c.Redirect(http.StatusSeeOther, "/admin/webhooks/"+url.PathEscape(id)+"?redelivered="+strconv.Itoa(n))
+}
+
+// AdminDeliveries shows one endpoint's delivery history, and how many of
+// its messages were given up.
 func (h *Handlers) AdminDeliveries(c echo.Context) error {
+	v := web.DeliveriesView{Redelivered: -1}
+	if n, err := strconv.Atoi(c.QueryParam("redelivered")); err == nil && n >= 0 {
+		v.Redelivered = n
+	}
+	return h.renderDeliveries(c, http.StatusOK, v)
+}
+
+func (h *Handlers) renderDeliveries(c echo.Context, status int, v web.DeliveriesView) error {
 	ctx := c.Request().Context()
 	scope := session(c).User.Scope().List()
 	e, err := h.Store.GetWebhookEndpoint(ctx, c.Param("id"), scope)
@@ -58,9 +91,12 @@ func (h *Handlers) AdminDeliveries(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	next := ""
-	if page.Next != "" {
-		next = "/admin/webhooks/" + e.ID + "?cursor=" + url.QueryEscape(page.Next)
+	if v.GivenUp, err = h.Store.GivenUpMessages(ctx, e.ID, scope); err != nil {
+		return err
 	}
-	return render(c, http.StatusOK, web.DeliveriesPage(nav(c), e, page, next))
+	if page.Next != "" {
+		v.Next = "/admin/webhooks/" + e.ID + "?cursor=" + url.QueryEscape(page.Next)
+	}
+	v.Nav, v.Endpoint, v.Page = nav(c), e, page
+	return render(c, status, web.DeliveriesPage(v))
 }

@@ -97,3 +97,75 @@ func TestConsoleWebhookRefusals(t *testing.T) {
 		}
 	})
 }
+
+// TestConsoleWebhookWayOut: a disabled endpoint and its given-up messages
+// have a way out in the console. The endpoint's page counts them and says
+// to enable it first; enabling it offers to deliver them again, which
+// makes them due at once. A stale form that redelivers to an endpoint
+// disabled meanwhile gets a readable refusal.
+func TestConsoleWebhookWayOut(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		srv, st := consoleServer(t, e)
+		ctx := context.Background()
+		adm := newBrowser(t, srv.URL)
+		adm.login("admin@example.com")
+		if code, _, _ := adm.post("/admin/webhooks", url.Values{"csrf": {adm.csrf}, "tenant": {"acme"}, "url": {"https://hooks.example.com/limbo"}}); code != http.StatusOK {
+			t.Fatalf("add: %d", code)
+		}
+		es, _ := st.ListWebhookEndpoints(ctx, nil)
+		ep := es[0]
+		if _, err := st.Decide(ctx, store.DecisionRequest{CaseID: needsReview(t, st, "hook-1"), Action: review.DecideFail,
+			Reason: "wrong version rendered", Actor: "admin@example.com"}); err != nil {
+			t.Fatal(err)
+		}
+		if code, _, _ := adm.post("/admin/webhooks/"+ep.ID+"/disable", url.Values{"csrf": {adm.csrf}}); code != http.StatusSeeOther {
+			t.Fatalf("disable: %d", code)
+		}
+		page := "/admin/webhooks/" + ep.ID
+		_, body := adm.get(page)
+		body = html.UnescapeString(body)
+		if !strings.Contains(body, "Messages given up: 1.") || !strings.Contains(body, "Enable the endpoint to deliver them again.") ||
+			strings.Contains(body, page+"/redeliver") || !strings.Contains(body, page+"/enable") {
+			t.Errorf("disabled endpoint's page: want the count, the enable button and no redeliver button:\n%s", body)
+		}
+		if _, list := adm.get("/admin/webhooks"); !strings.Contains(list, page+"/enable") {
+			t.Errorf("the list offers no way to enable the disabled endpoint")
+		}
+		// A form from before the endpoint was disabled.
+		code, body, _ := adm.post(page+"/redeliver", url.Values{"csrf": {adm.csrf}})
+		if code != http.StatusUnprocessableEntity || !strings.Contains(body, "the endpoint is disabled; enable it first") {
+			t.Errorf("redeliver to a disabled endpoint: %d, want 422 saying to enable it first", code)
+		}
+
+		code, _, hdr := adm.post(page+"/enable", url.Values{"csrf": {adm.csrf}})
+		if code != http.StatusSeeOther || hdr.Get("Location") != page {
+			t.Fatalf("enable: %d to %q", code, hdr.Get("Location"))
+		}
+		_, body = adm.get(page)
+		if !strings.Contains(body, page+"/redeliver") || strings.Contains(body, page+"/enable") {
+			t.Errorf("enabled endpoint's page: want the redeliver button")
+		}
+		code, _, hdr = adm.post(page+"/redeliver", url.Values{"csrf": {adm.csrf}})
+		if code != http.StatusSeeOther || hdr.Get("Location") != page+"?redelivered=1" {
+			t.Fatalf("redeliver: %d to %q", code, hdr.Get("Location"))
+		}
+		_, body = adm.get(page + "?redelivered=1")
+		if !strings.Contains(body, "Messages to deliver again: 1.") || strings.Contains(body, "Messages given up") {
+			t.Errorf("page after redelivering: want the notice and nothing given up")
+		}
+		if cs, err := st.ClaimDeliveries(ctx, "w1", 10, time.Minute); err != nil || len(cs) != 1 {
+			t.Errorf("claims after redelivering = %d, %v; want the message due at once", len(cs), err)
+		}
+		u, err := st.UserByEmail(ctx, "admin@example.com")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := st.SetLanguage(ctx, u.Principal(), "it"); err != nil {
+			t.Fatal(err)
+		}
+		if _, body = adm.get(page + "?redelivered=1"); !strings.Contains(html.UnescapeString(body), "Messaggi da consegnare di nuovo: 1.") {
+			t.Errorf("the notice is not in Italian")
+		}
+	})
+}

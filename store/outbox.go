@@ -18,7 +18,8 @@ import (
 
 // Outbound webhook retry policy: a failed delivery waits base·2^(n-1),
 // capped, with jitter, and a message still undelivered once
-// WebhookGiveUpAfter has passed since it was enqueued is marked failed.
+// WebhookGiveUpAfter has passed since it was enqueued (or delivered again
+// by an admin: RedeliverWebhookMessages) is marked failed.
 // With these figures a receiver that stays down gets 21–33 tries over three
 // days (25 at the mean jitter), the first ten within 4–9 hours and the rest
 // 3–6 hours apart.
@@ -75,6 +76,19 @@ type DeliveryClaim struct {
 	Owner      string    `db:"lease_owner"`
 	Generation int64     `db:"lease_generation"`
 	CreatedAt  time.Time `db:"created_at"`
+	// RetryFrom is when an admin last delivered the message again (nil:
+	// never); its give-up window runs from then (Since).
+	RetryFrom *time.Time `db:"retry_from"`
+}
+
+// Since is when the message's give-up window began: when it was enqueued,
+// or last delivered again by an admin. (Read as two columns: SQLite's
+// COALESCE would lose the columns' type, and the driver its time.)
+func (c DeliveryClaim) Since() time.Time {
+	if c.RetryFrom != nil {
+		return c.RetryFrom.UTC()
+	}
+	return c.CreatedAt.UTC()
 }
 
 // Delivery is one try of one message, as the history page lists it.
@@ -131,7 +145,7 @@ WHERE id = ? AND status = 'pending' AND (lease_until IS NULL OR lease_until <= ?
 	/* Store.ClaimDeliveries */
 	selectClaimedDelivery = `
 SELECT o.id, o.endpoint_id, o.tenant, e.url, e.secret, o.event_type, o.event_id, o.payload, o.attempts,
-    o.lease_owner, o.lease_generation, o.created_at
+    o.lease_owner, o.lease_generation, o.created_at, o.retry_from
 FROM outbox o JOIN webhook_endpoints e ON e.id = o.endpoint_id WHERE o.id = ?`
 	/* Store.CompleteDelivery */
 	selectEndpointDisabled = `SELECT disabled_at FROM webhook_endpoints WHERE id = ?`
@@ -253,7 +267,7 @@ func (s *Store) ClaimDeliveries(ctx context.Context, owner string, n int, lease 
 // message (netguard.Explain) — and how long it took. A
 // 2xx without error delivers the message. Anything else schedules the next
 // try by exponential backoff with jitter, or — when that would fall past
-// WebhookGiveUpAfter since the message was enqueued, or the endpoint is
+// WebhookGiveUpAfter since the message was enqueued (or delivered again), or the endpoint is
 // disabled — marks it failed. Every try is appended to the history.
 //
 // It is fenced by the claim's generation: a worker that paused past its
@@ -286,7 +300,7 @@ func (s *Store) CompleteDelivery(ctx context.Context, c DeliveryClaim, statusCod
 			case disabled != nil:
 				status, next = OutboxFailed, now
 				errText = strings.TrimSpace(errText + "; endpoint disabled")
-			case next.After(c.CreatedAt.Add(WebhookGiveUpAfter)):
+			case next.After(c.Since().Add(WebhookGiveUpAfter)):
 				status, next = OutboxFailed, now
 			}
 		}

@@ -54,6 +54,14 @@ const (
 	failEndpointMessages = `
 UPDATE outbox SET status = 'failed', last_error = 'endpoint disabled', lease_owner = NULL, lease_until = NULL
 WHERE endpoint_id = ? AND status = 'pending' AND (lease_until IS NULL OR lease_until <= ?)`
+	/* Store.EnableWebhookEndpoint */
+	enableEndpoint = `UPDATE webhook_endpoints SET disabled_at = NULL WHERE id = ? AND disabled_at IS NOT NULL`
+	/* Store.RedeliverWebhookMessages: given-up messages are due now, with a new give-up window. */
+	redeliverMessages = `
+UPDATE outbox SET status = 'pending', next_attempt_at = ?, retry_from = ?
+WHERE endpoint_id = ? AND status = 'failed'`
+	/* Store.GivenUpMessages */
+	countGivenUp = `SELECT COUNT(*) FROM outbox WHERE endpoint_id = ? AND status = 'failed'`
 )
 
 // AddWebhookEndpoint adds a receiver of the tenant's decision webhooks and
@@ -266,6 +274,91 @@ func (s *Store) DisableWebhookEndpoint(ctx context.Context, by review.Principal,
 		return fmt.Errorf("store.DisableWebhookEndpoint: %w", err)
 	}
 	return nil
+}
+
+// EnableWebhookEndpoint lets a disabled endpoint receive decisions again:
+// the ones decided from now on. What was decided meanwhile was never
+// enqueued for it (the decisions feed has it), and the messages given up
+// when it was disabled stay given up until RedeliverWebhookMessages.
+// Enabling an enabled endpoint changes nothing.
+func (s *Store) EnableWebhookEndpoint(ctx context.Context, by review.Principal, id string) error {
+	err := s.WithTx(ctx, func(tx *sqlx.Tx) error {
+		ep, err := s.administeredEndpoint(ctx, tx, by, id)
+		if err != nil {
+			return err
+		}
+		now := s.now()
+		res, err := tx.ExecContext(ctx, s.rebind(enableEndpoint), ep.ID)
+		if err != nil {
+			return err
+		}
+		if k, _ := res.RowsAffected(); k == 0 {
+			return nil // already enabled
+		}
+		return s.appendEvent(ctx, tx, &AuditEvent{At: now, Actor: by.Name, Tenant: ep.Tenant, Action: "webhook.endpoint_enabled",
+			Detail: detailJSON(map[string]any{"endpoint_id": ep.ID, "url": ep.URL})})
+	})
+	if err != nil {
+		if errors.Is(err, review.ErrNotFound) || errors.Is(err, review.ErrForbidden) {
+			return err
+		}
+		return fmt.Errorf("store.EnableWebhookEndpoint: %w", err)
+	}
+	return nil
+}
+
+// ErrEndpointDisabled: messages are delivered again only to an enabled
+// endpoint.
+var ErrEndpointDisabled = fmt.Errorf("%w: the endpoint is disabled; enable it first", review.ErrConflict)
+
+// RedeliverWebhookMessages makes every given-up message of an enabled
+// endpoint due again, and returns how many. Each keeps its webhook-id, so
+// a receiver that has it already can drop it, and its tries' history (the
+// count goes on); its give-up window starts again now, so a receiver that
+// is still down gets the usual three days of tries. This is the way out of
+// "given up": after an outage longer than the retries, or once a disabled
+// endpoint is enabled again.
+func (s *Store) RedeliverWebhookMessages(ctx context.Context, by review.Principal, id string) (int, error) {
+	n, err := inTx(ctx, s, func(tx *sqlx.Tx) (int, error) {
+		ep, err := s.administeredEndpoint(ctx, tx, by, id)
+		if err != nil {
+			return 0, err
+		}
+		if ep.DisabledAt != nil {
+			return 0, ErrEndpointDisabled
+		}
+		now := s.now()
+		res, err := tx.ExecContext(ctx, s.rebind(redeliverMessages), now, now, ep.ID)
+		if err != nil {
+			return 0, err
+		}
+		k, err := res.RowsAffected()
+		if err != nil || k == 0 {
+			return 0, err // nothing given up: nothing changed, nothing to audit
+		}
+		return int(k), s.appendEvent(ctx, tx, &AuditEvent{At: now, Actor: by.Name, Tenant: ep.Tenant, Action: "webhook.redelivered",
+			Detail: detailJSON(map[string]any{"endpoint_id": ep.ID, "url": ep.URL, "messages": k})})
+	})
+	if err != nil {
+		if errors.Is(err, review.ErrNotFound) || errors.Is(err, review.ErrForbidden) || errors.Is(err, review.ErrConflict) {
+			return 0, err
+		}
+		return 0, fmt.Errorf("store.RedeliverWebhookMessages: %w", err)
+	}
+	return n, nil
+}
+
+// GivenUpMessages counts an endpoint's given-up messages, for the button
+// that delivers them again. Unknown or out of scope is review.ErrNotFound.
+func (s *Store) GivenUpMessages(ctx context.Context, id string, scope []string) (int, error) {
+	if _, err := s.endpoint(ctx, s.db, id, scope); err != nil {
+		return 0, err
+	}
+	var n int
+	if err := s.db.GetContext(ctx, &n, s.rebind(countGivenUp), id); err != nil {
+		return 0, fmt.Errorf("store.GivenUpMessages: %w", err)
+	}
+	return n, nil
 }
 
 // administeredEndpoint is the endpoint id as by, acting now, may change it:

@@ -492,3 +492,114 @@ func TestWebhookDisabledEndpoint(t *testing.T) {
 		}
 	})
 }
+
+// TestWebhookRedeliver: "given up" has a way out. An admin of the tenant
+// delivers an enabled endpoint's given-up messages again, each keeping its
+// webhook-id and its tries' history, with a new give-up window; a disabled
+// endpoint is enabled first. Both are audited once, and doing either again
+// changes nothing.
+func TestWebhookRedeliver(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		b := setup(t, e, nil)
+		adminOf := func(tenant string) review.Principal {
+			return review.Principal{Name: "admin", Role: review.RoleAdmin, Scope: review.Scope{Tenants: []string{tenant}}}
+		}
+		ep := b.addEndpoint(t, tenantA, "https://a.example/h")
+		_, c := b.hookCase(t, intention("doc-1", review.RiskCompensableWrite, "plain"))
+		b.confirm(t, c)
+		// The receiver stays down past the give-up window.
+		for try := 1; ; try++ {
+			cs := b.claimAll(t, "w1")
+			if len(cs) != 1 {
+				t.Fatalf("try %d: claims = %+v", try, cs)
+			}
+			m, err := b.s.CompleteDelivery(b.ctx, cs[0], 503, nil, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if m.Status == store.OutboxFailed {
+				break
+			}
+			b.clk.Advance(m.NextAttemptAt.Sub(b.clk.Now()))
+		}
+		given := b.messages(t, ep)[0]
+		if n, err := b.s.GivenUpMessages(b.ctx, ep.ID, []string{tenantA}); n != 1 || err != nil {
+			t.Fatalf("given up = %d, %v; want 1", n, err)
+		}
+		if _, err := b.s.GivenUpMessages(b.ctx, ep.ID, []string{tenantB}); !errors.Is(err, review.ErrNotFound) {
+			t.Errorf("count out of scope = %v, want ErrNotFound", err)
+		}
+		if _, err := b.s.RedeliverWebhookMessages(b.ctx, adminOf(tenantB), ep.ID); !errors.Is(err, review.ErrNotFound) {
+			t.Errorf("another tenant's admin redelivers: %v, want ErrNotFound", err)
+		}
+
+		// A disabled endpoint gets nothing until it is enabled.
+		if err := b.s.DisableWebhookEndpoint(b.ctx, adminOf(tenantA), ep.ID); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.s.RedeliverWebhookMessages(b.ctx, adminOf(tenantA), ep.ID); !errors.Is(err, store.ErrEndpointDisabled) ||
+			!errors.Is(err, review.ErrConflict) {
+			t.Errorf("redelivering to a disabled endpoint = %v, want ErrEndpointDisabled", err)
+		}
+		if err := b.s.EnableWebhookEndpoint(b.ctx, adminOf(tenantB), ep.ID); !errors.Is(err, review.ErrNotFound) {
+			t.Errorf("another tenant's admin enables: %v, want ErrNotFound", err)
+		}
+		for range 2 {
+			if err := b.s.EnableWebhookEndpoint(b.ctx, adminOf(tenantA), ep.ID); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if got, err := b.s.GetWebhookEndpoint(b.ctx, ep.ID, nil); err != nil || got.DisabledAt != nil {
+			t.Fatalf("enabled endpoint = %+v, %v", got, err)
+		}
+
+		b.clk.Advance(time.Hour)
+		redelivered := b.clk.Now()
+		if n, err := b.s.RedeliverWebhookMessages(b.ctx, adminOf(tenantA), ep.ID); n != 1 || err != nil {
+			t.Fatalf("redelivered %d, %v; want 1", n, err)
+		}
+		if n, err := b.s.RedeliverWebhookMessages(b.ctx, adminOf(tenantA), ep.ID); n != 0 || err != nil {
+			t.Errorf("redelivering again = %d, %v; want 0, nothing changed", n, err)
+		}
+		m := b.messages(t, ep)[0]
+		if m.Status != store.OutboxPending || !m.NextAttemptAt.Equal(redelivered) || m.EventID != given.EventID ||
+			!m.CreatedAt.Equal(given.CreatedAt) || m.Attempts != given.Attempts {
+			t.Errorf("redelivered message = %+v, was %+v", m, given)
+		}
+		// A new window: the next failed try is retried, not given up.
+		cs := b.claimAll(t, "w1")
+		if len(cs) != 1 || !cs[0].Since().Equal(redelivered) {
+			t.Fatalf("claims after redelivery = %+v", cs)
+		}
+		if m, err := b.s.CompleteDelivery(b.ctx, cs[0], 503, nil, 0); err != nil || m.Status != store.OutboxPending {
+			t.Errorf("failed try after redelivery = %+v, %v; want retried", m, err)
+		}
+		b.clk.Advance(store.WebhookRetryCap)
+		cs = b.claimAll(t, "w1")
+		if len(cs) != 1 {
+			t.Fatalf("claims = %+v", cs)
+		}
+		if m, err := b.s.CompleteDelivery(b.ctx, cs[0], 200, nil, 0); err != nil || m.Status != store.OutboxDelivered ||
+			m.Attempts != given.Attempts+2 {
+			t.Errorf("delivered = %+v, %v; want the count of tries to go on", m, err)
+		}
+
+		evs, err := b.s.AuditEvents(b.ctx, 0, 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var acts []string
+		for _, ev := range evs {
+			if strings.HasPrefix(ev.Action, "webhook.") {
+				acts = append(acts, ev.Action)
+			}
+			if ev.Action == "webhook.redelivered" && !strings.Contains(ev.Detail, `"messages":1`) {
+				t.Errorf("redelivery audited as %s", ev.Detail)
+			}
+		}
+		if want := "webhook.endpoint_added webhook.endpoint_disabled webhook.endpoint_enabled webhook.redelivered"; strings.Join(acts, " ") != want {
+			t.Errorf("audit = %v, want %s", acts, want)
+		}
+	})
+}

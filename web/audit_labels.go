@@ -103,6 +103,10 @@ func AuditActionLabel(ctx context.Context, a string) string {
 		return T(ctx, "Webhook endpoint added")
 	case "webhook.endpoint_disabled":
 		return T(ctx, "Webhook endpoint disabled")
+	case "webhook.endpoint_enabled":
+		return T(ctx, "Webhook endpoint enabled")
+	case "webhook.redelivered":
+		return T(ctx, "Webhook messages delivered again")
 	case "webhook.secret_revealed":
 		return T(ctx, "Webhook secret revealed")
 	}

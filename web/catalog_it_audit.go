@@ -42,6 +42,8 @@ func init() {
 		"Extra effect found":                  "Trovato un effetto in più",
 		"Webhook endpoint added":              "Endpoint webhook aggiunto",
 		"Webhook endpoint disabled":           "Endpoint webhook disattivato",
+		"Webhook endpoint enabled":            "Endpoint webhook riattivato",
+		"Webhook messages delivered again":    "Messaggi webhook consegnati di nuovo",
 		"Webhook secret revealed":             "Segreto del webhook mostrato",
 		"Decision: %s":                        "Decisione: %s",
 		"Outcome reported":                    "Esito comunicato",
