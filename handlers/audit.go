@@ -88,7 +88,9 @@ func (h *Handlers) AuditVerify(c echo.Context) error {
 	if _, _, err := auditFilter(c); err != nil {
 		return err // before the chain is read: a bad filter is the page's only answer
 	}
-	opt := store.VerifyOptions{PublicKey: h.Store.AuditPublicKey()}
+	// The whole chain is checked for everyone; a scoped reader is told
+	// about their tenants' events only (VerifyOptions.Scope).
+	opt := store.VerifyOptions{PublicKey: h.Store.AuditPublicKey(), Scope: session(c).User.Scope().List()}
 	if opt.PublicKey == nil {
 		return consoleError(http.StatusServiceUnavailable, "This server has no audit key, so it cannot verify the chain.")
 	}

@@ -2,6 +2,7 @@ package handlers_test
 
 import (
 	"context"
+	"fmt"
 	"net/url"
 	"strings"
 	"testing"
@@ -198,4 +199,67 @@ func TestAdminSeesAGrantThatCannotBeRead(t *testing.T) {
 	if code, page := adm.get("/admin/users"); code != 200 || strings.Count(page, "Questa autorizzazione non è leggibile") != 1 {
 		t.Errorf("/admin/users: %d; want the one unreadable grant marked", code)
 	}
+}
+
+// TestAuditVerifyScoped: a manager of some tenants verifies the whole
+// chain, but is told only about their tenants' events: their count, and
+// where the chain breaks only when the break is one of theirs. Another
+// tenant's broken event is "outside your tenants", without its seq or
+// reason; a reader of every tenant sees both.
+func TestAuditVerifyScoped(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		srv, st := consoleServer(t, e)
+		ctx := context.Background()
+		if _, err := st.AddUser(ctx, review.Operator("test"), store.NewUser{Email: "acme-mgr@example.com", Password: "correct horse battery",
+			Role: review.RoleManager, Scope: review.Scope{Tenants: []string{"acme"}}}); err != nil {
+			t.Fatal(err)
+		}
+		needsReviewOn(t, st, "acme", "files", "doc-a")
+		needsReviewOn(t, st, "beta", "files", "doc-b")
+		storetest.Sealed(t, st)
+		seqOf := func(tenant string) (first int64, n int) {
+			evs, err := st.AuditEvents(ctx, 0, 1000)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, ev := range evs {
+				if ev.Tenant == tenant {
+					if first == 0 {
+						first = ev.Seq
+					}
+					n++
+				}
+			}
+			return first, n
+		}
+		acmeSeq, acmeN := seqOf("acme")
+		betaSeq, _ := seqOf("beta")
+		scoped := newBrowser(t, srv.URL)
+		scoped.login("acme-mgr@example.com")
+		all := newBrowser(t, srv.URL)
+		all.login("manager@example.com")
+
+		_, body := scoped.get("/audit/verify")
+		if want := fmt.Sprintf("every tenant&#39;s events were checked; yours are %d,", acmeN); !strings.Contains(body, want) {
+			t.Errorf("scoped verify of a sound chain: want %q", want)
+		}
+		edit := func(seq int64) {
+			if _, err := st.DB().Exec(st.DB().Rebind(`UPDATE audit_events SET detail = '{"edited":true}' WHERE seq = ?`), seq); err != nil {
+				t.Fatal(err)
+			}
+		}
+		edit(betaSeq)
+		_, body = scoped.get("/audit/verify")
+		if !strings.Contains(body, "outside your tenants") || strings.Contains(body, fmt.Sprintf("seq %d", betaSeq)) {
+			t.Errorf("scoped verify, another tenant's event edited: want \"outside your tenants\" and no seq")
+		}
+		if _, body = all.get("/audit/verify"); !strings.Contains(body, fmt.Sprintf("The chain is broken at seq %d:", betaSeq)) {
+			t.Errorf("all-tenants verify: want the break at seq %d", betaSeq)
+		}
+		edit(acmeSeq)
+		if _, body = scoped.get("/audit/verify"); !strings.Contains(body, fmt.Sprintf("The chain is broken at seq %d:", acmeSeq)) {
+			t.Errorf("scoped verify, own tenant's event edited: want the break at seq %d", acmeSeq)
+		}
+	})
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/sha256"
+	"database/sql"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -34,6 +35,11 @@ type VerifyOptions struct {
 	// SkipAge turns the age check off: for a database whose server is
 	// known to be stopped, or one checked against anchors.
 	SkipAge bool
+	// Scope is the tenants the reader may see (nil: all). The whole chain
+	// is still checked — a break anywhere is a break — but the report
+	// counts only these tenants' events, and says where the chain breaks
+	// only when that event is one of theirs (review.Scope.List).
+	Scope []string
 }
 
 // VerifyReport is the result of checking the audit trail.
@@ -55,6 +61,12 @@ type VerifyReport struct {
 	// (0 only when OK).
 	BrokenSeq int64  `json:"broken_seq,omitempty"`
 	Problem   string `json:"problem,omitempty"`
+	// Scoped: Events and Unsealed count only the reader's tenants'
+	// events (VerifyOptions.Scope). Outside: the chain breaks at an event
+	// outside them (or at none, such as a checkpoint), so BrokenSeq and
+	// Problem are left out; a reader of every tenant sees them.
+	Scoped  bool `json:"scoped,omitempty"`
+	Outside bool `json:"outside,omitempty"`
 }
 
 func (r *VerifyReport) fail(seq int64, format string, args ...any) {
@@ -80,6 +92,8 @@ const (
 	selectAllEvents = `
 SELECT seq, txid, at, actor, tenant, operation_id, action, from_state, to_state, detail, hash
 FROM audit_events ORDER BY seq`
+	/* Store.VerifyAudit: is the break one of the reader's tenants'? */
+	selectEventTenant = `SELECT tenant FROM audit_events WHERE seq = ?`
 )
 
 // chain is the checkpoints verification trusts, in id order: the stored
@@ -228,6 +242,16 @@ func (s *Store) VerifyAudit(ctx context.Context, opt VerifyOptions) (*VerifyRepo
 	if err != nil {
 		return nil, fmt.Errorf("store.VerifyAudit: %w", err)
 	}
+	if opt.Scope != nil && !rep.OK {
+		var tenant string
+		err := s.get(ctx, nil, &tenant, selectEventTenant, rep.BrokenSeq)
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return nil, fmt.Errorf("store.VerifyAudit: %w", err)
+		}
+		if err != nil || !slices.Contains(opt.Scope, tenant) {
+			rep.Outside, rep.BrokenSeq, rep.Problem = true, 0, ""
+		}
+	}
 	return rep, nil
 }
 
@@ -257,7 +281,7 @@ func scanEvents(rows *sqlx.Rows) iter.Seq2[*AuditEvent, error] {
 // events yields. opt.Now must be set. byTxID says the checkpoints' horizons
 // are transaction ids (PostgreSQL), not seqs (SQLite).
 func verifyChain(stored []Checkpoint, events iter.Seq2[*AuditEvent, error], opt VerifyOptions, byTxID bool) (*VerifyReport, error) {
-	rep := &VerifyReport{OK: true, KeyID: AuditKeyID(opt.PublicKey), Checkpoints: int64(len(stored))}
+	rep := &VerifyReport{OK: true, KeyID: AuditKeyID(opt.PublicKey), Checkpoints: int64(len(stored)), Scoped: opt.Scope != nil}
 	ch := buildChain(rep, stored, opt.Anchors, opt.PublicKey)
 	checkChain(rep, ch, opt.PublicKey)
 	v := newVerifier(rep, ch, opt, byTxID)
@@ -288,6 +312,13 @@ type verifier struct {
 	// slipped into sealed history.
 	horizon       int64
 	firstUnsealed int64
+	// scope is the tenants whose events the report counts (nil: all).
+	scope []string
+}
+
+// counts says whether the report counts e: one of the reader's tenants'.
+func (v *verifier) counts(e *AuditEvent) bool {
+	return v.scope == nil || slices.Contains(v.scope, e.Tenant)
 }
 
 func newVerifier(rep *VerifyReport, ch *chain, opt VerifyOptions, byTxID bool) *verifier {
@@ -302,7 +333,7 @@ func newVerifier(rep *VerifyReport, ch *chain, opt VerifyOptions, byTxID bool) *
 			rep.MaxAge = 2 * interval
 		}
 	}
-	v := &verifier{rep: rep, ch: ch, now: opt.Now, byTxID: byTxID, digests: make([]hash.Hash, len(cps))}
+	v := &verifier{rep: rep, ch: ch, now: opt.Now, byTxID: byTxID, digests: make([]hash.Hash, len(cps)), scope: opt.Scope}
 	for i := range cps {
 		var off int64
 		for _, r := range ch.ranges[i] {
@@ -345,7 +376,9 @@ func (v *verifier) closeRange() {
 // covering it or, if none does, as sealed history or the unsealed tail.
 func (v *verifier) event(e *AuditEvent) {
 	rep := v.rep
-	rep.Events++
+	if v.counts(e) {
+		rep.Events++
+	}
 	if EventHash(e) != e.Hash {
 		rep.fail(e.Seq, "event %d does not match its hash (edited or moved)", e.Seq)
 	}
@@ -380,7 +413,9 @@ func (v *verifier) event(e *AuditEvent) {
 			e.Seq, e.At.Format(time.RFC3339), rep.MaxAge)
 		fallthrough
 	default:
-		rep.Unsealed++
+		if v.counts(e) {
+			rep.Unsealed++
+		}
 		if v.firstUnsealed == 0 {
 			v.firstUnsealed = e.Seq
 		}
