@@ -95,7 +95,7 @@ func (s *Store) AddUser(ctx context.Context, by review.Principal, nu NewUser) (*
 	if err != nil || addr.Address != strings.TrimSpace(nu.Email) {
 		return nil, fmt.Errorf("%w: field \"email\": not an email address", review.ErrInvalid)
 	}
-	email := strings.ToLower(addr.Address)
+	email := canonicalEmail(addr.Address)
 	if !nu.Role.Valid() {
 		return nil, fmt.Errorf("%w: field \"role\": must be reviewer, support, manager or admin", review.ErrInvalid)
 	}
@@ -139,7 +139,7 @@ func (s *Store) AddUser(ctx context.Context, by review.Principal, nu NewUser) (*
 
 // UserByEmail finds a user; unknown is review.ErrNotFound.
 func (s *Store) UserByEmail(ctx context.Context, email string) (*User, error) {
-	return s.getUser(ctx, selectUserByEmail, strings.ToLower(strings.TrimSpace(email)))
+	return s.getUser(ctx, selectUserByEmail, canonicalEmail(strings.TrimSpace(email)))
 }
 
 // UserByID finds a user; unknown is review.ErrNotFound.
@@ -170,7 +170,14 @@ func mailAddress(e string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return strings.ToLower(a.Address), nil
+	return canonicalEmail(a.Address), nil
+}
+
+// canonicalEmail is an address as users are stored and looked up: lower
+// case, in NFC, so that "Élodie@…" typed composed, decomposed or in capitals
+// is one user, not two accounts for one person.
+func canonicalEmail(addr string) string {
+	return review.NFC(strings.ToLower(addr))
 }
 
 /* Store.SetLanguage */

@@ -126,3 +126,32 @@ func TestUsersAndSessions(t *testing.T) {
 		}
 	})
 }
+
+// TestEmailIsOneUser: an address typed composed, decomposed or in capitals
+// is one user: a second account for it is refused, and each spelling finds
+// the user (and signs in).
+func TestEmailIsOneUser(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		ctx := context.Background()
+		s := storetest.Open(t, e, store.Options{})
+		const composed, decomposed = "\u00e9lodie@example.com", "e\u0301lodie@example.com"
+		u, err := s.AddUser(ctx, review.Operator("test"), store.NewUser{Email: decomposed, Password: "correct horse battery",
+			Role: review.RoleSupport, Scope: review.Scope{All: true}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if u.Email != composed {
+			t.Errorf("stored as %q, want the composed %q", u.Email, composed)
+		}
+		for _, again := range []string{composed, "\u00c9lodie@example.com", "E\u0301lodie@Example.com"} {
+			if _, err := s.AddUser(ctx, review.Operator("test"), store.NewUser{Email: again, Password: "correct horse battery",
+				Role: review.RoleAdmin, Scope: review.Scope{All: true}}); !errors.Is(err, review.ErrConflict) {
+				t.Errorf("a second account as %q: %v, want ErrConflict", again, err)
+			}
+			if got, err := s.UserByEmail(ctx, again); err != nil || got.ID != u.ID {
+				t.Errorf("UserByEmail(%q) = %v, %v; want %s", again, got, err, u.ID)
+			}
+		}
+	})
+}
