@@ -135,7 +135,7 @@ func (o *Options) RegisterFlags(fs *flag.FlagSet) {
 	fs.IntVar(&o.QueueRequests, "queue-requests", 400, "queue page requests, and as many case, browser, search and operation page requests each, with --queue-ops")
 	fs.BoolVar(&o.NoCycles, "no-cycles", false, "skip the attempt cycle rounds (API and floors), to time only what else is asked")
 	o.BulkBatches = []int{100, 1000}
-	fs.Func("bulk-batch", "comma-separated batch sizes the bulk intake (POST /operations/batch) is timed at; 0: skip (default 100,1000)", func(v string) error {
+	fs.Func("bulk-batch", "comma-separated batch `sizes` the bulk intake (POST /operations/batch) is timed at; 0: skip (default 100,1000)", func(v string) error {
 		b, err := parseBatches(v)
 		o.BulkBatches = b
 		return err
@@ -145,7 +145,7 @@ func (o *Options) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.CPUProfile, "cpuprofile", "", "write a CPU profile of the first timed API run (with --no-cycles: of the first bulk round) to this file (go tool pprof)")
 	fs.StringVar(&o.HTTPClient, "http-client", clientLean, "the API clients: lean (HTTP/1.1 by the calling goroutine) or net/http (net/http.Client)")
 	fs.IntVar(&o.DBMaxConns, "db-max-conns", 0, "most database connections Limbo opens (0: 32 on PostgreSQL, 8 on SQLite)")
-	fs.Func("targets", "comma-separated base URLs of Limbo instances started separately on --db (limbo serve): time only the attempt cycle, its clients spread round-robin over them", func(v string) error {
+	fs.Func("targets", "comma-separated base `URLs` of Limbo instances started separately on --db (limbo serve): time only the attempt cycle, its clients spread round-robin over them", func(v string) error {
 		t, err := parseTargets(v)
 		o.Targets = t
 		return err

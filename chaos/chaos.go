@@ -123,13 +123,13 @@ func (o *Options) RegisterFlags(fs *flag.FlagSet) *time.Duration {
 	fs.Float64Var(&o.RetryRatio, "retry-ratio", 1, "retry budget for the sandbox: retries per first attempt over a minute, 0–1 (the product default, 0.1, throttles this scenario's fault rates for minutes)")
 	real := fs.Duration("real-search-lag", 0, "the sandbox's real search lag, when longer than the --search-lag Limbo is told: the destination lies, and the confirm window must catch the late writes")
 	fs.DurationVar(&o.ConfirmWindow, "confirm-window", 0, "the destination's confirm_window: how long after a proof of absence Limbo keeps searching for a late write (0: 10 × --search-lag)")
-	fs.IntVar(&o.ServerKills, "server-kills", 0, "kill the Limbo server (a `limbo serve` child process) with SIGKILL this many times at random moments, restarting it on the same database")
+	fs.IntVar(&o.ServerKills, "server-kills", 0, "kill the Limbo server (a \"limbo serve\" child process) with SIGKILL this many times at random moments, restarting it on the same database")
 	fs.IntVar(&o.DBRestarts, "db-restarts", 0, "stop PostgreSQL at once (--db-stop) this many times at random moments and start it again (--db-start)")
-	fs.Func("db-stop", "the command that stops the database at once (default: pg_ctlcluster 15 main stop -m immediate)", func(v string) error {
+	fs.Func("db-stop", "the `command` that stops the database at once (default: pg_ctlcluster 15 main stop -m immediate)", func(v string) error {
 		o.DBStop = strings.Fields(v)
 		return nil
 	})
-	fs.Func("db-start", "the command that starts the database again (default: pg_ctlcluster 15 main start)", func(v string) error {
+	fs.Func("db-start", "the `command` that starts the database again (default: pg_ctlcluster 15 main start)", func(v string) error {
 		o.DBStart = strings.Fields(v)
 		return nil
 	})

@@ -80,9 +80,9 @@ func cmdAuditVerify(ctx context.Context, args []string, std stdio) (int, error) 
 	fs := newFlags("audit verify", std, &s)
 	keyFile := auditKeyFlag(fs)
 	cfgPath := configFlag(fs)
-	pubFlag := fs.String("pubkey", "", "the audit public key, as `limbo audit pubkey` prints it (instead of the key itself)")
+	pubFlag := fs.String("pubkey", "", "the audit public `key`, as \"limbo audit pubkey\" prints it (instead of the key itself)")
 	anchorDir := fs.String("anchor", "", "an anchor directory (serve --audit-anchor): prove the database still holds every checkpoint in it, and every event they cover")
-	exported := fs.String("checkpoint", "", "a checkpoint exported earlier with `limbo audit export`, to check against")
+	exported := fs.String("checkpoint", "", "a checkpoint `file` exported earlier with \"limbo audit export\", to check against")
 	maxAge := fs.Duration("max-age", 0, "how old the newest checkpoint may be before the tail counts as cut off; 0 skips the check, for a stopped server "+
 		"(default: twice the sealer interval the checkpoint records; not checked with --anchor or --checkpoint)")
 	if help, err := fs.parse(args); err != nil {

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"regexp"
 	"strings"
 )
 
@@ -84,7 +85,9 @@ type flags struct {
 
 func newFlagSet(name string, o stdio) *flags {
 	fs := &flags{FlagSet: flag.NewFlagSet(name, flag.ContinueOnError), o: o, env: map[string]string{}}
-	fs.SetOutput(o.err)
+	// The flag package would print its error before parse returns it;
+	// dispatch prints it once, in this command line's words (flagError).
+	fs.SetOutput(io.Discard)
 	fs.Usage = func() {} // parse prints the help, where it belongs
 	return fs
 }
@@ -118,9 +121,9 @@ func (fs *flags) parse(args []string) (help bool, err error) {
 			fs.printHelp(fs.o.out)
 			return true, nil
 		}
-		fmt.Fprintln(fs.o.err)
 		fs.printHelp(fs.o.err)
-		return false, err
+		fmt.Fprintln(fs.o.err)
+		return false, flagError(fs.Name(), err)
 	}
 	if fs.NArg() > 0 {
 		return false, fmt.Errorf("%s: unexpected argument %q (see limbo %s --help)", fs.Name(), fs.Arg(0), fs.Name())
@@ -142,12 +145,24 @@ func (fs *flags) parse(args []string) (help bool, err error) {
 	return false, bad
 }
 
+// singleDash is a flag named the flag package's way, "-db", at the start
+// of the message or after a space.
+var singleDash = regexp.MustCompile(`(^|\s)-([a-z])`)
+
+// flagError is a parse error of the flag package as this command line
+// says it: flags with two dashes, as the help lists them, and where to
+// look ("flag provided but not defined: -bogus" reads "audit verify: flag
+// provided but not defined: --bogus (see limbo audit verify --help)").
+func flagError(name string, err error) error {
+	return fmt.Errorf("%s: %s (see limbo %s --help)", name, singleDash.ReplaceAllString(err.Error(), "$1--$2"), name)
+}
+
 // printHelp writes the command's usage and description, then each flag
 // with its default and its environment variable.
 func (fs *flags) printHelp(w io.Writer) {
 	if c, _ := findCommand(strings.Fields(fs.Name())); c != nil {
 		// (The tools' usage texts end with their own "Flags:".)
-		fmt.Fprint(w, strings.TrimSuffix(strings.TrimRight(c.usage, "\n"), "Flags:")+"\n")
+		fmt.Fprint(w, strings.TrimRight(strings.TrimSuffix(strings.TrimRight(c.usage, "\n"), "Flags:"), "\n")+"\n")
 	}
 	fmt.Fprintln(w, "\nFlags:")
 	fs.VisitAll(func(f *flag.Flag) {
@@ -157,7 +172,9 @@ func (fs *flags) printHelp(w io.Writer) {
 			head += " " + kind
 		}
 		var notes []string
-		if f.DefValue != "" && f.DefValue != "0" && f.DefValue != "false" && f.DefValue != "0s" {
+		// A flag whose usage says its default itself has a sentinel
+		// value (-1: "a fifth of --duration"), not one to show.
+		if f.DefValue != "" && f.DefValue != "0" && f.DefValue != "false" && f.DefValue != "0s" && !strings.Contains(usage, "(default") {
 			notes = append(notes, "default "+quoteIfString(f))
 		}
 		if v, ok := fs.env[f.Name]; ok {

@@ -42,6 +42,13 @@ func TestEveryCommandHelp(t *testing.T) {
 			if c.name != "help" && !strings.Contains(out, "\nFlags:\n  --") {
 				t.Errorf("limbo %s: no flags listed:\n%s", strings.Join(args, " "), out)
 			}
+			// The help reads as written: one blank line before the flags,
+			// no flag type taken from a quoted command, no sentinel default.
+			for _, bad := range []string{"\n\n\nFlags:", " limbo\n", "(default -1", " value\n"} {
+				if strings.Contains(out, bad) {
+					t.Errorf("limbo %s: help holds %q:\n%s", strings.Join(args, " "), bad, out)
+				}
+			}
 		}
 	}
 	if m, _ := filepath.Glob(filepath.Join(dir, "*")); len(m) != 0 {
@@ -58,8 +65,11 @@ func TestEveryCommandHelp(t *testing.T) {
 			t.Errorf("limbo %v: %d, no command list", args, code)
 		}
 	}
-	if code, _, errOut := limbo(t, "serve", "--no-such-flag"); code != 2 || !strings.Contains(errOut, "flag provided but not defined") ||
-		!strings.Contains(errOut, "Flags:") {
+	// A bad flag: the help, then the error once, naming the flag as the
+	// help does.
+	if code, _, errOut := limbo(t, "serve", "--no-such-flag"); code != 2 || !strings.Contains(errOut, "Flags:") ||
+		strings.Count(errOut, "flag provided but not defined") != 1 ||
+		!strings.Contains(errOut, "serve: flag provided but not defined: --no-such-flag (see limbo serve --help)") {
 		t.Errorf("a bad flag: %d %q", code, errOut)
 	}
 }

@@ -26,12 +26,12 @@ func cmdDestinationImport(ctx context.Context, args []string, std stdio) error {
 	fs.StringVar(&o.Name, "name", "", "the destination's name in the configuration")
 	fs.StringVar(&o.Base, "base", "", "the destination's address (default: the document's first server)")
 	for _, kind := range contract.ProbeKinds {
-		fs.Func(kind, "operationId of the "+kind+" probe (default: the operation marked x-limbo-probe: "+kind+")", func(v string) error {
+		fs.Func(kind, "`operationId` of the "+kind+" probe (default: the operation marked x-limbo-probe: "+kind+")", func(v string) error {
 			o.Probes[kind] = v
 			return nil
 		})
 	}
-	fs.Func("action", "ACTION=operationId: the action's payload is sent as that operation; its request schema is kept (repeatable)", func(v string) error {
+	fs.Func("action", "`ACTION=operationId`: the action's payload is sent as that operation; its request schema is kept (repeatable)", func(v string) error {
 		a, id, ok := strings.Cut(v, "=")
 		if !ok || a == "" || id == "" {
 			return errors.New("write --action ACTION=operationId")

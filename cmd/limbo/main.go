@@ -105,7 +105,7 @@ refused payloads, the candidates its evidence listed and its model outputs;
 keys, payload hashes, states and the audit trail stay, and audit verify
 still passes. Each purge is audited. --dry-run says what it would empty.`,
 			func(ctx context.Context, a []string, std stdio) (int, error) { return 0, cmdPurge(ctx, a, std) }},
-		{"policy lint", "list actions whose policy misses a production checklist item (exit 1 if any)", `Usage: limbo policy lint [--config FILE]
+		{"policy lint", "list actions whose policy misses a production checklist item (exit 1 if any)", `Usage: limbo policy lint --config FILE
 
 Lists every action whose policy (destinations.<d>.actions.<a> in the
 configuration file) misses an item of the production checklist, and exits 1
