@@ -1,6 +1,7 @@
 package review
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -97,54 +98,122 @@ func CompensationResource(op *Operation) string {
 	return p.Resource
 }
 
-// undoneStatuses are the statuses a destination's lookup gives a resource
-// that no longer has its effect.
-var undoneStatuses = []string{"compensated", "deleted", "canceled", "cancelled", "refunded", "voided", "revoked", "removed"}
+// What a destination's status lookup says of the resource an undo was
+// sent for: the one definition settleUndo reads (undoStatus). Undone: the
+// resource no longer has its effect. Live: it stands as it did before the
+// undo. Any other word — the undo still in progress there (refund_pending,
+// deleting, pending_deletion, cancelling, processing), or one whose
+// meaning depends on the destination (succeeded: a refunded charge may
+// still say so; queued) — says neither.
+var (
+	undoneStatuses = []string{"compensated", "deleted", "canceled", "cancelled", "refunded", "voided", "revoked", "removed"}
+	liveStatuses   = []string{"active", "enabled", "live", "published"}
+)
+
+// undoStatus is what status (as a lookup answered it, any case) says of an
+// undo: confirms (undone), refutes (live) or inconclusive.
+func undoStatus(status string) Verdict {
+	switch s := strings.ToLower(status); {
+	case slices.Contains(undoneStatuses, s):
+		return VerdictConfirms
+	case slices.Contains(liveStatuses, s):
+		return VerdictRefutes
+	}
+	return VerdictInconclusive
+}
+
+// lookupStatus is a status lookup's word on ref: its status, lowercased,
+// or clash naming the ref the answer lists twice differently — with
+// another operation or version (uniqueRefs), or with another status.
+func lookupStatus(cs []Candidate, ref string) (status, clash string) {
+	if _, clash := uniqueRefs(cs); clash != "" {
+		return "", clash
+	}
+	seen := false
+	for _, c := range cs {
+		if c.Ref != ref {
+			continue
+		}
+		if s := strings.ToLower(c.Status); !seen {
+			status, seen = s, true
+		} else if s != status {
+			return "", ref
+		}
+	}
+	return status, ""
+}
 
 // settleUndo settles an ambiguous compensation — its undo sent, the
 // answer lost — from a status lookup of the resource it undoes: a search
 // for the compensation cannot show a DELETE, so absence there proves
 // nothing. The destination does not find the resource (404, 410) or
 // gives it an undone status: the undo is done (confirmed). It shows the
-// resource with another status: the undo did not happen, and may be sent
-// again (an undo is idempotent at the destination) while the budget
-// lasts. Anything else is inconclusive and probed again, and goes to a
-// person once the rounds or the deadline are spent.
+// resource live (liveStatuses) once the confirm window has passed since
+// the undo was sent: the undo did not happen, and may be sent again (an
+// undo is idempotent at the destination) while the budget lasts. Inside
+// the window a live status may be the destination showing the undo late,
+// as an empty search inside it may be one showing a write late
+// (AbsenceSure): sending the undo again on it could refund twice, and
+// nothing would catch it — a search cannot show an undo, so none is
+// watched for (Watch) — so it is looked up again once the window has
+// passed, as failing waits (waitOutWindow). Anything else — a failed lookup, a status saying
+// neither (an undo in progress), an answer that contradicts itself, or
+// lookups disagreeing — is inconclusive and probed again, and goes to a
+// person once the rounds or the deadline are spent; it never sends the
+// undo again.
 func settleUndo(in SettleInput) Settlement {
 	op, now := in.Op, in.Now
 	ref := CompensationResource(op)
 	var st Settlement
+	var undone, live string // the reason the resource is undone, the live status shown
 	for _, r := range in.Results {
 		if r.Kind != ProbeStatus || r.Ref != ref {
 			continue
 		}
-		switch {
-		case r.Err != "":
+		if r.Err != "" {
 			st.Evidence = append(st.Evidence, r.Evidence(op, VerdictInconclusive, fmt.Sprintf(WhyUndoLookupFailed, ref, r.Err)))
-		case r.NotFound:
+			continue
+		}
+		if r.NotFound {
 			st.Evidence = append(st.Evidence, r.Evidence(op, VerdictConfirms, fmt.Sprintf(WhyUndoNotFound, ref)))
-			st.State, st.Reason = Confirmed, fmt.Sprintf(WhyReconciledNotFound, ref)
+			undone = cmp.Or(undone, fmt.Sprintf(WhyReconciledNotFound, ref))
+			continue
+		}
+		status, clash := lookupStatus(r.Candidates, ref)
+		switch v := undoStatus(status); {
+		case clash != "":
+			ev := r.Evidence(op, VerdictInconclusive, fmt.Sprintf(WhyAnswerClash, r.Kind, clash))
+			ev.Authoritative = false
+			st.Evidence = append(st.Evidence, ev)
+		case v == VerdictConfirms:
+			st.Evidence = append(st.Evidence, r.Evidence(op, VerdictConfirms, fmt.Sprintf(WhyUndoStatus, ref, status)))
+			undone = cmp.Or(undone, fmt.Sprintf(WhyReconciledStatus, ref, status))
+		case v == VerdictRefutes && !AbsenceSure(in.Destination, in.LastWrite, now):
+			ev := r.Evidence(op, VerdictInconclusive, fmt.Sprintf(WhyUndoStatusTooSoon, ref, status))
+			ev.Authoritative = false
+			st.Evidence = append(st.Evidence, ev)
+			live = cmp.Or(live, status)
+		case v == VerdictRefutes:
+			st.Evidence = append(st.Evidence, r.Evidence(op, VerdictRefutes, fmt.Sprintf(WhyUndoStatusNotUndone, ref, status)))
+			live = cmp.Or(live, status)
+		case status != "":
+			st.Evidence = append(st.Evidence, r.Evidence(op, VerdictInconclusive, fmt.Sprintf(WhyUndoStatusUnknown, ref, status)))
 		default:
-			i := slices.IndexFunc(r.Candidates, func(c Candidate) bool { return c.Ref == ref })
-			status := ""
-			if i >= 0 {
-				status = strings.ToLower(r.Candidates[i].Status)
-			}
-			switch {
-			case slices.Contains(undoneStatuses, status):
-				st.Evidence = append(st.Evidence, r.Evidence(op, VerdictConfirms, fmt.Sprintf(WhyUndoStatus, ref, status)))
-				st.State, st.Reason = Confirmed, fmt.Sprintf(WhyReconciledStatus, ref, status)
-			case status != "":
-				st.Evidence = append(st.Evidence, r.Evidence(op, VerdictRefutes, fmt.Sprintf(WhyUndoStatusNotUndone, ref, status)))
-				to, why := AfterAbsence(op, func() time.Time { return now })
-				st.State, st.Reason = to, fmt.Sprintf(WhyUndoDidNotHappen, ref, status)+"; "+why
-			default:
-				st.Evidence = append(st.Evidence, r.Evidence(op, VerdictInconclusive, fmt.Sprintf(WhyUndoNoStatus, ref)))
-			}
+			st.Evidence = append(st.Evidence, r.Evidence(op, VerdictInconclusive, fmt.Sprintf(WhyUndoNoStatus, ref)))
 		}
-		if st.State != "" {
-			return st
-		}
+	}
+	switch {
+	case undone != "" && live != "":
+		// Lookups that disagree prove nothing: probed again.
+	case undone != "":
+		st.State, st.Reason = Confirmed, undone
+		return st
+	case live != "" && !AbsenceSure(in.Destination, in.LastWrite, now):
+		return st.waitOutWindow(in, fmt.Sprintf(WhyUndoStatusTooSoon, ref, live), WhyUndoAgainOnlyIfStillShown)
+	case live != "":
+		to, why := AfterAbsence(op, func() time.Time { return now })
+		st.State, st.Reason = to, fmt.Sprintf(WhyUndoDidNotHappen, ref, live)+"; "+why
+		return st
 	}
 	round := in.Round + 1
 	next := now.Add(min(ProbeBackoffBase<<min(round, 20), ProbeBackoffCap))

@@ -103,3 +103,61 @@ func TestSettleUndo(t *testing.T) {
 		t.Errorf("an empty search settled the undo: %s (%s)", got.State, got.Reason)
 	}
 }
+
+// TestSettleUndoInProgress: only a status that shows the resource still
+// live, read once the confirm window has passed since the undo was sent,
+// sends the undo again. An undo still in progress at the destination
+// (refund_pending, deleting…), any status Limbo does not know, a live
+// status read too soon after the undo, or a lookup that lists the
+// resource twice with different statuses proves nothing: the undo is
+// probed again, never sent again — a second undo may refund twice.
+// (Found by a review: each of these sent the undo again.)
+func TestSettleUndoInProgress(t *testing.T) {
+	now := classifyNow
+	op := &Operation{ID: "op-u", Action: CompensationPrefix + "charge", Risk: RiskCompensableWrite, State: Ambiguous, AttemptCount: 1,
+		MaxAttempts: 5, Deadline: now.Add(time.Hour), Payload: []byte(`{"compensates":"op-1","resource":"ch-2"}`),
+		Attempts: []Attempt{{N: 1, StartedAt: now.Add(-time.Second), LeaseExpiresAt: now.Add(time.Minute)}}}
+	d := Destination{SearchLag: time.Minute}
+	sent := now.Add(-time.Millisecond)
+	run := func(at time.Time, cands ...Candidate) Settlement {
+		return Settle(SettleInput{Op: op, LastWrite: sent, Destination: d,
+			Results: []ProbeResult{{Kind: ProbeStatus, Ref: "ch-2", Candidates: cands}}, Now: at})
+	}
+	late := sent.Add(d.Window())
+	for _, s := range []string{"refund_pending", "deleting", "pending_deletion", "cancelling", "processing", "succeeded", "queued"} {
+		for _, at := range []time.Time{now, late} {
+			if got := run(at, Candidate{Ref: "ch-2", OperationID: "op-1", Status: s}); got.State != "" || got.NextProbe.IsZero() {
+				t.Errorf("status %q at %s: %q (%s), want probed again", s, at.Sub(sent), got.State, got.Reason)
+			}
+		}
+	}
+	// A live status read inside the confirm window: looked up again once
+	// it has passed, not sent again.
+	got := run(now, Candidate{Ref: "ch-2", OperationID: "op-1", Status: "Active"})
+	if got.State != "" || !got.NextProbe.Equal(late.Add(10*time.Millisecond)) {
+		t.Errorf("active inside the window: %q (%s), next %s; want probed again at %s", got.State, got.Reason, got.NextProbe, late)
+	}
+	if got := run(late, Candidate{Ref: "ch-2", OperationID: "op-1", Status: "active"}); got.State != RetryWait {
+		t.Errorf("active past the window: %q (%s), want retry_wait", got.State, got.Reason)
+	}
+	// Undone shows at once: the lag holds back absence, not presence.
+	if got := run(now, Candidate{Ref: "ch-2", Status: "refunded"}); got.State != Confirmed {
+		t.Errorf("refunded inside the window: %q (%s), want confirmed", got.State, got.Reason)
+	}
+	for _, at := range []time.Time{now, late} {
+		a := run(at, Candidate{Ref: "ch-2", Status: "active"}, Candidate{Ref: "ch-2", Status: "refunded"})
+		b := run(at, Candidate{Ref: "ch-2", Status: "refunded"}, Candidate{Ref: "ch-2", Status: "active"})
+		if a.State != "" || b.State != "" {
+			t.Errorf("a self-contradicting lookup settled the undo: %q / %q", a.State, b.State)
+		}
+	}
+	// Two lookups that disagree prove nothing either, whichever comes first.
+	two := func(first, second string) Settlement {
+		return Settle(SettleInput{Op: op, LastWrite: sent, Destination: d, Now: late, Results: []ProbeResult{
+			{Kind: ProbeStatus, Ref: "ch-2", Candidates: []Candidate{{Ref: "ch-2", Status: first}}},
+			{Kind: ProbeStatus, Ref: "ch-2", Candidates: []Candidate{{Ref: "ch-2", Status: second}}}}})
+	}
+	if a, b := two("active", "refunded"), two("refunded", "active"); a.State != "" || b.State != "" {
+		t.Errorf("two disagreeing lookups settled the undo: %q / %q", a.State, b.State)
+	}
+}

@@ -183,9 +183,14 @@ const (
 	WhyUndoStatusNotUndone        = "the destination shows %s %s: the undo did not happen"
 	WhyUndoDidNotHappen           = "the undo did not happen (%s is %s)"
 	WhyUndoNoStatus               = "the status lookup of %s names no status"
-	WhyUndoPastDeadline           = "the deadline comes before the undo could be settled"
-	WhyUndoRoundsSpent            = "%d reconciliation rounds could not say whether %s is undone"
-	WhyUndoProbing                = "whether %s is undone is not known yet; probing again"
+	WhyUndoStatusUnknown          = "the destination shows %s %s, which says neither that it is undone nor that it stands"
+	// WhyUndoStatusTooSoon is a live status read inside the confirm
+	// window; WhyUndoAgainOnlyIfStillShown follows it (waitOutWindow).
+	WhyUndoStatusTooSoon         = "the destination shows %s %s too soon after the undo to say it did not happen"
+	WhyUndoAgainOnlyIfStillShown = "the undo is sent again only if the destination still shows so at the end of the confirm window at %s"
+	WhyUndoPastDeadline          = "the deadline comes before the undo could be settled"
+	WhyUndoRoundsSpent           = "%d reconciliation rounds could not say whether %s is undone"
+	WhyUndoProbing               = "whether %s is undone is not known yet; probing again"
 
 	// A reviewer's decision: the evidence it is (the reviewer, what, and
 	// the reason they gave) and the reason of the operation's move.
@@ -243,7 +248,7 @@ func WhyFormats() []string {
 		WhyHistoryNoOwnVersion, WhyUndoes, WhyDuplicateUndone, WhyCompensationConfirmed, WhyCompensationOutcomeUnknown,
 		WhyCompensationFailed, WhyCompensationInReview, WhyCompensationCanceled, WhyUndoLookupFailed, WhyUndoNotFound,
 		WhyReconciledNotFound, WhyUndoStatus, WhyReconciledStatus, WhyUndoStatusNotUndone, WhyUndoDidNotHappen,
-		WhyUndoNoStatus, WhyUndoPastDeadline, WhyUndoRoundsSpent, WhyUndoProbing, WhyReviewerKeep,
+		WhyUndoNoStatus, WhyUndoStatusUnknown, WhyUndoStatusTooSoon, WhyUndoAgainOnlyIfStillShown, WhyUndoPastDeadline, WhyUndoRoundsSpent, WhyUndoProbing, WhyReviewerKeep,
 		WhyReviewerDuplicateUndone, WhyCompensationDone, WhyCompensationDoneOf, WhyCompensationDoneHow,
 		WhyCompensationDoneOfHow, WhyDecidedConfirm, WhyDecidedCompensate, WhyDecidedApproveRetry, WhyDecidedFail,
 		WhyDecidedCompensationDone, WhyDecidedCompensationFailed, WhyDecidedApprove, WhyDecidedRefuse, WhyDecidedKeepAndUndo,

@@ -407,7 +407,8 @@ func sortCandidates(op *Operation, cs []Candidate) (matching, otherVersion, fore
 // uniqueRefs collapses candidates listed more than once (a search may list
 // one resource twice) into one. When two listings of one ref disagree on
 // its operation or version, the answer contradicts itself: clash names
-// the ref.
+// the ref. Statuses are not compared here: only an undo reads them, and
+// lookupStatus finds a ref listed with two.
 func uniqueRefs(cs []Candidate) (out []Candidate, clash string) {
 	seen := map[string]Candidate{}
 	for _, c := range cs {

@@ -259,7 +259,7 @@ type Candidate struct {
 	OperationID string `json:"operation_id,omitempty" text:"id,255"`
 	// Status is the destination's word on the resource ("active",
 	// "deleted"…), as a status lookup answered it; read only to settle
-	// an undo (UndoSettled).
+	// an undo (settleUndo, undoStatus).
 	Status string `json:"status,omitempty" text:"id,255"`
 }
 
