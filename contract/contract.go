@@ -22,7 +22,6 @@ import (
 	"regexp"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 
 	"github.com/getkin/kin-openapi/openapi3"
@@ -302,7 +301,7 @@ func (b *block) probe(kind string, op operation) error {
 	case "search", "history":
 		list, next := listOf(answer)
 		if list == "" {
-			return fmt.Errorf("%s operation %s: its answer's schema names no list (an array member) to read candidates from", kind, id)
+			return fmt.Errorf("%s operation %s: its 200 answer's schema names no list (an array member) to read candidates from", kind, id)
 		}
 		b.line("        candidates: %s", quote("$."+list))
 		if kind == "search" && next != "" && cursorParam != "" {
@@ -319,27 +318,19 @@ func (b *block) probe(kind string, op operation) error {
 
 var pathParam = regexp.MustCompile(`\{([^}]+)\}`)
 
-// answerSchema is the JSON schema of an operation's success answer (200,
-// else the first 2xx), nil when the document describes none.
+// answerSchema is the JSON schema of an operation's 200 answer, nil when
+// the document describes none: a probe reads only a 200 (another 2xx
+// proves nothing; reconcile.readable).
 func answerSchema(op *openapi3.Operation) *openapi3.Schema {
 	if op.Responses == nil {
 		return nil
 	}
-	codes := make([]string, 0)
-	for code := range op.Responses.Map() {
-		if n, err := strconv.Atoi(code); err == nil && n >= 200 && n < 300 {
-			codes = append(codes, code)
-		}
+	r := op.Responses.Map()["200"]
+	if r == nil || r.Value == nil {
+		return nil
 	}
-	sort.Strings(codes)
-	for _, code := range codes {
-		r := op.Responses.Map()[code]
-		if r.Value == nil {
-			continue
-		}
-		if mt := r.Value.Content.Get("application/json"); mt != nil && mt.Schema != nil {
-			return mt.Schema.Value
-		}
+	if mt := r.Value.Content.Get("application/json"); mt != nil && mt.Schema != nil {
+		return mt.Schema.Value
 	}
 	return nil
 }

@@ -155,6 +155,11 @@ func TestImportRefuses(t *testing.T) {
 		{strings.Replace(petstore, "#/components/schemas/Owner", "https://example.com/owner.json", 1),
 			Options{Name: "files", AllowPostSearch: true}, "reading the OpenAPI document"},
 		{"not: [an, openapi", Options{Name: "files"}, "reading the OpenAPI document"},
+		// A probe reads only a 200 answer: a search answering 202 has no list
+		// Limbo reads.
+		{strings.Replace(petstore, `"200":
+          description: ok`, `"202":
+          description: accepted`, 1), Options{Name: "files", AllowPostSearch: true}, "200 answer's schema names no list"},
 	} {
 		doc = []byte(tc.doc)
 		if _, err := Import(context.Background(), doc, tc.o); err == nil || !strings.Contains(err.Error(), tc.says) {

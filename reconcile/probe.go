@@ -24,6 +24,13 @@ import (
 // maxAnswer is the largest probe answer read (per page of a search).
 const maxAnswer = 4 << 20
 
+// readable is the one status whose answer is read. Another 2xx is no
+// answer about what was asked: 202 accepted the request without doing it,
+// 206 is part of the answer, 203 an intermediary's rewrite of it and 204
+// has none. An empty list in any of them proves nothing, so the probe
+// fails as it does on a 500.
+const readable = http.StatusOK
+
 // ClassCredential is the class of a probe not sent because its credential
 // is not set.
 const ClassCredential = "credential"
@@ -188,7 +195,7 @@ func laterVersions(op *review.Operation, results []review.ProbeResult) []string 
 	var refs []string
 	for _, r := range results {
 		for _, c := range r.Candidates {
-			if c.OperationID == fit(op.ID) && c.Version != "" && c.Version != op.LogicalVersion &&
+			if c.OperationID == op.ID && c.Version != "" && c.Version != op.LogicalVersion &&
 				!slices.Contains(refs, c.Ref) && len(refs) < maxHistories {
 				refs = append(refs, c.Ref)
 			}
@@ -252,7 +259,7 @@ func (p *Prober) send(ctx context.Context, op *review.Operation, s step, allow r
 		case s.kind == review.ProbeStatus && (status == http.StatusNotFound || status == http.StatusGone):
 			res.NotFound = true
 			return res
-		case status < 200 || status > 299:
+		case status != readable:
 			class, msg := netguard.Status(status)
 			res.Class, res.Err, res.Candidates = string(class), where+msg, nil
 			return res
@@ -333,8 +340,8 @@ func member(v any, path string) (out any, found bool, err error) {
 // candidates reads the candidate list at path (dot-separated; empty: the
 // answer itself, an object or an array). Each candidate names its ref
 // ("ref" or "id"), kind, version ("version", or "logical_version" when
-// "version" is empty) and operation_id. A null or missing list is an
-// unreadable answer, not an empty one.
+// "version" is empty) and operation_id, each read by fields. A null or
+// missing list is an unreadable answer, not an empty one.
 func candidates(v any, path string) ([]review.Candidate, error) {
 	v, found, err := member(v, path)
 	switch {
@@ -360,9 +367,13 @@ func candidates(v any, path string) ([]review.Candidate, error) {
 		if !ok {
 			return nil, fmt.Errorf("candidate %d is not an object", i)
 		}
-		c := review.Candidate{Ref: cmp.Or(str(m, "ref"), str(m, "id")), Kind: str(m, "kind"),
-			Version: cmp.Or(str(m, "version"), str(m, "logical_version")), OperationID: str(m, "operation_id"), Status: str(m, "status")}
-		if c.Ref == "" {
+		f := fields{m: m}
+		c := review.Candidate{Ref: f.either("ref", "id"), Kind: f.text("kind"),
+			Version: f.either("version", "logical_version"), OperationID: f.text("operation_id"), Status: f.text("status")}
+		switch {
+		case f.err != nil:
+			return nil, fmt.Errorf("candidate %d: %v", i, f.err)
+		case c.Ref == "":
 			return nil, fmt.Errorf("candidate %d has no ref", i)
 		}
 		out = append(out, c)
@@ -388,46 +399,95 @@ func cursorAt(v any, path string) (string, error) {
 	return "", fmt.Errorf("the cursor at %q is neither text nor null", path)
 }
 
-// str reads a member as text, fitted to the intake rule the API holds the
-// same fields to (review.FitText): the destination's answer is stored as
-// evidence, and a NUL or an over-long ref must not make it unstorable.
-func str(m map[string]any, key string) string {
-	switch v := m[key].(type) {
-	case string:
-		return fit(v)
-	case json.Number:
-		return fit(v.String())
-	}
-	return ""
+// fields reads the members of one candidate or job answer as text, as
+// the destination wrote them or not at all; err is the first member that
+// cannot be read, which makes the whole answer unreadable (inconclusive).
+type fields struct {
+	m   map[string]any
+	err error
 }
 
-func fit(s string) string { return review.FitText(review.Identifier, review.MaxFieldLen, s) }
+// text is member key: a string, or a number's literal; "" when it is
+// absent or null. Anything else fails the answer: a version of the wrong
+// type is not "the destination does not version". So does text breaking
+// the rule the API holds the same fields to (review.CheckText: an
+// Identifier of at most MaxFieldLen characters): it is stored as
+// evidence, and cut or replaced to fit, two refs could read as one.
+func (f *fields) text(key string) string {
+	if f.err != nil {
+		return ""
+	}
+	var s string
+	switch v := f.m[key].(type) {
+	case nil:
+		return ""
+	case string:
+		s = v
+	case json.Number:
+		s = v.String()
+	default:
+		f.err = fmt.Errorf("%q is %s, not text", key, jsonType(v))
+		return ""
+	}
+	if p := review.TextProblem(review.Identifier, review.MaxFieldLen, s); p != "" {
+		f.err = fmt.Errorf("%q: %s", key, p)
+		return ""
+	}
+	return s
+}
 
-// readJob reads a job probe's answer about job ref of op. It must name the
-// job ("ref" or "id") and, when it names an operation, op: an answer about
-// another job is not this one's status. It names status, output_ref and
-// logical_version (or input_version).
+// either is a member written under two names ("ref" or "id", "version"
+// or "logical_version"): the one that is not empty. Two that differ
+// contradict each other: neither is read.
+func (f *fields) either(key, alias string) string {
+	a, b := f.text(key), f.text(alias)
+	if a != "" && b != "" && a != b && f.err == nil {
+		f.err = fmt.Errorf("%q %q and %q %q disagree", key, a, alias, b)
+	}
+	return cmp.Or(a, b)
+}
+
+// jsonType names a decoded JSON value's type for a message.
+func jsonType(v any) string {
+	switch v.(type) {
+	case bool:
+		return "a boolean"
+	case []any:
+		return "a list"
+	case map[string]any:
+		return "an object"
+	}
+	return fmt.Sprintf("%T", v)
+}
+
+// readJob reads a job probe's answer about job ref of op, each member by
+// fields. It must name the job ("ref" or "id") and, when it names an
+// operation, op: an answer about another job is not this one's status. It
+// names status, output_ref and input_version, the version the job ran on
+// (or, without it, logical_version: the two are not one member written
+// twice, since a job can run on another version than its operation's).
 func readJob(v any, ref string, op *review.Operation) (*review.Job, error) {
 	m, ok := v.(map[string]any)
 	if !ok {
 		return nil, errors.New("the answer is not an object")
 	}
-	switch named := cmp.Or(str(m, "ref"), str(m, "id")); {
+	f := fields{m: m}
+	named, id, status := f.either("ref", "id"), f.text("operation_id"), f.text("status")
+	j := &review.Job{Ref: ref, Status: review.JobStatus(status), OutputRef: f.text("output_ref"),
+		InputVersion: cmp.Or(f.text("input_version"), f.text("logical_version"))}
+	switch {
+	case f.err != nil:
+		return nil, f.err
 	case named == "":
 		return nil, fmt.Errorf("the answer names no job; expected %s", ref)
-	case named != fit(ref):
+	case named != ref:
 		return nil, fmt.Errorf("the answer is about job %s, not %s", named, ref)
-	}
-	if id := str(m, "operation_id"); id != "" && id != fit(op.ID) {
+	case id != "" && id != op.ID:
 		return nil, fmt.Errorf("the answer says job %s belongs to operation %s, not %s", ref, id, op.ID)
-	}
-	status, _ := m["status"].(string)
-	js := review.JobStatus(status)
-	if !js.Valid() {
+	case !j.Status.Valid():
 		return nil, fmt.Errorf("unknown job status %q", status)
 	}
-	return &review.Job{Ref: ref, Status: js, OutputRef: str(m, "output_ref"),
-		InputVersion: cmp.Or(str(m, "input_version"), str(m, "logical_version"))}, nil
+	return j, nil
 }
 
 // jobCandidate reads a job probe's answer in a reconciliation round: the
@@ -459,7 +519,7 @@ func (p *Prober) Job(ctx context.Context, op *review.Operation, d review.Destina
 		return nil, err
 	case status == http.StatusNotFound || status == http.StatusGone:
 		return nil, fmt.Errorf("job %s: HTTP %d: %w", ref, status, ErrGone)
-	case status < 200 || status > 299:
+	case status != readable:
 		return nil, fmt.Errorf("HTTP %d", status)
 	}
 	v, err := decode(body)

@@ -437,31 +437,36 @@ func TestProbeFailuresNeverGuess(t *testing.T) {
 	})
 }
 
-// TestProbeAnswersFitted: what a destination answers is fitted to the
-// intake rule before it becomes evidence — NUL, controls, bytes that are
-// not UTF-8 and over-long refs would otherwise make the evidence
-// unstorable on PostgreSQL, and the operation impossible to reconcile.
-func TestProbeAnswersFitted(t *testing.T) {
+// TestProbeAnswersUnfit: a member of a destination's answer that breaks the
+// intake rule (a NUL, a control, an over-long ref) makes the answer
+// unreadable, never fitted: cut or replaced, two refs could read as one
+// (TestCandidateReadWhole). What is recorded — the failure, which becomes
+// the evidence's note — names the problem without the offending text, so
+// that the evidence stays storable on PostgreSQL and the operation can be
+// reconciled.
+func TestProbeAnswersUnfit(t *testing.T) {
 	t.Parallel()
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		io.WriteString(w, `{"items":[{"ref":"a\u0000b","kind":"k\u0085","version":"v\u001b1","operation_id":"`+strings.Repeat("é", 300)+`"}]}`)
-	}))
-	t.Cleanup(srv.Close)
-	d := review.Destination{AllowInternal: loopbackV4, Probes: review.Probes{Search: &review.Probe{URL: srv.URL + "/search?id={{.ID}}", Candidates: "items", Timeout: 5 * time.Second}}}
-	p := reconcile.NewProber(&review.Config{Destinations: map[string]review.Destination{"odd": d}})
-	res := p.Probe(context.Background(), &review.Operation{ID: "op-1"}, d)
-	if len(res) != 1 || res[0].Err != "" || len(res[0].Candidates) != 1 {
-		t.Fatalf("probe = %+v, want one answer with one candidate", res)
-	}
-	c := res[0].Candidates[0]
-	for name, v := range map[string]string{"ref": c.Ref, "kind": c.Kind, "version": c.Version, "operation_id": c.OperationID} {
-		if err := review.CheckText(name, review.Identifier, review.MaxFieldLen, v); err != nil {
-			t.Errorf("candidate %s = %q: %v", name, v, err)
-		}
-	}
-	if c.Ref != "a\ufffdb" {
-		t.Errorf("ref = %q, want the NUL replaced", c.Ref)
+	for name, value := range map[string]string{"ref": `a\u0000b`, "kind": `k\u0085`, "version": `v\u001b1`, "operation_id": strings.Repeat("é", 300)} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", "application/json")
+				members := map[string]string{"ref": "fld-1", "kind": "folder", "version": "v1", "operation_id": "op-1"}
+				members[name] = value
+				io.WriteString(w, fmt.Sprintf(`{"items":[{"ref":"%s","kind":"%s","version":"%s","operation_id":"%s"}]}`,
+					members["ref"], members["kind"], members["version"], members["operation_id"]))
+			}))
+			t.Cleanup(srv.Close)
+			d := review.Destination{AllowInternal: loopbackV4, Probes: review.Probes{Search: &review.Probe{URL: srv.URL + "/search?id={{.ID}}", Candidates: "items", Timeout: 5 * time.Second}}}
+			p := reconcile.NewProber(&review.Config{Destinations: map[string]review.Destination{"odd": d}})
+			res := p.Probe(context.Background(), &review.Operation{ID: "op-1"}, d)
+			if len(res) != 1 || !strings.Contains(res[0].Err, `"`+name+`"`) || len(res[0].Candidates) != 0 {
+				t.Fatalf("probe = %+v, want one answer unreadable for its %s", res, name)
+			}
+			if err := review.CheckText("note", review.FreeText, 2000, res[0].Err); err != nil {
+				t.Errorf("failure %q: %v", res[0].Err, err)
+			}
+		})
 	}
 }
 

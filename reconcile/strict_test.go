@@ -394,6 +394,84 @@ func TestAnswersReadStrictly(t *testing.T) {
 	})
 }
 
+// searchStatus scripts a destination whose search answers code and body,
+// and whose lookups find nothing.
+func searchStatus(code int, body func(opID string) string) func(r *http.Request, opID string) (int, string) {
+	return func(r *http.Request, opID string) (int, string) {
+		if r.URL.Path != "/search" {
+			return http.StatusNotFound, `{"error":"not_found"}`
+		}
+		return code, body(opID)
+	}
+}
+
+// TestOnlyA200IsRead: only a 200 answer is read. Another 2xx is no answer
+// about what was asked — 202 accepted the request without doing it, 206 is
+// part of the answer, 203 a proxy's rewrite of it, 204 none — and an
+// empty list in it is no proof of absence.
+func TestOnlyA200IsRead(t *testing.T) {
+	t.Parallel()
+	empty := func(string) string { return `{"results":[]}` }
+	runCases(t, []scriptCase{
+		{name: "202, empty results", script: searchStatus(http.StatusAccepted, empty), check: stillAmbiguous("HTTP 202")},
+		{name: "206, empty results", script: searchStatus(http.StatusPartialContent, empty), check: stillAmbiguous("HTTP 206")},
+		{name: "203, empty results", script: searchStatus(http.StatusNonAuthoritativeInfo, empty), check: stillAmbiguous("HTTP 203")},
+		{name: "202, a match", script: searchStatus(http.StatusAccepted, func(id string) string {
+			return `{"results":[` + candidate("fld-1", id, "v1") + `]}`
+		}), check: stillAmbiguous("HTTP 202")},
+		{name: "200, empty results", script: searchStatus(http.StatusOK, empty),
+			check: func(t *testing.T, b *testBundle, s *scripted, got *review.Operation) {
+				wantState(t, got, review.RetryWait)
+			}},
+	})
+}
+
+// TestCandidateReadWhole: a candidate's members are read as the
+// destination wrote them or not at all. A member that is not text (a
+// string or a number; null is absent), or that breaks the rule for
+// identifiers (review.CheckText: over 255 characters, a control
+// character), or two names for one member ("ref" and "id", "version" and
+// "logical_version") that disagree, make the answer unreadable: cut to
+// 255 characters two refs would be one, and a version of the wrong type
+// would read as "the destination does not version".
+func TestCandidateReadWhole(t *testing.T) {
+	t.Parallel()
+	long := strings.Repeat("x", 260)
+	member := func(members string) func(r *http.Request, opID string) (int, string) {
+		return searchAnswers(func(id string) string {
+			return `{"results":[{"ref":"fld-1","kind":"folder","operation_id":"` + id + `",` + members + `}]}`
+		})
+	}
+	runCases(t, []scriptCase{
+		{name: "version an object", script: member(`"version":{"n":2}`), check: stillAmbiguous(`"version" is an object, not text`)},
+		{name: "version true", script: member(`"version":true`), check: stillAmbiguous(`"version" is a boolean, not text`)},
+		{name: "logical_version a list", script: member(`"logical_version":["v1"]`), check: stillAmbiguous(`"logical_version" is a list, not text`)},
+		{name: "status an object", script: member(`"version":"v1","status":{}`), check: stillAmbiguous(`"status" is an object`)},
+		{name: "version null", script: member(`"version":null`), check: confirmedAs("fld-1", "")},
+		{name: "version v1, logical_version v2", script: member(`"version":"v1","logical_version":"v2"`),
+			check: stillAmbiguous(`"version" "v1" and "logical_version" "v2" disagree`)},
+		{name: "version and logical_version both v1", script: member(`"version":"v1","logical_version":"v1"`), check: confirmedAs("fld-1", "v1")},
+		{name: "ref and id disagree", script: member(`"id":"fld-2","version":"v1"`), check: stillAmbiguous(`"ref" "fld-1" and "id" "fld-2" disagree`)},
+		{name: "ref and id agree", script: member(`"id":"fld-1","version":"v1"`), check: confirmedAs("fld-1", "v1")},
+		{name: "two long refs sharing 255 characters",
+			script: searchAnswers(func(id string) string {
+				return `{"results":[` + candidate(long+"A", id, "v1") + `,` + candidate(long+"B", id, "v1") + `]}`
+			}),
+			check: stillAmbiguous("at most 255 characters, got 261")},
+		{name: "one long ref",
+			script: searchAnswers(func(id string) string { return `{"results":[` + candidate(long+"A", id, "v1") + `]}` }),
+			check:  stillAmbiguous("at most 255 characters, got 261")},
+		{name: "a long version",
+			script: searchAnswers(func(id string) string { return `{"results":[` + candidate("fld-1", id, long) + `]}` }),
+			check:  stillAmbiguous("at most 255 characters, got 260")},
+		{name: "a ref with a NUL",
+			script: searchAnswers(func(id string) string {
+				return `{"results":[{"ref":"fld-1\u0000","kind":"folder","version":"v1","operation_id":"` + id + `"}]}`
+			}),
+			check: stillAmbiguous("NUL")},
+	})
+}
+
 // unsetCredential names an environment variable no test sets.
 const unsetCredential = "LIMBO_TEST_UNSET_PROBE_TOKEN_7F3A"
 
@@ -470,6 +548,15 @@ func TestKnownJobNotFound(t *testing.T) {
 				}
 			}},
 		{name: "500", timeout: withJob, script: jobLookup(http.StatusInternalServerError, `{"error":"internal"}`), check: lookupInconclusive},
+		{name: "202, another ref", timeout: withJob, script: jobLookup(http.StatusAccepted, `{"ref":"J2","kind":"job","status":"queued"}`),
+			check: lookupInconclusive},
+		{name: "ref J1, id J2", timeout: withJob, script: jobLookup(http.StatusOK, `{"ref":"J1","id":"J2","kind":"job","status":"queued"}`),
+			check: func(t *testing.T, b *testBundle, s *scripted, got *review.Operation) {
+				lookupInconclusive(t, b, s, got)
+				if ev := lastEvidence(t, got, review.SourceStatusLookup); ev.Verdict != review.VerdictInconclusive || !strings.Contains(ev.Note, "disagree") {
+					t.Errorf("lookup evidence %+v, want unreadable: its ref and id disagree", ev)
+				}
+			}},
 		{name: "{}", timeout: withJob, script: jobLookup(http.StatusOK, `{}`), check: lookupInconclusive},
 		{name: "found", timeout: withJob,
 			script: func(r *http.Request, opID string) (int, string) {
@@ -508,6 +595,18 @@ func TestJobAnswerNamesTheJob(t *testing.T) {
 		{name: "duplicate status", status: 200, body: `{"ref":"J1","status":"failed","status":"succeeded","output_ref":"out-1"}`, want: review.Accepted},
 		{name: "{}", status: 200, body: `{}`, want: review.Accepted},
 		{name: "500", status: 500, body: `{"error":"internal"}`, want: review.Accepted},
+		// Only a 200 is read, and only whole (TestCandidateReadWhole).
+		{name: "202", status: 202, body: `{"ref":"J1","status":"succeeded","output_ref":"out-1"}`, want: review.Accepted},
+		{name: "206", status: 206, body: `{"ref":"J1","status":"succeeded","output_ref":"out-1"}`, want: review.Accepted},
+		{name: "ref J1, id J2", status: 200, body: `{"ref":"J1","id":"J2","status":"succeeded","output_ref":"out-1"}`, want: review.Accepted},
+		{name: "output_ref over 255 characters", status: 200, body: `{"ref":"J1","status":"succeeded","output_ref":"` + strings.Repeat("o", 256) + `"}`, want: review.Accepted},
+		{name: "output_ref an object", status: 200, body: `{"ref":"J1","status":"succeeded","output_ref":{"ref":"out-1"}}`, want: review.Accepted},
+		{name: "input_version true", status: 200, body: `{"ref":"J1","status":"succeeded","output_ref":"out-1","input_version":true,"logical_version":"v1"}`, want: review.Accepted},
+		{name: "status a number", status: 200, body: `{"ref":"J1","status":3,"output_ref":"out-1"}`, want: review.Accepted},
+		// Not two names for one thing: the job ran on input_version, for
+		// the operation's logical_version.
+		{name: "ran on another input version", status: 200, body: `{"ref":"J1","status":"succeeded","output_ref":"out-1","operation_id":"%s","logical_version":"v1","input_version":"v2"}`,
+			want: review.NeedsReview, reason: review.ReasonVersionMismatch},
 		{name: "404", status: 404, body: `{"error":"not_found"}`, want: review.NeedsReview, reason: review.ReasonStateConflict},
 		{name: "410", status: 410, body: `{"error":"gone"}`, want: review.NeedsReview, reason: review.ReasonStateConflict},
 	}
