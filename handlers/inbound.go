@@ -5,9 +5,12 @@ import (
 	"cmp"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
+	"reflect"
+	"strings"
 
 	"github.com/labstack/echo/v4"
 
@@ -20,35 +23,102 @@ import (
 // operation it concerns (top level or under "data") and what it reports.
 // Other members are allowed and kept as received (in the stored body).
 type inboundBody struct {
-	Type           string `json:"type" text:"id,255"`
+	Type           string       `json:"type" text:"id,255"`
+	OperationID    string       `json:"operation_id" text:"id,255"`
+	LogicalVersion string       `json:"logical_version" text:"id,255"`
+	Ref            string       `json:"ref" text:"id,255"`
+	JobRef         string       `json:"job_ref" text:"id,255"`
+	Status         string       `json:"status" text:"id,255"`
+	OutputRef      string       `json:"output_ref" text:"id,255"`
+	Data           *inboundData `json:"data"`
+}
+
+// inboundData is the "data" member of a webhook (the Standard Webhooks
+// envelope), where a destination may name the operation instead.
+type inboundData struct {
 	OperationID    string `json:"operation_id" text:"id,255"`
 	LogicalVersion string `json:"logical_version" text:"id,255"`
 	Ref            string `json:"ref" text:"id,255"`
-	JobRef         string `json:"job_ref" text:"id,255"`
-	Status         string `json:"status" text:"id,255"`
-	OutputRef      string `json:"output_ref" text:"id,255"`
-	Data           *struct {
-		OperationID    string `json:"operation_id" text:"id,255"`
-		LogicalVersion string `json:"logical_version" text:"id,255"`
-		Ref            string `json:"ref" text:"id,255"`
-	} `json:"data"`
 }
 
 // decodeWebhook reads a destination's webhook body: the same strict scan as
 // every API body (duplicate members, invalid UTF-8, trailing data → 400),
 // then the members Limbo reads, held to their rules. Unlike DecodeJSON it
 // allows members Limbo does not read: a destination sends what it sends.
-func decodeWebhook(body []byte, v any) error {
+// A member counts only spelled exactly as Limbo reads it: encoding/json
+// would take "OPERATION_ID" for operation_id, and the last of two
+// spellings would win.
+func decodeWebhook(body []byte) (*inboundBody, error) {
 	if len(bytes.TrimSpace(body)) == 0 {
-		return &FieldError{Problem: "request body is empty"}
+		return nil, &FieldError{Problem: "request body is empty"}
 	}
 	if _, err := review.CheckJSON(body); err != nil {
-		return canonicalProblem(err)
+		return nil, canonicalProblem(err)
 	}
-	if err := json.Unmarshal(body, v); err != nil {
-		return decodeProblem(err)
+	var in inboundBody
+	top, err := readMembers(body, "", &in)
+	if err != nil {
+		return nil, err
 	}
-	return checkStrings(v)
+	if data, ok := top["data"]; ok && string(data) != "null" {
+		in.Data = &inboundData{}
+		if _, err := readMembers(data, "data", in.Data); err != nil {
+			return nil, err
+		}
+	}
+	if err := checkStrings(&in); err != nil {
+		return nil, err
+	}
+	return &in, nil
+}
+
+// readMembers reads the JSON object raw (at path) into v, a pointer to a
+// struct: each string field from the member its json tag names exactly,
+// in the struct's order (so the same member is named every time); null or
+// absent leaves it empty. It returns every member, for the caller to read
+// deeper.
+func readMembers(raw []byte, path string, v any) (map[string]json.RawMessage, error) {
+	var members map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &members); err != nil {
+		fe := decodeProblem(err)
+		fe.Field = path
+		return nil, fe
+	}
+	rv := reflect.ValueOf(v).Elem()
+	for i := range rv.NumField() {
+		f := rv.Type().Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		value, ok := members[name]
+		if f.Type.Kind() != reflect.String || !ok {
+			continue
+		}
+		if err := json.Unmarshal(value, rv.Field(i).Addr().Interface()); err != nil {
+			fe := decodeProblem(err)
+			fe.Field = joinPath(path, name)
+			return nil, fe
+		}
+	}
+	return members, nil
+}
+
+// agree returns the member of the webhook's top level and of its data,
+// naming the data member when both are given and differ: which one the
+// event is about cannot be told, so nothing is recorded.
+func agree(top, data, field string) (string, error) {
+	if top != "" && data != "" && top != data {
+		return "", &FieldError{Field: "data." + field, Problem: fmt.Sprintf("disagrees with the top-level %s", field)}
+	}
+	return cmp.Or(top, data), nil
+}
+
+// reportsFailure says whether a webhook's status is a job's that ended
+// without succeeding (review.JobStatus: failed, canceled). Such a notice
+// claims no effect: it is kept as evidence without candidates. It proves
+// no absence either — a webhook is never authoritative — so an operation
+// in flight is still reconciled as before.
+func reportsFailure(status string) bool {
+	s := review.JobStatus(status)
+	return s.Done() && s != review.JobSucceeded
 }
 
 // webhookIDRule is the rule for the webhook-id header, which is stored.
@@ -88,21 +158,13 @@ func (h *Handlers) Inbound(c echo.Context) error {
 	if p := webhookIDRule.check(id); p != "" {
 		return &FieldError{Field: webhook.HeaderID, Problem: p}
 	}
-	var in inboundBody
-	if err := decodeWebhook(body, &in); err != nil {
+	in, err := decodeWebhook(body)
+	if err != nil {
 		return err
 	}
-	ev := store.InboundEvent{Source: source, EventID: id, OperationID: in.OperationID, Body: string(body), Note: in.Type}
-	ref, version := in.Ref, in.LogicalVersion
-	if in.Data != nil {
-		ev.OperationID = cmp.Or(ev.OperationID, in.Data.OperationID)
-		ref, version = cmp.Or(ref, in.Data.Ref), cmp.Or(version, in.Data.LogicalVersion)
-	}
-	if ref = cmp.Or(in.OutputRef, ref, in.JobRef); ref != "" {
-		ev.Candidates = []review.Candidate{{Ref: ref, Version: version, OperationID: ev.OperationID}}
-	}
-	if ev.OperationID == "" {
-		return &FieldError{Field: "operation_id", Problem: "the webhook names no operation"}
+	ev, err := inboundEvent(source, id, body, in)
+	if err != nil {
+		return err
 	}
 	dup, err := h.Store.Inbound(c.Request().Context(), ev)
 	if errors.Is(err, review.ErrNotFound) {
@@ -112,6 +174,34 @@ func (h *Handlers) Inbound(c echo.Context) error {
 		return err
 	}
 	return c.JSON(http.StatusOK, map[string]any{"event_id": id, "duplicate": dup})
+}
+
+// inboundEvent is what a decoded webhook records: the operation it names,
+// and the resource it reports as a candidate unless its status says the
+// job failed. Refused (400, before anything is stored, so the event id is
+// not taken) when it names no operation or its top level and data disagree.
+func inboundEvent(source, id string, body []byte, in *inboundBody) (store.InboundEvent, error) {
+	ev := store.InboundEvent{Source: source, EventID: id, OperationID: in.OperationID, Body: string(body), Note: in.Type}
+	ref, version := in.Ref, in.LogicalVersion
+	if d := in.Data; d != nil {
+		var err error
+		if ev.OperationID, err = agree(ev.OperationID, d.OperationID, "operation_id"); err != nil {
+			return ev, err
+		}
+		if ref, err = agree(ref, d.Ref, "ref"); err != nil {
+			return ev, err
+		}
+		if version, err = agree(version, d.LogicalVersion, "logical_version"); err != nil {
+			return ev, err
+		}
+	}
+	if ev.OperationID == "" {
+		return ev, &FieldError{Field: "operation_id", Problem: "the webhook names no operation"}
+	}
+	if ref = cmp.Or(in.OutputRef, ref, in.JobRef); ref != "" && !reportsFailure(in.Status) {
+		ev.Candidates = []review.Candidate{{Ref: ref, Version: version, OperationID: ev.OperationID}}
+	}
+	return ev, nil
 }
 
 // decisionPage is one page of the decisions feed.

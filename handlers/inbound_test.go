@@ -269,6 +269,94 @@ func TestInboundNotFoundAndInvalid(t *testing.T) {
 	})
 }
 
+// TestInboundFailureAndDisagreement: a webhook whose status says the job
+// failed or was canceled claims no effect — kept as evidence without
+// candidates, it neither blocks an operation never attempted nor proves
+// one in flight absent — while a success still does; a body whose top
+// level and data disagree is refused naming the member, and nothing is
+// recorded, so the destination can send the event id again, fixed; only
+// members spelled as Limbo reads them count.
+func TestInboundFailureAndDisagreement(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, engine store.Engine) {
+		b := setup(t, engine, inboundConfig())
+		now := b.clock.Now()
+
+		// Never attempted: a failure notice leaves it attemptable.
+		pending := b.registerAt(t, "folder-1", "files", review.RiskCompensableWrite)
+		for i, status := range []string{"failed", "canceled"} {
+			body := fmt.Sprintf(`{"type":"job.%s","job_ref":"job-1","output_ref":"file-1","status":%q,"operation_id":%q}`, status, status, pending.ID)
+			b.deliver(t, signed(t, "files", filesSecret, fmt.Sprintf("msg_f%d", i), now, body)).want(t, http.StatusOK)
+		}
+		got := b.get("/api/v1/operations/"+pending.ID).want(t, http.StatusOK).op(t)
+		rows := webhookRows(got)
+		if got.State != review.Pending || len(rows) != 2 || len(rows[0].Candidates) != 0 || len(rows[1].Candidates) != 0 {
+			t.Fatalf("after failure notices: %s, webhook evidence %+v; want pending, two rows without candidates", got.State, rows)
+		}
+		b.attempt(t, pending.ID)
+
+		// In flight and ambiguous: a failure notice is no proof of absence.
+		amb := b.ambiguousAt(t, "folder-2", "files")
+		failed := fmt.Sprintf(`{"type":"job.failed","job_ref":"job-2","status":"failed","operation_id":%q}`, amb.ID)
+		b.deliver(t, signed(t, "files", filesSecret, "msg_f2", now, failed)).want(t, http.StatusOK)
+		if got := b.get("/api/v1/operations/"+amb.ID).want(t, http.StatusOK).op(t); got.State != review.Ambiguous {
+			t.Errorf("a failure notice moved an ambiguous operation to %s", got.State)
+		}
+
+		// A success still claims an effect: no attempt until reconciled.
+		claimed := b.registerAt(t, "folder-3", "files", review.RiskCompensableWrite)
+		ok := fmt.Sprintf(`{"type":"job.completed","job_ref":"job-3","status":"succeeded","output_ref":"file-3","operation_id":%q}`, claimed.ID)
+		b.deliver(t, signed(t, "files", filesSecret, "msg_s3", now, ok)).want(t, http.StatusOK)
+		if got := b.get("/api/v1/operations/"+claimed.ID).want(t, http.StatusOK).op(t); got.State != review.Ambiguous {
+			t.Errorf("after a success notice: %s, want ambiguous", got.State)
+		}
+
+		// Top level and data disagree: 400 naming the member, nothing kept.
+		op2 := b.registerAt(t, "folder-4", "files", review.RiskCompensableWrite)
+		op3 := b.registerAt(t, "folder-5", "files", review.RiskCompensableWrite)
+		for field, body := range map[string]string{
+			"data.operation_id":    fmt.Sprintf(`{"type":"file.created","operation_id":%q,"data":{"operation_id":%q,"ref":"file-of-op3","logical_version":"v9"}}`, op2.ID, op3.ID),
+			"data.ref":             fmt.Sprintf(`{"operation_id":%q,"ref":"file-a","data":{"operation_id":%q,"ref":"file-b"}}`, op2.ID, op2.ID),
+			"data.logical_version": fmt.Sprintf(`{"operation_id":%q,"logical_version":"v1","data":{"ref":"file-a","logical_version":"v2"}}`, op2.ID),
+		} {
+			p := b.on(t).deliver(t, signed(t, "files", filesSecret, "msg_mixed", now, body)).want(t, http.StatusBadRequest).problem(t, "invalid-request")
+			if p.Field != field {
+				t.Errorf("%s: problem names %q, want %q", body, p.Field, field)
+			}
+		}
+		for _, op := range []*review.Operation{op2, op3} {
+			if got := b.get("/api/v1/operations/"+op.ID).want(t, http.StatusOK).op(t); got.State != review.Pending || len(got.Evidence) != 0 {
+				t.Errorf("a refused webhook left %s %s with %+v", op.ID, got.State, got.Evidence)
+			}
+		}
+		// Not marked as seen: the same id, fixed, is recorded.
+		fixed := fmt.Sprintf(`{"type":"file.created","operation_id":%q,"data":{"operation_id":%q,"ref":"file-of-op2","logical_version":"v1"}}`, op2.ID, op2.ID)
+		var a inboundAnswer
+		b.deliver(t, signed(t, "files", filesSecret, "msg_mixed", now, fixed)).want(t, http.StatusOK).decode(t, &a)
+		if a.Duplicate {
+			t.Error("the fixed event was answered as a duplicate of the refused one")
+		}
+		got = b.get("/api/v1/operations/"+op2.ID).want(t, http.StatusOK).op(t)
+		if rows := webhookRows(got); len(rows) != 1 || len(rows[0].Candidates) != 1 || rows[0].Candidates[0].Ref != "file-of-op2" {
+			t.Errorf("after the fixed event: %+v, want one row naming file-of-op2", rows)
+		}
+
+		// Another spelling of a member is not that member: it neither
+		// overrides nor names the operation.
+		op4 := b.registerAt(t, "folder-6", "files", review.RiskCompensableWrite)
+		folded := fmt.Sprintf(`{"operation_id":%q,"OPERATION_ID":%q,"ref":"file-6"}`, op4.ID, op3.ID)
+		b.deliver(t, signed(t, "files", filesSecret, "msg_folded", now, folded)).want(t, http.StatusOK)
+		if rows := webhookRows(b.get("/api/v1/operations/"+op3.ID).want(t, http.StatusOK).op(t)); len(rows) != 0 {
+			t.Errorf("OPERATION_ID was read as operation_id: %+v", rows)
+		}
+		if rows := webhookRows(b.get("/api/v1/operations/"+op4.ID).want(t, http.StatusOK).op(t)); len(rows) != 1 {
+			t.Errorf("%d webhook rows on the operation named by operation_id, want 1", len(rows))
+		}
+		alone := fmt.Sprintf(`{"Operation_Id":%q}`, op4.ID)
+		b.deliver(t, signed(t, "files", filesSecret, "msg_alone", now, alone)).want(t, http.StatusBadRequest).problem(t, "invalid-request")
+	})
+}
+
 // decisionsPage is one page of GET /api/v1/decisions.
 type decisionsPage struct {
 	Decisions  []store.Decision `json:"decisions"`
