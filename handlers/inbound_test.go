@@ -180,6 +180,16 @@ func TestInboundWebhook(t *testing.T) {
 			"id changed":      otherID,
 			"no headers":      noHeaders,
 			"bad timestamp":   badTimestamp,
+			"timestamp with a sign": func() delivery {
+				d := signed(t, "files", filesSecret, "msg_12", now, body)
+				d.header.Set(webhook.HeaderTimestamp, "+"+d.header.Get(webhook.HeaderTimestamp))
+				return d
+			}(),
+			"timestamp with a leading zero": func() delivery {
+				d := signed(t, "files", filesSecret, "msg_13", now, body)
+				d.header.Set(webhook.HeaderTimestamp, "0"+d.header.Get(webhook.HeaderTimestamp))
+				return d
+			}(),
 			"a token instead": bearerOnly,
 			"only a v2 signature": func() delivery {
 				d := signed(t, "files", filesSecret, "msg_9", now, body)

@@ -40,7 +40,9 @@ const DefaultTolerance = 5 * time.Minute
 var (
 	// ErrMissingHeaders: webhook-id, webhook-timestamp or webhook-signature is absent.
 	ErrMissingHeaders = errors.New("webhook: missing signature headers")
-	// ErrBadTimestamp: webhook-timestamp is not a whole number of Unix seconds.
+	// ErrBadTimestamp: webhook-timestamp is not a whole number of Unix
+	// seconds written as Sign writes it (decimal digits, no sign, spaces or
+	// leading zeros).
 	ErrBadTimestamp = errors.New("webhook: bad timestamp")
 	// ErrExpired: the timestamp lies outside the tolerance, in the past or the future.
 	ErrExpired = errors.New("webhook: timestamp outside tolerance")
@@ -115,9 +117,9 @@ func Verify(secrets []string, h http.Header, body []byte, now time.Time, toleran
 	if msgID == "" || tsText == "" || sigs == "" {
 		return "", ErrMissingHeaders
 	}
-	ts, err := strconv.ParseInt(strings.TrimSpace(tsText), 10, 64)
+	ts, err := parseTimestamp(tsText)
 	if err != nil {
-		return "", ErrBadTimestamp
+		return "", err
 	}
 	if tolerance <= 0 {
 		tolerance = DefaultTolerance
@@ -158,6 +160,27 @@ func Verify(secrets []string, h http.Header, body []byte, now time.Time, toleran
 		}
 	}
 	return "", ErrNoMatch
+}
+
+// parseTimestamp reads webhook-timestamp, whose text the signature covers:
+// only the digits Sign writes (strconv.FormatInt of a time after 1970) are
+// a timestamp. The MAC is computed over the number written back, so a
+// looser read ("+1614265330", "01614265330", " 1614265330 ") let a header
+// other than the one signed verify.
+func parseTimestamp(text string) (int64, error) {
+	if text == "" || len(text) > 1 && text[0] == '0' {
+		return 0, ErrBadTimestamp
+	}
+	for i := range len(text) {
+		if text[i] < '0' || text[i] > '9' {
+			return 0, ErrBadTimestamp
+		}
+	}
+	ts, err := strconv.ParseInt(text, 10, 64)
+	if err != nil {
+		return 0, ErrBadTimestamp // beyond int64
+	}
+	return ts, nil
 }
 
 func mac(key []byte, msgID string, unix int64, body []byte) []byte {

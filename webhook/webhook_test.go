@@ -118,6 +118,30 @@ func TestVerify(t *testing.T) {
 	}
 }
 
+// TestVerifyTimestampText: the signature covers webhook-timestamp as sent,
+// so only the text Sign writes — decimal digits, no sign, spaces or
+// leading zeros — is read. Before, "+1614265330" or " 1614265330 "
+// verified with the signature of "1614265330": a header other than the one
+// signed passed.
+func TestVerifyTimestampText(t *testing.T) {
+	t.Parallel()
+	for _, ts := range []string{"+1614265330", "01614265330", "001614265330", " 1614265330", "1614265330 ", " 1614265330 ",
+		"\t1614265330", "1614265330\n", "1_614_265_330", "1614265330.0", "1.61426533e9", "0x6037d9f2", "-1614265330", "-0",
+		"１６１４２６５３３０", "99999999999999999999"} {
+		h := vecHeaders(vecSig)
+		h[http.CanonicalHeaderKey(HeaderTimestamp)] = []string{ts}
+		if id, err := Verify([]string{vecSecret}, h, []byte(vecBody), vecTime, 0); !errors.Is(err, ErrBadTimestamp) {
+			t.Errorf("webhook-timestamp %q: Verify = %q, %v; want ErrBadTimestamp", ts, id, err)
+		}
+	}
+	// "0" is a number as written (and long expired).
+	h := vecHeaders(vecSig)
+	h.Set(HeaderTimestamp, "0")
+	if _, err := Verify([]string{vecSecret}, h, []byte(vecBody), vecTime, 0); !errors.Is(err, ErrExpired) {
+		t.Errorf("webhook-timestamp \"0\": %v, want ErrExpired", err)
+	}
+}
+
 func TestParseSecret(t *testing.T) {
 	t.Parallel()
 	for _, s := range []string{"", "whsec_", "whsec_***", "not base64!"} {
@@ -146,6 +170,8 @@ func FuzzVerify(f *testing.F) {
 	f.Add(vecID, "-9223372036854775808", vecSig, []byte(vecBody))
 	f.Add(vecID, "9223372036854775807", "v1,", []byte("{}"))
 	f.Add("a.b.c", "+1614265330", "v1,=== v1 v1,, ,", []byte("x"))
+	f.Add(vecID, "+1614265330", vecSig, []byte(vecBody))
+	f.Add(vecID, " 01614265330 ", vecSig, []byte(vecBody))
 	f.Fuzz(func(t *testing.T, id, ts, sig string, body []byte) {
 		h := http.Header{}
 		h.Set(HeaderID, id)
@@ -159,8 +185,8 @@ func FuzzVerify(f *testing.F) {
 			t.Fatalf("Verify returned id %q for header %q", got, h.Get(HeaderID))
 		}
 		n, perr := strconv.ParseInt(h.Get(HeaderTimestamp), 10, 64)
-		if perr != nil {
-			t.Fatalf("accepted unparseable timestamp %q", ts)
+		if perr != nil || strconv.FormatInt(n, 10) != h.Get(HeaderTimestamp) {
+			t.Fatalf("accepted timestamp %q, which is not the text Sign writes", h.Get(HeaderTimestamp))
 		}
 		want, _ := Sign(vecSecret, got, time.Unix(n, 0), body)
 		wantMAC, _ := base64.StdEncoding.DecodeString(strings.TrimPrefix(want, "v1,"))
