@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"io/fs"
 	"sort"
@@ -102,6 +103,15 @@ func (s *Store) MigrateApplied(ctx context.Context) ([]string, error) {
 	if _, err := conn.ExecContext(ctx, createMigrationsTable); err != nil {
 		return applied, fmt.Errorf("store.Migrate: %w", err)
 	}
+	// A newer Limbo's migrations: this binary neither knows what they did
+	// nor may run on what they made. Refused before anything is applied.
+	var versions []int
+	if err := conn.SelectContext(ctx, &versions, selectMigrationVersions); err != nil {
+		return applied, fmt.Errorf("store.Migrate: %w", err)
+	}
+	if st := schemaOf(ms, true, versions); len(st.Unknown) > 0 {
+		return applied, fmt.Errorf("store.Migrate: %w", st.Check())
+	}
 	for _, m := range ms {
 		var n int
 		if err := conn.GetContext(ctx, &n, s.rebind(`SELECT COUNT(*) FROM schema_migrations WHERE version = ?`), m.version); err != nil {
@@ -132,25 +142,142 @@ func (s *Store) MigrateApplied(ctx context.Context) ([]string, error) {
 	return applied, nil
 }
 
-// SchemaCurrent reports whether every embedded migration has been applied.
-func (s *Store) SchemaCurrent(ctx context.Context) (bool, error) {
-	ms, err := migrationsFor(s.engine)
-	if err != nil {
-		return false, err
+// Errors of a database that this binary cannot work on as it is: Schema's
+// Check returns them, Migrate returns ErrSchemaNewer, and Open with
+// Options.Existing returns ErrNoDatabase for a SQLite file that is missing.
+var (
+	// ErrNoDatabase: there is no Limbo database there (no file, or no
+	// schema_migrations table in it).
+	ErrNoDatabase = errors.New("no Limbo database")
+	// ErrSchemaBehind: migrations of this binary's are not applied yet.
+	ErrSchemaBehind = errors.New("schema older than this Limbo")
+	// ErrSchemaNewer: a newer Limbo migrated the database; this binary
+	// does not know what its migrations changed.
+	ErrSchemaNewer = errors.New("schema newer than this Limbo")
+)
+
+// schemaError is a sentence for a person, which errors.Is matches to its kind.
+type schemaError struct {
+	kind error
+	msg  string
+}
+
+func (e *schemaError) Error() string { return e.msg }
+func (e *schemaError) Unwrap() error { return e.kind }
+
+// Schema is where a database's schema stands against this binary's migrations.
+type Schema struct {
+	// Exists: the database has a schema_migrations table. Without one it
+	// is not (yet) a Limbo database.
+	Exists bool
+	// Version is the newest of this binary's migrations applied (0: none),
+	// and Want the newest this binary has.
+	Version, Want int
+	// Missing counts this binary's migrations not applied.
+	Missing int
+	// Unknown lists applied versions this binary does not have, in order:
+	// a newer Limbo migrated the database.
+	Unknown []int
+}
+
+// Current: every migration of this binary's is applied, and none other.
+func (sc Schema) Current() bool { return sc.Exists && sc.Missing == 0 && len(sc.Unknown) == 0 }
+
+// Check is nil when the schema is current, else what is wrong with it
+// (ErrNoDatabase, ErrSchemaNewer or ErrSchemaBehind), in words that say
+// what to do.
+func (sc Schema) Check() error {
+	switch {
+	case len(sc.Unknown) > 0:
+		return &schemaError{ErrSchemaNewer, fmt.Sprintf("the database was migrated by a newer Limbo (version %d is unknown to this binary, which knows up to %d): run that version, or restore the backup taken before it", sc.Unknown[len(sc.Unknown)-1], sc.Want)}
+	case !sc.Exists:
+		return &schemaError{ErrNoDatabase, "no Limbo database (no schema_migrations table)"}
+	case sc.Missing > 0:
+		return &schemaError{ErrSchemaBehind, fmt.Sprintf("the database's schema is at %d, this limbo needs %d: run limbo migrate", sc.Version, sc.Want)}
 	}
-	var applied []int
-	if err := s.db.SelectContext(ctx, &applied, `SELECT version FROM schema_migrations`); err != nil {
-		// No table yet: nothing applied.
-		return false, nil
+	return nil
+}
+
+// schemaOf compares the applied versions with ms.
+func schemaOf(ms []migration, exists bool, applied []int) Schema {
+	sc := Schema{Exists: exists}
+	known := map[int]bool{}
+	for _, m := range ms {
+		known[m.version] = true
+		sc.Want = max(sc.Want, m.version)
 	}
 	have := map[int]bool{}
 	for _, v := range applied {
 		have[v] = true
+		if known[v] {
+			sc.Version = max(sc.Version, v)
+		} else {
+			sc.Unknown = append(sc.Unknown, v)
+		}
 	}
 	for _, m := range ms {
 		if !have[m.version] {
-			return false, nil
+			sc.Missing++
 		}
 	}
-	return true, nil
+	sort.Ints(sc.Unknown)
+	return sc
+}
+
+const (
+	/* Store.Schema: resolved through search_path, as every query is. */
+	migrationsTableExistsPostgres = `SELECT to_regclass('schema_migrations') IS NOT NULL`
+	/* Store.Schema */
+	migrationsTableExistsSQLite = `SELECT COUNT(*) > 0 FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'`
+	/* Store.Schema, Store.Migrate */
+	selectMigrationVersions = `SELECT version FROM schema_migrations`
+)
+
+// Schema reads where the database's schema stands; it changes nothing.
+func (s *Store) Schema(ctx context.Context) (Schema, error) {
+	ms, err := migrationsFor(s.engine)
+	if err != nil {
+		return Schema{}, err
+	}
+	q := migrationsTableExistsSQLite
+	if s.engine == Postgres {
+		q = migrationsTableExistsPostgres
+	}
+	var exists bool
+	if err := s.db.GetContext(ctx, &exists, q); err != nil {
+		return Schema{}, fmt.Errorf("store.Schema: %w", err)
+	}
+	var applied []int
+	if exists {
+		if err := s.db.SelectContext(ctx, &applied, selectMigrationVersions); err != nil {
+			return Schema{}, fmt.Errorf("store.Schema: %w", err)
+		}
+	}
+	return schemaOf(ms, exists, applied), nil
+}
+
+// CheckSchema is nil when the schema is current, else Schema's Check,
+// naming the database when it is not a Limbo database: for what works on
+// a database as it is and must neither create nor migrate one.
+func (s *Store) CheckSchema(ctx context.Context) error {
+	sc, err := s.Schema(ctx)
+	if err != nil {
+		return err
+	}
+	if !sc.Exists && len(sc.Unknown) == 0 {
+		return &schemaError{ErrNoDatabase, fmt.Sprintf("no Limbo database at %s (it has no schema_migrations table)", s.where)}
+	}
+	return sc.Check()
+}
+
+// SchemaCurrent reports whether every embedded migration has been applied
+// (GET /readyz). Versions a newer Limbo applied do not count against it: a
+// running instance keeps serving while a newer one migrates for a rolling
+// upgrade; it is at start that an older binary refuses them.
+func (s *Store) SchemaCurrent(ctx context.Context) (bool, error) {
+	sc, err := s.Schema(ctx)
+	if err != nil {
+		return false, err
+	}
+	return sc.Exists && sc.Missing == 0, nil
 }

@@ -2,8 +2,12 @@ package store_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"net/url"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/jmoiron/sqlx"
 
@@ -75,4 +79,65 @@ func TestMigrateSchemasShareTrigram(t *testing.T) {
 	if _, err := b.BrowseOperations(ctx, nil, store.BrowseFilter{Search: "nothing-here"}, "", 50); err != nil {
 		t.Fatalf("search in limbo_b: %v", err)
 	}
+}
+
+// TestSchemaCheck: Schema and CheckSchema say where a database stands —
+// not a Limbo database, behind this binary, current, or migrated by a
+// newer Limbo — and Migrate refuses the last, applying nothing. Before,
+// Migrate called a schema with an unknown version up to date, and nothing
+// told an empty database from an old one.
+func TestSchemaCheck(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		ctx := context.Background()
+		st, err := store.Open(ctx, storetest.URL(t, e), store.Options{MaxConns: storetest.MaxConns})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer st.Close()
+		if err := st.CheckSchema(ctx); !errors.Is(err, store.ErrNoDatabase) || !strings.Contains(err.Error(), "no schema_migrations table") {
+			t.Errorf("empty database: CheckSchema = %v, want ErrNoDatabase", err)
+		}
+		if err := st.Migrate(ctx); err != nil {
+			t.Fatal(err)
+		}
+		sc, err := st.Schema(ctx)
+		if err != nil || !sc.Current() || sc.Version != sc.Want || st.CheckSchema(ctx) != nil {
+			t.Fatalf("migrated: Schema = %+v, %v; CheckSchema = %v; want current", sc, err, st.CheckSchema(ctx))
+		}
+		exec := func(q string, args ...any) {
+			t.Helper()
+			if _, err := st.DB().Exec(st.DB().Rebind(q), args...); err != nil {
+				t.Fatal(err)
+			}
+		}
+		exec(`DELETE FROM schema_migrations WHERE version = ?`, sc.Want)
+		behind, err := st.Schema(ctx)
+		if err != nil || behind.Current() || behind.Missing != 1 || behind.Version >= sc.Want {
+			t.Fatalf("behind: Schema = %+v, %v", behind, err)
+		}
+		want := fmt.Sprintf("the database's schema is at %d, this limbo needs %d: run limbo migrate", behind.Version, sc.Want)
+		if err := st.CheckSchema(ctx); !errors.Is(err, store.ErrSchemaBehind) || err.Error() != want {
+			t.Errorf("behind: CheckSchema = %v, want %q", err, want)
+		}
+		if ok, err := st.SchemaCurrent(ctx); ok || err != nil {
+			t.Errorf("behind: SchemaCurrent = %v, %v", ok, err)
+		}
+		exec(`INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)`, sc.Want, "back", time.Now().UTC())
+		exec(`INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)`, 9999, "from_the_future", time.Now().UTC())
+		newer := func(err error) bool {
+			return errors.Is(err, store.ErrSchemaNewer) && strings.Contains(err.Error(), "migrated by a newer Limbo (version 9999 is unknown")
+		}
+		if err := st.CheckSchema(ctx); !newer(err) {
+			t.Errorf("newer: CheckSchema = %v, want ErrSchemaNewer naming 9999", err)
+		}
+		exec(`DELETE FROM schema_migrations WHERE version = ?`, sc.Want)
+		if applied, err := st.MigrateApplied(ctx); !newer(err) || len(applied) != 0 {
+			t.Errorf("newer: MigrateApplied = %v, %v; want ErrSchemaNewer and nothing applied", applied, err)
+		}
+		// /readyz: a running instance stays ready while a newer one migrates.
+		exec(`INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)`, sc.Want, "back", time.Now().UTC())
+		if ok, err := st.SchemaCurrent(ctx); !ok || err != nil {
+			t.Errorf("newer: SchemaCurrent = %v, %v; want true (every migration of this binary's is applied)", ok, err)
+		}
+	})
 }

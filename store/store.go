@@ -84,6 +84,7 @@ const (
 type Store struct {
 	db      *sqlx.DB
 	engine  Engine
+	where   string // the database, for messages: a SQLite path, a PostgreSQL URL without its password
 	cfg     *review.Config
 	clock   review.Clock
 	resolve netguard.Resolver
@@ -155,10 +156,10 @@ func Open(ctx context.Context, dbURL string, opt Options) (*Store, error) {
 	var err error
 	switch {
 	case strings.HasPrefix(dbURL, "sqlite:"):
-		s.engine = SQLite
+		s.engine, s.where = SQLite, strings.TrimPrefix(dbURL, "sqlite:")
 		s.db, err = openSQLite(ctx, strings.TrimPrefix(dbURL, "sqlite:"), cmp.Or(opt.MaxConns, DefaultMaxConnsSQLite))
 	case strings.HasPrefix(dbURL, "postgres://"), strings.HasPrefix(dbURL, "postgresql://"):
-		s.engine = Postgres
+		s.engine, s.where = Postgres, redact(dbURL)
 		s.db, err = openPostgres(ctx, dbURL, cmp.Or(opt.MaxConns, DefaultMaxConnsPostgres))
 		if err == nil {
 			var schema string
