@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -140,4 +143,61 @@ func TestSchemaCheck(t *testing.T) {
 			t.Errorf("newer: SchemaCurrent = %v, %v; want true (every migration of this binary's is applied)", ok, err)
 		}
 	})
+}
+
+// TestOpenSQLiteFile: Open creates a new SQLite database 0600 (it holds
+// password and token hashes and payloads; SQLite made it 0644), leaves an
+// existing file's mode alone, and with Existing refuses a missing file
+// without creating it. A path it cannot use is named, with what is wrong.
+func TestOpenSQLiteFile(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "limbo.db")
+	if _, err := store.Open(ctx, "sqlite:"+path, store.Options{Existing: true}); !errors.Is(err, store.ErrNoDatabase) ||
+		!strings.Contains(err.Error(), "no Limbo database at "+path) {
+		t.Errorf("Existing, missing file: %v, want ErrNoDatabase naming %s", err, path)
+	}
+	if _, err := os.Stat(path); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("Existing created %s: %v", path, err)
+	}
+	st, err := store.Open(ctx, "sqlite:"+path, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{path, path + "-wal"} {
+		if fi, err := os.Stat(f); err != nil || fi.Mode().Perm() != 0o600 {
+			t.Errorf("%s: %v, %v; want mode 0600", f, fi.Mode(), err)
+		}
+	}
+	st.Close()
+	other := filepath.Join(dir, "other.db")
+	if err := os.WriteFile(other, nil, 0o640); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := store.Open(ctx, "sqlite:"+other, store.Options{Existing: true}); err != nil {
+		t.Fatal(err)
+	} else {
+		st.Close()
+	}
+	if fi, err := os.Stat(other); err != nil || fi.Mode().Perm() != 0o640 {
+		t.Errorf("an existing file's mode changed: %v, %v", fi.Mode(), err)
+	}
+	for url, want := range map[string]string{
+		"sqlite:" + filepath.Join(dir, "no-dir", "x.db"): "its directory " + filepath.Join(dir, "no-dir") + " does not exist",
+		"sqlite://tmp/x.db": `not a host ("tmp"): write sqlite:/tmp/x.db`,
+		"sqlite:":           "sqlite: needs a file path",
+		"sqlite:" + dir:     dir + " is a directory",
+		"sqlite:" + filepath.Join(dir, "q.db") + "?mode=x": filepath.Join(dir, "q.db"),
+	} {
+		if st, err := store.Open(ctx, url, store.Options{}); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Open(%q) = %v, want an error containing %q", url, err, want)
+			if st != nil {
+				st.Close()
+			}
+		}
+	}
 }

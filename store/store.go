@@ -12,8 +12,11 @@ import (
 	"encoding/base32"
 	"errors"
 	"fmt"
+	"io/fs"
 	mrand "math/rand/v2"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -72,6 +75,10 @@ type Options struct {
 	// writes, and TestFastPathWritesWhatTheOrdinaryPathWrites compares the
 	// two; an operator may also turn it off to rule it out.
 	NoFastPath bool
+	// Existing: the database must exist already. A SQLite file that is
+	// missing is ErrNoDatabase instead of a new, empty database; only
+	// what may create a database (serve, migrate, tests) leaves it false.
+	Existing bool
 }
 
 // The pool sizes a store uses when Options.MaxConns is zero.
@@ -157,7 +164,7 @@ func Open(ctx context.Context, dbURL string, opt Options) (*Store, error) {
 	switch {
 	case strings.HasPrefix(dbURL, "sqlite:"):
 		s.engine, s.where = SQLite, strings.TrimPrefix(dbURL, "sqlite:")
-		s.db, err = openSQLite(ctx, strings.TrimPrefix(dbURL, "sqlite:"), cmp.Or(opt.MaxConns, DefaultMaxConnsSQLite))
+		s.db, err = openSQLite(ctx, strings.TrimPrefix(dbURL, "sqlite:"), cmp.Or(opt.MaxConns, DefaultMaxConnsSQLite), opt.Existing)
 	case strings.HasPrefix(dbURL, "postgres://"), strings.HasPrefix(dbURL, "postgresql://"):
 		s.engine, s.where = Postgres, redact(dbURL)
 		s.db, err = openPostgres(ctx, dbURL, cmp.Or(opt.MaxConns, DefaultMaxConnsPostgres))
@@ -178,9 +185,15 @@ func Open(ctx context.Context, dbURL string, opt Options) (*Store, error) {
 	return s, nil
 }
 
-func openSQLite(ctx context.Context, path string, maxConns int) (*sqlx.DB, error) {
-	if path == "" {
-		return nil, errors.New("store.Open: sqlite: needs a file path")
+func openSQLite(ctx context.Context, dsn string, maxConns int, existing bool) (*sqlx.DB, error) {
+	path, query, err := sqliteFile(dsn)
+	if err != nil {
+		return nil, err
+	}
+	if path != "" {
+		if err := ensureSQLiteFile(path, existing); err != nil {
+			return nil, err
+		}
 	}
 	// WAL + synchronous=FULL: a commit is on disk when it returns (NORMAL can
 	// lose the last commits on power loss). _txlock=immediate takes the write
@@ -201,16 +214,22 @@ func openSQLite(ctx context.Context, path string, maxConns int) (*sqlx.DB, error
 	q.Add("_pragma", "temp_store(MEMORY)")
 	q.Set("_time_format", "sqlite")
 	q.Set("_txlock", "immediate")
-	db, err := sqlx.Open("sqlite", "file:"+path+"?"+q.Encode())
+	// The URL's own parameters first: these pragmas, applied after them, win.
+	params := q.Encode()
+	if query != "" {
+		params = query + "&" + params
+	}
+	before, _, _ := strings.Cut(dsn, "?")
+	db, err := sqlx.Open("sqlite", "file:"+before+"?"+params)
 	if err != nil {
-		return nil, fmt.Errorf("store.Open: %w", err)
+		return nil, fmt.Errorf("store.Open: sqlite:%s: %w", dsn, err)
 	}
 	db.SetMaxOpenConns(maxConns)
 	db.SetMaxIdleConns(maxConns)
 	var mode string
 	if err := db.GetContext(ctx, &mode, "PRAGMA journal_mode"); err != nil {
 		db.Close()
-		return nil, fmt.Errorf("store.Open: %w", err)
+		return nil, fmt.Errorf("store.Open: sqlite:%s: %w", dsn, err)
 	}
 	var sync int
 	if err := db.GetContext(ctx, &sync, "PRAGMA synchronous"); err != nil {
@@ -222,6 +241,65 @@ func openSQLite(ctx context.Context, path string, maxConns int) (*sqlx.DB, error
 		return nil, fmt.Errorf("store.Open: sqlite must run journal_mode=wal synchronous=FULL, got %s/%d", mode, sync)
 	}
 	return db, nil
+}
+
+// sqliteFile is the file a sqlite: URL names (what follows "sqlite:"), as
+// SQLite reads it: the path before any query, percent-decoded; "" for an
+// in-memory database (:memory:, mode=memory), which has no file. query is
+// the URL's own parameters. A host (sqlite://host/path) is refused here,
+// with what to write instead, rather than by SQLite as "invalid uri
+// authority".
+func sqliteFile(dsn string) (path, query string, err error) {
+	path, query, _ = strings.Cut(dsn, "?")
+	if path == "" {
+		return "", "", errors.New("store.Open: sqlite: needs a file path, such as sqlite:limbo.db or sqlite:/var/lib/limbo/limbo.db")
+	}
+	if rest, ok := strings.CutPrefix(path, "//"); ok {
+		host, p, _ := strings.Cut(rest, "/")
+		if host != "" && host != "localhost" {
+			return "", "", fmt.Errorf("store.Open: sqlite:%s: sqlite: takes a file path, not a host (%q): write sqlite:/%s for an absolute path, or sqlite:%s for one relative to the working directory", dsn, host, rest, rest)
+		}
+		path = "/" + p
+	}
+	if p, err := url.PathUnescape(path); err == nil {
+		path = p
+	}
+	if q, err := url.ParseQuery(query); err == nil && q.Get("mode") == "memory" || path == ":memory:" {
+		return "", query, nil
+	}
+	return path, query, nil
+}
+
+// ensureSQLiteFile makes sure the database file at path is there to open.
+// Missing, it is ErrNoDatabase when existing, else created empty with mode
+// 0600 (SQLite would make it 0644, readable by every local user, holding
+// password and token hashes and payloads; it gives its -wal and -shm files
+// the database's mode). A file that exists is left as it is.
+func ensureSQLiteFile(path string, existing bool) error {
+	fi, err := os.Stat(path)
+	switch {
+	case err == nil && fi.IsDir():
+		return fmt.Errorf("store.Open: sqlite: %s is a directory, not a database file", path)
+	case err == nil:
+		return nil
+	case !errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("store.Open: sqlite: %w", err)
+	case existing:
+		return &schemaError{ErrNoDatabase, fmt.Sprintf("no Limbo database at %s (no such file)", path)}
+	}
+	if dir := filepath.Dir(path); dir != "" {
+		if di, err := os.Stat(dir); err != nil || !di.IsDir() {
+			return fmt.Errorf("store.Open: sqlite: cannot create %s: its directory %s does not exist", path, dir)
+		}
+	}
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	if errors.Is(err, fs.ErrExist) {
+		return nil // made meanwhile by another process: SQLite opens it
+	}
+	if err != nil {
+		return fmt.Errorf("store.Open: sqlite: cannot create %s: %w", path, err)
+	}
+	return f.Close()
 }
 
 func openPostgres(ctx context.Context, dbURL string, maxConns int) (*sqlx.DB, error) {
