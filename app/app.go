@@ -416,7 +416,10 @@ func keyID(k ed25519.PrivateKey) string {
 	return store.AuditKeyID(k.Public().(ed25519.PublicKey))
 }
 
-// OpenStore opens and migrates the database.
+// OpenStore opens the database, creating it when new, and migrates it, as
+// serve does at start; a schema a newer Limbo migrated is refused
+// (store.ErrSchemaNewer). Commands that must neither create nor migrate
+// open with store.Options.Existing and check store.Store.CheckSchema.
 func OpenStore(ctx context.Context, dbURL string, opt store.Options) (*store.Store, error) {
 	s, err := store.Open(ctx, dbURL, opt)
 	if err != nil {

@@ -33,15 +33,26 @@ const (
 	selectTokenTenant = `SELECT id, tenant, name, created_by FROM api_tokens WHERE token_hash = ? AND revoked_at IS NULL`
 )
 
-// CreateToken creates an API token for tenant (creating the tenant if new)
-// on behalf of by, an admin holding that tenant, and returns it. Only its
-// hash is stored: this is the one time it is seen.
-func (s *Store) CreateToken(ctx context.Context, by review.Principal, tenant, name string) (string, error) {
+// CheckNewToken checks a token's tenant and name as CreateToken does, for
+// a caller that checks its input before it opens the database (limbo token
+// create), and returns the tenant as stored.
+func CheckNewToken(tenant, name string) (string, error) {
 	tenant, err := review.NormalizeTenant(tenant)
 	if err != nil {
 		return "", err
 	}
 	if err := review.CheckText("name", review.Identifier, review.MaxFieldLen, name); err != nil {
+		return "", err
+	}
+	return tenant, nil
+}
+
+// CreateToken creates an API token for tenant (creating the tenant if new)
+// on behalf of by, an admin holding that tenant, and returns it. Only its
+// hash is stored: this is the one time it is seen.
+func (s *Store) CreateToken(ctx context.Context, by review.Principal, tenant, name string) (string, error) {
+	tenant, err := CheckNewToken(tenant, name)
+	if err != nil {
 		return "", err
 	}
 

@@ -88,22 +88,37 @@ const (
 	selectUserByID = `SELECT ` + userColumns + ` FROM users WHERE id = ?`
 )
 
+// Validate checks nu as AddUser does, for a caller that checks its input
+// before it opens the database (limbo user add).
+func (nu NewUser) Validate() error {
+	_, err := nu.check()
+	return err
+}
+
+// check is Validate, returning the email as stored (canonicalEmail).
+func (nu NewUser) check() (string, error) {
+	addr, err := mail.ParseAddress(nu.Email)
+	if err != nil || addr.Address != strings.TrimSpace(nu.Email) {
+		return "", fmt.Errorf("%w: field \"email\": not an email address", review.ErrInvalid)
+	}
+	if !nu.Role.Valid() {
+		return "", fmt.Errorf("%w: field \"role\": must be reviewer, support, manager or admin", review.ErrInvalid)
+	}
+	if len(nu.Password) < MinPasswordLen {
+		return "", fmt.Errorf("%w: field \"password\": at least %d characters", review.ErrInvalid, MinPasswordLen)
+	}
+	if !nu.Scope.All && len(nu.Scope.Tenants) == 0 {
+		return "", fmt.Errorf("%w: field \"tenants\": give tenants, or * for all", review.ErrInvalid)
+	}
+	return canonicalEmail(addr.Address), nil
+}
+
 // AddUser creates a console user on behalf of by, within what by may grant
 // (review.Principal.CheckUserChange). The email is unique (case-insensitive).
 func (s *Store) AddUser(ctx context.Context, by review.Principal, nu NewUser) (*User, error) {
-	addr, err := mail.ParseAddress(nu.Email)
-	if err != nil || addr.Address != strings.TrimSpace(nu.Email) {
-		return nil, fmt.Errorf("%w: field \"email\": not an email address", review.ErrInvalid)
-	}
-	email := canonicalEmail(addr.Address)
-	if !nu.Role.Valid() {
-		return nil, fmt.Errorf("%w: field \"role\": must be reviewer, support, manager or admin", review.ErrInvalid)
-	}
-	if len(nu.Password) < MinPasswordLen {
-		return nil, fmt.Errorf("%w: field \"password\": at least %d characters", review.ErrInvalid, MinPasswordLen)
-	}
-	if !nu.Scope.All && len(nu.Scope.Tenants) == 0 {
-		return nil, fmt.Errorf("%w: field \"tenants\": give tenants, or * for all", review.ErrInvalid)
+	email, err := nu.check()
+	if err != nil {
+		return nil, err
 	}
 	hash, err := bcrypt.GenerateFromPassword([]byte(nu.Password), BcryptCost)
 	if err != nil {

@@ -124,7 +124,7 @@ func cmdAuditVerify(ctx context.Context, args []string, std stdio) (int, error) 
 		// The anchors prove the trail up to them, whether Limbo runs or not.
 		opt.SkipAge = true
 	}
-	st, err := store.Open(ctx, s.DB, store.Options{})
+	st, err := openStore(ctx, s, store.Options{})
 	if err != nil {
 		return 2, err
 	}
@@ -155,7 +155,7 @@ func cmdAuditExport(ctx context.Context, args []string, std stdio) error {
 	if help, err := fs.parse(args); help || err != nil {
 		return err
 	}
-	st, err := store.Open(ctx, s.DB, store.Options{})
+	st, err := openStore(ctx, s, store.Options{})
 	if err != nil {
 		return err
 	}

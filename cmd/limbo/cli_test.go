@@ -162,6 +162,9 @@ func TestCLITokenAndAudit(t *testing.T) {
 func TestCLIUserAdd(t *testing.T) {
 	t.Parallel()
 	db := "sqlite:" + filepath.Join(t.TempDir(), "users.db")
+	if code, _, errOut := limbo(t, "migrate", "--db", db); code != 0 {
+		t.Fatalf("migrate: %d %s", code, errOut)
+	}
 	var out, errb bytes.Buffer
 	code := run(context.Background(), []string{"user", "add", "--email", "rev@example.com", "--role", "reviewer", "--db", db},
 		strings.NewReader(""), &out, &errb)

@@ -78,6 +78,9 @@ func cmdTokenCreate(ctx context.Context, args []string, std stdio) error {
 	if *name == "" {
 		*name = "cli"
 	}
+	if _, err := store.CheckNewToken(*tenant, *name); err != nil {
+		return fmt.Errorf("token create: %w", err)
+	}
 	st, err := openStore(ctx, s, store.Options{})
 	if err != nil {
 		return err

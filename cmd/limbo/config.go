@@ -2,10 +2,10 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 
-	"github.com/limbo-dev/limbo/app"
 	"github.com/limbo-dev/limbo/review"
 	"github.com/limbo-dev/limbo/store"
 )
@@ -32,8 +32,25 @@ func loadConfig(path string) (*review.Config, error) {
 	return review.ParseConfig(data)
 }
 
-// openStore opens and migrates the database.
+// openStore opens, for an admin command, a Limbo database that exists and
+// whose schema is current. It neither creates nor migrates one: only serve
+// and migrate do, so a mistyped --db is not a new, empty database, and a
+// newer limbo used for routine work does not upgrade the schema under
+// older servers still running on it.
 func openStore(ctx context.Context, s settings, opt store.Options) (*store.Store, error) {
 	opt.MaxConns = s.MaxConns
-	return app.OpenStore(ctx, s.DB, opt)
+	opt.Existing = true
+	st, err := store.Open(ctx, s.DB, opt)
+	if err == nil {
+		if err = st.CheckSchema(ctx); err != nil {
+			st.Close()
+		}
+	}
+	if errors.Is(err, store.ErrNoDatabase) {
+		return nil, fmt.Errorf("%w; give --db or LIMBO_DB, or run limbo migrate to create one", err)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return st, nil
 }

@@ -62,6 +62,9 @@ func crashEngine(t *testing.T, bin string, engine store.Engine, kills int) {
 	began := time.Now()
 	dbURL := storetest.URL(t, engine)
 
+	if out, err := exec.Command(bin, "migrate", "--db", dbURL).CombinedOutput(); err != nil {
+		t.Fatalf("limbo migrate: %v\n%s", err, out)
+	}
 	out, err := exec.Command(bin, "token", "create", "--tenant", crashTenant, "--db", dbURL).Output()
 	if err != nil {
 		t.Fatalf("limbo token create: %v\n%s", err, stderrOf(err))

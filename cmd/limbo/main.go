@@ -32,6 +32,8 @@ Commands:
 const outro = `
 limbo help COMMAND (or limbo COMMAND --help) describes a command and its flags.
 Database URL: sqlite:PATH or postgres://… (--db, env LIMBO_DB; default sqlite:limbo.db).
+Only serve and migrate create or migrate a database; the other commands
+refuse one that is missing or whose schema is not current.
 Each flag's environment variable, where it has one, is named in --help: the
 command line wins over the environment, the environment over the default.
 `
@@ -52,9 +54,13 @@ func init() {
 			func(ctx context.Context, a []string, std stdio) (int, error) { return 0, cmdServe(ctx, a, std) }},
 		{"migrate", "bring the database schema up to date, naming what it applied", `Usage: limbo migrate [--db URL]
 
-Applies the migrations the database lacks, each in its own transaction, and
-names each one it applied. serve migrates on start as well; run this first
-to upgrade with the server stopped, or to see what an upgrade changes.`,
+Creates the database if it is new (a SQLite file with mode 0600), applies
+the migrations it lacks, each in its own transaction, and names each one it
+applied. serve migrates on start as well; run this first to upgrade with the
+server stopped, or to see what an upgrade changes. The other commands that
+open the database never create or migrate it: they refuse a schema that is
+not current. A schema a newer Limbo migrated is refused (exit 2): run that
+version, or restore the backup taken before it.`,
 			func(ctx context.Context, a []string, std stdio) (int, error) { return 0, cmdMigrate(ctx, a, std) }},
 		{"version", "print the version, the commit it was built from and the Go version", `Usage: limbo version [--json]
 
@@ -150,7 +156,8 @@ const serveUsage = `Usage: limbo serve [--addr 127.0.0.1:8080] [--db URL] [--con
 
 Runs Limbo: the integration API, the review console, /metrics, /healthz and
 /readyz, and the background work (lease sweeps, reconciliation, the audit
-sealer, webhook deliveries). Migrates the database on start. Logs go to
+sealer, webhook deliveries). Creates the database if new and migrates it on
+start; refuses a schema a newer Limbo migrated. Logs go to
 stderr (--log-format, --log-level), one access line per request.`
 
 // help is limbo help [COMMAND…].

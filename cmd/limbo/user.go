@@ -37,12 +37,16 @@ func cmdUserAdd(ctx context.Context, args []string, std stdio) error {
 	if err != nil {
 		return err
 	}
+	nu := store.NewUser{Email: *email, Password: password, Role: review.Role(*role), Scope: scope}
+	if err := nu.Validate(); err != nil {
+		return fmt.Errorf("user add: %w", err)
+	}
 	st, err := openStore(ctx, s, store.Options{})
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-	u, err := st.AddUser(ctx, review.Operator("cli:"+osUser()), store.NewUser{Email: *email, Password: password, Role: review.Role(*role), Scope: scope})
+	u, err := st.AddUser(ctx, review.Operator("cli:"+osUser()), nu)
 	if err != nil {
 		return err
 	}
