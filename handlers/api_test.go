@@ -264,6 +264,10 @@ func TestRegisterInvalid(t *testing.T) {
 		{"caller key with control character", with(`"key":"0123456789abcdef\u0001"`), "key", false},
 		{"deadline not RFC 3339", with(`"deadline":"tomorrow"`), "deadline", true},
 		{"deadline in the past", with(`"deadline":"2001-01-01T00:00:00Z"`), "deadline", false},
+		// Year 10000 in UTC: it was stored, answered 500, and broke the
+		// tenant's reads and (on SQLite) the deadline sweep.
+		{"deadline past year 9999 in UTC", with(`"deadline":"9999-12-31T23:59:59-00:01"`), "deadline", true},
+		{"deadline in year 0000", with(`"deadline":"0000-12-31T00:00:00Z"`), "deadline", true},
 		{"max_attempts zero", with(`"max_attempts":0`), "max_attempts", false},
 		{"max_attempts fractional", with(`"max_attempts":2.5`), "max_attempts", true},
 		{"negative cost_budget", with(`"cost_budget":-1`), "cost_budget", false},

@@ -66,6 +66,8 @@ func TestRegisterBatch(t *testing.T) {
 			{registration("twin", "drive", review.RiskRead), 201, "", ""},
 			{registration("twin", "drive", review.RiskRead), 200, "", ""},
 			{registration("new-2", "drive", review.RiskRead), 201, "", ""},
+			// Year 10000 in UTC: it was stored and the whole call answered 500.
+			{registration("far", "drive", review.RiskRead, `"deadline":"9999-12-31T23:59:59-00:01"`), 400, "invalid-request", "deadline"},
 		}
 		var bodies []string
 		for _, it := range items {

@@ -16,7 +16,10 @@ const TimePattern = `^[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{2}:[0-9]{2}(\
 // allows. time.Parse(time.RFC3339, …) is not that grammar: it reads a comma
 // as the fraction separator and refuses lower-case 't' and 'z'. A leap
 // second (:60) is refused, since a time.Time cannot hold one; fraction
-// digits beyond nanoseconds are dropped.
+// digits beyond nanoseconds are dropped. A time whose year in UTC is
+// outside 0001–9999 (InTimeRange) is refused: "9999-12-31T23:59:59-00:01"
+// is in year 10000, which neither engine stores as the other does nor
+// JSON can write.
 func ParseRFC3339(s string) (time.Time, error) {
 	if len(s) < len("2006-01-02T15:04:05Z") {
 		return time.Time{}, errors.New("too short")
@@ -103,7 +106,26 @@ func ParseRFC3339(s string) (time.Time, error) {
 	if offset != 0 {
 		zone = time.FixedZone("", offset)
 	}
-	return time.Date(year, time.Month(month), day, hour, minute, second, nanos, zone), nil
+	t := time.Date(year, time.Month(month), day, hour, minute, second, nanos, zone)
+	if !InTimeRange(t) {
+		return time.Time{}, fmt.Errorf("%s is in year %d in UTC; times are within years 0001–9999 in UTC", s, t.UTC().Year())
+	}
+	return t, nil
+}
+
+// MinTime and MaxTime are the first and the last instant Limbo takes from
+// outside: years 0001–9999 in UTC. Beyond them the engines part (PostgreSQL
+// refuses what SQLite stores as text that sorts apart and cannot be read
+// back) and encoding/json refuses to write the time.
+var (
+	MinTime = time.Date(1, time.January, 1, 0, 0, 0, 0, time.UTC)
+	MaxTime = time.Date(9999, time.December, 31, 23, 59, 59, 999999999, time.UTC)
+)
+
+// InTimeRange reports whether t, in UTC, is within years 0001–9999
+// (MinTime–MaxTime).
+func InTimeRange(t time.Time) bool {
+	return !t.Before(MinTime) && !t.After(MaxTime)
 }
 
 // timeParser reads fixed-width fields; the first problem sticks.

@@ -31,6 +31,15 @@ func TestParseRFC3339(t *testing.T) {
 		{"unknown local offset -00:00", "2030-01-02T03:04:05-00:00", utc("2030-01-02T03:04:05Z")},
 		{"29 February of a leap year", "2032-02-29T00:00:00Z", utc("2032-02-29T00:00:00Z")},
 		{"end of day", "2030-12-31T23:59:59.999999999Z", utc("2030-12-31T23:59:59.999999999Z")},
+		{"last instant of year 9999", "9999-12-31T23:59:59.999999999Z", utc("9999-12-31T23:59:59.999999999Z")},
+		{"a second into year 0001", "0001-01-01T00:00:01Z", utc("0001-01-01T00:00:01Z")}, // 00:00:00 is the zero time, which the table reads as refused
+		{"year 10000 by an offset kept to 9999 in UTC", "9999-12-31T23:00:00-00:59", utc("9999-12-31T23:59:00Z")},
+
+		// Years outside 0001–9999 in UTC: PostgreSQL and SQLite store them
+		// apart, and encoding/json cannot write them.
+		{"year 10000 in UTC by an offset", "9999-12-31T23:59:59-00:01", time.Time{}},
+		{"year 0000 in UTC by an offset", "0001-01-01T00:00:00+00:01", time.Time{}},
+		{"year 0000", "0000-06-01T00:00:00Z", time.Time{}},
 
 		// time.Parse accepts these (some, depending on the Go version); RFC 3339 does not.
 		{"comma fraction", "2030-01-02T03:04:05,5Z", time.Time{}},
@@ -83,7 +92,8 @@ var timePattern = regexp.MustCompile(TimePattern)
 // TimePattern and means the instant time.Parse reads from its upper-case
 // form; anything that matches the pattern, has a '.' fraction of at most
 // nine digits, no leap second and an offset within ±23:59, and that
-// time.Parse reads, is accepted.
+// time.Parse reads as an instant within years 0001–9999 in UTC, is
+// accepted.
 func FuzzParseRFC3339(f *testing.F) {
 	for _, s := range []string{
 		"2030-01-02T03:04:05Z", "2030-01-02t03:04:05.25z", "2030-01-02T03:04:05,5Z", "2030-01-02T03:04:05+24:00",
@@ -109,7 +119,7 @@ func FuzzParseRFC3339(f *testing.F) {
 			}
 			return
 		}
-		if timePattern.MatchString(s) && goErr == nil && fraction(s) <= 9 && s[17:19] != "60" && offsetInRange(s) {
+		if timePattern.MatchString(s) && goErr == nil && fraction(s) <= 9 && s[17:19] != "60" && offsetInRange(s) && InTimeRange(goTime) {
 			t.Fatalf("ParseRFC3339(%q): %v; but it is RFC 3339 and time.Parse reads %v", s, err, goTime)
 		}
 	})
