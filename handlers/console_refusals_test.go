@@ -268,3 +268,27 @@ var alertLine = regexp.MustCompile(`<p class="(?:error|flash)" role="alert">[^<]
 
 // alerts are a page's error lines, for a failure's message.
 func alerts(page string) string { return strings.Join(alertLine.FindAllString(page, -1), "\n") }
+
+// TestConsolePageCursorsOutOfRange: a page link whose cursor's time is
+// outside years 0001–9999 is a broken link, a 400 in the reader's language,
+// on both engines and on the queue as on the operations browser. Before, one
+// far in the past answered 500 on PostgreSQL and a page on SQLite, and one in
+// year 10000 an empty page on SQLite and rows on PostgreSQL.
+func TestConsolePageCursorsOutOfRange(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		srv, st := consoleServer(t, e)
+		needsReview(t, st, "cursor-1")
+		b := newBrowser(t, srv.URL).withHeader("Accept-Language", "it")
+		b.login("reviewer@example.com")
+		for _, path := range []string{
+			"/?after=0.-210866803200000001.x", "/?after=0.253402300800000000.x", "/?after=0.x.x",
+			"/operations?after=-210866803200000001.x", "/operations?after=253402300800000000.op_x",
+		} {
+			code, body := b.get(path)
+			if want := html.EscapeString("Il link a quella pagina non è valido."); code != http.StatusBadRequest || !strings.Contains(body, want) {
+				t.Errorf("%s: %d, want 400 saying %q:\n%s", path, code, want, alerts(body))
+			}
+		}
+	})
+}

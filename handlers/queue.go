@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"errors"
 	"net/http"
 	"net/url"
 	"time"
@@ -46,6 +47,12 @@ func (h *Handlers) queueView(c echo.Context) (*web.QueueView, error) {
 	}
 	f.After = c.QueryParam("after")
 	page, err := h.Store.Queue(c.Request().Context(), f, queuePageSize)
+	if errors.Is(err, review.ErrInvalid) {
+		if m := fieldInMessage.FindStringSubmatch(err.Error()); m != nil && m[1] == "after" {
+			// A cursor stale or edited: said as the browser and the audit page say it.
+			return nil, consoleError(http.StatusBadRequest, "That page link is broken.")
+		}
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -553,11 +553,11 @@ func escapeGlob(s string) string {
 
 func parseBrowseCursor(c string) (time.Time, string, error) {
 	us, id, ok := strings.Cut(c, ".")
-	n, err := strconv.ParseInt(us, 10, 64)
-	if !ok || err != nil || id == "" {
+	at, inRange := cursorTime(us)
+	if !ok || !inRange || id == "" {
 		return time.Time{}, "", fmt.Errorf("%w: field \"after\": not a cursor of this list", review.ErrInvalid)
 	}
-	return time.UnixMicro(n).UTC(), id, nil
+	return at, id, nil
 }
 
 // OperationIDInScope reports whether id is an operation in scope: the

@@ -2,6 +2,8 @@ package store_test
 
 import (
 	"errors"
+	"fmt"
+	"math"
 	"slices"
 	"testing"
 	"time"
@@ -188,6 +190,42 @@ func TestBrowseAndSearch(t *testing.T) {
 		}{{scopeA, done.ID, true}, {scopeA, other.ID, false}, {nil, other.ID, true}, {scopeA, "a\x00", false}, {scopeA, "nope", false}} {
 			if got, err := b.s.OperationIDInScope(b.ctx, tt.scope, tt.id); err != nil || got != tt.want {
 				t.Errorf("OperationIDInScope(%v, %q) = %v, %v; want %v", tt.scope, tt.id, got, err, tt.want)
+			}
+		}
+	})
+}
+
+// TestPageCursorsWithinYears: a page cursor whose time is outside years
+// 0001–9999 is malformed (ErrInvalid) on both engines, the queue's and the
+// operations browser's alike. Before, one far in the past was an error
+// from PostgreSQL (a 500) and a page on SQLite, and one in year 10000 an
+// empty page on SQLite and rows on PostgreSQL. The range's first and last
+// microseconds are cursors still, answering the same on both.
+func TestPageCursorsWithinYears(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		b := setup(t, e, nil)
+		c := b.reviewCase(t, "cursor-1")
+		first, last := review.MinTime.UnixMicro(), review.MaxTime.UnixMicro()
+		for _, us := range []int64{first - 1, last + 1, -210866803200000001, math.MinInt64, math.MaxInt64} {
+			if _, err := b.s.Queue(b.ctx, store.QueueFilter{After: fmt.Sprintf("0.%d.x", us)}, 10); !errors.Is(err, review.ErrInvalid) {
+				t.Errorf("queue cursor at %d µs: %v, want ErrInvalid", us, err)
+			}
+			if _, err := b.s.BrowseOperations(b.ctx, nil, store.BrowseFilter{}, fmt.Sprintf("%d.op_x", us), 10); !errors.Is(err, review.ErrInvalid) {
+				t.Errorf("browser cursor at %d µs: %v, want ErrInvalid", us, err)
+			}
+		}
+		for _, tc := range []struct {
+			us         int64
+			queue, ops int // rows after the cursor
+		}{{first, 1, 0}, {last, 0, 1}} {
+			q, err := b.s.Queue(b.ctx, store.QueueFilter{After: fmt.Sprintf("%d.%d.x", c.Priority, tc.us)}, 10)
+			if err != nil || len(q.Cases) != tc.queue {
+				t.Errorf("queue after %d µs: %v, %v; want %d cases", tc.us, q, err, tc.queue)
+			}
+			p, err := b.s.BrowseOperations(b.ctx, nil, store.BrowseFilter{}, fmt.Sprintf("%d.op_x", tc.us), 10)
+			if err != nil || len(p.Rows) != tc.ops {
+				t.Errorf("browser after %d µs: %v, %v; want %d operations", tc.us, p, err, tc.ops)
 			}
 		}
 	})

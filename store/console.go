@@ -203,12 +203,27 @@ func parseQueueCursor(c string) (int, time.Time, string, error) {
 	if len(parts) != 3 {
 		return 0, time.Time{}, "", fmt.Errorf("%w: field \"after\": not a queue cursor", review.ErrInvalid)
 	}
-	p, err1 := strconv.Atoi(parts[0])
-	us, err2 := strconv.ParseInt(parts[1], 10, 64)
-	if err1 != nil || err2 != nil {
+	p, err := strconv.Atoi(parts[0])
+	at, ok := cursorTime(parts[1])
+	if err != nil || !ok {
 		return 0, time.Time{}, "", fmt.Errorf("%w: field \"after\": not a queue cursor", review.ErrInvalid)
 	}
-	return p, time.UnixMicro(us).UTC(), parts[2], nil
+	return p, at, parts[2], nil
+}
+
+// cursorTime reads a page cursor's time, microseconds since 1970 in UTC,
+// and says whether it is one: a number, within years 0001–9999
+// (review.InTimeRange), as every time the store keeps is. Beyond them the
+// engines part: PostgreSQL refuses a time before 4713 BC (a 500), SQLite
+// compares the text and answers a page, and a time in year 10000 sorts
+// after every row on one and before them on the other.
+func cursorTime(us string) (time.Time, bool) {
+	n, err := strconv.ParseInt(us, 10, 64)
+	if err != nil {
+		return time.Time{}, false
+	}
+	t := time.UnixMicro(n).UTC()
+	return t, review.InTimeRange(t)
 }
 
 func prefixed(prefix, cols string) string {
