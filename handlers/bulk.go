@@ -45,6 +45,11 @@ func (h *Handlers) Bulk(c echo.Context) error {
 		return render(c, http.StatusUnprocessableEntity, web.BulkPage(v))
 	}
 	f, err := queueFilter(form, s)
+	var refused *ConsoleError
+	if errors.As(err, &refused) {
+		v.Problem = refused.Message
+		return render(c, http.StatusUnprocessableEntity, web.BulkPage(v))
+	}
 	if err != nil {
 		return err
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"html"
 	"io"
 	"log/slog"
 	"mime/multipart"
@@ -186,12 +187,13 @@ func needsReview(t *testing.T, st *store.Store, source string) string {
 	return needsReviewOn(t, st, "acme", "files", source)
 }
 
-// needsReviewOn is needsReview for tenant, on destination dest.
-func needsReviewOn(t *testing.T, st *store.Store, tenant, dest, source string) string {
+// needsReviewOn is needsReview for tenant, on destination dest, the
+// operation with flags.
+func needsReviewOn(t *testing.T, st *store.Store, tenant, dest, source string, flags ...review.Flag) string {
 	t.Helper()
 	ctx := context.Background()
 	op, _, err := st.Register(ctx, review.Registration{Tenant: tenant, SourceRef: source, LogicalVersion: "7", Action: "render",
-		Destination: dest, Risk: review.RiskCompensableWrite, Payload: []byte(`{"note":"<script>alert(1)</script>\"><img src=x onerror=alert(2)>"}`), Actor: "test"})
+		Destination: dest, Risk: review.RiskCompensableWrite, Flags: flags, Payload: []byte(`{"note":"<script>alert(1)</script>\"><img src=x onerror=alert(2)>"}`), Actor: "test"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -557,6 +559,45 @@ func TestConsoleBulk(t *testing.T) {
 			ds, _ := st.CaseDecisions(context.Background(), id)
 			if len(ds) != 1 || ds[0].Action != review.DecideCompensate || ds[0].ResourceRef == "" || ds[0].ResourceRef != c.RecommendedRef {
 				t.Errorf("case %s: decisions %+v, want one compensate of %s", id, ds, c.RecommendedRef)
+			}
+		}
+	})
+}
+
+// TestConsoleQueueFlagFilter: the queue's flag filter, which the bulk
+// decision reads too, finds the cases with that flag exactly, the same on
+// both engines; a flag that is not one is refused (400 on the queue, the
+// bulk form again with a 422), deciding nothing. Before, flag=FINANCIAL
+// found the financial case on SQLite only (its LIKE is case-blind), and
+// flag=\ every unflagged case on PostgreSQL only (its LIKE's escape), so a
+// bulk fail with it listed, and then decided, all of them.
+func TestConsoleQueueFlagFilter(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		srv, st := consoleServer(t, e)
+		flagged := needsReviewOn(t, st, "acme", "files", "flagged", review.FlagFinancial)
+		plain := []string{needsReview(t, st, "plain-1"), needsReview(t, st, "plain-2")}
+		sup := newBrowser(t, srv.URL).withHeader("Accept-Language", "it")
+		sup.login("support@example.com")
+		code, body := sup.get("/?flag=financial&decidable=0")
+		if code != http.StatusOK || !strings.Contains(body, flagged) || strings.Contains(body, plain[0]) {
+			t.Errorf("flag=financial: %d, want the financial case only:\n%s", code, alerts(body))
+		}
+		for _, flag := range []string{"FINANCIAL", `\`, "%", "_", "fin%"} {
+			q := url.Values{"flag": {flag}, "decidable": {"0"}}
+			code, body := sup.get("/?" + q.Encode())
+			if want := html.EscapeString(fmt.Sprintf("%q non è un contrassegno.", flag)); code != http.StatusBadRequest || !strings.Contains(body, want) {
+				t.Errorf("flag=%s: %d, want 400 saying %q:\n%s", flag, code, want, alerts(body))
+			}
+			code, body, _ = sup.post("/bulk", url.Values{"csrf": {sup.csrf}, "flag": {flag}, "action": {"fail"}, "reason": {"not mine"}})
+			if want := html.EscapeString(fmt.Sprintf("%q non è un contrassegno.", flag)); code != http.StatusUnprocessableEntity || !strings.Contains(body, want) ||
+				strings.Contains(body, `name="confirm"`) {
+				t.Errorf("bulk fail with flag=%s: %d, want the form again (422) saying %q:\n%s", flag, code, want, alerts(body))
+			}
+		}
+		for _, id := range append(plain, flagged) {
+			if c, _ := st.GetCase(context.Background(), id, nil); c.Status != "open" {
+				t.Errorf("case %s: %s after refused bulk forms", id, c.Status)
 			}
 		}
 	})

@@ -101,6 +101,12 @@ func queueFilter(form web.QueueForm, s *store.Session) (store.QueueFilter, error
 	if form.Decidable {
 		f.DecidableBy = s.User.Role
 	}
+	if form.Flag != "" && !review.Flag(form.Flag).Valid() {
+		// Refused as the operations browser refuses it (browseFilter): the
+		// engines' LIKE read such a flag apart, and a bulk decision with it
+		// decided other cases on each.
+		return f, consoleError(http.StatusBadRequest, "%q is not a flag.", form.Flag)
+	}
 	switch form.Claimed {
 	case "me":
 		f.ClaimedBy = s.User.Email

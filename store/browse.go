@@ -271,7 +271,7 @@ func (s *Store) browseWhere(scope []string, f BrowseFilter) (string, []any, erro
 		add("o.risk = ?", string(f.Risk))
 	}
 	if f.Flag != "" {
-		add("(',' || o.flags || ',') LIKE ?", "%,"+string(f.Flag)+",%")
+		add(hasFlag("o.flags", f.Flag))
 	}
 	now := s.now()
 	if f.CreatedWithin > 0 {
@@ -538,6 +538,16 @@ func asciiLower(s string) string {
 		}
 	}
 	return string(b)
+}
+
+// hasFlag is the condition that col, a comma-separated list of flags,
+// holds flag, and its argument: flag literal in the pattern (escapeLike),
+// so '%', '_' and '\' (PostgreSQL's default LIKE escape, none on SQLite)
+// match only themselves on both engines. The callers take only a valid
+// flag, lower-case letters, so SQLite's case-blind LIKE finds what
+// PostgreSQL's finds.
+func hasFlag(col string, flag review.Flag) (string, any) {
+	return "(',' || " + col + " || ',') LIKE ? ESCAPE '\\'", "%," + escapeLike(string(flag)) + ",%"
 }
 
 // escapeLike makes s literal in a LIKE pattern with ESCAPE '\'.

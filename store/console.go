@@ -143,7 +143,13 @@ func queueWhere(f QueueFilter, now time.Time) (string, []any, error) {
 		add("(c.reason_bits & ?) <> 0", bit)
 	}
 	if f.Flag != "" {
-		add("(',' || c.flags || ',') LIKE ?", "%,"+f.Flag+",%")
+		// Refused as the browser refuses it: PostgreSQL's LIKE is
+		// case-sensitive and SQLite's is not, and a flag that is not one
+		// decided a bulk decision's cases differently on each.
+		if !review.Flag(f.Flag).Valid() {
+			return "", nil, fmt.Errorf("%w: field \"flag\": not a flag", review.ErrInvalid)
+		}
+		add(hasFlag("c.flags", review.Flag(f.Flag)))
 	}
 	if f.ClaimedBy != "" {
 		add("c.claimed_by = ? AND c.claim_until > ?", f.ClaimedBy, now)

@@ -20,9 +20,9 @@ func TestQueueWhere(t *testing.T) {
 		{"everything in every scope", QueueFilter{}, "1 = 1", nil},
 		{"a tenant within a scope", QueueFilter{Scope: []string{"acme", "globex"}, Tenant: "acme"},
 			"c.tenant IN (?, ?) AND c.tenant = ?", []any{"acme", "globex", "acme"}},
-		{"a destination, a reason and a flag", QueueFilter{Destination: "stripe", Reason: string(review.AllReasons()[1]), Flag: "vip"},
-			"1 = 1 AND c.destination = ? AND (c.reason_bits & ?) <> 0 AND (',' || c.flags || ',') LIKE ?",
-			[]any{"stripe", int64(2), "%,vip,%"}},
+		{"a destination, a reason and a flag", QueueFilter{Destination: "stripe", Reason: string(review.AllReasons()[1]), Flag: "financial"},
+			"1 = 1 AND c.destination = ? AND (c.reason_bits & ?) <> 0 AND (',' || c.flags || ',') LIKE ? ESCAPE '\\'",
+			[]any{"stripe", int64(2), "%,financial,%"}},
 		{"my claims, old enough", QueueFilter{ClaimedBy: "alice", MinAge: time.Hour},
 			"1 = 1 AND c.claimed_by = ? AND c.claim_until > ? AND c.opened_at <= ?",
 			[]any{"alice", now, now.Add(-time.Hour)}},
@@ -46,5 +46,10 @@ func TestQueueWhere(t *testing.T) {
 	}
 	if _, _, err := queueWhere(QueueFilter{Reason: "no_such_reason"}, now); !errors.Is(err, review.ErrInvalid) {
 		t.Errorf("an unknown reason: %v, want review.ErrInvalid", err)
+	}
+	for _, flag := range []string{"FINANCIAL", `\`, "%", "_", "vip"} {
+		if _, _, err := queueWhere(QueueFilter{Flag: flag}, now); !errors.Is(err, review.ErrInvalid) {
+			t.Errorf("flag %q: %v, want review.ErrInvalid", flag, err)
+		}
 	}
 }
