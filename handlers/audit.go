@@ -11,6 +11,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/limbo-dev/limbo/anchor"
+	"github.com/limbo-dev/limbo/review"
 	"github.com/limbo-dev/limbo/store"
 	"github.com/limbo-dev/limbo/web"
 )
@@ -21,6 +22,14 @@ func auditFilter(c echo.Context) (store.AuditFilter, web.AuditForm, error) {
 		Action: c.QueryParam("action"), From: c.QueryParam("from"), To: c.QueryParam("to")}
 	f := store.AuditFilter{Scope: session(c).User.Scope().List(), Actor: form.Actor, Tenant: form.Tenant,
 		OperationID: form.Operation, Action: form.Action}
+	// A date is a day in UTC, within years 0001–9999 as every time Limbo
+	// takes (review.InTimeRange): "from" is its start, "to" the start of
+	// the next day, where the events stop. The day after 9999-12-31 is in
+	// year 10000, which SQLite compares as text ("10000-…" sorts before
+	// "2026-…") and PostgreSQL as a time: a "to" of 9999-12-31 showed
+	// nothing on one and everything on the other. It is taken as no upper
+	// bound instead of refused: it is a date a person may type, and its
+	// end is past every time stored, so every event is before it.
 	for _, d := range []struct {
 		v   string
 		dst *time.Time
@@ -30,10 +39,14 @@ func auditFilter(c echo.Context) (store.AuditFilter, web.AuditForm, error) {
 			continue
 		}
 		t, err := time.Parse("2006-01-02", d.v)
-		if err != nil {
+		switch {
+		case err != nil:
 			return f, form, consoleError(http.StatusBadRequest, "Dates are written 2026-11-29.")
+		case !review.InTimeRange(t):
+			return f, form, consoleError(http.StatusBadRequest, "Dates are from 0001-01-01 to 9999-12-31.")
+		case review.InTimeRange(t.Add(d.add)):
+			*d.dst = t.Add(d.add)
 		}
-		*d.dst = t.Add(d.add)
 	}
 	if b := c.QueryParam("before"); b != "" {
 		n, err := strconv.ParseInt(b, 10, 64)

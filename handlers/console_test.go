@@ -326,6 +326,44 @@ func TestConsoleAudit(t *testing.T) {
 	})
 }
 
+// TestConsoleAuditDateBounds: the audit search's dates answer the same on
+// both engines at the ends of the calendar. A "to" of 9999-12-31 is no
+// upper bound (the day after it is year 10000, which SQLite compared as
+// text: it showed nothing there and everything on PostgreSQL), on the page,
+// the CSV export and the verification alike; a date in year 0000 is
+// refused, as every time outside years 0001–9999 is.
+func TestConsoleAuditDateBounds(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		srv, st := consoleServer(t, e)
+		needsReview(t, st, "doc-1")
+		mgr := newBrowser(t, srv.URL).withHeader("Accept-Language", "it")
+		mgr.login("manager@example.com")
+		_, all := mgr.get("/audit.csv")
+		if n := strings.Count(all, "\n"); n < 3 {
+			t.Fatalf("the unfiltered export has %d lines", n)
+		}
+		for _, q := range []string{"to=9999-12-31", "from=0001-01-01&to=9999-12-31"} {
+			if code, body := mgr.get("/audit.csv?" + q); code != http.StatusOK || body != all {
+				t.Errorf("/audit.csv?%s: %d, %d lines; want every event, %d lines", q, code, strings.Count(body, "\n"), strings.Count(all, "\n"))
+			}
+			for _, page := range []string{"/audit?", "/audit/verify?"} {
+				if code, body := mgr.get(page + q); code != http.StatusOK || !strings.Contains(body, "case.opened") {
+					t.Errorf("%s%s: %d, want the events listed", page, q, code)
+				}
+			}
+		}
+		if code, body := mgr.get("/audit.csv?from=9999-12-31"); code != http.StatusOK || strings.Count(body, "\n") != 1 {
+			t.Errorf("/audit.csv?from=9999-12-31: %d, want the header alone:\n%s", code, body)
+		}
+		for _, path := range []string{"/audit?from=0000-12-31", "/audit.csv?to=0000-01-01", "/audit/verify?from=0000-06-01"} {
+			if code, body := mgr.get(path); code != http.StatusBadRequest || !strings.Contains(body, "Le date vanno dal 0001-01-01 al 9999-12-31.") {
+				t.Errorf("%s: %d, want 400 saying the range:\n%s", path, code, alerts(body))
+			}
+		}
+	})
+}
+
 // TestConsoleAuditVerifyAnchor: with an anchor directory configured, the
 // console's verification checks against it and says so; a checkpoint
 // deleted from the database is named by its first seq.

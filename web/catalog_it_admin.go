@@ -210,6 +210,7 @@ func init() {
 		"Your role may not do this.":                                     "Il tuo ruolo non consente questa operazione.",
 		"The sign-in form was stale or forged. Reload it and try again.": "Il modulo di accesso era scaduto o contraffatto. Ricaricalo e riprova.",
 		"Dates are written 2026-11-29.":                                  "Le date si scrivono nel formato 2026-11-29.",
+		"Dates are from 0001-01-01 to 9999-12-31.":                       "Le date vanno dal 0001-01-01 al 9999-12-31.",
 		"That page link is broken.":                                      "Il link a quella pagina non è valido.",
 		"This server has no audit key, so it cannot verify the chain.":   "Questo server non ha una chiave di audit, quindi non può verificare la catena.",
 		"The window is a duration between 1m and 2160h, such as 24h.":    "La finestra è una durata tra 1m e 2160h, ad esempio 24h.",
