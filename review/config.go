@@ -404,13 +404,23 @@ func (d Destination) ApprovalExpiry(action string, deadline, now time.Time) time
 }
 
 // ParseConfig reads a YAML configuration strictly: unknown keys are errors,
-// so a typo cannot silently fall back to a default.
+// so a typo cannot silently fall back to a default, and so is a second
+// document (after a "---"), which would otherwise never be read: its
+// destinations silently dropped, its typos unnoticed.
 func ParseConfig(data []byte) (*Config, error) {
 	var c Config
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
-	if err := dec.Decode(&c); err != nil && err.Error() != "EOF" {
+	if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
 		return nil, fmt.Errorf("%w: config: %v", ErrInvalid, err)
+	}
+	var next yaml.Node
+	if err := dec.Decode(&next); !errors.Is(err, io.EOF) {
+		where := ""
+		if err == nil {
+			where = fmt.Sprintf(" at line %d", next.Line)
+		}
+		return nil, fmt.Errorf("%w: config: a second YAML document%s (after a \"---\"): the configuration is one document; remove the \"---\"", ErrInvalid, where)
 	}
 	if err := c.validate(); err != nil {
 		return nil, err

@@ -234,6 +234,9 @@ func TestParseConfigRejects(t *testing.T) {
 		{"next not a dot path", probeYAML("search", "candidates: results\n        next: $.links[0]\n        cursor_param: c"), "not a dot path"},
 		{"cursor_param not a name", probeYAML("search", "candidates: results\n        next: next\n        cursor_param: \"a&b\""), "not a plain query parameter"},
 		{"candidates not a dot path", probeYAML("search", "candidates: $..results"), "not a dot path"},
+		{"a second document, never read", "payload_retention: 2160h\n---\npayload_retention: 1s\nbogus: x\n", "second YAML document at line 2"},
+		{"destinations after a ---", "payload_retention: 2160h\n---\ndestinations:\n  files:\n    base_url: https://files.example\n", "second YAML document"},
+		{"an empty second document", "payload_retention: 2160h\n---\n", "second YAML document"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -291,6 +294,7 @@ func TestParseConfigDefaults(t *testing.T) {
 		{"comments only", "# nothing configured\n"},
 		{"empty mapping", "{}"},
 		{"empty destinations", "destinations: {}\n"},
+		{"one document opened with ---", "---\ndestinations: {}\n"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
