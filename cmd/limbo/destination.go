@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/http"
 	"os"
 	"strings"
@@ -45,7 +46,8 @@ func cmdDestinationImport(ctx context.Context, args []string, std stdio) error {
 	fs.StringVar(&o.WriteAuthEnv, "write-auth-env", "", "the environment variable holding the integration's write credential, so Limbo can warn when a probe shares it")
 	fs.BoolVar(&o.AllowPostSearch, "allow-post-search", false, "accept a search operation that is a POST (a probe is otherwise a GET)")
 	fs.BoolVar(&o.AllowInternal, "allow-internal", false, "let the probes reach the destination's host when it is a loopback or private address")
-	out := fs.String("out", "", "write the block to this file (default: standard output)")
+	out := fs.String("out", "", "write the block to this new file (default: standard output); an existing file is refused unless --force: it may be a whole configuration file")
+	force := fs.Bool("force", false, "with --out, replace the file if it exists")
 	if help, err := fs.parse(args); help || err != nil {
 		return err
 	}
@@ -65,10 +67,34 @@ func cmdDestinationImport(ctx context.Context, args []string, std stdio) error {
 		_, err = stdout.Write(block)
 		return err
 	}
-	if err := os.WriteFile(*out, block, 0o644); err != nil {
+	if err := writeOut(*out, block, *force); err != nil {
 		return err
 	}
 	fmt.Fprintf(stderr, "limbo: wrote destination %q to %s\n", o.Name, *out)
+	return nil
+}
+
+// writeOut writes data to a new file at path, refusing an existing one
+// unless force: the block is one destination, and the file it would replace
+// may be a whole configuration.
+func writeOut(path string, data []byte, force bool) error {
+	flag := os.O_WRONLY | os.O_CREATE | os.O_EXCL
+	if force {
+		flag = os.O_WRONLY | os.O_CREATE | os.O_TRUNC
+	}
+	f, err := os.OpenFile(path, flag, 0o644)
+	if errors.Is(err, fs.ErrExist) {
+		return fmt.Errorf("destination import: %s already exists; add the block to it by hand, write it elsewhere, or pass --force to replace the file", path)
+	} else if err != nil {
+		return fmt.Errorf("destination import: %w", err)
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return fmt.Errorf("destination import: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("destination import: %w", err)
+	}
 	return nil
 }
 

@@ -38,6 +38,21 @@ func TestDestinationImport(t *testing.T) {
 	if d.Probes.Search == nil || !strings.HasPrefix(d.Probes.Search.URL, srv.URL+"/search?") || d.Actions["share_link"].Request == nil {
 		t.Fatalf("imported = %+v", d)
 	}
+	// --out never replaces a file (it may be the whole configuration)
+	// unless --force.
+	if err := os.WriteFile(out, []byte("payload_retention: 2160h\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	again := []string{"destination", "import", "--openapi", srv.URL + "/openapi.json", "--name", "sandbox", "--allow-internal", "--out", out}
+	code, _, stderr = limbo(t, again...)
+	if data, _ := os.ReadFile(out); code != 2 || !strings.Contains(stderr, "already exists") || !strings.Contains(stderr, "--force") ||
+		string(data) != "payload_retention: 2160h\n" {
+		t.Fatalf("--out onto an existing file: exit %d, %s; the file now holds:\n%s", code, stderr, data)
+	}
+	code, _, stderr = limbo(t, append(again, "--force")...)
+	if data, _ := os.ReadFile(out); code != 0 || !strings.Contains(string(data), "sandbox:") {
+		t.Fatalf("--out --force: exit %d, %s; the file holds:\n%s", code, stderr, data)
+	}
 	// The same document from a file, to standard output.
 	file := filepath.Join(t.TempDir(), "openapi.json")
 	if err := os.WriteFile(file, sandbox.OpenAPI(srv.URL), 0o644); err != nil {
