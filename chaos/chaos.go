@@ -218,7 +218,7 @@ func Run(ctx context.Context, o Options) (*Summary, error) {
 	}
 	defer lim.stop()
 	o.Log.Info("chaos: running", "ops", o.Ops, "integrators", o.Integrators, "kills", o.Kills, "server_kills", o.ServerKills,
-		"db_restarts", o.DBRestarts, "db", o.DB, "limbo", sc.limboURL, "sandbox", sc.sbURL, "seed", sc.sb.Seed())
+		"db_restarts", o.DBRestarts, "db", store.RedactURL(o.DB), "limbo", sc.limboURL, "sandbox", sc.sbURL, "seed", sc.sb.Seed())
 
 	f := newFaults(o, lim, rng)
 	settled := runIntegrators(ctx, igs, o.Settle, o.Log, f)
@@ -229,7 +229,7 @@ func Run(ctx context.Context, o Options) (*Summary, error) {
 	if err != nil {
 		return nil, err
 	}
-	sum.DB, sum.Seed, sum.SettledInTime = o.DB, sc.sb.Seed(), settled
+	sum.DB, sum.Seed, sum.SettledInTime = store.RedactURL(o.DB), sc.sb.Seed(), settled
 	sum.ServerKills, sum.DBRestarts = f.done()
 	sum.Elapsed = time.Since(began).Round(time.Millisecond).String()
 	for _, ig := range igs {

@@ -16,6 +16,7 @@ import (
 	"encoding/json"
 	"log/slog"
 	"math/rand/v2"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -217,6 +218,12 @@ func runChaosChecked(t *testing.T, o Options, budget time.Duration) (*Summary, s
 	}
 	out, _ := json.MarshalIndent(sum, "", "  ")
 	t.Logf("seed %d, %s:\n%s", seed, time.Since(began).Round(time.Millisecond), out)
+	// The summary is printed and kept: the database's password is not in it.
+	if u, err := url.Parse(o.DB); err == nil && u.User != nil {
+		if pw, ok := u.User.Password(); ok && strings.Contains(sum.DB, ":"+pw+"@") {
+			t.Errorf("the summary's db %q holds the database's password", sum.DB)
+		}
+	}
 
 	for inv, ok := range sum.Invariants {
 		if !ok {

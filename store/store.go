@@ -321,6 +321,10 @@ func openPostgres(ctx context.Context, dbURL string, maxConns int) (*sqlx.DB, er
 	return db, nil
 }
 
+// RedactURL is a database URL with its password, if any, replaced by xxx:
+// for logs, messages and summaries.
+func RedactURL(dbURL string) string { return redact(dbURL) }
+
 // redact hides a password in a database URL for error messages.
 func redact(u string) string {
 	p, err := url.Parse(u)
