@@ -435,3 +435,27 @@ func OpenStore(ctx context.Context, dbURL string, opt store.Options) (*store.Sto
 // HTTPServer is the server the app runs, for tools that tune it (the
 // benchmark's test turns keep-alives off to see its client dial again).
 func (a *App) HTTPServer() *http.Server { return a.srv }
+
+// CheckUnused refuses a database that holds Limbo data (store.Held): the
+// benchmark and the fault run fill theirs with synthetic operations and
+// sign its audit trail with a throwaway key, so on a real database they
+// would leave fake operations and a trail its own key no longer verifies.
+// It only reads, and runs before they start anything; a database not yet
+// created or migrated passes.
+func CheckUnused(ctx context.Context, dbURL string) error {
+	st, err := store.Open(ctx, dbURL, store.Options{MaxConns: 1})
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	held, err := st.Held(ctx)
+	if err != nil {
+		return err
+	}
+	if len(held) > 0 {
+		return fmt.Errorf("the database %s already holds Limbo data (%s), and nothing was written to it: "+
+			"this run writes synthetic operations and signs the audit trail with a key of its own; give it an empty database",
+			store.RedactURL(dbURL), strings.Join(held, ", "))
+	}
+	return nil
+}

@@ -201,3 +201,37 @@ func TestIdleConnectionsClosed(t *testing.T) {
 		t.Fatalf("an idle keep-alive connection: read %d bytes, %v; want the server to close it (EOF)", n, err)
 	}
 }
+
+// TestCheckUnused: a database not yet created, or freshly migrated, holds
+// no Limbo data; one with a user (and the audit event adding it) does, and
+// is refused, named without its password, and left as it was.
+func TestCheckUnused(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		ctx := context.Background()
+		db := storetest.URL(t, e)
+		if err := app.CheckUnused(ctx, db); err != nil {
+			t.Fatalf("a database never migrated: %v", err)
+		}
+		st, err := app.OpenStore(ctx, db, store.Options{MaxConns: storetest.MaxConns})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer st.Close()
+		if err := app.CheckUnused(ctx, db); err != nil {
+			t.Fatalf("a freshly migrated database: %v", err)
+		}
+		if _, err := st.AddUser(ctx, review.Operator("cli:test"), store.NewUser{Email: "ops@example.com", Password: "correct horse battery",
+			Role: review.RoleAdmin, Scope: review.Scope{All: true}}); err != nil {
+			t.Fatal(err)
+		}
+		err = app.CheckUnused(ctx, db)
+		if err == nil || !strings.Contains(err.Error(), "users") || !strings.Contains(err.Error(), "audit events") ||
+			strings.Contains(err.Error(), "postgres:postgres@") {
+			t.Fatalf("a database with a user: %v", err)
+		}
+		held, err := st.Held(ctx)
+		if err != nil || !slices.Equal(held, []string{"audit events", "users"}) {
+			t.Fatalf("Held = %v, %v", held, err)
+		}
+	})
+}

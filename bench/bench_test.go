@@ -16,6 +16,7 @@ import (
 
 	"github.com/limbo-dev/limbo/app"
 	"github.com/limbo-dev/limbo/auditkey"
+	"github.com/limbo-dev/limbo/review"
 
 	"github.com/limbo-dev/limbo/store"
 	"github.com/limbo-dev/limbo/store/storetest"
@@ -305,7 +306,7 @@ func TestBenchRun(t *testing.T) {
 			t.Errorf("reconcile_confirmed = %v, want 4", rep["reconcile_confirmed"])
 		}
 		// The run wrote operations: bench refuses to write into them again.
-		if code, _, errOut := benchCLI(t, args...); code != 2 || !strings.Contains(errOut, "already holds operations") {
+		if code, _, errOut := benchCLI(t, args...); code != 2 || !strings.Contains(errOut, "already holds Limbo data") {
 			t.Errorf("bench on a used database: %d %s", code, errOut)
 		}
 	})
@@ -444,4 +445,37 @@ func TestBenchTargetsRefused(t *testing.T) {
 			t.Errorf("%s: %d %q, want %q", c.args, code, errOut, c.want)
 		}
 	}
+}
+
+// TestBenchRefusesUsedDatabase: a database with users, tokens and audit
+// events but no operations is refused before bench writes anything: no
+// checkpoint signed with its throwaway key, no tenant, no operation.
+func TestBenchRefusesUsedDatabase(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		ctx := context.Background()
+		db := storetest.URL(t, e)
+		st, err := app.OpenStore(ctx, db, store.Options{MaxConns: storetest.MaxConns})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer st.Close()
+		if _, err := st.AddUser(ctx, review.Operator("cli:test"), store.NewUser{Email: "ops@example.com", Password: "correct horse battery",
+			Role: review.RoleAdmin, Scope: review.Scope{All: true}}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.CreateToken(ctx, review.Operator("cli:test"), "acme", "agent"); err != nil {
+			t.Fatal(err)
+		}
+		code, _, errOut := benchCLI(t, "--db", db, "--db-max-conns", "4", "--duration", "100ms", "--rounds", "1",
+			"--bulk-batch", "0", "--reconcile-ops", "0", "--queue-ops", "0")
+		if code != 2 || !strings.Contains(errOut, "already holds Limbo data") || !strings.Contains(errOut, "users") {
+			t.Fatalf("bench on a database in use: %d %s", code, errOut)
+		}
+		for table, want := range map[string]int{"audit_checkpoints": 0, "operations": 0, "tenants": 1, "api_tokens": 1} {
+			var n int
+			if err := st.DB().Get(&n, `SELECT COUNT(*) FROM `+table); err != nil || n != want {
+				t.Errorf("after the refusal, %s holds %d rows (%v), want %d", table, n, err, want)
+			}
+		}
+	})
 }

@@ -13,6 +13,7 @@ import (
 	"encoding/json"
 	"errors"
 	"flag"
+	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"net"
@@ -45,7 +46,9 @@ ledger against the sandbox's ground truth, writes that truth to
 --truth-out, and prints a JSON summary. Exit status 0 when invariants
 I1–I7 hold, 1 when one does not, 2 on errors. Each run uses tenants of its
 own (chaos-<run>-<n>), but signs the audit trail with a key of its own and
-I5 verifies the whole trail: give each run a fresh database.
+I5 verifies the whole trail: give each run a fresh database. One holding
+Limbo data (operations, audit events, users, tokens, tenants) is refused
+before anything is written to it.
 The sandbox's --webhook-url and --webhook-secret are set by chaos itself.
 
 --search-lag is the sandbox's real search lag; Limbo is configured with it,
@@ -201,6 +204,10 @@ func Run(ctx context.Context, o Options) (*Summary, error) {
 	began := time.Now()
 	if err := o.defaults(); err != nil {
 		return nil, err
+	}
+	// Before anything starts: the run signs the trail with a key of its own.
+	if err := app.CheckUnused(ctx, o.DB); err != nil {
+		return nil, fmt.Errorf("chaos: %w", err)
 	}
 	sc, err := newScene(o)
 	if err != nil {

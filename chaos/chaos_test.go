@@ -346,3 +346,35 @@ func TestChaosSummaryOfViolations(t *testing.T) {
 		t.Errorf("summary %+v", sum)
 	}
 }
+
+// TestChaosRefusesUsedDatabase: a database holding Limbo data (here a
+// user and its audit event) is refused before the run writes anything:
+// no checkpoint signed with the run's key, no tenant, no operation.
+func TestChaosRefusesUsedDatabase(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		ctx := context.Background()
+		db := storetest.URL(t, e)
+		st, err := app.OpenStore(ctx, db, store.Options{MaxConns: storetest.MaxConns})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer st.Close()
+		if _, err := st.AddUser(ctx, review.Operator("cli:test"), store.NewUser{Email: "ops@example.com", Password: "correct horse battery",
+			Role: review.RoleAdmin, Scope: review.Scope{All: true}}); err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(ctx, time.Minute)
+		defer cancel()
+		_, err = Run(ctx, Options{Ops: 4, Integrators: 1, Workers: 1, DB: db, Settle: 10 * time.Second,
+			Log: slog.New(slog.DiscardHandler)})
+		if err == nil || !strings.Contains(err.Error(), "already holds Limbo data") || !strings.Contains(err.Error(), "users") {
+			t.Fatalf("chaos on a database in use: %v", err)
+		}
+		for _, table := range []string{"audit_checkpoints", "operations", "tenants"} {
+			var n int
+			if err := st.DB().Get(&n, `SELECT COUNT(*) FROM `+table); err != nil || n != 0 {
+				t.Errorf("after the refusal, %s holds %d rows (%v)", table, n, err)
+			}
+		}
+	})
+}

@@ -1,0 +1,54 @@
+package store
+
+import (
+	"context"
+	"fmt"
+)
+
+// heldTables are the tables only use fills: a freshly migrated database
+// has no row in any of them. what names each in messages.
+var heldTables = []struct{ table, what string }{
+	{"operations", "operations"},
+	{"audit_events", "audit events"},
+	{"audit_checkpoints", "audit checkpoints"},
+	{"users", "users"},
+	{"api_tokens", "API tokens"},
+	{"tenants", "tenants"},
+	{"webhook_endpoints", "webhook endpoints"},
+}
+
+const (
+	/* Store.Held: whether a table exists (the schema may not be created yet). */
+	selectTableExistsSQLite   = `SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = ?`
+	selectTableExistsPostgres = `SELECT COUNT(*) FROM (SELECT to_regclass($1) AS t) x WHERE t IS NOT NULL`
+	/* Store.Held: whether a table holds a row; %s is a name from heldTables. */
+	selectTableUsed = `SELECT COUNT(*) FROM (SELECT 1 FROM %s LIMIT 1) x`
+)
+
+// Held names, in words, the Limbo data the database holds: the tables of
+// heldTables that have a row. It is empty for a database Limbo never
+// wrote to, migrated or not. It reads only, so the benchmark and the fault
+// run can refuse a real database before they write anything into it.
+func (s *Store) Held(ctx context.Context) ([]string, error) {
+	exists := selectTableExistsSQLite
+	if s.engine == Postgres {
+		exists = selectTableExistsPostgres
+	}
+	var held []string
+	for _, t := range heldTables {
+		var n int
+		if err := s.db.GetContext(ctx, &n, exists, t.table); err != nil {
+			return nil, fmt.Errorf("store.Held: %w", err)
+		}
+		if n == 0 {
+			continue
+		}
+		if err := s.db.GetContext(ctx, &n, fmt.Sprintf(selectTableUsed, t.table)); err != nil {
+			return nil, fmt.Errorf("store.Held: %s: %w", t.table, err)
+		}
+		if n > 0 {
+			held = append(held, t.what)
+		}
+	}
+	return held, nil
+}
