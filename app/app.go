@@ -72,7 +72,14 @@ type Config struct {
 	Addr     string
 	// Destinations is the destination configuration (--config).
 	Destinations *review.Config
+	// AuditKey signs the checkpoints; New refuses it when the newest
+	// checkpoint names another key. AuditKeyFrom says where it came from,
+	// for that refusal.
 	AuditKey     ed25519.PrivateKey
+	AuditKeyFrom string
+	// AnyAuditKey skips that check: for the benchmark's reused ledger,
+	// whose trail an earlier run signed with a throwaway key.
+	AnyAuditKey bool
 	// AnchorDir, when set, receives a copy of every signed checkpoint.
 	AnchorDir string
 	SealMax   time.Duration
@@ -125,8 +132,9 @@ type App struct {
 	stopped  bool
 }
 
-// New opens and migrates the store, catches the anchor directory up and
-// listens; nothing runs until Start.
+// New opens and migrates the store, refuses an audit key other than the
+// trail's, catches the anchor directory up and listens; nothing runs until
+// Start.
 func New(ctx context.Context, cfg Config) (a *App, err error) {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
@@ -150,6 +158,11 @@ func New(ctx context.Context, cfg Config) (a *App, err error) {
 	if a.Store, err = OpenStore(ctx, cfg.DB, store.Options{Config: cfg.Destinations, AuditKey: cfg.AuditKey,
 		AuditSealMax: cfg.SealMax, MaxConns: cfg.MaxConns}); err != nil {
 		return nil, err
+	}
+	if !cfg.AnyAuditKey {
+		if err = checkAuditKey(ctx, a.Store, cfg.AuditKey, cfg.AuditKeyFrom); err != nil {
+			return nil, err
+		}
 	}
 	if cfg.AnchorDir != "" {
 		// Catch up from the database before serving, then after every seal.

@@ -235,3 +235,35 @@ func TestCheckUnused(t *testing.T) {
 		}
 	})
 }
+
+// TestNewRefusesAnotherAuditKey: an App does not sign a trail whose newest
+// checkpoint another key signed; the trail's own key still starts.
+func TestNewRefusesAnotherAuditKey(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		ctx := context.Background()
+		db := storetest.URL(t, e)
+		key := auditkey.New()
+		st, err := app.OpenStore(ctx, db, store.Options{AuditKey: key, MaxConns: storetest.MaxConns})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer st.Close()
+		if c, err := st.Seal(ctx); err != nil || c == nil {
+			t.Fatalf("Seal = %v, %v", c, err)
+		}
+		cfg := app.Config{DB: db, MaxConns: storetest.MaxConns, Addr: "127.0.0.1:0", AuditKeyFrom: "test"}
+		cfg.AuditKey = auditkey.New()
+		if a, err := app.New(ctx, cfg); !errors.Is(err, app.ErrWrongAuditKey) || !strings.Contains(err.Error(), auditkey.ID(key)) {
+			if a != nil {
+				a.Close()
+			}
+			t.Fatalf("New with another key: %v", err)
+		}
+		cfg.AuditKey = key
+		a, err := app.New(ctx, cfg)
+		if err != nil {
+			t.Fatalf("New with the trail's key: %v", err)
+		}
+		a.Close()
+	})
+}

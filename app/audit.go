@@ -1,7 +1,9 @@
 package app
 
 import (
+	"context"
 	"crypto/ed25519"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -20,20 +22,19 @@ type Audit struct {
 
 // ResolveAudit settles the audit settings: flags (keyFile, anchorDir,
 // sealMax) first, then the configuration file at cfgPath. Without a key,
-// a SQLite database gets one generated beside it (and the log says where,
-// with its public key); PostgreSQL refuses to start, since every instance
-// must sign with the same key.
-func ResolveAudit(cfg *review.Config, cfgPath, dbURL, keyFile, anchorDir string, sealMax time.Duration, log *slog.Logger) (*Audit, error) {
-	k, err := auditkey.Find(keyFile, cfg, cfgPath, dbURL, true)
+// a SQLite database gets a new one, which Keep writes beside it once New
+// has checked the trail is not another key's; PostgreSQL refuses to
+// start, since every instance must sign with the same key.
+func ResolveAudit(cfg *review.Config, cfgPath, dbURL, keyFile, anchorDir string, sealMax time.Duration) (*Audit, error) {
+	k, err := auditkey.Find(keyFile, cfg, cfgPath, dbURL)
 	if err != nil {
 		return nil, err
 	}
 	if k == nil {
-		return nil, fmt.Errorf("serve: %w", auditkey.ErrNone(dbURL))
+		k = auditkey.Beside(dbURL)
 	}
-	if k.Generated {
-		log.Warn("generated an audit signing key beside the database; keep a copy outside this machine, or pass --audit-key",
-			"file", k.Where, "key_id", auditkey.ID(k.Key), "public_key", auditkey.EncodePub(k.Key.Public().(ed25519.PublicKey)))
+	if k == nil {
+		return nil, fmt.Errorf("serve: %w", auditkey.ErrNone(dbURL))
 	}
 	a := &Audit{Key: k, AnchorDir: anchorDir, SealMax: sealMax}
 	if a.AnchorDir == "" {
@@ -49,4 +50,58 @@ func ResolveAudit(cfg *review.Config, cfgPath, dbURL, keyFile, anchorDir string,
 		return nil, fmt.Errorf("serve: --audit-seal-max must be at least %s", review.MinSealMax)
 	}
 	return a, nil
+}
+
+// From says where the key came from, for Config.AuditKeyFrom.
+func (a *Audit) From() string {
+	if a.Key.Generated {
+		return "a new key: none was configured, and none was beside the database at " + a.Key.Where
+	}
+	return a.Key.Where
+}
+
+// Keep writes a key generated for a SQLite database beside it (and the log
+// says where, with its public key). Serve calls it after New, which has
+// refused a database whose trail another key signed, and before Start,
+// whose sealer signs with it.
+func (a *Audit) Keep(log *slog.Logger) error {
+	if !a.Key.Generated {
+		return nil
+	}
+	if err := a.Key.Write(); err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
+	log.Warn("generated an audit signing key beside the database; keep a copy outside this machine, or pass --audit-key",
+		"file", a.Key.Where, "key_id", auditkey.ID(a.Key.Key), "public_key", auditkey.EncodePub(a.Key.Key.Public().(ed25519.PublicKey)))
+	return nil
+}
+
+// ErrWrongAuditKey: the key a server would sign with is not the one that
+// signed the audit trail so far.
+var ErrWrongAuditKey = errors.New("wrong audit key")
+
+// checkAuditKey refuses to sign with another key than the one the newest
+// checkpoint names: the new checkpoints would chain to the old ones, and
+// `limbo audit verify` would then fail with either key. Rotating the key
+// would need verify to trust several keys, which it does not.
+func checkAuditKey(ctx context.Context, st *store.Store, key ed25519.PrivateKey, from string) error {
+	if key == nil {
+		return nil
+	}
+	c, err := st.LatestCheckpoint(ctx)
+	if err != nil || c == nil {
+		return err
+	}
+	id := auditkey.ID(key)
+	if c.KeyID == id {
+		return nil
+	}
+	if from == "" {
+		from = "as configured"
+	}
+	return fmt.Errorf("%w: the database's audit trail is signed by key %s (its newest checkpoint, %d, names it), "+
+		"but this server would sign with key %s (%s); its checkpoints would break the trail for both keys. "+
+		"Start it with the key file that signed the trail: --audit-key FILE (or LIMBO_AUDIT_KEY_FILE, audit.key_file, "+
+		"or the key itself in LIMBO_AUDIT_KEY); `limbo audit pubkey --audit-key FILE` names a file's key",
+		ErrWrongAuditKey, c.KeyID, c.ID, id, from)
 }

@@ -128,8 +128,11 @@ func New() ed25519.PrivateKey {
 type Key struct {
 	Key       ed25519.PrivateKey
 	Where     string // the file or variable it was read from
-	Generated bool   // made and written beside the database just now
+	Generated bool   // made just now, to be kept at Where (Write)
 }
+
+// Write keeps a generated key at Where, never replacing a file there.
+func (k *Key) Write() error { return WriteFile(k.Where, k.Key) }
 
 // BesideDatabase is where serve keeps a generated key for a SQLite
 // database: next to its file, "" for PostgreSQL.
@@ -145,9 +148,9 @@ func BesideDatabase(dbURL string) string {
 // --audit-key (or LIMBO_AUDIT_KEY_FILE), else by audit.key_file in the
 // config (relative to the config file); or LIMBO_AUDIT_KEY — not together
 // with a file, since two keys would be ambiguous. Failing those, a SQLite
-// database's key beside its file, generated there when create is set (serve
-// does). It returns nil, nil when no key is found and none may be made.
-func Find(flagFile string, cfg *review.Config, cfgPath, dbURL string, create bool) (*Key, error) {
+// database's key beside its file. It returns nil, nil when no key is found;
+// serve then makes one (Beside).
+func Find(flagFile string, cfg *review.Config, cfgPath, dbURL string) (*Key, error) {
 	file, env := flagFile, os.Getenv("LIMBO_AUDIT_KEY")
 	if file == "" && cfg != nil {
 		file = BesideConfig(cfg.Audit.KeyFile, cfgPath)
@@ -176,16 +179,23 @@ func Find(flagFile string, cfg *review.Config, cfgPath, dbURL string, create boo
 	switch {
 	case err == nil:
 		return &Key{Key: k, Where: beside}, nil
-	case !errors.Is(err, fs.ErrNotExist):
-		return nil, err
-	case !create:
+	case errors.Is(err, fs.ErrNotExist):
 		return nil, nil
 	}
-	k = New()
-	if err := WriteFile(beside, k); err != nil {
-		return nil, err
+	return nil, err
+}
+
+// Beside makes a new key for a SQLite database, to keep beside its file
+// (nil for PostgreSQL). It is not written yet: serve writes it (Key.Write)
+// only once the database has shown it holds no checkpoint signed by
+// another key, so a database moved without its key file is refused, not
+// given a second key that breaks its trail.
+func Beside(dbURL string) *Key {
+	path := BesideDatabase(dbURL)
+	if path == "" {
+		return nil
 	}
-	return &Key{Key: k, Where: beside, Generated: true}, nil
+	return &Key{Key: New(), Where: path, Generated: true}
 }
 
 // ErrNone explains how to give serve or verify a key.
@@ -221,7 +231,7 @@ func Public(pub, keyFile string, cfg *review.Config, cfgPath, dbURL string) (ed2
 		}
 		return DecodePub(pub)
 	}
-	k, err := Find(keyFile, cfg, cfgPath, dbURL, false)
+	k, err := Find(keyFile, cfg, cfgPath, dbURL)
 	if err != nil {
 		return nil, err
 	}

@@ -328,7 +328,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}
 	defer sb.close()
 	// Limbo as `limbo serve` runs it, every background loop included.
-	srv, err := startBenchServer(ctx, dbURL, o.DBMaxConns, sb.cfg, o.Log)
+	srv, err := startBenchServer(ctx, dbURL, o.DBMaxConns, sb.cfg, o.ReuseLedger, o.Log)
 	if err != nil {
 		return nil, err
 	}
@@ -446,9 +446,11 @@ type benchServer struct {
 	actor string
 }
 
-func startBenchServer(ctx context.Context, dbURL string, maxConns int, cfg *review.Config, log *slog.Logger) (*benchServer, error) {
+// startBenchServer starts Limbo on dbURL, signing with a throwaway key:
+// on a reused ledger (reused), after the earlier run's throwaway key.
+func startBenchServer(ctx context.Context, dbURL string, maxConns int, cfg *review.Config, reused bool, log *slog.Logger) (*benchServer, error) {
 	a, err := app.New(ctx, app.Config{DB: dbURL, MaxConns: maxConns, Addr: "127.0.0.1:0", Destinations: cfg,
-		AuditKey: auditkey.New(), Owner: "limbo-bench/app", Log: log})
+		AuditKey: auditkey.New(), AnyAuditKey: reused, Owner: "limbo-bench/app", Log: log})
 	if err != nil {
 		return nil, err
 	}

@@ -186,7 +186,7 @@ FROM attempts WHERE operation_id = ? ORDER BY n`)
 // server over it; both stop when the test ends.
 func benchServerForTest(t *testing.T, e store.Engine) (*store.Store, *benchServer) {
 	t.Helper()
-	srv, err := startBenchServer(context.Background(), storetest.URL(t, e), storetest.MaxConns, nil, nil)
+	srv, err := startBenchServer(context.Background(), storetest.URL(t, e), storetest.MaxConns, nil, false, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -67,9 +67,41 @@ type VerifyReport struct {
 	// Problem are left out; a reader of every tenant sees them.
 	Scoped  bool `json:"scoped,omitempty"`
 	Outside bool `json:"outside,omitempty"`
+	// WrongKey, when the trail holds in every other way but checkpoints
+	// intact in content name another key than KeyID, is the key they name
+	// (the first such). Their signatures cannot be checked without that
+	// key: the check was given the wrong one, which is no proof of
+	// tampering. Empty when anything else is broken.
+	WrongKey string `json:"wrong_key,omitempty"`
+
+	// otherKey is the first key an intact checkpoint names instead of
+	// KeyID; broken is set by every other problem.
+	otherKey string
+	broken   bool
+}
+
+// failKey records a problem that is only another key: an intact
+// checkpoint naming keyID, not the one checked against.
+func (r *VerifyReport) failKey(seq int64, keyID, format string, args ...any) {
+	if r.otherKey == "" {
+		r.otherKey = keyID
+	}
+	r.record(seq, format, args...)
+}
+
+// settle sets WrongKey when another key is the trail's only problem.
+func (r *VerifyReport) settle() {
+	if !r.OK && !r.broken && r.otherKey != "" {
+		r.WrongKey = r.otherKey
+	}
 }
 
 func (r *VerifyReport) fail(seq int64, format string, args ...any) {
+	r.broken = true
+	r.record(seq, format, args...)
+}
+
+func (r *VerifyReport) record(seq int64, format string, args ...any) {
 	if r.OK || seq < r.BrokenSeq {
 		r.OK = false
 		r.BrokenSeq = seq
@@ -199,7 +231,9 @@ func checkChain(rep *VerifyReport, ch *chain, pub ed25519.PublicKey) {
 		case i > 0 && c.PrevHash != ch.cps[i-1].Hash, i == 0 && c.PrevHash != "":
 			rep.fail(first, "checkpoint %d does not chain to checkpoint %d", c.ID, c.ID-1)
 		}
-		if err := c.Check(pub); err != nil {
+		if err := c.Check(pub); err != nil && namesOtherKey(c, pub) {
+			rep.failKey(first, c.KeyID, "checkpoint %d: %v", c.ID, err)
+		} else if err != nil {
 			rep.fail(first, "checkpoint %d: %v", c.ID, err)
 		}
 		if _, err := parseRanges(c.Seqs); err != nil {
@@ -292,7 +326,14 @@ func verifyChain(stored []Checkpoint, events iter.Seq2[*AuditEvent, error], opt 
 		v.event(e)
 	}
 	v.finish()
+	rep.settle()
 	return rep, nil
+}
+
+// namesOtherKey reports whether c is intact in content and signed, but
+// names another key than pub: whether its signature holds needs that key.
+func namesOtherKey(c *Checkpoint, pub ed25519.PublicKey) bool {
+	return checkpointHash(c) == c.Hash && c.Signature != "" && c.KeyID != AuditKeyID(pub)
 }
 
 // verifier walks the events, in seq order, along the seq ranges the chain's

@@ -204,3 +204,30 @@ func TestVerifyChainReadError(t *testing.T) {
 		t.Fatalf("got %v, %v", rep, err)
 	}
 }
+
+// TestVerifyChainWrongKey: a trail intact in every way but signed by
+// another key is reported as that (WrongKey, the key its checkpoints name),
+// not as tampering; with anything else broken too, it is tampering.
+func TestVerifyChainWrongKey(t *testing.T) {
+	tr := newTrail(6, []int64{1, 2, 3}, []int64{4, 5}, []int64{6})
+	signedBy := AuditKeyID(tr.key.Public().(ed25519.PublicKey))
+	opt := tr.opts()
+	opt.PublicKey = ed25519.NewKeyFromSeed([]byte(strings.Repeat("k", ed25519.SeedSize))).Public().(ed25519.PublicKey)
+	rep, err := verifyChain(tr.cps, eventsOf(tr.events), opt, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.OK || rep.WrongKey != signedBy || rep.BrokenSeq != 1 || !strings.Contains(rep.Problem, "checkpoint 1: it names key") {
+		t.Fatalf("another key's trail: %+v", rep)
+	}
+	tr.events[4].Detail = `{"i":9}`
+	if rep, err = verifyChain(tr.cps, eventsOf(tr.events), opt, false); err != nil || rep.OK || rep.WrongKey != "" {
+		t.Fatalf("another key's trail, an event edited: %+v, %v", rep, err)
+	}
+	// One checkpoint re-signed by another key breaks the chain: tampering.
+	tr = newTrail(6, []int64{1, 2, 3}, []int64{4, 5})
+	signCheckpoint(&tr.cps[0], ed25519.NewKeyFromSeed([]byte(strings.Repeat("k", ed25519.SeedSize))))
+	if rep := tr.verify(t); rep.OK || rep.WrongKey != "" {
+		t.Fatalf("one checkpoint re-signed: %+v", rep)
+	}
+}

@@ -62,7 +62,7 @@ func cmdAuditPubkey(args []string, std stdio) error {
 	if err != nil {
 		return err
 	}
-	k, err := auditkey.Find(*keyFile, cfg, *cfgPath, s.DB, false)
+	k, err := auditkey.Find(*keyFile, cfg, *cfgPath, s.DB)
 	if err != nil {
 		return err
 	}
@@ -132,6 +132,13 @@ func cmdAuditVerify(ctx context.Context, args []string, std stdio) (int, error) 
 	rep, err := st.VerifyAudit(ctx, opt)
 	if err != nil {
 		return 2, err
+	}
+	if rep.WrongKey != "" {
+		// Not tampering as far as can be told without that key: the
+		// checkpoints are intact, and name it.
+		return 2, fmt.Errorf("audit verify: wrong key: the trail holds checkpoints signed by key %s, not %s (%s); "+
+			"verify with the key that signed them: --audit-key FILE (or LIMBO_AUDIT_KEY_FILE, LIMBO_AUDIT_KEY), or --pubkey as `limbo audit pubkey` prints it. "+
+			"If no key of yours is %s, the trail was signed again by someone else", rep.WrongKey, rep.KeyID, rep.Problem, rep.WrongKey)
 	}
 	if !rep.OK {
 		fmt.Fprintln(stderr, rep)

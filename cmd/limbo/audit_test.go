@@ -15,6 +15,7 @@ import (
 	"github.com/limbo-dev/limbo/auditkey"
 	"github.com/limbo-dev/limbo/internal/testlog"
 	"github.com/limbo-dev/limbo/store"
+	"github.com/limbo-dev/limbo/store/storetest"
 )
 
 // TestCLIAuditKeygenAndPubkey: keygen writes a 0600 key file it never
@@ -248,4 +249,113 @@ func TestServeAuditKeyAndAnchor(t *testing.T) {
 	if code, _, errOut := limbo(t, "audit", "verify", "--db", db, "--max-age", "1ns"); code != 1 || !strings.Contains(errOut, want) || !strings.Contains(errOut, "--anchor") {
 		t.Fatalf("verify --max-age 1ns after the cut: code %d, stderr %q; want %q", code, errOut, want)
 	}
+}
+
+// serveRefused runs `limbo serve` with args, which must refuse to start;
+// it gives up (and the test fails) if the server is still running after
+// 20 s.
+func serveRefused(t *testing.T, args ...string) (int, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var out, errOut testlog.Buffer
+	code := run(ctx, append([]string{"serve", "--addr", "127.0.0.1:0"}, args...), strings.NewReader(""), &out, &errOut)
+	if ctx.Err() != nil {
+		t.Errorf("limbo serve %s started instead of refusing:\n%s", strings.Join(args, " "), tail(errOut.String(), 10))
+	}
+	return code, errOut.String()
+}
+
+// waitCheckpoint waits until the database at db holds a checkpoint.
+func waitCheckpoint(t *testing.T, db string) *store.Checkpoint {
+	t.Helper()
+	st, err := store.Open(context.Background(), db, store.Options{MaxConns: storetest.MaxConns})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if c, err := st.LatestCheckpoint(context.Background()); err == nil && c != nil {
+			return c
+		}
+	}
+	t.Fatalf("no checkpoint was sealed in %s", db)
+	return nil
+}
+
+// TestServeRefusesAnotherAuditKey: serve does not sign a trail another
+// key signed. A SQLite database moved without its key file is refused
+// (no key generated beside it), as is --audit-key naming another key, and
+// on PostgreSQL an instance with another key than the one running; each
+// refusal names both keys and --audit-key. `audit verify` with another
+// key says so, exit 2.
+func TestServeRefusesAnotherAuditKey(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	dbFile := filepath.Join(dir, "d.db")
+	_, log := serveInProcess(t, "--db", "sqlite:"+dbFile, "--audit-seal-max", "2s").stop()
+	key, err := auditkey.ReadFile(dbFile + ".audit-key")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, log)
+	}
+	waitCheckpoint(t, "sqlite:"+dbFile)
+	other := filepath.Join(dir, "other-key")
+	if code, _, errOut := limbo(t, "audit", "keygen", "--out", other); code != 0 {
+		t.Fatalf("keygen: %s", errOut)
+	}
+	otherKey, err := auditkey.ReadFile(other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantIn := func(what string, code int, errOut string) {
+		t.Helper()
+		if code != 2 || !strings.Contains(errOut, auditkey.ID(key)) || !strings.Contains(errOut, "--audit-key") {
+			t.Errorf("%s: exit %d, want 2 naming key %s and --audit-key:\n%s", what, code, auditkey.ID(key), errOut)
+		}
+	}
+
+	// Moved without its key file: the copy's new home has none.
+	moved := filepath.Join(t.TempDir(), "d.db")
+	data, err := os.ReadFile(dbFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(moved, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, errOut := serveRefused(t, "--db", "sqlite:"+moved)
+	wantIn("serve on a database moved without its key", code, errOut)
+	if _, err := os.Stat(moved + ".audit-key"); !os.IsNotExist(err) {
+		t.Errorf("a key was generated beside the moved database (%v)", err)
+	}
+	code, errOut = serveRefused(t, "--db", "sqlite:"+dbFile, "--audit-key", other)
+	wantIn("serve --audit-key with another key", code, errOut)
+	if !strings.Contains(errOut, auditkey.ID(otherKey)) {
+		t.Errorf("serve --audit-key with another key does not name it (%s):\n%s", auditkey.ID(otherKey), errOut)
+	}
+	code, _, errOut = limbo(t, "audit", "verify", "--db", "sqlite:"+moved, "--audit-key", other, "--max-age", "0")
+	if code != 2 || !strings.Contains(errOut, "wrong key") || !strings.Contains(errOut, auditkey.ID(key)) {
+		t.Errorf("verify with another key: exit %d, want 2 and a wrong key:\n%s", code, errOut)
+	}
+	if code, out, errOut := limbo(t, "audit", "verify", "--db", "sqlite:"+dbFile, "--max-age", "0"); code != 0 {
+		t.Errorf("the trail no longer verifies with its key: %d %s%s", code, out, errOut)
+	}
+
+	// PostgreSQL: a second instance with another key than the first's.
+	pg := storetest.URL(t, store.Postgres)
+	keyFile := filepath.Join(dir, "pg-key")
+	if code, _, errOut := limbo(t, "audit", "keygen", "--out", keyFile); code != 0 {
+		t.Fatalf("keygen: %s", errOut)
+	}
+	first := serveInProcess(t, "--db", pg, "--audit-key", keyFile)
+	waitCheckpoint(t, pg)
+	pgKey, err := auditkey.ReadFile(keyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, errOut = serveRefused(t, "--db", pg, "--audit-key", other)
+	if code != 2 || !strings.Contains(errOut, auditkey.ID(pgKey)) || !strings.Contains(errOut, auditkey.ID(otherKey)) {
+		t.Errorf("a second PostgreSQL instance with another key: exit %d:\n%s", code, errOut)
+	}
+	first.stop()
 }

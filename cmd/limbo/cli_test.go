@@ -134,13 +134,19 @@ func TestCLITokenAndAudit(t *testing.T) {
 		if code, _, errOut := limbo(t, "audit", "verify", "--db", db, "--audit-key", keyFile, "--checkpoint", exported); code != 0 {
 			t.Fatalf("verify against exported checkpoint: %d %s", code, errOut)
 		}
-		// Another key's public key: the first checkpoint is refused.
+		// Another key's public key: an intact trail is not called broken
+		// (exit 1) but checked with the wrong key (2), naming both.
 		code, other, _ := limbo(t, "audit", "keygen", "--out", filepath.Join(t.TempDir(), "other-key"))
 		if code != 0 {
 			t.Fatal("keygen")
 		}
+		otherPub, err := auditkey.DecodePub(other)
+		if err != nil {
+			t.Fatal(err)
+		}
 		code, _, errOut = limbo(t, "audit", "verify", "--db", db, "--pubkey", strings.TrimSpace(other))
-		if code != 1 || !strings.Contains(errOut, "broken at seq 1:") {
+		if code != 2 || !strings.Contains(errOut, "wrong key") || !strings.Contains(errOut, auditkey.ID(key)) ||
+			!strings.Contains(errOut, store.AuditKeyID(otherPub)) || !strings.Contains(errOut, "--audit-key") {
 			t.Fatalf("verify with another key: code %d, stderr %q", code, errOut)
 		}
 
@@ -155,6 +161,10 @@ func TestCLITokenAndAudit(t *testing.T) {
 		code, _, errOut = limbo(t, "audit", "verify", "--db", db, "--audit-key", keyFile)
 		if want := "broken at seq " + strconv.FormatInt(seq, 10) + ":"; code != 1 || !strings.Contains(errOut, want) {
 			t.Fatalf("tampered verify: code %d, stderr %q, want %q", code, errOut, want)
+		}
+		// Tampered and checked with another key: broken, not a wrong key.
+		if code, _, errOut = limbo(t, "audit", "verify", "--db", db, "--pubkey", strings.TrimSpace(other)); code != 1 || strings.Contains(errOut, "wrong key") {
+			t.Fatalf("tampered verify with another key: code %d, stderr %q", code, errOut)
 		}
 	})
 }

@@ -92,7 +92,7 @@ func cmdServe(ctx context.Context, args []string, std stdio) error {
 	if err != nil {
 		return err
 	}
-	audit, err := app.ResolveAudit(cfg, s.Config, s.DB, *keyFile, *anchorDir, *sealMax, log)
+	audit, err := app.ResolveAudit(cfg, s.Config, s.DB, *keyFile, *anchorDir, *sealMax)
 	if err != nil {
 		return err
 	}
@@ -109,12 +109,15 @@ func cmdServe(ctx context.Context, args []string, std stdio) error {
 		defer sandboxDemo.Close()
 	}
 	a, err := app.New(ctx, app.Config{DB: s.DB, MaxConns: s.MaxConns, BatchesInFlight: *batches, BodyTimeout: *bodyTimeout, Addr: s.Addr, Destinations: cfg,
-		AuditKey: audit.Key.Key, AnchorDir: audit.AnchorDir, SealMax: audit.SealMax,
+		AuditKey: audit.Key.Key, AuditKeyFrom: audit.From(), AnchorDir: audit.AnchorDir, SealMax: audit.SealMax,
 		SecureCookies: *secure, Session: store.SessionPolicy{Idle: *idle, Absolute: *maxAge}, TrustedProxies: trusted, Log: log})
 	if err != nil {
 		return err
 	}
 	defer a.Close()
+	if err := audit.Keep(log); err != nil {
+		return err
+	}
 	log.Info("audit key", "key_id", auditkey.ID(audit.Key.Key), "from", audit.Key.Where, "config", s.Config)
 	return serveUntilDone(ctx, a, sandboxDemo, s.DB, logFile, stdout, log)
 }
