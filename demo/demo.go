@@ -173,6 +173,9 @@ func sandboxContracts(base string) (map[string]*review.RequestContract, error) {
 // written on a clock of its own, and nothing else may write meanwhile.
 // Welcome then prints how to use the demo.
 func (d *Demo) Start(ctx context.Context, st *store.Store, dbURL, limboURL string) error {
+	if err := checkDemoDatabase(ctx, st); err != nil {
+		return err
+	}
 	d.serveSandbox(limboURL)
 	if d.configured { // the history's actions are the demo's own sandbox's
 		if err := d.seedHistory(ctx, st, dbURL); err != nil {
@@ -572,6 +575,46 @@ func (f *demoFlow) trouble(ctx context.Context, action string, err error) {
 	f.log.Warn("demo: traffic error", "action", action, "err", err)
 }
 
+// demoEmailDomain is the domain of every demo user's email.
+const demoEmailDomain = "@demo.example"
+
+// checkDemoDatabase refuses a database holding what the demo did not make:
+// a user not at demoEmailDomain, or an API token of a tenant not in
+// Tenants or not named as the demo names its tokens. The demo seeds fake
+// operations into real-sounding tenants (acme) and console users with
+// published passwords, an admin among them; a database the demo seeded
+// before passes, so a second --demo adds nothing.
+func checkDemoDatabase(ctx context.Context, st *store.Store) error {
+	var foreign []string
+	us, err := st.ListUsers(ctx, review.Operator("cli:demo"))
+	if err != nil {
+		return err
+	}
+	for _, u := range us {
+		if !strings.HasSuffix(u.Email, demoEmailDomain) {
+			foreign = append(foreign, "user "+u.Email)
+		}
+	}
+	ts, err := st.ListTokens(ctx, review.Operator("cli:demo"))
+	if err != nil {
+		return err
+	}
+	for _, t := range ts {
+		if !slices.Contains(Tenants, t.Tenant) || (t.Name != "demo" && t.Name != "demo traffic") {
+			foreign = append(foreign, fmt.Sprintf("API token %q of tenant %s", t.Name, t.Tenant))
+		}
+	}
+	if len(foreign) == 0 {
+		return nil
+	}
+	if len(foreign) > 3 {
+		foreign = append(foreign[:3], fmt.Sprintf("%d more", len(foreign)-3))
+	}
+	return fmt.Errorf("the database holds data the demo did not make (%s): --demo seeds fake operations into tenants %s "+
+		"and console users whose passwords are published (admin%s / admin-demo-password); give the demo a database of its own, "+
+		"e.g. --db sqlite:limbo-demo.db", strings.Join(foreign, ", "), strings.Join(Tenants, ", "), demoEmailDomain)
+}
+
 // seedDemo creates the demo tenant's token, seeds the demo operations and
 // the demo users. It returns the token and the logins to print.
 func seedDemo(ctx context.Context, st *store.Store, approval bool) (token, logins string, err error) {
@@ -604,7 +647,7 @@ func seedDemoUsers(ctx context.Context, st *store.Store) (string, error) {
 		}
 	}
 	for _, u := range users {
-		email, pw := u.name+"@demo.example", u.name+"-demo-password"
+		email, pw := u.name+demoEmailDomain, u.name+"-demo-password"
 		_, err := st.AddUser(ctx, review.Operator("cli:demo"), store.NewUser{Email: email, Password: pw, Role: u.role, Scope: review.Scope{All: true}})
 		if err != nil && !errors.Is(err, review.ErrConflict) {
 			return "", err

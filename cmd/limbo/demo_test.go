@@ -107,3 +107,29 @@ func allOperations(st *store.Store, tenant string, state review.State) ([]*revie
 		}
 	}
 }
+
+// TestServeDemoRefusesRealDatabase: --demo on a database holding a user
+// the demo did not make is refused before it seeds anything: no demo
+// operations, no demo users with their published passwords.
+func TestServeDemoRefusesRealDatabase(t *testing.T) {
+	t.Parallel()
+	db := "sqlite:" + filepath.Join(t.TempDir(), "limbo.db")
+	if code, _, errOut := limbo(t, "user", "add", "--email", "ops@example.com", "--role", "admin", "--tenants", "*", "--db", db); code != 0 {
+		t.Fatalf("user add: %d %s", code, errOut)
+	}
+	code, errOut := serveRefused(t, "--demo", "--db", db)
+	if code != 2 || !strings.Contains(errOut, "did not make") || !strings.Contains(errOut, "ops@example.com") {
+		t.Fatalf("serve --demo on a real database: exit %d:\n%s", code, tail(errOut, 10))
+	}
+	st, err := store.Open(context.Background(), db, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	for q, want := range map[string]int{`SELECT COUNT(*) FROM operations`: 0, `SELECT COUNT(*) FROM users`: 1} {
+		var n int
+		if err := st.DB().Get(&n, q); err != nil || n != want {
+			t.Errorf("%s = %d (%v), want %d", q, n, err, want)
+		}
+	}
+}

@@ -35,7 +35,7 @@ func cmdServe(ctx context.Context, args []string, std stdio) error {
 	fs := newFlags("serve", std, &s)
 	fs.StringVar(&s.Addr, "addr", "127.0.0.1:8080", "listen address")
 	cfgPath := configFlag(fs)
-	fs.BoolVar(&s.Demo, "demo", false, "run the sandbox destination in process with demo traffic for a few tenants, seed a week of history and open cases for every role (once per database), create a demo tenant with a token and one user per role, and print how to use them; the server logs go to "+filepath.Join(os.TempDir(), demoLogName))
+	fs.BoolVar(&s.Demo, "demo", false, "run the sandbox destination in process with demo traffic for a few tenants, seed a week of history and open cases for every role (once per database), create a demo tenant with a token and one user per role, and print how to use them; refused on a database holding users or API tokens the demo did not make. The server logs go to "+filepath.Join(os.TempDir(), demoLogName))
 	secure := fs.Bool("secure-cookies", false, "mark session cookies Secure: set it when users reach Limbo over HTTPS, e.g. behind a TLS proxy (true or false, as strconv.ParseBool reads them)")
 	idle := fs.Duration("session-idle", 30*time.Minute, "a console session ends after this long unused")
 	maxAge := fs.Duration("session-max", 12*time.Hour, "a console session ends this long after sign-in, however active")
