@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -280,5 +281,28 @@ func TestServeBatchInFlight(t *testing.T) {
 	_, log = serveInProcess(t, "--db", db).stop()
 	if !strings.Contains(log, "batch_in_flight=4000") {
 		t.Errorf("serve did not say its default bound:\n%s", log)
+	}
+}
+
+// TestServeAddressUnusable: serve on a port in use, or a bogus --addr,
+// exits 2 before it creates anything: no database, no audit key.
+func TestServeAddressUnusable(t *testing.T) {
+	t.Parallel()
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	for _, addr := range []string{busy.Addr().String(), "bogus"} {
+		dbFile := filepath.Join(t.TempDir(), "limbo.db")
+		code, _, errOut := limbo(t, "serve", "--addr", addr, "--db", "sqlite:"+dbFile)
+		if code != 2 || !strings.Contains(errOut, "--addr") {
+			t.Errorf("serve --addr %s: exit %d, stderr %q", addr, code, errOut)
+		}
+		for _, f := range []string{dbFile, dbFile + ".audit-key"} {
+			if _, err := os.Stat(f); !os.IsNotExist(err) {
+				t.Errorf("serve --addr %s left %s behind (%v)", addr, f, err)
+			}
+		}
 	}
 }

@@ -92,6 +92,18 @@ func cmdServe(ctx context.Context, args []string, std stdio) error {
 	if err != nil {
 		return err
 	}
+	// Listen before anything is created: a port in use or a bad --addr
+	// must not leave a new database and audit key behind.
+	ln, err := net.Listen("tcp", s.Addr)
+	if err != nil {
+		return fmt.Errorf("serve: --addr: %w", err)
+	}
+	listening := ln
+	defer func() {
+		if listening != nil {
+			listening.Close()
+		}
+	}()
 	audit, err := app.ResolveAudit(cfg, s.Config, s.DB, *keyFile, *anchorDir, *sealMax)
 	if err != nil {
 		return err
@@ -108,12 +120,13 @@ func cmdServe(ctx context.Context, args []string, std stdio) error {
 		}
 		defer sandboxDemo.Close()
 	}
-	a, err := app.New(ctx, app.Config{DB: s.DB, MaxConns: s.MaxConns, BatchesInFlight: *batches, BodyTimeout: *bodyTimeout, Addr: s.Addr, Destinations: cfg,
+	a, err := app.New(ctx, app.Config{DB: s.DB, MaxConns: s.MaxConns, BatchesInFlight: *batches, BodyTimeout: *bodyTimeout, Listener: ln, Destinations: cfg,
 		AuditKey: audit.Key.Key, AuditKeyFrom: audit.From(), AnchorDir: audit.AnchorDir, SealMax: audit.SealMax,
 		SecureCookies: *secure, Session: store.SessionPolicy{Idle: *idle, Absolute: *maxAge}, TrustedProxies: trusted, Log: log})
 	if err != nil {
 		return err
 	}
+	listening = nil // a.Close closes it
 	defer a.Close()
 	if err := audit.Keep(log); err != nil {
 		return err
