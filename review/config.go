@@ -8,6 +8,7 @@ import (
 	"io"
 	"maps"
 	"net"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -412,7 +413,7 @@ func ParseConfig(data []byte) (*Config, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
-		return nil, fmt.Errorf("%w: config: %v", ErrInvalid, err)
+		return nil, fmt.Errorf("%w: config: %s", ErrInvalid, yamlProblem(err))
 	}
 	var next yaml.Node
 	if err := dec.Decode(&next); !errors.Is(err, io.EOF) {
@@ -427,6 +428,54 @@ func ParseConfig(data []byte) (*Config, error) {
 	}
 	c.Source = string(data)
 	return &c, nil
+}
+
+// yamlTypeError is one line of a yaml.TypeError: a key the configuration
+// does not have, or a value of the wrong type.
+var yamlTypeError = regexp.MustCompile("^(line \\d+: )?(?:field (\\S+) not found in type \\S+|cannot unmarshal !!(\\w+)(?: `(.*)`)? into (\\S+))$")
+
+// yamlProblem is a YAML decoding error in the configuration's words: an
+// unknown key or a value of the wrong type by line, without the Go types
+// the decoder names ("field bogus not found in type review.Config").
+func yamlProblem(err error) string {
+	var te *yaml.TypeError
+	if !errors.As(err, &te) {
+		return strings.TrimPrefix(err.Error(), "yaml: ")
+	}
+	lines := make([]string, len(te.Errors))
+	for i, e := range te.Errors {
+		m := yamlTypeError.FindStringSubmatch(e)
+		switch {
+		case m == nil:
+			lines[i] = e
+		case m[2] != "":
+			lines[i] = fmt.Sprintf("%sunknown key %q", m[1], m[2])
+		case m[3] == "seq":
+			lines[i] = fmt.Sprintf("%sa list is not %s", m[1], yamlKind(m[5]))
+		case m[3] == "map":
+			lines[i] = fmt.Sprintf("%sa mapping is not %s", m[1], yamlKind(m[5]))
+		default:
+			lines[i] = fmt.Sprintf("%s%q is not %s", m[1], m[4], yamlKind(m[5]))
+		}
+	}
+	return strings.Join(lines, "; ")
+}
+
+// yamlKind says what a value of Go type t is written as in the file.
+func yamlKind(t string) string {
+	switch {
+	case t == "time.Duration":
+		return "a duration (write it with a unit: 30s, 5m, 2h)"
+	case t == "bool":
+		return "true or false"
+	case strings.HasPrefix(t, "int"), strings.HasPrefix(t, "uint"), strings.HasPrefix(t, "float"):
+		return "a number"
+	case t == "string" || strings.HasPrefix(t, "review.") && !strings.Contains(t, "Config") && !strings.HasPrefix(t, "review.Destination"):
+		return "text"
+	case strings.HasPrefix(t, "[]"):
+		return "a list"
+	}
+	return "a mapping of keys"
 }
 
 // ParseTrustedProxies reads trusted proxy ranges in CIDR notation

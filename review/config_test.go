@@ -237,6 +237,12 @@ func TestParseConfigRejects(t *testing.T) {
 		{"a second document, never read", "payload_retention: 2160h\n---\npayload_retention: 1s\nbogus: x\n", "second YAML document at line 2"},
 		{"destinations after a ---", "payload_retention: 2160h\n---\ndestinations:\n  files:\n    base_url: https://files.example\n", "second YAML document"},
 		{"an empty second document", "payload_retention: 2160h\n---\n", "second YAML document"},
+		// Said in the file's words, not the decoder's Go types.
+		{"unknown key by line", "destinations:\n  files:\n    honors_keys: true", `line 3: unknown key "honors_keys"`},
+		{"a duration without a unit", "destinations:\n  files:\n    lease: 3", `line 3: "3" is not a duration (write it with a unit: 30s, 5m, 2h)`},
+		{"a list for a duration", "destinations:\n  files:\n    lease: [1]", "line 3: a list is not a duration"},
+		{"text for a number", "destinations:\n  files:\n    actions:\n      a:\n        approvals: x", `line 5: "x" is not a number`},
+		{"text for a bool", "destinations:\n  files:\n    honours_keys: sometimes", `line 3: "sometimes" is not true or false`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -246,6 +252,11 @@ func TestParseConfigRejects(t *testing.T) {
 			}
 			if !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("error %q does not mention %q", err, tt.want)
+			}
+			for _, goSide := range []string{"review.", "time.Duration", "unmarshal", "yaml:"} {
+				if strings.Contains(err.Error(), goSide) {
+					t.Errorf("error %q speaks of the decoder (%q), not the file", err, goSide)
+				}
 			}
 		})
 	}

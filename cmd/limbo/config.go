@@ -29,7 +29,11 @@ func loadConfig(path string) (*review.Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
-	return review.ParseConfig(data)
+	cfg, err := review.ParseConfig(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err) // which file, when several are about
+	}
+	return cfg, nil
 }
 
 // openStore opens, for an admin command, a Limbo database that exists and

@@ -49,3 +49,17 @@ func TestPolicyLint(t *testing.T) {
 		t.Errorf("without a file: exit %d, %s", code, errs)
 	}
 }
+
+// TestConfigErrorNamesTheFile: a configuration file that does not parse is
+// named in the error, with the line and what is wrong in the file's words.
+func TestConfigErrorNamesTheFile(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "limbo.yaml")
+	if err := os.WriteFile(path, []byte("destinations:\n  files:\n    lease: 3\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, _, errs := limbo(t, "policy", "lint", "--config", path)
+	if want := path + `: invalid input: config: line 3: "3" is not a duration`; code != 2 || !strings.Contains(errs, want) {
+		t.Errorf("policy lint on a bad file: %d %q, want %q", code, errs, want)
+	}
+}
