@@ -114,6 +114,9 @@ func allOperations(st *store.Store, tenant string, state review.State) ([]*revie
 func TestServeDemoRefusesRealDatabase(t *testing.T) {
 	t.Parallel()
 	db := "sqlite:" + filepath.Join(t.TempDir(), "limbo.db")
+	if code, _, errOut := limbo(t, "migrate", "--db", db); code != 0 {
+		t.Fatalf("migrate: %d %s", code, errOut)
+	}
 	if code, _, errOut := limbo(t, "user", "add", "--email", "ops@example.com", "--role", "admin", "--tenants", "*", "--db", db); code != 0 {
 		t.Fatalf("user add: %d %s", code, errOut)
 	}
