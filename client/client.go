@@ -158,6 +158,9 @@ type Problem struct {
 	Dependency *ProblemDependency `json:"dependency,omitempty"`
 	// RetryAfter is the server's Retry-After, for 429 answers.
 	RetryAfter time.Duration `json:"-"`
+	// RequestID is the id the server gave the request (its X-Request-Id),
+	// to quote when reporting the error.
+	RequestID string `json:"request_id,omitempty"`
 }
 
 // ProblemDependency is the operation a waiting operation waits for, and
@@ -168,7 +171,11 @@ type ProblemDependency struct {
 }
 
 func (p *Problem) Error() string {
-	return fmt.Sprintf("limbo: %d %s: %s", p.Status, p.Type, p.Detail)
+	s := fmt.Sprintf("limbo: %d %s: %s", p.Status, p.Type, p.Detail)
+	if p.RequestID != "" {
+		s += " (request " + p.RequestID + ")"
+	}
+	return s
 }
 
 // IsProblem reports whether err is a Problem of the given type.
@@ -322,7 +329,10 @@ type Grant struct {
 	Key         string `json:"key"`
 	// KeyHeader is the header Key travels in; "" when the destination
 	// does not deduplicate by key, and then NewAttemptRequest sends none.
-	KeyHeader      string    `json:"key_header"`
+	KeyHeader string `json:"key_header"`
+	// Generation is the attempt's generation, as Attempt.Generation
+	// reports it: the operation's version when it was granted.
+	Generation     int64     `json:"generation"`
 	LeaseExpiresAt time.Time `json:"lease_expires_at"`
 	// After, for an operation with a dependency, is that dependency as
 	// confirmed: After.Resource is what it was confirmed with (the PDF a
@@ -543,6 +553,9 @@ func (c *Client) once(ctx context.Context, method, path string, body []byte, has
 		}
 		if ra := resp.Header.Get("Retry-After"); ra != "" {
 			p.RetryAfter = parseRetryAfter(ra, time.Now())
+		}
+		if p.RequestID == "" {
+			p.RequestID = resp.Header.Get("X-Request-Id")
 		}
 		return resp.StatusCode, true, p
 	}

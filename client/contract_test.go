@@ -2,6 +2,7 @@ package client_test
 
 import (
 	"encoding/json"
+	"errors"
 	"go/ast"
 	"go/parser"
 	"go/token"
@@ -16,6 +17,7 @@ import (
 	"testing"
 
 	"github.com/limbo-dev/limbo/client"
+	"github.com/limbo-dev/limbo/handlers"
 	"github.com/limbo-dev/limbo/review"
 	"github.com/limbo-dev/limbo/store"
 )
@@ -103,25 +105,68 @@ func TestProblemFromTheServer(t *testing.T) {
 	}
 }
 
+// TestProblemRequestID: a problem carries the request id the server gave
+// it, to quote in a report (README "Errors"), and its text says it; an
+// answer whose body lacks it has it from X-Request-Id.
+func TestProblemRequestID(t *testing.T) {
+	t.Parallel()
+	l := newLimbo(t, store.SQLite)
+	_, err := l.client.Get(t.Context(), "op_does_not_exist")
+	var p *client.Problem
+	if !errors.As(err, &p) || p.RequestID == "" {
+		t.Fatalf("Get of a missing operation = %#v, want a problem with its request_id", err)
+	}
+	if !strings.HasSuffix(p.Error(), " (request "+p.RequestID+")") {
+		t.Errorf("Error() = %q, want it to end with the request id %s", p.Error(), p.RequestID)
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Request-Id", "req-from-header")
+		w.Header().Set("Content-Type", "application/problem+json")
+		w.WriteHeader(http.StatusBadGateway)
+		_, _ = w.Write([]byte(`{"type":"unavailable","title":"Unavailable","status":502,"detail":"proxy"}`))
+	}))
+	t.Cleanup(srv.Close)
+	_, err = client.New(srv.URL, "tok").Get(t.Context(), "op_1")
+	if !errors.As(err, &p) || p.RequestID != "req-from-header" {
+		t.Errorf("a problem without request_id, X-Request-Id req-from-header = %#v", err)
+	}
+	if got := (&client.Problem{Status: 404, Type: "not-found", Detail: "no such operation"}).Error(); got != "limbo: 404 not-found: no such operation" {
+		t.Errorf("Error() without a request id = %q", got)
+	}
+}
+
 // TestTypesMatchTheServer: the client's types carry the JSON fields the
 // server's do, and its enumerations the server's values.
 func TestTypesMatchTheServer(t *testing.T) {
-	pairs := []struct{ c, s any }{
-		{client.Operation{}, review.Operation{}},
-		{client.Attempt{}, review.Attempt{}},
-		{client.EvidenceEntry{}, review.Evidence{}},
-		{client.Job{}, review.Job{}},
-		{client.Candidate{}, review.Candidate{}},
-		{client.ResourceRef{}, review.ResourceRef{}},
-		{client.JobRef{}, review.JobRef{}},
-		{client.Dependency{}, review.Dependency{}},
-		{client.Outcome{}, review.Outcome{}},
-		{client.Usage{}, review.Usage{}},
-		{client.PublishedPolicy{}, review.PublishedPolicy{}},
-		{client.Decision{}, store.Decision{}},
+	pairs := []struct {
+		c, s any
+		// serverOnly is a server's field the client reads elsewhere.
+		serverOnly string
+	}{
+		// A problem's retry_after (in seconds) is also its Retry-After
+		// header, which the client reads into Problem.RetryAfter.
+		{client.Problem{}, handlers.Problem{}, "retry_after:int"},
+		{client.ProblemDependency{}, handlers.Problem{}.Dependency, ""},
+		{client.Grant{}, store.Grant{}, ""},
+		{client.Operation{}, review.Operation{}, ""},
+		{client.Attempt{}, review.Attempt{}, ""},
+		{client.EvidenceEntry{}, review.Evidence{}, ""},
+		{client.Job{}, review.Job{}, ""},
+		{client.Candidate{}, review.Candidate{}, ""},
+		{client.ResourceRef{}, review.ResourceRef{}, ""},
+		{client.JobRef{}, review.JobRef{}, ""},
+		{client.Dependency{}, review.Dependency{}, ""},
+		{client.Outcome{}, review.Outcome{}, ""},
+		{client.Usage{}, review.Usage{}, ""},
+		{client.PublishedPolicy{}, review.PublishedPolicy{}, ""},
+		{client.Decision{}, store.Decision{}, ""},
 	}
 	for _, p := range pairs {
-		c, s := jsonFields(reflect.TypeOf(p.c)), jsonFields(reflect.TypeOf(p.s))
+		st := reflect.TypeOf(p.s)
+		if st.Kind() == reflect.Pointer {
+			st = st.Elem()
+		}
+		c, s := jsonFields(reflect.TypeOf(p.c)), slices.DeleteFunc(jsonFields(st), func(f string) bool { return f == p.serverOnly })
 		if !reflect.DeepEqual(c, s) {
 			t.Errorf("%T has JSON fields\n%v\n%T has\n%v", p.c, c, p.s, s)
 		}
