@@ -493,7 +493,7 @@ func TestNotFound(t *testing.T) {
 			{method: http.MethodPost, path: "/api/v1/operations/" + op.ID + "/attempts/one/outcome", body: outcome},
 			{method: http.MethodPost, path: "/api/v1/operations/" + op.ID + "/attempts/99999999999999999999/outcome", body: outcome},
 			{path: "/api/v1/cases"},
-			{method: http.MethodDelete, path: "/api/v1/operations/" + op.ID},
+			{method: http.MethodDelete, path: "/api/v1/cases/x"},
 		} {
 			b.do(call).want(t, http.StatusNotFound).problem(t, "not-found")
 		}
@@ -1181,6 +1181,41 @@ func TestClient(t *testing.T) {
 			t.Errorf("PutJob with a bad status: %v", err)
 		}
 	})
+}
+
+// TestWrongMethodUnderAPI: a path the API serves, asked with a method it
+// does not take, answers 405 method-not-allowed with Allow, as the
+// document and the routes outside /api do, not a 404 a client could read
+// as "no such operation"; an unknown path is still a 404.
+func TestWrongMethodUnderAPI(t *testing.T) {
+	t.Parallel()
+	b := setup(t, store.SQLite, nil)
+	op := b.register(t, "wrong-method", review.RiskCompensableWrite)
+	for _, c := range []struct {
+		method, path, allow string
+	}{
+		{http.MethodDelete, "/api/v1/operations", "GET, HEAD, POST"},
+		{http.MethodPatch, "/api/v1/operations/" + op.ID, "GET, HEAD"},
+		{http.MethodDelete, "/api/v1/operations/op_nope", "GET, HEAD"},
+		{http.MethodGet, "/api/v1/operations/" + op.ID + "/attempts", "POST"},
+		{http.MethodGet, "/api/v1/operations/" + op.ID + "/attempts/1/outcome", "POST"},
+		{http.MethodPost, "/api/v1/operations/" + op.ID + "/jobs/job-1", "PUT"},
+		{http.MethodPut, "/api/v1/decisions", "GET, HEAD"},
+		{http.MethodGet, "/api/v1/inbound/github", "POST"},
+	} {
+		res := b.do(request{method: c.method, path: c.path}).want(t, http.StatusMethodNotAllowed)
+		res.problem(t, "method-not-allowed")
+		if got := res.Header.Get("Allow"); got != c.allow {
+			t.Errorf("%s %s: Allow %q, want %q", c.method, c.path, got, c.allow)
+		}
+	}
+	for _, path := range []string{"/api/v1/cases", "/api/v1/operations/" + op.ID + "/nothing", "/api/v1/"} {
+		res := b.do(request{method: http.MethodDelete, path: path}).want(t, http.StatusNotFound)
+		res.problem(t, "not-found")
+		if res.Header.Get("Allow") != "" {
+			t.Errorf("DELETE %s: a 404 with Allow %q", path, res.Header.Get("Allow"))
+		}
+	}
 }
 
 // TestErrorAnswersAreProblems sends a spread of bad requests and checks

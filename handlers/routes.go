@@ -4,6 +4,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -168,8 +169,39 @@ func (h *Handlers) Routes(e *echo.Echo) {
 	api.GET("/decisions", h.ListDecisions)
 	api.GET("/actions", h.ListActions)
 
-	// Anything else under /api answers a problem, not an HTML page.
-	api.Any("/*", func(c echo.Context) error { return echo.ErrNotFound })
+	// Anything else under /api answers a problem, not an HTML page: 405
+	// with Allow for a route's path asked with a method it does not take
+	// (as outside /api), else 404.
+	api.Any("/*", func(c echo.Context) error {
+		if allow := allowedMethods(e, echo.GetPath(c.Request())); allow != "" {
+			c.Response().Header().Set(echo.HeaderAllow, allow)
+			return echo.ErrMethodNotAllowed
+		}
+		return echo.ErrNotFound
+	})
+}
+
+// apiCatchAll is the path of the catch-all, which every request under
+// /api/v1 reaches when no other route takes its method and path.
+const apiCatchAll = "/api/v1/*"
+
+// allowedMethods is the Allow header for path: the methods a route other
+// than the catch-all takes there (HEAD with GET, which headAsGet answers),
+// "" when there is none. Echo's own 405 never comes under /api/v1: the
+// catch-all takes every method of every path.
+func allowedMethods(e *echo.Echo, path string) string {
+	var allow []string
+	for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete} {
+		c := e.NewContext(nil, nil)
+		e.Router().Find(m, path, c)
+		if p := c.Path(); p != "" && p != apiCatchAll {
+			allow = append(allow, m)
+			if m == http.MethodGet {
+				allow = append(allow, http.MethodHead)
+			}
+		}
+	}
+	return strings.Join(allow, ", ")
 }
 
 // Healthz answers 200 while the process is up.
