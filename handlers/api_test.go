@@ -488,10 +488,8 @@ func TestNotFound(t *testing.T) {
 			{method: http.MethodPost, path: "/api/v1/operations/op_nope/evidence", body: `{"source":"status_lookup"}`},
 			{method: http.MethodPut, path: "/api/v1/operations/op_nope/jobs/job-1", body: `{"status":"queued"}`},
 			{method: http.MethodPost, path: "/api/v1/operations/" + op.ID + "/attempts/2/outcome", body: outcome},
-			{method: http.MethodPost, path: "/api/v1/operations/" + op.ID + "/attempts/0/outcome", body: outcome},
-			{method: http.MethodPost, path: "/api/v1/operations/" + op.ID + "/attempts/-1/outcome", body: outcome},
-			{method: http.MethodPost, path: "/api/v1/operations/" + op.ID + "/attempts/one/outcome", body: outcome},
 			{method: http.MethodPost, path: "/api/v1/operations/" + op.ID + "/attempts/99999999999999999999/outcome", body: outcome},
+			{path: "/api/v1/operations/" + op.ID + "/attempts/2/output"},
 			{path: "/api/v1/cases"},
 			{method: http.MethodDelete, path: "/api/v1/cases/x"},
 		} {
@@ -1181,6 +1179,30 @@ func TestClient(t *testing.T) {
 			t.Errorf("PutJob with a bad status: %v", err)
 		}
 	})
+}
+
+// TestBadAttemptNumber: {n} is declared an integer of at least 1, so
+// anything else is a bad path parameter, 400 naming n (a number the
+// operation has no attempt for is TestNotFound's 404). Nothing is recorded.
+func TestBadAttemptNumber(t *testing.T) {
+	t.Parallel()
+	b := setup(t, store.SQLite, nil)
+	op := b.register(t, "bad-n", review.RiskCompensableWrite)
+	b.attempt(t, op.ID)
+	for _, n := range []string{"abc", "one", "1.5", "0x1", "0", "-1", "-99999999999999999999"} {
+		base := "/api/v1/operations/" + op.ID + "/attempts/" + n
+		for _, call := range []request{
+			{path: base + "/output"},
+			{method: http.MethodPost, path: base + "/outcome", body: `{"result":"success"}`},
+		} {
+			if p := b.do(call).want(t, http.StatusBadRequest).problem(t, "invalid-request"); p.Field != "n" {
+				t.Errorf("%s %s: field %q, want n: %s", call.method, call.path, p.Field, p.Detail)
+			}
+		}
+	}
+	if got := b.get("/api/v1/operations/"+op.ID).want(t, http.StatusOK).op(t); got.State != review.InFlight {
+		t.Errorf("state = %s, want in_flight", got.State)
+	}
 }
 
 // TestWrongMethodUnderAPI: a path the API serves, asked with a method it

@@ -2,10 +2,12 @@ package handlers
 
 import (
 	"encoding/json"
+	"errors"
 	"io"
 	"mime"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -217,9 +219,9 @@ type outcomeResponse struct {
 // RecordOutcome applies the report of attempt n: 200 with the operation and
 // what comes next; the same report again → 200 unchanged; another → 409.
 func (h *Handlers) RecordOutcome(c echo.Context) error {
-	n, err := strconv.Atoi(c.Param("n"))
-	if err != nil || n < 1 {
-		return review.ErrNotFound
+	n, err := attemptNumber(c)
+	if err != nil {
+		return err
 	}
 	var o review.Outcome
 	if err := bindJSON(c, &o); err != nil {
@@ -238,12 +240,29 @@ func (h *Handlers) RecordOutcome(c echo.Context) error {
 	return c.JSON(http.StatusOK, outcomeResponse{Operation: res.Operation, Next: res.Next, RetryAt: res.RetryAt, Reason: res.Reason})
 }
 
+// attemptNumber reads the path's {n}, which the document declares an
+// integer of at least 1: anything else is a 400 naming n. An integer too
+// large for any attempt is one the operation has no attempt for: 404.
+func attemptNumber(c echo.Context) (int, error) {
+	s := c.Param("n")
+	n, err := strconv.Atoi(s)
+	switch {
+	case errors.Is(err, strconv.ErrRange) && !strings.HasPrefix(s, "-"):
+		return 0, review.ErrNotFound
+	case err != nil:
+		return 0, &FieldError{Field: "n", Problem: "the attempt number must be an integer"}
+	case n < 1:
+		return 0, &FieldError{Field: "n", Problem: "attempts are numbered from 1"}
+	}
+	return n, nil
+}
+
 // AttemptOutput answers the structured output kept with an attempt (the
 // structured-output gate), and why it was refused if it was.
 func (h *Handlers) AttemptOutput(c echo.Context) error {
-	n, err := strconv.Atoi(c.Param("n"))
-	if err != nil || n < 1 {
-		return review.ErrNotFound
+	n, err := attemptNumber(c)
+	if err != nil {
+		return err
 	}
 	out, err := h.Store.AttemptOutput(c.Request().Context(), caller(c).Tenant, c.Param("id"), n)
 	if err != nil {
