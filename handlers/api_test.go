@@ -753,27 +753,37 @@ func TestOutcomeInvalid(t *testing.T) {
 		op := b.register(t, "folder-1", review.RiskCompensableWrite)
 		g := b.attempt(t, op.ID)
 		path := fmt.Sprintf("/api/v1/operations/%s/attempts/%d/outcome", op.ID, g.N)
-		for body, word := range map[string]string{
-			`{"result":"maybe","phase":"after_send"}`:                                      "result",
-			`{"result":"unknown","phase":"unknown"}`:                                       "result",
-			`{"result":"timeout","phase":"sideways"}`:                                      "phase",
-			`{"phase":"after_send"}`:                                                       "result",
-			`{"result":"success","phase":"before_send"}`:                                   "before",
-			`{"result":"error","phase":"after_send","http_status":700}`:                    "http_status",
-			`{"result":"error","phase":"after_send","http_status":"500"}`:                  "http_status",
-			`{"result":"error","phase":"before_send","http_status":503}`:                   "before_send",
-			`{"result":"success","phase":"after_send","cost":-1}`:                          "cost",
-			`{"result":"success","phase":"after_send","cost":1.7e308}`:                     "cost",
-			`{"result":"success","phase":"after_send","resource":{"kind":"folder"}}`:       "resource.ref",
-			`{"result":"success","phase":"after_send","resource":{"ref":"a","owner":"b"}}`: "resource.owner",
-			`{"result":"success","phase":"after_send","job":{"ref":"j","status":"done"}}`:  "job.status",
-			`{"result":"success","phase":"after_send","status":200}`:                       "status",
-			`{"result":"success","phase":"after_send","result":"error"}`:                   "result",
-			`{"result":"success","phase":"after_send"} trailing`:                           "invalid JSON",
+		// Each refusal names its field in detail and, when there is one
+		// field to name, in field (the BadRequest response's rule).
+		for body, want := range map[string]struct{ word, field string }{
+			`{"result":"maybe","phase":"after_send"}`:                                      {"result", "result"},
+			`{"result":"unknown","phase":"unknown"}`:                                       {"result", "result"},
+			`{"result":"timeout","phase":"sideways"}`:                                      {"phase", "phase"},
+			`{"phase":"after_send"}`:                                                       {"result", "result"},
+			`{"result":"success","phase":"before_send"}`:                                   {"before", "phase"},
+			`{"result":"error","phase":"after_send","http_status":700}`:                    {"http_status", "http_status"},
+			`{"result":"error","phase":"after_send","http_status":"500"}`:                  {"http_status", "http_status"},
+			`{"result":"error","phase":"before_send","http_status":503}`:                   {"before_send", "phase"},
+			`{"result":"success","phase":"after_send","cost":-1}`:                          {"cost", "cost"},
+			`{"result":"success","phase":"after_send","cost":1.7e308}`:                     {"cost", "cost"},
+			`{"result":"success","phase":"after_send","resource":{"kind":"folder"}}`:       {"resource.ref", "resource.ref"},
+			`{"result":"success","phase":"after_send","resource":{"ref":"a","owner":"b"}}`: {"resource.owner", "resource.owner"},
+			`{"result":"success","phase":"after_send","job":{"status":"queued"}}`:          {"job.ref", "job.ref"},
+			`{"result":"success","phase":"after_send","job":{"ref":"j","status":"done"}}`:  {"job.status", "job.status"},
+			`{"result":"error","phase":"after_send","output":{"a":1}}`:                     {"success", "output"},
+			`{"result":"success","phase":"after_send","output_invalid":"no"}`:              {"output_invalid", "output"},
+			`{"result":"success","phase":"after_send","usage":{"prompt_tokens":-1}}`:       {"prompt_tokens", "usage.prompt_tokens"},
+			`{"result":"success","phase":"after_send","usage":{"completion_tokens":-1}}`:   {"completion_tokens", "usage.completion_tokens"},
+			`{"result":"success","phase":"after_send","status":200}`:                       {"status", "status"},
+			`{"result":"success","phase":"after_send","result":"error"}`:                   {"result", "result"},
+			`{"result":"success","phase":"after_send"} trailing`:                           {"invalid JSON", ""},
 		} {
 			p := b.post(path, body).want(t, http.StatusBadRequest).problem(t, "invalid-request")
-			if !strings.Contains(p.Detail, word) {
-				t.Errorf("%s: detail %q does not mention %q", body, p.Detail, word)
+			if !strings.Contains(p.Detail, want.word) {
+				t.Errorf("%s: detail %q does not mention %q", body, p.Detail, want.word)
+			}
+			if p.Field != want.field {
+				t.Errorf("%s: field %q, want %q (detail %q)", body, p.Field, want.field, p.Detail)
 			}
 		}
 		// None was applied: attempt 1 is still open.
@@ -959,6 +969,14 @@ func TestEvidence(t *testing.T) {
 			p := b.post("/api/v1/operations/"+op2.ID+"/evidence", body).want(t, http.StatusBadRequest).problem(t, "invalid-request")
 			if !strings.Contains(p.Detail, word) {
 				t.Errorf("%s: detail %q does not mention %q", body, p.Detail, word)
+			}
+		}
+		// An unknown source is told the sources the API takes, which are
+		// EvidenceRequest's enum: not reviewer, which it refuses.
+		for _, body := range []string{`{}`, `{"source":"guess"}`} {
+			p := b.post("/api/v1/operations/"+op2.ID+"/evidence", body).want(t, http.StatusBadRequest).problem(t, "invalid-request")
+			if p.Field != "source" || !strings.HasSuffix(p.Detail, "must be one of response, status_lookup, metadata_search, webhook") {
+				t.Errorf("%s: field %q, detail %q", body, p.Field, p.Detail)
 			}
 		}
 	})

@@ -57,37 +57,44 @@ type Usage struct {
 
 // Validate rejects reports that contradict themselves.
 func (o Outcome) Validate() error {
+	// Each refusal names its field as `field "x":`, which the API answers
+	// as the problem's field.
+	bad := func(field, format string, args ...any) error {
+		return fmt.Errorf("%w: field %q: %s", ErrInvalid, field, fmt.Sprintf(format, args...))
+	}
+	tokens := func(n int64) bool { return n < 0 || n > MaxTokens }
 	switch {
 	case !o.Result.Valid():
-		return fmt.Errorf("%w: result must be success, error, timeout or connection_error", ErrInvalid)
+		return bad("result", "must be success, error, timeout or connection_error")
 	case !o.Phase.Valid():
-		return fmt.Errorf("%w: phase must be before_send, after_send or unknown", ErrInvalid)
+		return bad("phase", "must be before_send, after_send or unknown")
 	case o.Result == ResultSuccess && o.Phase == PhaseBeforeSend:
-		return fmt.Errorf("%w: a success cannot happen before the request was sent", ErrInvalid)
+		return bad("phase", "a success cannot happen before the request was sent")
 	case o.HTTPStatus != 0 && (o.HTTPStatus < 100 || o.HTTPStatus > 599):
-		return fmt.Errorf("%w: http_status must be between 100 and 599", ErrInvalid)
+		return bad("http_status", "must be between 100 and 599")
 	case o.HTTPStatus != 0 && o.Phase == PhaseBeforeSend:
-		return fmt.Errorf("%w: an HTTP status means the request was sent; phase cannot be before_send", ErrInvalid)
+		return bad("phase", "an HTTP status means the request was sent; phase cannot be before_send")
 	case o.Cost < 0:
-		return fmt.Errorf("%w: cost must not be negative", ErrInvalid)
+		return bad("cost", "must not be negative")
 	case !(o.Cost <= MaxCost):
-		return fmt.Errorf("%w: cost must be at most %g", ErrInvalid, MaxCost)
+		return bad("cost", "must be at most %g", MaxCost)
 	case o.Resource != nil && o.Resource.Ref == "":
-		return fmt.Errorf("%w: resource.ref is required", ErrInvalid)
-	case o.Usage != nil && (o.Usage.PromptTokens < 0 || o.Usage.CompletionTokens < 0):
-		return fmt.Errorf("%w: usage tokens must not be negative", ErrInvalid)
-	case o.Usage != nil && o.Usage.PromptTokens > MaxTokens || o.Usage != nil && o.Usage.CompletionTokens > MaxTokens:
-		return fmt.Errorf("%w: usage tokens must be at most %d", ErrInvalid, MaxTokens)
+		return bad("resource.ref", "required")
+	case o.Usage != nil && tokens(o.Usage.PromptTokens):
+		return bad("usage.prompt_tokens", "must be between 0 and %d", MaxTokens)
+	case o.Usage != nil && tokens(o.Usage.CompletionTokens):
+		return bad("usage.completion_tokens", "must be between 0 and %d", MaxTokens)
 	case len(o.Output) > MaxOutputLen:
-		return fmt.Errorf("%w: output must be at most %d bytes", ErrInvalid, MaxOutputLen)
+		return bad("output", "must be at most %d bytes", MaxOutputLen)
 	case o.OutputInvalid != "" && o.Output == nil:
-		return fmt.Errorf("%w: output_invalid says why an output was refused: send the output with it", ErrInvalid)
+		// The output is what is missing: output_invalid itself is fine.
+		return bad("output", "required with output_invalid, which says why an output was refused")
 	case o.Output != nil && o.Result != ResultSuccess:
-		return fmt.Errorf("%w: an output comes with a success only", ErrInvalid)
+		return bad("output", "an output comes with a success only")
 	case o.Job != nil && o.Job.Ref == "":
-		return fmt.Errorf("%w: job.ref is required", ErrInvalid)
+		return bad("job.ref", "required")
 	case o.Job != nil && o.Job.Status != "" && !JobStatus(o.Job.Status).Valid():
-		return fmt.Errorf("%w: job.status must be queued, running, succeeded, failed or canceled", ErrInvalid)
+		return bad("job.status", "must be queued, running, succeeded, failed or canceled")
 	}
 	return nil
 }

@@ -18,7 +18,7 @@ import (
 // state follows from all the evidence, not from the newest piece.
 func (s *Store) AddEvidence(ctx context.Context, tenant, opID string, ev review.Evidence, actor string) (*review.Operation, error) {
 	if !ev.Source.Valid() {
-		return nil, fmt.Errorf("%w: field \"source\": must be one of response, status_lookup, metadata_search, webhook, reviewer", review.ErrInvalid)
+		return nil, fmt.Errorf("%w: field \"source\": must be one of response, status_lookup, metadata_search, webhook", review.ErrInvalid)
 	}
 	if ev.Source == review.SourceReviewer {
 		return nil, fmt.Errorf("%w: field \"source\": reviewer evidence comes from decisions, not the API", review.ErrInvalid)
