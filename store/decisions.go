@@ -416,6 +416,8 @@ const DecisionCursorPattern = `^[0-9]{1,19}-[0-9]{1,19}$`
 var decisionCursor = regexp.MustCompile(DecisionCursorPattern)
 
 const (
+	/* Store.Decisions: the decision a cursor names, by primary key. */
+	selectDecisionCursor = `SELECT EXISTS (SELECT 1 FROM decisions WHERE seq = ? AND tenant = ? AND txid = ?)`
 	/* Store.Decisions (SQLite): seqs commit in order. */
 	selectDecisionsSQLite = `SELECT ` + decisionColumns + ` FROM decisions WHERE tenant = ? AND seq > ? ORDER BY seq LIMIT ?`
 	/* Store.Decisions (PostgreSQL): in commit order, up to the oldest
@@ -440,6 +442,17 @@ func (s *Store) Decisions(ctx context.Context, tenant, cursor string, limit int)
 		afterSeq, err2 = strconv.ParseInt(b, 10, 64)
 		if !ok || err1 != nil || err2 != nil || !decisionCursor.MatchString(cursor) {
 			return nil, "", fmt.Errorf("%w: field \"cursor\": not a cursor this server issued", review.ErrInvalid)
+		}
+		// A cursor names the last decision a reader was given. One that
+		// names none of this tenant's — made up, another Limbo's, or kept
+		// across a restore of the database from a backup — would skip,
+		// silently, every decision up to it: said instead.
+		var issued bool
+		if err := s.get(ctx, nil, &issued, selectDecisionCursor, afterSeq, tenant, afterTx); err != nil {
+			return nil, "", fmt.Errorf("store.Decisions: %w", err)
+		}
+		if !issued {
+			return nil, "", fmt.Errorf("%w: field \"cursor\": names no decision of this tenant (a cursor from another Limbo, or kept across a restore of the database?): read the feed again without a cursor", review.ErrInvalid)
 		}
 	}
 	q, args := selectDecisionsSQLite, []any{tenant, afterSeq, limit}

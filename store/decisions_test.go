@@ -484,7 +484,11 @@ func TestDecisionsFeed(t *testing.T) {
 			t.Errorf("after the cursor: %+v, want dave's decision alone", more)
 		}
 
-		for _, bad := range []string{"x", "1-", "-1", "a-b", "1"} {
+		// Well formed, but naming no decision of the tenant's: made up,
+		// another tenant's, or one kept across a restore from a backup.
+		// Read from, it would skip every decision up to it.
+		_, cursorB := b.feedAll(t, tenantB, "", 10, 1)
+		for _, bad := range []string{"x", "1-", "-1", "a-b", "1", "999999-999999", "0-999999", cursorB} {
 			if _, _, err := b.s.Decisions(b.ctx, tenantA, bad, 10); !errors.Is(err, review.ErrInvalid) || !strings.Contains(err.Error(), "cursor") {
 				t.Errorf("cursor %q: %v, want ErrInvalid naming the cursor", bad, err)
 			}
