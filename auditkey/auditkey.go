@@ -235,6 +235,12 @@ func Public(pub, keyFile string, cfg *review.Config, cfgPath, dbURL string) (ed2
 	if err != nil {
 		return nil, err
 	}
+	if k == nil && BesideDatabase(dbURL) == "" {
+		// Not serve's advice (make a key): a new key verifies nothing
+		// already sealed.
+		return nil, errors.New("no audit key to verify with: pass --pubkey KEY, as `limbo audit pubkey` prints it where the instances' key is, " +
+			"or --audit-key FILE, that key (or set LIMBO_AUDIT_KEY_FILE, audit.key_file in the config, or LIMBO_AUDIT_KEY)")
+	}
 	if k == nil {
 		return nil, ErrNone(dbURL)
 	}

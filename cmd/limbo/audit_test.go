@@ -358,4 +358,10 @@ func TestServeRefusesAnotherAuditKey(t *testing.T) {
 		t.Errorf("a second PostgreSQL instance with another key: exit %d:\n%s", code, errOut)
 	}
 	first.stop()
+	// Verifying with no key at all: told how to give the instances' key,
+	// not serve's advice to make one (a new key verifies nothing sealed).
+	code, _, errOut = limbo(t, "audit", "verify", "--db", pg)
+	if code != 2 || !strings.Contains(errOut, "--pubkey KEY") || strings.Contains(errOut, "keygen") {
+		t.Errorf("verify on PostgreSQL without a key: exit %d:\n%s", code, errOut)
+	}
 }
