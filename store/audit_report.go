@@ -11,6 +11,14 @@ func (r *VerifyReport) String() string {
 		return fmt.Sprintf("audit chain broken at seq %d: %s", r.BrokenSeq, r.Problem)
 	}
 	var b strings.Builder
+	if r.Checkpoints == 0 {
+		// Nothing is signed yet: say so, not which key signed it.
+		fmt.Fprintf(&b, "audit chain holds: %d events, none sealed yet (no checkpoint to check against key %s)", r.Events, r.KeyID)
+		if r.MaxAge > 0 {
+			fmt.Fprintf(&b, "; every event younger than %s", r.MaxAge)
+		}
+		return b.String()
+	}
 	fmt.Fprintf(&b, "audit chain holds: %d events, %d checkpoints, %d not yet sealed; signed by key %s",
 		r.Events, r.Checkpoints, r.Unsealed, r.KeyID)
 	if r.Anchors > 0 {
