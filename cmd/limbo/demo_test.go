@@ -136,3 +136,22 @@ func TestServeDemoRefusesRealDatabase(t *testing.T) {
 		}
 	}
 }
+
+// TestDemoLogsOfTheirOwn: each demo start logs to a new file, so two demos
+// running at once do not truncate each other's log.
+func TestDemoLogsOfTheirOwn(t *testing.T) {
+	t.Setenv("TMPDIR", t.TempDir())
+	a, pa, err := demoLog()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	b, pb, err := demoLog()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if pa == pb || !strings.Contains(filepath.Base(pa), "limbo-demo-") || !strings.HasSuffix(pa, ".log") {
+		t.Errorf("demo logs %q and %q: want two limbo-demo-*.log files", pa, pb)
+	}
+}

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -35,7 +34,7 @@ func cmdServe(ctx context.Context, args []string, std stdio) error {
 	fs := newFlags("serve", std, &s)
 	fs.StringVar(&s.Addr, "addr", "127.0.0.1:8080", "listen address")
 	cfgPath := configFlag(fs)
-	fs.BoolVar(&s.Demo, "demo", false, "run the sandbox destination in process with demo traffic for a few tenants, seed a week of history and open cases for every role (once per database), create a demo tenant with a token and one user per role, and print how to use them; refused on a database holding users or API tokens the demo did not make. The server logs go to "+filepath.Join(os.TempDir(), demoLogName))
+	fs.BoolVar(&s.Demo, "demo", false, "run the sandbox destination in process with demo traffic for a few tenants, seed a week of history and open cases for every role (once per database), create a demo tenant with a token and one user per role, and print how to use them; refused on a database holding users or API tokens the demo did not make. The server logs go to a file of its own in "+os.TempDir()+", named when it starts")
 	secure := fs.Bool("secure-cookies", false, "mark session cookies Secure: set it when users reach Limbo over HTTPS, e.g. behind a TLS proxy (true or false, as strconv.ParseBool reads them)")
 	idle := fs.Duration("session-idle", 30*time.Minute, "a console session ends after this long unused")
 	maxAge := fs.Duration("session-max", 12*time.Hour, "a console session ends this long after sign-in, however active")
@@ -150,16 +149,15 @@ func logHandler(format string) (func(w io.Writer, level slog.Leveler) slog.Handl
 	return nil, fmt.Errorf("serve: --log-format %q: text or json", format)
 }
 
-// demoLogName is the file `serve --demo` logs to, in the temporary
-// directory; each start begins it anew.
-const demoLogName = "limbo-demo.log"
-
+// demoLog is the file `serve --demo` logs to: a new one in the temporary
+// directory for each start (limbo-demo-*.log, its path printed), so two
+// demos running at once do not write over each other's log.
 func demoLog() (*os.File, string, error) {
-	path := filepath.Join(os.TempDir(), demoLogName)
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
+	f, err := os.CreateTemp("", "limbo-demo-*.log")
 	if err != nil {
 		return nil, "", fmt.Errorf("serve --demo: the log file: %w", err)
 	}
+	path := f.Name()
 	return f, path, nil
 }
 
