@@ -115,7 +115,8 @@ still passes. Each purge is audited. --dry-run says what it would empty.`,
 
 Lists every action whose policy (destinations.<d>.actions.<a> in the
 configuration file) misses an item of the production checklist, and exits 1
-when any does; 0 when every policy is complete.`,
+when any does, or when the file configures no action (nothing was checked);
+0 when every policy is complete.`,
 			func(ctx context.Context, a []string, std stdio) (int, error) {
 				if err := cmdPolicyLint(a, std); errors.Is(err, errPolicyGaps) {
 					return 1, nil

@@ -29,6 +29,12 @@ func cmdPolicyLint(args []string, std stdio) error {
 		return err
 	}
 	entries := review.Catalog(cfg)
+	if len(entries) == 0 {
+		// Green on a file that configures nothing would pass a CI step
+		// pointed at the wrong file.
+		fmt.Fprintf(stdout, "%s: no action is configured (destinations.<d>.actions), so no policy was checked\n", *path)
+		return errPolicyGaps
+	}
 	gaps := review.LintPolicies(cfg)
 	for _, g := range gaps {
 		for _, it := range g.Missing {

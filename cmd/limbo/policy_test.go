@@ -48,6 +48,14 @@ func TestPolicyLint(t *testing.T) {
 	if code, _, errs := limbo(t, "policy", "lint"); code != 2 || !strings.Contains(errs, "--config") {
 		t.Errorf("without a file: exit %d, %s", code, errs)
 	}
+	// A file that configures no action checks nothing: not green.
+	empty := filepath.Join(t.TempDir(), "empty.yaml")
+	if err := os.WriteFile(empty, []byte("payload_retention: 720h\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if code, out, _ := limbo(t, "policy", "lint", "--config", empty); code != 1 || !strings.Contains(out, "no action is configured") {
+		t.Errorf("a file without actions: exit %d, %s", code, out)
+	}
 }
 
 // TestConfigErrorNamesTheFile: a configuration file that does not parse is
