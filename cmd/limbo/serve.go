@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -93,6 +94,10 @@ func cmdServe(ctx context.Context, args []string, std stdio) error {
 	}
 	// Listen before anything is created: a port in use or a bad --addr
 	// must not leave a new database and audit key behind.
+	if strings.TrimSpace(s.Addr) == "" {
+		// net.Listen would take "" as every interface, on a random port.
+		return errors.New("serve: --addr: give host:port, such as 127.0.0.1:8080 (0.0.0.0:8080 for every interface)")
+	}
 	ln, err := net.Listen("tcp", s.Addr)
 	if err != nil {
 		return fmt.Errorf("serve: --addr: %w", err)
