@@ -101,6 +101,9 @@ func (nu NewUser) check() (string, error) {
 	if err != nil || addr.Address != strings.TrimSpace(nu.Email) {
 		return "", fmt.Errorf("%w: field \"email\": not an email address", review.ErrInvalid)
 	}
+	if len(addr.Address) > MaxEmailLen {
+		return "", fmt.Errorf("%w: field \"email\": at most %d characters", review.ErrInvalid, MaxEmailLen)
+	}
 	if !nu.Role.Valid() {
 		return "", fmt.Errorf("%w: field \"role\": must be reviewer, support, manager or admin", review.ErrInvalid)
 	}
@@ -112,6 +115,10 @@ func (nu NewUser) check() (string, error) {
 	}
 	return canonicalEmail(addr.Address), nil
 }
+
+// MaxEmailLen is the longest address a user may have: the most a mail
+// path carries (RFC 5321: 256 octets with its angle brackets).
+const MaxEmailLen = 254
 
 // AddUser creates a console user on behalf of by, within what by may grant
 // (review.Principal.CheckUserChange). The email is unique (case-insensitive).

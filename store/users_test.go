@@ -3,6 +3,7 @@ package store_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -24,6 +25,7 @@ func TestUsersAndSessions(t *testing.T) {
 			{Email: "a@example.com", Password: "short", Role: review.RoleSupport, Scope: review.Scope{All: true}},
 			{Email: "a@example.com", Password: "long enough pass", Role: "boss", Scope: review.Scope{All: true}},
 			{Email: "a@example.com", Password: "long enough pass", Role: review.RoleSupport},
+			{Email: strings.Repeat("a", 250) + "@example.com", Password: "long enough pass", Role: review.RoleSupport, Scope: review.Scope{All: true}},
 		} {
 			if _, err := s.AddUser(ctx, review.Operator("test"), bad); !errors.Is(err, review.ErrInvalid) {
 				t.Errorf("AddUser(%+v) = %v, want ErrInvalid", bad, err)

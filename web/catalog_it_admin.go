@@ -262,6 +262,7 @@ func init() {
 		"tenants: give a comma-separated list, or * for all":                    "tenant: indica un elenco separato da virgole, oppure * per tutti",
 		"your account no longer exists":                                         "il tuo account non esiste più",
 		"your account is disabled":                                              "il tuo account è disattivato",
+		"email: at most %s characters":                                          "email: al massimo %s caratteri",
 		"email: not an email address":                                           "email: non è un indirizzo email",
 		"role: must be reviewer, support, manager or admin":                     "ruolo: deve essere reviewer, support, manager o admin",
 		"password: at least %s characters":                                      "password: almeno %s caratteri",
