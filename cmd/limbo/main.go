@@ -103,13 +103,15 @@ a secret store.`,
 Prints the public key of the audit signing key serve would use, for
 audit verify --pubkey on a machine that must not hold the private key.`,
 			func(ctx context.Context, a []string, std stdio) (int, error) { return 0, cmdAuditPubkey(a, std) }},
-		{"purge", "empty the payloads payload retention says are due (serve does it every purge_every)", `Usage: limbo purge --config FILE [--db URL] [--dry-run]
+		{"purge", "empty the payloads payload retention says are due (serve does it every purge_every)", `Usage: limbo purge --config FILE [--db URL] [--dry-run] [--yes]
 
 Empties the payload of every operation that has been terminal for longer
 than its retention (payload_retention, or its action's retention), with its
 refused payloads, the candidates its evidence listed and its model outputs;
 keys, payload hashes, states and the audit trail stay, and audit verify
-still passes. Each purge is audited. --dry-run says what it would empty.`,
+still passes. Each purge is audited. --dry-run says what it would empty.
+Run at a terminal, it says how many payloads it will empty and asks first;
+--yes (or a pipe, a file, cron) does not ask.`,
 			func(ctx context.Context, a []string, std stdio) (int, error) { return 0, cmdPurge(ctx, a, std) }},
 		{"policy lint", "list actions whose policy misses a production checklist item (exit 1 if any)", `Usage: limbo policy lint --config FILE
 

@@ -1,9 +1,13 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"os"
+	"strings"
 	"time"
 
 	"github.com/limbo-dev/limbo/store"
@@ -18,6 +22,7 @@ func cmdPurge(ctx context.Context, args []string, std stdio) error {
 	fs := newFlags("purge", std, &s)
 	cfgPath := configFlag(fs)
 	dryRun := fs.Bool("dry-run", false, "say what would be purged; write nothing")
+	yes := fs.Bool("yes", false, "purge without asking first (it asks only when run at a terminal)")
 	if help, err := fs.parse(args); help || err != nil {
 		return err
 	}
@@ -33,7 +38,26 @@ func cmdPurge(ctx context.Context, args []string, std stdio) error {
 		return err
 	}
 	defer st.Close()
-	rep, err := st.PurgePayloads(ctx, time.Now(), *dryRun)
+	now := time.Now()
+	if !*dryRun && !*yes && isTerminal(std.in) {
+		// By hand at a terminal, a retention typed wrong empties payloads
+		// for good: say how many first. The same now, so the purge takes
+		// the operations counted.
+		rep, err := st.PurgePayloads(ctx, now, true)
+		if err != nil {
+			return err
+		}
+		if rep.Operations == 0 {
+			fmt.Fprintln(stdout, "no payload is due for purging")
+			return nil
+		}
+		fmt.Fprintf(stdout, "this empties the payloads of %d operations for good (retention from %s); type yes to go on: ", rep.Operations, *cfgPath)
+		answer, _ := bufio.NewReader(std.in).ReadString('\n')
+		if strings.TrimSpace(answer) != "yes" {
+			return errors.New("purge: not confirmed; nothing purged (--dry-run lists them, --yes skips this question)")
+		}
+	}
+	rep, err := st.PurgePayloads(ctx, now, *dryRun)
 	if err != nil {
 		return err
 	}
@@ -50,4 +74,18 @@ func cmdPurge(ctx context.Context, args []string, std stdio) error {
 		fmt.Fprintf(stdout, "… and %d more\n", n)
 	}
 	return nil
+}
+
+// isTerminal says whether in is a terminal a person types at (not a pipe,
+// a file or cron's nothing): only then does purge ask first.
+func isTerminal(in io.Reader) bool {
+	if t, ok := in.(interface{ Terminal() bool }); ok {
+		return t.Terminal() // a reader that says (the tests' person at a terminal)
+	}
+	f, ok := in.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }

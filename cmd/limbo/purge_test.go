@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -76,7 +78,21 @@ func TestCLIPurge(t *testing.T) {
 		if op, err := st.GetOperation(ctx, "acme", old.ID, ""); err != nil || op.PayloadPurgedAt != nil || len(op.Payload) == 0 {
 			t.Fatalf("after a dry run: %v, purged %v", err, op.PayloadPurgedAt)
 		}
-		code, out, errOut = limbo(t, "purge", "--db", db, "--config", cfgFile)
+		// At a terminal it asks first: anything but "yes" purges nothing.
+		for _, answer := range []string{"no\n", "", "y\n"} {
+			var o, eb bytes.Buffer
+			code := run(ctx, []string{"purge", "--db", db, "--config", cfgFile}, terminal{strings.NewReader(answer)}, &o, &eb)
+			if code != 2 || !strings.Contains(o.String(), "this empties the payloads of 1 operations for good") ||
+				!strings.Contains(eb.String(), "not confirmed; nothing purged") {
+				t.Errorf("purge at a terminal answered %q: exit %d, %q %q", answer, code, o.String(), eb.String())
+			}
+		}
+		if op, err := st.GetOperation(ctx, "acme", old.ID, ""); err != nil || op.PayloadPurgedAt != nil {
+			t.Fatalf("after a purge not confirmed: %v, purged %v", err, op.PayloadPurgedAt)
+		}
+		var yesOut, yesErr bytes.Buffer
+		code = run(ctx, []string{"purge", "--db", db, "--config", cfgFile}, terminal{strings.NewReader("yes\n")}, &yesOut, &yesErr)
+		out, errOut = yesOut.String(), yesErr.String()
 		if code != 0 || !strings.Contains(out, "purged the payloads of 1 operations") || !strings.Contains(out, old.ID) {
 			t.Fatalf("purge: code %d, stdout %q, stderr %q", code, out, errOut)
 		}
@@ -94,3 +110,8 @@ func TestCLIPurge(t *testing.T) {
 		}
 	})
 }
+
+// terminal is standard input as a person at a terminal types it.
+type terminal struct{ io.Reader }
+
+func (terminal) Terminal() bool { return true }
