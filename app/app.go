@@ -80,6 +80,11 @@ type Config struct {
 	// AnyAuditKey skips that check: for the benchmark's reused ledger,
 	// whose trail an earlier run signed with a throwaway key.
 	AnyAuditKey bool
+	// ReplaceAuditKey lets AuditKey take over a trail another key signed
+	// so far (lost, leaked or retired): the handover is audited
+	// (audit.key_replaced), and verify with the new key carries the
+	// earlier checkpoints over, vouched for by hash (store.VerifyReport).
+	ReplaceAuditKey bool
 	// AnchorDir, when set, receives a copy of every signed checkpoint.
 	AnchorDir string
 	SealMax   time.Duration
@@ -160,7 +165,7 @@ func New(ctx context.Context, cfg Config) (a *App, err error) {
 		return nil, err
 	}
 	if !cfg.AnyAuditKey {
-		if err = checkAuditKey(ctx, a.Store, cfg.AuditKey, cfg.AuditKeyFrom); err != nil {
+		if err = checkAuditKey(ctx, a.Store, cfg.AuditKey, cfg.AuditKeyFrom, cfg.ReplaceAuditKey, a.log); err != nil {
 			return nil, err
 		}
 	}

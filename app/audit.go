@@ -81,10 +81,10 @@ func (a *Audit) Keep(log *slog.Logger) error {
 var ErrWrongAuditKey = errors.New("wrong audit key")
 
 // checkAuditKey refuses to sign with another key than the one the newest
-// checkpoint names: the new checkpoints would chain to the old ones, and
-// `limbo audit verify` would then fail with either key. Rotating the key
-// would need verify to trust several keys, which it does not.
-func checkAuditKey(ctx context.Context, st *store.Store, key ed25519.PrivateKey, from string) error {
+// checkpoint names (a database moved without its key file, a typo in
+// --audit-key): the new checkpoints would chain to the old ones under a
+// key nobody meant. With replace it hands the trail over instead, audited.
+func checkAuditKey(ctx context.Context, st *store.Store, key ed25519.PrivateKey, from string, replace bool, log *slog.Logger) error {
 	if key == nil {
 		return nil
 	}
@@ -96,12 +96,24 @@ func checkAuditKey(ctx context.Context, st *store.Store, key ed25519.PrivateKey,
 	if c.KeyID == id {
 		return nil
 	}
+	if replace {
+		// The way out when the key that signed the trail is lost or must
+		// be retired: asked for by name, and audited before the first
+		// checkpoint of the new key seals the event.
+		if err := st.RecordAuditKeyReplaced(ctx, c.KeyID, id, c.ID); err != nil {
+			return err
+		}
+		log.Warn("the audit key is replaced: checkpoints from now on are signed with the new key; audit verify with it carries the earlier ones over",
+			"previous_key_id", c.KeyID, "key_id", id)
+		return nil
+	}
 	if from == "" {
 		from = "as configured"
 	}
 	return fmt.Errorf("%w: the database's audit trail is signed by key %s (its newest checkpoint, %d, names it), "+
 		"but this server would sign with key %s (%s); its checkpoints would break the trail for both keys. "+
 		"Start it with the key file that signed the trail: --audit-key FILE (or LIMBO_AUDIT_KEY_FILE, audit.key_file, "+
-		"or the key itself in LIMBO_AUDIT_KEY); `limbo audit pubkey --audit-key FILE` names a file's key",
+		"or the key itself in LIMBO_AUDIT_KEY); `limbo audit pubkey --audit-key FILE` names a file's key. "+
+		"If that key is lost or must be retired, add --replace-audit-key to hand the trail over to this one (audited)",
 		ErrWrongAuditKey, c.KeyID, c.ID, id, from)
 }

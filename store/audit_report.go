@@ -21,6 +21,10 @@ func (r *VerifyReport) String() string {
 	}
 	fmt.Fprintf(&b, "audit chain holds: %d events, %d checkpoints, %d not yet sealed; signed by key %s",
 		r.Events, r.Checkpoints, r.Unsealed, r.KeyID)
+	if r.Carried > 0 {
+		fmt.Fprintf(&b, "; %d earlier checkpoints signed by key %s, since replaced, carried over (vouched for by hash by key %s's first)",
+			r.Carried, strings.Join(r.RetiredKeys, ", "), r.KeyID)
+	}
 	if r.Anchors > 0 {
 		fmt.Fprintf(&b, "; complete up to anchored checkpoint %d (%d anchors checked)", r.Anchored, r.Anchors)
 	}

@@ -258,6 +258,21 @@ func (s *Store) CheckpointsAfter(ctx context.Context, id int64, limit int) ([]Ch
 	return cps, nil
 }
 
+// RecordAuditKeyReplaced audits that serve took the audit trail over from
+// the key named previous (lost, leaked or retired) to the key named next,
+// at the checkpoint after id: the new key's first checkpoint seals this
+// event and vouches for the ones before by hash (VerifyReport.Carried).
+func (s *Store) RecordAuditKeyReplaced(ctx context.Context, previous, next string, after int64) error {
+	err := s.WithTx(ctx, func(tx *sqlx.Tx) error {
+		return s.appendEvent(ctx, tx, &AuditEvent{Actor: "system:serve", Action: "audit.key_replaced",
+			Detail: detailJSON(map[string]any{"previous_key_id": previous, "key_id": next, "after_checkpoint": after})})
+	})
+	if err != nil {
+		return fmt.Errorf("store.RecordAuditKeyReplaced: %w", err)
+	}
+	return nil
+}
+
 // LatestCheckpoint returns the newest checkpoint, for export.
 func (s *Store) LatestCheckpoint(ctx context.Context) (*Checkpoint, error) {
 	c := &Checkpoint{}

@@ -73,6 +73,11 @@ type VerifyReport struct {
 	// key: the check was given the wrong one, which is no proof of
 	// tampering. Empty when anything else is broken.
 	WrongKey string `json:"wrong_key,omitempty"`
+	// Carried counts the checkpoints signed by keys since replaced
+	// (RetiredKeys), before the first checkpoint of the key checked with:
+	// that one vouches for them by hash (checkChain).
+	Carried     int64    `json:"carried,omitempty"`
+	RetiredKeys []string `json:"retired_keys,omitempty"`
 
 	// otherKey is the first key an intact checkpoint names instead of
 	// KeyID; broken is set by every other problem.
@@ -182,7 +187,9 @@ func buildChain(rep *VerifyReport, stored, anchors []Checkpoint, pub ed25519.Pub
 		}
 		rep.Anchors++
 		rep.Anchored = max(rep.Anchored, a.ID)
-		if err := a.Check(pub); err != nil {
+		// A copy signed by a key since replaced is taken as the stored ones
+		// are: checkChain says whether a checkpoint of pub's vouches for it.
+		if err := a.Check(pub); err != nil && !namesOtherKey(a, pub) {
 			problems = append(problems, anchorProblem{a.ID, fmt.Sprintf("the anchored copy of checkpoint %d is not valid: %v", a.ID, err)})
 			continue
 		}
@@ -215,7 +222,17 @@ func buildChain(rep *VerifyReport, stored, anchors []Checkpoint, pub ed25519.Pub
 
 // checkChain checks each checkpoint on its own (signature, counts) and the
 // links between them (ids without gaps, each hashing the previous one).
+//
+// Keys: from the first checkpoint signed by pub (the handover) on, every
+// checkpoint must be pub's. One before it naming another key was signed by
+// a key since replaced (serve --replace-audit-key): its signature cannot be
+// checked here, but the handover checkpoint chains to it by hash, so pub
+// vouches for it as it was at the handover: it is carried over (its content
+// must still match its hash). A trail no checkpoint of which is pub's was
+// checked with the wrong key (WrongKey).
 func checkChain(rep *VerifyReport, ch *chain, pub ed25519.PublicKey) {
+	id := AuditKeyID(pub)
+	handover := slices.IndexFunc(ch.cps, func(c Checkpoint) bool { return c.KeyID == id })
 	for i := range ch.cps {
 		c := &ch.cps[i]
 		first := ch.firstSeq(c.ID)
@@ -228,12 +245,29 @@ func checkChain(rep *VerifyReport, ch *chain, pub ed25519.PublicKey) {
 			// Named at the first seq after what the checkpoints before
 			// the gap cover: where the missing one would have begun.
 			rep.fail(ch.firstSeq(want), "checkpoint %d is missing (deleted): checkpoint %d follows %d", want, c.ID, want-1)
+		case i > 0 && c.PrevHash != ch.cps[i-1].Hash && ch.cps[i-1].KeyID != id:
+			// The one before names another key: the rewritten one is
+			// likelier it (re-signed with a key of the forger's) than
+			// this, which the key checked with signed.
+			p := &ch.cps[i-1]
+			rep.fail(ch.firstSeq(p.ID), "checkpoint %d: it names key %s and is not the one checkpoint %d chains to (rewritten or re-signed)",
+				p.ID, p.KeyID, c.ID)
 		case i > 0 && c.PrevHash != ch.cps[i-1].Hash, i == 0 && c.PrevHash != "":
 			rep.fail(first, "checkpoint %d does not chain to checkpoint %d", c.ID, c.ID-1)
 		}
-		if err := c.Check(pub); err != nil && namesOtherKey(c, pub) {
+		switch err := c.Check(pub); {
+		case err == nil:
+		case namesOtherKey(c, pub) && i < handover:
+			rep.Carried++
+			if !slices.Contains(rep.RetiredKeys, c.KeyID) {
+				rep.RetiredKeys = append(rep.RetiredKeys, c.KeyID)
+			}
+		case namesOtherKey(c, pub) && handover < 0:
 			rep.failKey(first, c.KeyID, "checkpoint %d: %v", c.ID, err)
-		} else if err != nil {
+		case namesOtherKey(c, pub):
+			rep.fail(first, "checkpoint %d: %v, after checkpoint %d was signed with key %s: a trail does not go back to a replaced key",
+				c.ID, err, ch.cps[handover].ID, id)
+		default:
 			rep.fail(first, "checkpoint %d: %v", c.ID, err)
 		}
 		if _, err := parseRanges(c.Seqs); err != nil {

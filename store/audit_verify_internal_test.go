@@ -4,6 +4,7 @@ import (
 	"crypto/ed25519"
 	"errors"
 	"iter"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -229,5 +230,66 @@ func TestVerifyChainWrongKey(t *testing.T) {
 	signCheckpoint(&tr.cps[0], ed25519.NewKeyFromSeed([]byte(strings.Repeat("k", ed25519.SeedSize))))
 	if rep := tr.verify(t); rep.OK || rep.WrongKey != "" {
 		t.Fatalf("one checkpoint re-signed: %+v", rep)
+	}
+}
+
+// keyedTrail is newTrail with checkpoint i signed by keys[i].
+func keyedTrail(n int, keys []ed25519.PrivateKey, seal ...[]int64) *trail {
+	tr := newTrail(n, seal...)
+	prev := &Checkpoint{}
+	for i := range tr.cps {
+		var evs []seqHash
+		for _, q := range seal[i] {
+			evs = append(evs, seqHash{Seq: q, Hash: tr.events[q-1].Hash})
+		}
+		c := newCheckpoint(prev, evs, seal[i][len(seal[i])-1], verifyT0.Add(time.Minute), DefaultSealMax)
+		signCheckpoint(c, keys[i])
+		tr.cps[i] = *c
+		prev = c
+	}
+	return tr
+}
+
+// TestVerifyChainReplacedKey: a trail whose key was replaced (serve
+// --replace-audit-key) holds when checked with the new key: the checkpoints
+// before the new key's first are carried over, vouched for by hash. Checked
+// with the old key, the new key's checkpoints break it (exit 1, not "wrong
+// key": some checkpoints are the old key's); a trail going back to the old
+// key after the handover is broken.
+func TestVerifyChainReplacedKey(t *testing.T) {
+	a := ed25519.NewKeyFromSeed([]byte(strings.Repeat("a", ed25519.SeedSize)))
+	b := ed25519.NewKeyFromSeed([]byte(strings.Repeat("b", ed25519.SeedSize)))
+	pubOf := func(k ed25519.PrivateKey) ed25519.PublicKey { return k.Public().(ed25519.PublicKey) }
+	check := func(tr *trail, k ed25519.PrivateKey) *VerifyReport {
+		opt := tr.opts()
+		opt.PublicKey = pubOf(k)
+		rep, err := verifyChain(tr.cps, eventsOf(tr.events), opt, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rep
+	}
+	seals := [][]int64{{1, 2}, {3, 4}, {5, 6}}
+	tr := keyedTrail(6, []ed25519.PrivateKey{a, a, b}, seals...)
+	if rep := check(tr, b); !rep.OK || rep.Carried != 2 || !slices.Equal(rep.RetiredKeys, []string{AuditKeyID(pubOf(a))}) {
+		t.Errorf("replaced key, checked with the new one: %+v", rep)
+	}
+	if rep := check(tr, a); rep.OK || rep.WrongKey != "" || rep.BrokenSeq != 5 {
+		t.Errorf("replaced key, checked with the old one: %+v; want broken at seq 5, not a wrong key", rep)
+	}
+	// Carried over, a checkpoint must still match its hash.
+	tr.cps[0].EventCount = 3
+	if rep := check(tr, b); rep.OK || rep.BrokenSeq != 1 {
+		t.Errorf("a carried checkpoint edited: %+v", rep)
+	}
+	back := keyedTrail(6, []ed25519.PrivateKey{a, b, a}, seals...)
+	if rep := check(back, b); rep.OK || rep.BrokenSeq != 5 || !strings.Contains(rep.Problem, "does not go back") {
+		t.Errorf("back to the old key after the handover: %+v", rep)
+	}
+	// An event of a carried checkpoint edited is still found.
+	tr = keyedTrail(6, []ed25519.PrivateKey{a, a, b}, seals...)
+	tr.events[1].Detail = `{"i":9}`
+	if rep := check(tr, b); rep.OK || rep.BrokenSeq != 2 {
+		t.Errorf("an event under a carried checkpoint edited: %+v", rep)
 	}
 }

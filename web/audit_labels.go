@@ -13,6 +13,8 @@ import (
 // The raw action stays in the row's title and in the CSV export.
 func AuditActionLabel(ctx context.Context, a string) string {
 	switch a {
+	case "audit.key_replaced":
+		return T(ctx, "Audit key replaced")
 	case "attempt.started":
 		return T(ctx, "Attempt started")
 	case "attempt.outcome":

@@ -13,7 +13,7 @@ import (
 
 // auditActionLiteral is an audit action as the code writes it: a family
 // and a name ("case.opened"), or the lone "logout".
-var auditActionLiteral = regexp.MustCompile(`"((?:operation|attempt|case|job|evidence|reconcile|compensation|login|user|token|webhook|payload|watch)\.[a-z_]+|logout)"`)
+var auditActionLiteral = regexp.MustCompile(`"((?:operation|attempt|case|job|evidence|reconcile|compensation|login|user|token|webhook|payload|watch|audit)\.[a-z_]+|logout)"`)
 
 // notAuditActions are literals of those families that name something
 // else: JSON fields of job and payload details.

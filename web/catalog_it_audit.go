@@ -43,6 +43,7 @@ func init() {
 		"Webhook endpoint added":              "Endpoint webhook aggiunto",
 		"Webhook endpoint disabled":           "Endpoint webhook disattivato",
 		"Webhook endpoint enabled":            "Endpoint webhook riattivato",
+		"Audit key replaced":                  "Chiave di audit sostituita",
 		"Webhook messages delivered again":    "Messaggi webhook consegnati di nuovo",
 		"Webhook secret revealed":             "Segreto del webhook mostrato",
 		"Decision: %s":                        "Decisione: %s",

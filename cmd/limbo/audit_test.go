@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -339,6 +340,40 @@ func TestServeRefusesAnotherAuditKey(t *testing.T) {
 	}
 	if code, out, errOut := limbo(t, "audit", "verify", "--db", "sqlite:"+dbFile, "--max-age", "0"); code != 0 {
 		t.Errorf("the trail no longer verifies with its key: %d %s%s", code, out, errOut)
+	}
+
+	// The way out when the key is lost: --replace-audit-key hands the trail
+	// over to the new key, audited; verify with it carries the old
+	// checkpoints over, and with the old key finds the new ones (exit 1).
+	srv := serveInProcess(t, "--db", "sqlite:"+moved, "--audit-key", other, "--replace-audit-key", "--audit-seal-max", "2s")
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if c := waitCheckpoint(t, "sqlite:"+moved); c.KeyID == auditkey.ID(otherKey) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the new key sealed no checkpoint")
+		}
+	}
+	srv.stop()
+	code, out, errOut := limbo(t, "audit", "verify", "--db", "sqlite:"+moved, "--audit-key", other, "--max-age", "0")
+	if code != 0 || !strings.Contains(out, "carried over") || !strings.Contains(out, auditkey.ID(key)) {
+		t.Errorf("verify with the replacing key: exit %d:\n%s%s", code, out, errOut)
+	}
+	if code, _, errOut := limbo(t, "audit", "verify", "--db", "sqlite:"+moved, "--audit-key", dbFile+".audit-key", "--max-age", "0"); code != 1 {
+		t.Errorf("verify of the handed-over trail with the old key: exit %d, want 1 (broken):\n%s", code, errOut)
+	}
+	mst, err := store.Open(context.Background(), "sqlite:"+moved, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs, err := mst.AuditEvents(context.Background(), 0, 10000)
+	mst.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if i := slices.IndexFunc(evs, func(e store.AuditEvent) bool { return e.Action == "audit.key_replaced" }); i < 0 ||
+		!strings.Contains(evs[i].Detail, auditkey.ID(key)) || !strings.Contains(evs[i].Detail, auditkey.ID(otherKey)) {
+		t.Errorf("no audit.key_replaced event naming both keys")
 	}
 
 	// PostgreSQL: a second instance with another key than the first's.

@@ -41,6 +41,10 @@ func cmdServe(ctx context.Context, args []string, std stdio) error {
 	maxAge := fs.Duration("session-max", 12*time.Hour, "a console session ends this long after sign-in, however active")
 	keyFile := auditKeyFlag(fs)
 	anchorDir := fs.String("audit-anchor", "", "copy every signed audit checkpoint to this directory, outside the database (or audit.anchor_dir)")
+	// No environment variable: left set, it would let any start take the
+	// trail over, the mistake the key check is there to stop.
+	replaceKey := fs.Bool("replace-audit-key", false, "the key that signed the audit trail so far is lost or must be retired: sign from now on with this "+
+		"server's key; audited (audit.key_replaced), and audit verify with the new key carries the earlier checkpoints over")
 	sealMax := fs.Duration("audit-seal-max", 0, "write an audit checkpoint at least this often, even when idle (0: 60s, or audit.seal_max; at least 2s)")
 	proxies := fs.String("trusted-proxies", "", "comma-separated CIDR ranges of the reverse proxies whose X-Forwarded-For (and X-Request-Id) are believed, e.g. 10.0.0.0/8; overrides trusted_proxies in --config; without either, forwarding headers are ignored")
 	batches := fs.Int("batch-in-flight", 0, "most registrations of bulk intake calls (POST /api/v1/operations/batch) this instance works on at once, the others waiting their turn; at least 1000, one full batch, at most 100000 (0: 4000). Each 1000 hold about 10 MB, and the batches waiting 16 MiB more, beyond which a batch is refused as busy: raise it when the database has cores to spare and limbo_batch_registrations_waiting stays up")
@@ -125,7 +129,7 @@ func cmdServe(ctx context.Context, args []string, std stdio) error {
 		defer sandboxDemo.Close()
 	}
 	a, err := app.New(ctx, app.Config{DB: s.DB, MaxConns: s.MaxConns, BatchesInFlight: *batches, BodyTimeout: *bodyTimeout, Listener: ln, Destinations: cfg,
-		AuditKey: audit.Key.Key, AuditKeyFrom: audit.From(), AnchorDir: audit.AnchorDir, SealMax: audit.SealMax,
+		AuditKey: audit.Key.Key, AuditKeyFrom: audit.From(), ReplaceAuditKey: *replaceKey, AnchorDir: audit.AnchorDir, SealMax: audit.SealMax,
 		SecureCookies: *secure, Session: store.SessionPolicy{Idle: *idle, Absolute: *maxAge}, TrustedProxies: trusted, Log: log})
 	if err != nil {
 		return err
