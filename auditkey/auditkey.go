@@ -137,8 +137,11 @@ func (k *Key) Write() error { return WriteFile(k.Where, k.Key) }
 // BesideDatabase is where serve keeps a generated key for a SQLite
 // database: next to its file, "" for PostgreSQL.
 func BesideDatabase(dbURL string) string {
-	path, ok := strings.CutPrefix(dbURL, "sqlite:")
-	if !ok || path == "" {
+	// The file the store opens, not the URL's text: with a query
+	// ("?_busy_timeout=5000") or //localhost/ the key would be looked for,
+	// and written, somewhere else than beside it.
+	path := store.SQLiteFile(dbURL)
+	if path == "" {
 		return ""
 	}
 	return path + ".audit-key"

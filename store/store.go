@@ -270,6 +270,22 @@ func sqliteFile(dsn string) (path, query string, err error) {
 	return path, query, nil
 }
 
+// SQLiteFile is the file a sqlite: database URL opens, as Open reads it
+// (its query left out, percent-decoding undone, //localhost/ taken as /):
+// "" for another engine, an in-memory database or a URL Open refuses. The
+// audit key beside a database is found by it (auditkey.BesideDatabase).
+func SQLiteFile(dbURL string) string {
+	dsn, ok := strings.CutPrefix(dbURL, "sqlite:")
+	if !ok {
+		return ""
+	}
+	path, _, err := sqliteFile(dsn)
+	if err != nil {
+		return ""
+	}
+	return path
+}
+
 // ensureSQLiteFile makes sure the database file at path is there to open.
 // Missing, it is ErrNoDatabase when existing, else created empty with mode
 // 0600 (SQLite would make it 0644, readable by every local user, holding
