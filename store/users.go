@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -84,6 +85,8 @@ const (
 	insertUser = `INSERT INTO users (id, email, password_hash, role, tenants, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?)`
 	/* Store.UserByEmail */
 	selectUserByEmail = `SELECT ` + userColumns + ` FROM users WHERE email = ?`
+	/* Store.storedAsOtherForm */
+	selectUserEmails = `SELECT id, email FROM users`
 	/* Store.UserByID */
 	selectUserByID = `SELECT ` + userColumns + ` FROM users WHERE id = ?`
 )
@@ -141,6 +144,11 @@ func (s *Store) AddUser(ctx context.Context, by review.Principal, nu NewUser) (*
 		if err := by.CheckUserChange("", nil, review.Grant{Role: nu.Role, Scope: nu.Scope}); err != nil {
 			return err
 		}
+		if other, err := s.storedAsOtherForm(ctx, tx, email); err != nil {
+			return err
+		} else if other != "" {
+			return fmt.Errorf("%w: a user with email %s exists", review.ErrConflict, email)
+		}
 		if _, err := tx.ExecContext(ctx, s.rebind(insertUser), u.ID, u.Email, u.PasswordHash, string(u.Role), u.TenantsText, now, now); err != nil {
 			if isUnique(err) {
 				return fmt.Errorf("%w: a user with email %s exists", review.ErrConflict, email)
@@ -161,7 +169,36 @@ func (s *Store) AddUser(ctx context.Context, by review.Principal, nu NewUser) (*
 
 // UserByEmail finds a user; unknown is review.ErrNotFound.
 func (s *Store) UserByEmail(ctx context.Context, email string) (*User, error) {
-	return s.getUser(ctx, selectUserByEmail, canonicalEmail(strings.TrimSpace(email)))
+	email = canonicalEmail(strings.TrimSpace(email))
+	u, err := s.getUser(ctx, selectUserByEmail, email)
+	if !errors.Is(err, review.ErrNotFound) {
+		return u, err
+	}
+	id, err := s.storedAsOtherForm(ctx, s.db, email)
+	if err != nil || id == "" {
+		return nil, cmp.Or(err, review.ErrNotFound)
+	}
+	return s.getUser(ctx, selectUserByID, id)
+}
+
+// storedAsOtherForm finds the user whose email is email in another form
+// than canonicalEmail's: one added before addresses were normalised (NFD,
+// say) and never changed since. The users are few, and only a lookup that
+// missed comes here; "" when there is none.
+func (s *Store) storedAsOtherForm(ctx context.Context, q sqlx.QueryerContext, email string) (string, error) {
+	var rows []struct {
+		ID    string `db:"id"`
+		Email string `db:"email"`
+	}
+	if err := sqlx.SelectContext(ctx, q, &rows, selectUserEmails); err != nil {
+		return "", fmt.Errorf("store.UserByEmail: %w", err)
+	}
+	for _, r := range rows {
+		if r.Email != email && canonicalEmail(r.Email) == email {
+			return r.ID, nil
+		}
+	}
+	return "", nil
 }
 
 // UserByID finds a user; unknown is review.ErrNotFound.

@@ -155,5 +155,22 @@ func TestEmailIsOneUser(t *testing.T) {
 				t.Errorf("UserByEmail(%q) = %v, %v; want %s", again, got, err, u.ID)
 			}
 		}
+		// A user added before addresses were normalised keeps the form it
+		// was stored in: still found by every form, still one user.
+		if _, err := s.DB().Exec(s.DB().Rebind(`UPDATE users SET email = ? WHERE id = ?`), decomposed, u.ID); err != nil {
+			t.Fatal(err)
+		}
+		for _, form := range []string{composed, decomposed, "\u00c9lodie@example.com"} {
+			if got, err := s.UserByEmail(ctx, form); err != nil || got.ID != u.ID {
+				t.Errorf("stored decomposed, UserByEmail(%q) = %v, %v; want %s", form, got, err, u.ID)
+			}
+			if _, err := s.AddUser(ctx, review.Operator("test"), store.NewUser{Email: form, Password: "correct horse battery",
+				Role: review.RoleAdmin, Scope: review.Scope{All: true}}); !errors.Is(err, review.ErrConflict) {
+				t.Errorf("stored decomposed, a second account as %q: %v, want ErrConflict", form, err)
+			}
+		}
+		if _, err := s.UserByEmail(ctx, "nobody@example.com"); !errors.Is(err, review.ErrNotFound) {
+			t.Errorf("an unknown address: %v, want ErrNotFound", err)
+		}
 	})
 }
