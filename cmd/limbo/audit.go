@@ -94,6 +94,13 @@ func cmdAuditVerify(ctx context.Context, args []string, std stdio) (int, error) 
 	if err != nil {
 		return 2, err
 	}
+	// The database first: a mistyped path is "no Limbo database there",
+	// not "no audit key beside it".
+	st, err := openStore(ctx, s, store.Options{})
+	if err != nil {
+		return 2, err
+	}
+	defer st.Close()
 	pub, err := auditkey.Public(*pubFlag, *keyFile, cfg, *cfgPath, s.DB)
 	if err != nil {
 		return 2, err
@@ -124,11 +131,6 @@ func cmdAuditVerify(ctx context.Context, args []string, std stdio) (int, error) 
 		// The anchors prove the trail up to them, whether Limbo runs or not.
 		opt.SkipAge = true
 	}
-	st, err := openStore(ctx, s, store.Options{})
-	if err != nil {
-		return 2, err
-	}
-	defer st.Close()
 	rep, err := st.VerifyAudit(ctx, opt)
 	if err != nil {
 		return 2, err

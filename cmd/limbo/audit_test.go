@@ -72,6 +72,9 @@ func TestCLIAuditKeygenAndPubkey(t *testing.T) {
 	if code, _, errOut := limbo(t, "audit", "pubkey", "--db", db); code != 2 || !strings.Contains(errOut, "limbo.db.audit-key") {
 		t.Fatalf("pubkey without a key: code %d, stderr %q", code, errOut)
 	}
+	if code, _, errOut := limbo(t, "migrate", "--db", db); code != 0 {
+		t.Fatalf("migrate: %d %s", code, errOut)
+	}
 	if code, _, errOut := limbo(t, "audit", "verify", "--db", db); code != 2 || !strings.Contains(errOut, "--pubkey") {
 		t.Fatalf("verify without a key: code %d, stderr %q", code, errOut)
 	}
