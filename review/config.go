@@ -415,8 +415,18 @@ func ParseConfig(data []byte) (*Config, error) {
 	if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
 		return nil, fmt.Errorf("%w: config: %s", ErrInvalid, yamlProblem(err))
 	}
-	var next yaml.Node
-	if err := dec.Decode(&next); !errors.Is(err, io.EOF) {
+	// A second document would be dropped without a word. An empty one —
+	// a file ending in "---", as generated YAML often does, or only a
+	// comment after it — drops nothing.
+	for {
+		var next yaml.Node
+		err := dec.Decode(&next)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err == nil && emptyDocument(&next) {
+			continue
+		}
 		where := ""
 		if err == nil {
 			where = fmt.Sprintf(" at line %d", next.Line)
@@ -428,6 +438,15 @@ func ParseConfig(data []byte) (*Config, error) {
 	}
 	c.Source = string(data)
 	return &c, nil
+}
+
+// emptyDocument says whether a YAML document holds nothing: no node, or
+// only a null.
+func emptyDocument(n *yaml.Node) bool {
+	if n.Kind == yaml.DocumentNode {
+		return len(n.Content) == 0 || len(n.Content) == 1 && emptyDocument(n.Content[0])
+	}
+	return n.Kind == 0 || n.Kind == yaml.ScalarNode && n.Tag == "!!null"
 }
 
 // yamlTypeError is one line of a yaml.TypeError: a key the configuration

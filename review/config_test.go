@@ -236,7 +236,7 @@ func TestParseConfigRejects(t *testing.T) {
 		{"candidates not a dot path", probeYAML("search", "candidates: $..results"), "not a dot path"},
 		{"a second document, never read", "payload_retention: 2160h\n---\npayload_retention: 1s\nbogus: x\n", "second YAML document at line 2"},
 		{"destinations after a ---", "payload_retention: 2160h\n---\ndestinations:\n  files:\n    base_url: https://files.example\n", "second YAML document"},
-		{"an empty second document", "payload_retention: 2160h\n---\n", "second YAML document"},
+		{"a second document after an empty one", "payload_retention: 2160h\n---\n---\nbogus: x\n", "second YAML document"},
 		// Said in the file's words, not the decoder's Go types.
 		{"unknown key by line", "destinations:\n  files:\n    honors_keys: true", `line 3: unknown key "honors_keys"`},
 		{"a duration without a unit", "destinations:\n  files:\n    lease: 3", `line 3: "3" is not a duration (write it with a unit: 30s, 5m, 2h)`},
@@ -306,6 +306,9 @@ func TestParseConfigDefaults(t *testing.T) {
 		{"empty mapping", "{}"},
 		{"empty destinations", "destinations: {}\n"},
 		{"one document opened with ---", "---\ndestinations: {}\n"},
+		{"one document closed with --- (generated YAML)", "destinations: {}\n---\n"},
+		{"a comment after the ---", "destinations: {}\n---\n# the end\n"},
+		{"an explicit null after the ---", "destinations: {}\n---\n~\n"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
