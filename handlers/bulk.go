@@ -232,13 +232,13 @@ func (h *Handlers) bulkDecide(c echo.Context, s *store.Session, scope []string, 
 	// The store decides only at the versions shown (review.ErrStale
 	// otherwise), in the user's scope.
 	_, err = h.Store.Decide(ctx, store.DecisionRequest{CaseID: cs.ID, Scope: scope, Action: row.Action, Ref: row.Ref,
-		Compensation: v.Compensation, Reason: reason, Actor: s.User.Email, CaseVersion: sh.Version, OpVersion: sh.OpVersion})
+		Compensation: v.Compensation, Reason: reason, Actor: s.User.Email, UserID: s.User.ID, CaseVersion: sh.Version, OpVersion: sh.OpVersion})
 	var already *review.AlreadyDecidedError
 	var held *review.ClaimHeldError
 	switch {
 	case err == nil:
 	case errors.As(err, &already), errors.As(err, &held), errors.Is(err, review.ErrInvalidTransition), errors.Is(err, review.ErrInvalid),
-		errors.Is(err, review.ErrSecondApprover), errors.Is(err, review.ErrOwnRequest), errors.Is(err, review.ErrStale), errors.Is(err, review.ErrNotFound):
+		errors.Is(err, review.ErrSecondApprover), errors.Is(err, review.ErrOwnRequest), errors.Is(err, review.ErrStale), errors.Is(err, review.ErrNotFound), errors.Is(err, review.ErrForbidden):
 		return skip(err)
 	default:
 		return row, err

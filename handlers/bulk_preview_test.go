@@ -90,10 +90,10 @@ func TestBulkPreviewConfirmsOnlyListedCases(t *testing.T) {
 		// After the preview: a fourth case comes to match the filter, and
 		// one listed case is claimed and released (a new version).
 		late := needsReview(t, st, "p-4")
-		if _, err := st.ClaimCase(ctx, listed[1], "reviewer@example.com", nil); err != nil {
+		if _, err := st.ClaimCase(ctx, listed[1], review.Principal{Name: "reviewer@example.com"}, nil); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := st.ReleaseCase(ctx, listed[1], "reviewer@example.com", nil); err != nil {
+		if _, err := st.ReleaseCase(ctx, listed[1], review.Principal{Name: "reviewer@example.com"}, nil); err != nil {
 			t.Fatal(err)
 		}
 

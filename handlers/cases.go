@@ -188,14 +188,14 @@ func approvalView(op *review.Operation, cs *store.Case, ds []store.Decision, cfg
 // ClaimCase gives the case to the signed-in user for a while.
 func (h *Handlers) ClaimCase(c echo.Context) error {
 	s := session(c)
-	_, err := h.Store.ClaimCase(c.Request().Context(), c.Param("id"), s.User.Email, s.User.Scope().List())
+	_, err := h.Store.ClaimCase(c.Request().Context(), c.Param("id"), s.User.Principal(), s.User.Scope().List())
 	return h.afterCaseAction(c, err)
 }
 
 // ReleaseCase gives the claim up.
 func (h *Handlers) ReleaseCase(c echo.Context) error {
 	s := session(c)
-	_, err := h.Store.ReleaseCase(c.Request().Context(), c.Param("id"), s.User.Email, s.User.Scope().List())
+	_, err := h.Store.ReleaseCase(c.Request().Context(), c.Param("id"), s.User.Principal(), s.User.Scope().List())
 	return h.afterCaseAction(c, err)
 }
 
@@ -205,7 +205,7 @@ func (h *Handlers) TakeOverCase(c echo.Context) error {
 	ctx := c.Request().Context()
 	s := session(c)
 	reason := c.FormValue("takeover_reason")
-	_, err := h.Store.TakeOverCase(ctx, c.Param("id"), s.User.Email, reason, s.User.Scope().List())
+	_, err := h.Store.TakeOverCase(ctx, c.Param("id"), s.User.Principal(), reason, s.User.Scope().List())
 	if errors.Is(err, review.ErrInvalid) {
 		v, verr := h.caseView(c, c.Param("id"))
 		if verr != nil {
@@ -280,7 +280,7 @@ func (h *Handlers) Decide(c echo.Context) error {
 			review.ErrStale)
 	} else {
 		_, err = h.Store.Decide(ctx, store.DecisionRequest{CaseID: v.Case.ID, Scope: s.User.Scope().List(), Action: form.Action,
-			Ref: form.Ref(), UndoRef: undoRef(form), Compensation: form.Compensation, Reason: form.Reason, Actor: s.User.Email,
+			Ref: form.Ref(), UndoRef: undoRef(form), Compensation: form.Compensation, Reason: form.Reason, Actor: s.User.Email, UserID: s.User.ID,
 			CaseVersion: caseVersion, OpVersion: opVersion})
 	}
 	status := http.StatusOK

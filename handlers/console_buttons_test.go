@@ -63,7 +63,7 @@ func TestConsoleNoButtonARoleCannotUse(t *testing.T) {
 			t.Fatal(err)
 		}
 		held := needsReview(t, st, "doc-2")
-		if _, err := st.ClaimCase(ctx, held, "reviewer@example.com", nil); err != nil {
+		if _, err := st.ClaimCase(ctx, held, review.Principal{Name: "reviewer@example.com"}, nil); err != nil {
 			t.Fatal(err)
 		}
 		page, err := st.Queue(ctx, store.QueueFilter{}, 100)

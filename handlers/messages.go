@@ -36,6 +36,8 @@ var domainMessages = []web.Message{
 	web.Msg("tenants: give a comma-separated list, or * for all"),
 	web.Msg("your account no longer exists"),
 	web.Msg("your account is disabled"),
+	web.Msg("your role may not decide this case"),
+	web.Msg("your role no longer claims cases"),
 	// store/users.go: the add-user form.
 	web.Msg("email: not an email address"),
 	web.Msg("email: at most %s characters"),

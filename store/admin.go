@@ -123,8 +123,11 @@ func (s *Store) actingNow(ctx context.Context, tx *sqlx.Tx, by review.Principal)
 	if by.UserID == "" {
 		return by, nil
 	}
+	// FOR SHARE on PostgreSQL: an admin's change to the user (UpdateUser
+	// locks the row for update) commits before this read or after this
+	// act, never in between; SQLite's one writer orders them already.
 	var u User
-	if err := tx.GetContext(ctx, &u, s.rebind(selectUserByID), by.UserID); errors.Is(err, sql.ErrNoRows) {
+	if err := tx.GetContext(ctx, &u, s.rebind(s.lockShared(selectUserByID)), by.UserID); errors.Is(err, sql.ErrNoRows) {
 		return review.Principal{}, fmt.Errorf("%w: your account no longer exists", review.ErrForbidden)
 	} else if err != nil {
 		return review.Principal{}, err
@@ -143,6 +146,14 @@ func (s *Store) administering(ctx context.Context, tx *sqlx.Tx, by review.Princi
 		return by, err
 	}
 	return by, by.CheckAdministers(tenant)
+}
+
+// lockShared adds FOR SHARE on PostgreSQL (see lockRows).
+func (s *Store) lockShared(q string) string {
+	if s.engine == Postgres {
+		return q + " FOR SHARE"
+	}
+	return q
 }
 
 // lockRows adds FOR UPDATE on PostgreSQL; SQLite's write transactions

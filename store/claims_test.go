@@ -44,20 +44,20 @@ func TestClaimsHold(t *testing.T) {
 
 		t.Run("only the holder decides; a take-over is explicit and audited", func(t *testing.T) {
 			c := b.reviewCase(t, "doc-held")
-			if _, err := b.s.ClaimCase(b.ctx, c.ID, "sara@example.com", nil); err != nil {
+			if _, err := b.s.ClaimCase(b.ctx, c.ID, review.Principal{Name: "sara@example.com"}, nil); err != nil {
 				t.Fatal(err)
 			}
 			_, err := b.s.Decide(b.ctx, decideReq(c, review.DecideFail, "rita@example.com"))
 			if held := errAs[*review.ClaimHeldError](t, err); held.By != "sara@example.com" {
 				t.Errorf("refusal names %q, want the holder", held.By)
 			}
-			if _, err := b.s.ReleaseCase(b.ctx, c.ID, "rita@example.com", nil); !errors.Is(err, review.ErrConflict) || !strings.Contains(err.Error(), "sara@example.com") {
+			if _, err := b.s.ReleaseCase(b.ctx, c.ID, review.Principal{Name: "rita@example.com"}, nil); !errors.Is(err, review.ErrConflict) || !strings.Contains(err.Error(), "sara@example.com") {
 				t.Errorf("rita releasing the case Sara holds: %v, want a conflict naming her", err)
 			}
-			if _, err := b.s.TakeOverCase(b.ctx, c.ID, "rita@example.com", "   ", nil); !errors.Is(err, review.ErrInvalid) {
+			if _, err := b.s.TakeOverCase(b.ctx, c.ID, review.Principal{Name: "rita@example.com"}, "   ", nil); !errors.Is(err, review.ErrInvalid) {
 				t.Errorf("a take-over without a reason: %v, want ErrInvalid", err)
 			}
-			got, err := b.s.TakeOverCase(b.ctx, c.ID, "rita@example.com", "  Sara is on leave today  ", nil)
+			got, err := b.s.TakeOverCase(b.ctx, c.ID, review.Principal{Name: "rita@example.com"}, "  Sara is on leave today  ", nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -91,7 +91,7 @@ func TestClaimsHold(t *testing.T) {
 
 		t.Run("eight reviewers race a claimed case: only the holder wins", func(t *testing.T) {
 			c := b.reviewCase(t, "doc-race")
-			if _, err := b.s.ClaimCase(b.ctx, c.ID, "reviewer-3@example.com", nil); err != nil {
+			if _, err := b.s.ClaimCase(b.ctx, c.ID, review.Principal{Name: "reviewer-3@example.com"}, nil); err != nil {
 				t.Fatal(err)
 			}
 			var wg sync.WaitGroup
@@ -190,6 +190,63 @@ func TestQueueDecidable(t *testing.T) {
 			if !slices.Equal(got, want) {
 				t.Errorf("%s decides %v, want %v", tt.role, got, want)
 			}
+		}
+	})
+}
+
+// TestActsReadTheUserNow: a reviewer's decision, claim and take-over read
+// their grant again under the case's lock, not as the session had it when
+// the request began. Disabled, moved off the tenant or demoted meanwhile,
+// they change nothing: refused, nothing stored, nothing audited.
+func TestActsReadTheUserNow(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		b := setup(t, e, nil)
+		op := review.Operator("admin")
+		for i, tt := range []struct {
+			name   string
+			change store.UserChange
+			want   error
+		}{
+			{"disabled", store.UserChange{Role: review.RoleReviewer, Scope: review.Scope{Tenants: []string{tenantA}}, Disabled: true}, review.ErrForbidden},
+			{"moved off the tenant", store.UserChange{Role: review.RoleReviewer, Scope: review.Scope{Tenants: []string{tenantB}}}, review.ErrNotFound},
+			{"demoted to manager", store.UserChange{Role: review.RoleManager, Scope: review.Scope{Tenants: []string{tenantA}}}, review.ErrForbidden},
+		} {
+			t.Run(tt.name, func(t *testing.T) {
+				u, err := b.s.AddUser(b.ctx, op, store.NewUser{Email: fmt.Sprintf("rev-%d@example.com", i), Password: "correct horse battery",
+					Role: review.RoleReviewer, Scope: review.Scope{Tenants: []string{tenantA}}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				session := u.Principal() // as the request read it, before the change
+				c := b.reviewCase(t, fmt.Sprintf("doc-now-%d", i))
+				if _, err := b.s.UpdateUser(b.ctx, op, u.ID, tt.change); err != nil {
+					t.Fatal(err)
+				}
+				before, err := b.s.AuditEvents(b.ctx, 0, 100000)
+				if err != nil {
+					t.Fatal(err)
+				}
+				req := decideReq(c, review.DecideFail, u.Email)
+				req.UserID, req.Scope = u.ID, session.Scope.List()
+				if _, err := b.s.Decide(b.ctx, req); !errors.Is(err, tt.want) {
+					t.Errorf("decision: %v, want %v", err, tt.want)
+				}
+				if _, err := b.s.ClaimCase(b.ctx, c.ID, session, session.Scope.List()); !errors.Is(err, tt.want) {
+					t.Errorf("claim: %v, want %v", err, tt.want)
+				}
+				if _, err := b.s.TakeOverCase(b.ctx, c.ID, session, "the holder is away", session.Scope.List()); !errors.Is(err, tt.want) {
+					t.Errorf("take-over: %v, want %v", err, tt.want)
+				}
+				after, err := b.s.AuditEvents(b.ctx, 0, 100000)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got, err := b.s.CaseDecisions(b.ctx, c.ID)
+				if err != nil || len(got) != 0 || len(after) != len(before) {
+					t.Errorf("after the refusals: %d decisions, %d new audit events (%v); want none", len(got), len(after)-len(before), err)
+				}
+			})
 		}
 	})
 }

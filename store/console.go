@@ -252,20 +252,41 @@ WHERE id = ? AND status = 'open' AND (claimed_by = '' OR claimed_by = ? OR claim
 	releaseCase = `UPDATE cases SET claimed_by = '', claim_until = NULL, version = version + 1 WHERE id = ? AND status = 'open' AND claimed_by = ?`
 )
 
-// ClaimCase gives the case to actor for ClaimTTL. A case someone else holds
-// is review.ErrConflict; out of scope is review.ErrNotFound.
-func (s *Store) ClaimCase(ctx context.Context, id, actor string, scope []string) (*Case, error) {
-	return s.claimOrRelease(ctx, id, actor, scope, true)
+// ClaimCase gives the case to by for ClaimTTL. A case someone else holds
+// is review.ErrConflict; out of scope is review.ErrNotFound. A console user
+// (by.UserID) is read again under the case's lock (claimant).
+func (s *Store) ClaimCase(ctx context.Context, id string, by review.Principal, scope []string) (*Case, error) {
+	return s.claimOrRelease(ctx, id, by, scope, true)
 }
 
 // ReleaseCase gives actor's claim up. A case nobody holds is released
 // already (nothing changes, nothing is audited); one someone else holds is
 // a conflict naming them.
-func (s *Store) ReleaseCase(ctx context.Context, id, actor string, scope []string) (*Case, error) {
-	return s.claimOrRelease(ctx, id, actor, scope, false)
+func (s *Store) ReleaseCase(ctx context.Context, id string, by review.Principal, scope []string) (*Case, error) {
+	return s.claimOrRelease(ctx, id, by, scope, false)
 }
 
-func (s *Store) claimOrRelease(ctx context.Context, id, actor string, scope []string, claim bool) (*Case, error) {
+// claimant is by as they may act on a case of tenant now, not as the
+// session read them when the request began (actingNow): disabled, moved
+// off the tenant (ErrNotFound, as out of scope) or, to claim, no longer in
+// a role that claims, they do nothing. The operator is taken as given.
+func (s *Store) claimant(ctx context.Context, tx *sqlx.Tx, by review.Principal, tenant string, claim bool) (string, error) {
+	if by.UserID == "" {
+		return by.Name, nil
+	}
+	now, err := s.actingNow(ctx, tx, by)
+	switch {
+	case err != nil:
+		return "", err
+	case !now.Scope.Allows(tenant):
+		return "", review.ErrNotFound
+	case claim && !now.Role.Can(review.PermClaim):
+		return "", fmt.Errorf("%w: your role no longer claims cases", review.ErrForbidden)
+	}
+	return now.Name, nil
+}
+
+func (s *Store) claimOrRelease(ctx context.Context, id string, by review.Principal, scope []string, claim bool) (*Case, error) {
 	err := s.WithTx(ctx, func(tx *sqlx.Tx) error {
 		c, err := s.lockCase(ctx, tx, id)
 		if err != nil {
@@ -273,6 +294,10 @@ func (s *Store) claimOrRelease(ctx context.Context, id, actor string, scope []st
 		}
 		if scope != nil && !slices.Contains(scope, c.Tenant) {
 			return review.ErrNotFound
+		}
+		actor, err := s.claimant(ctx, tx, by, c.Tenant, claim)
+		if err != nil {
+			return err
 		}
 		now := s.now()
 		q, args, what, kind := releaseCase, []any{id, actor}, "case.released", ChangeReleased
@@ -309,11 +334,11 @@ func (s *Store) claimOrRelease(ctx context.Context, id, actor string, scope []st
 /* Store.TakeOverCase: guarded by the version read under the lock. */
 const takeOverCase = `UPDATE cases SET claimed_by = ?, claim_until = ?, version = version + 1 WHERE id = ? AND status = 'open' AND version = ?`
 
-// TakeOverCase gives an open case to actor for ClaimTTL even while
+// TakeOverCase gives an open case to by for ClaimTTL even while
 // someone else holds it — explicitly, with a reason (review.NormalizeReason),
 // audited as case.taken_over naming the previous holder, whose claim ends.
 // A case nobody holds is simply claimed (case.claimed, with the reason).
-func (s *Store) TakeOverCase(ctx context.Context, id, actor, reason string, scope []string) (*Case, error) {
+func (s *Store) TakeOverCase(ctx context.Context, id string, by review.Principal, reason string, scope []string) (*Case, error) {
 	reason, err := review.NormalizeReason(reason)
 	if err != nil {
 		return nil, err
@@ -325,6 +350,10 @@ func (s *Store) TakeOverCase(ctx context.Context, id, actor, reason string, scop
 		}
 		if scope != nil && !slices.Contains(scope, c.Tenant) {
 			return review.ErrNotFound
+		}
+		actor, err := s.claimant(ctx, tx, by, c.Tenant, true)
+		if err != nil {
+			return err
 		}
 		if c.Status != CaseOpen {
 			return &review.AlreadyDecidedError{CaseID: c.ID, By: c.ResolvedBy, Action: c.Resolution, At: deref(c.ResolvedAt)}

@@ -63,6 +63,10 @@ type DecisionRequest struct {
 	Compensation string
 	Reason       string
 	Actor        string
+	// UserID, when set, is the console user deciding: their grant is read
+	// again under the case's lock (actingNow), so a reviewer disabled,
+	// demoted or moved off the tenant since the request began is refused.
+	UserID string
 	// CaseVersion and OpVersion, when not zero, are the case's and the
 	// operation's versions the reviewer saw: either changed since is
 	// refused (review.ErrStale) rather than decided blind. The console
@@ -157,6 +161,21 @@ func (s *Store) decideTx(ctx context.Context, tx *sqlx.Tx, req DecisionRequest) 
 	}
 	if req.Scope != nil && !slices.Contains(req.Scope, c.Tenant) {
 		return nil, review.ErrNotFound
+	}
+	if req.UserID != "" {
+		// The grant as it is now, not as the session read it when the
+		// request began: a reviewer disabled, demoted or moved off the
+		// tenant meanwhile decides nothing.
+		by, err := s.actingNow(ctx, tx, review.Principal{Name: req.Actor, UserID: req.UserID})
+		if err != nil {
+			return nil, err
+		}
+		if !by.Scope.Allows(c.Tenant) {
+			return nil, review.ErrNotFound
+		}
+		if !by.Role.CanDecide(row.operation(), req.Action) {
+			return nil, fmt.Errorf("%w: your role may not decide this case", review.ErrForbidden)
+		}
 	}
 	if c.Status != CaseOpen {
 		return nil, &review.AlreadyDecidedError{CaseID: c.ID, By: c.ResolvedBy, Action: c.Resolution, At: deref(c.ResolvedAt)}
@@ -292,7 +311,7 @@ func (s *Store) decideError(ctx context.Context, caseID string, err error) error
 	}
 	if errors.As(err, &already) || errors.Is(err, review.ErrNotFound) || errors.Is(err, review.ErrInvalid) ||
 		errors.Is(err, review.ErrInvalidTransition) || errors.Is(err, review.ErrSecondApprover) || errors.Is(err, review.ErrOwnRequest) ||
-		errors.Is(err, review.ErrStale) {
+		errors.Is(err, review.ErrStale) || errors.Is(err, review.ErrForbidden) {
 		return err
 	}
 	return fmt.Errorf("store.Decide: %w", err)

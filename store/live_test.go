@@ -100,15 +100,15 @@ func TestLiveCaseChanges(t *testing.T) {
 		wantEvent(t, all, c, store.ChangeOpened, "integrator", 1)
 		noEvents(t, others, "tenant B's subscriber, tenant A's case opened")
 
-		if _, err := b.s.ClaimCase(ctx, c.ID, "sara@example.com", nil); err != nil {
+		if _, err := b.s.ClaimCase(ctx, c.ID, review.Principal{Name: "sara@example.com"}, nil); err != nil {
 			t.Fatal(err)
 		}
 		wantEvent(t, mine, c, store.ChangeClaimed, "sara@example.com", 2)
-		if _, err := b.s.TakeOverCase(ctx, c.ID, "rita@example.com", "Sara is away", nil); err != nil {
+		if _, err := b.s.TakeOverCase(ctx, c.ID, review.Principal{Name: "rita@example.com"}, "Sara is away", nil); err != nil {
 			t.Fatal(err)
 		}
 		wantEvent(t, mine, c, store.ChangeTakenOver, "rita@example.com", 3)
-		if _, err := b.s.ReleaseCase(ctx, c.ID, "rita@example.com", nil); err != nil {
+		if _, err := b.s.ReleaseCase(ctx, c.ID, review.Principal{Name: "rita@example.com"}, nil); err != nil {
 			t.Fatal(err)
 		}
 		wantEvent(t, mine, c, store.ChangeReleased, "rita@example.com", 4)
@@ -120,7 +120,7 @@ func TestLiveCaseChanges(t *testing.T) {
 		if _, err := b.s.Decide(ctx, stale); !errors.Is(err, review.ErrStale) {
 			t.Fatalf("a stale decision: %v, want ErrStale", err)
 		}
-		if got, err := b.s.ReleaseCase(ctx, c.ID, "nobody@example.com", nil); err != nil || got.Version != 4 {
+		if got, err := b.s.ReleaseCase(ctx, c.ID, review.Principal{Name: "nobody@example.com"}, nil); err != nil || got.Version != 4 {
 			t.Fatalf("a release of a case nobody holds: %v, %+v; want nothing changed (version 4)", err, got)
 		}
 		noEvents(t, mine, "refused changes")
