@@ -70,6 +70,7 @@ var domainMessages = []web.Message{
 	web.Msg("nobody approves their own request"),
 	web.Msg("nobody approves their own request: %s created the API token that registered this operation; another reviewer must approve it"),
 	web.Msg("the case changed since this page was opened"),
+	web.Msg("the case changed since this page was opened: %s gave an approval meanwhile; reload the case and decide again"),
 	web.Msg("the case changed since this page was opened: the operation moved on since (it is %s now); reload the case and decide again"),
 	web.Msg("the case changed since this page was opened: this form does not say which version of the case you saw (it is incomplete or from an older page): reload the case and decide again"),
 	web.Msg("the operation is %s: a decision applies only to an operation in needs_review"),

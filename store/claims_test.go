@@ -250,3 +250,51 @@ func TestActsReadTheUserNow(t *testing.T) {
 		}
 	})
 }
+
+// TestStaleDecisionSaysWhy: a decision from a page older than the case is
+// refused saying what happened since, and who: another reviewer holds the
+// case now, or gave an approval; otherwise it was claimed, released or
+// re-assessed.
+func TestStaleDecisionSaysWhy(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		b := setup(t, e, nil)
+		stale := func(c *store.Case, action, actor string) error {
+			req := decideReq(c, action, actor)
+			req.CaseVersion = c.Version // as the page showed it
+			_, err := b.s.Decide(b.ctx, req)
+			return err
+		}
+		held := b.reviewCase(t, "doc-stale-held")
+		if _, err := b.s.ClaimCase(b.ctx, held.ID, review.Principal{Name: "sara@example.com"}, nil); err != nil {
+			t.Fatal(err)
+		}
+		var h *review.ClaimHeldError
+		if err := stale(held, review.DecideFail, "rita@example.com"); !errors.As(err, &h) || h.By != "sara@example.com" {
+			t.Errorf("the case claimed since: %v, want held by sara", err)
+		}
+
+		fin := intention("charge-stale", review.RiskCompensableWrite, "plain")
+		fin.Flags = []review.Flag{review.FlagFinancial}
+		_, approve := b.inReview(t, fin, true)
+		if _, err := b.s.Decide(b.ctx, decideReq(approve, review.DecideApproveRetry, "alice@example.com")); err != nil {
+			t.Fatal(err)
+		}
+		if err := stale(approve, review.DecideApproveRetry, "bob@example.com"); !errors.Is(err, review.ErrStale) ||
+			!strings.Contains(err.Error(), "alice@example.com gave an approval meanwhile") {
+			t.Errorf("an approval given since: %v", err)
+		}
+
+		released := b.reviewCase(t, "doc-stale-released")
+		if _, err := b.s.ClaimCase(b.ctx, released.ID, review.Principal{Name: "sara@example.com"}, nil); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.s.ReleaseCase(b.ctx, released.ID, review.Principal{Name: "sara@example.com"}, nil); err != nil {
+			t.Fatal(err)
+		}
+		if err := stale(released, review.DecideFail, "rita@example.com"); !errors.Is(err, review.ErrStale) ||
+			!strings.Contains(err.Error(), "claimed, released or re-assessed") {
+			t.Errorf("claimed and released since: %v", err)
+		}
+	})
+}

@@ -189,6 +189,18 @@ func (s *Store) decideTx(ctx context.Context, tx *sqlx.Tx, req DecisionRequest) 
 		} else if last != nil {
 			return nil, &review.AlreadyDecidedError{CaseID: c.ID}
 		}
+		// Say what happened, and who did it: another reviewer holds the
+		// case now, or gave an approval since.
+		if by := review.ClaimHolder(c.ClaimedBy, c.ClaimUntil, s.now()); by != "" && !strings.EqualFold(by, req.Actor) {
+			return nil, &review.ClaimHeldError{CaseID: c.ID, By: by, Until: deref(c.ClaimUntil)}
+		}
+		approvals, err := s.approvals(ctx, tx, c.ID)
+		if err != nil {
+			return nil, err
+		}
+		if n := len(approvals); n > 0 {
+			return nil, fmt.Errorf("%w: %s gave an approval meanwhile; reload the case and decide again", review.ErrStale, approvals[n-1].Actor)
+		}
 		return nil, fmt.Errorf("%w: it was claimed, released or re-assessed since (version %d, now %d); reload the case and decide again",
 			review.ErrStale, req.CaseVersion, c.Version)
 	}
