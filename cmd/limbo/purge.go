@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/term"
+
 	"github.com/limbo-dev/limbo/store"
 )
 
@@ -82,10 +84,9 @@ func isTerminal(in io.Reader) bool {
 	if t, ok := in.(interface{ Terminal() bool }); ok {
 		return t.Terminal() // a reader that says (the tests' person at a terminal)
 	}
+	// A real terminal (term.IsTerminal asks the terminal driver), not
+	// any character device: systemd, docker run without -i and cron give
+	// /dev/null, which is one.
 	f, ok := in.(*os.File)
-	if !ok {
-		return false
-	}
-	fi, err := f.Stat()
-	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+	return ok && term.IsTerminal(int(f.Fd()))
 }

@@ -115,3 +115,20 @@ func TestCLIPurge(t *testing.T) {
 type terminal struct{ io.Reader }
 
 func (terminal) Terminal() bool { return true }
+
+// TestPurgeAsksOnlyAtATerminal: /dev/null — what systemd, docker run
+// without -i and cron give a command — is a character device but no
+// terminal: purge run from them does not ask.
+func TestPurgeAsksOnlyAtATerminal(t *testing.T) {
+	null, err := os.Open(os.DevNull)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer null.Close()
+	if isTerminal(null) {
+		t.Errorf("%s is taken for a terminal", os.DevNull)
+	}
+	if isTerminal(strings.NewReader("yes\n")) || !isTerminal(terminal{strings.NewReader("")}) {
+		t.Errorf("a pipe is taken for a terminal, or a terminal is not")
+	}
+}
