@@ -168,6 +168,8 @@ func New(ctx context.Context, cfg Config) (a *App, err error) {
 		if err = checkAuditKey(ctx, a.Store, cfg.AuditKey, cfg.AuditKeyFrom, cfg.ReplaceAuditKey, a.log); err != nil {
 			return nil, err
 		}
+	} else if c, lerr := a.Store.LatestCheckpoint(ctx); lerr == nil && c != nil {
+		a.Store.SealAfter(c.KeyID)
 	}
 	if cfg.AnchorDir != "" {
 		// Catch up from the database before serving, then after every seal.

@@ -100,7 +100,13 @@ func checkAuditKey(ctx context.Context, st *store.Store, key ed25519.PrivateKey,
 		// The way out when the key that signed the trail is lost or must
 		// be retired: asked for by name, and audited before the first
 		// checkpoint of the new key seals the event.
-		if err := st.RecordAuditKeyReplaced(ctx, c.KeyID, id, c.ID); err != nil {
+		err := st.HandOverAudit(ctx, c.KeyID, c.ID)
+		if errors.Is(err, store.ErrKeySignedBefore) {
+			return fmt.Errorf("%w: key %s signed checkpoints of this trail before key %s's (the newest, %d); a trail is handed over "+
+				"only to a key that never signed it. If no key of yours is %s, the newest checkpoints were rewritten: that is "+
+				"tampering (limbo audit verify says where), not a lost key", ErrWrongAuditKey, id, c.KeyID, c.ID, c.KeyID)
+		}
+		if err != nil {
 			return err
 		}
 		log.Warn("the audit key is replaced: checkpoints from now on are signed with the new key; audit verify with it carries the earlier ones over",
@@ -114,6 +120,7 @@ func checkAuditKey(ctx context.Context, st *store.Store, key ed25519.PrivateKey,
 		"but this server would sign with key %s (%s); its checkpoints would break the trail for both keys. "+
 		"Start it with the key file that signed the trail: --audit-key FILE (or LIMBO_AUDIT_KEY_FILE, audit.key_file, "+
 		"or the key itself in LIMBO_AUDIT_KEY); `limbo audit pubkey --audit-key FILE` names a file's key. "+
-		"If that key is lost or must be retired, add --replace-audit-key to hand the trail over to this one (audited)",
+		"If key %[2]s is one you held and lost (or must retire), --replace-audit-key hands the trail over to this key, audited; "+
+		"stop the instances signing with %[2]s first. If you never held %[2]s, do not: the trail was re-signed by someone else",
 		ErrWrongAuditKey, c.KeyID, c.ID, id, from)
 }

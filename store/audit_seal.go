@@ -82,6 +82,8 @@ const checkpointColumns = `id, sealed_at, seqs, event_count, horizon, events_dig
     seal_max_ms, key_id, hash, signature`
 
 const (
+	/* Store.HandOverAudit */
+	selectKeySigned = `SELECT EXISTS (SELECT 1 FROM audit_checkpoints WHERE key_id = ?)`
 	/* Store.Seal */
 	selectLastCheckpoint = `SELECT ` + checkpointColumns + ` FROM audit_checkpoints ORDER BY id DESC LIMIT 1`
 	/* Store.Seal (SQLite): anything after the last checkpoint's horizon, or
@@ -164,6 +166,13 @@ func (s *Store) sealTx(ctx context.Context, tx *sqlx.Tx, now time.Time) (*Checkp
 		prev = &Checkpoint{}
 	} else if err != nil {
 		return nil, err
+	}
+	if !s.mayChainTo(prev) {
+		// Another instance took the trail over to its key (or this one
+		// was started with the wrong key): sealing on would break the
+		// trail under both keys.
+		return nil, fmt.Errorf("%w: checkpoint %d names key %s, not this instance's %s; it seals nothing until restarted with that key",
+			ErrAuditKeyReplaced, prev.ID, prev.KeyID, AuditKeyID(s.auditPub))
 	}
 	evs, horizon, err := s.unsealed(ctx, tx, prev)
 	if err != nil {
@@ -258,19 +267,55 @@ func (s *Store) CheckpointsAfter(ctx context.Context, id int64, limit int) ([]Ch
 	return cps, nil
 }
 
-// RecordAuditKeyReplaced audits that serve took the audit trail over from
-// the key named previous (lost, leaked or retired) to the key named next,
-// at the checkpoint after id: the new key's first checkpoint seals this
-// event and vouches for the ones before by hash (VerifyReport.Carried).
-func (s *Store) RecordAuditKeyReplaced(ctx context.Context, previous, next string, after int64) error {
+// ErrAuditKeyReplaced: the trail's newest checkpoint names another key than
+// this store's (the trail was handed over to it, or this one is the wrong
+// key); the store seals nothing, so it cannot break the trail.
+var ErrAuditKeyReplaced = errors.New("the audit trail is signed by another key")
+
+// ErrKeySignedBefore: a trail is handed over only to a key that never
+// signed it; going back to one would break it under every key.
+var ErrKeySignedBefore = errors.New("this key signed the trail before")
+
+// HandOverAudit hands the audit trail over from the key named previous
+// (lost, leaked or retired), which signed the newest checkpoint, to this
+// store's key: audited (audit.key_replaced), and this store's next seal may
+// chain to previous's checkpoint; the new key's first checkpoint seals the
+// event and vouches for the ones before by hash (VerifyReport.Carried). A
+// key that signed any checkpoint already is refused (ErrKeySignedBefore).
+func (s *Store) HandOverAudit(ctx context.Context, previous string, after int64) error {
+	next := AuditKeyID(s.auditPub)
 	err := s.WithTx(ctx, func(tx *sqlx.Tx) error {
+		var signed bool
+		if err := tx.GetContext(ctx, &signed, s.rebind(selectKeySigned), next); err != nil {
+			return err
+		}
+		if signed {
+			return ErrKeySignedBefore
+		}
 		return s.appendEvent(ctx, tx, &AuditEvent{Actor: "system:serve", Action: "audit.key_replaced",
 			Detail: detailJSON(map[string]any{"previous_key_id": previous, "key_id": next, "after_checkpoint": after})})
 	})
-	if err != nil {
-		return fmt.Errorf("store.RecordAuditKeyReplaced: %w", err)
+	if errors.Is(err, ErrKeySignedBefore) {
+		return err
 	}
+	if err != nil {
+		return fmt.Errorf("store.HandOverAudit: %w", err)
+	}
+	s.handoverFrom.Store(previous)
 	return nil
+}
+
+// SealAfter lets this store's seals chain to a checkpoint keyID signed,
+// with nothing audited: for a trail nobody verifies, the benchmark's
+// reused ledger signed by an earlier run's throwaway key.
+func (s *Store) SealAfter(keyID string) { s.handoverFrom.Store(keyID) }
+
+// mayChainTo says whether this store signs a checkpoint after one prev's
+// key signed: its own key's, the first (none), or the key it took over
+// from.
+func (s *Store) mayChainTo(prev *Checkpoint) bool {
+	from, _ := s.handoverFrom.Load().(string)
+	return prev.ID == 0 || prev.KeyID == AuditKeyID(s.auditPub) || prev.KeyID == from && from != ""
 }
 
 // LatestCheckpoint returns the newest checkpoint, for export.

@@ -86,11 +86,11 @@ type VerifyReport struct {
 }
 
 // failKey records a problem that is only another key: an intact
-// checkpoint naming keyID, not the one checked against.
+// checkpoint naming keyID, not the one checked against. The newest such
+// key is the one to name (checkpoints come in id order): the key the
+// trail is signed with now, which serve needs too.
 func (r *VerifyReport) failKey(seq int64, keyID, format string, args ...any) {
-	if r.otherKey == "" {
-		r.otherKey = keyID
-	}
+	r.otherKey = keyID
 	r.record(seq, format, args...)
 }
 
@@ -265,8 +265,8 @@ func checkChain(rep *VerifyReport, ch *chain, pub ed25519.PublicKey) {
 		case namesOtherKey(c, pub) && handover < 0:
 			rep.failKey(first, c.KeyID, "checkpoint %d: %v", c.ID, err)
 		case namesOtherKey(c, pub):
-			rep.fail(first, "checkpoint %d: %v, after checkpoint %d was signed with key %s: a trail does not go back to a replaced key",
-				c.ID, err, ch.cps[handover].ID, id)
+			rep.fail(first, "checkpoint %d: %v, after checkpoint %d signed with key %s: if the trail was handed over to key %s "+
+				"(serve --replace-audit-key), verify with that key; otherwise it was re-signed", c.ID, err, ch.cps[handover].ID, id, c.KeyID)
 		default:
 			rep.fail(first, "checkpoint %d: %v", c.ID, err)
 		}

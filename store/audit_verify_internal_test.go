@@ -274,8 +274,14 @@ func TestVerifyChainReplacedKey(t *testing.T) {
 	if rep := check(tr, b); !rep.OK || rep.Carried != 2 || !slices.Equal(rep.RetiredKeys, []string{AuditKeyID(pubOf(a))}) {
 		t.Errorf("replaced key, checked with the new one: %+v", rep)
 	}
-	if rep := check(tr, a); rep.OK || rep.WrongKey != "" || rep.BrokenSeq != 5 {
+	if rep := check(tr, a); rep.OK || rep.WrongKey != "" || rep.BrokenSeq != 5 || !strings.Contains(rep.Problem, "handed over to key "+AuditKeyID(pubOf(b))) {
 		t.Errorf("replaced key, checked with the old one: %+v; want broken at seq 5, not a wrong key", rep)
+	}
+	// Checked with a key that signed nothing, the key named is the newest:
+	// the one the trail is signed with now.
+	c := ed25519.NewKeyFromSeed([]byte(strings.Repeat("c", ed25519.SeedSize)))
+	if rep := check(tr, c); rep.OK || rep.WrongKey != AuditKeyID(pubOf(b)) {
+		t.Errorf("replaced key, checked with a third: %+v; want the newest key named", rep)
 	}
 	// Carried over, a checkpoint must still match its hash.
 	tr.cps[0].EventCount = 3
@@ -283,7 +289,7 @@ func TestVerifyChainReplacedKey(t *testing.T) {
 		t.Errorf("a carried checkpoint edited: %+v", rep)
 	}
 	back := keyedTrail(6, []ed25519.PrivateKey{a, b, a}, seals...)
-	if rep := check(back, b); rep.OK || rep.BrokenSeq != 5 || !strings.Contains(rep.Problem, "does not go back") {
+	if rep := check(back, b); rep.OK || rep.BrokenSeq != 5 || !strings.Contains(rep.Problem, "verify with that key; otherwise it was re-signed") {
 		t.Errorf("back to the old key after the handover: %+v", rep)
 	}
 	// An event of a carried checkpoint edited is still found.
