@@ -203,6 +203,11 @@ func Beside(dbURL string) *Key {
 
 // ErrNone explains how to give serve or verify a key.
 func ErrNone(dbURL string) error {
+	if strings.HasPrefix(dbURL, "sqlite:") && BesideDatabase(dbURL) == "" {
+		// Not PostgreSQL's advice: the URL names no file to open, which
+		// the store says better than a missing key would.
+		return fmt.Errorf("no audit key, and %s names no SQLite database file to keep one beside: write sqlite:PATH, such as sqlite:/var/lib/limbo/limbo.db", dbURL)
+	}
 	if BesideDatabase(dbURL) == "" {
 		return errors.New("no audit signing key: instances on one PostgreSQL must share one, so Limbo does not make it up; " +
 			"run `limbo audit keygen --out FILE` once and pass --audit-key FILE to every instance " +

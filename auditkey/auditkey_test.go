@@ -1,6 +1,9 @@
 package auditkey
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 // TestBesideDatabase: a SQLite database's key is beside the file the store
 // opens, whatever the URL adds: a query, //localhost/, percent-encoding.
@@ -18,5 +21,18 @@ func TestBesideDatabase(t *testing.T) {
 		if got := BesideDatabase(url); got != want {
 			t.Errorf("BesideDatabase(%q) = %q, want %q", url, got, want)
 		}
+	}
+}
+
+// TestErrNoneSaysWhichEngine: a SQLite URL that names no file is told so,
+// not given PostgreSQL's advice to share one key.
+func TestErrNoneSaysWhichEngine(t *testing.T) {
+	for _, url := range []string{"sqlite://db.example/x.db", "sqlite::memory:"} {
+		if msg := ErrNone(url).Error(); !strings.Contains(msg, "names no SQLite database file") || strings.Contains(msg, "PostgreSQL") {
+			t.Errorf("ErrNone(%q) = %q", url, msg)
+		}
+	}
+	if msg := ErrNone("postgres://127.0.0.1/db").Error(); !strings.Contains(msg, "PostgreSQL") {
+		t.Errorf("ErrNone(postgres) = %q", msg)
 	}
 }

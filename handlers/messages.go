@@ -40,7 +40,7 @@ var domainMessages = []web.Message{
 	web.Msg("your role no longer claims cases"),
 	// store/users.go: the add-user form.
 	web.Msg("email: not an email address"),
-	web.Msg("email: at most %s characters"),
+	web.Msg("email: at most %s bytes"),
 	web.Msg("role: must be reviewer, support, manager or admin"),
 	web.Msg("password: at least %s characters"),
 	web.Msg("tenants: give tenants, or * for all"),

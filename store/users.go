@@ -105,7 +105,7 @@ func (nu NewUser) check() (string, error) {
 		return "", fmt.Errorf("%w: field \"email\": not an email address", review.ErrInvalid)
 	}
 	if len(addr.Address) > MaxEmailLen {
-		return "", fmt.Errorf("%w: field \"email\": at most %d characters", review.ErrInvalid, MaxEmailLen)
+		return "", fmt.Errorf("%w: field \"email\": at most %d bytes", review.ErrInvalid, MaxEmailLen)
 	}
 	if !nu.Role.Valid() {
 		return "", fmt.Errorf("%w: field \"role\": must be reviewer, support, manager or admin", review.ErrInvalid)

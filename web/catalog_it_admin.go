@@ -263,7 +263,7 @@ func init() {
 		"your account no longer exists":                                         "il tuo account non esiste più",
 		"your role no longer claims cases":                                      "il tuo ruolo non consente più di prendere in carico i casi",
 		"your account is disabled":                                              "il tuo account è disattivato",
-		"email: at most %s characters":                                          "email: al massimo %s caratteri",
+		"email: at most %s bytes":                                               "email: al massimo %s byte",
 		"email: not an email address":                                           "email: non è un indirizzo email",
 		"role: must be reviewer, support, manager or admin":                     "ruolo: deve essere reviewer, support, manager o admin",
 		"password: at least %s characters":                                      "password: almeno %s caratteri",

@@ -293,7 +293,7 @@ func TestServeAddressUnusable(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer busy.Close()
-	for _, addr := range []string{busy.Addr().String(), "bogus", "", " "} { // "": every interface, never asked for
+	for _, addr := range []string{busy.Addr().String(), "bogus", "", " ", ":"} { // "", ":": every interface on a random port, never asked for
 		dbFile := filepath.Join(t.TempDir(), "limbo.db")
 		code, _, errOut := limbo(t, "serve", "--addr", addr, "--db", "sqlite:"+dbFile)
 		if code != 2 || !strings.Contains(errOut, "--addr") {

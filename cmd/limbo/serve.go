@@ -98,7 +98,7 @@ func cmdServe(ctx context.Context, args []string, std stdio) error {
 	}
 	// Listen before anything is created: a port in use or a bad --addr
 	// must not leave a new database and audit key behind.
-	if strings.TrimSpace(s.Addr) == "" {
+	if _, port, err := net.SplitHostPort(s.Addr); strings.TrimSpace(s.Addr) == "" || err == nil && port == "" {
 		// net.Listen would take "" as every interface, on a random port.
 		return errors.New("serve: --addr: give host:port, such as 127.0.0.1:8080 (0.0.0.0:8080 for every interface)")
 	}
