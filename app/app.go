@@ -165,11 +165,9 @@ func New(ctx context.Context, cfg Config) (a *App, err error) {
 		return nil, err
 	}
 	if !cfg.AnyAuditKey {
-		if err = checkAuditKey(ctx, a.Store, cfg.AuditKey, cfg.AuditKeyFrom, cfg.ReplaceAuditKey, a.log); err != nil {
+		if err = checkAuditKey(ctx, a.Store, cfg.AuditKey, cfg.AuditKeyFrom, cfg.ReplaceAuditKey, cfg.AnchorDir, a.log); err != nil {
 			return nil, err
 		}
-	} else if c, lerr := a.Store.LatestCheckpoint(ctx); lerr == nil && c != nil {
-		a.Store.SealAfter(c.KeyID)
 	}
 	if cfg.AnchorDir != "" {
 		// Catch up from the database before serving, then after every seal.

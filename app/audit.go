@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/limbo-dev/limbo/anchor"
 	"github.com/limbo-dev/limbo/auditkey"
 	"github.com/limbo-dev/limbo/review"
 	"github.com/limbo-dev/limbo/store"
@@ -84,7 +85,7 @@ var ErrWrongAuditKey = errors.New("wrong audit key")
 // checkpoint names (a database moved without its key file, a typo in
 // --audit-key): the new checkpoints would chain to the old ones under a
 // key nobody meant. With replace it hands the trail over instead, audited.
-func checkAuditKey(ctx context.Context, st *store.Store, key ed25519.PrivateKey, from string, replace bool, log *slog.Logger) error {
+func checkAuditKey(ctx context.Context, st *store.Store, key ed25519.PrivateKey, from string, replace bool, anchorDir string, log *slog.Logger) error {
 	if key == nil {
 		return nil
 	}
@@ -100,7 +101,10 @@ func checkAuditKey(ctx context.Context, st *store.Store, key ed25519.PrivateKey,
 		// The way out when the key that signed the trail is lost or must
 		// be retired: asked for by name, and audited before the first
 		// checkpoint of the new key seals the event.
-		err := st.HandOverAudit(ctx, c.KeyID, c.ID)
+		err := anchoredBy(anchorDir, id)
+		if err == nil {
+			err = st.HandOverAudit(ctx, c.KeyID, c.ID)
+		}
 		if errors.Is(err, store.ErrKeySignedBefore) {
 			return fmt.Errorf("%w: key %s signed checkpoints of this trail before key %s's (the newest, %d); a trail is handed over "+
 				"only to a key that never signed it. If no key of yours is %s, the newest checkpoints were rewritten: that is "+
@@ -123,4 +127,24 @@ func checkAuditKey(ctx context.Context, st *store.Store, key ed25519.PrivateKey,
 		"If key %[2]s is one you held and lost (or must retire), --replace-audit-key hands the trail over to this key, audited; "+
 		"stop the instances signing with %[2]s first. If you never held %[2]s, do not: the trail was re-signed by someone else",
 		ErrWrongAuditKey, c.KeyID, c.ID, id, from)
+}
+
+// anchoredBy refuses a handover to key id when the anchor directory holds a
+// checkpoint it signed: the key signed the trail before, and the database,
+// whose checkpoints now name another, was rewritten (the rows are gone, the
+// anchors are not).
+func anchoredBy(dir, id string) error {
+	if dir == "" {
+		return nil
+	}
+	anchors, err := anchor.Read(dir)
+	if err != nil {
+		return err
+	}
+	for _, a := range anchors {
+		if a.KeyID == id {
+			return store.ErrKeySignedBefore
+		}
+	}
+	return nil
 }

@@ -167,13 +167,12 @@ func (s *Store) sealTx(ctx context.Context, tx *sqlx.Tx, now time.Time) (*Checkp
 	} else if err != nil {
 		return nil, err
 	}
-	if !s.mayChainTo(prev) {
-		// Another instance took the trail over to its key (or this one
-		// was started with the wrong key): sealing on would break the
-		// trail under both keys.
-		return nil, fmt.Errorf("%w: checkpoint %d names key %s, not this instance's %s; it seals nothing until restarted with that key",
-			ErrAuditKeyReplaced, prev.ID, prev.KeyID, AuditKeyID(s.auditPub))
-	}
+	// A newest checkpoint naming another key is chained onto, not
+	// refused: a forged row would otherwise stop sealing on every
+	// instance, and events written meanwhile could be erased without a
+	// trace; sealed over, the forgery stays in the trail for verify to
+	// name. (So an instance left running with a key the trail was handed
+	// over from would break the trail: stop those first.)
 	evs, horizon, err := s.unsealed(ctx, tx, prev)
 	if err != nil {
 		return nil, err
@@ -267,21 +266,17 @@ func (s *Store) CheckpointsAfter(ctx context.Context, id int64, limit int) ([]Ch
 	return cps, nil
 }
 
-// ErrAuditKeyReplaced: the trail's newest checkpoint names another key than
-// this store's (the trail was handed over to it, or this one is the wrong
-// key); the store seals nothing, so it cannot break the trail.
-var ErrAuditKeyReplaced = errors.New("the audit trail is signed by another key")
-
 // ErrKeySignedBefore: a trail is handed over only to a key that never
 // signed it; going back to one would break it under every key.
 var ErrKeySignedBefore = errors.New("this key signed the trail before")
 
 // HandOverAudit hands the audit trail over from the key named previous
 // (lost, leaked or retired), which signed the newest checkpoint, to this
-// store's key: audited (audit.key_replaced), and this store's next seal may
-// chain to previous's checkpoint; the new key's first checkpoint seals the
+// store's key: audited (audit.key_replaced); the new key's first checkpoint seals the
 // event and vouches for the ones before by hash (VerifyReport.Carried). A
 // key that signed any checkpoint already is refused (ErrKeySignedBefore).
+// Instances still running with the previous key must be stopped first: they
+// would sign on after the new key's checkpoints (see sealTx).
 func (s *Store) HandOverAudit(ctx context.Context, previous string, after int64) error {
 	next := AuditKeyID(s.auditPub)
 	err := s.WithTx(ctx, func(tx *sqlx.Tx) error {
@@ -301,21 +296,7 @@ func (s *Store) HandOverAudit(ctx context.Context, previous string, after int64)
 	if err != nil {
 		return fmt.Errorf("store.HandOverAudit: %w", err)
 	}
-	s.handoverFrom.Store(previous)
 	return nil
-}
-
-// SealAfter lets this store's seals chain to a checkpoint keyID signed,
-// with nothing audited: for a trail nobody verifies, the benchmark's
-// reused ledger signed by an earlier run's throwaway key.
-func (s *Store) SealAfter(keyID string) { s.handoverFrom.Store(keyID) }
-
-// mayChainTo says whether this store signs a checkpoint after one prev's
-// key signed: its own key's, the first (none), or the key it took over
-// from.
-func (s *Store) mayChainTo(prev *Checkpoint) bool {
-	from, _ := s.handoverFrom.Load().(string)
-	return prev.ID == 0 || prev.KeyID == AuditKeyID(s.auditPub) || prev.KeyID == from && from != ""
 }
 
 // LatestCheckpoint returns the newest checkpoint, for export.

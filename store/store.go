@@ -101,9 +101,6 @@ type Store struct {
 	auditKey ed25519.PrivateKey
 	auditPub ed25519.PublicKey
 	sealMax  time.Duration
-	// handoverFrom is the key id this store's key took the trail over
-	// from (HandOverAudit): the one other key its first seal may chain to.
-	handoverFrom atomic.Value // string
 
 	randMu sync.Mutex
 	rand   review.Rand
