@@ -18,7 +18,8 @@ var heldTables = []struct{ table, what string }{
 }
 
 const (
-	/* Store.Held: whether a table exists (the schema may not be created yet). */
+	/* Store.tableExists (the schema may not be created yet); PostgreSQL
+	   resolves the name through search_path, as every query does. */
 	selectTableExistsSQLite   = `SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = ?`
 	selectTableExistsPostgres = `SELECT COUNT(*) FROM (SELECT to_regclass($1) AS t) x WHERE t IS NOT NULL`
 	/* Store.Held: whether a table holds a row; %s is a name from heldTables. */
@@ -30,19 +31,16 @@ const (
 // wrote to, migrated or not. It reads only, so the benchmark and the fault
 // run can refuse a real database before they write anything into it.
 func (s *Store) Held(ctx context.Context) ([]string, error) {
-	exists := selectTableExistsSQLite
-	if s.engine == Postgres {
-		exists = selectTableExistsPostgres
-	}
 	var held []string
 	for _, t := range heldTables {
-		var n int
-		if err := s.db.GetContext(ctx, &n, exists, t.table); err != nil {
+		exists, err := s.tableExists(ctx, t.table)
+		if err != nil {
 			return nil, fmt.Errorf("store.Held: %w", err)
 		}
-		if n == 0 {
+		if !exists {
 			continue
 		}
+		var n int
 		if err := s.db.GetContext(ctx, &n, fmt.Sprintf(selectTableUsed, t.table)); err != nil {
 			return nil, fmt.Errorf("store.Held: %s: %w", t.table, err)
 		}
@@ -51,4 +49,18 @@ func (s *Store) Held(ctx context.Context) ([]string, error) {
 		}
 	}
 	return held, nil
+}
+
+// tableExists says whether the database has the table (a database not yet
+// migrated has none of Limbo's).
+func (s *Store) tableExists(ctx context.Context, table string) (bool, error) {
+	q := selectTableExistsSQLite
+	if s.engine == Postgres {
+		q = selectTableExistsPostgres
+	}
+	var n int
+	if err := s.db.GetContext(ctx, &n, q, table); err != nil {
+		return false, err
+	}
+	return n > 0, nil
 }

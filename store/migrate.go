@@ -225,10 +225,6 @@ func schemaOf(ms []migration, exists bool, applied []int) Schema {
 }
 
 const (
-	/* Store.Schema: resolved through search_path, as every query is. */
-	migrationsTableExistsPostgres = `SELECT to_regclass('schema_migrations') IS NOT NULL`
-	/* Store.Schema */
-	migrationsTableExistsSQLite = `SELECT COUNT(*) > 0 FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'`
 	/* Store.Schema, Store.Migrate */
 	selectMigrationVersions = `SELECT version FROM schema_migrations`
 )
@@ -239,12 +235,8 @@ func (s *Store) Schema(ctx context.Context) (Schema, error) {
 	if err != nil {
 		return Schema{}, err
 	}
-	q := migrationsTableExistsSQLite
-	if s.engine == Postgres {
-		q = migrationsTableExistsPostgres
-	}
-	var exists bool
-	if err := s.db.GetContext(ctx, &exists, q); err != nil {
+	exists, err := s.tableExists(ctx, "schema_migrations")
+	if err != nil {
 		return Schema{}, fmt.Errorf("store.Schema: %w", err)
 	}
 	var applied []int
