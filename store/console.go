@@ -266,24 +266,30 @@ func (s *Store) ReleaseCase(ctx context.Context, id string, by review.Principal,
 	return s.claimOrRelease(ctx, id, by, scope, false)
 }
 
-// claimant is by as they may act on a case of tenant now, not as the
-// session read them when the request began (actingNow): disabled, moved
-// off the tenant (ErrNotFound, as out of scope) or, to claim, no longer in
-// a role that claims, they do nothing. The operator is taken as given.
-func (s *Store) claimant(ctx context.Context, tx *sqlx.Tx, by review.Principal, tenant string, claim bool) (string, error) {
+// actingOnCase is by as they may act on a case of tenant now, not as the
+// session read them when the request began (actingNow): disabled or moved
+// off the tenant (ErrNotFound, as out of scope), they do nothing; the
+// caller checks what their role may do. The operator is taken as given.
+func (s *Store) actingOnCase(ctx context.Context, tx *sqlx.Tx, by review.Principal, tenant string) (review.Principal, error) {
 	if by.UserID == "" {
-		return by.Name, nil
+		return by, nil
 	}
 	now, err := s.actingNow(ctx, tx, by)
-	switch {
-	case err != nil:
-		return "", err
-	case !now.Scope.Allows(tenant):
-		return "", review.ErrNotFound
-	case claim && !now.Role.Can(review.PermClaim):
-		return "", fmt.Errorf("%w: your role no longer claims cases", review.ErrForbidden)
+	if err == nil && !now.Scope.Allows(tenant) {
+		err = review.ErrNotFound
 	}
-	return now.Name, nil
+	return now, err
+}
+
+// claimant is the name by claims, releases or takes over a case of tenant
+// under (actingOnCase); to claim, a console user must still be in a role
+// that claims.
+func (s *Store) claimant(ctx context.Context, tx *sqlx.Tx, by review.Principal, tenant string, claim bool) (string, error) {
+	now, err := s.actingOnCase(ctx, tx, by, tenant)
+	if err == nil && claim && by.UserID != "" && !now.Role.Can(review.PermClaim) {
+		err = fmt.Errorf("%w: your role no longer claims cases", review.ErrForbidden)
+	}
+	return now.Name, err
 }
 
 func (s *Store) claimOrRelease(ctx context.Context, id string, by review.Principal, scope []string, claim bool) (*Case, error) {

@@ -166,12 +166,9 @@ func (s *Store) decideTx(ctx context.Context, tx *sqlx.Tx, req DecisionRequest) 
 		// The grant as it is now, not as the session read it when the
 		// request began: a reviewer disabled, demoted or moved off the
 		// tenant meanwhile decides nothing.
-		by, err := s.actingNow(ctx, tx, review.Principal{Name: req.Actor, UserID: req.UserID})
+		by, err := s.actingOnCase(ctx, tx, review.Principal{Name: req.Actor, UserID: req.UserID}, c.Tenant)
 		if err != nil {
 			return nil, err
-		}
-		if !by.Scope.Allows(c.Tenant) {
-			return nil, review.ErrNotFound
 		}
 		if !by.Role.CanDecide(row.operation(), req.Action) {
 			return nil, fmt.Errorf("%w: your role may not decide this case", review.ErrForbidden)
