@@ -3,7 +3,6 @@ package handlers
 import (
 	"net/http"
 	"net/url"
-	"strconv"
 
 	"github.com/labstack/echo/v4"
 
@@ -60,24 +59,22 @@ func (h *Handlers) AdminEnableWebhook(c echo.Context) error {
 // AdminRedeliverWebhook delivers an endpoint's given-up messages again.
 func (h *Handlers) AdminRedeliverWebhook(c echo.Context) error {
 	id := c.Param("id")
-	n, err := h.Store.RedeliverWebhookMessages(c.Request().Context(), principal(c), id)
+	_, err := h.Store.RedeliverWebhookMessages(c.Request().Context(), principal(c), id)
 	if status := adminProblemStatus(err); status != 0 {
 		return h.renderDeliveries(c, status, web.DeliveriesView{Problem: problemText(c, err)})
 	}
 	if err != nil {
 		return err
 	}
-	return c.Redirect(http.StatusSeeOther, "/admin/webhooks/"+url.PathEscape(id)+"?redelivered="+strconv.Itoa(n))
+	// The page says how many are on their way again, counted from the
+	// messages: true after a reload, unlike a number in the URL.
+	return c.Redirect(http.StatusSeeOther, "/admin/webhooks/"+url.PathEscape(id))
 }
 
 // AdminDeliveries shows one endpoint's delivery history, and how many of
-// its messages were given up.
+// its messages were given up or are being delivered again.
 func (h *Handlers) AdminDeliveries(c echo.Context) error {
-	v := web.DeliveriesView{Redelivered: -1}
-	if n, err := strconv.Atoi(c.QueryParam("redelivered")); err == nil && n >= 0 {
-		v.Redelivered = n
-	}
-	return h.renderDeliveries(c, http.StatusOK, v)
+	return h.renderDeliveries(c, http.StatusOK, web.DeliveriesView{})
 }
 
 func (h *Handlers) renderDeliveries(c echo.Context, status int, v web.DeliveriesView) error {
@@ -91,7 +88,7 @@ func (h *Handlers) renderDeliveries(c echo.Context, status int, v web.Deliveries
 	if err != nil {
 		return err
 	}
-	if v.GivenUp, err = h.Store.GivenUpMessages(ctx, e.ID, scope); err != nil {
+	if v.Redelivery, err = h.Store.RedeliveryOf(ctx, e.ID, scope); err != nil {
 		return err
 	}
 	if page.Next != "" {

@@ -60,8 +60,10 @@ WHERE endpoint_id = ? AND status = 'pending' AND (lease_until IS NULL OR lease_u
 	redeliverMessages = `
 UPDATE outbox SET status = 'pending', next_attempt_at = ?, retry_from = ?
 WHERE endpoint_id = ? AND status = 'failed'`
-	/* Store.GivenUpMessages */
-	countGivenUp = `SELECT COUNT(*) FROM outbox WHERE endpoint_id = ? AND status = 'failed'`
+	/* Store.RedeliveryOf */
+	countRedelivery = `SELECT COALESCE(SUM(CASE WHEN status = 'failed' THEN 1 ELSE 0 END), 0) AS given_up,
+    COALESCE(SUM(CASE WHEN status = 'pending' AND retry_from IS NOT NULL THEN 1 ELSE 0 END), 0) AS again
+FROM outbox WHERE endpoint_id = ?`
 )
 
 // AddWebhookEndpoint adds a receiver of the tenant's decision webhooks and
@@ -348,17 +350,27 @@ func (s *Store) RedeliverWebhookMessages(ctx context.Context, by review.Principa
 	return n, nil
 }
 
-// GivenUpMessages counts an endpoint's given-up messages, for the button
-// that delivers them again. Unknown or out of scope is review.ErrNotFound.
-func (s *Store) GivenUpMessages(ctx context.Context, id string, scope []string) (int, error) {
+// Redelivery is where an endpoint's messages stand for the page that
+// delivers the given-up ones again.
+type Redelivery struct {
+	// GivenUp counts the messages given up; Again those an admin delivered
+	// again that are still on their way (read from the messages, so a
+	// reload or a bookmark shows what is true now).
+	GivenUp int `db:"given_up"`
+	Again   int `db:"again"`
+}
+
+// RedeliveryOf counts an endpoint's messages given up and delivered again.
+// Unknown or out of scope is review.ErrNotFound.
+func (s *Store) RedeliveryOf(ctx context.Context, id string, scope []string) (Redelivery, error) {
 	if _, err := s.endpoint(ctx, s.db, id, scope); err != nil {
-		return 0, err
+		return Redelivery{}, err
 	}
-	var n int
-	if err := s.db.GetContext(ctx, &n, s.rebind(countGivenUp), id); err != nil {
-		return 0, fmt.Errorf("store.GivenUpMessages: %w", err)
+	var r Redelivery
+	if err := s.db.GetContext(ctx, &r, s.rebind(countRedelivery), id); err != nil {
+		return Redelivery{}, fmt.Errorf("store.RedeliveryOf: %w", err)
 	}
-	return n, nil
+	return r, nil
 }
 
 // administeredEndpoint is the endpoint id as by, acting now, may change it:

@@ -524,10 +524,10 @@ func TestWebhookRedeliver(t *testing.T) {
 			b.clk.Advance(m.NextAttemptAt.Sub(b.clk.Now()))
 		}
 		given := b.messages(t, ep)[0]
-		if n, err := b.s.GivenUpMessages(b.ctx, ep.ID, []string{tenantA}); n != 1 || err != nil {
-			t.Fatalf("given up = %d, %v; want 1", n, err)
+		if r, err := b.s.RedeliveryOf(b.ctx, ep.ID, []string{tenantA}); r.GivenUp != 1 || r.Again != 0 || err != nil {
+			t.Fatalf("redelivery = %+v, %v; want 1 given up", r, err)
 		}
-		if _, err := b.s.GivenUpMessages(b.ctx, ep.ID, []string{tenantB}); !errors.Is(err, review.ErrNotFound) {
+		if _, err := b.s.RedeliveryOf(b.ctx, ep.ID, []string{tenantB}); !errors.Is(err, review.ErrNotFound) {
 			t.Errorf("count out of scope = %v, want ErrNotFound", err)
 		}
 		if _, err := b.s.RedeliverWebhookMessages(b.ctx, adminOf(tenantB), ep.ID); !errors.Is(err, review.ErrNotFound) {
@@ -566,6 +566,9 @@ func TestWebhookRedeliver(t *testing.T) {
 		if m.Status != store.OutboxPending || !m.NextAttemptAt.Equal(redelivered) || m.EventID != given.EventID ||
 			!m.CreatedAt.Equal(given.CreatedAt) || m.Attempts != given.Attempts {
 			t.Errorf("redelivered message = %+v, was %+v", m, given)
+		}
+		if r, err := b.s.RedeliveryOf(b.ctx, ep.ID, nil); r.GivenUp != 0 || r.Again != 1 || err != nil {
+			t.Errorf("redelivery after redelivering = %+v, %v; want 1 on its way again", r, err)
 		}
 		// A new window: the next failed try is retried, not given up.
 		cs := b.claimAll(t, "w1")

@@ -172,7 +172,7 @@ func init() {
 		"Older deliveries": "Consegne precedenti",
 		"Enable":           "Riattiva",
 		"Enable %s":        "Riattiva %s",
-		"Messages to deliver again: %d. Each is tried at once, then as usual for about three days.":                               "Messaggi da consegnare di nuovo: %d. Ciascuno viene tentato subito, poi come di consueto per circa tre giorni.",
+		"Messages being delivered again: %d. Each is tried at once, then as usual for about three days.":                          "Messaggi in nuova consegna: %d. Ciascuno viene tentato subito, poi come di consueto per circa tre giorni.",
 		"This endpoint is disabled: decisions are not delivered to it.":                                                           "Questo endpoint è disattivato: le decisioni non gli vengono consegnate.",
 		"Messages given up: %d. The receiver did not accept them within about three days of tries, or the endpoint was disabled.": "Messaggi abbandonati: %d. Il destinatario non li ha accettati in circa tre giorni di tentativi, oppure l'endpoint è stato disattivato.",
 		"Each keeps its webhook-id, so a receiver that has one already can drop it.":                                              "Ciascuno mantiene il proprio webhook-id, così un destinatario che lo ha già ricevuto può scartarlo.",

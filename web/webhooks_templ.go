@@ -676,10 +676,10 @@ type DeliveriesView struct {
 	Endpoint *store.WebhookEndpoint
 	Page     *store.DeliveryPage
 	Next     string // the older page's link; empty on the last
-	// GivenUp counts the endpoint's given-up messages; Redelivered how
-	// many the admin just delivered again (-1: none just now).
-	GivenUp, Redelivered int
-	Problem              Message
+	// Redelivery counts its messages given up, and delivered again and
+	// still on their way.
+	Redelivery store.Redelivery
+	Problem    Message
 }
 
 // DeliveriesPage is one endpoint's delivery history, newest first. A
@@ -740,15 +740,15 @@ func DeliveriesPage(v DeliveriesView) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			if v.Redelivered >= 0 {
+			if v.Redelivery.Again > 0 {
 				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 51, "<p class=\"decided\" role=\"status\">")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
 				var templ_7745c5c3_Var43 string
-				templ_7745c5c3_Var43, templ_7745c5c3_Err = templ.JoinStringErrs(Tf(ctx, "Messages to deliver again: %d. Each is tried at once, then as usual for about three days.", v.Redelivered))
+				templ_7745c5c3_Var43, templ_7745c5c3_Err = templ.JoinStringErrs(Tf(ctx, "Messages being delivered again: %d. Each is tried at once, then as usual for about three days.", v.Redelivery.Again))
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/webhooks.templ`, Line: 146, Col: 153}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/webhooks.templ`, Line: 146, Col: 163}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var43))
 				if templ_7745c5c3_Err != nil {
@@ -790,15 +790,15 @@ func DeliveriesPage(v DeliveriesView) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			if v.GivenUp > 0 {
+			if v.Redelivery.GivenUp > 0 {
 				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 57, "<p>")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
 				var templ_7745c5c3_Var45 string
-				templ_7745c5c3_Var45, templ_7745c5c3_Err = templ.JoinStringErrs(Tf(ctx, "Messages given up: %d. The receiver did not accept them within about three days of tries, or the endpoint was disabled.", v.GivenUp))
+				templ_7745c5c3_Var45, templ_7745c5c3_Err = templ.JoinStringErrs(Tf(ctx, "Messages given up: %d. The receiver did not accept them within about three days of tries, or the endpoint was disabled.", v.Redelivery.GivenUp))
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/webhooks.templ`, Line: 153, Col: 149}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/webhooks.templ`, Line: 153, Col: 160}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var45))
 				if templ_7745c5c3_Err != nil {
