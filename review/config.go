@@ -8,6 +8,7 @@ import (
 	"io"
 	"maps"
 	"net"
+	"reflect"
 	"regexp"
 	"slices"
 	"strconv"
@@ -482,20 +483,45 @@ func yamlProblem(err error) string {
 
 // yamlKind says what a value of Go type t is written as in the file.
 func yamlKind(t string) string {
-	switch {
-	case t == "time.Duration":
+	if t == "time.Duration" {
 		return "a duration (write it with a unit: 30s, 5m, 2h)"
-	case t == "bool":
+	}
+	switch configKinds[t] {
+	case reflect.Bool:
 		return "true or false"
-	case strings.HasPrefix(t, "int"), strings.HasPrefix(t, "uint"), strings.HasPrefix(t, "float"):
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64, reflect.Uint, reflect.Uint8, reflect.Uint16,
+		reflect.Uint32, reflect.Uint64, reflect.Float32, reflect.Float64:
 		return "a number"
-	case t == "string" || strings.HasPrefix(t, "review.") && !strings.Contains(t, "Config") && !strings.HasPrefix(t, "review.Destination"):
+	case reflect.String:
 		return "text"
-	case strings.HasPrefix(t, "[]"):
+	case reflect.Slice, reflect.Array:
 		return "a list"
 	}
 	return "a mapping of keys"
 }
+
+// configKinds is the kind of every type Config holds, by the name the YAML
+// decoder gives it ("review.Risk", "[]review.Flag"), for yamlKind.
+var configKinds = func() map[string]reflect.Kind {
+	kinds := map[string]reflect.Kind{}
+	var walk func(t reflect.Type)
+	walk = func(t reflect.Type) {
+		if _, seen := kinds[t.String()]; seen {
+			return
+		}
+		kinds[t.String()] = t.Kind()
+		switch t.Kind() {
+		case reflect.Pointer, reflect.Slice, reflect.Array, reflect.Map:
+			walk(t.Elem())
+		case reflect.Struct:
+			for i := range t.NumField() {
+				walk(t.Field(i).Type)
+			}
+		}
+	}
+	walk(reflect.TypeOf(Config{}))
+	return kinds
+}()
 
 // ParseTrustedProxies reads trusted proxy ranges in CIDR notation
 // ("10.0.0.0/8", "192.0.2.7/32", "2001:db8::/32"). A bare address or a /0

@@ -243,6 +243,9 @@ func TestParseConfigRejects(t *testing.T) {
 		{"a list for a duration", "destinations:\n  files:\n    lease: [1]", "line 3: a list is not a duration"},
 		{"text for a number", "destinations:\n  files:\n    actions:\n      a:\n        approvals: x", `line 5: "x" is not a number`},
 		{"text for a bool", "destinations:\n  files:\n    honours_keys: sometimes", `line 3: "sometimes" is not true or false`},
+		{"a number for a section", "retry_budget: 3", `line 1: "3" is not a mapping of keys`},
+		{"a number for a probe", "destinations:\n  files:\n    probes:\n      status: 5", `line 4: "5" is not a mapping of keys`},
+		{"a list for a risk", "destinations:\n  files:\n    actions:\n      a:\n        risk: [x]", "line 5: a list is not text"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
