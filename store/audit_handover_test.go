@@ -76,8 +76,10 @@ func TestAuditHandover(t *testing.T) {
 			t.Errorf("a takes the trail back: %v, want ErrKeySignedBefore", err)
 		}
 		sealed(b, "again")
+		// Carried: every checkpoint a signed, its heartbeat first among them
+		// when a seal found nothing committed yet.
 		rep, err := b.VerifyAudit(ctx, store.VerifyOptions{PublicKey: b.AuditPublicKey(), SkipAge: true})
-		if err != nil || !rep.OK || rep.Carried != 1 || len(rep.RetiredKeys) != 1 || rep.RetiredKeys[0] != first.KeyID {
+		if err != nil || !rep.OK || rep.Carried != first.ID || len(rep.RetiredKeys) != 1 || rep.RetiredKeys[0] != first.KeyID {
 			t.Errorf("verify with the new key: %+v, %v", rep, err)
 		}
 		// A forged newest row is sealed over, not obeyed: sealing goes on,
