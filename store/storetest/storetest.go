@@ -4,7 +4,13 @@
 //
 // PostgreSQL is found at LIMBO_TEST_POSTGRES, default
 // postgres://postgres:postgres@127.0.0.1:5432/postgres?sslmode=disable;
-// every test gets its own database, dropped afterwards.
+// every test gets its own schema in a shared database, dropped afterwards.
+//
+// LIMBO_TEST_ICU_LOCALE (an ICU locale such as en-US) puts that shared
+// database under the locale's collation instead of the server's default:
+// a stock server initialised under LANG=en_US.UTF-8 sorts and compares text
+// that way, where SQLite and a C-locale server compare bytes. .ci/run runs
+// the store's race pass so.
 package storetest
 
 import (
@@ -19,6 +25,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -79,20 +86,25 @@ func testDatabase(t testing.TB) string {
 			return
 		}
 		defer db.Close()
+		name, create, err := sharedDatabase(os.Getenv("LIMBO_TEST_ICU_LOCALE"))
+		if err != nil {
+			dbErr = err
+			return
+		}
 		var n int
-		if dbErr = db.Get(&n, `SELECT COUNT(*) FROM pg_database WHERE datname = 'limbo_test'`); dbErr != nil {
+		if dbErr = db.Get(&n, `SELECT COUNT(*) FROM pg_database WHERE datname = $1`, name); dbErr != nil {
 			return
 		}
 		if n == 0 {
-			if _, err := db.Exec(`CREATE DATABASE limbo_test`); err != nil {
+			if _, err := db.Exec(create); err != nil {
 				// Another test binary may have created it meanwhile.
-				if dbErr = db.Get(&n, `SELECT COUNT(*) FROM pg_database WHERE datname = 'limbo_test'`); dbErr == nil && n == 0 {
+				if dbErr = db.Get(&n, `SELECT COUNT(*) FROM pg_database WHERE datname = $1`, name); dbErr == nil && n == 0 {
 					dbErr = err
 				}
 			}
 		}
 		u, _ := url.Parse(adminURL())
-		u.Path = "/limbo_test"
+		u.Path = "/" + name
 		dbURL = u.String()
 		// pg_trgm (migration 0032) once for the whole database, in public,
 		// which every test's search_path names after its own schema: made
@@ -115,6 +127,22 @@ func testDatabase(t testing.TB) string {
 		t.Fatalf("storetest: test database: %v", dbErr)
 	}
 	return dbURL
+}
+
+// sharedDatabase names the shared test database and the statement that
+// creates it: limbo_test under the server's default collation, or, given
+// an ICU locale, a database of that locale's own.
+func sharedDatabase(icuLocale string) (name, create string, err error) {
+	if icuLocale == "" {
+		return "limbo_test", `CREATE DATABASE limbo_test`, nil
+	}
+	for _, r := range icuLocale {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-') {
+			return "", "", fmt.Errorf("LIMBO_TEST_ICU_LOCALE %q: want an ICU locale such as en-US", icuLocale)
+		}
+	}
+	name = "limbo_test_icu_" + strings.ToLower(strings.ReplaceAll(icuLocale, "-", "_"))
+	return name, `CREATE DATABASE ` + name + ` TEMPLATE template0 LOCALE_PROVIDER icu ICU_LOCALE '` + icuLocale + `'`, nil
 }
 
 func adminURL() string {
