@@ -45,7 +45,9 @@ const (
 	   events, one statement. The arrays are parallel, one element per
 	   registration; ON CONFLICT skips a key that exists, or that an earlier
 	   element of the same batch took. Rows are inserted in key order, so
-	   two batches sharing keys wait for each other instead of deadlocking.
+	   two batches sharing keys wait for each other instead of deadlocking:
+	   the bytes' order (COLLATE "C"), the fast path's (batch.go, lockOrder),
+	   whatever the database's collation.
 	   The hash is limbo_event_hash, as appendEvent's. */
 	insertOperationsMany = `
 WITH i AS (
@@ -62,7 +64,7 @@ WITH i AS (
     SELECT id, tenant, key, source_ref, logical_version, action, destination, risk, flags,
         payload, payload_hash, state, state_reason, deadline::timestamp, max_attempts::integer,
         cost_budget::double precision, 0, 0, 1, $22::timestamp, $22::timestamp
-    FROM i ORDER BY tenant, key, ord
+    FROM i ORDER BY tenant COLLATE "C", key COLLATE "C", ord
     ON CONFLICT (tenant, key) DO NOTHING
     RETURNING id
 )

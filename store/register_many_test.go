@@ -331,3 +331,46 @@ func BenchmarkRegisterMany(b *testing.B) {
 		})
 	}
 }
+
+// A bulk batch inserts its new operations in the order the fast path takes
+// their locks: tenant, then key, compared as bytes (batch.go, lockOrder).
+// PostgreSQL sorted them under the database's collation instead, which
+// under ICU en-US puts "_x" before "alpha" before "Alpha" before "Zulu":
+// a bulk batch and a fast batch registering the same keys then each held a
+// key the other waited for. The insertion order shows in the heap (ctid)
+// and the rowid. Both engines; .ci/run runs it under ICU en-US too.
+func TestRegisterManyInsertsInByteOrder(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		b := setup(t, e, nil)
+		keys := []string{"alpha-key-00000001", "Zulu-key-000000001", "_under-key-0000001", "Alpha-key-00000001", "9-key-000000000001"}
+		var batch []review.Registration
+		for i, k := range keys {
+			r := intention(fmt.Sprintf("bytes-%d", i), review.RiskCompensableWrite, "files")
+			r.Key = k
+			batch = append(batch, r)
+		}
+		got, err := b.s.RegisterMany(b.ctx, batch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, g := range got {
+			if g.Err != nil || !g.Created {
+				t.Fatalf("registration %d: %+v, want created", i, g)
+			}
+		}
+		order := "rowid"
+		if e == store.Postgres {
+			order = "ctid"
+		}
+		var inserted []string
+		if err := b.s.DB().Select(&inserted, `SELECT key FROM operations ORDER BY `+order); err != nil {
+			t.Fatal(err)
+		}
+		want := slices.Clone(keys)
+		slices.Sort(want)
+		if !slices.Equal(inserted, want) {
+			t.Fatalf("inserted in the order %q, want the bytes' order %q", inserted, want)
+		}
+	})
+}
