@@ -150,7 +150,9 @@ func lookupStatus(cs []Candidate, ref string) (status, clash string) {
 // gives it an undone status: the undo is done (confirmed). It shows the
 // resource live (liveStatuses) once the confirm window has passed since
 // the undo was sent: the undo did not happen, and may be sent again (an
-// undo is idempotent at the destination) while the budget lasts. Inside
+// undo is idempotent at the destination) while the budget lasts — except
+// the undo of a financial, irreversible or regulated action (a refund),
+// which goes to a person instead (RetryNeedsReviewer). Inside
 // the window a live status may be the destination showing the undo late,
 // as an empty search inside it may be one showing a write late
 // (AbsenceSure): sending the undo again on it could refund twice, and
@@ -209,7 +211,17 @@ func settleUndo(in SettleInput) Settlement {
 		st.State, st.Reason = Confirmed, undone
 		return st
 	case live != "" && !AbsenceSure(in.Destination, in.LastWrite, now):
-		return st.waitOutWindow(in, fmt.Sprintf(WhyUndoStatusTooSoon, ref, live), WhyUndoAgainOnlyIfStillShown)
+		then := WhyUndoAgainOnlyIfStillShown
+		if RetryNeedsReviewer(op) {
+			then = WhyUndoToReviewerOnlyIfStillShown
+		}
+		return st.waitOutWindow(in, fmt.Sprintf(WhyUndoStatusTooSoon, ref, live), then)
+	case live != "" && RetryNeedsReviewer(op):
+		// A refund, or any undo of a financial, irreversible or regulated
+		// action, is sent again only by a person (SPEC: never retried
+		// without a reviewer): the destination may still be working on
+		// the first one, and two refunds are not undone by a third.
+		return st.escalate("", fmt.Sprintf(WhyUndoDidNotHappen, ref, live)+"; "+WhyUndoNeedsReviewer)
 	case live != "":
 		to, why := AfterAbsence(op, func() time.Time { return now })
 		st.State, st.Reason = to, fmt.Sprintf(WhyUndoDidNotHappen, ref, live)+"; "+why

@@ -161,3 +161,40 @@ func TestSettleUndoInProgress(t *testing.T) {
 		t.Errorf("two disagreeing lookups settled the undo: %q / %q", a.State, b.State)
 	}
 }
+
+// TestFinancialUndoNotResentWithoutReviewer: the undo of a financial,
+// irreversible or regulated action (a refund) that the destination shows
+// did not happen goes to a person, never back to retry_wait, where Limbo's
+// undo worker would send it again on its own; inside the confirm window
+// it is looked up again first, and its reason says a reviewer decides.
+// (Found by a review: a refund's lost answer, the charge still shown
+// active, sent the refund again with no one asked.)
+func TestFinancialUndoNotResentWithoutReviewer(t *testing.T) {
+	now := classifyNow
+	d := Destination{SearchLag: time.Minute}
+	sent := now.Add(-time.Millisecond)
+	late := sent.Add(d.Window())
+	for _, tt := range []struct {
+		name  string
+		flags []Flag
+	}{
+		{"financial", []Flag{FlagFinancial}},
+		{"irreversible", []Flag{FlagIrreversible}},
+		{"regulated", []Flag{FlagRegulated}},
+	} {
+		op := &Operation{ID: "op-r", Action: CompensationPrefix + "charge", Risk: RiskCompensableWrite, Flags: tt.flags, State: Ambiguous, AttemptCount: 1,
+			MaxAttempts: 5, Deadline: now.Add(time.Hour), Payload: []byte(`{"compensates":"op-1","resource":"ch-2"}`)}
+		run := func(at time.Time) Settlement {
+			return Settle(SettleInput{Op: op, LastWrite: sent, Destination: d, Now: at,
+				Results: []ProbeResult{{Kind: ProbeStatus, Ref: "ch-2", Candidates: []Candidate{{Ref: "ch-2", OperationID: "op-1", Status: "active"}}}}})
+		}
+		got := run(late)
+		if got.State != NeedsReview || !strings.Contains(got.Reason, WhyUndoNeedsReviewer) {
+			t.Errorf("%s undo shown active past the window: %q (%s), want needs_review", tt.name, got.State, got.Reason)
+		}
+		got = run(now)
+		if got.State != "" || got.NextProbe.IsZero() || !strings.Contains(got.Reason, "a reviewer is asked") {
+			t.Errorf("%s undo shown active inside the window: %q (%s), want probed again", tt.name, got.State, got.Reason)
+		}
+	}
+}

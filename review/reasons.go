@@ -188,9 +188,13 @@ const (
 	// window; WhyUndoAgainOnlyIfStillShown follows it (waitOutWindow).
 	WhyUndoStatusTooSoon         = "the destination shows %s %s too soon after the undo to say it did not happen"
 	WhyUndoAgainOnlyIfStillShown = "the undo is sent again only if the destination still shows so at the end of the confirm window at %s"
-	WhyUndoPastDeadline          = "the deadline comes before the undo could be settled"
-	WhyUndoRoundsSpent           = "%d reconciliation rounds could not say whether %s is undone"
-	WhyUndoProbing               = "whether %s is undone is not known yet; probing again"
+	// The same for the undo of a financial, irreversible or regulated
+	// action, which only a reviewer sends again.
+	WhyUndoToReviewerOnlyIfStillShown = "a reviewer is asked whether to send the undo again only if the destination still shows so at the end of the confirm window at %s"
+	WhyUndoNeedsReviewer              = "the undo of a financial, irreversible or regulated action is never sent again without a reviewer"
+	WhyUndoPastDeadline               = "the deadline comes before the undo could be settled"
+	WhyUndoRoundsSpent                = "%d reconciliation rounds could not say whether %s is undone"
+	WhyUndoProbing                    = "whether %s is undone is not known yet; probing again"
 
 	// A reviewer's decision: the evidence it is (the reviewer, what, and
 	// the reason they gave) and the reason of the operation's move.
@@ -248,7 +252,7 @@ func WhyFormats() []string {
 		WhyHistoryNoOwnVersion, WhyUndoes, WhyDuplicateUndone, WhyCompensationConfirmed, WhyCompensationOutcomeUnknown,
 		WhyCompensationFailed, WhyCompensationInReview, WhyCompensationCanceled, WhyUndoLookupFailed, WhyUndoNotFound,
 		WhyReconciledNotFound, WhyUndoStatus, WhyReconciledStatus, WhyUndoStatusNotUndone, WhyUndoDidNotHappen,
-		WhyUndoNoStatus, WhyUndoStatusUnknown, WhyUndoStatusTooSoon, WhyUndoAgainOnlyIfStillShown, WhyUndoPastDeadline, WhyUndoRoundsSpent, WhyUndoProbing, WhyReviewerKeep,
+		WhyUndoNoStatus, WhyUndoStatusUnknown, WhyUndoStatusTooSoon, WhyUndoAgainOnlyIfStillShown, WhyUndoToReviewerOnlyIfStillShown, WhyUndoNeedsReviewer, WhyUndoPastDeadline, WhyUndoRoundsSpent, WhyUndoProbing, WhyReviewerKeep,
 		WhyReviewerDuplicateUndone, WhyCompensationDone, WhyCompensationDoneOf, WhyCompensationDoneHow,
 		WhyCompensationDoneOfHow, WhyDecidedConfirm, WhyDecidedCompensate, WhyDecidedApproveRetry, WhyDecidedFail,
 		WhyDecidedCompensationDone, WhyDecidedCompensationFailed, WhyDecidedApprove, WhyDecidedRefuse, WhyDecidedKeepAndUndo,
