@@ -61,9 +61,12 @@ func PlanCompensation(parent *Operation, ref, how, decisionID, actor string, now
 // for its parent (compensating): confirmed → the parent is compensated, or
 // confirmed with the kept resource when the decision kept one (keep_and_undo);
 // ambiguous → the parent stays compensating (Compensating) while the undo
-// is reconciled, its case marked compensation_failed; failed or in review
-// → the parent goes back to review with reason compensation_failed. Any
-// other state moves nothing ("").
+// is reconciled, its case marked compensation_failed; in review → the
+// same, while a person decides on the compensation's own case whether
+// the undo happened (the parent back in needs_review could not follow
+// that word: no decision there ends in compensated but another undo);
+// failed → the parent goes back to review with reason
+// compensation_failed. Any other state moves nothing ("").
 func CompensationSettles(child State, keep string) (State, []Reason, string) {
 	switch child {
 	case Confirmed:
@@ -78,7 +81,7 @@ func CompensationSettles(child State, keep string) (State, []Reason, string) {
 	case Failed:
 		return NeedsReview, []Reason{ReasonCompensationFailed}, WhyCompensationFailed
 	case NeedsReview:
-		return NeedsReview, []Reason{ReasonCompensationFailed}, WhyCompensationInReview
+		return Compensating, []Reason{ReasonCompensationFailed}, WhyCompensationInReview
 	}
 	return "", nil, ""
 }

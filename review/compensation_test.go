@@ -33,7 +33,7 @@ func TestPlanCompensation(t *testing.T) {
 		want  State
 	}{
 		{Confirmed, "", Compensated}, {Confirmed, "fld-1", Confirmed}, {Failed, "", NeedsReview},
-		{Ambiguous, "fld-1", Compensating}, {NeedsReview, "", NeedsReview}, {InFlight, "", ""}, {RetryWait, "", ""},
+		{Ambiguous, "fld-1", Compensating}, {NeedsReview, "", Compensating}, {InFlight, "", ""}, {RetryWait, "", ""},
 	} {
 		if got, _, _ := CompensationSettles(tt.child, tt.keep); got != tt.want {
 			t.Errorf("child %s (keep %q): parent %q, want %q", tt.child, tt.keep, got, tt.want)

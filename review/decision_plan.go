@@ -234,7 +234,8 @@ func PlanDecision(in DecisionInput) (*DecisionPlan, error) {
 // to retry) is canceled, since the reviewer's word settles the undo and
 // nobody should run it afterwards; one whose attempt may be having its
 // effect right now (in flight, accepted, ambiguous) refuses the word —
-// its outcome settles the case, or sends it back to review. Any other
+// its outcome settles the case, or sends it back to review — and so does
+// one in review, whose own case takes the word on the undo. Any other
 // decision leaves them be.
 func SettlesByHand(action string, children []ChildCompensation) ([]string, error) {
 	if action != DecideCompensationDone && action != DecideCompensationFailed {
@@ -246,6 +247,9 @@ func SettlesByHand(action string, children []ChildCompensation) ([]string, error
 		case Pending, RetryWait, AwaitingApproval:
 			cancel = append(cancel, k.ID)
 		case Confirmed, Compensated, Failed:
+		case NeedsReview:
+			return nil, fmt.Errorf("%w: the compensation %s is in review: say whether the undo happened on its own case, "+
+				"and this case follows", ErrInvalidTransition, k.ID)
 		default:
 			return nil, fmt.Errorf("%w: the compensation %s is %s: the undo may be happening right now, and its outcome settles "+
 				"this case (or sends it back to review); wait for it rather than saying how it went", ErrInvalidTransition, k.ID, k.State)

@@ -281,3 +281,68 @@ func openCases(t *testing.T, b *bundle, opID string) int {
 	}
 	return n
 }
+
+// TestUndoInReviewKeepsItsParentWaiting: a compensation the reconciler
+// cannot settle goes to a person, its outcome unknown; its parent keeps
+// waiting in compensating (its case marked compensation_failed) instead
+// of going back to needs_review, where no decision can say "compensated"
+// and the undo's later confirmation moved nothing: the parent stayed in
+// review, and the only decision left that ends in compensated was to
+// send the undo again. The reviewer's word on the undo goes on the
+// compensation's own case; the parent follows it.
+func TestUndoInReviewKeepsItsParentWaiting(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		b := setup(t, e, nil)
+		c := b.reviewCase(t, "doc-undo-in-review")
+		if _, err := b.s.Decide(b.ctx, decideReq(c, review.DecideCompensate, "rita@example.com")); err != nil {
+			t.Fatal(err)
+		}
+		cs, err := b.s.Compensations(b.ctx, c.OperationID)
+		if err != nil || len(cs) != 1 {
+			t.Fatalf("compensations %+v, %v", cs, err)
+		}
+		parent := &review.Operation{ID: c.OperationID, Tenant: tenantA}
+		child := &review.Operation{ID: cs[0].OperationID, Tenant: tenantA}
+		b.start(t, child)
+		b.report(t, child, 1, timeoutAfterSend)
+		wantState(t, b.get(t, child), review.Ambiguous)
+		// The rounds are spent and no lookup could say: a person decides.
+		claim := b.claimOne(t, "reconciler", b.get(t, child))
+		claim.Round = review.MaxProbeRounds - 1
+		st := b.settleClaim(claim, review.ProbeResult{Kind: review.ProbeStatus, Ref: "fld-2", Err: "503 Service Unavailable"})
+		if st.State != review.NeedsReview {
+			t.Fatalf("settlement %s (%s), want needs_review", st.State, st.Reason)
+		}
+		if err := b.s.ApplySettlement(b.ctx, claim, st); err != nil {
+			t.Fatal(err)
+		}
+		wantState(t, b.get(t, parent), review.Compensating)
+		rc, _ := b.s.GetCase(b.ctx, c.ID, nil)
+		if rc.Status != store.CaseOpen || !slices.Contains(rc.Reasons, review.ReasonCompensationFailed) {
+			t.Errorf("the parent's case while its undo is in review = %+v", rc)
+		}
+		// Not on the parent's case: the undo's outcome is the
+		// compensation's case to decide.
+		for _, a := range []string{review.DecideCompensationDone, review.DecideCompensationFailed, review.DecideCompensate} {
+			req := decideReq(c, a, "rita@example.com")
+			if _, err := b.s.Decide(b.ctx, req); !errors.Is(err, review.ErrInvalidTransition) {
+				t.Errorf("%s on the parent while its undo is in review: %v, want refused", a, err)
+			}
+		}
+		kc, err := b.s.CasesForOperation(b.ctx, child.ID)
+		if err != nil || len(kc) != 1 {
+			t.Fatalf("the compensation's cases %+v, %v", kc, err)
+		}
+		req := decideReq(&kc[0], review.DecideConfirm, "rita@example.com")
+		req.Ref = "fld-2"
+		if _, err := b.s.Decide(b.ctx, req); err != nil {
+			t.Fatal(err)
+		}
+		wantState(t, b.get(t, parent), review.Compensated)
+		if got, _ := b.s.GetCase(b.ctx, c.ID, nil); got.Status != store.CaseResolved {
+			t.Errorf("the parent's case once its undo is confirmed = %+v", got)
+		}
+		assertSealed(t, b.s)
+	})
+}

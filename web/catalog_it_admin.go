@@ -301,6 +301,7 @@ func init() {
 		"no resource is recommended to undo":                                                                                                                                               "nessuna risorsa è raccomandata da compensare",
 		"its recommendation, approve_retry, is decided one case at a time":                                                                                                                 "la sua raccomandazione, approve_retry, si decide un caso alla volta",
 		"its recommendation (%s) is not a decision yet":                                                                                                                                    "la sua raccomandazione (%s) non è ancora una decisione",
+		"the compensation %s is in review: say whether the undo happened on its own case, and this case follows":                                                                           "la compensazione %s è in revisione: di' sul suo caso se è avvenuta, e questo caso la segue",
 		"%s is decided one case at a time":                                                                                                                                                 "%s si decide un caso alla volta",
 	})
 }
