@@ -75,6 +75,7 @@ var domainMessages = []web.Message{
 	web.Msg("the case changed since this page was opened: this form does not say which version of the case you saw (it is incomplete or from an older page): reload the case and decide again"),
 	web.Msg("the operation is %s: a decision applies only to an operation in needs_review"),
 	web.Msg("the compensation %s is in review: say whether the undo happened on its own case, and this case follows"),
+	web.Msg("an undo of %s is already under way (compensation %s is %s): wait for its outcome, or settle it on its case, before undoing it again"),
 	web.Msg("case %s changed meanwhile; reload it"),
 	web.Msg("case is claimed by %s until %s"),
 	// review.PlanBulk and Bulk: why a case is skipped.

@@ -2,6 +2,7 @@ package review
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 )
@@ -72,6 +73,8 @@ type DecisionInput struct {
 type ChildCompensation struct {
 	ID    string
 	State State
+	// Ref is the resource it undoes.
+	Ref string
 }
 
 // DecisionPlan is what a decision writes: the decision (Status, and the
@@ -158,6 +161,9 @@ func PlanDecision(in DecisionInput) (*DecisionPlan, error) {
 			p.Status = DecisionExtraEffect
 		}
 		if on == OnExtraEffect && in.Action == DecideCompensate {
+			if err := UndoUnderWay(in.Ref, in.Compensations); err != nil {
+				return nil, err
+			}
 			if p.Undo, err = PlanCompensation(op, in.Ref, in.Compensation, in.DecisionID, in.Actor, in.Now); err != nil {
 				return nil, err
 			}
@@ -212,12 +218,18 @@ func PlanDecision(in DecisionInput) (*DecisionPlan, error) {
 	p.planMove(in)
 	switch in.Action {
 	case DecideCompensate:
+		if err := UndoUnderWay(p.ResourceRef, in.Compensations); err != nil {
+			return nil, err
+		}
 		if p.Undo, err = PlanCompensation(op, p.ResourceRef, p.Compensation, in.DecisionID, in.Actor, in.Now); err != nil {
 			return nil, err
 		}
 	case DecideKeepAndUndo:
 		if in.UndoRef == "" || in.UndoRef == in.Ref {
 			return nil, fmt.Errorf("%w: field \"undo_ref\": keep_and_undo undoes another resource than the one it keeps", ErrInvalid)
+		}
+		if err := UndoUnderWay(in.UndoRef, in.Compensations); err != nil {
+			return nil, err
 		}
 		if p.Undo, err = PlanCompensation(op, in.UndoRef, p.Compensation, in.DecisionID, in.Actor, in.Now); err != nil {
 			return nil, err
@@ -226,6 +238,22 @@ func PlanDecision(in DecisionInput) (*DecisionPlan, error) {
 	}
 	p.Events = p.resolved(in)
 	return p, nil
+}
+
+// UndoUnderWay refuses a second undo of ref while an earlier compensation
+// of it has not settled: pending or retrying it will still run; in
+// flight, ambiguous or in review it may have happened already. Two undos
+// of one resource may refund twice. Once it settles — confirmed, or
+// failed — ref may be undone again.
+func UndoUnderWay(ref string, children []ChildCompensation) error {
+	for _, k := range children {
+		if k.Ref != ref || slices.Contains([]State{Confirmed, Compensated, Failed}, k.State) {
+			continue
+		}
+		return fmt.Errorf("%w: an undo of %s is already under way (compensation %s is %s): wait for its outcome, "+
+			"or settle it on its case, before undoing it again", ErrInvalidTransition, ref, k.ID, k.State)
+	}
+	return nil
 }
 
 // SettlesByHand decides what a reviewer's word on the undo

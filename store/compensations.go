@@ -18,7 +18,7 @@ INSERT INTO compensations (operation_id, parent_id, case_id, decision_id, resour
 	/* Store.settleParent */
 	selectCompensationLink = `SELECT parent_id, case_id, resource_ref, keep_ref FROM compensations WHERE operation_id = ?`
 	/* Store.openCompensations */
-	selectOpenCompensations = `SELECT o.id, o.state FROM compensations c JOIN operations o ON o.id = c.operation_id
+	selectOpenCompensations = `SELECT o.id, o.state, c.resource_ref FROM compensations c JOIN operations o ON o.id = c.operation_id
 WHERE c.parent_id = ? AND o.state NOT IN ('confirmed', 'compensated', 'failed') ORDER BY c.created_at, c.operation_id`
 	/* Store.cancelCompensations */
 	updateCompensationCanceled = `UPDATE compensations SET canceled_by = ? WHERE operation_id = ?`
@@ -148,13 +148,14 @@ func (s *Store) openCompensations(ctx context.Context, tx *sqlx.Tx, parent strin
 	var rows []struct {
 		ID    string       `db:"id"`
 		State review.State `db:"state"`
+		Ref   string       `db:"resource_ref"`
 	}
 	if err := s.sel(ctx, tx, &rows, selectOpenCompensations, parent); err != nil {
 		return nil, fmt.Errorf("open compensations: %w", err)
 	}
 	out := make([]review.ChildCompensation, len(rows))
 	for i, r := range rows {
-		out[i] = review.ChildCompensation{ID: r.ID, State: r.State}
+		out[i] = review.ChildCompensation{ID: r.ID, State: r.State, Ref: r.Ref}
 	}
 	return out, nil
 }

@@ -346,3 +346,59 @@ func TestUndoInReviewKeepsItsParentWaiting(t *testing.T) {
 		assertSealed(t, b.s)
 	})
 }
+
+// TestNoSecondUndoWhileTheFirstIsUnsettled: the case of a confirmed
+// operation's extra resource stays open while its undo runs, and offered
+// compensate again: a second compensation of the same resource was
+// registered while the first was pending, in flight or had lost its
+// answer — two undos (two refunds) where one may already have happened.
+// Now compensating a resource is refused while an earlier undo of it is
+// unsettled; another resource may still be undone.
+func TestNoSecondUndoWhileTheFirstIsUnsettled(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		b := setup(t, e, nil)
+		op := b.newOp(t, "doc-extra-twice", review.RiskCompensableWrite, "plain")
+		b.start(t, op)
+		b.report(t, op, 1, success("fld-1"))
+		cand := func(ref string) review.Candidate {
+			return review.Candidate{Ref: ref, Kind: "folder", Version: op.LogicalVersion, OperationID: op.ID}
+		}
+		if _, err := b.s.AddEvidence(b.ctx, tenantA, op.ID, review.Evidence{Source: review.SourceMetadataSearch, Authoritative: true,
+			Candidates: []review.Candidate{cand("fld-1"), cand("fld-2"), cand("fld-3")}}, "integrator"); err != nil {
+			t.Fatal(err)
+		}
+		wantState(t, b.get(t, op), review.Confirmed)
+		cs, err := b.s.CasesForOperation(b.ctx, op.ID)
+		if err != nil || len(cs) != 1 || cs[0].Status != store.CaseOpen {
+			t.Fatalf("cases %+v, %v; want the extra resources' case", cs, err)
+		}
+		c := &cs[0]
+		undo := func(ref string) error {
+			req := decideReq(c, review.DecideCompensate, "rita@example.com")
+			req.Ref = ref
+			_, err := b.s.Decide(b.ctx, req)
+			return err
+		}
+		if err := undo("fld-2"); err != nil {
+			t.Fatal(err)
+		}
+		if err := undo("fld-2"); !errors.Is(err, review.ErrInvalidTransition) {
+			t.Errorf("fld-2 undone again while its undo is pending: %v, want refused", err)
+		}
+		comps, _ := b.s.Compensations(b.ctx, op.ID)
+		child := &review.Operation{ID: comps[0].OperationID, Tenant: tenantA}
+		b.start(t, child)
+		b.report(t, child, 1, timeoutAfterSend)
+		wantState(t, b.get(t, child), review.Ambiguous)
+		if err := undo("fld-2"); !errors.Is(err, review.ErrInvalidTransition) {
+			t.Errorf("fld-2 undone again while its undo's answer is lost: %v, want refused", err)
+		}
+		if err := undo("fld-3"); err != nil {
+			t.Errorf("another resource's undo: %v", err)
+		}
+		if comps, _ := b.s.Compensations(b.ctx, op.ID); len(comps) != 2 {
+			t.Errorf("compensations %+v, want one of fld-2 and one of fld-3", comps)
+		}
+	})
+}
