@@ -69,9 +69,10 @@ func (h *Handlers) caseViewRevealed(c echo.Context, id string, reveal bool) (*we
 	}
 	// Only the decisions the case's situation allows (review.CheckDecision
 	// refuses the others anyway): a form must not make the wrong one easy.
-	// A word on an undo that may be happening right now is refused too.
+	// A word on an undo that may be happening right now is refused too,
+	// and so is undoing an undo.
 	for _, a := range review.DecisionsAllowed(op.State, cs.Reasons) {
-		if _, running := review.SettlesByHand(a, children); s.User.Role.CanDecide(op, a) && running == nil {
+		if _, running := review.SettlesByHand(a, children); s.User.Role.CanDecide(op, a) && running == nil && !review.UndoesAnUndo(op, a) {
 			v.Actions = append(v.Actions, a)
 		}
 	}

@@ -15,6 +15,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/limbo-dev/limbo/anchor"
 	"github.com/limbo-dev/limbo/handlers"
@@ -782,6 +783,59 @@ func TestConsoleCompensation(t *testing.T) {
 		op, _ = st.OperationByID(ctx, c.OperationID, nil)
 		if c, _ := st.GetCase(ctx, caseID, nil); op.State != review.Compensated || c.Status != store.CaseResolved {
 			t.Errorf("after compensation_done: operation %s, case %s; want compensated and resolved", op.State, c.Status)
+		}
+	})
+}
+
+// TestConsoleUndoCaseOffersNoUndo: the case of a compensation in review
+// offers what can be said of an undo — confirm or fail (it happened or
+// not), approve_retry (send it again) — and not compensate, which undid
+// the undo by sending it again; the parent, waiting on it, offers no word
+// of its own until the compensation's case is decided.
+func TestConsoleUndoCaseOffersNoUndo(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		srv, st := consoleServer(t, e)
+		ctx := context.Background()
+		caseID := needsReview(t, st, "doc-undo-undo")
+		c, _ := st.GetCase(ctx, caseID, nil)
+		if _, err := st.Decide(ctx, store.DecisionRequest{CaseID: caseID, Action: review.DecideCompensate, Ref: "file-doc-undo-undo",
+			Compensation: "delete it", Actor: "reviewer@example.com", Reason: "wrong version"}); err != nil {
+			t.Fatal(err)
+		}
+		cs, err := st.Compensations(ctx, c.OperationID)
+		if err != nil || len(cs) != 1 {
+			t.Fatalf("compensations %+v, %v", cs, err)
+		}
+		child := cs[0].OperationID
+		g, err := st.StartAttempt(ctx, store.AttemptRequest{Tenant: "acme", OperationID: child, Actor: "test"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.RecordOutcome(ctx, "acme", child, g.N, review.Outcome{Result: review.ResultTimeout, Phase: review.PhaseAfterSend}, "test"); err != nil {
+			t.Fatal(err)
+		}
+		claims, err := st.ClaimAmbiguous(ctx, "test", 10, time.Minute)
+		if err != nil || len(claims) != 1 {
+			t.Fatalf("claims %+v, %v", claims, err)
+		}
+		claims[0].Round = review.MaxProbeRounds - 1
+		s := review.Settle(review.SettleInput{Op: claims[0].Op, Destination: st.Config().Destination("files"), LastWrite: claims[0].LastWrite,
+			Results: []review.ProbeResult{{Kind: review.ProbeStatus, Ref: "file-doc-undo-undo", Err: "503"}}, Round: claims[0].Round, Now: st.Now()})
+		if err := st.ApplySettlement(ctx, claims[0], s); err != nil {
+			t.Fatal(err)
+		}
+		kc, err := st.CasesForOperation(ctx, child)
+		if err != nil || len(kc) != 1 {
+			t.Fatalf("the compensation's cases %+v, %v", kc, err)
+		}
+		rev := newBrowser(t, srv.URL)
+		rev.login("reviewer@example.com")
+		if code, body := rev.get("/cases/" + kc[0].ID); code != 200 || strings.Join(radioActions(body), ",") != "confirm,approve_retry,fail" {
+			t.Errorf("the undo's case: %d, offers %v; want confirm, approve_retry, fail", code, radioActions(body))
+		}
+		if code, body := rev.get("/cases/" + caseID); code != 200 || len(radioActions(body)) != 0 {
+			t.Errorf("the parent's case while its undo is in review: %d, offers %v; want nothing", code, radioActions(body))
 		}
 	})
 }

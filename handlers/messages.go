@@ -76,6 +76,7 @@ var domainMessages = []web.Message{
 	web.Msg("the operation is %s: a decision applies only to an operation in needs_review"),
 	web.Msg("the compensation %s is in review: say whether the undo happened on its own case, and this case follows"),
 	web.Msg("an undo of %s is already under way (compensation %s is %s): wait for its outcome, or settle it on its case, before undoing it again"),
+	web.Msg("%s is an undo, and an undo is not undone: say whether it happened (confirm or fail), or approve sending it again (approve_retry)"),
 	web.Msg("case %s changed meanwhile; reload it"),
 	web.Msg("case is claimed by %s until %s"),
 	// review.PlanBulk and Bulk: why a case is skipped.

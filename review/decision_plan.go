@@ -145,6 +145,10 @@ func PlanDecision(in DecisionInput) (*DecisionPlan, error) {
 	if err != nil {
 		return nil, err
 	}
+	if UndoesAnUndo(op, in.Action) {
+		return nil, fmt.Errorf("%w: %s is an undo, and an undo is not undone: say whether it happened (confirm or fail), "+
+			"or approve sending it again (approve_retry)", ErrInvalidTransition, op.ID)
+	}
 	if in.Action == DecideApprove && op.State == AwaitingApproval {
 		// Lapsed is lapsed, whether or not the deadline sweeper has
 		// ended the operation yet: an approval now would let it run.
@@ -238,6 +242,14 @@ func PlanDecision(in DecisionInput) (*DecisionPlan, error) {
 	}
 	p.Events = p.resolved(in)
 	return p, nil
+}
+
+// UndoesAnUndo reports whether action, on op's case, would undo a
+// compensation: a compensation of a compensation sends the same undo
+// again (around approve_retry and its second reviewer) and ends in a
+// state (compensated) the parent does not follow (CompensationSettles).
+func UndoesAnUndo(op *Operation, action string) bool {
+	return IsCompensation(op.Action) && (action == DecideCompensate || action == DecideKeepAndUndo)
 }
 
 // UndoUnderWay refuses a second undo of ref while an earlier compensation

@@ -282,6 +282,35 @@ func openCases(t *testing.T, b *bundle, opID string) int {
 	return n
 }
 
+// undoInReview compensates fld-2 of a case's operation and leaves the
+// compensation in review: its answer lost, the reconciler's rounds spent.
+func (b *bundle) undoInReview(t *testing.T, ref string) (c *store.Case, parent, child *review.Operation) {
+	t.Helper()
+	c = b.reviewCase(t, ref)
+	if _, err := b.s.Decide(b.ctx, decideReq(c, review.DecideCompensate, "rita@example.com")); err != nil {
+		t.Fatal(err)
+	}
+	cs, err := b.s.Compensations(b.ctx, c.OperationID)
+	if err != nil || len(cs) != 1 {
+		t.Fatalf("compensations %+v, %v", cs, err)
+	}
+	parent = &review.Operation{ID: c.OperationID, Tenant: tenantA}
+	child = &review.Operation{ID: cs[0].OperationID, Tenant: tenantA}
+	b.start(t, child)
+	b.report(t, child, 1, timeoutAfterSend)
+	wantState(t, b.get(t, child), review.Ambiguous)
+	claim := b.claimOne(t, "reconciler", b.get(t, child))
+	claim.Round = review.MaxProbeRounds - 1
+	st := b.settleClaim(claim, review.ProbeResult{Kind: review.ProbeStatus, Ref: "fld-2", Err: "503 Service Unavailable"})
+	if st.State != review.NeedsReview {
+		t.Fatalf("settlement %s (%s), want needs_review", st.State, st.Reason)
+	}
+	if err := b.s.ApplySettlement(b.ctx, claim, st); err != nil {
+		t.Fatal(err)
+	}
+	return c, parent, child
+}
+
 // TestUndoInReviewKeepsItsParentWaiting: a compensation the reconciler
 // cannot settle goes to a person, its outcome unknown; its parent keeps
 // waiting in compensating (its case marked compensation_failed) instead
@@ -294,29 +323,7 @@ func TestUndoInReviewKeepsItsParentWaiting(t *testing.T) {
 	t.Parallel()
 	storetest.Each(t, func(t *testing.T, e store.Engine) {
 		b := setup(t, e, nil)
-		c := b.reviewCase(t, "doc-undo-in-review")
-		if _, err := b.s.Decide(b.ctx, decideReq(c, review.DecideCompensate, "rita@example.com")); err != nil {
-			t.Fatal(err)
-		}
-		cs, err := b.s.Compensations(b.ctx, c.OperationID)
-		if err != nil || len(cs) != 1 {
-			t.Fatalf("compensations %+v, %v", cs, err)
-		}
-		parent := &review.Operation{ID: c.OperationID, Tenant: tenantA}
-		child := &review.Operation{ID: cs[0].OperationID, Tenant: tenantA}
-		b.start(t, child)
-		b.report(t, child, 1, timeoutAfterSend)
-		wantState(t, b.get(t, child), review.Ambiguous)
-		// The rounds are spent and no lookup could say: a person decides.
-		claim := b.claimOne(t, "reconciler", b.get(t, child))
-		claim.Round = review.MaxProbeRounds - 1
-		st := b.settleClaim(claim, review.ProbeResult{Kind: review.ProbeStatus, Ref: "fld-2", Err: "503 Service Unavailable"})
-		if st.State != review.NeedsReview {
-			t.Fatalf("settlement %s (%s), want needs_review", st.State, st.Reason)
-		}
-		if err := b.s.ApplySettlement(b.ctx, claim, st); err != nil {
-			t.Fatal(err)
-		}
+		c, parent, child := b.undoInReview(t, "doc-undo-in-review")
 		wantState(t, b.get(t, parent), review.Compensating)
 		rc, _ := b.s.GetCase(b.ctx, c.ID, nil)
 		if rc.Status != store.CaseOpen || !slices.Contains(rc.Reasons, review.ReasonCompensationFailed) {
@@ -400,5 +407,36 @@ func TestNoSecondUndoWhileTheFirstIsUnsettled(t *testing.T) {
 		if comps, _ := b.s.Compensations(b.ctx, op.ID); len(comps) != 2 {
 			t.Errorf("compensations %+v, want one of fld-2 and one of fld-3", comps)
 		}
+	})
+}
+
+// TestAnUndoIsNotUndone: the case of a compensation in review offered
+// compensate (and keep_and_undo): deciding it registered a compensation
+// of the compensation, which sent the same undo again — for a refund,
+// without the second reviewer approve_retry needs — and, once confirmed,
+// left the compensation "compensated", a state its parent does not
+// follow, so the parent waited in compensating for a person. Now an
+// undo's case refuses them and its form does not offer them: confirm or
+// fail says whether it happened, approve_retry sends it again.
+func TestAnUndoIsNotUndone(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		b := setup(t, e, nil)
+		_, _, child := b.undoInReview(t, "doc-undo-the-undo")
+		kc, err := b.s.CasesForOperation(b.ctx, child.ID)
+		if err != nil || len(kc) != 1 {
+			t.Fatalf("the compensation's cases %+v, %v", kc, err)
+		}
+		for _, a := range []string{review.DecideCompensate, review.DecideKeepAndUndo} {
+			req := decideReq(&kc[0], a, "rita@example.com")
+			req.Ref, req.UndoRef, req.Compensation = "fld-2", "fld-3", "delete it again"
+			if _, err := b.s.Decide(b.ctx, req); !errors.Is(err, review.ErrInvalidTransition) {
+				t.Errorf("%s on an undo's case: %v, want refused", a, err)
+			}
+		}
+		if cs, _ := b.s.Compensations(b.ctx, child.ID); len(cs) != 0 {
+			t.Errorf("compensations of the compensation: %+v", cs)
+		}
+		wantState(t, b.get(t, child), review.NeedsReview)
 	})
 }

@@ -303,6 +303,7 @@ func init() {
 		"its recommendation (%s) is not a decision yet":                                                                                                                                    "la sua raccomandazione (%s) non è ancora una decisione",
 		"the compensation %s is in review: say whether the undo happened on its own case, and this case follows":                                                                           "la compensazione %s è in revisione: di' sul suo caso se è avvenuta, e questo caso la segue",
 		"an undo of %s is already under way (compensation %s is %s): wait for its outcome, or settle it on its case, before undoing it again":                                              "una compensazione di %s è già in corso (la compensazione %s è %s): attendine l'esito, o risolvila sul suo caso, prima di compensare di nuovo",
+		"%s is an undo, and an undo is not undone: say whether it happened (confirm or fail), or approve sending it again (approve_retry)":                                                 "%s è una compensazione, e una compensazione non si compensa: di' se è avvenuta (confirm o fail), o approva di inviarla di nuovo (approve_retry)",
 		"%s is decided one case at a time":                                                                                                                                                 "%s si decide un caso alla volta",
 	})
 }
