@@ -55,6 +55,11 @@ func (h *Handlers) caseViewRevealed(c echo.Context, id string, reveal bool) (*we
 	fields := h.redactFields(op)
 	v := &web.CaseView{Nav: nav(c), OperationDetail: detail, Case: cs, Decisions: ds, Me: s.User.Email, Now: h.Store.Now(),
 		UndoByLimbo: h.Store.Config().Destination(op.Destination).Undo != nil, UndoRunning: running}
+	for _, k := range children {
+		if k.ID == running && k.State == review.NeedsReview {
+			v.UndoInReview = true
+		}
+	}
 	if slices.Contains(cs.Reasons, review.ReasonPayloadMismatch) && op.PayloadPurgedAt == nil {
 		rejected, err := h.Store.RejectedPayloads(ctx, cs.ID)
 		if err != nil {
@@ -155,7 +160,7 @@ func (h *Handlers) operationDetail(c echo.Context, op *review.Operation, reveal 
 		}
 		d.Compensations = append(d.Compensations, web.CompensationView{Compensation: k, History: hist})
 		if !k.State.Terminal() {
-			open = append(open, review.ChildCompensation{ID: k.OperationID, State: k.State})
+			open = append(open, review.ChildCompensation{ID: k.OperationID, State: k.State, Ref: k.ResourceRef})
 			if _, err := review.SettlesByHand(review.DecideCompensationDone, open[len(open)-1:]); err != nil {
 				running = k.OperationID
 			}

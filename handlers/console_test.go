@@ -834,8 +834,14 @@ func TestConsoleUndoCaseOffersNoUndo(t *testing.T) {
 		if code, body := rev.get("/cases/" + kc[0].ID); code != 200 || strings.Join(radioActions(body), ",") != "confirm,approve_retry,fail" {
 			t.Errorf("the undo's case: %d, offers %v; want confirm, approve_retry, fail", code, radioActions(body))
 		}
-		if code, body := rev.get("/cases/" + caseID); code != 200 || len(radioActions(body)) != 0 {
+		code, body := rev.get("/cases/" + caseID)
+		if code != 200 || len(radioActions(body)) != 0 {
 			t.Errorf("the parent's case while its undo is in review: %d, offers %v; want nothing", code, radioActions(body))
+		}
+		// It says where the word on the undo goes, not that the reviewer's
+		// role cannot decide (it can, on the compensation's case).
+		if !strings.Contains(body, "is in review: say on its own case whether it happened") || strings.Contains(body, "Your role cannot decide this case") {
+			t.Errorf("the parent's case page does not send the reviewer to the undo's case")
 		}
 	})
 }
