@@ -178,10 +178,16 @@ func (s *Sandbox) compensate(r *http.Request, _ []byte) answer {
 	return answer{status: http.StatusNoContent, committed: true}
 }
 
-// markCompensated flags r and its effect. The caller holds s.mu.
+// markCompensated flags r and its effect — a file's with every version
+// uploaded to it, which go with it. The caller holds s.mu.
 func (s *Sandbox) markCompensated(r *resource) {
 	r.compensated = true
 	if r.effect >= 0 {
 		s.effects[r.effect].Compensated = true
+	}
+	for _, v := range r.versions {
+		if v.effect >= 0 {
+			s.effects[v.effect].Compensated = true
+		}
 	}
 }

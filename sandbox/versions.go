@@ -22,6 +22,8 @@ type fileVersion struct {
 	LogicalVersion string    `json:"logical_version"`
 	Size           int       `json:"size"`
 	CreatedAt      time.Time `json:"created_at"`
+	// effect indexes Sandbox.effects: the upload that made this version.
+	effect int
 }
 
 // versionsOf starts r's history at its first version. The caller holds s.mu.
@@ -29,7 +31,7 @@ func (r *resource) versionsOf() []fileVersion {
 	if r.kind == KindFile && len(r.versions) == 0 {
 		size, _ := r.attrs["size"].(int)
 		r.versions = []fileVersion{{N: 1, Ref: r.ref + "@1", OperationID: r.operationID, LogicalVersion: r.logicalVersion,
-			Size: size, CreatedAt: r.createdAt}}
+			Size: size, CreatedAt: r.createdAt, effect: r.effect}}
 	}
 	return r.versions
 }
@@ -55,7 +57,7 @@ func (s *Sandbox) uploadVersion(r *http.Request, body []byte) answer {
 	vs := res.versionsOf()
 	now := s.now()
 	v := fileVersion{N: len(vs) + 1, OperationID: stringField(req.Metadata, "operation_id"),
-		LogicalVersion: stringField(req.Metadata, "logical_version"), Size: len(req.Content), CreatedAt: now}
+		LogicalVersion: stringField(req.Metadata, "logical_version"), Size: len(req.Content), CreatedAt: now, effect: len(s.effects)}
 	v.Ref = res.ref + "@" + strconv.Itoa(v.N)
 	res.versions = append(vs, v)
 	res.logicalVersion = v.LogicalVersion

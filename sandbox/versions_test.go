@@ -109,3 +109,27 @@ func TestOpenAPIDocument(t *testing.T) {
 		}
 	}
 }
+
+// TestDeletedFileTakesItsVersions: undoing a file (DELETE /resources/{ref})
+// removes every version of it, so the ground truth marks each upload's
+// effect compensated — not only the first. The truth kept a later
+// version's effect live while its file was gone, so a fault run held the
+// ledger to an effect the destination no longer had.
+func TestDeletedFileTakesItsVersions(t *testing.T) {
+	b := setup(t, Options{Seed: 1})
+	md := func(op, v string) map[string]any { return map[string]any{"operation_id": op, "logical_version": v} }
+	f := b.must(t, http.StatusCreated, "POST", "/files", "k-file", map[string]any{"name": "contract.docx", "content": "v7", "metadata": md("op-v7", "7")})
+	ref := f["ref"].(string)
+	b.must(t, http.StatusCreated, "POST", "/files/"+ref+"/versions", "k-v8", map[string]any{"content": "v8", "metadata": md("op-v8", "8")})
+	b.must(t, http.StatusCreated, "POST", "/files/"+ref+"/versions", "k-v9", map[string]any{"content": "v9", "metadata": md("op-v9", "9")})
+	b.must(t, http.StatusNoContent, "DELETE", "/resources/"+ref, "", nil)
+	truth := b.sb.Truth()
+	if len(truth) != 3 {
+		t.Fatalf("effects %+v, want the file and two versions", truth)
+	}
+	for _, e := range truth {
+		if !e.Compensated {
+			t.Errorf("effect %s of %s (%s) is live after its file was deleted", e.ResourceRef, e.OperationID, e.Kind)
+		}
+	}
+}
