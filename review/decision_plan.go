@@ -165,6 +165,9 @@ func PlanDecision(in DecisionInput) (*DecisionPlan, error) {
 			p.Status = DecisionExtraEffect
 		}
 		if on == OnExtraEffect && in.Action == DecideCompensate {
+			if err := CheckUndoRef(op, in.Destination, in.Ref); err != nil {
+				return nil, err
+			}
 			if err := UndoUnderWay(in.Ref, in.Compensations); err != nil {
 				return nil, err
 			}
@@ -222,6 +225,9 @@ func PlanDecision(in DecisionInput) (*DecisionPlan, error) {
 	p.planMove(in)
 	switch in.Action {
 	case DecideCompensate:
+		if err := CheckUndoRef(op, in.Destination, p.ResourceRef); err != nil {
+			return nil, err
+		}
 		if err := UndoUnderWay(p.ResourceRef, in.Compensations); err != nil {
 			return nil, err
 		}
@@ -231,6 +237,9 @@ func PlanDecision(in DecisionInput) (*DecisionPlan, error) {
 	case DecideKeepAndUndo:
 		if in.UndoRef == "" || in.UndoRef == in.Ref {
 			return nil, fmt.Errorf("%w: field \"undo_ref\": keep_and_undo undoes another resource than the one it keeps", ErrInvalid)
+		}
+		if err := CheckUndoRef(op, in.Destination, in.UndoRef); err != nil {
+			return nil, err
 		}
 		if err := UndoUnderWay(in.UndoRef, in.Compensations); err != nil {
 			return nil, err
@@ -242,6 +251,36 @@ func PlanDecision(in DecisionInput) (*DecisionPlan, error) {
 	}
 	p.Events = p.resolved(in)
 	return p, nil
+}
+
+// CheckUndoRef refuses to undo ref where Limbo sends the undo itself (the
+// destination has an undo call, run with Limbo's own credential) unless
+// ref is a resource op is known to have: its resource, a candidate its
+// evidence names, or one of its jobs or their outputs. A ref typed into
+// the form — empty, or any other — would have Limbo delete whatever the
+// destination holds under that name, another tenant's resource included
+// (or, empty, the undo URL's collection). Where the integrator runs the
+// compensation, the ref is the reviewer's word to it, and passes.
+func CheckUndoRef(op *Operation, d Destination, ref string) error {
+	if d.Undo == nil {
+		return nil
+	}
+	if ref == "" {
+		return fmt.Errorf("%w: field \"candidate\": Limbo sends this destination's undo itself: name the resource to undo", ErrInvalid)
+	}
+	if op.Resource != nil && op.Resource.Ref == ref {
+		return nil
+	}
+	for _, ev := range op.Evidence {
+		if slices.ContainsFunc(ev.Candidates, func(c Candidate) bool { return c.Ref == ref }) {
+			return nil
+		}
+	}
+	if slices.ContainsFunc(op.Jobs, func(j Job) bool { return j.Ref == ref || j.OutputRef == ref }) {
+		return nil
+	}
+	return fmt.Errorf("%w: field \"candidate\": %s is not a resource this operation is known to have (its resource, a candidate "+
+		"its evidence names, or a job's); Limbo sends this destination's undo itself, and undoes only those", ErrInvalid, ref)
 }
 
 // UndoesAnUndo reports whether action, on op's case, would undo a

@@ -440,3 +440,37 @@ func TestAnUndoIsNotUndone(t *testing.T) {
 		wantState(t, b.get(t, child), review.NeedsReview)
 	})
 }
+
+// TestLimboUndoesOnlyWhatTheOperationHas: where Limbo sends the undo
+// itself (the destination has an undo call, run with Limbo's credential),
+// a compensate decision must name a resource the operation is known to
+// have. The form's select offers those, but the value posted was taken
+// as is: any ref typed into it — another tenant's resource at the same
+// destination, say — registered a compensation the undo worker sent a
+// DELETE for, and an empty one a DELETE of the undo URL's collection.
+func TestLimboUndoesOnlyWhatTheOperationHas(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		b := setup(t, e, &review.Config{Destinations: map[string]review.Destination{"plain": {
+			Undo: &review.Undo{Method: "DELETE", URL: "http://127.0.0.1:9/resources/{{.Ref}}", Timeout: time.Second}}}})
+		c := b.reviewCase(t, "doc-undo-what")
+		for _, ref := range []string{"", "fld-of-another-tenant"} {
+			req := decideReq(c, review.DecideCompensate, "rita@example.com")
+			req.Ref = ref
+			if _, err := b.s.Decide(b.ctx, req); !errors.Is(err, review.ErrInvalid) {
+				t.Errorf("compensate %q: %v, want refused", ref, err)
+			}
+			keep := store.DecisionRequest{CaseID: c.ID, Action: review.DecideKeepAndUndo, Ref: "fld-1", UndoRef: ref,
+				Compensation: "delete it", Actor: "rita@example.com", Reason: "two folders"}
+			if _, err := b.s.Decide(b.ctx, keep); !errors.Is(err, review.ErrInvalid) {
+				t.Errorf("keep fld-1, undo %q: %v, want refused", ref, err)
+			}
+		}
+		if cs, _ := b.s.Compensations(b.ctx, c.OperationID); len(cs) != 0 {
+			t.Fatalf("compensations registered: %+v", cs)
+		}
+		if _, err := b.s.Decide(b.ctx, decideReq(c, review.DecideCompensate, "rita@example.com")); err != nil {
+			t.Errorf("compensate fld-2, a candidate: %v", err)
+		}
+	})
+}

@@ -217,6 +217,13 @@ func (s *Store) decideTx(ctx context.Context, tx *sqlx.Tx, req DecisionRequest) 
 		return nil, err
 	}
 	op, now := row.operation(), s.now()
+	if req.Action == review.DecideCompensate || req.Action == review.DecideKeepAndUndo {
+		// What the operation is known to have: the only resources Limbo's
+		// own undo may be sent for (review.CheckUndoRef).
+		if op, err = s.loadDetails(ctx, tx, op); err != nil {
+			return nil, err
+		}
+	}
 	id := newID("dec_", now)
 	p, err := review.PlanDecision(review.DecisionInput{Op: op, CaseID: c.ID, CaseReasons: c.Reasons, DecisionID: id,
 		Action: req.Action, Ref: req.Ref, UndoRef: req.UndoRef, Compensation: req.Compensation, Reason: req.Reason, Actor: req.Actor,

@@ -304,6 +304,8 @@ func init() {
 		"the compensation %s is in review: say whether the undo happened on its own case, and this case follows":                                                                           "la compensazione %s è in revisione: di' sul suo caso se è avvenuta, e questo caso la segue",
 		"an undo of %s is already under way (compensation %s is %s): wait for its outcome, or settle it on its case, before undoing it again":                                              "una compensazione di %s è già in corso (la compensazione %s è %s): attendine l'esito, o risolvila sul suo caso, prima di compensare di nuovo",
 		"%s is an undo, and an undo is not undone: say whether it happened (confirm or fail), or approve sending it again (approve_retry)":                                                 "%s è una compensazione, e una compensazione non si compensa: di' se è avvenuta (confirm o fail), o approva di inviarla di nuovo (approve_retry)",
-		"%s is decided one case at a time":                                                                                                                                                 "%s si decide un caso alla volta",
+		"candidate: Limbo sends this destination's undo itself: name the resource to undo":                                                                                                 "candidato: Limbo invia da sé la compensazione di questa destinazione: indica la risorsa da annullare",
+		"candidate: %s is not a resource this operation is known to have (its resource, a candidate its evidence names, or a job's); Limbo sends this destination's undo itself, and undoes only those": "candidato: %s non è una risorsa nota di questa operazione (la sua risorsa, un candidato indicato dalle sue evidenze o quella di un job); Limbo invia da sé la compensazione di questa destinazione e annulla solo quelle",
+		"%s is decided one case at a time": "%s si decide un caso alla volta",
 	})
 }
