@@ -843,5 +843,18 @@ func TestConsoleUndoCaseOffersNoUndo(t *testing.T) {
 		if !strings.Contains(body, "is in review: say on its own case whether it happened") || strings.Contains(body, "Your role cannot decide this case") {
 			t.Errorf("the parent's case page does not send the reviewer to the undo's case")
 		}
+		// No lookup answered, so no evidence names the resource; the
+		// undo's form still offers it to confirm the undo happened.
+		_, page := rev.get("/cases/" + kc[0].ID)
+		if !strings.Contains(page, `<option value="file-doc-undo-undo"`) {
+			t.Fatalf("the undo's case does not offer the resource it undoes to confirm")
+		}
+		if code, _, _ := rev.decide(kc[0].ID, url.Values{"action": {"confirm"}, "confirm_ref": {"file-doc-undo-undo"},
+			"reason": {"gone from the provider's console"}}); code != http.StatusSeeOther {
+			t.Fatalf("confirm the undo: %d", code)
+		}
+		if op, _ := st.OperationByID(ctx, c.OperationID, nil); op.State != review.Compensated {
+			t.Errorf("the parent once its undo is confirmed: %s, want compensated", op.State)
+		}
 	})
 }

@@ -239,9 +239,16 @@ func candidates(op *review.Operation) []candidate {
 }
 
 // offered are the candidates the decision form offers: not those
-// already undone, which neither confirm nor need undoing.
+// already undone, which neither confirm nor need undoing. A compensation
+// is offered the resource it undoes even when no lookup has named it
+// (they all failed): confirming that is a reviewer's word that the undo
+// happened, and without it the form could not say so.
 func offered(op *review.Operation) []candidate {
-	return slices.DeleteFunc(candidates(op), func(c candidate) bool { return c.Undone })
+	out := slices.DeleteFunc(candidates(op), func(c candidate) bool { return c.Undone })
+	if ref := review.CompensationResource(op); ref != "" && !slices.ContainsFunc(out, func(c candidate) bool { return c.Ref == ref }) {
+		out = append(out, candidate{Candidate: review.Candidate{Ref: ref}})
+	}
+	return out
 }
 
 // decimal is a cost the language's way (1,234.5 / 1.234,5).
