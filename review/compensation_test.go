@@ -198,3 +198,27 @@ func TestFinancialUndoNotResentWithoutReviewer(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckUndoRef: where Limbo sends the undo itself, only a resource
+// the operation is known to have is undone, and never "." or "..", which
+// an integrator's evidence may name and which would address the undo
+// URL's collection; where the integrator runs it, the ref passes.
+func TestCheckUndoRef(t *testing.T) {
+	op := &Operation{ID: "op-1", Resource: &ResourceRef{Ref: "fld-1"},
+		Evidence: []Evidence{{Candidates: []Candidate{{Ref: "fld-2"}, {Ref: ".."}, {Ref: "."}}}},
+		Jobs:     []Job{{Ref: "job-1", OutputRef: "file-1"}}}
+	undo := Destination{Undo: &Undo{Method: "DELETE", URL: "http://127.0.0.1:9/resources/{{.Ref}}"}}
+	for _, ref := range []string{"fld-1", "fld-2", "job-1", "file-1"} {
+		if err := CheckUndoRef(op, undo, ref); err != nil {
+			t.Errorf("%s: %v", ref, err)
+		}
+	}
+	for _, ref := range []string{"", ".", "..", "fld-9"} {
+		if err := CheckUndoRef(op, undo, ref); !errors.Is(err, ErrInvalid) {
+			t.Errorf("%q: %v, want refused", ref, err)
+		}
+		if err := CheckUndoRef(op, Destination{}, ref); err != nil {
+			t.Errorf("%q where the integrator runs the undo: %v", ref, err)
+		}
+	}
+}

@@ -259,7 +259,8 @@ func PlanDecision(in DecisionInput) (*DecisionPlan, error) {
 // evidence names, or one of its jobs or their outputs. A ref typed into
 // the form — empty, or any other — would have Limbo delete whatever the
 // destination holds under that name, another tenant's resource included
-// (or, empty, the undo URL's collection). Where the integrator runs the
+// (or, empty, "." or "..", the undo URL's collection: an integrator's
+// evidence may name such a candidate). Where the integrator runs the
 // compensation, the ref is the reviewer's word to it, and passes.
 func CheckUndoRef(op *Operation, d Destination, ref string) error {
 	if d.Undo == nil {
@@ -267,6 +268,11 @@ func CheckUndoRef(op *Operation, d Destination, ref string) error {
 	}
 	if ref == "" {
 		return fmt.Errorf("%w: field \"candidate\": Limbo sends this destination's undo itself: name the resource to undo", ErrInvalid)
+	}
+	if ref == "." || ref == ".." {
+		// A path segment, not a name: in the undo URL it would address
+		// the collection above the resource (DELETE …/resources/..).
+		return fmt.Errorf("%w: field \"candidate\": %s is not a resource name Limbo sends an undo for", ErrInvalid, ref)
 	}
 	if op.Resource != nil && op.Resource.Ref == ref {
 		return nil

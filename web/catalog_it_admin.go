@@ -306,6 +306,7 @@ func init() {
 		"%s is an undo, and an undo is not undone: say whether it happened (confirm or fail), or approve sending it again (approve_retry)":                                                 "%s è una compensazione, e una compensazione non si compensa: di' se è avvenuta (confirm o fail), o approva di inviarla di nuovo (approve_retry)",
 		"candidate: Limbo sends this destination's undo itself: name the resource to undo":                                                                                                 "candidato: Limbo invia da sé la compensazione di questa destinazione: indica la risorsa da annullare",
 		"candidate: %s is not a resource this operation is known to have (its resource, a candidate its evidence names, or a job's); Limbo sends this destination's undo itself, and undoes only those": "candidato: %s non è una risorsa nota di questa operazione (la sua risorsa, un candidato indicato dalle sue evidenze o quella di un job); Limbo invia da sé la compensazione di questa destinazione e annulla solo quelle",
-		"%s is decided one case at a time": "%s si decide un caso alla volta",
+		"candidate: %s is not a resource name Limbo sends an undo for": "candidato: %s non è un nome di risorsa per cui Limbo invii una compensazione",
+		"%s is decided one case at a time":                             "%s si decide un caso alla volta",
 	})
 }
