@@ -101,6 +101,21 @@ func CompensationResource(op *Operation) string {
 	return p.Resource
 }
 
+// compensationParent is the operation compensation op undoes a resource
+// of, as its payload names it ("" for an operation that is not one).
+func compensationParent(op *Operation) string {
+	if !IsCompensation(op.Action) {
+		return ""
+	}
+	var p struct {
+		Compensates string `json:"compensates"`
+	}
+	if json.Unmarshal(op.Payload, &p) != nil {
+		return ""
+	}
+	return p.Compensates
+}
+
 // What a destination's status lookup says of the resource an undo was
 // sent for: the one definition settleUndo reads (undoStatus). Undone: the
 // resource no longer has its effect. Live: it stands as it did before the

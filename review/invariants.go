@@ -431,10 +431,19 @@ func checkLeases(r *InvariantReport, l Ledger, t Truth) {
 		}
 		return sweeps[i], true
 	}
+	// A parent waits in compensating while its undo is in review: a
+	// person decides that on the compensation's case, and the parent
+	// follows (CompensationSettles).
+	undoInReview := map[string]bool{}
+	for _, op := range l.Operations {
+		if p := compensationParent(op); p != "" && op.State == NeedsReview {
+			undoInReview[p] = true
+		}
+	}
 	var worst time.Duration
 	for _, op := range l.Operations {
 		switch {
-		case t.Settled && !op.State.Terminal() && op.State != NeedsReview:
+		case t.Settled && !op.State.Terminal() && op.State != NeedsReview && !(op.State == Compensating && undoInReview[op.ID]):
 			r.violate(InvLeases, op.ID, "operation %s (%s %s) ended %s: %s", op.ID, op.Risk, op.Action, op.State, op.StateReason)
 		case !t.DeadlineSweep.IsZero() && deadlineOwned(op.State) && !op.Deadline.IsZero() && !op.Deadline.After(t.DeadlineSweep):
 			r.violate(InvLeases, op.ID, "operation %s (%s %s) is still %s after the deadline sweep of %s, its deadline %s",

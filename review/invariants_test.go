@@ -210,6 +210,19 @@ func TestCheckInvariantsCatchViolations(t *testing.T) {
 			t.Fatalf("I4 violations: %v", rep)
 		}
 	})
+	t.Run("I4 a parent waits in compensating only while its undo is in review", func(t *testing.T) {
+		parent := op("p", review.RiskCompensableWrite, review.Compensating)
+		undo := op("u", review.RiskCompensableWrite, review.NeedsReview)
+		undo.Action, undo.Payload = review.CompensationPrefix+"act", []byte(`{"compensates":"p","resource":"f-2"}`)
+		truth := review.Truth{Config: cfg, Settled: true}
+		if rep := checkLeasesOnly(ledgerOf(parent, undo), truth); len(rep) != 0 {
+			t.Errorf("I4 violations with the undo in review: %v", rep)
+		}
+		undo.State = review.Ambiguous
+		if rep := checkLeasesOnly(ledgerOf(parent, undo), truth); len(rep) != 2 {
+			t.Errorf("I4 violations with the undo ambiguous at the end: %v, want the parent's and the undo's", rep)
+		}
+	})
 	t.Run("I4 a stalled sweeper", func(t *testing.T) {
 		truth := review.Truth{Sweeps: []review.SweepRound{{Start: t0, End: t0.Add(10 * time.Millisecond)},
 			{Start: t0.Add(5 * time.Second), End: t0.Add(5010 * time.Millisecond)}}, SweepEvery: time.Second, SweepSlack: time.Second}
