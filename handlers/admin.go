@@ -94,8 +94,18 @@ func (h *Handlers) AdminUpdateUser(c echo.Context) error {
 	if err != nil {
 		return refused(http.StatusUnprocessableEntity, err)
 	}
-	_, err = h.Store.UpdateUser(c.Request().Context(), principal(c), c.Param("id"), store.UserChange{Role: review.Role(c.FormValue("role")),
-		Scope: scope, Disabled: c.FormValue("disabled") != ""})
+	ch := store.UserChange{Role: review.Role(c.FormValue("role")), Scope: scope, Disabled: c.FormValue("disabled") != ""}
+	if f := c.Request().PostForm; f.Has("was_role") {
+		// The row as the page showed it: a change from a page older than
+		// another admin's change to the user is refused, not laid over it.
+		ch.Seen = &store.UserSeen{Role: review.Role(f.Get("was_role")), Tenants: f.Get("was_tenants"), Disabled: f.Get("was_disabled") != ""}
+	}
+	_, err = h.Store.UpdateUser(c.Request().Context(), principal(c), c.Param("id"), ch)
+	if errors.Is(err, store.ErrUserChangedMeanwhile) {
+		// The row shows the user as they are now, not as typed over
+		// what the page showed before.
+		return h.renderUsers(c, http.StatusConflict, web.AdminUsersView{Problem: problemText(c, err), Refused: c.Param("id")})
+	}
 	if status := adminProblemStatus(err); status != 0 {
 		return refused(status, err)
 	}

@@ -45,6 +45,7 @@ var domainMessages = []web.Message{
 	web.Msg("password: at least %s characters"),
 	web.Msg("tenants: give tenants, or * for all"),
 	web.Msg("a user with email %s exists"),
+	web.Msg("changed by another admin since this page was opened; the page now shows the user as they are: change them again if you still mean to"),
 	// store/webhooks.go: the endpoint's URL. A netguard refusal (the %s
 	// before "; to allow it") names its rule in English (loopback,
 	// private (RFC 1918), …): those are the networking terms themselves.

@@ -47,6 +47,24 @@ type UserChange struct {
 	Role     review.Role
 	Scope    review.Scope
 	Disabled bool
+	// Seen is the user as the admin's form showed them (nil: not said).
+	// When it no longer matches what is stored, another admin changed the
+	// user since, and the change is refused (review.ErrConflict) rather
+	// than undoing theirs: a page opened before a user was disabled would
+	// otherwise enable them again with its unticked box.
+	Seen *UserSeen
+}
+
+// ErrUserChangedMeanwhile refuses a change made from a page that showed
+// the user before another admin changed them (UserChange.Seen).
+var ErrUserChangedMeanwhile = fmt.Errorf("%w: changed by another admin since this page was opened; the page now shows the user as they are: change them again if you still mean to", review.ErrConflict)
+
+// UserSeen is a user's grant as a page showed it: the role, the tenants
+// as stored (User.TenantsText) and whether the account was disabled.
+type UserSeen struct {
+	Role     review.Role
+	Tenants  string
+	Disabled bool
 }
 
 // UpdateUser changes a user's role, tenants or enablement on behalf of by,
@@ -81,6 +99,9 @@ func (s *Store) UpdateUser(ctx context.Context, by review.Principal, id string, 
 		if err := by.CheckUserChange(u.ID, &before, to); err != nil {
 			return err
 		}
+		if seen := ch.Seen; seen != nil && (seen.Role != u.Role || seen.Tenants != u.TenantsText || seen.Disabled != (u.DisabledAt != nil)) {
+			return ErrUserChangedMeanwhile
+		}
 		others := len(roots)
 		if slices.Contains(roots, u.ID) {
 			others--
@@ -107,7 +128,7 @@ func (s *Store) UpdateUser(ctx context.Context, by review.Principal, id string, 
 				"disabled": ch.Disabled, "was": map[string]any{"role": u.Role, "tenants": u.TenantsText, "disabled": u.DisabledAt != nil}})})
 	})
 	if err != nil {
-		if errors.Is(err, review.ErrNotFound) || errors.Is(err, review.ErrForbidden) {
+		if errors.Is(err, review.ErrNotFound) || errors.Is(err, review.ErrForbidden) || errors.Is(err, review.ErrConflict) {
 			return nil, err
 		}
 		return nil, fmt.Errorf("store.UpdateUser: %w", err)

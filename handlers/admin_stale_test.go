@@ -1,0 +1,96 @@
+package handlers_test
+
+import (
+	"context"
+	"html"
+	"net/http"
+	"net/url"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/limbo-dev/limbo/review"
+	"github.com/limbo-dev/limbo/store"
+	"github.com/limbo-dev/limbo/store/storetest"
+)
+
+var hiddenField = regexp.MustCompile(`<input type="hidden" name="([^"]+)" value="([^"]*)"`)
+
+// hiddenFields are the hidden inputs of a form's HTML, as it posts them.
+func hiddenFields(form string) url.Values {
+	v := url.Values{}
+	for _, m := range hiddenField.FindAllStringSubmatch(form, -1) {
+		v.Add(m[1], html.UnescapeString(m[2]))
+	}
+	return v
+}
+
+// TestConsoleAdminUserStaleRow: a user's row posted from a page opened
+// before another admin changed that user is refused (409, in the reader's
+// language) and the row shows the user as they are now; it does not undo
+// the other admin's change. Before, the stale row's unticked "disabled"
+// box enabled again a user another admin had just disabled, and its role
+// and tenants replaced theirs, silently. A row from a fresh page saves.
+func TestConsoleAdminUserStaleRow(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		srv, st := consoleServer(t, e)
+		ctx := context.Background()
+		if _, err := st.AddUser(ctx, review.Operator("test"), store.NewUser{Email: "admin2@example.com", Password: "correct horse battery",
+			Role: review.RoleAdmin, Scope: review.Scope{All: true}}); err != nil {
+			t.Fatal(err)
+		}
+		sup, err := st.UserByEmail(ctx, "support@example.com")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range []struct{ lang, want string }{
+			{"it", "L'utente support@example.com non è stato modificato: modificato da un altro amministratore da quando questa pagina è stata aperta"},
+			{"en", "User support@example.com was not changed: changed by another admin since this page was opened"},
+		} {
+			a := newBrowser(t, srv.URL).withHeader("Accept-Language", c.lang)
+			a.login("admin@example.com")
+			_, page := a.get("/admin/users")
+			stale := hiddenFields(userRow(page, sup.ID))
+
+			// Meanwhile another admin disables the user and moves them to acme.
+			b := newBrowser(t, srv.URL)
+			b.login("admin2@example.com")
+			_, fresh := b.get("/admin/users")
+			form := hiddenFields(userRow(fresh, sup.ID))
+			form.Set("role", "support")
+			form.Set("tenants", "acme")
+			form.Set("disabled", "1")
+			if code, body, _ := b.post("/admin/users/"+sup.ID, form); code != http.StatusSeeOther {
+				t.Fatalf("%s: disable: %d\n%s", c.lang, code, alerts(body))
+			}
+
+			// The first admin's page still shows them enabled, on every tenant.
+			stale.Set("role", "reviewer")
+			stale.Set("tenants", "*")
+			code, body, _ := a.post("/admin/users/"+sup.ID, stale)
+			if want := html.EscapeString(c.want); code != http.StatusConflict || !strings.Contains(body, want) {
+				t.Errorf("%s: stale row: %d, want 409 saying %q:\n%s", c.lang, code, c.want, alerts(body))
+			}
+			u, _ := st.UserByID(ctx, sup.ID)
+			if u.DisabledAt == nil || u.Role != review.RoleSupport || u.TenantsText != "acme" {
+				t.Fatalf("%s: the stale row undid the other admin's change: role %s, tenants %s, disabled %v", c.lang, u.Role, u.TenantsText, u.DisabledAt != nil)
+			}
+			row := userRow(body, sup.ID)
+			if !strings.Contains(row, `name="tenants" value="acme"`) || !strings.Contains(row, `name="disabled" value="1" checked`) {
+				t.Errorf("%s: the refused row does not show the user as they are now:\n%s", c.lang, row)
+			}
+
+			// From the page as it is now, the change saves (and enables them).
+			again := hiddenFields(row)
+			again.Set("role", "support")
+			again.Set("tenants", "*")
+			if code, body, _ := a.post("/admin/users/"+sup.ID, again); code != http.StatusSeeOther {
+				t.Fatalf("%s: fresh row: %d\n%s", c.lang, code, alerts(body))
+			}
+			if u, _ := st.UserByID(ctx, sup.ID); u.DisabledAt != nil || u.TenantsText != "*" {
+				t.Fatalf("%s: the fresh row did not save: %+v", c.lang, u)
+			}
+		}
+	})
+}
