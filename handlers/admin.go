@@ -172,9 +172,28 @@ func (h *Handlers) AdminCreateToken(c echo.Context) error {
 	return h.renderTokens(c, http.StatusOK, web.AdminTokensView{NewToken: tok})
 }
 
-// AdminRevokeToken revokes a token at once.
+// AdminRevokeToken revokes a token at once, once the admin has confirmed
+// it: the row's button asks first (naming the token and its tenant), since
+// a revoked token cannot be used again and every integration sending it
+// is refused from then on. A token already revoked (by another admin
+// meanwhile) is left as it is.
 func (h *Handlers) AdminRevokeToken(c echo.Context) error {
-	if err := h.Store.RevokeToken(c.Request().Context(), principal(c), c.Param("id")); err != nil {
+	id := c.Param("id")
+	if c.Request().PostFormValue("confirm") == "" {
+		ts, err := h.Store.ListTokens(c.Request().Context(), principal(c))
+		if err != nil {
+			return err
+		}
+		i := slices.IndexFunc(ts, func(t store.Token) bool { return t.ID == id })
+		switch {
+		case i < 0:
+			return review.ErrNotFound
+		case ts[i].RevokedAt != nil:
+			return c.Redirect(http.StatusSeeOther, "/admin/tokens")
+		}
+		return h.renderTokens(c, http.StatusOK, web.AdminTokensView{Revoking: &ts[i]})
+	}
+	if err := h.Store.RevokeToken(c.Request().Context(), principal(c), id); err != nil {
 		return err
 	}
 	return c.Redirect(http.StatusSeeOther, "/admin/tokens")

@@ -139,7 +139,7 @@ var adminProbes = []adminProbe{
 			w.t.Fatal(err)
 		}
 		b := w.admins[admin]
-		code, _, _ := b.post("/admin/tokens/"+w.tokenNamed(name).ID+"/revoke", url.Values{"csrf": {b.csrf}})
+		code, _, _ := b.post("/admin/tokens/"+w.tokenNamed(name).ID+"/revoke", url.Values{"csrf": {b.csrf}, "confirm": {"1"}})
 		revoked := w.tokenNamed(name).RevokedAt != nil
 		if revoked != (code == http.StatusSeeOther) || (!revoked && code != http.StatusNotFound) {
 			w.t.Errorf("revoking a %s token as %s admin: %d, revoked %v", target, admin, code, revoked)

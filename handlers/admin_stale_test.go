@@ -94,3 +94,57 @@ func TestConsoleAdminUserStaleRow(t *testing.T) {
 		}
 	})
 }
+
+// TestConsoleTokenRevokeAsksFirst: the revoke button of a token's row
+// does not revoke at once: it shows what revoking that token does (its
+// name and tenant, in the reader's language) with a button that does, and
+// a way to keep it. Only that confirmation revokes; it is audited once.
+// A token revoked meanwhile is left as it is; another's id is 404. Before,
+// one click (or a stray one) revoked a tenant's production token for good.
+func TestConsoleTokenRevokeAsksFirst(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		srv, st := consoleServer(t, e)
+		ctx := context.Background()
+		if _, err := st.CreateToken(ctx, review.Operator("test"), "acme", "billing-prod"); err != nil {
+			t.Fatal(err)
+		}
+		ts, err := st.ListTokens(ctx, review.Operator("test"))
+		if err != nil || len(ts) != 1 {
+			t.Fatalf("tokens: %v %v", ts, err)
+		}
+		id := ts[0].ID
+		adm := newBrowser(t, srv.URL).withHeader("Accept-Language", "it")
+		adm.login("admin@example.com")
+		adm.get("/admin/tokens")
+		code, body, _ := adm.post("/admin/tokens/"+id+"/revoke", url.Values{"csrf": {adm.csrf}})
+		body = html.UnescapeString(body)
+		if code != http.StatusOK || !strings.Contains(body, "Revocare il token billing-prod del tenant acme?") ||
+			!strings.Contains(body, `<input type="hidden" name="confirm" value="1">`) || !strings.Contains(body, "Revoca definitivamente") {
+			t.Fatalf("revoke without confirming: %d, want the question in Italian with its confirm button:\n%s", code, body)
+		}
+		if ts, _ := st.ListTokens(ctx, review.Operator("test")); ts[0].RevokedAt != nil {
+			t.Fatal("the row's button revoked the token without asking")
+		}
+		if code, _, _ := adm.post("/admin/tokens/"+id+"/revoke", url.Values{"csrf": {adm.csrf}, "confirm": {"1"}}); code != http.StatusSeeOther {
+			t.Fatalf("confirmed revoke: %d", code)
+		}
+		if ts, _ := st.ListTokens(ctx, review.Operator("test")); ts[0].RevokedAt == nil {
+			t.Fatal("the confirmed revoke did not revoke")
+		}
+		// A second confirmation (a page from before) changes nothing.
+		if code, _, _ := adm.post("/admin/tokens/"+id+"/revoke", url.Values{"csrf": {adm.csrf}, "confirm": {"1"}}); code != http.StatusSeeOther {
+			t.Fatalf("revoke again: %d", code)
+		}
+		if code, _, _ := adm.post("/admin/tokens/"+id+"/revoke", url.Values{"csrf": {adm.csrf}}); code != http.StatusSeeOther {
+			t.Fatalf("asking to revoke a revoked token: %d, want 303 back to the list", code)
+		}
+		evs, _, err := st.SearchAudit(ctx, store.AuditFilter{Action: "token.revoked"}, 10)
+		if err != nil || len(evs) != 1 {
+			t.Fatalf("token.revoked events: %d, %v", len(evs), err)
+		}
+		if code, _, _ := adm.post("/admin/tokens/tok_nope/revoke", url.Values{"csrf": {adm.csrf}}); code != http.StatusNotFound {
+			t.Fatalf("an unknown token: %d, want 404", code)
+		}
+	})
+}

@@ -467,7 +467,7 @@ func TestConsoleAdmin(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if code, _, _ := adm.post("/admin/tokens/"+ti.ID+"/revoke", url.Values{"csrf": {adm.csrf}}); code != http.StatusSeeOther {
+		if code, _, _ := adm.post("/admin/tokens/"+ti.ID+"/revoke", url.Values{"csrf": {adm.csrf}, "confirm": {"1"}}); code != http.StatusSeeOther {
 			t.Fatalf("revoke: %d", code)
 		}
 		if _, err := st.TenantForToken(ctx, tm[1]); err == nil {
