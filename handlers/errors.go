@@ -204,8 +204,9 @@ func (h *Handlers) consoleStatus(err error, c echo.Context) (int, web.Message) {
 		return he.Code, httpStatusMessage(he.Code)
 	case errors.As(err, &field):
 		// A FieldError names its field and says what is wrong, in
-		// English (the API's detail): under a translated lead-in.
-		return http.StatusBadRequest, web.Msg("Not accepted: %s", field.Error())
+		// English (the API's detail): translated as the domain's
+		// sentences are, else under a translated lead-in.
+		return http.StatusBadRequest, domainMessage(review.ErrInvalid, domainSentence(field))
 	case errors.Is(err, context.Canceled):
 		return 499, web.Msg("Request cancelled.")
 	case store.IsUnavailable(err):

@@ -45,6 +45,11 @@ var domainMessages = []web.Message{
 	web.Msg("password: at least %s characters"),
 	web.Msg("tenants: give tenants, or * for all"),
 	web.Msg("a user with email %s exists"),
+	// review.NormalizeTenant and ParseScope: a tenant typed on the users,
+	// tokens and webhooks forms.
+	web.Msg("tenant: required"),
+	web.Msg("tenant: must not contain ',' or '*'"),
+	web.Msg("tenants: %s is not a tenant name: * stands alone, for all tenants"),
 	web.Msg("changed by another admin since this page was opened; the page now shows the user as they are: change them again if you still mean to"),
 	// store/webhooks.go: the endpoint's URL. A netguard refusal (the %s
 	// before "; to allow it") names its rule in English (loopback,
@@ -89,6 +94,13 @@ var domainMessages = []web.Message{
 	web.Msg("its recommendation, approve_retry, is decided one case at a time"),
 	web.Msg("its recommendation (%s) is not a decision yet"),
 	web.Msg("%s is decided one case at a time"),
+	// review.TextProblem, for any field (the console's form check, and the
+	// domain's): last, so that a sentence above wins over these.
+	web.Msg("%s: at most %s characters, got %s"),
+	web.Msg("%s: must not contain control characters (U+%s at character %s)"),
+	web.Msg("%s: must not contain line breaks (U+%s at character %s)"),
+	web.Msg("%s: must not contain NUL (character %s)"),
+	web.Msg("%s: not valid UTF-8 (byte %s)"),
 }
 
 // domainPatterns are domainMessages as anchored patterns, %s matching

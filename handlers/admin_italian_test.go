@@ -1,0 +1,49 @@
+package handlers_test
+
+import (
+	"html"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/limbo-dev/limbo/store"
+	"github.com/limbo-dev/limbo/store/storetest"
+)
+
+// TestConsoleAdminRefusalsAllItalian: what an Italian-speaking admin
+// types wrong on the users, tokens and webhooks forms is refused in
+// Italian, without the "detail in English" lead-in: a tenant left empty or
+// holding ',' or '*', a "*" inside a list of tenants, a description or a
+// name too long for the form's check. Before, each read "Non accettato
+// (dettaglio in inglese): tenant: required" and the like.
+func TestConsoleAdminRefusalsAllItalian(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		srv, _ := consoleServer(t, e)
+		adm := newBrowser(t, srv.URL).withHeader("Accept-Language", "it")
+		adm.login("admin@example.com")
+		for _, c := range []struct {
+			path string
+			form url.Values
+			code int
+			want string
+		}{
+			{"/admin/tokens", url.Values{"tenant": {" "}, "name": {"ci"}}, http.StatusUnprocessableEntity, "tenant: obbligatorio"},
+			{"/admin/tokens", url.Values{"tenant": {"acme,globex"}, "name": {"ci"}}, http.StatusUnprocessableEntity, "tenant: non deve contenere ',' o '*'"},
+			{"/admin/webhooks", url.Values{"tenant": {""}, "url": {"https://hooks.example.com/x"}}, http.StatusUnprocessableEntity, "tenant: obbligatorio"},
+			{"/admin/users", url.Values{"email": {"new@example.com"}, "role": {"support"}, "tenants": {"acme,*"}}, http.StatusUnprocessableEntity,
+				`tenant: "*" non è un nome di tenant: * va da solo, e vale per tutti i tenant`},
+			{"/admin/webhooks", url.Values{"tenant": {"acme"}, "url": {"https://hooks.example.com/x"}, "description": {strings.Repeat("d", 501)}},
+				http.StatusBadRequest, "description: al massimo 500 caratteri, ricevuti 501"},
+			{"/admin/tokens", url.Values{"tenant": {"acme"}, "name": {strings.Repeat("n", 1001)}}, http.StatusBadRequest, "name: al massimo 1000 caratteri, ricevuti 1001"},
+		} {
+			c.form.Set("csrf", adm.csrf)
+			code, body, _ := adm.post(c.path, c.form)
+			body = html.UnescapeString(body)
+			if code != c.code || !strings.Contains(body, c.want) || strings.Contains(body, "dettaglio in inglese") {
+				t.Errorf("POST %s %v: %d, want %d saying %q in Italian:\n%s", c.path, c.form, code, c.code, c.want, html.UnescapeString(alerts(body)))
+			}
+		}
+	})
+}
