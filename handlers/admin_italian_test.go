@@ -31,6 +31,7 @@ func TestConsoleAdminRefusalsAllItalian(t *testing.T) {
 		}{
 			{"/admin/tokens", url.Values{"tenant": {" "}, "name": {"ci"}}, http.StatusUnprocessableEntity, "tenant: obbligatorio"},
 			{"/admin/tokens", url.Values{"tenant": {"acme,globex"}, "name": {"ci"}}, http.StatusUnprocessableEntity, "tenant: non deve contenere ',' o '*'"},
+			{"/admin/tokens", url.Values{"tenant": {"acme"}, "name": {"   "}}, http.StatusUnprocessableEntity, "nome: obbligatorio"},
 			{"/admin/webhooks", url.Values{"tenant": {""}, "url": {"https://hooks.example.com/x"}}, http.StatusUnprocessableEntity, "tenant: obbligatorio"},
 			{"/admin/users", url.Values{"email": {"new@example.com"}, "role": {"support"}, "tenants": {"acme,*"}}, http.StatusUnprocessableEntity,
 				`tenant: "*" non è un nome di tenant: * va da solo, e vale per tutti i tenant`},

@@ -48,6 +48,7 @@ var domainMessages = []web.Message{
 	// review.NormalizeTenant and ParseScope: a tenant typed on the users,
 	// tokens and webhooks forms.
 	web.Msg("tenant: required"),
+	web.Msg("name: required"),
 	web.Msg("tenant: must not contain ',' or '*'"),
 	web.Msg("tenants: %s is not a tenant name: * stands alone, for all tenants"),
 	web.Msg("changed by another admin since this page was opened; the page now shows the user as they are: change them again if you still mean to"),

@@ -41,6 +41,12 @@ func CheckNewToken(tenant, name string) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	// The name is how admins tell tokens apart (and what a revocation
+	// names): stored trimmed, never blank.
+	name = strings.TrimSpace(name)
+	if name == "" {
+		return "", fmt.Errorf("%w: field \"name\": required", review.ErrInvalid)
+	}
 	if err := review.CheckText("name", review.Identifier, review.MaxFieldLen, name); err != nil {
 		return "", err
 	}
@@ -55,6 +61,7 @@ func (s *Store) CreateToken(ctx context.Context, by review.Principal, tenant, na
 	if err != nil {
 		return "", err
 	}
+	name = strings.TrimSpace(name)
 
 	var raw [32]byte
 	if _, err := rand.Read(raw[:]); err != nil {

@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -46,6 +47,31 @@ func TestTokenRevocation(t *testing.T) {
 		b.clk.Advance(time.Second)
 		if _, err := b.s.TenantForToken(b.ctx, token); !errors.Is(err, review.ErrNotFound) {
 			t.Errorf("other instance after a second still accepts the revoked token: %v", err)
+		}
+	})
+}
+
+// TestTokenNameTrimmed: a token's name is stored trimmed, and a blank one
+// (spaces only, or nothing) is refused naming the field, on both engines.
+// Before, "  ci  " was stored with its spaces and "   " or "" made a token
+// with no name to tell it apart or to confirm its revocation by.
+func TestTokenNameTrimmed(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		s := storetest.Open(t, e, store.Options{})
+		ctx := t.Context()
+		op := review.Operator("admin@example.com")
+		if _, err := s.CreateToken(ctx, op, "acme", "  ci  "); err != nil {
+			t.Fatal(err)
+		}
+		for _, name := range []string{"", "   ", "\u00a0"} {
+			if _, err := s.CreateToken(ctx, op, "acme", name); !errors.Is(err, review.ErrInvalid) || !strings.Contains(err.Error(), `field "name": required`) {
+				t.Errorf("name %q: %v, want invalid: name required", name, err)
+			}
+		}
+		toks, err := s.ListTokens(ctx, op)
+		if err != nil || len(toks) != 1 || toks[0].Name != "ci" {
+			t.Fatalf("tokens = %+v, %v; want one named ci", toks, err)
 		}
 	})
 }

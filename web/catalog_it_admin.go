@@ -271,6 +271,7 @@ func init() {
 		"Revoke the token %s of tenant %s? Every integration that sends it is refused from then on, and a revoked token cannot be used again.": "Revocare il token %s del tenant %s? Ogni integrazione che lo invia viene rifiutata da quel momento, e un token revocato non può più essere usato.",
 		"Revoke for good":                     "Revoca definitivamente",
 		"Keep it":                             "Mantienilo",
+		"name: required":                      "nome: obbligatorio",
 		"tenant: required":                    "tenant: obbligatorio",
 		"tenant: must not contain ',' or '*'": "tenant: non deve contenere ',' o '*'",
 		"tenants: %s is not a tenant name: * stands alone, for all tenants": "tenant: %s non è un nome di tenant: * va da solo, e vale per tutti i tenant",
