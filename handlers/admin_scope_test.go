@@ -168,7 +168,7 @@ var adminProbes = []adminProbe{
 	{"POST", "/admin/webhooks", tenantTargets, func(w *adminWorld, admin, target string) bool {
 		b := w.admins[admin]
 		desc := "made-" + w.tag(admin, target)
-		code, _, _ := b.post("/admin/webhooks", url.Values{"csrf": {b.csrf}, "tenant": {target}, "url": {"https://93.184.215.14/hook"}, "description": {desc}})
+		code, _, _ := b.post("/admin/webhooks", url.Values{"csrf": {b.csrf}, "tenant": {target}, "url": {"https://93.184.215.14/hook/" + url.PathEscape(desc)}, "description": {desc}})
 		made := w.endpointDescribed(desc) != nil
 		if made != (code == http.StatusOK) {
 			w.t.Errorf("adding a %s endpoint as %s admin: %d, made %v", target, admin, code, made)
@@ -263,7 +263,7 @@ func (w *adminWorld) tokenNamed(name string) *store.Token {
 }
 
 func (w *adminWorld) endpoint(tenant, desc string) *store.WebhookEndpoint {
-	ep, err := w.st.AddWebhookEndpoint(context.Background(), review.Operator("test"), store.NewWebhookEndpoint{Tenant: tenant, URL: "https://93.184.215.14/hook", Description: desc})
+	ep, err := w.st.AddWebhookEndpoint(context.Background(), review.Operator("test"), store.NewWebhookEndpoint{Tenant: tenant, URL: "https://93.184.215.14/hook/" + url.PathEscape(desc), Description: desc})
 	if err != nil {
 		w.t.Fatal(err)
 	}

@@ -148,3 +148,57 @@ func TestConsoleTokenRevokeAsksFirst(t *testing.T) {
 		}
 	})
 }
+
+// TestConsoleWebhookAddedTwice: the add form sent again (a reload of the
+// page showing the secret, a double click) does not add a second enabled
+// endpoint at the same URL for the tenant: it is refused, 422, in the
+// reader's language, naming the endpoint there. Before, it added one, and
+// every decision then went to the receiver twice, under two event ids and
+// signed with a secret it had never seen. Another tenant may use the URL;
+// replacing an endpoint is disabling it, then adding; the old one cannot be
+// enabled again beside its replacement.
+func TestConsoleWebhookAddedTwice(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		srv, st := consoleServer(t, e)
+		ctx := context.Background()
+		adm := newBrowser(t, srv.URL).withHeader("Accept-Language", "it")
+		adm.login("admin@example.com")
+		adm.get("/admin/webhooks")
+		add := url.Values{"csrf": {adm.csrf}, "tenant": {"acme"}, "url": {"https://hooks.example.com/limbo"}, "description": {"billing"}}
+		if code, body, _ := adm.post("/admin/webhooks", add); code != http.StatusOK {
+			t.Fatalf("add: %d\n%s", code, alerts(body))
+		}
+		es, _ := st.ListWebhookEndpoints(ctx, nil)
+		if len(es) != 1 {
+			t.Fatalf("endpoints after one add: %d", len(es))
+		}
+		first := es[0].ID
+		code, body, _ := adm.post("/admin/webhooks", add)
+		want := "url: il tenant acme ha già un endpoint attivo a questo URL (" + first + "); disattivalo prima per sostituirlo"
+		if code != http.StatusUnprocessableEntity || !strings.Contains(html.UnescapeString(body), want) {
+			t.Errorf("the same add again: %d, want 422 saying %q:\n%s", code, want, html.UnescapeString(alerts(body)))
+		}
+		if es, _ := st.ListWebhookEndpoints(ctx, nil); len(es) != 1 {
+			t.Fatalf("the form sent twice made %d endpoints", len(es))
+		}
+		other := url.Values{"csrf": {adm.csrf}, "tenant": {"globex"}, "url": add["url"]}
+		if code, body, _ := adm.post("/admin/webhooks", other); code != http.StatusOK {
+			t.Errorf("the URL for another tenant: %d\n%s", code, alerts(body))
+		}
+		// Replacing: disable, then add.
+		if code, _, _ := adm.post("/admin/webhooks/"+first+"/disable", url.Values{"csrf": {adm.csrf}}); code != http.StatusSeeOther {
+			t.Fatalf("disable: %d", code)
+		}
+		if code, body, _ := adm.post("/admin/webhooks", add); code != http.StatusOK {
+			t.Fatalf("add after disabling the old one: %d\n%s", code, alerts(body))
+		}
+		code, body, _ = adm.post("/admin/webhooks/"+first+"/enable", url.Values{"csrf": {adm.csrf}})
+		if code != http.StatusConflict || !strings.Contains(html.UnescapeString(body), "url: il tenant acme ha già un endpoint attivo a questo URL") {
+			t.Errorf("enable the replaced endpoint: %d, want 409 saying why:\n%s", code, html.UnescapeString(alerts(body)))
+		}
+		if ep, _ := st.GetWebhookEndpoint(ctx, first, nil); ep.DisabledAt == nil {
+			t.Error("the replaced endpoint was enabled beside its replacement")
+		}
+	})
+}

@@ -65,6 +65,7 @@ var domainMessages = []web.Message{
 	web.Msg("url: %s; to allow it, add it to webhooks.allow_internal in the configuration file"),
 	web.Msg("secret: give whsec_ and base64 of 24–64 random bytes, or leave it empty"),
 	web.Msg("the endpoint is disabled; enable it first"),
+	web.Msg("url: tenant %s already has an enabled endpoint at this URL (%s); disable it first to replace it"),
 	// Decisions: the sentinels people meet on a case.
 	web.Msg("reason: every decision needs a reason, in a few words"),
 	web.Msg("too late to approve: no approval was given before the request expired; the operation will not run"),

@@ -48,6 +48,11 @@ const (
 	selectEndpoints = `SELECT ` + endpointColumns + ` FROM webhook_endpoints`
 	/* Store.GetWebhookEndpoint */
 	selectEndpoint = `SELECT ` + endpointColumns + ` FROM webhook_endpoints WHERE id = ?`
+	/* Store.enabledTwin: the tenant's row, locked on PostgreSQL so that two
+	   adds of one URL at once serialise and the second sees the first. */
+	lockTenant = `SELECT name FROM tenants WHERE name = ?`
+	/* Store.enabledTwin */
+	selectEnabledTwin = `SELECT id FROM webhook_endpoints WHERE tenant = ? AND url = ? AND disabled_at IS NULL AND id <> ? ORDER BY id LIMIT 1`
 	/* Store.DisableWebhookEndpoint */
 	disableEndpoint = `UPDATE webhook_endpoints SET disabled_at = ? WHERE id = ? AND disabled_at IS NULL`
 	/* Store.DisableWebhookEndpoint: unleased pending messages stop at once; a try in flight completes first. */
@@ -105,19 +110,44 @@ func (s *Store) AddWebhookEndpoint(ctx context.Context, by review.Principal, ne 
 		if err := s.ensureTenant(ctx, tx, tenant, now); err != nil {
 			return err
 		}
+		if err := s.enabledTwin(ctx, tx, tenant, ep.URL, ep.ID); err != nil {
+			return err
+		}
 		if _, err := tx.ExecContext(ctx, s.rebind(insertEndpoint), ep.ID, ep.Tenant, ep.URL, ep.Secret, ep.Description, now); err != nil {
 			return err
 		}
 		return s.appendEvent(ctx, tx, &AuditEvent{At: now, Actor: by.Name, Tenant: tenant, Action: "webhook.endpoint_added",
 			Detail: detailJSON(map[string]any{"endpoint_id": ep.ID, "url": ep.URL, "description": ep.Description})})
 	})
-	if errors.Is(err, review.ErrForbidden) {
+	if errors.Is(err, review.ErrForbidden) || errors.Is(err, review.ErrConflict) {
 		return nil, err
 	}
 	if err != nil {
 		return nil, fmt.Errorf("store.AddWebhookEndpoint: %w", err)
 	}
 	return ep, nil
+}
+
+// enabledTwin refuses a second enabled endpoint of tenant at url (besides
+// the endpoint id): every decision would go to that receiver twice, under
+// two event ids it cannot deduplicate and two secrets of which it knows
+// one. A form sent twice (a reload of the page that showed the secret, a
+// double click) added exactly that. To replace an endpoint (a new secret),
+// disable the old one first.
+func (s *Store) enabledTwin(ctx context.Context, tx *sqlx.Tx, tenant, url, id string) error {
+	var name string
+	if err := tx.GetContext(ctx, &name, s.rebind(s.lockRows(lockTenant)), tenant); err != nil {
+		return err
+	}
+	var twin string
+	err := tx.GetContext(ctx, &twin, s.rebind(selectEnabledTwin), tenant, url, id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	return fmt.Errorf("%w: field \"url\": tenant %s already has an enabled endpoint at this URL (%s); disable it first to replace it", review.ErrConflict, tenant, twin)
 }
 
 // addTimeLookup bounds the lookup of an endpoint's name when it is added.
@@ -289,6 +319,11 @@ func (s *Store) EnableWebhookEndpoint(ctx context.Context, by review.Principal, 
 		if err != nil {
 			return err
 		}
+		if ep.DisabledAt != nil {
+			if err := s.enabledTwin(ctx, tx, ep.Tenant, ep.URL, ep.ID); err != nil {
+				return err
+			}
+		}
 		now := s.now()
 		res, err := tx.ExecContext(ctx, s.rebind(enableEndpoint), ep.ID)
 		if err != nil {
@@ -301,7 +336,7 @@ func (s *Store) EnableWebhookEndpoint(ctx context.Context, by review.Principal, 
 			Detail: detailJSON(map[string]any{"endpoint_id": ep.ID, "url": ep.URL})})
 	})
 	if err != nil {
-		if errors.Is(err, review.ErrNotFound) || errors.Is(err, review.ErrForbidden) {
+		if errors.Is(err, review.ErrNotFound) || errors.Is(err, review.ErrForbidden) || errors.Is(err, review.ErrConflict) {
 			return err
 		}
 		return fmt.Errorf("store.EnableWebhookEndpoint: %w", err)
