@@ -80,7 +80,21 @@ func (h *Handlers) AdminAddUser(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return h.renderUsers(c, http.StatusOK, web.AdminUsersView{Created: u.Email, Password: pw})
+	unknown, err := h.Store.UnknownTenants(c.Request().Context(), scope.List())
+	if err != nil {
+		return err
+	}
+	return h.renderUsers(c, http.StatusOK, web.AdminUsersView{Created: u.Email, Password: pw, Unknown: unknownTenants(u.Email, unknown)})
+}
+
+// unknownTenants says that user was given tenants no tenant has yet (a typo,
+// or one ahead of time): saved, but they see nothing there.
+func unknownTenants(user string, unknown []string) web.Message {
+	if len(unknown) == 0 {
+		return web.Message{}
+	}
+	return web.Msg("No tenant is named %s yet: %s sees nothing there until it has an API token or operations. Check the spelling.",
+		strings.Join(unknown, ", "), user)
 }
 
 // AdminUpdateUser changes role, tenants or enablement; the user's sessions end.
@@ -100,7 +114,7 @@ func (h *Handlers) AdminUpdateUser(c echo.Context) error {
 		// another admin's change to the user is refused, not laid over it.
 		ch.Seen = &store.UserSeen{Role: review.Role(f.Get("was_role")), Tenants: f.Get("was_tenants"), Disabled: f.Get("was_disabled") != ""}
 	}
-	_, err = h.Store.UpdateUser(c.Request().Context(), principal(c), c.Param("id"), ch)
+	u, err := h.Store.UpdateUser(c.Request().Context(), principal(c), c.Param("id"), ch)
 	if errors.Is(err, store.ErrUserChangedMeanwhile) {
 		// The row shows the user as they are now, not as typed over
 		// what the page showed before.
@@ -111,6 +125,14 @@ func (h *Handlers) AdminUpdateUser(c echo.Context) error {
 	}
 	if err != nil {
 		return err
+	}
+	unknown, err := h.Store.UnknownTenants(c.Request().Context(), scope.List())
+	if err != nil {
+		return err
+	}
+	if len(unknown) > 0 {
+		// Saved, and said, rather than a redirect that would not tell.
+		return h.renderUsers(c, http.StatusOK, web.AdminUsersView{Unknown: unknownTenants(u.Email, unknown)})
 	}
 	return c.Redirect(http.StatusSeeOther, "/admin/users")
 }

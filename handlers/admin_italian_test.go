@@ -1,12 +1,14 @@
 package handlers_test
 
 import (
+	"context"
 	"html"
 	"net/http"
 	"net/url"
 	"strings"
 	"testing"
 
+	"github.com/limbo-dev/limbo/review"
 	"github.com/limbo-dev/limbo/store"
 	"github.com/limbo-dev/limbo/store/storetest"
 )
@@ -45,6 +47,52 @@ func TestConsoleAdminRefusalsAllItalian(t *testing.T) {
 			if code != c.code || !strings.Contains(body, c.want) || strings.Contains(body, "dettaglio in inglese") {
 				t.Errorf("POST %s %v: %d, want %d saying %q in Italian:\n%s", c.path, c.form, code, c.code, c.want, html.UnescapeString(alerts(body)))
 			}
+		}
+	})
+}
+
+// TestConsoleUserUnknownTenant: a user added or changed with a tenant no
+// tenant has yet (a typo: "acmee" beside acme) is saved, and the page says
+// in the reader's language that they see nothing there, naming the tenant
+// and the user; a known tenant saves without it (a change redirects as
+// before). Before, the typo was taken silently and the user found an empty
+// queue. limbo user add warns the same way (TestUserAddUnknownTenant).
+func TestConsoleUserUnknownTenant(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		srv, st := consoleServer(t, e)
+		ctx := context.Background()
+		if _, err := st.CreateToken(ctx, review.Operator("test"), "acme", "ci"); err != nil {
+			t.Fatal(err)
+		}
+		adm := newBrowser(t, srv.URL).withHeader("Accept-Language", "it")
+		adm.login("admin@example.com")
+		adm.get("/admin/users")
+		const warn = "Nessun tenant si chiama ancora acmee: new@example.com non vi vede nulla"
+		code, body, _ := adm.post("/admin/users", url.Values{"csrf": {adm.csrf}, "email": {"new@example.com"}, "role": {"support"}, "tenants": {"acmee"}})
+		if code != http.StatusOK || !strings.Contains(html.UnescapeString(body), warn) {
+			t.Fatalf("add with a mistyped tenant: %d, want 200 saying %q", code, warn)
+		}
+		u, err := st.UserByEmail(ctx, "new@example.com")
+		if err != nil || u.TenantsText != "acmee" {
+			t.Fatalf("the user was not added as typed: %+v %v", u, err)
+		}
+		form := hiddenFields(userRow(body, u.ID))
+		form.Set("role", "support")
+		form.Set("tenants", "acme,acmee")
+		code, body, _ = adm.post("/admin/users/"+u.ID, form)
+		if code != http.StatusOK || !strings.Contains(html.UnescapeString(body), warn) {
+			t.Errorf("change to a mistyped tenant: %d, want 200 saying %q", code, warn)
+		}
+		form = hiddenFields(userRow(body, u.ID))
+		form.Set("role", "support")
+		form.Set("tenants", "acme")
+		if code, body, _ := adm.post("/admin/users/"+u.ID, form); code != http.StatusSeeOther {
+			t.Errorf("change to a known tenant: %d, want 303\n%s", code, alerts(body))
+		}
+		_, body, _ = adm.post("/admin/users", url.Values{"csrf": {adm.csrf}, "email": {"ok@example.com"}, "role": {"support"}, "tenants": {"acme"}})
+		if strings.Contains(body, "Nessun tenant") {
+			t.Error("a known tenant was warned about")
 		}
 	})
 }

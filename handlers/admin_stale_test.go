@@ -40,6 +40,9 @@ func TestConsoleAdminUserStaleRow(t *testing.T) {
 			Role: review.RoleAdmin, Scope: review.Scope{All: true}}); err != nil {
 			t.Fatal(err)
 		}
+		if _, err := st.CreateToken(ctx, review.Operator("test"), "acme", "ci"); err != nil { // the tenant exists
+			t.Fatal(err)
+		}
 		sup, err := st.UserByEmail(ctx, "support@example.com")
 		if err != nil {
 			t.Fatal(err)

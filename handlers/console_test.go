@@ -428,6 +428,9 @@ func TestConsoleAdmin(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, e store.Engine) {
 		srv, st := consoleServer(t, e)
 		ctx := context.Background()
+		if _, err := st.CreateToken(ctx, review.Operator("test"), "acme", "first"); err != nil { // the tenant exists
+			t.Fatal(err)
+		}
 		adm := newBrowser(t, srv.URL)
 		adm.login("admin@example.com")
 		code, body, _ := adm.post("/admin/users", url.Values{"csrf": {adm.csrf}, "email": {"new@example.com"}, "role": {"support"}, "tenants": {"acme"}})

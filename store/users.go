@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"net/mail"
+	"slices"
 	"strings"
 	"time"
 
@@ -257,4 +258,30 @@ func (s *Store) SetLanguage(ctx context.Context, by review.Principal, lang strin
 		return s.appendEvent(ctx, tx, &AuditEvent{At: now, Actor: by.Name, Action: "user.language",
 			Detail: detailJSON(map[string]any{"user_id": by.UserID, "language": lang})})
 	})
+}
+
+/* Store.UnknownTenants: the tenants named that exist (an IN list follows). */
+const selectTenantsNamed = `SELECT name FROM tenants WHERE `
+
+// UnknownTenants is which of names no tenant has yet, in their order: a
+// tenant exists once it has an API token, a webhook endpoint or
+// operations. A user's scope may name one ahead of time, but then the user
+// sees nothing there, which is also what a typo ("acmee") does; the
+// console and limbo user add say so rather than accept it silently.
+func (s *Store) UnknownTenants(ctx context.Context, names []string) ([]string, error) {
+	if len(names) == 0 {
+		return nil, nil
+	}
+	cond, args := inScope("name", names)
+	var known []string
+	if err := s.db.SelectContext(ctx, &known, s.rebind(selectTenantsNamed+cond), args...); err != nil {
+		return nil, fmt.Errorf("store.UnknownTenants: %w", err)
+	}
+	var unknown []string
+	for _, n := range names {
+		if !slices.Contains(known, n) {
+			unknown = append(unknown, n)
+		}
+	}
+	return unknown, nil
 }

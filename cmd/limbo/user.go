@@ -55,6 +55,16 @@ func cmdUserAdd(ctx context.Context, args []string, std stdio) error {
 	} else {
 		fmt.Fprintf(stdout, "user %s (%s, tenants %s) added\n", u.Email, u.Role, u.TenantsText)
 	}
+	// As the console says it: a tenant named ahead of time, or mistyped,
+	// shows the user nothing. The user is added either way.
+	unknown, err := st.UnknownTenants(ctx, scope.List())
+	switch {
+	case err != nil:
+		fmt.Fprintf(std.err, "warning: the tenants were not checked: %v\n", err)
+	case len(unknown) > 0:
+		fmt.Fprintf(std.err, "warning: no tenant is named %s yet: %s sees nothing there until it has an API token (limbo token create --tenant NAME) or operations; check the spelling\n",
+			strings.Join(unknown, ", "), u.Email)
+	}
 	return nil
 }
 
