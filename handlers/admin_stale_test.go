@@ -48,8 +48,8 @@ func TestConsoleAdminUserStaleRow(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, c := range []struct{ lang, want string }{
-			{"it", "L'utente support@example.com non è stato modificato: modificato da un altro amministratore da quando questa pagina è stata aperta"},
-			{"en", "User support@example.com was not changed: changed by another admin since this page was opened"},
+			{"it", "L'utente support@example.com non è stato modificato: modificato da quando questa pagina è stata aperta (da un altro amministratore, o da questo modulo inviato due volte)"},
+			{"en", "User support@example.com was not changed: changed since this page was opened (by another admin, or by this form sent twice)"},
 		} {
 			a := newBrowser(t, srv.URL).withHeader("Accept-Language", c.lang)
 			a.login("admin@example.com")
@@ -93,6 +93,10 @@ func TestConsoleAdminUserStaleRow(t *testing.T) {
 			}
 			if u, _ := st.UserByID(ctx, sup.ID); u.DisabledAt != nil || u.TenantsText != "*" {
 				t.Fatalf("%s: the fresh row did not save: %+v", c.lang, u)
+			}
+			// The same form sent twice (a reload): the second is stale too.
+			if code, _, _ := a.post("/admin/users/"+sup.ID, again); code != http.StatusConflict {
+				t.Errorf("%s: the fresh row sent twice: %d, want 409", c.lang, code)
 			}
 		}
 	})

@@ -51,7 +51,7 @@ var domainMessages = []web.Message{
 	web.Msg("name: required"),
 	web.Msg("tenant: must not contain ',' or '*'"),
 	web.Msg("tenants: %s is not a tenant name: * stands alone, for all tenants"),
-	web.Msg("changed by another admin since this page was opened; the page now shows the user as they are: change them again if you still mean to"),
+	web.Msg("changed since this page was opened (by another admin, or by this form sent twice); the page now shows the user as they are: change them again if you still mean to"),
 	// store/webhooks.go: the endpoint's URL. A netguard refusal (the %s
 	// before "; to allow it") names its rule in English (loopback,
 	// private (RFC 1918), …): those are the networking terms themselves.

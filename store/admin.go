@@ -57,7 +57,7 @@ type UserChange struct {
 
 // ErrUserChangedMeanwhile refuses a change made from a page that showed
 // the user before another admin changed them (UserChange.Seen).
-var ErrUserChangedMeanwhile = fmt.Errorf("%w: changed by another admin since this page was opened; the page now shows the user as they are: change them again if you still mean to", review.ErrConflict)
+var ErrUserChangedMeanwhile = fmt.Errorf("%w: changed since this page was opened (by another admin, or by this form sent twice); the page now shows the user as they are: change them again if you still mean to", review.ErrConflict)
 
 // UserSeen is a user's grant as a page showed it: the role, the tenants
 // as stored (User.TenantsText) and whether the account was disabled.

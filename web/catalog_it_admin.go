@@ -283,7 +283,7 @@ func init() {
 		"%s: must not contain NUL (character %s)":                           "%s: non deve contenere NUL (carattere %s)",
 		"%s: not valid UTF-8 (byte %s)":                                     "%s: non è UTF-8 valido (byte %s)",
 		"a user with email %s exists":                                       "esiste già un utente con email %s",
-		"changed by another admin since this page was opened; the page now shows the user as they are: change them again if you still mean to": "modificato da un altro amministratore da quando questa pagina è stata aperta; ora la pagina mostra l'utente com'è: modificalo di nuovo se è ancora ciò che vuoi",
+		"changed since this page was opened (by another admin, or by this form sent twice); the page now shows the user as they are: change them again if you still mean to": "modificato da quando questa pagina è stata aperta (da un altro amministratore, o da questo modulo inviato due volte); ora la pagina mostra l'utente com'è: modificalo di nuovo se è ancora ciò che vuoi",
 		"url: give an https URL of at most 2048 bytes": "url: indica un URL https di al massimo 2048 byte",
 		"url: not a URL":                  "url: non è un URL",
 		"url: must start with https://":   "url: deve iniziare con https://",
