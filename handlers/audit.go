@@ -18,10 +18,16 @@ import (
 
 // auditFilter reads the audit search from the query string.
 func auditFilter(c echo.Context) (store.AuditFilter, web.AuditForm, error) {
-	form := web.AuditForm{Actor: c.QueryParam("actor"), Tenant: c.QueryParam("tenant"), Operation: c.QueryParam("operation"),
-		Action: c.QueryParam("action"), From: c.QueryParam("from"), To: c.QueryParam("to")}
+	q := func(name string) string { return strings.TrimSpace(c.QueryParam(name)) }
+	form := web.AuditForm{Actor: q("actor"), Tenant: q("tenant"), Operation: q("operation"),
+		Action: q("action"), From: q("from"), To: q("to")}
 	f := store.AuditFilter{Scope: session(c).User.Scope().List(), Actor: form.Actor, Tenant: form.Tenant,
 		OperationID: form.Operation, Action: form.Action}
+	if strings.Contains(f.Actor, "@") {
+		// A person is named by their email, stored in lower case
+		// (store.canonicalEmail): "Anna@Example.com" finds her acts.
+		f.Actor = review.NFC(strings.ToLower(f.Actor))
+	}
 	// A date is a day in UTC, within years 0001–9999 as every time Limbo
 	// takes (review.InTimeRange): "from" is its start, "to" the start of
 	// the next day, where the events stop. The day after 9999-12-31 is in

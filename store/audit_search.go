@@ -40,7 +40,10 @@ func (f AuditFilter) where() (string, []any) {
 		add("operation_id = ?", f.OperationID)
 	}
 	if f.Action != "" {
-		add("action LIKE ?", strings.ReplaceAll(f.Action, "%", "")+"%")
+		// Actions are lower case: the prefix is too, so that "Decision"
+		// finds the same events on PostgreSQL (LIKE minds case) as on
+		// SQLite (LIKE ignores ASCII case).
+		add("action LIKE ?", strings.ToLower(strings.ReplaceAll(f.Action, "%", ""))+"%")
 	}
 	if !f.From.IsZero() {
 		add("at >= ?", dbTime(f.From))

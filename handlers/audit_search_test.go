@@ -1,0 +1,57 @@
+package handlers_test
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/limbo-dev/limbo/review"
+	"github.com/limbo-dev/limbo/store"
+	"github.com/limbo-dev/limbo/store/storetest"
+)
+
+// TestConsoleAuditSearchAsTyped: the audit search finds what a manager
+// types as a person types it, the same on both engines: a field pasted
+// with spaces around it, an email in capitals (emails are stored in lower
+// case) and an action prefix in capitals. Before, " acme" and
+// "Admin@Example.com" found nothing, and "Token" found the token events on
+// SQLite (its LIKE ignores case) but nothing on PostgreSQL.
+func TestConsoleAuditSearchAsTyped(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		srv, st := consoleServer(t, e)
+		ctx := context.Background()
+		adm := newBrowser(t, srv.URL)
+		adm.login("admin@example.com")
+		adm.get("/admin/tokens")
+		if code, _, _ := adm.post("/admin/tokens", url.Values{"csrf": {adm.csrf}, "tenant": {"acme"}, "name": {"ci"}}); code != http.StatusOK {
+			t.Fatalf("create token: %d", code)
+		}
+		if _, err := st.CreateToken(ctx, review.Operator("cli:Mario"), "acme", "other"); err != nil {
+			t.Fatal(err)
+		}
+		mgr := newBrowser(t, srv.URL)
+		mgr.login("manager@example.com")
+		for _, q := range []url.Values{
+			{"tenant": {" acme "}, "action": {"token.created"}},
+			{"actor": {"  Admin@Example.com "}, "action": {"token."}},
+			{"action": {"Token.Created"}, "actor": {"admin@example.com"}},
+		} {
+			code, body := mgr.get("/audit?" + q.Encode())
+			if code != http.StatusOK || !strings.Contains(body, `title="token.created"`) {
+				t.Errorf("/audit?%s: %d, want the token.created event", q.Encode(), code)
+			}
+			var csv string
+			_, csv = mgr.get("/audit.csv?" + q.Encode())
+			if n := strings.Count(csv, ",token.created,"); n == 0 {
+				t.Errorf("/audit.csv?%s: no token.created row:\n%s", q.Encode(), csv)
+			}
+		}
+		// An actor who is not an email keeps their case.
+		if _, body := mgr.get("/audit?actor=cli:Mario"); !strings.Contains(body, `title="token.created"`) {
+			t.Error("actor cli:Mario: not found")
+		}
+	})
+}
