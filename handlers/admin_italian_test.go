@@ -96,3 +96,35 @@ func TestConsoleUserUnknownTenant(t *testing.T) {
 		}
 	})
 }
+
+// TestConsoleTenantsHint: the new user's tenants are labelled with what
+// this admin may grant: "*" for every tenant only to an all-tenants admin;
+// a tenant-scoped admin is told the tenants it holds, without a "*" it
+// would be refused. Before, both read "Tenants (a,b or *; you may grant
+// acme)" — offering * to an admin who may not grant it — and an
+// all-tenants admin read "you may grant *".
+func TestConsoleTenantsHint(t *testing.T) {
+	t.Parallel()
+	srv, st := consoleServer(t, store.SQLite)
+	if _, err := st.AddUser(context.Background(), review.Operator("test"), store.NewUser{Email: "acme-admin@example.com", Password: "correct horse battery",
+		Role: review.RoleAdmin, Scope: review.Scope{Tenants: []string{"acme", "beta"}}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ who, lang, want, not string }{
+		{"admin@example.com", "it", "Tenant (a,b, oppure * per tutti i tenant)", "puoi concedere"},
+		{"acme-admin@example.com", "it", "Tenant (a,b; puoi concedere acme,beta)", "*"},
+		{"acme-admin@example.com", "en", "Tenants (a,b; you may grant acme,beta)", "*"},
+	} {
+		b := newBrowser(t, srv.URL).withHeader("Accept-Language", c.lang)
+		b.login(c.who)
+		_, body := b.get("/admin/users")
+		i := strings.Index(body, `<label for="new-tenants">`)
+		if i < 0 {
+			t.Fatalf("%s: no tenants label", c.who)
+		}
+		label := html.UnescapeString(body[i+len(`<label for="new-tenants">`) : i+strings.Index(body[i:], "</label>")])
+		if label != c.want || strings.Contains(label, c.not) {
+			t.Errorf("%s (%s): label %q, want %q", c.who, c.lang, label, c.want)
+		}
+	}
+}

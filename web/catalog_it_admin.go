@@ -49,7 +49,8 @@ func init() {
 		"Save":                                 "Salva",
 		"changed by an all-tenants admin":      "lo modifica un amministratore di tutti i tenant",
 		"Add a user":                           "Aggiungi un utente",
-		"Tenants (a,b or *; you may grant %s)": "Tenant (a,b oppure *; puoi concedere %s)",
+		"Tenants (a,b, or * for every tenant)": "Tenant (a,b, oppure * per tutti i tenant)",
+		"Tenants (a,b; you may grant %s)":      "Tenant (a,b; puoi concedere %s)",
 		"Add (a password is generated)":        "Aggiungi (la password viene generata)",
 
 		// API tokens.
