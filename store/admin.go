@@ -71,7 +71,8 @@ type UserSeen struct {
 // within what by may grant (review.Principal.CheckUserChange); a user by
 // does not see is review.ErrNotFound. The last enabled all-tenants admin
 // cannot be demoted or disabled (review.KeepsAnAdmin). Any change ends the
-// user's sessions at once, so nobody keeps powers they just lost.
+// user's sessions at once, so nobody keeps powers they just lost; a
+// "change" to what is stored already changes nothing and is not audited.
 func (s *Store) UpdateUser(ctx context.Context, by review.Principal, id string, ch UserChange) (*User, error) {
 	if !ch.Role.Valid() {
 		return nil, fmt.Errorf("%w: field \"role\": must be reviewer, support, manager or admin", review.ErrInvalid)
@@ -108,6 +109,12 @@ func (s *Store) UpdateUser(ctx context.Context, by review.Principal, id string, 
 		}
 		if err := review.KeepsAnAdmin(before, to, others); err != nil {
 			return err
+		}
+		if string(ch.Role) == string(u.Role) && ch.Scope.String() == u.TenantsText && ch.Disabled == (u.DisabledAt != nil) {
+			// Saved as it is (a row's Save pressed without a change):
+			// nothing changes, so the user stays signed in and the trail
+			// records no change.
+			return nil
 		}
 		now := s.now()
 		var disabled any

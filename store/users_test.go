@@ -174,3 +174,52 @@ func TestEmailIsOneUser(t *testing.T) {
 		}
 	})
 }
+
+// TestUpdateUserUnchanged: saving a user as they are (a console row's Save
+// pressed without a change) changes nothing: the user stays signed in and
+// no user.changed event is written; a real change still ends the sessions
+// and is audited. Before, every Save signed the user out and recorded a
+// "User changed" that changed nothing.
+func TestUpdateUserUnchanged(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		s := storetest.Open(t, e, store.Options{})
+		ctx := t.Context()
+		op := review.Operator("test")
+		u, err := s.AddUser(ctx, op, store.NewUser{Email: "sup@example.com", Password: "correct horse battery", Role: review.RoleSupport,
+			Scope: review.Scope{Tenants: []string{"acme"}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sid, _, err := s.Login(ctx, "sup@example.com", "correct horse battery", "127.0.0.1", store.SessionPolicy{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		changes := func() int {
+			evs, _, err := s.SearchAudit(ctx, store.AuditFilter{Action: "user.changed"}, 10)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return len(evs)
+		}
+		same := store.UserChange{Role: review.RoleSupport, Scope: review.Scope{Tenants: []string{"acme"}}}
+		if _, err := s.UpdateUser(ctx, op, u.ID, same); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Session(ctx, sid, store.SessionPolicy{}); err != nil {
+			t.Errorf("saving the user unchanged ended their session: %v", err)
+		}
+		if n := changes(); n != 0 {
+			t.Errorf("saving the user unchanged wrote %d user.changed events", n)
+		}
+		if _, err := s.UpdateUser(ctx, op, u.ID, store.UserChange{Role: review.RoleReviewer, Scope: same.Scope}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Session(ctx, sid, store.SessionPolicy{}); err == nil {
+			t.Error("a role change left the session alive")
+		}
+		if n := changes(); n != 1 {
+			t.Errorf("a role change wrote %d user.changed events, want 1", n)
+		}
+	})
+}
