@@ -128,3 +128,39 @@ func TestConsoleTenantsHint(t *testing.T) {
 		}
 	}
 }
+
+// TestConsoleOwnUserRow: an admin's own row on the users page says why it
+// offers no change — nobody changes their own grant — instead of "changed
+// by an all-tenants admin", which an all-tenants admin read about itself;
+// another admin's row a scoped admin may not change still says that.
+func TestConsoleOwnUserRow(t *testing.T) {
+	t.Parallel()
+	srv, st := consoleServer(t, store.SQLite)
+	if _, err := st.AddUser(context.Background(), review.Operator("test"), store.NewUser{Email: "acme-admin@example.com", Password: "correct horse battery",
+		Role: review.RoleAdmin, Scope: review.Scope{Tenants: []string{"acme"}}}); err != nil {
+		t.Fatal(err)
+	}
+	const own, other = "sei tu: il tuo ruolo, i tuoi tenant e il tuo stato li modifica un altro amministratore", "lo modifica un amministratore di tutti i tenant"
+	rowOf := func(page, email string) string {
+		i := strings.Index(page, "<td>"+email+"</td>")
+		if i < 0 {
+			t.Fatalf("no row for %s", email)
+		}
+		return html.UnescapeString(page[i : i+strings.Index(page[i:], "</tr>")])
+	}
+	for _, who := range []string{"admin@example.com", "acme-admin@example.com"} {
+		b := newBrowser(t, srv.URL).withHeader("Accept-Language", "it")
+		b.login(who)
+		_, body := b.get("/admin/users")
+		if row := rowOf(body, who); !strings.Contains(row, own) || strings.Contains(row, other) {
+			t.Errorf("%s's own row: want %q:\n%s", who, own, row)
+		}
+	}
+	// Another admin's row, to an all-tenants admin: editable, as before.
+	b := newBrowser(t, srv.URL).withHeader("Accept-Language", "it")
+	b.login("admin@example.com")
+	_, body := b.get("/admin/users")
+	if row := rowOf(body, "acme-admin@example.com"); strings.Contains(row, own) || !strings.Contains(row, `name="role"`) {
+		t.Errorf("another admin's row, to an all-tenants admin: want it editable:\n%s", row)
+	}
+}
