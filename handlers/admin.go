@@ -113,6 +113,11 @@ func (h *Handlers) AdminUpdateUser(c echo.Context) error {
 		// The row as the page showed it: a change from a page older than
 		// another admin's change to the user is refused, not laid over it.
 		ch.Seen = &store.UserSeen{Role: review.Role(f.Get("was_role")), Tenants: f.Get("was_tenants"), Disabled: f.Get("was_disabled") != ""}
+		if ch.Disabled && !ch.Seen.Disabled && f.Get("confirm") == "" {
+			// Disabling signs the user out at once, mid-review: a box
+			// ticked on the wrong row is asked about before it is saved.
+			return h.confirmDisable(c)
+		}
 	}
 	u, err := h.Store.UpdateUser(c.Request().Context(), principal(c), c.Param("id"), ch)
 	if errors.Is(err, store.ErrUserChangedMeanwhile) {
@@ -135,6 +140,21 @@ func (h *Handlers) AdminUpdateUser(c echo.Context) error {
 		return h.renderUsers(c, http.StatusOK, web.AdminUsersView{Unknown: unknownTenants(u.Email, unknown)})
 	}
 	return c.Redirect(http.StatusSeeOther, "/admin/users")
+}
+
+// confirmDisable asks the admin to confirm disabling the user of the
+// posted row, carrying the row as sent.
+func (h *Handlers) confirmDisable(c echo.Context) error {
+	us, err := h.Store.ListUsers(c.Request().Context(), principal(c))
+	if err != nil {
+		return err
+	}
+	i := slices.IndexFunc(us, func(u store.User) bool { return u.ID == c.Param("id") })
+	if i < 0 {
+		return review.ErrNotFound
+	}
+	return h.renderUsers(c, http.StatusOK, web.AdminUsersView{Disabling: &web.UserDisabling{ID: us[i].ID, Email: us[i].Email,
+		Form: enteredForm(c, "role", "tenants", "disabled", "was_role", "was_tenants", "was_disabled")}})
 }
 
 // adminProblemStatus tells which store refusals are answered on the form

@@ -64,6 +64,7 @@ func TestConsoleAdminUserStaleRow(t *testing.T) {
 			form.Set("role", "support")
 			form.Set("tenants", "acme")
 			form.Set("disabled", "1")
+			form.Set("confirm", "1")
 			if code, body, _ := b.post("/admin/users/"+sup.ID, form); code != http.StatusSeeOther {
 				t.Fatalf("%s: disable: %d\n%s", c.lang, code, alerts(body))
 			}
@@ -206,6 +207,70 @@ func TestConsoleWebhookAddedTwice(t *testing.T) {
 		}
 		if ep, _ := st.GetWebhookEndpoint(ctx, first, nil); ep.DisabledAt == nil {
 			t.Error("the replaced endpoint was enabled beside its replacement")
+		}
+	})
+}
+
+// TestConsoleUserDisableAsksFirst: a user's row that disables them (the box
+// ticked, Save pressed) does not sign them out at once: the page asks,
+// naming the user, in the reader's language, with the row as sent and a
+// way to keep them enabled. Only the confirmation disables; a row that
+// changes only the role saves at once, as does enabling. Before, a box
+// ticked on the wrong row signed a reviewer out mid-review.
+func TestConsoleUserDisableAsksFirst(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		srv, st := consoleServer(t, e)
+		ctx := context.Background()
+		sup, err := st.UserByEmail(ctx, "support@example.com")
+		if err != nil {
+			t.Fatal(err)
+		}
+		supb := newBrowser(t, srv.URL)
+		supb.login("support@example.com")
+		adm := newBrowser(t, srv.URL).withHeader("Accept-Language", "it")
+		adm.login("admin@example.com")
+		_, page := adm.get("/admin/users")
+		form := hiddenFields(userRow(page, sup.ID))
+		form.Set("role", "support")
+		form.Set("tenants", "*")
+		form.Set("disabled", "1")
+		code, body, _ := adm.post("/admin/users/"+sup.ID, form)
+		body = html.UnescapeString(body)
+		if code != http.StatusOK || !strings.Contains(body, "Disattivare support@example.com? La sua sessione termina subito") ||
+			!strings.Contains(body, `<input type="hidden" name="confirm" value="1">`) || !strings.Contains(body, "Lascialo attivo") {
+			t.Fatalf("disable without confirming: %d, want the question in Italian:\n%s", code, alerts(body))
+		}
+		if u, _ := st.UserByID(ctx, sup.ID); u.DisabledAt != nil {
+			t.Fatal("the row disabled the user without asking")
+		}
+		if code, _ := supb.get("/"); code != http.StatusOK {
+			t.Fatalf("asking signed the user out: %d", code)
+		}
+		// The confirmation carries the row as sent.
+		confirm := hiddenFields(body[strings.Index(body, "Disattivare support@example.com?"):])
+		if confirm.Get("confirm") != "1" || confirm.Get("disabled") != "1" || confirm.Get("tenants") != "*" || confirm.Get("was_role") != "support" {
+			t.Fatalf("the confirmation does not carry the row: %v", confirm)
+		}
+		if code, body, _ := adm.post("/admin/users/"+sup.ID, confirm); code != http.StatusSeeOther {
+			t.Fatalf("confirmed disable: %d\n%s", code, alerts(body))
+		}
+		if u, _ := st.UserByID(ctx, sup.ID); u.DisabledAt == nil {
+			t.Fatal("the confirmed disable did not disable")
+		}
+		if code, _ := supb.get("/"); code != http.StatusSeeOther {
+			t.Fatalf("a disabled user's session still works: %d", code)
+		}
+		// Enabling again, and a role change, save at once.
+		_, page = adm.get("/admin/users")
+		form = hiddenFields(userRow(page, sup.ID))
+		form.Set("role", "reviewer")
+		form.Set("tenants", "*")
+		if code, body, _ := adm.post("/admin/users/"+sup.ID, form); code != http.StatusSeeOther {
+			t.Fatalf("enable with a new role: %d\n%s", code, alerts(body))
+		}
+		if u, _ := st.UserByID(ctx, sup.ID); u.DisabledAt != nil || u.Role != review.RoleReviewer {
+			t.Fatalf("enable with a new role did not save: %+v", u)
 		}
 	})
 }
