@@ -132,3 +132,42 @@ func TestDatabaseDown(t *testing.T) {
 		}
 	})
 }
+
+// TestSealLagPastForgedHorizon: a newest checkpoint whose horizon lies
+// beyond every event (a forged row; on PostgreSQL also a database restored
+// into another cluster, whose transaction ids start lower) leaves every
+// later event unsealed, heartbeats aside. The seal lag must say so, not 0.
+func TestSealLagPastForgedHorizon(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		ctx := context.Background()
+		clk := storetest.NewClock(time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC))
+		st := storetest.Open(t, e, store.Options{Config: approvalConfig(), Clock: clk.Now})
+		m := metrics.New(st, nil)
+		t.Cleanup(func() { m.Close() })
+		register := func(ref string) {
+			t.Helper()
+			if _, _, err := st.Register(ctx, review.Registration{Tenant: "acme", SourceRef: ref, LogicalVersion: "1",
+				Action: "send_email", Destination: "mail", Risk: review.RiskIrreversible, Payload: json.RawMessage(`{}`),
+				Actor: "test", RequestedBy: "owner@example.com"}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		register("doc-1")
+		if rep := storetest.Sealed(t, st); rep.Unsealed != 0 {
+			t.Fatalf("%d audit events left unsealed", rep.Unsealed)
+		}
+		if _, err := st.DB().ExecContext(ctx, st.DB().Rebind(
+			`UPDATE audit_checkpoints SET horizon = ? WHERE id = (SELECT MAX(id) FROM audit_checkpoints)`), int64(1)<<50); err != nil {
+			t.Fatal(err)
+		}
+		register("doc-2")
+		clk.Advance(90 * time.Second)
+		if err := st.SealAll(ctx); err != nil { // a heartbeat at most: nothing past the horizon
+			t.Fatal(err)
+		}
+		wantLines(t, scrape(t, m), "limbo_audit_unsealed_oldest_age_seconds 90")
+		if lag, err := st.SealLag(ctx); err != nil || lag != 90*time.Second {
+			t.Errorf("SealLag = %v, %v; want 1m30s", lag, err)
+		}
+	})
+}

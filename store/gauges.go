@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -80,6 +81,13 @@ ORDER BY seq LIMIT 1`
 SELECT at FROM audit_events
 WHERE txid >= COALESCE((SELECT horizon FROM audit_checkpoints ORDER BY id DESC LIMIT 1), 0)
 ORDER BY txid, seq LIMIT 1`
+	/* Store.SealLag (SQLite): the end of the newest checkpoints' seq
+	   ranges (formatRanges sorts them, so the last range ends highest). */
+	selectCoveredTailsSQLite = `SELECT substr(seqs, -40) FROM audit_checkpoints WHERE event_count > 0 ORDER BY id DESC LIMIT ?`
+	/* Store.SealLag (PostgreSQL) */
+	selectCoveredTailsPostgres = `SELECT right(seqs, 40) FROM audit_checkpoints WHERE event_count > 0 ORDER BY id DESC LIMIT $1`
+	/* Store.SealLag: the first event after every seq a checkpoint names (primary key). */
+	selectFirstUncovered = `SELECT at FROM audit_events WHERE seq > ? ORDER BY seq LIMIT 1`
 	/* Store.Gauges: pending by the partial index outbox_due. */
 	countOutboxPending = `SELECT COUNT(*) FROM outbox WHERE status = 'pending'`
 	/* Store.Gauges: given-up messages by the partial index outbox_failed. */
@@ -159,12 +167,8 @@ func (s *Store) Gauges(ctx context.Context) (*Gauges, error) {
 	if g.OldestOpenCaseAge, err = age(selectOldestOpenCase); err != nil {
 		return nil, err
 	}
-	unsealed := selectOldestUnsealedSQLite
-	if s.engine == Postgres {
-		unsealed = selectOldestUnsealedPostgres
-	}
-	if g.OldestUnsealedAuditAge, err = age(unsealed); err != nil {
-		return nil, err
+	if g.OldestUnsealedAuditAge, err = s.sealLag(ctx, now); err != nil {
+		return nil, fmt.Errorf("store.Gauges: %w", err)
 	}
 	if err := s.db.GetContext(ctx, &g.OutboxPending, countOutboxPending); err != nil {
 		return nil, fmt.Errorf("store.Gauges: %w", err)
@@ -173,4 +177,64 @@ func (s *Store) Gauges(ctx context.Context) (*Gauges, error) {
 		return nil, fmt.Errorf("store.Gauges: %w", err)
 	}
 	return g, nil
+}
+
+// coveredTails is how many of the newest checkpoints with events SealLag
+// reads: on PostgreSQL a late-committing event may land, alone, in a
+// checkpoint after one that covered higher seqs.
+const coveredTails = 8
+
+// SealLag is the age of the oldest audit event no checkpoint covers yet (0
+// when all are sealed), by two readings, the larger taken. The sealer's
+// own: the events past the newest checkpoint's horizon. And one that does
+// not trust the horizon: the events past the highest seq the newest
+// checkpoints name. A horizon beyond any event (a forged checkpoint row;
+// on PostgreSQL, a database restored into another cluster, whose
+// transaction ids start lower) stops sealing while the first reading
+// says 0; the second still sees the events pile up.
+func (s *Store) SealLag(ctx context.Context) (time.Duration, error) {
+	lag, err := s.sealLag(ctx, s.now())
+	if err != nil {
+		return 0, fmt.Errorf("store.SealLag: %w", err)
+	}
+	return lag, nil
+}
+
+func (s *Store) sealLag(ctx context.Context, now time.Time) (time.Duration, error) {
+	age := func(q string, args ...any) (time.Duration, error) {
+		var at time.Time
+		switch err := s.db.GetContext(ctx, &at, s.rebind(q), args...); {
+		case errors.Is(err, sql.ErrNoRows):
+			return 0, nil
+		case err != nil:
+			return 0, err
+		}
+		return max(now.Sub(at), 0), nil
+	}
+	unsealed, tails := selectOldestUnsealedSQLite, selectCoveredTailsSQLite
+	if s.engine == Postgres {
+		unsealed, tails = selectOldestUnsealedPostgres, selectCoveredTailsPostgres
+	}
+	byHorizon, err := age(unsealed)
+	if err != nil {
+		return 0, err
+	}
+	var ends []string
+	if err := s.db.SelectContext(ctx, &ends, tails, coveredTails); err != nil {
+		return 0, err
+	}
+	var top int64
+	for _, e := range ends {
+		if i := strings.LastIndexAny(e, ",-"); i >= 0 {
+			e = e[i+1:]
+		}
+		if n, err := strconv.ParseInt(e, 10, 64); err == nil {
+			top = max(top, n)
+		}
+	}
+	bySeq, err := age(selectFirstUncovered, top)
+	if err != nil {
+		return 0, err
+	}
+	return max(byHorizon, bySeq), nil
 }
