@@ -63,6 +63,34 @@ func TestProbes(t *testing.T) {
 	})
 }
 
+// TestReadyzWarnsWhenSealingStalls: audit events that no checkpoint has
+// covered for longer than the sealer's interval are named on /readyz (a
+// warning: the instance stays ready), and the warning goes once they are
+// sealed.
+func TestReadyzWarnsWhenSealingStalls(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, engine store.Engine) {
+		b := setup(t, engine, nil) // its token's creation is an audit event, not sealed
+		readyz := func() (body struct {
+			Status   string
+			Warnings []string
+		}) {
+			b.do(request{path: "/readyz", token: strp("")}).want(t, http.StatusOK).decode(t, &body)
+			return body
+		}
+		b.clock.Advance(b.store.SealMax() + time.Minute)
+		if body := readyz(); body.Status != "ready" || len(body.Warnings) != 1 || !strings.Contains(body.Warnings[0], "audit sealing has stalled") {
+			t.Errorf("/readyz with events unsealed past the seal interval = %+v, want ready, warning of it", body)
+		}
+		if rep := storetest.Sealed(t, b.store); rep.Unsealed != 0 {
+			t.Fatalf("%d audit events left unsealed", rep.Unsealed)
+		}
+		if body := readyz(); body.Status != "ready" || body.Warnings != nil {
+			t.Errorf("/readyz once sealed = %+v, want ready, no warning", body)
+		}
+	})
+}
+
 func TestRegisterSameIntentionFiveTimes(t *testing.T) {
 	t.Parallel()
 	// The same intention five times: member order differs at every depth,

@@ -1,8 +1,10 @@
 package handlers
 
 import (
+	"fmt"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -221,6 +223,14 @@ type readiness struct {
 // healthy instance out for a misconfigured probe — the API, the console and
 // every other destination work, and what the warned destination cannot
 // reconcile goes to review, not wrong.
+//
+// Audit sealing that has fallen behind (an event older than the sealer's
+// interval that no checkpoint covers: store.SealLag) is a warning too, not
+// a 503. The events are still written, each with its hash, and a sealer
+// that comes back seals them; while one does not, every instance sharing
+// the database would answer 503 alike, so the whole API would stop without
+// sealing starting again. An operator sees it here, in
+// limbo_audit_unsealed_oldest_age_seconds and in its alert.
 func (h *Handlers) Readyz(c echo.Context) error {
 	ctx := c.Request().Context()
 	if err := h.Store.Ping(ctx); err != nil {
@@ -230,7 +240,13 @@ func (h *Handlers) Readyz(c echo.Context) error {
 	if err != nil || !ok {
 		return problemf(http.StatusServiceUnavailable, "not-ready", "Not ready", "database schema is not current; run limbo migrate")
 	}
-	return c.JSON(http.StatusOK, readiness{Status: "ready", Warnings: h.Warnings})
+	warnings := h.Warnings
+	if lag, err := h.Store.SealLag(ctx); err == nil && lag > h.Store.SealMax() {
+		warnings = append(slices.Clip(warnings), fmt.Sprintf("audit sealing has stalled: the oldest audit event no checkpoint covers is %s old "+
+			"(a checkpoint is due every %s); see limbo_audit_unsealed_oldest_age_seconds and `limbo audit verify`",
+			lag.Round(time.Second), h.Store.SealMax()))
+	}
+	return c.JSON(http.StatusOK, readiness{Status: "ready", Warnings: warnings})
 }
 
 // cacheFor sets Cache-Control on what it wraps.

@@ -34,6 +34,9 @@ func AuditKeyID(pub ed25519.PublicKey) string {
 // the store has none).
 func (s *Store) AuditPublicKey() ed25519.PublicKey { return s.auditPub }
 
+// SealMax is the sealer's interval: a checkpoint at least this often.
+func (s *Store) SealMax() time.Duration { return s.sealMax }
+
 // sign fills c's key id, hash and signature. The key id is part of the
 // hashed content, so it cannot be swapped without breaking the signature.
 func (s *Store) sign(c *Checkpoint) error {
