@@ -3,6 +3,7 @@ package anchor_test
 import (
 	"bytes"
 	"context"
+	"crypto/ed25519"
 	"encoding/json"
 	"errors"
 	"log/slog"
@@ -239,6 +240,89 @@ func TestWritersOfTwoInstances(t *testing.T) {
 		}
 		if logs.Len() != 0 {
 			t.Fatalf("alarms: %s", logs.String())
+		}
+	})
+}
+
+// TestWriterAfterHandover: after the trail is handed over to a new key
+// (serve --replace-audit-key), the checkpoints the old key signed that the
+// directory lacks (a new directory, or the old server's last seals) are
+// anchored without an alarm, and the trail verifies against the directory
+// with the new key. A checkpoint of the old key after the new key's first
+// (an instance left running with it) is still an alarm, and not anchored.
+func TestWriterAfterHandover(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		ctx := context.Background()
+		clk := storetest.NewClock(t0)
+		url := storetest.URL(t, e)
+		open := func(seed string) *store.Store {
+			k := ed25519.NewKeyFromSeed([]byte(strings.Repeat(seed, ed25519.SeedSize)))
+			st, err := store.Open(ctx, url, store.Options{Clock: clk.Now, AuditKey: k, MaxConns: storetest.MaxConns})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { st.Close() })
+			if err := st.Migrate(ctx); err != nil {
+				t.Fatal(err)
+			}
+			return st
+		}
+		old, next := open("o"), open("n")
+		register(t, old, "a")
+		storetest.Sealed(t, old)
+		last, err := old.LatestCheckpoint(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := next.HandOverAudit(ctx, last.KeyID, last.ID); err != nil {
+			t.Fatal(err)
+		}
+		var logs logBuffer
+		dir := filepath.Join(t.TempDir(), "anchors")
+		w, err := anchor.NewWriter(dir, next, logs.logger())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := w.CatchUp(ctx); err != nil {
+			t.Fatal(err)
+		}
+		clk.Advance(time.Second)
+		register(t, next, "b")
+		storetest.Sealed(t, next)
+		if err := w.CatchUp(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if logs.Len() != 0 {
+			t.Fatalf("alarms after a handover: %s", logs.String())
+		}
+		anchors, err := anchor.Read(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		db, err := next.CheckpointsAfter(ctx, 0, 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(anchors) != len(db) {
+			t.Fatalf("%d of %d checkpoints anchored", len(anchors), len(db))
+		}
+		rep, err := next.VerifyAudit(ctx, store.VerifyOptions{PublicKey: next.AuditPublicKey(), Anchors: anchors, SkipAge: true})
+		if err != nil || !rep.OK || rep.Carried == 0 {
+			t.Fatalf("verify against the anchors with the new key: %+v, %v", rep, err)
+		}
+
+		clk.Advance(time.Second)
+		register(t, old, "c")
+		storetest.Sealed(t, old)
+		if err := w.CatchUp(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(logs.String(), "audit anchor alarm") {
+			t.Fatal("no alarm for a checkpoint of the old key after the new key's")
+		}
+		if after, _ := anchor.Read(dir); len(after) != len(anchors) {
+			t.Fatalf("the old key's checkpoint after the handover was anchored: %d anchors, were %d", len(after), len(anchors))
 		}
 	})
 }

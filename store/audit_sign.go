@@ -54,6 +54,13 @@ func signCheckpoint(c *Checkpoint, key ed25519.PrivateKey) {
 	c.Signature = base64.StdEncoding.EncodeToString(ed25519.Sign(key, []byte(signingPrefix+c.Hash)))
 }
 
+// NamesOtherKey reports whether c is intact in content (its hash matches)
+// and signed, but names another key than pub: a checkpoint of a key the
+// trail was handed over from (serve --replace-audit-key), whose signature
+// only that key can check. Verification carries such checkpoints over
+// when they come before pub's first one (VerifyReport.Carried).
+func (c *Checkpoint) NamesOtherKey(pub ed25519.PublicKey) bool { return namesOtherKey(c, pub) }
+
 // Check reports whether c is intact and signed by pub: its hash matches its
 // content and its signature is pub's over that hash.
 func (c *Checkpoint) Check(pub ed25519.PublicKey) error {
