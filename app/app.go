@@ -115,16 +115,18 @@ type App struct {
 	// URL is where the HTTP surface listens, http://host:port.
 	URL string
 
-	cfg      Config
-	log      *slog.Logger
-	ln       net.Listener
-	srv      *http.Server
-	anchors  *anchor.Writer
-	metrics  *metrics.Metrics
-	rec      *reconcile.Reconciler
-	hooks    *outbox.Worker
-	undo     *undo.Worker
-	serveErr chan error
+	cfg     Config
+	log     *slog.Logger
+	ln      net.Listener
+	srv     *http.Server
+	anchors *anchor.Writer
+	metrics *metrics.Metrics
+	// loopStatus is what the background loops' rounds report, for /metrics.
+	loopStatus *loop.Statuses
+	rec        *reconcile.Reconciler
+	hooks      *outbox.Worker
+	undo       *undo.Worker
+	serveErr   chan error
 	// batchesInFlight is the bulk intake's bound the handlers hold, for
 	// the start-up line.
 	batchesInFlight int
@@ -204,6 +206,8 @@ func (a *App) buildServer(ctx context.Context) error {
 	a.bodyTimeout = h.BodyTimeout
 	h.Metrics = metrics.New(a.Store, a.log)
 	a.metrics = h.Metrics
+	a.loopStatus = loop.NewStatuses()
+	h.Metrics.WatchLoops(a.loopStatus)
 	h.AuditAnchor = a.cfg.AnchorDir
 	h.TrustedProxies = a.cfg.TrustedProxies
 	a.rec = reconcile.New(a.Store, a.cfg.Destinations, a.cfg.Owner, a.log)
@@ -354,7 +358,7 @@ func (a *App) Start(ctx context.Context) {
 	a.stopWork = stop
 	for _, l := range a.loops() {
 		a.running = append(a.running, l.name)
-		a.wg.Go(func() { l.run(workCtx) })
+		a.wg.Go(func() { l.run(loop.WithStatus(workCtx, a.loopStatus.For(l.name))) })
 	}
 	go func() { a.serveErr <- a.srv.Serve(a.ln) }()
 	a.log.Info(servingMsg, "url", a.URL, "db", a.Store.Engine(), "trusted_proxies", a.cfg.TrustedProxies,

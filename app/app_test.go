@@ -267,3 +267,38 @@ func TestNewRefusesAnotherAuditKey(t *testing.T) {
 		a.Close()
 	})
 }
+
+// TestAppExportsLoopHealth: /metrics says, for every background loop, how
+// long since its last round that succeeded, whether a round runs, and how
+// many failed or panicked, so a loop that fails, panics or is stuck on a
+// query is seen, not only in the log.
+func TestAppExportsLoopHealth(t *testing.T) {
+	ctx := context.Background()
+	a, err := app.New(ctx, app.Config{DB: "sqlite:" + filepath.Join(t.TempDir(), "limbo.db"), Addr: "127.0.0.1:0",
+		AuditKey: auditkey.New()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	a.Start(ctx)
+	var body string
+	missing := a.Loops()
+	for deadline := time.Now().Add(10 * time.Second); len(missing) > 0 && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		resp, err := http.Get(a.URL + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		body = string(b)
+		missing = slices.DeleteFunc(slices.Clone(a.Loops()), func(l string) bool {
+			return strings.Contains(body, `limbo_loop_last_success_age_seconds{loop="`+l+`"}`) &&
+				strings.Contains(body, `limbo_loop_round_running_seconds{loop="`+l+`"}`) &&
+				strings.Contains(body, `limbo_loop_failures_total{loop="`+l+`"} 0`) &&
+				strings.Contains(body, `limbo_loop_panics_total{loop="`+l+`"} 0`)
+		})
+	}
+	if len(missing) > 0 {
+		t.Fatalf("/metrics says nothing of the loops %v:\n%s", missing, body)
+	}
+}

@@ -4,7 +4,9 @@ package loop
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
+	"runtime/debug"
 	"time"
 )
 
@@ -18,7 +20,17 @@ func Every(ctx context.Context, d time.Duration, log *slog.Logger, name string, 
 // Drain is Every for batch work: fn reports how many items it took, and a
 // full batch (n >= batch > 0) runs again at once instead of waiting for the
 // next tick, so a backlog clears at full speed.
+//
+// A round that panics is a failed round: logged with its stack, counted,
+// and the loop goes on at the next tick (a panic would otherwise end the
+// whole process, API included). Each round runs under a context of its
+// own, ended when the round returns, so a transaction a panic left open is
+// rolled back rather than holding its locks. A round still running after
+// StuckAfter is logged, once. The Status in ctx (WithStatus), if any,
+// hears of every round, for /metrics.
 func Drain(ctx context.Context, d time.Duration, log *slog.Logger, name string, batch int, fn func(context.Context) (int, error)) {
+	st := statusFrom(ctx)
+	st.begin(time.Now())
 	t := time.NewTicker(d)
 	defer t.Stop()
 	var f failures
@@ -33,7 +45,7 @@ func Drain(ctx context.Context, d time.Duration, log *slog.Logger, name string, 
 				return
 			}
 			for {
-				n, err := fn(ctx)
+				n, err := round(ctx, log, name, st, fn)
 				if ctx.Err() == nil {
 					f.note(log, name, err, time.Now())
 				}
@@ -43,6 +55,34 @@ func Drain(ctx context.Context, d time.Duration, log *slog.Logger, name string, 
 			}
 		}
 	}
+}
+
+// StuckAfter is how long a round may run before the log says so.
+var StuckAfter = 2 * time.Minute
+
+// round runs fn once, turning a panic into an error.
+func round(ctx context.Context, log *slog.Logger, name string, st *Status, fn func(context.Context) (int, error)) (n int, err error) {
+	start := time.Now()
+	st.roundStarted(start)
+	rctx, cancel := context.WithCancel(ctx)
+	stuck := time.AfterFunc(StuckAfter, func() {
+		log.Warn(name+" round still running", "for", time.Since(start).Round(time.Second).String())
+	})
+	defer func() {
+		stuck.Stop()
+		cancel()
+		p := recover()
+		if p != nil {
+			log.Error(name+" panicked", "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+			n, err = 0, fmt.Errorf("panic: %v", p)
+		}
+		if ctx.Err() == nil {
+			st.roundEnded(time.Now(), err, p != nil)
+		} else {
+			st.roundEnded(time.Now(), nil, false) // ended by shutdown: no verdict
+		}
+	}()
+	return fn(rctx)
 }
 
 // summaryEvery is how often a failure that goes on is logged again.

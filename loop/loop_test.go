@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -83,4 +84,98 @@ func TestFailureLoggedOnceThenSummarised(t *testing.T) {
 		!strings.Contains(lines[1], "failures=61") || !strings.Contains(lines[5], `msg="sweep recovered" failures=300 for=5m0s`) {
 		t.Fatalf("unexpected lines:\n%s", buf.String())
 	}
+}
+
+// TestPanicIsAFailedRound: a round that panics is logged with its stack
+// and counted, its context ends (so a transaction it left open is rolled
+// back), and the loop goes on: before, the panic ended the whole process.
+func TestPanicIsAFailedRound(t *testing.T) {
+	var buf syncBuffer
+	log := slog.New(slog.NewTextHandler(&buf, nil))
+	st := &Status{}
+	ctx, cancel := context.WithCancel(WithStatus(context.Background(), st))
+	var calls atomic.Int32
+	left := make(chan context.Context, 1)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		Every(ctx, time.Millisecond, log, "sweep", func(c context.Context) error {
+			switch calls.Add(1) {
+			case 1:
+				left <- c
+				panic("nil map")
+			case 3:
+				cancel()
+			}
+			return nil
+		})
+	}()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the loop did not go on after a panic")
+	}
+	if err := (<-left).Err(); err == nil {
+		t.Error("the panicked round's context did not end")
+	}
+	s := st.Snapshot()
+	if s.Panics != 1 || s.Failures != 1 || s.LastOK.IsZero() || !s.Running.IsZero() {
+		t.Errorf("status %+v, want one panic, one failure, a success since, no round running", s)
+	}
+	if out := buf.String(); !strings.Contains(out, `msg="sweep panicked" panic="nil map"`) || !strings.Contains(out, "loop_test.go") ||
+		!strings.Contains(out, `msg="sweep recovered"`) {
+		t.Errorf("log:\n%s", out)
+	}
+}
+
+// TestStuckRoundIsSeen: a round that does not return (a query waiting on a
+// lock) is logged once it has run StuckAfter, and its status says since
+// when it runs.
+func TestStuckRoundIsSeen(t *testing.T) {
+	defer func(d time.Duration) { StuckAfter = d }(StuckAfter)
+	StuckAfter = 20 * time.Millisecond
+	var buf syncBuffer
+	log := slog.New(slog.NewTextHandler(&buf, nil))
+	st := &Status{}
+	ctx, cancel := context.WithCancel(WithStatus(context.Background(), st))
+	release := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		Every(ctx, time.Millisecond, log, "audit-seal", func(context.Context) error {
+			<-release
+			return nil
+		})
+	}()
+	deadline := time.Now().Add(5 * time.Second)
+	for !strings.Contains(buf.String(), `msg="audit-seal round still running"`) && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if s := st.Snapshot(); s.Running.IsZero() || !s.LastOK.IsZero() {
+		t.Errorf("status %+v while stuck, want a round running and no success", s)
+	}
+	cancel()
+	close(release)
+	<-done
+	if !strings.Contains(buf.String(), "still running") {
+		t.Errorf("a stuck round was not logged:\n%s", buf.String())
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for a logger in another goroutine.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

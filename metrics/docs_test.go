@@ -8,9 +8,11 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/limbo-dev/limbo/loop"
 	"github.com/limbo-dev/limbo/metrics"
 	"github.com/limbo-dev/limbo/review"
 	"github.com/limbo-dev/limbo/store"
@@ -34,6 +36,11 @@ func exposedNames(t *testing.T) map[string]bool {
 	}
 	m := metrics.New(st, nil)
 	t.Cleanup(func() { m.Close() })
+	loops := loop.NewStatuses()
+	ctx, stop := context.WithCancel(loop.WithStatus(ctx, loops.For("audit-seal")))
+	stop()
+	loop.Every(ctx, time.Hour, nil, "audit-seal", nil) // started, and ended at once
+	m.WatchLoops(loops)
 	m.ProbeSeconds.WithLabelValues("files", "search").Observe(0.1)
 	m.AmbiguousSeconds.WithLabelValues("files").Observe(1)
 	m.HTTPSeconds.WithLabelValues("/x", "GET", "2xx").Observe(0.01)

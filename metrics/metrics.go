@@ -22,6 +22,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/limbo-dev/limbo/buildinfo"
+	"github.com/limbo-dev/limbo/loop"
 	"github.com/limbo-dev/limbo/review"
 	"github.com/limbo-dev/limbo/store"
 )
@@ -66,6 +67,7 @@ type Metrics struct {
 	BatchRefusals prometheus.Counter
 
 	ledger *ledger
+	loops  *loopCollector
 }
 
 // Verdicts are the reconciliation verdicts a round may end with: the state
@@ -109,6 +111,7 @@ func New(st *store.Store, log *slog.Logger) *Metrics {
 		BatchRefusals: prometheus.NewCounter(prometheus.CounterOpts{Name: "limbo_batch_registrations_refused_total",
 			Help: "Registrations of bulk intake calls refused (503 busy, nothing written) because the batches waiting in this process already held all they may."}),
 		ledger: &ledger{st: st, log: log},
+		loops:  &loopCollector{},
 	}
 	var dests []string
 	if cfg := st.Config(); cfg != nil {
@@ -130,8 +133,70 @@ func New(st *store.Store, log *slog.Logger) *Metrics {
 	m.Registry.MustRegister(m.Attempts, m.Verdicts, m.ProbeSeconds, m.AmbiguousSeconds, m.HTTPSeconds,
 		m.Delivered, m.DeliverySeconds, m.BatchWaiting, m.BatchRefusals, build,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		m.ledger)
+		m.ledger, m.loops)
 	return m
+}
+
+// WatchLoops exports the background loops' health from their statuses
+// (per process): the app passes the set its loops report to. Safe on a
+// nil Metrics.
+func (m *Metrics) WatchLoops(s *loop.Statuses) {
+	if m == nil {
+		return
+	}
+	m.loops.mu.Lock()
+	defer m.loops.mu.Unlock()
+	m.loops.set = s
+}
+
+var (
+	descLoopOK = prometheus.NewDesc("limbo_loop_last_success_age_seconds",
+		"Seconds since the background loop's last round that succeeded (since the loop started, if none has): a loop failing, panicking or stuck makes it grow.", []string{"loop"}, nil)
+	descLoopRunning = prometheus.NewDesc("limbo_loop_round_running_seconds",
+		"How long the background loop's current round has been running, 0 between rounds: a round stuck on a query or a destination makes it grow.", []string{"loop"}, nil)
+	descLoopFailures = prometheus.NewDesc("limbo_loop_failures_total",
+		"Background loop rounds that failed in this process, panics included.", []string{"loop"}, nil)
+	descLoopPanics = prometheus.NewDesc("limbo_loop_panics_total",
+		"Background loop rounds that panicked in this process (logged with their stack; the loop goes on).", []string{"loop"}, nil)
+)
+
+// loopCollector reads the loops' statuses at scrape time.
+type loopCollector struct {
+	mu  sync.Mutex
+	set *loop.Statuses
+}
+
+func (c *loopCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descLoopOK, descLoopRunning, descLoopFailures, descLoopPanics} {
+		ch <- d
+	}
+}
+
+func (c *loopCollector) Collect(ch chan<- prometheus.Metric) {
+	c.mu.Lock()
+	set := c.set
+	c.mu.Unlock()
+	if set == nil {
+		return
+	}
+	now := time.Now()
+	for name, s := range set.Snapshot() {
+		if s.Started.IsZero() {
+			continue // not running yet
+		}
+		ok := s.LastOK
+		if ok.IsZero() {
+			ok = s.Started
+		}
+		var running time.Duration
+		if !s.Running.IsZero() {
+			running = now.Sub(s.Running)
+		}
+		ch <- prometheus.MustNewConstMetric(descLoopOK, prometheus.GaugeValue, max(now.Sub(ok), 0).Seconds(), name)
+		ch <- prometheus.MustNewConstMetric(descLoopRunning, prometheus.GaugeValue, max(running, 0).Seconds(), name)
+		ch <- prometheus.MustNewConstMetric(descLoopFailures, prometheus.CounterValue, float64(s.Failures), name)
+		ch <- prometheus.MustNewConstMetric(descLoopPanics, prometheus.CounterValue, float64(s.Panics), name)
+	}
 }
 
 // Close gives leadership up (the advisory lock and its connection), so

@@ -1,0 +1,115 @@
+package loop
+
+import (
+	"context"
+	"maps"
+	"sync"
+	"time"
+)
+
+// Status is what one loop's rounds said so far: when it last succeeded,
+// whether a round runs now and since when, and how many failed or
+// panicked. A nil *Status ignores everything.
+type Status struct {
+	mu sync.Mutex
+	s  Snapshot
+}
+
+// Snapshot is a Status at one moment.
+type Snapshot struct {
+	// Started is when the loop started; LastOK when a round last
+	// succeeded (zero: none yet); Running when the round running now
+	// started (zero between rounds).
+	Started, LastOK, Running time.Time
+	// Failures counts failed rounds, panics included; Panics those alone.
+	Failures, Panics int64
+}
+
+func (st *Status) begin(now time.Time) {
+	if st == nil {
+		return
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.s.Started = now
+}
+
+func (st *Status) roundStarted(now time.Time) {
+	if st == nil {
+		return
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.s.Running = now
+}
+
+func (st *Status) roundEnded(now time.Time, err error, panicked bool) {
+	if st == nil {
+		return
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.s.Running = time.Time{}
+	switch {
+	case panicked:
+		st.s.Failures++
+		st.s.Panics++
+	case err != nil:
+		st.s.Failures++
+	default:
+		st.s.LastOK = now
+	}
+}
+
+// Snapshot reads the status.
+func (st *Status) Snapshot() Snapshot {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.s
+}
+
+// Statuses are the loops of one process, by name.
+type Statuses struct {
+	mu sync.Mutex
+	m  map[string]*Status
+}
+
+// NewStatuses returns an empty set.
+func NewStatuses() *Statuses { return &Statuses{m: map[string]*Status{}} }
+
+// For returns the status of the loop named name, made on first use.
+func (s *Statuses) For(name string) *Status {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := s.m[name]
+	if st == nil {
+		st = &Status{}
+		s.m[name] = st
+	}
+	return st
+}
+
+// Snapshot reads every loop's status, by name.
+func (s *Statuses) Snapshot() map[string]Snapshot {
+	s.mu.Lock()
+	all := maps.Clone(s.m)
+	s.mu.Unlock()
+	out := make(map[string]Snapshot, len(all))
+	for name, st := range all {
+		out[name] = st.Snapshot()
+	}
+	return out
+}
+
+type statusKey struct{}
+
+// WithStatus returns ctx carrying st: Every and Drain run under it report
+// their rounds to st.
+func WithStatus(ctx context.Context, st *Status) context.Context {
+	return context.WithValue(ctx, statusKey{}, st)
+}
+
+func statusFrom(ctx context.Context) *Status {
+	st, _ := ctx.Value(statusKey{}).(*Status)
+	return st
+}
