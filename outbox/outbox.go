@@ -93,13 +93,22 @@ func (b *byScheme) RoundTrip(req *http.Request) (*http.Response, error) {
 
 // Run delivers every interval until ctx ends, draining full batches at once.
 func (w *Worker) Run(ctx context.Context, every time.Duration) {
-	loop.Drain(ctx, every, w.Log, "outbox round", w.Batch, w.RunOnce)
+	loop.Drain(ctx, every, w.Log, "outbox round", w.batch(), w.RunOnce)
+}
+
+// batch is how many messages one round claims: Batch, but no more than
+// its Concurrency can try within their lease when every try takes the
+// whole Timeout. A message claimed beyond that would be sent after its
+// lease lapsed, when another worker may have claimed and sent it too.
+func (w *Worker) batch() int {
+	waves := max(1, int(w.Lease/Timeout))
+	return max(1, min(w.Batch, max(1, w.Concurrency)*waves))
 }
 
 // RunOnce claims a batch of due messages and tries each once. It returns
 // how many it claimed.
 func (w *Worker) RunOnce(ctx context.Context) (int, error) {
-	claims, err := w.Store.ClaimDeliveries(ctx, w.Owner, w.Batch, w.Lease)
+	claims, err := w.Store.ClaimDeliveries(ctx, w.Owner, w.batch(), w.Lease)
 	if err != nil {
 		return 0, err
 	}
@@ -120,6 +129,13 @@ func (w *Worker) RunOnce(ctx context.Context) (int, error) {
 
 // deliver makes one try and records it.
 func (w *Worker) deliver(ctx context.Context, c store.DeliveryClaim) {
+	if left := c.LeaseUntil.Sub(w.Store.Now()); left < Timeout {
+		// Waited too long for its turn: a try now could outlast the
+		// claim, and run beside another worker's. Its lease lapses and a
+		// later round claims it again.
+		w.Log.Warn("outbox: claim too close to its lease's end, not sent", "outbox_id", c.ID, "endpoint_id", c.EndpointID, "lease_left", left)
+		return
+	}
 	start := time.Now()
 	status, sendErr := w.send(ctx, c)
 	took := time.Since(start)

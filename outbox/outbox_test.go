@@ -417,3 +417,50 @@ func wantMetrics(t *testing.T, m *metrics.Metrics, lines ...string) {
 		}
 	}
 }
+
+// TestNoTryPastItsLease: a round claims no more messages than its workers
+// can try within their lease when every try takes the whole Timeout (a
+// receiver that hangs). Before, a round of one worker claimed eight, and
+// the fourth went out after its lease had lapsed, when another instance
+// may have claimed and sent it too. The rest wait, unclaimed, for the next
+// rounds, and every message is delivered once.
+func TestNoTryPastItsLease(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		v := setup(t, e)
+		rcv := newReceiver(t, v.clk, always(http.StatusNoContent))
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+			rcv.ServeHTTP(w, req)
+			v.clk.Advance(outbox.Timeout) // the try took all the time it may
+		}))
+		defer srv.Close()
+		ep := v.endpoint(t, srv.URL+"/hooks", rcv.secret)
+		for range 8 {
+			v.decide(t)
+		}
+		w := outbox.New(v.s, "w1", quiet, nil)
+		w.Concurrency, w.Batch = 1, 8
+		n, err := w.RunOnce(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, _ := rcv.counts(); n != 3 || len(got) != 3 {
+			t.Fatalf("one round claimed %d and sent %d messages, want 3 (the tries its lease of %s covers at %s each)",
+				n, len(got), w.Lease, outbox.Timeout)
+		}
+		for round := 0; round < 10; round++ {
+			if _, err := w.RunOnce(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		got, bad := rcv.counts()
+		for _, m := range v.messages(t, ep) {
+			if m.Status != store.OutboxDelivered || got[m.EventID] != 1 {
+				t.Errorf("message %s: %s, received %d times", m.ID, m.Status, got[m.EventID])
+			}
+		}
+		if bad != 0 {
+			t.Errorf("%d bad requests", bad)
+		}
+	})
+}

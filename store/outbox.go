@@ -72,9 +72,12 @@ type DeliveryClaim struct {
 	EventID string `db:"event_id"`
 	Payload string `db:"payload"`
 	// Attempts counts the completed tries before this one.
-	Attempts   int       `db:"attempts"`
-	Owner      string    `db:"lease_owner"`
-	Generation int64     `db:"lease_generation"`
+	Attempts   int    `db:"attempts"`
+	Owner      string `db:"lease_owner"`
+	Generation int64  `db:"lease_generation"`
+	// LeaseUntil is when the claim lapses, at the store's clock: a try
+	// not finished by then may be made again by another worker.
+	LeaseUntil time.Time `db:"lease_until"`
 	CreatedAt  time.Time `db:"created_at"`
 	// RetryFrom is when an admin last delivered the message again (nil:
 	// never); its give-up window runs from then (Since).
@@ -145,7 +148,7 @@ WHERE id = ? AND status = 'pending' AND (lease_until IS NULL OR lease_until <= ?
 	/* Store.ClaimDeliveries */
 	selectClaimedDelivery = `
 SELECT o.id, o.endpoint_id, o.tenant, e.url, e.secret, o.event_type, o.event_id, o.payload, o.attempts,
-    o.lease_owner, o.lease_generation, o.created_at, o.retry_from
+    o.lease_owner, o.lease_generation, o.lease_until, o.created_at, o.retry_from
 FROM outbox o JOIN webhook_endpoints e ON e.id = o.endpoint_id WHERE o.id = ?`
 	/* Store.CompleteDelivery */
 	selectEndpointDisabled = `SELECT disabled_at FROM webhook_endpoints WHERE id = ?`
@@ -251,7 +254,7 @@ func (s *Store) ClaimDeliveries(ctx context.Context, owner string, n int, lease 
 			if err := tx.GetContext(ctx, &c, s.rebind(selectClaimedDelivery), m.ID); err != nil {
 				return nil, err
 			}
-			c.CreatedAt = c.CreatedAt.UTC()
+			c.CreatedAt, c.LeaseUntil = c.CreatedAt.UTC(), c.LeaseUntil.UTC()
 			claims = append(claims, c)
 		}
 		return claims, nil
