@@ -96,7 +96,12 @@ SELECT EXISTS (SELECT 1 FROM audit_events
 	selectUnsealedSQLite = `SELECT seq, hash FROM audit_events WHERE seq > ? ORDER BY seq LIMIT ?`
 	/* Store.Seal (PostgreSQL): transactions below xmin have all ended, so no
 	   event below it can still appear. */
-	selectXmin = `SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint`
+	selectXmin = `SELECT pg_snapshot_xmin(s)::text::bigint AS xmin, pg_snapshot_xmax(s)::text::bigint AS xmax FROM pg_current_snapshot() s`
+	/* Store.Seal (PostgreSQL), rebasing: the events past what the checkpoints
+	   name that have ended, and those of the old horizon's cluster left unsealed. */
+	selectRebasePostgres = `SELECT seq, hash FROM audit_events WHERE (seq > $1 AND txid < $2) OR txid >= $3 ORDER BY seq`
+	/* Store.Seal (SQLite): is the horizon past every event? */
+	selectMaxSeqSQLite = `SELECT COALESCE(MAX(seq), 0) FROM audit_events`
 	/* Store.Seal (PostgreSQL): cap the batch at a txid boundary. */
 	selectBatchBound = `SELECT txid FROM audit_events WHERE txid >= $1 AND txid < $2 ORDER BY txid OFFSET $3 LIMIT 1`
 	/* Store.Seal (PostgreSQL) */
@@ -196,11 +201,33 @@ func (s *Store) sealTx(ctx context.Context, tx *sqlx.Tx, now time.Time) (*Checkp
 
 // unsealed reads the events the checkpoint after prev covers, at most
 // sealBatch of them, in seq order, and the horizon it will record.
+//
+// A horizon no event can have reached yet (past SQLite's last seq, past
+// PostgreSQL's next transaction id) is not trusted: it would leave every
+// event written from now on unsealed, with nothing to say so but the
+// heartbeats. An honest trail has one after a PostgreSQL database is
+// restored into another cluster (pg_dump), whose transaction ids start
+// lower; a forged checkpoint row can have one too. The sealer then rebases:
+// it covers the events past the highest seq the newest checkpoints name
+// (coveredTop), and records a horizon of this database's again. A forged
+// row stays in the trail for verify to name.
 func (s *Store) unsealed(ctx context.Context, tx *sqlx.Tx, prev *Checkpoint) ([]seqHash, int64, error) {
 	var evs []seqHash
 	horizon := prev.Horizon
 	if s.engine == SQLite {
-		if err := tx.SelectContext(ctx, &evs, selectUnsealedSQLite, prev.Horizon, sealBatch); err != nil {
+		from := prev.Horizon
+		var last int64
+		if err := tx.GetContext(ctx, &last, selectMaxSeqSQLite); err != nil {
+			return nil, 0, err
+		}
+		if prev.Horizon > last {
+			top, err := s.coveredTop(ctx, tx)
+			if err != nil {
+				return nil, 0, err
+			}
+			from = top
+		}
+		if err := tx.SelectContext(ctx, &evs, selectUnsealedSQLite, from, sealBatch); err != nil {
 			return nil, 0, err
 		}
 		if len(evs) > 0 {
@@ -208,9 +235,23 @@ func (s *Store) unsealed(ctx context.Context, tx *sqlx.Tx, prev *Checkpoint) ([]
 		}
 		return evs, horizon, nil
 	}
-	var xmin int64
-	if err := tx.GetContext(ctx, &xmin, selectXmin); err != nil {
+	var snap struct {
+		Xmin int64 `db:"xmin"`
+		Xmax int64 `db:"xmax"`
+	}
+	if err := tx.GetContext(ctx, &snap, selectXmin); err != nil {
 		return nil, 0, err
+	}
+	xmin := snap.Xmin
+	if prev.Horizon > snap.Xmax {
+		top, err := s.coveredTop(ctx, tx)
+		if err != nil {
+			return nil, 0, err
+		}
+		if err := tx.SelectContext(ctx, &evs, selectRebasePostgres, top, xmin, prev.Horizon); err != nil {
+			return nil, 0, err
+		}
+		return evs, xmin, nil
 	}
 	horizon = max(xmin, prev.Horizon)
 	var bound int64

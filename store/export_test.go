@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"crypto/ed25519"
 	"time"
 
 	"github.com/jmoiron/sqlx"
@@ -89,3 +90,7 @@ func QueuedFastCalls(s *Store) int {
 	defer s.batch.mu.Unlock()
 	return len(s.batch.queue)
 }
+
+// ResignCheckpoint re-signs c with key after its content changed, for the
+// external tests: a checkpoint as an honest sealer would have written it.
+func ResignCheckpoint(c *Checkpoint, key ed25519.PrivateKey) { signCheckpoint(c, key) }

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jmoiron/sqlx"
+
 	"github.com/limbo-dev/limbo/review"
 )
 
@@ -188,10 +190,11 @@ const coveredTails = 8
 // when all are sealed), by two readings, the larger taken. The sealer's
 // own: the events past the newest checkpoint's horizon. And one that does
 // not trust the horizon: the events past the highest seq the newest
-// checkpoints name. A horizon beyond any event (a forged checkpoint row;
-// on PostgreSQL, a database restored into another cluster, whose
-// transaction ids start lower) stops sealing while the first reading
-// says 0; the second still sees the events pile up.
+// checkpoints name. Past a horizon beyond any event (a forged checkpoint
+// row; on PostgreSQL, a database restored into another cluster, whose
+// transaction ids start lower) the first reading says 0 until the sealer
+// rebases (Store.unsealed), or for good if it does not run; the second
+// sees the events wait.
 func (s *Store) SealLag(ctx context.Context) (time.Duration, error) {
 	lag, err := s.sealLag(ctx, s.now())
 	if err != nil {
@@ -211,16 +214,34 @@ func (s *Store) sealLag(ctx context.Context, now time.Time) (time.Duration, erro
 		}
 		return max(now.Sub(at), 0), nil
 	}
-	unsealed, tails := selectOldestUnsealedSQLite, selectCoveredTailsSQLite
+	unsealed := selectOldestUnsealedSQLite
 	if s.engine == Postgres {
-		unsealed, tails = selectOldestUnsealedPostgres, selectCoveredTailsPostgres
+		unsealed = selectOldestUnsealedPostgres
 	}
 	byHorizon, err := age(unsealed)
 	if err != nil {
 		return 0, err
 	}
+	top, err := s.coveredTop(ctx, s.db)
+	if err != nil {
+		return 0, err
+	}
+	bySeq, err := age(selectFirstUncovered, top)
+	if err != nil {
+		return 0, err
+	}
+	return max(byHorizon, bySeq), nil
+}
+
+// coveredTop is the highest seq the newest checkpoints with events name
+// (0 with none): every event past it is in no checkpoint.
+func (s *Store) coveredTop(ctx context.Context, q sqlx.QueryerContext) (int64, error) {
+	tails := selectCoveredTailsSQLite
+	if s.engine == Postgres {
+		tails = selectCoveredTailsPostgres
+	}
 	var ends []string
-	if err := s.db.SelectContext(ctx, &ends, tails, coveredTails); err != nil {
+	if err := sqlx.SelectContext(ctx, q, &ends, tails, coveredTails); err != nil {
 		return 0, err
 	}
 	var top int64
@@ -232,9 +253,5 @@ func (s *Store) sealLag(ctx context.Context, now time.Time) (time.Duration, erro
 			top = max(top, n)
 		}
 	}
-	bySeq, err := age(selectFirstUncovered, top)
-	if err != nil {
-		return 0, err
-	}
-	return max(byHorizon, bySeq), nil
+	return top, nil
 }
