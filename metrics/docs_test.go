@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -149,5 +150,33 @@ func TestDocsUseRealMetrics(t *testing.T) {
 		}
 	} else {
 		t.Log("promtool not installed: the rules' PromQL is not checked")
+	}
+}
+
+// TestReadmeNamesEveryMetric: every limbo_ metric an instance exposes is
+// named in the README (or a page of docs/), where operators look for what
+// /metrics holds.
+func TestReadmeNamesEveryMetric(t *testing.T) {
+	pages, err := filepath.Glob("../docs/*.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var readme string
+	for _, p := range append(pages, "../README.md") {
+		raw, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		readme += string(raw)
+	}
+	for name := range exposedNames(t) {
+		for _, s := range []string{"_bucket", "_count", "_sum"} {
+			if base, ok := strings.CutSuffix(name, s); ok && strings.HasSuffix(base, "_seconds") {
+				name = base
+			}
+		}
+		if strings.HasPrefix(name, "limbo_") && !strings.Contains(readme, "`"+name+"`") {
+			t.Errorf("README.md does not name %s", name)
+		}
 	}
 }
