@@ -159,7 +159,10 @@ func (s *Store) Seal(ctx context.Context) (*Checkpoint, error) {
 func (s *Store) sealTx(ctx context.Context, tx *sqlx.Tx, now time.Time) (*Checkpoint, error) {
 	if s.engine == Postgres {
 		var got bool
-		if err := tx.GetContext(ctx, &got, `SELECT pg_try_advisory_xact_lock(hashtext(current_schema()))`); err != nil {
+		// A key of Limbo's own: hashtext(current_schema()) alone, as it
+		// was, is what any other tool locking "the schema" takes too, and
+		// while one held it no instance sealed.
+		if err := tx.GetContext(ctx, &got, `SELECT pg_try_advisory_xact_lock(hashtext('limbo-seal:' || current_schema()))`); err != nil {
 			return nil, err
 		}
 		if !got {
