@@ -107,7 +107,8 @@ SELECT EXISTS (SELECT 1 FROM audit_events
 	/* Store.Seal (PostgreSQL) */
 	selectUnsealedPostgres = `SELECT seq, hash FROM audit_events WHERE txid >= $1 AND txid < $2 ORDER BY seq`
 	/* Store.Seal */
-	insertCheckpoint = `INSERT INTO audit_checkpoints (` + checkpointColumns + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	insertCheckpoint = `INSERT INTO audit_checkpoints (` + checkpointColumns + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+ON CONFLICT (id) DO NOTHING`
 	/* Store.CheckpointsAfter */
 	selectCheckpointsAfter = `SELECT ` + checkpointColumns + ` FROM audit_checkpoints WHERE id > ? ORDER BY id LIMIT ?`
 )
@@ -192,12 +193,20 @@ func (s *Store) sealTx(ctx context.Context, tx *sqlx.Tx, now time.Time) (*Checkp
 	if err := s.sign(c); err != nil {
 		return nil, err
 	}
-	if _, err := tx.ExecContext(ctx, s.rebind(insertCheckpoint), c.ID, c.SealedAt, c.Seqs, c.EventCount,
-		c.Horizon, c.EventsDigest, c.EventHashes, c.PrevHash, c.SealMaxMS, c.KeyID, c.Hash, c.Signature); err != nil {
+	// Another sealer may have written this id meanwhile (PostgreSQL: one
+	// that does not take the same lock, such as an older Limbo during a
+	// rolling upgrade). DO NOTHING rather than a unique violation, which
+	// would leave the transaction failed and the round logged as an error.
+	res, err := tx.ExecContext(ctx, s.rebind(insertCheckpoint), c.ID, c.SealedAt, c.Seqs, c.EventCount,
+		c.Horizon, c.EventsDigest, c.EventHashes, c.PrevHash, c.SealMaxMS, c.KeyID, c.Hash, c.Signature)
+	if err != nil {
 		if isUnique(err) {
 			return nil, nil // another sealer won this round
 		}
 		return nil, err
+	}
+	if n, err := res.RowsAffected(); err != nil || n != 1 {
+		return nil, err // another sealer won this round
 	}
 	return c, nil
 }

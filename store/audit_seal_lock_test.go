@@ -47,3 +47,58 @@ func TestSealNotPausedByAForeignLock(t *testing.T) {
 		}
 	})
 }
+
+// TestSealLosesARaceCleanly: a sealer that does not take the same lock (an
+// older Limbo during a rolling upgrade) writes the next checkpoint while
+// this one seals: this round writes nothing and says no error. Before, the
+// unique violation left the PostgreSQL transaction failed, and its commit
+// failed the round.
+func TestSealLosesARaceCleanly(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		b := setup(t, e, nil)
+		b.newOp(t, "doc-1", review.RiskRead, "plain")
+		assertSealed(t, b.s)
+		b.newOp(t, "doc-2", review.RiskRead, "plain")
+		last, err := b.s.LatestCheckpoint(b.ctx)
+		if err != nil || last == nil {
+			t.Fatalf("LatestCheckpoint = %v, %v", last, err)
+		}
+		if e != store.Postgres {
+			return // one writer: no race to lose
+		}
+		other, err := b.s.DB().BeginTxx(b.ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer other.Rollback()
+		// The other sealer's checkpoint, not committed yet.
+		if _, err := other.ExecContext(b.ctx, `INSERT INTO audit_checkpoints (id, sealed_at, seqs, event_count, horizon, events_digest,
+    event_hashes, prev_hash, seal_max_ms, key_id, hash, signature)
+SELECT id + 1, sealed_at, '', 0, horizon, events_digest, '', hash, seal_max_ms, key_id, hash, signature
+FROM audit_checkpoints WHERE id = $1`, last.ID); err != nil {
+			t.Fatal(err)
+		}
+		type result struct {
+			c   *store.Checkpoint
+			err error
+		}
+		done := make(chan result, 1)
+		go func() {
+			c, err := b.s.Seal(b.ctx) // waits on the other's row, then finds it taken
+			done <- result{c, err}
+		}()
+		time.Sleep(200 * time.Millisecond)
+		if err := other.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case r := <-done:
+			if r.err != nil || r.c != nil && r.c.ID == last.ID+1 {
+				t.Errorf("Seal racing another sealer = %+v, %v; want nothing written and no error", r.c, r.err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("Seal did not return")
+		}
+	})
+}
