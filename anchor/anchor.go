@@ -18,6 +18,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"sync/atomic"
 
 	"github.com/limbo-dev/limbo/store"
 )
@@ -161,6 +162,8 @@ type Writer struct {
 	last     int64
 	lastHash string
 	alarmed  map[string]bool
+	// alarms counts the alarms raised (each once), for /metrics.
+	alarms atomic.Int64
 	// ours: a checkpoint signed by the store's key is at or before last.
 	// Until then, checkpoints intact but naming another key are the ones
 	// the trail was handed over from, and are anchored like any other;
@@ -192,6 +195,10 @@ func NewWriter(dir string, st *store.Store, log *slog.Logger) (*Writer, error) {
 	return w, nil
 }
 
+// Alarms counts the alarms this writer raised (each logged once): the
+// database disagreeing with the directory. Safe for concurrent use.
+func (w *Writer) Alarms() int64 { return w.alarms.Load() }
+
 // Dir is the directory written to.
 func (w *Writer) Dir() string { return w.dir }
 
@@ -203,6 +210,7 @@ func (w *Writer) alarm(id int64, problem string) {
 		return
 	}
 	w.alarmed[key] = true
+	w.alarms.Add(1)
 	w.log.Error("audit anchor alarm: the database disagrees with the anchor directory",
 		"checkpoint", id, "dir", w.dir, "problem", problem)
 }

@@ -208,6 +208,9 @@ func (a *App) buildServer(ctx context.Context) error {
 	a.metrics = h.Metrics
 	a.loopStatus = loop.NewStatuses()
 	h.Metrics.WatchLoops(a.loopStatus)
+	if a.anchors != nil {
+		h.Metrics.WatchAnchors(a.anchors.Alarms)
+	}
 	h.AuditAnchor = a.cfg.AnchorDir
 	h.TrustedProxies = a.cfg.TrustedProxies
 	a.rec = reconcile.New(a.Store, a.cfg.Destinations, a.cfg.Owner, a.log)

@@ -302,3 +302,58 @@ func TestAppExportsLoopHealth(t *testing.T) {
 		t.Fatalf("/metrics says nothing of the loops %v:\n%s", missing, body)
 	}
 }
+
+// TestAppExportsAnchorAlarms: when the database stops agreeing with the
+// anchor directory (here the newest anchored checkpoint is deleted from
+// it), /metrics counts the alarm, so an alert can fire; before, it was a
+// log line only.
+func TestAppExportsAnchorAlarms(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	a, err := app.New(ctx, app.Config{DB: "sqlite:" + filepath.Join(dir, "limbo.db"), Addr: "127.0.0.1:0",
+		AuditKey: auditkey.New(), AnchorDir: filepath.Join(dir, "anchors")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	a.Start(ctx)
+	metric := func() string {
+		resp, err := http.Get(a.URL + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		for _, line := range strings.Split(string(b), "\n") {
+			if strings.HasPrefix(line, "limbo_audit_anchor_alarms_total ") {
+				return line
+			}
+		}
+		return ""
+	}
+	var last *store.Checkpoint
+	for deadline := time.Now().Add(10 * time.Second); last == nil && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if last, err = a.Store.LatestCheckpoint(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if last == nil {
+		t.Fatal("nothing sealed")
+	}
+	if got := metric(); got != "limbo_audit_anchor_alarms_total 0" {
+		t.Fatalf("before any tampering: %q", got)
+	}
+	// The sealer may anchor a newer one meanwhile: delete all of them.
+	if _, err := a.Store.DB().ExecContext(ctx, `DELETE FROM audit_checkpoints`); err != nil {
+		t.Fatal(err)
+	}
+	got := ""
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if got = metric(); got != "limbo_audit_anchor_alarms_total 0" && got != "" {
+			break
+		}
+	}
+	if got == "limbo_audit_anchor_alarms_total 0" || got == "" {
+		t.Fatalf("after deleting the anchored checkpoints: %q, want an alarm counted", got)
+	}
+}

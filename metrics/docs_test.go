@@ -42,6 +42,7 @@ func exposedNames(t *testing.T) map[string]bool {
 	stop()
 	loop.Every(ctx, time.Hour, nil, "audit-seal", nil) // started, and ended at once
 	m.WatchLoops(loops)
+	m.WatchAnchors(func() int64 { return 0 })
 	m.ProbeSeconds.WithLabelValues("files", "search").Observe(0.1)
 	m.AmbiguousSeconds.WithLabelValues("files").Observe(1)
 	m.HTTPSeconds.WithLabelValues("/x", "GET", "2xx").Observe(0.01)

@@ -149,6 +149,20 @@ func (m *Metrics) WatchLoops(s *loop.Statuses) {
 	m.loops.set = s
 }
 
+// WatchAnchors exports the anchor directory's alarms (the database no
+// longer agreeing with the checkpoints kept outside it) as
+// limbo_audit_anchor_alarms_total, read from alarms at scrape time; the
+// app calls it when an anchor directory is configured. Safe on a nil
+// Metrics.
+func (m *Metrics) WatchAnchors(alarms func() int64) {
+	if m == nil {
+		return
+	}
+	m.Registry.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "limbo_audit_anchor_alarms_total",
+		Help: "Alarms this process raised because the database disagrees with the audit anchor directory (a checkpoint missing, rewritten, or not validly signed): tampering to look into, named in the log."},
+		func() float64 { return float64(alarms()) }))
+}
+
 var (
 	descLoopOK = prometheus.NewDesc("limbo_loop_last_success_age_seconds",
 		"Seconds since the background loop's last round that succeeded (since the loop started, if none has): a loop failing, panicking or stuck makes it grow.", []string{"loop"}, nil)
