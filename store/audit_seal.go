@@ -159,11 +159,8 @@ func (s *Store) Seal(ctx context.Context) (*Checkpoint, error) {
 // or nil when another sealer holds or won the round, or nothing was due.
 func (s *Store) sealTx(ctx context.Context, tx *sqlx.Tx, now time.Time) (*Checkpoint, error) {
 	if s.engine == Postgres {
-		var got bool
-		// A key of Limbo's own: hashtext(current_schema()) alone, as it
-		// was, is what any other tool locking "the schema" takes too, and
-		// while one held it no instance sealed.
-		if err := tx.GetContext(ctx, &got, `SELECT pg_try_advisory_xact_lock(hashtext('limbo-seal:' || current_schema()))`); err != nil {
+		got, err := s.sealLock(ctx, tx)
+		if err != nil {
 			return nil, err
 		}
 		if !got {
@@ -209,6 +206,24 @@ func (s *Store) sealTx(ctx context.Context, tx *sqlx.Tx, now time.Time) (*Checkp
 		return nil, err // another sealer won this round
 	}
 	return c, nil
+}
+
+// sealLock takes the sealer's lock for tx (PostgreSQL), if free. The key
+// is Limbo's own: hashtext(current_schema()) alone, as it was, is what any
+// other tool locking "the schema" takes too, and while one held it no
+// instance sealed. And the transaction may not sit idle longer than the
+// sealer's interval: a sealer paused inside it (a frozen VM, a stopped
+// process, whose connection stays up) would otherwise hold the lock, and
+// every instance's sealing, until it woke; PostgreSQL ends its session
+// instead, and the lock with it.
+func (s *Store) sealLock(ctx context.Context, tx *sqlx.Tx) (bool, error) {
+	idle := strconv.FormatInt(max(s.sealMax.Milliseconds(), 1000), 10)
+	if _, err := tx.ExecContext(ctx, `SELECT set_config('idle_in_transaction_session_timeout', $1, true)`, idle); err != nil {
+		return false, err
+	}
+	var got bool
+	err := tx.GetContext(ctx, &got, `SELECT pg_try_advisory_xact_lock(hashtext('limbo-seal:' || current_schema()))`)
+	return got, err
 }
 
 // unsealed reads the events the checkpoint after prev covers, at most

@@ -102,3 +102,45 @@ FROM audit_checkpoints WHERE id = $1`, last.ID); err != nil {
 		}
 	})
 }
+
+// TestPausedSealerLetsGo: a sealer paused inside its transaction (a frozen
+// VM, a stopped process: its connection stays up) held the seal lock, and
+// with it every instance's sealing, until it woke. Its session now ends
+// once it has sat idle for the seal interval, and the others seal.
+func TestPausedSealerLetsGo(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		clk := storetest.NewClock(t0)
+		s := storetest.Open(t, e, store.Options{Clock: clk.Now, AuditSealMax: review.MinSealMax})
+		ctx := t.Context()
+		if e == store.Postgres {
+			paused, err := s.DB().BeginTxx(ctx, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer paused.Rollback()
+			if got, err := store.SealLockForTest(ctx, s, paused); err != nil || !got {
+				t.Fatalf("the paused sealer's lock: %v, %v", got, err)
+			}
+		}
+		if _, _, err := s.Register(ctx, intention("doc-1", review.RiskRead, "plain")); err != nil {
+			t.Fatal(err)
+		}
+		clk.Advance(time.Minute)
+		for deadline := time.Now().Add(4 * review.MinSealMax); ; time.Sleep(50 * time.Millisecond) {
+			if err := s.SealAll(ctx); err != nil {
+				t.Fatal(err)
+			}
+			lag, err := s.SealLag(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if lag == 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("nothing sealed %s after a sealer paused in its transaction: lag %s", 4*review.MinSealMax, lag)
+			}
+		}
+	})
+}

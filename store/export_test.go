@@ -94,3 +94,9 @@ func QueuedFastCalls(s *Store) int {
 // ResignCheckpoint re-signs c with key after its content changed, for the
 // external tests: a checkpoint as an honest sealer would have written it.
 func ResignCheckpoint(c *Checkpoint, key ed25519.PrivateKey) { signCheckpoint(c, key) }
+
+// SealLockForTest is the sealer's lock statement(s), for the external
+// tests: a session that takes it as a sealer would, then pauses.
+func SealLockForTest(ctx context.Context, s *Store, tx *sqlx.Tx) (bool, error) {
+	return s.sealLock(ctx, tx)
+}
