@@ -10,12 +10,13 @@ import (
 )
 
 // TestSealRebasesAFutureHorizon: a newest checkpoint whose horizon no event
-// can have reached yet — validly signed, as after a PostgreSQL database is
-// restored into another cluster, whose transaction ids start lower — left
-// every later event unsealed for good (heartbeats only), and verify then
-// called them inserted into sealed history. The sealer now covers them and
-// records a horizon of this database's; the trail verifies. A forged such
-// row (not re-signed) is sealed over the same way and named by verify.
+// can have reached yet left every later event unsealed for good
+// (heartbeats only), and verify then called them inserted into sealed
+// history. Forged (not validly signed), the sealer now seals over it and
+// verify names it. Validly signed, on SQLite too (a horizon is a seq
+// there); on PostgreSQL such a checkpoint is an honest trail restored into
+// another cluster, which is not rebased (its txids would meet the old ones
+// again, see Store.unsealed), but the seal lag counts what waits.
 func TestSealRebasesAFutureHorizon(t *testing.T) {
 	t.Parallel()
 	storetest.Each(t, func(t *testing.T, e store.Engine) {
@@ -37,7 +38,11 @@ func TestSealRebasesAFutureHorizon(t *testing.T) {
 			b.clk.Advance(store.DefaultSealMax) // SQLite seals past an unreachable horizon with the next heartbeat
 			// On PostgreSQL a seal waits for every older transaction of the
 			// server (other tests'): seal until nothing is left, or give up.
-			for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+			wait := 20 * time.Second
+			if resign && e == store.Postgres {
+				wait = 0 // not rebased: one round says so
+			}
+			for deadline := time.Now().Add(wait); ; time.Sleep(20 * time.Millisecond) {
 				if err := b.s.SealAll(b.ctx); err != nil {
 					t.Fatal(err)
 				}
@@ -48,6 +53,12 @@ func TestSealRebasesAFutureHorizon(t *testing.T) {
 			rep, err := b.s.VerifyAudit(b.ctx, store.VerifyOptions{PublicKey: b.s.AuditPublicKey(), SkipAge: true})
 			if err != nil {
 				t.Fatal(err)
+			}
+			if resign && e == store.Postgres {
+				if lag, err := b.s.SealLag(b.ctx); err != nil || lag == 0 {
+					t.Errorf("restored: SealLag = %v, %v; want the events waiting counted", lag, err)
+				}
+				continue
 			}
 			if rep.Unsealed != 0 {
 				t.Errorf("resigned=%v: %d events left unsealed past a horizon of %d: %+v", resign, rep.Unsealed, last.Horizon, rep)

@@ -232,12 +232,17 @@ func (s *Store) sealLock(ctx context.Context, tx *sqlx.Tx) (bool, error) {
 // A horizon no event can have reached yet (past SQLite's last seq, past
 // PostgreSQL's next transaction id) is not trusted: it would leave every
 // event written from now on unsealed, with nothing to say so but the
-// heartbeats. An honest trail has one after a PostgreSQL database is
-// restored into another cluster (pg_dump), whose transaction ids start
-// lower; a forged checkpoint row can have one too. The sealer then rebases:
-// it covers the events past the highest seq the newest checkpoints name
-// (coveredTop), and records a horizon of this database's again. A forged
-// row stays in the trail for verify to name.
+// heartbeats. A forged checkpoint row can have one. The sealer then
+// rebases: it covers the events past the highest seq the newest
+// checkpoints name (coveredTop), and records a horizon of this database's
+// again; the forged row stays in the trail for verify to name.
+//
+// On PostgreSQL it rebases only past a checkpoint that is not validly
+// signed: a valid one with such a horizon is an honest trail restored into
+// another cluster (pg_dump), whose transaction ids start lower and will
+// one day run through the old ones again, when a txid horizon would cover
+// old events a second time. That trail is not sealed until the new ids
+// pass the old horizon; Store.SealLag, /metrics and /readyz say so.
 func (s *Store) unsealed(ctx context.Context, tx *sqlx.Tx, prev *Checkpoint) ([]seqHash, int64, error) {
 	var evs []seqHash
 	horizon := prev.Horizon
@@ -270,7 +275,7 @@ func (s *Store) unsealed(ctx context.Context, tx *sqlx.Tx, prev *Checkpoint) ([]
 		return nil, 0, err
 	}
 	xmin := snap.Xmin
-	if prev.Horizon > snap.Xmax {
+	if prev.Horizon > snap.Xmax && prev.Check(s.auditPub) != nil && !prev.NamesOtherKey(s.auditPub) {
 		top, err := s.coveredTop(ctx, tx)
 		if err != nil {
 			return nil, 0, err
