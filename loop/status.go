@@ -2,7 +2,10 @@ package loop
 
 import (
 	"context"
+	"fmt"
+	"log/slog"
 	"maps"
+	"runtime/debug"
 	"sync"
 	"time"
 )
@@ -112,4 +115,21 @@ func WithStatus(ctx context.Context, st *Status) context.Context {
 func statusFrom(ctx context.Context) *Status {
 	st, _ := ctx.Value(statusKey{}).(*Status)
 	return st
+}
+
+// Recover, deferred by a goroutine a round starts (one delivery, one
+// probe), turns a panic there into a log line with its stack, counted as a
+// panic of the loop whose Status ctx carries: a round's own recovery does
+// not reach another goroutine, whose panic would end the process.
+func Recover(ctx context.Context, log *slog.Logger, what string) {
+	p := recover()
+	if p == nil {
+		return
+	}
+	log.Error(what+" panicked", "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+	if st := statusFrom(ctx); st != nil {
+		st.mu.Lock()
+		st.s.Panics++
+		st.mu.Unlock()
+	}
 }

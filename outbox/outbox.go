@@ -120,6 +120,10 @@ func (w *Worker) RunOnce(ctx context.Context) (int, error) {
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
+			// A panic here would end the process: the round's own
+			// recovery (loop.Drain) does not reach this goroutine. The
+			// claim's lease lapses and the message is tried again.
+			defer loop.Recover(ctx, w.Log, "outbox delivery")
 			w.deliver(ctx, c)
 		}()
 	}

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/limbo-dev/limbo/loop"
 	"github.com/limbo-dev/limbo/metrics"
 	"github.com/limbo-dev/limbo/outbox"
 	"github.com/limbo-dev/limbo/review"
@@ -461,6 +462,34 @@ func TestNoTryPastItsLease(t *testing.T) {
 		}
 		if bad != 0 {
 			t.Errorf("%d bad requests", bad)
+		}
+	})
+}
+
+// TestDeliveryPanicIsRecovered: a panic in one delivery's goroutine (here
+// the OnDelivered hook) is logged and counted as the loop's panic; before,
+// it ended the whole process, since the round's own recovery does not
+// reach the goroutines it starts.
+func TestDeliveryPanicIsRecovered(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		v := setup(t, e)
+		rcv := newReceiver(t, v.clk, always(http.StatusNoContent))
+		srv := httptest.NewServer(rcv)
+		defer srv.Close()
+		ep := v.endpoint(t, srv.URL+"/hooks", rcv.secret)
+		v.decide(t)
+		w := outbox.New(v.s, "w1", quiet, nil)
+		w.OnDelivered = func(*store.OutboxMessage) { panic("hook") }
+		st := &loop.Status{}
+		if n, err := w.RunOnce(loop.WithStatus(t.Context(), st)); err != nil || n != 1 {
+			t.Fatalf("RunOnce = %d, %v", n, err)
+		}
+		if ms := v.messages(t, ep); ms[0].Status != store.OutboxDelivered {
+			t.Errorf("message %+v, want delivered (recorded before the hook)", ms[0])
+		}
+		if s := st.Snapshot(); s.Panics != 1 {
+			t.Errorf("status %+v, want one panic counted", s)
 		}
 	})
 }
