@@ -25,12 +25,10 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptrace"
 	"net/url"
 	"runtime/debug"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"time"
 )
 
@@ -78,8 +76,8 @@ func WithUserAgent(product string) Option { return func(o *options) { o.userAgen
 // Retry-After would overrun what is left of maxWait is returned at once, as
 // a *Problem with RetryAfter set, for the caller to schedule. A request
 // that failed in transit is repeated only when that cannot act twice: a GET
-// or PUT, or any request that never left the client (a refused
-// connection); a POST that may have reached Limbo is not, since a second
+// or PUT, or any request that provably never left the client (a refused
+// connection, as net/http's Transport reports it); a POST that may have reached Limbo is not, since a second
 // StartAttempt would ask for a second attempt. Other answers are final.
 //
 // The default is no retries (retries 0): Do and WaitDecision wait out 429
@@ -525,8 +523,7 @@ func (c *Client) once(ctx context.Context, method, path string, body []byte, has
 	if hasBody {
 		rd = bytes.NewReader(body)
 	}
-	var wrote atomic.Bool
-	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{WroteHeaders: func() { wrote.Store(true) }})
+	ctx, progress := traceSend(ctx, c.http)
 	req, err := http.NewRequestWithContext(ctx, method, c.base+path, rd)
 	if err != nil {
 		return 0, false, err
@@ -539,7 +536,7 @@ func (c *Client) once(ctx context.Context, method, path string, body []byte, has
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return 0, wrote.Load(), err
+		return 0, progress.mayHaveSent(), err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode >= 400 {

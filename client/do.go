@@ -183,19 +183,55 @@ func NewAttemptRequest(ctx context.Context, g *Grant, method, url string, body [
 // CheckRedirect that returns http.ErrUseLastResponse so a redirect is an
 // answer, not a second request. The response is returned for the caller
 // to read (its body unread, but for an error answer's provider code, which
-// stays readable); it is nil when the send failed.
+// stays readable); it is nil when the send failed. A failure is
+// before_send only when hc's transport shows the request never left:
+// net/http's Transport, or one that hands the request on to it, does; a
+// transport that reports no progress (httptrace) makes every failure
+// after_send.
 func SendAttempt(hc *http.Client, req *http.Request) (*http.Response, Outcome) {
 	if hc == nil {
 		hc = http.DefaultClient
 	}
-	// The header block is complete in the connection's buffer once
-	// WroteHeaders fires; before that no server can have acted on the
-	// request, so a failure is provably before_send.
-	var sent atomic.Bool
-	trace := &httptrace.ClientTrace{WroteHeaders: func() { sent.Store(true) }}
-	req = req.WithContext(httptrace.WithClientTrace(req.Context(), trace))
-	resp, err := hc.Do(req)
-	return resp, OutcomeFromHTTP(resp, err, sent.Load())
+	ctx, p := traceSend(req.Context(), hc)
+	resp, err := hc.Do(req.WithContext(ctx))
+	return resp, OutcomeFromHTTP(resp, err, p.mayHaveSent())
+}
+
+// sendProgress follows one request through its transport, to tell a
+// failure that provably sent nothing from one that may have sent it.
+// The header block is complete in the connection's buffer once
+// WroteHeaders fires; before that no server can have acted on the
+// request. That proves nothing, though, unless the transport reports its
+// progress: net/http's Transport does (HTTP/1 and HTTP/2), as does a
+// wrapper that hands the request on to one, which then reports asking for
+// a connection (GetConn). A transport that reports nothing (another HTTP
+// stack, one that re-sends the request under a context of its own) may
+// have sent it: "nothing sent" would be a guess, and Limbo retries a
+// before_send failure of an irreversible write at once.
+type sendProgress struct {
+	reports      bool // the transport is net/http's own
+	asked, wrote atomic.Bool
+}
+
+// traceSend is ctx with a trace recording a request's progress through
+// hc's transport.
+func traceSend(ctx context.Context, hc *http.Client) (context.Context, *sendProgress) {
+	rt := hc.Transport
+	if rt == nil {
+		rt = http.DefaultTransport
+	}
+	_, reports := rt.(*http.Transport)
+	p := &sendProgress{reports: reports}
+	return httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+		GetConn:      func(string) { p.asked.Store(true) },
+		WroteHeaders: func() { p.wrote.Store(true) },
+	}), p
+}
+
+// mayHaveSent reports whether the request may have reached the server:
+// false only when the transport shows it never wrote the headers.
+func (p *sendProgress) mayHaveSent() bool {
+	return p.wrote.Load() || (!p.reports && !p.asked.Load())
 }
 
 // OutcomeFromHTTP classifies one send into what Limbo needs: resp and err
