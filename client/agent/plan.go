@@ -57,7 +57,8 @@ type PlanResult struct {
 	OperationID string
 	State       client.State
 	Reason      string
-	// Output is the accepted structured output (nil unless confirmed).
+	// Output is the accepted structured output (nil unless confirmed
+	// with one).
 	Output json.RawMessage
 	// Generated reports whether this Plan called the model; false when the
 	// ledger already held the accepted output (after a crash, say).
@@ -66,8 +67,10 @@ type PlanResult struct {
 	Refused int
 }
 
-// Done reports whether the plan's output was accepted.
-func (p *PlanResult) Done() bool { return p.State == client.Confirmed }
+// Done reports whether the plan's output was accepted: the operation is
+// confirmed and the ledger holds an output the schema accepts (Reason says
+// why not, when it is confirmed without one).
+func (p *PlanResult) Done() bool { return p.State == client.Confirmed && p.Output != nil }
 
 // Plan runs planning step name for this run with input (what the plan is
 // for: the same input in the same run is the same plan). Each generation
@@ -136,15 +139,41 @@ func (r *Run) Plan(ctx context.Context, name string, input json.RawMessage) (*Pl
 	}
 	res.State, res.Reason = op.State, op.StateReason
 	if op.State == client.Confirmed {
-		// The accepted output is the confirming attempt's: the last one.
-		last := op.Attempts[len(op.Attempts)-1].N
-		out, err := r.ctl.c.AttemptOutput(ctx, op.ID, last)
+		out, why, err := r.ctl.accepted(ctx, p, op)
 		if err != nil {
 			return nil, fmt.Errorf("agent: reading plan %s from the ledger: %w", op.ID, err)
 		}
-		res.Output = out.Output
+		res.Output = out
+		if why != "" {
+			res.Reason += "; " + why
+		}
 	}
 	return res, nil
+}
+
+// accepted is the structured output the ledger holds as op's result: the
+// confirming attempt's, the last one, when the gate accepted it, and does
+// still. A plan confirmed otherwise (a reviewer confirming one whose
+// generations were all refused, say) has none: nil, and why, for nothing
+// may run from an output the schema refused.
+func (ctl *Controller) accepted(ctx context.Context, p *planner, op *client.Operation) (json.RawMessage, string, error) {
+	if len(op.Attempts) == 0 {
+		return nil, "no generation is in the ledger: no structured output to run from", nil
+	}
+	out, err := ctl.c.AttemptOutput(ctx, op.ID, op.Attempts[len(op.Attempts)-1].N)
+	switch {
+	case client.IsProblem(err, client.ProblemNotFound):
+		return nil, "the last generation kept no structured output: none to run from", nil
+	case err != nil:
+		return nil, "", err
+	case out.Invalid != "":
+		return nil, "the last generation's structured output was refused (" + out.Invalid + "): nothing runs from it", nil
+	}
+	canon, why := p.gate(out.Output)
+	if why != "" {
+		return nil, "the structured output in the ledger breaks the schema (" + why + "): nothing runs from it", nil
+	}
+	return canon, "", nil
 }
 
 // gate checks one generation's structured output: the output to keep

@@ -208,3 +208,57 @@ destinations:
 		}
 	})
 }
+
+// TestPlanConfirmedWithoutAcceptedOutput: a plan whose every generation
+// the schema refused goes to a person (escalate_on: budget_exhausted); a
+// reviewer who confirms it confirms no output. Plan read the last
+// generation's output back from the ledger and handed it out as the
+// accepted plan, Done — the output the gate had refused, for the agent to
+// run tools from. It is confirmed, not done, with no output, and says why.
+func TestPlanConfirmedWithoutAcceptedOutput(t *testing.T) {
+	cfg, err := review.ParseConfig([]byte(planConfig + "        escalate_on: [budget_exhausted]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		sb, st, _, ctl := planWorld(t, e, cfg)
+		if err := sb.QueueModelFaults("malformed_output", "malformed_output", "malformed_output"); err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		run, err := ctl.Run(ctx, "run-confirmed")
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := run.Plan(ctx, "plan_release", json.RawMessage(`{"release":"v4"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.Done() || p.State != client.NeedsReview || p.Refused != 3 {
+			t.Fatalf("plan = %+v, want needs_review after 3 refused generations", p)
+		}
+		cs, err := st.CasesForOperation(ctx, p.OperationID)
+		if err != nil || len(cs) != 1 {
+			t.Fatalf("cases: %d, %v", len(cs), err)
+		}
+		if _, err := st.Decide(ctx, store.DecisionRequest{CaseID: cs[0].ID, Action: review.DecideConfirm, Ref: "plan-by-hand",
+			Actor: "rita@example.com", Reason: "written by hand"}); err != nil {
+			t.Fatal(err)
+		}
+		again, err := ctl.Run(ctx, "run-confirmed")
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := again.Plan(ctx, "plan_release", json.RawMessage(`{"release":"v4"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Done() || got.Output != nil || got.Generated || got.State != client.Confirmed || !strings.Contains(got.Reason, "nothing runs from it") {
+			t.Errorf("plan after a person confirmed it = %+v (%s); want confirmed, not done, no output, saying why", got, got.Output)
+		}
+		if n := sb.ModelCalls(); n != 3 {
+			t.Errorf("the model generated %d times, want 3", n)
+		}
+	})
+}
