@@ -155,9 +155,15 @@ func sleep(ctx context.Context, d time.Duration) error {
 // as replayable. That second send would happen behind Limbo's back, as part
 // of an attempt Limbo believes was sent once. Replaying needs GetBody to
 // rewind the body, so the request is built without it: net/http then never
-// re-sends a request with a body. A request without a body (a GET, a
-// DELETE) stays replayable for net/http; use those only for calls that are
-// safe to repeat, or send them over a Transport with keep-alives disabled.
+// re-sends a request with a body. One with none (a POST that captures a
+// payment) it replays when its Header map holds an "Idempotency-Key" or
+// "X-Idempotency-Key" entry, so the key of such a request is set under its
+// lowercase name instead (req.Header["idempotency-key"], which
+// req.Header.Get does not find): the same header on the wire, header names
+// being case-insensitive (HTTP/2 sends every name in lowercase). A GET,
+// HEAD, OPTIONS or TRACE stays replayable for net/http whatever it
+// carries; use those only for calls that are safe to repeat, or send them
+// over a Transport with keep-alives disabled.
 func NewAttemptRequest(ctx context.Context, g *Grant, method, url string, body []byte) (*http.Request, error) {
 	var rd io.Reader
 	if body != nil {
@@ -169,7 +175,13 @@ func NewAttemptRequest(ctx context.Context, g *Grant, method, url string, body [
 	}
 	req.GetBody = nil
 	if g != nil && g.Key != "" && g.KeyHeader != "" {
-		req.Header.Set(g.KeyHeader, g.Key)
+		name := http.CanonicalHeaderKey(g.KeyHeader)
+		if len(body) == 0 && (name == "Idempotency-Key" || name == "X-Idempotency-Key") {
+			// No body to keep net/http from replaying it: the entry it
+			// looks for is not there.
+			name = strings.ToLower(name)
+		}
+		req.Header[name] = []string{g.Key}
 	}
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
