@@ -77,8 +77,9 @@ func WithUserAgent(product string) Option { return func(o *options) { o.userAgen
 // a *Problem with RetryAfter set, for the caller to schedule. A request
 // that failed in transit is repeated only when that cannot act twice: a GET
 // or PUT, or any request that provably never left the client (a refused
-// connection, as net/http's Transport reports it); a POST that may have reached Limbo is not, since a second
-// StartAttempt would ask for a second attempt. Other answers are final.
+// connection, as net/http's Transport reports it); a POST that may have
+// reached Limbo is not, since a second StartAttempt would ask for a second
+// attempt. Other answers are final.
 //
 // The default is no retries (retries 0): Do and WaitDecision wait out 429
 // and 503 answers on their own, and a plain call returns them.
@@ -282,8 +283,10 @@ func (c *Client) RegisterMany(ctx context.Context, rs []Registration) ([]Registe
 // attempt's answer. When no attempt may start yet, op is set, g is nil and
 // err is a *Problem saying why (retry-later with RetryAfter,
 // not-attemptable, awaiting-approval, waiting-for-dependency), as
-// StartAttempt would return it; registering again asks again. Credential
-// and model limits need StartAttempt.
+// StartAttempt would return it; registering again asks again. op is the
+// operation as the registration left it: with a grant it is in flight,
+// though op.State still says what it was before. Credential and model
+// limits need StartAttempt.
 func (c *Client) RegisterAndAttempt(ctx context.Context, r Registration) (op *Operation, created bool, g *Grant, err error) {
 	var ans struct {
 		Operation
