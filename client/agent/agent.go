@@ -118,7 +118,8 @@ type Controller struct {
 	// WaitInFlight is how long a Call waits for an attempt another process
 	// holds (a crashed one's lease runs out) before returning in_flight.
 	WaitInFlight time.Duration
-	// Poll is how often a waiting Call looks again (default 200 ms).
+	// Poll is how often a waiting Call looks again (0 or less: the
+	// default, 200 ms).
 	Poll time.Duration
 }
 
@@ -130,7 +131,7 @@ type tool struct {
 // New returns a controller for tools, their schemas compiled. A schema may
 // not refer to anything outside itself: nothing is fetched.
 func New(c *client.Client, tools ...Tool) (*Controller, error) {
-	ctl := &Controller{c: c, tools: map[string]*tool{}, planners: map[string]*planner{}, Poll: 200 * time.Millisecond}
+	ctl := &Controller{c: c, tools: map[string]*tool{}, planners: map[string]*planner{}, Poll: defaultPoll}
 	for _, t := range tools {
 		if t.Name == "" || t.Destination == "" || t.Send == nil {
 			return nil, fmt.Errorf("agent: tool %q needs a name, a destination and Send", t.Name)
@@ -369,14 +370,21 @@ func (r *Run) send(ctx context.Context, t *tool, op *client.Operation, canon jso
 	return result(t, res.Operation, ran, out), nil
 }
 
+// defaultPoll is Controller.Poll unless set.
+const defaultPoll = 200 * time.Millisecond
+
 // waitWhile polls op until its state changes, for at most d.
 func (ctl *Controller) waitWhile(ctx context.Context, op *client.Operation, d time.Duration) (*client.Operation, error) {
 	if d <= 0 {
 		return op, nil
 	}
+	poll := ctl.Poll
+	if poll <= 0 {
+		poll = defaultPoll
+	}
 	deadline := time.Now().Add(d)
 	for time.Now().Before(deadline) {
-		t := time.NewTimer(ctl.Poll)
+		t := time.NewTimer(poll)
 		select {
 		case <-ctx.Done():
 			t.Stop()

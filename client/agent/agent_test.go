@@ -36,6 +36,8 @@ type world struct {
 	st    *store.Store
 	clk   *storetest.Clock
 	c     *client.Client
+	api   string // Limbo's address
+	tok   string // the tenant's token
 	// sends counts the requests each tool function sent.
 	sends map[string]*atomic.Int64
 }
@@ -63,7 +65,7 @@ func newWorld(t *testing.T, e store.Engine) *world {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &world{ctx: context.Background(), sb: sb, sbURL: srv.URL, cfg: cfg, st: st, clk: clk, c: client.New(api.URL, tok),
+	return &world{ctx: context.Background(), sb: sb, sbURL: srv.URL, cfg: cfg, st: st, clk: clk, c: client.New(api.URL, tok), api: api.URL, tok: tok,
 		sends: map[string]*atomic.Int64{"create_folder": {}, "send_email": {}, "get_resource": {}}}
 }
 
@@ -358,4 +360,46 @@ func TestReadRepeatsPerRun(t *testing.T) {
 			t.Errorf("get_resource sent %d requests, want 2", n)
 		}
 	})
+}
+
+// countGets counts the GET requests it carries to Limbo.
+type countGets struct{ n *atomic.Int64 }
+
+func (c countGets) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.Method == http.MethodGet {
+		c.n.Add(1)
+	}
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// A Controller whose Poll is 0 waits for an approval polling at the
+// default pace: it asked Limbo again at once, over and over, for the
+// whole WaitApproval.
+func TestWaitPollsAtTheDefaultPace(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, store.SQLite)
+	var gets atomic.Int64
+	c := client.New(w.api, w.tok, client.WithHTTPClient(&http.Client{Transport: countGets{&gets}}))
+	ctl, err := agent.New(c, agent.Tool{Name: "send_email", Destination: sandbox.DestinationName,
+		Schema: json.RawMessage(`{"type":"object"}`),
+		Send: func(context.Context, agent.Attempt) (client.Outcome, json.RawMessage) {
+			t.Error("an unapproved call ran")
+			return client.Outcome{}, nil
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctl.Poll, ctl.WaitApproval = 0, time.Second
+	run, err := ctl.Run(w.ctx, "run-poll")
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := gets.Load()
+	res, err := run.Call(w.ctx, "send_email", json.RawMessage(`{"to":"ada@example.com"}`))
+	if err != nil || res.State != client.AwaitingApproval || res.Ran {
+		t.Fatalf("call: %v, %v", res, err)
+	}
+	if n := gets.Load() - before; n > 10 {
+		t.Errorf("%d reads of the operation in a 1 s wait, want about 5 (every 200 ms)", n)
+	}
 }
