@@ -157,6 +157,8 @@ FROM outbox o JOIN webhook_endpoints e ON e.id = o.endpoint_id WHERE o.id = ?`
 UPDATE outbox SET status = ?, attempts = attempts + 1, next_attempt_at = ?, lease_owner = NULL, lease_until = NULL,
     last_status_code = ?, last_error = ?, delivered_at = ?
 WHERE id = ? AND status = 'pending' AND lease_owner = ? AND lease_generation = ?`
+	/* Store.CompleteDelivery: the tries of a message delivered again since then. */
+	countTriesSince = `SELECT COUNT(*) FROM webhook_deliveries WHERE outbox_id = ? AND at >= ?`
 	/* Store.CompleteDelivery */
 	insertDelivery = `
 INSERT INTO webhook_deliveries (id, outbox_id, endpoint_id, tenant, n, at, status_code, error_class, error, duration_ms)
@@ -298,7 +300,18 @@ func (s *Store) CompleteDelivery(ctx context.Context, c DeliveryClaim, statusCod
 			if err := tx.GetContext(ctx, &disabled, s.rebind(selectEndpointDisabled), c.EndpointID); err != nil {
 				return nil, err
 			}
-			status, next = OutboxPending, dbTime(now.Add(webhookBackoff(n, s.Float64())))
+			// The backoff counts the tries since the message was last
+			// delivered again by an admin: after redelivery the receiver
+			// is presumably back, and a first failure there waits
+			// seconds, not the hours its earlier tries had reached.
+			tries := n
+			if c.RetryFrom != nil {
+				if err := tx.GetContext(ctx, &tries, s.rebind(countTriesSince), c.ID, dbTime(*c.RetryFrom)); err != nil {
+					return nil, err
+				}
+				tries++
+			}
+			status, next = OutboxPending, dbTime(now.Add(webhookBackoff(tries, s.Float64())))
 			switch {
 			case disabled != nil:
 				status, next = OutboxFailed, now

@@ -577,6 +577,10 @@ func TestWebhookRedeliver(t *testing.T) {
 		}
 		if m, err := b.s.CompleteDelivery(b.ctx, cs[0], 503, nil, 0); err != nil || m.Status != store.OutboxPending {
 			t.Errorf("failed try after redelivery = %+v, %v; want retried", m, err)
+		} else if wait := m.NextAttemptAt.Sub(b.clk.Now()); wait > store.WebhookRetryBase {
+			// Its backoff starts again: the tries before the give-up had
+			// reached hours.
+			t.Errorf("first failed try after redelivery waits %v, want at most %v", wait, store.WebhookRetryBase)
 		}
 		b.clk.Advance(store.WebhookRetryCap)
 		cs = b.claimAll(t, "w1")
