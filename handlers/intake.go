@@ -394,6 +394,11 @@ var formRules = map[string]textRule{
 	"takeover_reason": {kind: review.FreeText, max: review.MaxReasonLen}, // store.TakeOverCase: review.NormalizeReason
 	"compensation":    {kind: review.FreeText, max: 2000},
 	"description":     {kind: review.FreeText, max: 500},
+	// What their inputs allow (maxlength) and the store keeps: longer
+	// than defaultParam's 1,000, which refused a long list of tenants or a
+	// long signed URL the form had taken.
+	"tenants": {kind: review.Identifier, max: 2000},
+	"url":     {kind: review.Identifier, max: 2048}, // store.AddWebhookEndpoint: 2048 bytes
 }
 
 // formUnchecked are fields read as bytes and never stored or shown.
