@@ -193,7 +193,15 @@ type Grant struct {
 // admin sees the users whose whole scope lies inside its own. Anyone else,
 // and users reaching beyond p's scope, are invisible (404, not 403), as
 // other tenants' records are.
+//
+// A user whose scope names no tenant at all (a stored scope that no longer
+// reads, which allows nothing) is seen by an all-tenants admin only: the
+// tenants it was meant for are unknown, and an empty scope lies inside
+// every admin's, so any tenant's admin could otherwise take the user over.
 func (p Principal) SeesUser(target Scope) bool {
+	if !target.All && len(target.Tenants) == 0 {
+		return p.Role == RoleAdmin && p.Scope.All
+	}
 	return p.Role == RoleAdmin && p.Scope.Covers(target)
 }
 

@@ -223,3 +223,50 @@ func TestUpdateUserUnchanged(t *testing.T) {
 		}
 	})
 }
+
+// TestUnreadableScopeOnlyForRootAdmins: a user whose stored tenants no
+// longer read as a scope (written before tenant names were checked, or by
+// hand) allows nothing, and is administered by an all-tenants admin only.
+// Its empty scope lay inside every admin's, so a tenant's admin listed the
+// user and could move them into its own tenant.
+func TestUnreadableScopeOnlyForRootAdmins(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		s := storetest.Open(t, e, store.Options{})
+		ctx := t.Context()
+		op := review.Operator("test")
+		u, err := s.AddUser(ctx, op, store.NewUser{Email: "old@example.com", Password: "correct horse battery", Role: review.RoleSupport,
+			Scope: review.Scope{Tenants: []string{"beta"}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.DB().Exec(s.DB().Rebind(`UPDATE users SET tenants = ? WHERE id = ?`), "beta,*", u.ID); err != nil {
+			t.Fatal(err)
+		}
+		admin := func(email string, sc review.Scope) review.Principal {
+			a, err := s.AddUser(ctx, op, store.NewUser{Email: email, Password: "correct horse battery", Role: review.RoleAdmin, Scope: sc})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return a.Principal()
+		}
+		acmeAdmin := admin("acme-admin@example.com", review.Scope{Tenants: []string{"acme"}})
+		root := admin("root@example.com", review.Scope{All: true})
+		us, err := s.ListUsers(ctx, acmeAdmin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, x := range us {
+			if x.ID == u.ID {
+				t.Errorf("a tenant's admin lists a user whose scope does not read: %+v", x)
+			}
+		}
+		_, err = s.UpdateUser(ctx, acmeAdmin, u.ID, store.UserChange{Role: review.RoleSupport, Scope: review.Scope{Tenants: []string{"acme"}}})
+		if !errors.Is(err, review.ErrNotFound) {
+			t.Errorf("a tenant's admin moves the user into its tenant: %v, want ErrNotFound", err)
+		}
+		if _, err := s.UpdateUser(ctx, root, u.ID, store.UserChange{Role: review.RoleSupport, Scope: review.Scope{Tenants: []string{"beta"}}}); err != nil {
+			t.Errorf("an all-tenants admin mends the user's scope: %v", err)
+		}
+	})
+}
