@@ -1,6 +1,8 @@
 package handlers
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"maps"
 	"net/http"
@@ -198,12 +200,23 @@ func (h *Handlers) renderTokens(c echo.Context, status int, v web.AdminTokensVie
 		return err
 	}
 	v.Nav, v.Tokens, v.Grantable = nav(c), ts, principal(c).Scope.String()
+	// Each drawing of the form its own id: the same form sent twice makes
+	// one token (store.CreateTokenOnce).
+	var id [16]byte
+	if _, err := rand.Read(id[:]); err != nil {
+		return err
+	}
+	v.FormID = hex.EncodeToString(id[:])
 	return render(c, status, web.AdminTokensPage(v))
 }
 
 // AdminCreateToken creates a token and shows it once.
 func (h *Handlers) AdminCreateToken(c echo.Context) error {
-	tok, err := h.Store.CreateToken(c.Request().Context(), principal(c), c.FormValue("tenant"), c.FormValue("name"))
+	tok, err := h.Store.CreateTokenOnce(c.Request().Context(), principal(c), c.FormValue("tenant"), c.FormValue("name"), c.FormValue("form_id"))
+	var twice *store.TokenFormSentTwice
+	if errors.As(err, &twice) {
+		return h.renderTokens(c, http.StatusConflict, web.AdminTokensView{Problem: problemText(c, err)})
+	}
 	if status := adminProblemStatus(err); status != 0 {
 		return h.renderTokens(c, status, web.AdminTokensView{Problem: problemText(c, err), Entered: enteredForm(c, "tenant", "name")})
 	}

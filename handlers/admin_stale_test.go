@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/limbo-dev/limbo/review"
@@ -153,6 +154,54 @@ func TestConsoleTokenRevokeAsksFirst(t *testing.T) {
 		}
 		if code, _, _ := adm.post("/admin/tokens/tok_nope/revoke", url.Values{"csrf": {adm.csrf}}); code != http.StatusNotFound {
 			t.Fatalf("an unknown token: %d, want 404", code)
+		}
+	})
+}
+
+// TestConsoleTokenFormSentTwice: the create-token form sent again (a
+// reload of the page that shows the new token, a double click) makes no
+// second token: it is refused, 409, in the reader's language, naming the
+// token the form made. Before, it made a second live token nobody held
+// (its value shown on a page nobody meant to load). Sent at once, twice,
+// it makes one. A new drawing of the form makes a new token.
+func TestConsoleTokenFormSentTwice(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		srv, st := consoleServer(t, e)
+		ctx := context.Background()
+		adm := newBrowser(t, srv.URL).withHeader("Accept-Language", "it")
+		adm.login("admin@example.com")
+		_, page := adm.get("/admin/tokens")
+		formID := hiddenFields(page).Get("form_id")
+		form := url.Values{"csrf": {adm.csrf}, "tenant": {"acme"}, "name": {"ci"}, "form_id": {formID}}
+		if code, body, _ := adm.post("/admin/tokens", form); code != http.StatusOK || !strings.Contains(body, "limbo_") {
+			t.Fatalf("create: %d\n%s", code, alerts(body))
+		}
+		code, body, _ := adm.post("/admin/tokens", form)
+		body = html.UnescapeString(body)
+		if code != http.StatusConflict || !strings.Contains(body, "Questo modulo è già stato inviato: ha creato il token ci del tenant acme") ||
+			strings.Contains(body, "limbo_") {
+			t.Errorf("the same form again: %d, want 409 naming the token, in Italian, and no new token\n%s", code, alerts(body))
+		}
+		// Twice at once: one token.
+		_, page = adm.get("/admin/tokens")
+		form.Set("form_id", hiddenFields(page).Get("form_id"))
+		form.Set("name", "deploy")
+		var wg sync.WaitGroup
+		for range 2 {
+			wg.Add(1)
+			go func() { defer wg.Done(); adm.post("/admin/tokens", form) }()
+		}
+		wg.Wait()
+		ts, err := st.ListTokens(ctx, review.Operator("test"))
+		if err != nil || len(ts) != 2 {
+			t.Fatalf("tokens = %+v, %v; want ci and deploy, once each", ts, err)
+		}
+		// A form without an id (limbo token create, an older page) makes
+		// one each time, as before.
+		form.Del("form_id")
+		if code, _, _ := adm.post("/admin/tokens", form); code != http.StatusOK {
+			t.Errorf("create without a form id: %d", code)
 		}
 	})
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/limbo-dev/limbo/review"
+	"github.com/limbo-dev/limbo/store"
 	"github.com/limbo-dev/limbo/web"
 )
 
@@ -166,8 +167,12 @@ func errorMessage(ctx context.Context, err error) web.Message {
 	var (
 		already *review.AlreadyDecidedError
 		held    *review.ClaimHeldError
+		twice   *store.TokenFormSentTwice
 	)
 	switch {
+	case errors.As(err, &twice):
+		return web.Msg("This form was sent already: it created the token %s of tenant %s (%s), whose value was shown then, once. If it was lost, revoke that token and create another.",
+			twice.Name, twice.Tenant, web.FormatTime(ctx, twice.CreatedAt))
 	case errors.As(err, &already) && already.By != "":
 		return web.Msg("case %s was already decided: %s by %s at %s", already.CaseID, web.ActionLabel(ctx, already.Action), already.By,
 			web.FormatTime(ctx, already.At))

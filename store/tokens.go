@@ -28,7 +28,9 @@ func hashToken(token string) string {
 
 const (
 	/* Store.CreateToken */
-	insertToken = `INSERT INTO api_tokens (id, tenant, name, token_hash, created_at, created_by) VALUES (?, ?, ?, ?, ?, ?)`
+	insertToken = `INSERT INTO api_tokens (id, tenant, name, token_hash, created_at, created_by, form_id) VALUES (?, ?, ?, ?, ?, ?, ?)`
+	/* Store.CreateTokenOnce */
+	selectTokenByForm = `SELECT id, tenant, name, created_at FROM api_tokens WHERE form_id = ?`
 	/* Store.TenantForToken */
 	selectTokenTenant = `SELECT id, tenant, name, created_by FROM api_tokens WHERE token_hash = ? AND revoked_at IS NULL`
 )
@@ -57,6 +59,35 @@ func CheckNewToken(tenant, name string) (string, error) {
 // on behalf of by, an admin holding that tenant, and returns it. Only its
 // hash is stored: this is the one time it is seen.
 func (s *Store) CreateToken(ctx context.Context, by review.Principal, tenant, name string) (string, error) {
+	return s.CreateTokenOnce(ctx, by, tenant, name, "")
+}
+
+// TokenFormSentTwice is CreateTokenOnce's refusal of a form that made a
+// token already: the token it made.
+type TokenFormSentTwice struct {
+	ID        string    `db:"id"`
+	Tenant    string    `db:"tenant"`
+	Name      string    `db:"name"`
+	CreatedAt time.Time `db:"created_at"`
+}
+
+func (e *TokenFormSentTwice) Error() string {
+	return fmt.Sprintf("%v: this form was sent already: it created the token %s of tenant %s, whose value was shown then, once; "+
+		"if it was lost, revoke that token and create another", review.ErrConflict, e.Name, e.Tenant)
+}
+
+// Unwrap makes the refusal a review.ErrConflict.
+func (e *TokenFormSentTwice) Unwrap() error { return review.ErrConflict }
+
+// CreateTokenOnce is CreateToken for the console's form, whose formID
+// (made when the page was drawn; "" for none) makes one token at most:
+// the form sent again (a reload of the page that showed the new token, a
+// double click) is a *TokenFormSentTwice naming the token it made, where
+// it made a second live token that nobody held.
+func (s *Store) CreateTokenOnce(ctx context.Context, by review.Principal, tenant, name, formID string) (string, error) {
+	if err := review.CheckText("form_id", review.Identifier, 64, formID); err != nil {
+		return "", err
+	}
 	tenant, err := CheckNewToken(tenant, name)
 	if err != nil {
 		return "", err
@@ -73,24 +104,53 @@ func (s *Store) CreateToken(ctx context.Context, by review.Principal, tenant, na
 		if err != nil {
 			return err
 		}
+		if formID != "" {
+			if err := s.tokenFormUnused(ctx, tx, formID); err != nil {
+				return err
+			}
+		}
 		now := s.now()
 		if err := s.ensureTenant(ctx, tx, tenant, now); err != nil {
 			return err
 		}
 		id := newID("tok_", now)
-		if _, err := tx.ExecContext(ctx, s.rebind(insertToken), id, tenant, name, hashToken(token), now, by.Name); err != nil {
+		var form any
+		if formID != "" {
+			form = formID
+		}
+		if _, err := tx.ExecContext(ctx, s.rebind(insertToken), id, tenant, name, hashToken(token), now, by.Name, form); err != nil {
 			return err
 		}
 		return s.appendEvent(ctx, tx, &AuditEvent{At: now, Actor: by.Name, Tenant: tenant, Action: "token.created",
 			Detail: detailJSON(map[string]any{"token_id": id, "name": name})})
 	})
-	if errors.Is(err, review.ErrForbidden) {
+	if isUnique(err) && formID != "" {
+		// The same form sent twice at once: the other send made the token.
+		err = s.tokenFormUnused(ctx, s.db, formID)
+	}
+	var twice *TokenFormSentTwice
+	if errors.Is(err, review.ErrForbidden) || errors.As(err, &twice) {
 		return "", err
 	}
 	if err != nil {
 		return "", fmt.Errorf("store.CreateToken: %w", err)
 	}
 	return token, nil
+}
+
+// tokenFormUnused is nil while no token was made by the form formID, else
+// the *TokenFormSentTwice naming it.
+func (s *Store) tokenFormUnused(ctx context.Context, q sqlx.QueryerContext, formID string) error {
+	var t TokenFormSentTwice
+	err := sqlx.GetContext(ctx, q, &t, s.rebind(selectTokenByForm), formID)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return nil
+	case err != nil:
+		return err
+	}
+	t.CreatedAt = t.CreatedAt.UTC()
+	return &t
 }
 
 // TokenInfo is what a valid token says about its bearer.
