@@ -22,6 +22,11 @@ const bulkLimit = 500
 // applying: it is no longer at the versions the dry run showed.
 const bulkChanged = "it changed since the preview; list the cases again to decide it"
 
+// bulkNotApplicable is why a case is skipped whose operation's state does
+// not take the bulk decision (review.CheckDecision), so the preview does
+// not offer what applying it would refuse.
+const bulkNotApplicable = "this decision does not apply to the case in its operation's current state; open the case to decide it"
+
 // Bulk applies one decision — fail, confirm or compensate the resource
 // each case recommends, or each case's own recommendation — to the open
 // cases the queue filter selects: first a dry run listing each case with
@@ -122,11 +127,17 @@ func bulkItem(cs *store.Case, v web.BulkView) web.BulkCase {
 }
 
 // bulkAllowed is row, planned for case cs of operation op, skipped when
-// the user's role may not decide it, else with the versions it is
-// planned at.
+// the user's role may not decide it or the case does not take that
+// decision in its operation's state (review.CheckDecision: an approval
+// case takes approve or refuse, a compensating operation the word on its
+// undo), else with the versions it is planned at.
 func bulkAllowed(s *store.Session, cs *store.Case, op *review.Operation, row web.BulkCase) web.BulkCase {
 	if !s.User.Role.CanDecide(op, row.Action) {
 		row.Skip, row.Why = "your role may not decide this case", web.Msg("your role may not decide this case")
+		return row
+	}
+	if _, err := review.CheckDecision(op.State, cs.Reasons, row.Action); err != nil {
+		row.Skip, row.Why = bulkNotApplicable, web.Msg(bulkNotApplicable)
 		return row
 	}
 	row.Version, row.OpVersion = cs.Version, op.Version

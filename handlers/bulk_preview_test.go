@@ -311,3 +311,46 @@ func TestBulkPreviewRefusalKeepsInput(t *testing.T) {
 		}
 	})
 }
+
+// TestBulkPreviewSkipsWhatTheStateRefuses: a case whose operation's
+// state does not take the bulk decision — here a fail on an operation
+// compensating, whose case takes only the word on its undo — is listed as
+// skipped, saying why, and not counted in "Apply to N cases" nor carried
+// by the confirm form: the preview does not offer what applying refuses.
+func TestBulkPreviewSkipsWhatTheStateRefuses(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		ctx := context.Background()
+		srv, st := consoleServer(t, e)
+		plain := needsReview(t, st, "s-1")
+		undoing := needsReview(t, st, "s-2")
+		if _, err := st.Decide(ctx, store.DecisionRequest{CaseID: undoing, Action: review.DecideCompensate, Ref: "file-s-2",
+			Compensation: "delete it", Reason: "wrong version rendered", Actor: "support@example.com"}); err != nil {
+			t.Fatal(err)
+		}
+		sup := newBrowser(t, srv.URL)
+		sup.login("support@example.com")
+		code, preview, _ := sup.post("/bulk", url.Values{"csrf": {sup.csrf}, "reason_filter": {"version_mismatch"}, "action": {"fail"},
+			"reason": {"wrong version rendered"}})
+		if code != http.StatusOK || !strings.Contains(preview, "2 open cases match") {
+			t.Fatalf("preview: %d, want both cases listed", code)
+		}
+		if n := applyCount(t, preview); n != 1 {
+			t.Errorf("the preview offers to apply to %d cases, want 1: the compensating one does not take fail", n)
+		}
+		if !strings.Contains(preview, "does not apply to the case in its operation&#39;s current state") {
+			t.Errorf("the preview does not say why the compensating case is skipped")
+		}
+		confirm := bulkConfirmForm(t, preview)
+		if got := confirm["case"]; len(got) != 1 || !strings.HasPrefix(got[0], plain+":") {
+			t.Errorf("the confirm form carries %v, want only %s", got, plain)
+		}
+		code, body, _ := sup.post("/bulk", confirm)
+		if code != http.StatusOK || !strings.Contains(body, "Applied to 1 cases; 0 skipped.") {
+			t.Errorf("apply: %d, want the one case listed applied", code)
+		}
+		if c, _ := st.GetCase(ctx, undoing, nil); c.Status != store.CaseOpen {
+			t.Errorf("the compensating case was decided by a bulk fail (%s)", c.Resolution)
+		}
+	})
+}

@@ -226,8 +226,9 @@ func init() {
 		"This confirmation does not list the cases its preview showed (it is incomplete or from an older page): list the cases again.": "Questa conferma non elenca i casi mostrati dall'anteprima (è incompleta o viene da una pagina precedente): elenca di nuovo i casi.",
 		"A bulk decision applies to at most %d cases, and this confirmation lists %d: list the cases again, with a narrower filter.":   "Una decisione in blocco si applica al massimo a %d casi, e questa conferma ne elenca %d: elenca di nuovo i casi, con un filtro più ristretto.",
 		"This confirmation's list of cases is not one a preview makes (a case is malformed or listed twice): list the cases again.":    "L'elenco dei casi di questa conferma non è quello prodotto da un'anteprima (un caso è malformato o ripetuto): elenca di nuovo i casi.",
-		"not found among the cases you may see":                           "non trovato tra i casi che puoi vedere",
-		"it changed since the preview; list the cases again to decide it": "è cambiato dopo l'anteprima; elenca di nuovo i casi per deciderlo",
+		"not found among the cases you may see":                                                                 "non trovato tra i casi che puoi vedere",
+		"it changed since the preview; list the cases again to decide it":                                       "è cambiato dopo l'anteprima; elenca di nuovo i casi per deciderlo",
+		"this decision does not apply to the case in its operation's current state; open the case to decide it": "questa decisione non si applica al caso nello stato attuale della sua operazione; apri il caso per deciderlo",
 
 		// consoleStatus.
 		"Not found.":                      "Non trovato.",
