@@ -33,12 +33,15 @@ WHERE d.operation_id IN (?)`
 	selectDependency = `
 SELECT operation_id, after_id, after_state, after_version FROM operation_dependencies WHERE operation_id = ?`
 	/* Store.SweepDependencies: dependents waiting on a dependency that can no
-	   longer be met (failed, compensated, confirmed for another version). */
+	   longer be met (failed, compensated, confirmed for another version),
+	   awaiting approval too unless their approval case already says so. */
 	selectBrokenDependents = `
 SELECT d.operation_id, d.tenant FROM operation_dependencies d
 JOIN operations o ON o.id = d.operation_id
 JOIN operations a ON a.id = d.after_id
-WHERE o.state IN ('pending', 'retry_wait')
+WHERE (o.state IN ('pending', 'retry_wait')
+       OR (o.state = 'awaiting_approval' AND NOT EXISTS (
+           SELECT 1 FROM cases c WHERE c.operation_id = o.id AND c.status = 'open' AND c.reasons LIKE '%dependency_failed%')))
   AND (a.state IN ('failed', 'compensated')
        OR (a.state = 'confirmed' AND d.after_version <> '' AND COALESCE(a.resource_version, '') <> d.after_version))
 LIMIT ?`
@@ -162,6 +165,46 @@ func (s *Store) breakDependent(ctx context.Context, tx *sqlx.Tx, row *opRow, why
 	return s.transition(ctx, tx, row, to, why, actor, "operation.dependency_failed", detail)
 }
 
+// breakAwaitingDependent judges the dependency of row, awaiting approval:
+// once it can never be met, nobody should be asked to approve what can
+// never run as registered. The operation fails with the dependency's
+// reason and its approval case is resolved (dependency_failed); when its
+// policy escalates dependency_failed, a person decides, so the approval
+// case gains that reason instead and stays with the approvers (an
+// approval then sends it to review, a refusal fails it).
+func (s *Store) breakAwaitingDependent(ctx context.Context, tx *sqlx.Tx, row *opRow) (bool, error) {
+	after, err := s.dependencyOf(ctx, tx, row.ID)
+	if err != nil || after == nil {
+		return false, err
+	}
+	var depRow opRow
+	if err := s.get(ctx, tx, &depRow, selectOperation, row.Tenant, after.OperationID); err != nil {
+		return false, fmt.Errorf("dependency %s: %w", after.OperationID, err)
+	}
+	ready, why := review.DependencyReady(*after, depRow.operation())
+	if ready != review.DependencyBroken {
+		return false, nil
+	}
+	ac, _ := s.cfg.Policy(row.Destination, row.Action)
+	if review.BrokenDependencyState(ac) == review.NeedsReview {
+		_, err := s.openCase(ctx, tx, row.ID, row.Tenant, []review.Reason{review.ReasonDependencyFailed}, dependencySweeper)
+		return false, err
+	}
+	var open Case
+	err = tx.GetContext(ctx, &open, s.rebind(selectOpenCase), row.ID)
+	hasCase := err == nil
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return false, fmt.Errorf("approval case: %w", err)
+	}
+	if err := s.transition(ctx, tx, row, review.Failed, why, dependencySweeper, "operation.dependency_failed", nil); err != nil {
+		return false, err
+	}
+	if !hasCase {
+		return true, nil
+	}
+	return true, s.resolveBySystem(ctx, tx, open.ID, string(review.ReasonDependencyFailed), dependencySweeper)
+}
+
 // SweepDependencies ends the dependents of operations that can no longer
 // be what they wait for, whether or not anyone asks for their attempt, and
 // returns how many it ended.
@@ -179,6 +222,9 @@ func (s *Store) SweepDependencies(ctx context.Context) (int, error) {
 			row, err := s.lockOperation(ctx, tx, d.Tenant, d.ID)
 			if err != nil {
 				return false, err
+			}
+			if row.State == string(review.AwaitingApproval) {
+				return s.breakAwaitingDependent(ctx, tx, row)
 			}
 			if !review.State(row.State).Attemptable() {
 				return false, nil // moved on meanwhile

@@ -176,3 +176,79 @@ func TestDependencyRegistration(t *testing.T) {
 		}
 	})
 }
+
+// TestBrokenDependencyEndsAnAwaitingApproval: a dependent that awaits
+// approval when its dependency fails is not left asking reviewers to
+// approve what can never run (and failing, a day later, as "no approval
+// was given"): the sweep fails it with the dependency's reason and
+// resolves its approval case, audited. When its policy escalates
+// dependency_failed, the approval case gains that reason and stays with
+// the approvers, once. Both engines.
+func TestBrokenDependencyEndsAnAwaitingApproval(t *testing.T) {
+	cfg, err := review.ParseConfig([]byte(`
+destinations:
+  plain:
+    actions:
+      share_link:
+        requires_approval: true
+  asked:
+    actions:
+      share_link:
+        requires_approval: true
+        escalate_on: [dependency_failed]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		b := setup(t, e, cfg)
+		dep := b.newOp(t, "contract-7", review.RiskCompensableWrite, "plain")
+		link := b.dependent(t, "contract-7-link", dep, "")
+		r := intention("contract-7-asked", review.RiskCompensableWrite, "asked")
+		r.Action, r.After = "share_link", &review.Dependency{OperationID: dep.ID}
+		asked := b.register(t, r)
+		wantState(t, link, review.AwaitingApproval)
+		wantState(t, asked, review.AwaitingApproval)
+		b.start(t, dep)
+		b.report(t, dep, 1, httpError(422))
+		wantState(t, b.get(t, dep), review.Failed)
+
+		n, err := b.s.SweepDependencies(b.ctx)
+		if err != nil || n != 1 {
+			t.Fatalf("SweepDependencies = %d, %v; want 1", n, err)
+		}
+		got := b.get(t, link)
+		wantState(t, got, review.Failed)
+		if !strings.Contains(got.StateReason, "dependency "+dep.ID+" failed") {
+			t.Errorf("reason = %q, want the dependency's", got.StateReason)
+		}
+		cs, err := b.s.CasesForOperation(b.ctx, link.ID)
+		if err != nil || len(cs) != 1 || cs[0].Status != store.CaseResolved || cs[0].Resolution != "dependency_failed" {
+			t.Fatalf("cases = %+v, %v; want the approval case resolved as dependency_failed", cs, err)
+		}
+		acts := countActions(b.history(t, link.ID))
+		if acts["operation.dependency_failed"] != 1 || acts["case.resolved"] != 1 {
+			t.Errorf("audit = %v", acts)
+		}
+
+		// Escalated: the approval case says the dependency failed, and
+		// the approvers decide; a second sweep changes nothing.
+		wantState(t, b.get(t, asked), review.AwaitingApproval)
+		cs, err = b.s.CasesForOperation(b.ctx, asked.ID)
+		if err != nil || len(cs) != 1 || cs[0].Status != store.CaseOpen ||
+			!slices.Contains(cs[0].Reasons, review.ReasonDependencyFailed) || !slices.Contains(cs[0].Reasons, review.ReasonApprovalRequired) {
+			t.Fatalf("cases = %+v, %v; want the open approval case naming dependency_failed", cs, err)
+		}
+		if n, err := b.s.SweepDependencies(b.ctx); err != nil || n != 0 {
+			t.Fatalf("a second sweep = %d, %v; want nothing", n, err)
+		}
+		if again, _ := b.s.CasesForOperation(b.ctx, asked.ID); len(again) != 1 || again[0].Version != cs[0].Version {
+			t.Errorf("a second sweep changed the approval case: %+v", again)
+		}
+		if _, err := b.decide(&cs[0], review.DecideRefuse, "rita@example.com"); err != nil {
+			t.Fatal(err)
+		}
+		wantState(t, b.get(t, asked), review.Failed)
+		assertSealed(t, b.s)
+	})
+}

@@ -107,10 +107,13 @@ func DecisionStatusLabel(ctx context.Context, s string) string {
 }
 
 // ResolutionLabel is how a case was resolved: the decision's action, or
-// what ended it without one (expired).
+// what ended it without one (expired, dependency_failed).
 func ResolutionLabel(ctx context.Context, r string) string {
 	if r == "expired" {
 		return T(ctx, "Expired")
+	}
+	if r == string(review.ReasonDependencyFailed) {
+		return ReasonLabel(ctx, review.ReasonDependencyFailed)
 	}
 	return ActionLabel(ctx, r)
 }
