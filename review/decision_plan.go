@@ -18,7 +18,7 @@ const (
 	// asks); the case stays open.
 	DecisionFirstApproval DecisionStatus = "first_approval"
 	// DecisionVoid: a first approval for a payload or key the operation no
-	// longer has.
+	// longer has, or given before another decision moved the operation.
 	DecisionVoid DecisionStatus = "void"
 	// DecisionRefusedPayload: a verdict on a payload refused under the
 	// operation's key, given while the operation was elsewhere than in
@@ -95,7 +95,8 @@ type DecisionPlan struct {
 	// approval that is not the last, the next one is someone else's.
 	ReleaseClaim bool
 	// Void lists the approvals on record (by Seq) that no longer count:
-	// given for a payload or key the operation no longer has.
+	// given for a payload or key the operation no longer has, or before
+	// another decision moved the operation while the case stayed open.
 	Void []int64
 	// Announce: integrators learn of it (decisions feed webhook).
 	Announce bool
@@ -248,6 +249,19 @@ func PlanDecision(in DecisionInput) (*DecisionPlan, error) {
 			return nil, err
 		}
 		p.Keep, p.UndoRef = in.Ref, in.UndoRef
+	}
+	if !p.ResolveCase && len(in.Approvals) > 0 {
+		// The operation moves by another decision and the case stays open
+		// (compensate, keep_and_undo, compensation_failed): the approvals
+		// given before were given for the case as it was, and count no
+		// more towards one given after — else a retry first approved
+		// before an undo was decided would need one reviewer after it.
+		voided := make([]string, 0, len(in.Approvals))
+		for _, a := range in.Approvals {
+			p.Void = append(p.Void, a.Seq)
+			voided = append(voided, a.Actor)
+		}
+		p.Move.Detail["voided_approvals"] = voided
 	}
 	p.Events = p.resolved(in)
 	return p, nil

@@ -666,3 +666,58 @@ func TestApproveRetryAfterCostSpent(t *testing.T) {
 		}
 	})
 }
+
+// TestApprovalBeforeAnUndoDoesNotCount: a first approval of a retry
+// given before another reviewer decided to undo the effect (the case
+// stays open while the undo is settled) no longer counts once the undo
+// failed and the operation is back in review: the retry then needs two
+// reviewers who approve it as it is now, not one. The approval is
+// recorded as void, and the decision that voided it names it. Both
+// engines.
+func TestApprovalBeforeAnUndoDoesNotCount(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		b := setup(t, e, nil)
+		r := intention("charge-undo", review.RiskCompensableWrite, "plain")
+		r.Flags = []review.Flag{review.FlagFinancial}
+		op, c := b.inReview(t, r, false)
+		first, err := b.s.Decide(b.ctx, decideReq(c, review.DecideApproveRetry, "alice"))
+		if err != nil || first.Status != store.DecisionFirstApproval {
+			t.Fatalf("first approval = %+v, %v", first, err)
+		}
+		if _, err := b.s.Decide(b.ctx, decideReq(c, review.DecideCompensate, "bob")); err != nil {
+			t.Fatal(err)
+		}
+		wantState(t, b.get(t, op), review.Compensating)
+		if _, err := b.s.Decide(b.ctx, decideReq(c, review.DecideCompensationFailed, "carol")); err != nil {
+			t.Fatal(err)
+		}
+		wantState(t, b.get(t, op), review.NeedsReview)
+
+		d, err := b.s.Decide(b.ctx, decideReq(c, review.DecideApproveRetry, "dave"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.Status != store.DecisionFirstApproval {
+			t.Fatalf("approve_retry after the undo failed = %s (%s), want a first approval: alice approved before the undo was decided", d.Status, d.ToState)
+		}
+		wantState(t, b.get(t, op), review.NeedsReview)
+		if n := countRows(t, b.s, `SELECT COUNT(*) FROM decisions WHERE case_id = ? AND actor = 'alice' AND status = 'void'`, c.ID); n != 1 {
+			t.Errorf("alice's approval: %d void, want 1", n)
+		}
+		var named bool
+		for _, ev := range b.history(t, op.ID) {
+			named = named || ev.Action == "decision.compensate" && strings.Contains(string(ev.Detail), `"voided_approvals":["alice"]`)
+		}
+		if !named {
+			t.Error("the compensate that voided alice's approval does not name it in the audit trail")
+		}
+		if d, err = b.s.Decide(b.ctx, decideReq(c, review.DecideApproveRetry, "erin")); err != nil || d.Status != store.DecisionApplied {
+			t.Fatalf("the second approval after the undo = %+v, %v; want applied", d, err)
+		}
+		wantState(t, b.get(t, op), review.RetryWait)
+		if !storetest.Sealed(t, b.s).OK {
+			t.Error("audit trail does not verify")
+		}
+	})
+}
