@@ -226,6 +226,11 @@ func recommend(op *Operation, set map[Reason]bool, f findings) Recommendation {
 	case len(f.otherVersion) > 0:
 		return Recommendation{Action: RecommendCompensate, Ref: f.otherVersion[0],
 			Rationale: fmt.Sprintf(RationaleOtherVersion, f.otherVersion[0], op.LogicalVersion)}
+	case set[ReasonDependencyFailed] && op.AttemptCount == 0:
+		// Nothing was sent, so nothing is there to probe for: the
+		// operation can only be failed (or approved to run once its
+		// dependency is redone).
+		return Recommendation{Action: RecommendFail, Rationale: RationaleDependencyBroken}
 	case set[ReasonSourcesDisagree]:
 		return Recommendation{Action: RecommendReconcileAgain, Rationale: RationaleDisagree}
 	case f.refutes && (set[ReasonDeadlineExpired] || set[ReasonBudgetExhausted]):

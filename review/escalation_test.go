@@ -140,6 +140,10 @@ func assessCases() []assessCase {
 		{name: "cost spent, absence proven",
 			op:   withEv(caseOp(RiskCompensableWrite), costSpent, evRefutes()),
 			want: []Reason{ReasonBudgetExhausted}, wantAction: RecommendFail},
+		{name: "dependency failed before any attempt",
+			op: withEv(caseOp(RiskCompensableWrite), func(op *Operation) { op.AttemptCount = 0 }), extra: []Reason{ReasonDependencyFailed},
+			// Nothing was sent: nothing to probe for, confirm or undo.
+			want: []Reason{ReasonDependencyFailed}, wantAction: RecommendFail, rationale: []string{"no attempt was sent"}},
 		{name: "trigger reasons are kept",
 			op: withEv(caseOp(RiskCompensableWrite), nil, evRefutes()), extra: []Reason{ReasonBudgetExhausted, ReasonBudgetExhausted},
 			want: []Reason{ReasonBudgetExhausted}, wantAction: RecommendFail},

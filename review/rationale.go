@@ -15,10 +15,13 @@ const (
 	RationalePayloadReused  = "the key was reused with a different payload; check which payload is meant — a new version needs a new key"
 	RationaleDeadlinePassed = "the deadline passed with the outcome unknown; search the destination once more, then fail or confirm"
 	RationaleNoEvidence     = "no evidence settles the outcome yet; probe the destination again"
+	// RationaleDependencyBroken: a dependent that never sent an attempt,
+	// escalated because what it waits for can no longer be met.
+	RationaleDependencyBroken = "the operation this one waits for can no longer be what it needs, and no attempt was sent: nothing exists to confirm or undo"
 )
 
 // RationaleFormats lists every rationale format.
 func RationaleFormats() []string {
 	return []string{RationaleApproval, RationaleDuplicates, RationaleOneResource, RationaleOtherVersion, RationaleDisagree,
-		RationaleSpent, RationaleSafeRetry, RationalePayloadReused, RationaleDeadlinePassed, RationaleNoEvidence}
+		RationaleSpent, RationaleSafeRetry, RationalePayloadReused, RationaleDeadlinePassed, RationaleNoEvidence, RationaleDependencyBroken}
 }

@@ -130,6 +130,9 @@ destinations:
 		if err != nil || len(cs) != 1 || !slices.Contains(cs[0].Reasons, review.ReasonDependencyFailed) {
 			t.Fatalf("cases = %+v, %v; want one dependency_failed case", cs, err)
 		}
+		if cs[0].RecommendedAction != review.RecommendFail || cs[0].Rationale != review.RationaleDependencyBroken {
+			t.Errorf("recommended %s (%s), want fail: nothing was sent, so nothing is there to probe for", cs[0].RecommendedAction, cs[0].Rationale)
+		}
 	})
 }
 
