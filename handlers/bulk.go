@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/labstack/echo/v4"
@@ -74,7 +75,7 @@ func (h *Handlers) Bulk(c echo.Context) error {
 			if err != nil {
 				return err
 			}
-			row = bulkAllowed(s, cs, op, row)
+			row = bulkAllowed(ctx, s, cs, op, row, h.Store.Now())
 		}
 		if row.Skip != "" {
 			v.Skipped++
@@ -127,13 +128,18 @@ func bulkItem(cs *store.Case, v web.BulkView) web.BulkCase {
 }
 
 // bulkAllowed is row, planned for case cs of operation op, skipped when
-// the user's role may not decide it or the case does not take that
+// the user's role may not decide it, the case does not take that
 // decision in its operation's state (review.CheckDecision: an approval
 // case takes approve or refuse, a compensating operation the word on its
-// undo), else with the versions it is planned at.
-func bulkAllowed(s *store.Session, cs *store.Case, op *review.Operation, row web.BulkCase) web.BulkCase {
+// undo), or another person holds its claim at now (review.CheckClaim:
+// only the holder decides), else with the versions it is planned at.
+func bulkAllowed(ctx context.Context, s *store.Session, cs *store.Case, op *review.Operation, row web.BulkCase, now time.Time) web.BulkCase {
 	if !s.User.Role.CanDecide(op, row.Action) {
 		row.Skip, row.Why = "your role may not decide this case", web.Msg("your role may not decide this case")
+		return row
+	}
+	if err := review.CheckClaim(cs.ID, cs.ClaimedBy, cs.ClaimUntil, s.User.Email, now); err != nil {
+		row.Skip, row.Why = err.Error(), errorMessage(ctx, err)
 		return row
 	}
 	if _, err := review.CheckDecision(op.State, cs.Reasons, row.Action); err != nil {
@@ -237,7 +243,7 @@ func (h *Handlers) bulkDecide(c echo.Context, s *store.Session, scope []string, 
 	if op.Version != sh.OpVersion {
 		return skip(review.ErrStale)
 	}
-	if row = bulkAllowed(s, cs, op, bulkItem(cs, v)); row.Skip != "" {
+	if row = bulkAllowed(ctx, s, cs, op, bulkItem(cs, v), h.Store.Now()); row.Skip != "" {
 		return row, nil
 	}
 	// The store decides only at the versions shown (review.ErrStale

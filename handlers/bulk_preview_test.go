@@ -354,3 +354,52 @@ func TestBulkPreviewSkipsWhatTheStateRefuses(t *testing.T) {
 		}
 	})
 }
+
+// TestBulkPreviewSkipsHeldCases: a case another person holds is listed
+// as skipped, naming the holder, and not offered to apply: only the
+// holder decides it (applying would refuse it). A case the user holds
+// is decided.
+func TestBulkPreviewSkipsHeldCases(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		ctx := context.Background()
+		srv, st := consoleServer(t, e)
+		free := needsReview(t, st, "h-1")
+		held := needsReview(t, st, "h-2")
+		mine := needsReview(t, st, "h-3")
+		if _, err := st.ClaimCase(ctx, held, review.Principal{Name: "reviewer@example.com"}, nil); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.ClaimCase(ctx, mine, review.Principal{Name: "support@example.com"}, nil); err != nil {
+			t.Fatal(err)
+		}
+		sup := newBrowser(t, srv.URL)
+		sup.login("support@example.com")
+		code, preview, _ := sup.post("/bulk", url.Values{"csrf": {sup.csrf}, "reason_filter": {"version_mismatch"}, "action": {"fail"},
+			"reason": {"wrong version rendered"}})
+		if code != http.StatusOK || !strings.Contains(preview, "3 open cases match") {
+			t.Fatalf("preview: %d, want the 3 cases listed", code)
+		}
+		if n := applyCount(t, preview); n != 2 {
+			t.Errorf("the preview offers to apply to %d cases, want 2: %s is held by another reviewer", n, held)
+		}
+		if !strings.Contains(preview, "is held by reviewer@example.com") {
+			t.Errorf("the preview does not say who holds %s", held)
+		}
+		confirm := bulkConfirmForm(t, preview)
+		for _, c := range confirm["case"] {
+			if strings.HasPrefix(c, held+":") {
+				t.Errorf("the confirm form carries %s, which another reviewer holds", held)
+			}
+		}
+		code, body, _ := sup.post("/bulk", confirm)
+		if code != http.StatusOK || !strings.Contains(body, "Applied to 2 cases; 0 skipped.") {
+			t.Errorf("apply: %d, want the 2 cases offered applied", code)
+		}
+		for id, want := range map[string]string{free: store.CaseResolved, mine: store.CaseResolved, held: store.CaseOpen} {
+			if c, _ := st.GetCase(ctx, id, nil); c.Status != want {
+				t.Errorf("case %s: %s, want %s", id, c.Status, want)
+			}
+		}
+	})
+}

@@ -196,7 +196,7 @@ func init() {
 		"Applied to %d cases; %d skipped.":               "Applicata a %d casi; %d saltati.",
 		"Back to the queue":                              "Torna alla coda",
 		"%d open cases match this filter.":               "Casi aperti che corrispondono a questo filtro: %d.",
-		"Each gets its own decision and audit event, as listed; cases your role may not decide, that need a second approver, or that name no resource for the action are skipped.": "Ciascuno riceve una propria decisione e un proprio evento di audit, come elencato; i casi che il tuo ruolo non può decidere, che richiedono un secondo approvatore o che non indicano una risorsa per l'azione vengono saltati.",
+		"Each gets its own decision and audit event, as listed; cases your role may not decide, that another person holds, that do not take this decision in their operation's state, or that name no resource for the action are skipped.": "Ciascuno riceve una propria decisione e un proprio evento di audit, come elencato; i casi che il tuo ruolo non può decidere, che un'altra persona ha preso in carico, che nello stato della loro operazione non ammettono questa decisione o che non indicano una risorsa per l'azione vengono saltati.",
 		"Apply to %d cases": "Applica a %d casi",
 		"Cancel":            "Annulla",
 		"No open case matches this filter: the cases it selects would be listed here, each with the decision it would get or why it is skipped.": "Nessun caso aperto corrisponde a questo filtro: i casi selezionati sarebbero elencati qui, ciascuno con la decisione che riceverebbe o il motivo per cui viene saltato.",
