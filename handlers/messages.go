@@ -174,7 +174,7 @@ func errorMessage(ctx context.Context, err error) web.Message {
 		return web.Msg("This form was sent already: it created the token %s of tenant %s (%s), whose value was shown then, once. If it was lost, revoke that token and create another.",
 			twice.Name, twice.Tenant, web.FormatTime(ctx, twice.CreatedAt))
 	case errors.As(err, &already) && already.By != "":
-		return web.Msg("case %s was already decided: %s by %s at %s", already.CaseID, web.ActionLabel(ctx, already.Action), already.By,
+		return web.Msg("case %s was already decided: %s by %s at %s", already.CaseID, web.ResolutionLabel(ctx, already.Action), already.By,
 			web.FormatTime(ctx, already.At))
 	case errors.As(err, &held):
 		return web.Msg("case %s is held by %s until %s: only the holder decides; take it over, with a reason, to decide it yourself",
