@@ -37,9 +37,13 @@ import (
 // never purged early.
 //
 // Left alone: compensation operations (their payload is Limbo's own link to
-// the parent, read to settle undos) and operations with an open case (the
-// reviewer needs what the case is about); both are purged once that is no
-// longer so. Webhook outbox bodies carry the decision, not the payload.
+// the parent, read to settle undos), operations with an open case (the
+// reviewer needs what the case is about) and operations whose confirm
+// window is still watched (watch_next_at: a duplicate the watch finds
+// opens a case that names it from its evidence's candidates, which
+// evidence on a purged operation no longer keeps); the last two are purged
+// once that is no longer so. Webhook outbox bodies carry the decision, not
+// the payload.
 
 // retentionActor is the audit actor of a purge.
 const retentionActor = "system:payload-retention"
@@ -71,11 +75,12 @@ const (
 SELECT o.id, o.tenant, o.destination, o.action, o.updated_at FROM operations o
 WHERE o.payload_purged_at IS NULL AND o.state IN ('confirmed', 'compensated', 'failed')
   AND o.updated_at <= ? AND (o.updated_at, o.id) > (?, ?)
-  AND o.action NOT LIKE 'compensate:%'`
+  AND o.action NOT LIKE 'compensate:%' AND o.watch_next_at IS NULL`
 	/* Store.PurgePayloads: after the actions' filter (purgeFilter). */
 	orderPurgeCandidates = ` ORDER BY o.updated_at, o.id LIMIT ?`
-	/* Store.PurgePayloads */
-	selectOpenCaseFor = `SELECT COUNT(*) FROM cases WHERE operation_id = ? AND status = 'open'`
+	/* Store.PurgePayloads: an open case, or a confirm window still watched, holds the payload. */
+	selectOpenCaseFor = `SELECT (SELECT COUNT(*) FROM cases WHERE operation_id = ? AND status = 'open')
+  + (SELECT COUNT(*) FROM operations WHERE id = ? AND watch_next_at IS NOT NULL)`
 	/* Store.PurgePayloads */
 	countRejectedFor = `SELECT COUNT(*) FROM rejected_payloads WHERE case_id IN (SELECT id FROM cases WHERE operation_id = ?) AND payload <> ''`
 	countEvidenceFor = `SELECT COUNT(*) FROM evidence WHERE operation_id = ? AND candidates <> '[]'`
@@ -215,7 +220,7 @@ func (s *Store) purgeBatch(ctx context.Context, now time.Time, cands []purgeCand
 				continue // moved since it was selected: the next run decides again
 			}
 			var open int
-			if err := s.get(ctx, tx, &open, selectOpenCaseFor, c.ID); err != nil {
+			if err := s.get(ctx, tx, &open, selectOpenCaseFor, c.ID, c.ID); err != nil {
 				return rep, err
 			}
 			if open > 0 {

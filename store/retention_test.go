@@ -260,3 +260,92 @@ func TestPurgeOnlyWhereRetentionIsSet(t *testing.T) {
 		assertSealed(t, b.s)
 	})
 }
+
+// TestPurgeWaitsForTheConfirmWindow: an operation confirmed while its
+// confirm window is still open (a retry on proven absence) keeps its
+// payload and evidence until the watch is over. Purged during the watch,
+// the duplicate the watch then finds was recorded without its candidates
+// (evidence on a purged operation keeps none), so its case could not name
+// the resource to undo. Once the window closes, the purge takes it.
+func TestPurgeWaitsForTheConfirmWindow(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		dest := review.Destination{SearchLag: time.Hour} // window: 10 h
+		b := setup(t, e, &review.Config{PayloadRetention: time.Hour, Destinations: map[string]review.Destination{"files": dest}})
+		watched := func(sourceRef string) *review.Operation {
+			op := b.newOp(t, sourceRef, review.RiskCompensableWrite, "files")
+			b.start(t, op)
+			wantState(t, b.report(t, op, 1, timeoutAfterSend).Operation, review.Ambiguous)
+			return op
+		}
+		dup, quiet := watched("dup"), watched("quiet")
+		b.clk.Advance(dest.SearchLag + time.Second)
+		for _, op := range []*review.Operation{dup, quiet} {
+			got, err := b.s.AddEvidence(b.ctx, tenantA, op.ID, review.Evidence{Source: review.SourceMetadataSearch, Authoritative: true,
+				Candidates: []review.Candidate{}}, "integrator")
+			if err != nil || got.State != review.RetryWait {
+				t.Fatalf("absence: %v %+v", err, got)
+			}
+		}
+		b.clk.Advance(time.Minute)
+		for _, op := range []*review.Operation{dup, quiet} {
+			b.start(t, op)
+			wantState(t, b.report(t, op, 2, success("res-"+op.SourceRef+"-2")).Operation, review.Confirmed)
+		}
+
+		// Two hours on: terminal past the retention, but still watched.
+		b.clk.Advance(2 * time.Hour)
+		rep, err := b.s.PurgePayloads(b.ctx, b.clk.Now(), false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.Operations != 0 {
+			t.Fatalf("purged %v while their confirm window is open", rep.IDs)
+		}
+
+		// The watch finds the first attempt's folder beside dup's.
+		claims, err := b.s.ClaimWatches(b.ctx, 10, time.Minute)
+		if err != nil || len(claims) != 2 {
+			t.Fatalf("claims: %d, %v", len(claims), err)
+		}
+		for _, c := range claims {
+			var results []review.ProbeResult
+			if c.Op.ID == dup.ID {
+				results = []review.ProbeResult{{Kind: review.ProbeSearch, Candidates: []review.Candidate{
+					{Ref: "res-dup-1", Version: dup.LogicalVersion, OperationID: dup.ID},
+					{Ref: "res-dup-2", Version: dup.LogicalVersion, OperationID: dup.ID}}}}
+			}
+			w := review.Watch(c.Op, dest, results, c.Until, b.clk.Now())
+			if c.Op.ID == dup.ID && len(w.Extra) != 1 {
+				t.Fatalf("the watch sees %+v, want res-dup-1 as the extra", w.Extra)
+			}
+			if err := b.s.ApplyWatch(b.ctx, c, w); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if n := countRows(t, b.s, `SELECT COUNT(*) FROM evidence WHERE operation_id = ? AND candidates LIKE '%res-dup-1%'`, dup.ID); n != 1 {
+			t.Errorf("the duplicate's evidence holds it in %d rows, want 1: its case cannot name what to undo", n)
+		}
+
+		// The window closes: quiet's watch ends, and the purge takes it
+		// (dup waits for its case).
+		b.clk.Advance(10 * time.Hour)
+		claims, err = b.s.ClaimWatches(b.ctx, 10, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range claims {
+			if err := b.s.ApplyWatch(b.ctx, c, review.Watch(c.Op, dest, nil, c.Until, b.clk.Now())); err != nil {
+				t.Fatal(err)
+			}
+		}
+		rep, err = b.s.PurgePayloads(b.ctx, b.clk.Now(), false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.Operations != 1 || rep.IDs[0] != quiet.ID {
+			t.Fatalf("after the window purged %v, want only %s", rep.IDs, quiet.ID)
+		}
+		assertSealed(t, b.s)
+	})
+}
