@@ -392,6 +392,19 @@ func (d Destination) ApprovalsNeeded(op *Operation) int {
 	return n
 }
 
+// PolicyApprovals is how many different reviewers an approval of the
+// action's operations takes under policy ac: its approvals (at least one),
+// and two when the policy makes them irreversible, financial or regulated
+// (ApprovalsNeeded, for an operation that carries no more flags than its
+// policy gives it).
+func PolicyApprovals(ac ActionConfig) int {
+	n := max(ac.Approvals, 1)
+	if needsApprovalPolicy(ac) {
+		n = max(n, 2)
+	}
+	return n
+}
+
 // ApprovalExpiry is when an operation registered at now stops waiting for
 // its approval: the action's timeout, or its deadline if that comes first.
 func (d Destination) ApprovalExpiry(action string, deadline, now time.Time) time.Time {

@@ -499,7 +499,9 @@ func approvalText(ctx context.Context, ac review.ActionConfig) string {
 	if !ac.RequiresApproval {
 		return T(ctx, "none")
 	}
-	n := max(ac.Approvals, 1)
+	// As many as approving takes: two for an irreversible, financial or
+	// regulated action, whatever approvals says.
+	n := review.PolicyApprovals(ac)
 	s := Tf(ctx, "%d reviewer(s) approve before it runs", n)
 	if ac.ApprovalTimeout > 0 {
 		s = Tf(ctx, "%s, within %s", s, humanDuration(ctx, ac.ApprovalTimeout))

@@ -1,0 +1,41 @@
+package web
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/limbo-dev/limbo/review"
+)
+
+// TestApprovalTextCountsTheSecondReviewer: the policy page says how many
+// reviewers approving takes, as deciding counts them
+// (review.Destination.ApprovalsNeeded): an irreversible, financial or
+// regulated action needs two even when its policy says approvals: 1 or
+// nothing. It said "1 reviewer(s)" for them.
+func TestApprovalTextCountsTheSecondReviewer(t *testing.T) {
+	ctx := context.Background()
+	for _, tt := range []struct {
+		ac   review.ActionConfig
+		want string
+	}{
+		{review.ActionConfig{RequiresApproval: true}, "1 reviewer(s) approve before it runs"},
+		{review.ActionConfig{RequiresApproval: true, Approvals: 3}, "3 reviewer(s) approve before it runs"},
+		{review.ActionConfig{RequiresApproval: true, Risk: review.RiskIrreversible}, "2 reviewer(s) approve before it runs"},
+		{review.ActionConfig{RequiresApproval: true, Approvals: 1, Flags: []review.Flag{review.FlagFinancial}}, "2 reviewer(s) approve before it runs"},
+		{review.ActionConfig{RequiresApproval: true, Flags: []review.Flag{review.FlagRegulated}, ApprovalTimeout: time.Hour}, "2 reviewer(s) approve before it runs, within 1 h"},
+		{review.ActionConfig{Risk: review.RiskIrreversible}, "none"},
+	} {
+		if got := approvalText(ctx, tt.ac); got != tt.want {
+			t.Errorf("approvalText(%+v) = %q, want %q", tt.ac, got, tt.want)
+		}
+		// The page agrees with deciding: an operation the policy made.
+		if tt.ac.RequiresApproval {
+			op := &review.Operation{Action: "a", Risk: tt.ac.Risk, Flags: tt.ac.Flags}
+			d := review.Destination{Actions: map[string]review.ActionConfig{"a": tt.ac}}
+			if n := review.PolicyApprovals(tt.ac); n != d.ApprovalsNeeded(op) {
+				t.Errorf("%+v: the page says %d, deciding needs %d", tt.ac, n, d.ApprovalsNeeded(op))
+			}
+		}
+	}
+}
