@@ -157,3 +157,71 @@ func TestPlanOutcome(t *testing.T) {
 		}
 	})
 }
+
+// TestExistingKeyAfterAPolicyChange: an operation registered before its
+// action's policy gained flags or a risk is the same intention when the
+// same registration comes again (a client's retry, an agent resuming): the
+// flags and risk the policy fills in now are not the caller's. It was a
+// payload mismatch (422, and a case opened) for every such operation.
+// What the caller itself states still counts: a flag it adds or drops, or
+// a risk it names, differs as before.
+func TestExistingKeyAfterAPolicyChange(t *testing.T) {
+	before := &Config{Destinations: map[string]Destination{"files": {Actions: map[string]ActionConfig{"convert_pdf": {}}}}}
+	after := &Config{Destinations: map[string]Destination{"files": {Actions: map[string]ActionConfig{"convert_pdf": {
+		Risk: RiskIrreversible, Flags: []Flag{FlagFinancial}}}}}}
+	stored := func(r Registration) (*Operation, *RegistrationPlan) {
+		p, err := PlanRegistration(r, before, classifyNow)
+		if err != nil {
+			t.Fatal(err)
+		}
+		g := p.Registration
+		return &Operation{ID: "op_1", Tenant: g.Tenant, Key: g.Key, SourceRef: g.SourceRef, LogicalVersion: g.LogicalVersion,
+			Action: g.Action, Destination: g.Destination, Risk: g.Risk, Flags: g.Flags, PayloadHash: p.PayloadHash}, p
+	}
+	again := func(op *Operation, r Registration) []string {
+		p, err := PlanRegistration(r, after, classifyNow)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if kp := p.ExistingKey(op); kp.Mismatch != nil {
+			return kp.Mismatch.Fields
+		}
+		return nil
+	}
+
+	unstated := validRegistration()
+	unstated.Risk = ""
+	op, _ := stored(unstated)
+	if op.Risk != SafeRisk || len(op.Flags) != 0 {
+		t.Fatalf("registered under the old policy as %s %v", op.Risk, op.Flags)
+	}
+	if d := again(op, unstated); d != nil {
+		t.Errorf("the same registration after the policy changed differs in %v", d)
+	}
+
+	regulated := unstated
+	regulated.Flags = []Flag{FlagRegulated}
+	op, _ = stored(regulated)
+	if d := again(op, regulated); d != nil {
+		t.Errorf("the same registration (a flag of its own) after the policy changed differs in %v", d)
+	}
+	for _, tt := range []struct {
+		flags []Flag
+		want  []string
+	}{
+		{[]Flag{FlagRegulated, FlagIrreversible}, []string{"flags"}}, // a flag the caller adds
+		{[]Flag{FlagRegulated, FlagFinancial}, []string{"flags"}},    // the policy's, now stated by the caller
+		{nil, []string{"flags"}},                                     // its own flag dropped
+	} {
+		r := regulated
+		r.Flags = tt.flags
+		if d := again(op, r); !slices.Equal(d, tt.want) {
+			t.Errorf("flags %v: differs in %v, want %v", tt.flags, d, tt.want)
+		}
+	}
+	named := regulated
+	named.Risk = RiskIrreversible
+	if d := again(op, named); !slices.Equal(d, []string{"risk"}) {
+		t.Errorf("a risk the caller names differs in %v, want [risk]", d)
+	}
+}

@@ -97,6 +97,7 @@ func (ac ActionConfig) check() error {
 // budget than the policy's (ErrInvalid, naming the field).
 func ApplyPolicy(r *Registration, cfg *Config, now time.Time) error {
 	ac, ok := cfg.Policy(NFC(r.Destination), NFC(r.Action))
+	r.riskDefaulted = r.Risk == ""
 	if !ok {
 		if r.Risk == "" {
 			r.Risk = SafeRisk
@@ -114,6 +115,7 @@ func ApplyPolicy(r *Registration, cfg *Config, now time.Time) error {
 	case ac.Risk != "" && r.Risk.Valid() && riskRank(r.Risk) < riskRank(ac.Risk):
 		return fmt.Errorf("%w: field \"risk\": the action's policy says %s; a registration may not lower it to %s", ErrInvalid, ac.Risk, r.Risk)
 	}
+	r.declaredFlags, r.policyFlags = slices.Clone(r.Flags), slices.Clone(ac.Flags)
 	r.Flags = append(slices.Clone(r.Flags), ac.Flags...)
 	if ac.Deadline > 0 {
 		limit := now.Add(ac.Deadline)

@@ -33,6 +33,15 @@ type Registration struct {
 	// RequestedBy is the person answerable for the request: the creator of
 	// the API token that registers it, who may not approve it.
 	RequestedBy string
+
+	// What ApplyPolicy filled in from the action's policy rather than the
+	// caller: the policy's flags (added to the caller's) and whether the
+	// risk was left to the policy. A policy changed since the stored
+	// operation was registered differs there, which says nothing about the
+	// caller's intention (SameIntention).
+	policyFlags   []Flag
+	declaredFlags []Flag
+	riskDefaulted bool
 }
 
 // Limits on registration fields.
@@ -142,14 +151,18 @@ func (r *Registration) SameIntention(op *Operation, payloadHash string, keyField
 	if op.Destination != r.Destination {
 		diff = append(diff, "destination")
 	}
-	if op.Risk != r.Risk {
+	// A risk the registration left to the action's policy is the stored
+	// operation's: the policy may have changed since it was registered.
+	if op.Risk != r.Risk && !r.riskDefaulted {
 		diff = append(diff, "risk")
 	}
 	// Flags are part of the intention: they decide whether a person must
 	// approve a retry. Dropping or adding one silently would let the same
 	// key run under other safety rules (issue 12, hole 8). Both sides are
-	// sorted and unique (Normalize).
-	if !slices.Equal(op.Flags, r.Flags) {
+	// sorted and unique (Normalize). Flags the action's policy adds now and
+	// the stored operation lacks are the policy's change since, not the
+	// caller's: the operation keeps the rules it was registered under.
+	if !slices.Equal(op.Flags, r.Flags) && !slices.Equal(op.Flags, r.flagsAsStored(op.Flags)) {
 		diff = append(diff, "flags")
 	}
 	// What it waits for is part of the intention too: the same key may
@@ -158,6 +171,19 @@ func (r *Registration) SameIntention(op *Operation, payloadHash string, keyField
 		diff = append(diff, "after")
 	}
 	return diff
+}
+
+// flagsAsStored is r's flags without those only the action's policy adds
+// that stored lacks: the caller's own, and the policy's stored has (sorted,
+// unique, as Normalize leaves them).
+func (r *Registration) flagsAsStored(stored []Flag) []Flag {
+	var out []Flag
+	for _, f := range r.Flags {
+		if slices.Contains(r.declaredFlags, f) || !slices.Contains(r.policyFlags, f) || slices.Contains(stored, f) {
+			out = append(out, f)
+		}
+	}
+	return out
 }
 
 func sameDependency(a, b *Dependency) bool {
