@@ -2,6 +2,8 @@ package handlers_test
 
 import (
 	"context"
+	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"strings"
@@ -52,6 +54,41 @@ func TestConsoleAuditSearchAsTyped(t *testing.T) {
 		// An actor who is not an email keeps their case.
 		if _, body := mgr.get("/audit?actor=cli:Mario"); !strings.Contains(body, `title="token.created"`) {
 			t.Error("actor cli:Mario: not found")
+		}
+	})
+}
+
+// TestConsoleAuditCSVFailsLoudly: an export that fails after its first
+// rows were sent ends the response without its end, so the download fails
+// instead of looking complete. It answered a well-formed CSV of the rows
+// read so far, a 200 that said nothing of the rest (a read failing mid-way
+// is played by an event whose time no driver reads: "infinity").
+func TestConsoleAuditCSVFailsLoudly(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		srv, st := consoleServer(t, e)
+		ctx := context.Background()
+		for i := range 3 {
+			if _, err := st.CreateToken(ctx, review.Operator("cli:Mario"), "acme", fmt.Sprintf("t%d", i)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		mgr := newBrowser(t, srv.URL)
+		mgr.login("manager@example.com")
+		// After every event the test makes: its seq is past theirs.
+		if _, err := st.DB().Exec(st.DB().Rebind(`INSERT INTO audit_events (seq, txid, at, actor, action, hash)
+SELECT COALESCE(MAX(seq), 0) + 1000, 0, 'infinity', 'cli:Mario', 'token.created', 'x' FROM audit_events`)); err != nil {
+			t.Fatal(err)
+		}
+		resp, err := mgr.c.Get(srv.URL + "/audit.csv")
+		if err != nil {
+			return // failed before the status line: as loud
+		}
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		if err == nil {
+			t.Errorf("an export that failed mid-way downloaded whole (%d, %d bytes, %d token rows)", resp.StatusCode, len(body),
+				strings.Count(string(body), ",token.created,"))
 		}
 	})
 }
