@@ -182,7 +182,14 @@ func (s *Store) registerTakenTx(ctx context.Context, tx *sqlx.Tx, p *review.Regi
 	if err != nil {
 		return keyTaken{}, err
 	}
-	if _, err := tx.ExecContext(ctx, s.rebind(insertRejectedPayload), c.ID, p.PayloadHash, string(r.Payload), now); err != nil {
+	refused := string(r.Payload)
+	if row.PayloadPurgedAt.Valid {
+		// Past retention the case keeps the refused payload's hash only, as
+		// the purge leaves refusals: the case page shows no diff beside a
+		// purged payload, and the purge never comes back for this one.
+		refused = ""
+	}
+	if _, err := tx.ExecContext(ctx, s.rebind(insertRejectedPayload), c.ID, p.PayloadHash, refused, now); err != nil {
 		return keyTaken{}, err
 	}
 	return keyTaken{op: op, plan: kp}, nil

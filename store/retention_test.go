@@ -187,6 +187,14 @@ func TestPurgePayloads(t *testing.T) {
 		} else {
 			errAs[*review.PayloadMismatchError](t, err)
 		}
+		// The refused payload is not kept either: the case page shows none
+		// beside a purged payload, and the purge never comes back for it.
+		if n := payloadBytesLeft(t, b.s, old.ID)["rejected_payloads"]; n != 0 {
+			t.Errorf("a payload refused after the purge is kept (%d rows)", n)
+		}
+		if n := countRows(t, b.s, `SELECT COUNT(*) FROM rejected_payloads WHERE case_id IN (SELECT id FROM cases WHERE operation_id = ?)`, old.ID); n != 2 {
+			t.Errorf("%d refusals on record, want 2 (its hash kept, as the purge keeps it)", n)
+		}
 		assertSealed(t, b.s)
 	})
 }
