@@ -1,0 +1,64 @@
+package store_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/limbo-dev/limbo/review"
+	"github.com/limbo-dev/limbo/store"
+	"github.com/limbo-dev/limbo/store/storetest"
+)
+
+// TestReRegisterAfterAPolicyChange: a server restarted with flags and a
+// risk added to an action's policy answers the same registration of an
+// operation registered before with that operation (200), as it did before
+// the change, and opens no case. It answered 422 payload-mismatch and
+// opened a payload_mismatch case on each of them.
+func TestReRegisterAfterAPolicyChange(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		ctx := context.Background()
+		url := storetest.URL(t, e)
+		open := func(ac review.ActionConfig) *store.Store {
+			cfg := &review.Config{Destinations: map[string]review.Destination{"mail": {Actions: map[string]review.ActionConfig{"send": ac}}}}
+			s, err := store.Open(ctx, url, store.Options{Config: cfg, AuditKey: storetest.AuditKey, MaxConns: storetest.MaxConns, Resolve: storetest.Resolver(nil)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { s.Close() })
+			if err := s.Migrate(ctx); err != nil {
+				t.Fatal(err)
+			}
+			return s
+		}
+		r := review.Registration{Tenant: "acme", SourceRef: "invoice-7", LogicalVersion: "1", Action: "send", Destination: "mail",
+			Payload: []byte(`{"to":"a@example.com"}`), Actor: "test"}
+		before := open(review.ActionConfig{})
+		op, created, err := before.Register(ctx, r)
+		if err != nil || !created {
+			t.Fatalf("register: %v, created %v", err, created)
+		}
+		before.Close()
+
+		after := open(review.ActionConfig{Risk: review.RiskIrreversible, Flags: []review.Flag{review.FlagFinancial}})
+		for _, reg := range []func() (*review.Operation, error){
+			func() (*review.Operation, error) { got, _, err := after.Register(ctx, r); return got, err },
+			func() (*review.Operation, error) {
+				out, err := after.RegisterMany(ctx, []review.Registration{r})
+				if err != nil {
+					return nil, err
+				}
+				return out[0].Op, out[0].Err
+			},
+		} {
+			got, err := reg()
+			if err != nil || got.ID != op.ID || got.Risk != op.Risk || len(got.Flags) != 0 {
+				t.Errorf("the same registration after the policy changed: %+v, %v; want %s as it was registered", got, err, op.ID)
+			}
+		}
+		cs, err := after.CasesForOperation(ctx, op.ID)
+		if err != nil || len(cs) != 0 {
+			t.Errorf("cases opened on %s: %d, %v", op.ID, len(cs), err)
+		}
+	})
+}
