@@ -129,7 +129,7 @@ var webhookIDRule = textRule{kind: review.Identifier, max: review.MaxFieldLen}
 // attached to its operation as evidence, and a probe is triggered. A
 // webhook alone never confirms a write.
 func (h *Handlers) Inbound(c echo.Context) error {
-	source := c.Param("source")
+	source := review.NFC(c.Param("source")) // as the configuration and operations write it
 	cfg := h.Store.Config()
 	if cfg == nil {
 		return review.ErrNotFound

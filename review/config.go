@@ -557,6 +557,9 @@ func ParseTrustedProxies(ranges []string) ([]*net.IPNet, error) {
 }
 
 func (c *Config) validate() error {
+	if err := c.normalizeNames(); err != nil {
+		return err
+	}
 	if _, err := ParseTrustedProxies(c.TrustedProxies); err != nil {
 		return err
 	}
@@ -638,6 +641,43 @@ func (c *Config) validate() error {
 		}
 		c.Destinations[n] = d
 	}
+	return nil
+}
+
+// normalizeNames writes destination and action names, and the tenants an
+// action is open to, in NFC, as a registration's are (Normalize): a name
+// typed decomposed ("cafe" and a combining accent, as macOS file names
+// spell it) matched no operation, so its destination's configuration and
+// its action's policy, approval and retention included, applied to
+// nothing, without a word. Two names written differently that are the
+// same in NFC are refused.
+func (c *Config) normalizeNames() error {
+	if len(c.Destinations) == 0 {
+		return nil
+	}
+	dests := make(map[string]Destination, len(c.Destinations))
+	for _, n := range c.destinationNames() {
+		d := c.Destinations[n]
+		if _, dup := dests[NFC(n)]; dup {
+			return fmt.Errorf("%w: config: destination %q is named twice (two spellings of one name in Unicode)", ErrInvalid, NFC(n))
+		}
+		if len(d.Actions) > 0 {
+			acts := make(map[string]ActionConfig, len(d.Actions))
+			for _, a := range slices.Sorted(maps.Keys(d.Actions)) {
+				ac := d.Actions[a]
+				if _, dup := acts[NFC(a)]; dup {
+					return fmt.Errorf("%w: config: destination %q: action %q is named twice (two spellings of one name in Unicode)", ErrInvalid, NFC(n), NFC(a))
+				}
+				for i, t := range ac.Tenants {
+					ac.Tenants[i] = NFC(t)
+				}
+				acts[NFC(a)] = ac
+			}
+			d.Actions = acts
+		}
+		dests[NFC(n)] = d
+	}
+	c.Destinations = dests
 	return nil
 }
 

@@ -214,3 +214,27 @@ func TestDecidePolicyWaitAndEscalation(t *testing.T) {
 		t.Fatalf("Decide = %s (%s)", got.State, got.Reason)
 	}
 }
+
+// TestPolicyNamesInNFC: a destination, action or tenant the configuration
+// writes decomposed is the one registrations name (they are stored in
+// NFC): its policy applies. It matched nothing, so an action that needs
+// approval ran without one. One name written both ways is refused.
+func TestPolicyNamesInNFC(t *testing.T) {
+	const nfd, nfc = "cafe\u0301", "caf\u00e9"
+	cfg, err := ParseConfig([]byte("destinations:\n  " + nfd + ":\n    actions:\n      pay_" + nfd + ":\n        requires_approval: true\n        tenants: [" + nfd + "]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := validRegistration()
+	r.Tenant, r.Destination, r.Action = nfd, nfd, "pay_"+nfd
+	p, err := PlanRegistration(r, cfg, classifyNow)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.State != AwaitingApproval || p.Registration.Destination != nfc {
+		t.Errorf("a registration for %q planned %s, want awaiting_approval under the policy", nfc, p.State)
+	}
+	if _, err := ParseConfig([]byte("destinations:\n  " + nfd + ": {}\n  " + nfc + ": {}\n")); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "named twice") {
+		t.Errorf("one destination written both ways: %v", err)
+	}
+}
