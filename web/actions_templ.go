@@ -447,10 +447,17 @@ func evidenceList(ctx context.Context, es []review.EvidenceSource) string {
 }
 
 func riskText(ctx context.Context, ac review.ActionConfig) string {
-	if ac.Risk == "" {
+	var s string
+	switch {
+	case ac.Risk != "":
+		s = RiskLabel(ctx, ac.Risk)
+	case len(ac.Flags) == 0:
 		return ""
+	default:
+		// The policy's flags still apply (ApplyPolicy adds them, and they
+		// ask for a second approver): shown, not hidden behind the risk.
+		s = T(ctx, "not stated")
 	}
-	s := RiskLabel(ctx, ac.Risk)
 	for _, f := range ac.Flags {
 		s += ", " + strings.ToLower(FlagLabel(ctx, f))
 	}

@@ -2,6 +2,7 @@ package web
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -37,5 +38,21 @@ func TestApprovalTextCountsTheSecondReviewer(t *testing.T) {
 				t.Errorf("%+v: the page says %d, deciding needs %d", tt.ac, n, d.ApprovalsNeeded(op))
 			}
 		}
+	}
+}
+
+// TestRiskTextShowsFlagsWithoutRisk: a policy that states flags but no
+// risk shows its flags: they apply to every operation of the action (and
+// make approving take two reviewers). The row said only "not stated".
+func TestRiskTextShowsFlagsWithoutRisk(t *testing.T) {
+	ctx := context.Background()
+	if got := riskText(ctx, review.ActionConfig{Flags: []review.Flag{review.FlagFinancial}}); got != "not stated, "+strings.ToLower(FlagLabel(ctx, review.FlagFinancial)) {
+		t.Errorf("flags without a risk read %q", got)
+	}
+	if got := riskText(ctx, review.ActionConfig{}); got != "" {
+		t.Errorf("no risk, no flags read %q, want nothing (the row says not stated)", got)
+	}
+	if got := riskText(WithLang(ctx, "it"), review.ActionConfig{Flags: []review.Flag{review.FlagRegulated}}); strings.Contains(got, "not stated") {
+		t.Errorf("in Italian: %q", got)
 	}
 }
