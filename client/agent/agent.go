@@ -252,6 +252,17 @@ func (r *Run) Policy(toolName string) (client.PublishedPolicy, bool) {
 // under the action's key recipe (all of them when it has none). A read's
 // identity also names this Run's session.
 func (r *Run) identity(t *tool, canonicalArgs []byte) (version, key string) {
+	if !r.isRead(t) {
+		// A call the ledger already holds with exactly these arguments
+		// keeps its identity: the action's key recipe may have changed
+		// since it was registered (a new policy), and another recipe
+		// derives another key, under which the call would run again.
+		for _, op := range r.History {
+			if op.Action == t.Name && op.Destination == t.Destination && bytes.Equal(op.Payload, canonicalArgs) {
+				return op.LogicalVersion, op.Key
+			}
+		}
+	}
 	p, _ := r.Policy(t.Name)
 	intention := review.Intention(canonicalArgs, p.KeyFields)
 	run, version := r.ID, "call-"+review.PayloadHash(intention)[:16]

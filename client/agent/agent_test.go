@@ -403,3 +403,47 @@ func TestWaitPollsAtTheDefaultPace(t *testing.T) {
 		t.Errorf("%d reads of the operation in a 1 s wait, want about 5 (every 200 ms)", n)
 	}
 }
+
+// TestCallKeepsItsKeyAcrossARecipeChange: a call the ledger holds keeps
+// its identity when the action's key recipe changes (a new policy, the
+// agent restarted): the same arguments again are the recorded call, not a
+// new one. Another recipe derived another key, so a resumed run created
+// the folder a second time.
+func TestCallKeepsItsKeyAcrossARecipeChange(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		w := newWorld(t, e)
+		run, err := w.controller(t, nil).Run(w.ctx, "run-recipe")
+		if err != nil {
+			t.Fatal(err)
+		}
+		args := json.RawMessage(`{"name":"reports","note":"for Ada"}`)
+		first, err := run.Call(w.ctx, "create_folder", args)
+		if err != nil || !first.Ran || !first.Done() {
+			t.Fatalf("first call: %+v, %v", first, err)
+		}
+		// The policy now keys create_folder on its whole arguments.
+		d := w.cfg.Destinations[sandbox.DestinationName]
+		ac := d.Actions["create_folder"]
+		ac.KeyFields = []string{}
+		d.Actions["create_folder"] = ac
+		again, err := w.controller(t, nil).Run(w.ctx, "run-recipe")
+		if err != nil {
+			t.Fatal(err)
+		}
+		op, err := w.c.Get(w.ctx, first.OperationID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if k := again.Key("create_folder", args); k != op.Key {
+			t.Errorf("the recorded call's key is now %s, want %s", k, op.Key)
+		}
+		res, err := again.Call(w.ctx, "create_folder", args)
+		if err != nil || res.Ran || res.OperationID != first.OperationID {
+			t.Errorf("the same call after the recipe changed: %+v, %v; want %s's recorded result", res, err, first.OperationID)
+		}
+		if n := w.effects(sandbox.KindFolder); n != 1 {
+			t.Errorf("the sandbox holds %d folders, want 1", n)
+		}
+	})
+}
