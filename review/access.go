@@ -82,6 +82,24 @@ func (r Role) DecidesCases() (any bool, excluded []Reason) {
 	return true, excluded
 }
 
+// MayClaim reports whether r may claim a case with these reasons: a claim
+// says "I am deciding this" and keeps everyone else from deciding, so only
+// a role that may decide the case claims it (DecidesCases, the queue's
+// rule). A support user's claim on an approval or flagged case held it,
+// for the claim's whole term, from the reviewers who could decide it.
+func (r Role) MayClaim(reasons []Reason) bool {
+	decides, excluded := r.DecidesCases()
+	if !decides {
+		return false
+	}
+	for _, x := range excluded {
+		if slices.Contains(reasons, x) {
+			return false
+		}
+	}
+	return true
+}
+
 // Scope is the set of tenants a user may see: all, or a list.
 type Scope struct {
 	All     bool

@@ -298,3 +298,55 @@ func TestStaleDecisionSaysWhy(t *testing.T) {
 		}
 	})
 }
+
+// TestClaimOnlyWhatYouMayDecide: a claim keeps everyone else from deciding
+// the case, so only a role that may decide it claims it. A support user
+// (who decides unflagged operations) posting a claim on an approval case,
+// or on a financial operation's case, held it from the reviewers for the
+// claim's whole term; the console offered no button, but the route took it.
+// Now refused, claim and take-over alike; their own cases they still claim.
+func TestClaimOnlyWhatYouMayDecide(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		b := setup(t, e, approvalConfig())
+		op := review.Operator("test")
+		person := func(email string, role review.Role) review.Principal {
+			u, err := b.s.AddUser(b.ctx, op, store.NewUser{Email: email, Password: "correct horse battery", Role: role,
+				Scope: review.Scope{Tenants: []string{tenantA}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return u.Principal()
+		}
+		support := person("sam@example.com", review.RoleSupport)
+		reviewer := person("rita@example.com", review.RoleReviewer)
+		_, approval := b.awaiting(t, "mail-1", "mail")
+		irreversible := b.newOp(t, "doc-irreversible", review.RiskIrreversible, "plain")
+		b.start(t, irreversible)
+		b.report(t, irreversible, 1, timeoutAfterSend)
+		if _, err := b.s.AddEvidence(b.ctx, tenantA, irreversible.ID, review.Evidence{Source: review.SourceMetadataSearch, Authoritative: true,
+			Candidates: []review.Candidate{{Ref: "doc-1", OperationID: irreversible.ID}, {Ref: "doc-2", OperationID: irreversible.ID}}}, "integrator"); err != nil {
+			t.Fatal(err)
+		}
+		cs, err := b.s.CasesForOperation(b.ctx, irreversible.ID)
+		if err != nil || len(cs) != 1 {
+			t.Fatalf("the irreversible operation's cases: %+v, %v", cs, err)
+		}
+		flagged := &cs[0]
+		plain := b.reviewCase(t, "doc-plain")
+		for _, c := range []*store.Case{approval, flagged} {
+			if _, err := b.s.ClaimCase(b.ctx, c.ID, support, nil); !errors.Is(err, review.ErrForbidden) {
+				t.Errorf("support claims case %s (%v): %v, want ErrForbidden", c.ID, c.Reasons, err)
+			}
+			if _, err := b.s.TakeOverCase(b.ctx, c.ID, support, "I will look at it", nil); !errors.Is(err, review.ErrForbidden) {
+				t.Errorf("support takes case %s over: %v, want ErrForbidden", c.ID, err)
+			}
+			if _, err := b.s.ClaimCase(b.ctx, c.ID, reviewer, nil); err != nil {
+				t.Errorf("the reviewer claims case %s: %v", c.ID, err)
+			}
+		}
+		if _, err := b.s.ClaimCase(b.ctx, plain.ID, support, nil); err != nil {
+			t.Errorf("support claims a case it decides: %v", err)
+		}
+	})
+}

@@ -281,13 +281,17 @@ func (s *Store) actingOnCase(ctx context.Context, tx *sqlx.Tx, by review.Princip
 	return now, err
 }
 
-// claimant is the name by claims, releases or takes over a case of tenant
-// under (actingOnCase); to claim, a console user must still be in a role
-// that claims.
-func (s *Store) claimant(ctx context.Context, tx *sqlx.Tx, by review.Principal, tenant string, claim bool) (string, error) {
-	now, err := s.actingOnCase(ctx, tx, by, tenant)
-	if err == nil && claim && by.UserID != "" && !now.Role.Can(review.PermClaim) {
+// claimant is the name by claims, releases or takes over case c under
+// (actingOnCase); to claim, a console user must still be in a role that
+// claims, and that may decide c (review.Role.MayClaim).
+func (s *Store) claimant(ctx context.Context, tx *sqlx.Tx, by review.Principal, c *Case, claim bool) (string, error) {
+	now, err := s.actingOnCase(ctx, tx, by, c.Tenant)
+	switch {
+	case err != nil || !claim || by.UserID == "":
+	case !now.Role.Can(review.PermClaim):
 		err = fmt.Errorf("%w: your role no longer claims cases", review.ErrForbidden)
+	case !now.Role.MayClaim(c.Reasons):
+		err = fmt.Errorf("%w: your role cannot decide this case, so it does not claim it: a claim would keep those who can from deciding", review.ErrForbidden)
 	}
 	return now.Name, err
 }
@@ -301,7 +305,7 @@ func (s *Store) claimOrRelease(ctx context.Context, id string, by review.Princip
 		if scope != nil && !slices.Contains(scope, c.Tenant) {
 			return review.ErrNotFound
 		}
-		actor, err := s.claimant(ctx, tx, by, c.Tenant, claim)
+		actor, err := s.claimant(ctx, tx, by, c, claim)
 		if err != nil {
 			return err
 		}
@@ -357,7 +361,7 @@ func (s *Store) TakeOverCase(ctx context.Context, id string, by review.Principal
 		if scope != nil && !slices.Contains(scope, c.Tenant) {
 			return review.ErrNotFound
 		}
-		actor, err := s.claimant(ctx, tx, by, c.Tenant, true)
+		actor, err := s.claimant(ctx, tx, by, c, true)
 		if err != nil {
 			return err
 		}
