@@ -352,15 +352,18 @@ type PublishedPolicy struct {
 	KeyFields        []string `json:"key_fields"`
 	Evidence         []string `json:"evidence"`
 	RequiresApproval bool     `json:"requires_approval"`
-	Approvals        int      `json:"approvals,omitempty"`
-	ApprovalTimeout  int64    `json:"approval_timeout_seconds,omitempty"`
-	Deadline         int64    `json:"deadline_seconds,omitempty"`
-	MaxAttempts      int      `json:"max_attempts,omitempty"`
-	CostBudget       float64  `json:"cost_budget,omitempty"`
-	MaxWait          int64    `json:"max_wait_seconds,omitempty"`
-	EscalateOn       []Reason `json:"escalate_on"`
-	Concurrency      int      `json:"concurrency,omitempty"`
-	Priority         bool     `json:"priority"`
+	// Approvals is how many different reviewers an approval takes (two
+	// for a financial, irreversible or regulated action); 0 when none is
+	// needed.
+	Approvals       int      `json:"approvals,omitempty"`
+	ApprovalTimeout int64    `json:"approval_timeout_seconds,omitempty"`
+	Deadline        int64    `json:"deadline_seconds,omitempty"`
+	MaxAttempts     int      `json:"max_attempts,omitempty"`
+	CostBudget      float64  `json:"cost_budget,omitempty"`
+	MaxWait         int64    `json:"max_wait_seconds,omitempty"`
+	EscalateOn      []Reason `json:"escalate_on"`
+	Concurrency     int      `json:"concurrency,omitempty"`
+	Priority        bool     `json:"priority"`
 }
 
 // fit makes a string read from the destination's answer one Limbo accepts

@@ -330,10 +330,15 @@ func (e CatalogEntry) Published() PublishedPolicy {
 	ac := e.Policy
 	p := PublishedPolicy{Destination: e.Destination, Action: e.Action, Owner: ac.Owner, Effects: ac.Effects,
 		DuplicateCost: ac.DuplicateCost, Risk: ac.Risk, Flags: nonNil(ac.Flags), KeyFields: nonNil(ac.KeyFields),
-		Evidence: []string{}, RequiresApproval: ac.RequiresApproval, Approvals: ac.Approvals,
+		Evidence: []string{}, RequiresApproval: ac.RequiresApproval,
 		ApprovalTimeout: int64(ac.ApprovalTimeout.Seconds()), Deadline: int64(ac.Deadline.Seconds()),
 		MaxAttempts: ac.MaxAttempts, MaxWait: int64(ac.MaxWait.Seconds()), EscalateOn: nonNil(ac.EscalateOn),
 		Priority: ac.Priority}
+	if ac.RequiresApproval {
+		// As deciding counts them: two for a financial, irreversible or
+		// regulated action, whatever the setting says.
+		p.Approvals = PolicyApprovals(ac)
+	}
 	for _, s := range ac.Evidence {
 		p.Evidence = append(p.Evidence, string(s))
 	}

@@ -238,3 +238,29 @@ func TestPolicyNamesInNFC(t *testing.T) {
 		t.Errorf("one destination written both ways: %v", err)
 	}
 }
+
+// TestPublishedApprovals: GET /api/v1/actions tells an integrator how many
+// reviewers an approval takes as deciding it takes: the policy's number,
+// at least one, and two where the policy makes the action financial,
+// irreversible or regulated (PolicyApprovals). It published the raw
+// setting, omitted (0) for an irreversible action that needs two, so an
+// agent told its user "one approval" and waited for a second it did not
+// expect.
+func TestPublishedApprovals(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		ac   ActionConfig
+		want int
+	}{
+		{"no approval", ActionConfig{}, 0},
+		{"one", ActionConfig{RequiresApproval: true}, 1},
+		{"three", ActionConfig{RequiresApproval: true, Approvals: 3}, 3},
+		{"financial", ActionConfig{RequiresApproval: true, Flags: []Flag{FlagFinancial}}, 2},
+		{"irreversible", ActionConfig{RequiresApproval: true, Risk: RiskIrreversible}, 2},
+		{"regulated, three", ActionConfig{RequiresApproval: true, Approvals: 3, Flags: []Flag{FlagRegulated}}, 3},
+	} {
+		if got := (CatalogEntry{Destination: "d", Action: "a", Policy: tt.ac}).Published().Approvals; got != tt.want {
+			t.Errorf("%s: approvals published %d, want %d", tt.name, got, tt.want)
+		}
+	}
+}
