@@ -55,8 +55,18 @@ type ApprovalRequest struct {
 // ErrInvalid) and plans the new operation: pending, or awaiting_approval
 // when cfg says its action at its destination needs approval first.
 func PlanRegistration(r Registration, cfg *Config, now time.Time) (*RegistrationPlan, error) {
+	asSent := r
 	if err := ApplyPolicy(&r, cfg, now); err != nil {
-		return nil, err
+		refusal := &PolicyRefusal{Err: err}
+		// The registration as sent, normalized without the policy, names
+		// the key a repeat of it would find.
+		if asSent.Risk == "" {
+			asSent.Risk = SafeRisk
+		}
+		if asSent.Normalize(now) == nil {
+			refusal.Registration, refusal.PayloadHash = asSent, PayloadHash(asSent.Payload)
+		}
+		return nil, refusal
 	}
 	if err := r.Normalize(now); err != nil {
 		return nil, err
@@ -74,6 +84,38 @@ func PlanRegistration(r Registration, cfg *Config, now time.Time) (*Registration
 	p.Event = PlannedEvent{Action: "operation.registered", To: p.State,
 		Detail: map[string]any{"key": r.Key, "payload_hash": p.PayloadHash, "risk": r.Risk, "reason": p.Reason}}
 	return p, nil
+}
+
+// PolicyRefusal is PlanRegistration's refusal by the action's policy
+// (ApplyPolicy): a tenant the action is not open to, a lower risk or a
+// larger budget than the policy's. It wraps that error. A policy made
+// stricter after an operation was registered refuses the registration's
+// repeat as well — an integrator retrying a call whose answer it lost, an
+// agent resuming a run — which then never got its operation back; the
+// store answers such a repeat with the operation its key holds (IsRepeat).
+type PolicyRefusal struct {
+	Err error
+	// Registration is the registration as sent, normalized without the
+	// policy (its key derived), and PayloadHash its payload's; both zero
+	// when it does not normalize.
+	Registration Registration
+	PayloadHash  string
+}
+
+func (e *PolicyRefusal) Error() string { return e.Err.Error() }
+
+// Unwrap makes the refusal the policy's error (ErrForbidden, ErrInvalid).
+func (e *PolicyRefusal) Unwrap() error { return e.Err }
+
+// IsRepeat reports whether op, the operation holding the refused
+// registration's key, is that registration made before the policy
+// changed: the same identity and the same payload, byte for byte. Anything
+// else stays refused by the policy.
+func (e *PolicyRefusal) IsRepeat(op *Operation) bool {
+	r := e.Registration
+	return r.Key != "" && op.Tenant == r.Tenant && op.Key == r.Key && op.SourceRef == r.SourceRef &&
+		op.LogicalVersion == r.LogicalVersion && op.Action == r.Action && op.Destination == r.Destination &&
+		op.PayloadHash == e.PayloadHash
 }
 
 // KeyTakenPlan is what a registration whose key is taken writes: nothing

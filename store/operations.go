@@ -113,6 +113,9 @@ func (s *Store) Register(ctx context.Context, r review.Registration) (op *review
 	now := s.now()
 	p, err := review.PlanRegistration(r, s.cfg, now)
 	if err != nil {
+		if op, rerr := s.repeatDespitePolicy(ctx, err); op != nil || rerr != nil {
+			return op, false, rerr
+		}
 		return nil, false, err
 	}
 	if err := s.knownTenant(ctx, p.Registration.Tenant, now); err != nil {
@@ -140,6 +143,30 @@ func (s *Store) Register(ctx context.Context, r review.Registration) (op *review
 	}
 	op, err = s.loadDetails(ctx, s.db, taken.op)
 	return op, false, err
+}
+
+// repeatDespitePolicy is the operation a registration the policy refused
+// (planErr, a *review.PolicyRefusal) was made as before the policy changed
+// (review.PolicyRefusal.IsRepeat), or nil when there is none.
+func (s *Store) repeatDespitePolicy(ctx context.Context, planErr error) (*review.Operation, error) {
+	var refused *review.PolicyRefusal
+	if !errors.As(planErr, &refused) || refused.Registration.Key == "" {
+		return nil, nil
+	}
+	r := refused.Registration
+	op, err := s.GetOperation(ctx, r.Tenant, "", r.Key)
+	switch {
+	case errors.Is(err, review.ErrNotFound):
+		return nil, nil
+	case err != nil:
+		return nil, err
+	case !refused.IsRepeat(op):
+		return nil, nil
+	}
+	if op.After, err = s.dependencyOf(ctx, nil, op.ID); err != nil {
+		return nil, err
+	}
+	return op, nil
 }
 
 // keyTaken is the operation holding a registration's key, and what the

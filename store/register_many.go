@@ -95,7 +95,15 @@ func (s *Store) RegisterMany(ctx context.Context, rs []review.Registration) ([]R
 	for i, r := range rs {
 		p, err := review.PlanRegistration(r, s.cfg, now)
 		if err != nil {
-			out[i].Err = err
+			op, rerr := s.repeatDespitePolicy(ctx, err)
+			switch {
+			case rerr != nil:
+				return nil, fmt.Errorf("store.RegisterMany: %w", rerr)
+			case op != nil:
+				out[i] = Registered{Op: op}
+			default:
+				out[i].Err = err
+			}
 			continue
 		}
 		if err := s.knownTenant(ctx, p.Registration.Tenant, now); err != nil {
