@@ -103,6 +103,8 @@ next:
 			default:
 				if t, ok := readBack(ctx, ps, m[i+1], true, depth+1); ok {
 					args[i] = t
+				} else {
+					args[i] = argInLang(ctx, p.format, i, m[i+1])
 				}
 			}
 		}

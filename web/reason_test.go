@@ -78,14 +78,14 @@ func reasonCases() []reasonCase {
 	return []reasonCase{
 		{ // a classification, then a retry
 			fmt.Sprintf(review.WhyHTTPNotProcessed, 503) + "; " + fmt.Sprintf(review.WhyRetryAt, at),
-			tf(review.WhyHTTPNotProcessed, 503) + "; " + tf(review.WhyRetryAt, at)},
+			"HTTP 503: richiesta non elaborata; nuovo tentativo non prima del 4 dic 2026, 10:00 UTC"},
 		{ // a %s first: the first clause is not taken in by the second
 			fmt.Sprintf(review.WhyHTTPAfterSend, 502) + "; " + fmt.Sprintf(review.WhyNeverRepeated, "compensable_write"),
-			tf(review.WhyHTTPAfterSend, 502) + "; " + tf(review.WhyNeverRepeated, "compensable_write")},
+			"HTTP 502 dopo l'invio: esito ambiguo; Scrittura compensabile: mai ripetuta prima della riconciliazione"},
 		{ // a weighing of two clauses quoted after "but"; a %s last takes in no clause after it
 			fmt.Sprintf(review.WhyHTTPNotProcessed, 429) + "; " + fmt.Sprintf(review.WhyRetryAt, at) + "; " +
 				fmt.Sprintf(review.WhyButEvidence, fmt.Sprintf(review.WhyEvidenceNamesJob, "job-7")),
-			tf(review.WhyHTTPNotProcessed, 429) + "; " + tf(review.WhyRetryAt, at) + "; " +
+			tf(review.WhyHTTPNotProcessed, 429) + "; " + tf(review.WhyRetryAt, "4 dic 2026, 10:00 UTC") + "; " +
 				tf(review.WhyButEvidence, tf(review.WhyEvidenceNamesJob, "job-7"))},
 		{ // a dependency's reason quoted in this one's
 			fmt.Sprintf(review.WhyDependencyFailed, "op_1", fmt.Sprintf(review.WhyHTTPRejected, 404)),
@@ -96,11 +96,11 @@ func reasonCases() []reasonCase {
 		{ // what a late report said, as review.LateEvidence writes it
 			review.LateEvidence(&review.Operation{ID: "op_1", LogicalVersion: "v1"}, 2, review.Outcome{Result: review.ResultSuccess,
 				HTTPStatus: 200, Resource: &review.ResourceRef{Ref: "r1"}, Job: &review.JobRef{Ref: "j1"}}, review.WhyLateAfterClosed).Note,
-			"segnalazione tardiva per il tentativo 2 dopo la sua chiusura: success (HTTP 200), risorsa r1, job j1"},
+			"segnalazione tardiva per il tentativo 2 dopo la sua chiusura: riuscito (HTTP 200), risorsa r1, job j1"},
 		{ // without an HTTP status or job
 			review.LateEvidence(&review.Operation{ID: "op_1"}, 1, review.Outcome{Result: review.ResultSuccess,
 				Resource: &review.ResourceRef{Ref: "a.pdf"}}, review.WhyLateAfterMovedOn).Note,
-			"segnalazione tardiva per il tentativo 1 dopo che l'operazione è andata avanti: success, risorsa a.pdf"},
+			"segnalazione tardiva per il tentativo 1 dopo che l'operazione è andata avanti: riuscito, risorsa a.pdf"},
 		{ // a person's words with "; " in them stay theirs
 			fmt.Sprintf(review.WhyDecidedConfirm, "ann@example.com", "checked; the file is there"),
 			tf(review.WhyDecidedConfirm, "ann@example.com", "checked") + "; the file is there"},
@@ -116,5 +116,35 @@ func BenchmarkReasonInItalian(b *testing.B) {
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
 		Reason(it, cases[i%len(cases)].stored)
+	}
+}
+
+// TestReasonCodesInItalian: the codes and times review writes into its
+// reasons are shown in Italian as the pages label them elsewhere, never as
+// the code: a risk, an escalation reason, an attempt's result, a state, a
+// decision, a time. A ref in the same place stays as written.
+func TestReasonCodesInItalian(t *testing.T) {
+	it := WithLang(context.Background(), "it")
+	for _, c := range []struct{ stored, want, code string }{
+		{fmt.Sprintf(review.WhyNeverRepeated, review.RiskCompensableWrite), "Scrittura compensabile: mai ripetuta prima della riconciliazione", "compensable_write"},
+		{fmt.Sprintf(review.WhyKeyGuaranteeNotCovered, review.RiskCompensableWrite), "Scrittura compensabile: la garanzia", "compensable_write"},
+		{fmt.Sprintf(review.WhyPolicyEscalates, review.ReasonBudgetExhausted), "la policy dell'azione affida a una persona i casi “Tentativi esauriti”", "budget_exhausted"},
+		{fmt.Sprintf(review.WhyBeforeSend, review.ResultConnectionError), "errore di connessione prima dell'invio", "connection_error"},
+		{fmt.Sprintf(review.WhyAfterSend, review.ResultTimeout), "tempo scaduto dopo l'invio della richiesta", "timeout"},
+		{fmt.Sprintf(review.WhyLateAfterOutcome, review.ResultTimeout), "dopo il suo esito “tempo scaduto”", "timeout"},
+		{fmt.Sprintf(review.WhyDependencyWaiting, "op_1", review.RetryWait), "in attesa che la dipendenza op_1 sia confermata (stato: ", "retry_wait"},
+		{fmt.Sprintf(review.WhyLateSuccessAnotherAttempt, 1, 2, review.Ambiguous), "anche il tentativo 2 (", "ambiguous"},
+		{fmt.Sprintf(review.WhyCompensationCanceled, "ann@example.com", review.DecideCompensationDone), "annullata: ann@example.com ha indicato", "compensation_done"},
+		{fmt.Sprintf(review.WhyRetryAt, "2026-12-04T10:00:00.123456Z"), "nuovo tentativo non prima del 4 dic 2026, 10:00 UTC", "2026-12-04T"},
+		{fmt.Sprintf(review.WhyFailedOnlyIfNothingShows, "2026-12-04T10:00:00Z"), "finestra di conferma, il 4 dic 2026, 10:00 UTC", "2026-12-04T"},
+	} {
+		got := Reason(it, c.stored)
+		if !strings.Contains(got, c.want) || strings.Contains(got, c.code) {
+			t.Errorf("Reason(it, %q)\n = %q\nwant it to hold %q, not the code %q", c.stored, got, c.want, c.code)
+		}
+	}
+	// Not a code of the kind its place holds: as written.
+	if got := Reason(it, fmt.Sprintf(review.WhyNeverRepeated, "ref-1")); got != "ref-1: mai ripetuta prima della riconciliazione" {
+		t.Errorf("an unknown risk: %q", got)
 	}
 }
