@@ -637,6 +637,19 @@ func TestConsoleQueueFlagFilter(t *testing.T) {
 				t.Errorf("bulk fail with flag=%s: %d, want the form again (422) saying %q:\n%s", flag, code, want, alerts(body))
 			}
 		}
+		// A reason that is not one is refused the same way, in Italian
+		// (before, the store's English sentence under "dettaglio in inglese").
+		for _, reason := range []string{"nope", "MULTIPLE_CANDIDATES"} {
+			want := html.EscapeString(fmt.Sprintf("%q non è un motivo di escalation.", reason))
+			code, body := sup.get("/?" + url.Values{"reason": {reason}}.Encode())
+			if code != http.StatusBadRequest || !strings.Contains(body, want) || strings.Contains(body, "dettaglio in inglese") {
+				t.Errorf("reason=%s: %d, want 400 saying %q:\n%s", reason, code, want, alerts(body))
+			}
+			code, body, _ = sup.post("/bulk", url.Values{"csrf": {sup.csrf}, "reason_filter": {reason}, "action": {"fail"}, "reason": {"not mine"}})
+			if code != http.StatusUnprocessableEntity || !strings.Contains(body, want) || strings.Contains(body, `name="confirm"`) {
+				t.Errorf("bulk fail with reason=%s: %d, want the form again (422) saying %q:\n%s", reason, code, want, alerts(body))
+			}
+		}
 		for _, id := range append(plain, flagged) {
 			if c, _ := st.GetCase(context.Background(), id, nil); c.Status != "open" {
 				t.Errorf("case %s: %s after refused bulk forms", id, c.Status)

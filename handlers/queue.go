@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net/http"
 	"net/url"
+	"slices"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -106,6 +107,11 @@ func queueFilter(form web.QueueForm, s *store.Session) (store.QueueFilter, error
 		// engines' LIKE read such a flag apart, and a bulk decision with it
 		// decided other cases on each.
 		return f, consoleError(http.StatusBadRequest, "%q is not a flag.", form.Flag)
+	}
+	if form.Reason != "" && !slices.Contains(allReasons, form.Reason) {
+		// Said here, in the reader's language: the store's refusal is an
+		// English sentence for the API.
+		return f, consoleError(http.StatusBadRequest, "%q is not an escalation reason.", form.Reason)
 	}
 	switch form.Claimed {
 	case "me":

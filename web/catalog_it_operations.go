@@ -45,6 +45,7 @@ func init() {
 		"%q is not a state of an operation.":        "%q non è uno stato di un'operazione.",
 		"%q is not a risk class.":                   "%q non è una classe di rischio.",
 		"%q is not a flag.":                         "%q non è un contrassegno.",
+		"%q is not an escalation reason.":           "%q non è un motivo di escalation.",
 		"Open case must be yes or no.":              "Caso aperto deve essere yes o no.",
 		"Age must be a duration such as 1h or 24h.": "L'età deve essere una durata come 1h o 24h.",
 		"This link's filters are not valid: %s":     "I filtri di questo link non sono validi: %s",
