@@ -277,7 +277,7 @@ func (h *Handlers) Decide(c echo.Context) error {
 		return err
 	}
 	if !s.User.Role.CanDecide(v.Op, form.Action) {
-		return consoleError(http.StatusForbidden, web.T(ctx, "Your role may not take this action on this case."))
+		return consoleError(http.StatusForbidden, "Your role may not take this action on this case.")
 	}
 	caseVersion, err1 := strconv.ParseInt(c.FormValue("version"), 10, 64)
 	opVersion, err2 := strconv.ParseInt(c.FormValue("op_version"), 10, 64)

@@ -292,3 +292,28 @@ func TestConsolePageCursorsOutOfRange(t *testing.T) {
 		}
 	})
 }
+
+// TestConsoleRefusalsTranslatedOnce: a refusal a handler says itself is a
+// catalog key, put in the reader's language once, when it is rendered.
+// Support deciding a financial case, and a link followed to the live
+// stream, in Italian: each is said in Italian. Before, the handler
+// translated the sentence and the error page looked the Italian up
+// again, a text no catalog has (TestMain's count of untranslated texts
+// failed the package).
+func TestConsoleRefusalsTranslatedOnce(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		srv, st := consoleServer(t, e)
+		flagged := flaggedCase(t, st, "inv-once")
+		sup := newBrowser(t, srv.URL).withHeader("Accept-Language", "it")
+		sup.login("support@example.com")
+		code, body, _ := sup.decide(flagged, url.Values{"action": {"fail"}, "reason": {"not for support"}})
+		if want := "Il tuo ruolo non può compiere questa azione su questo caso."; code != http.StatusForbidden || !strings.Contains(body, want) {
+			t.Errorf("support decides a financial case: %d, want 403 saying %q:\n%s", code, want, alerts(body))
+		}
+		code, body = sup.get("/events")
+		if want := html.EscapeString("Questo indirizzo"); code != http.StatusNotAcceptable || !strings.Contains(body, want) {
+			t.Errorf("/events followed as a link: %d, want 406 in Italian:\n%s", code, alerts(body))
+		}
+	})
+}

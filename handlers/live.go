@@ -13,7 +13,6 @@ import (
 
 	"github.com/limbo-dev/limbo/review"
 	"github.com/limbo-dev/limbo/store"
-	"github.com/limbo-dev/limbo/web"
 )
 
 // Live updates of the console (static/live.js): GET /events is a stream
@@ -80,12 +79,12 @@ type liveEvent struct {
 func (h *Handlers) Events(c echo.Context) error {
 	ctx := c.Request().Context()
 	if !strings.Contains(c.Request().Header.Get("Accept"), "text/event-stream") {
-		return consoleError(http.StatusNotAcceptable, web.T(ctx, "This address is the console's stream of live updates; pages open it on their own."))
+		return consoleError(http.StatusNotAcceptable, "This address is the console's stream of live updates; pages open it on their own.")
 	}
 	done := h.live.doneCh()
 	select {
 	case <-done:
-		return consoleError(http.StatusServiceUnavailable, web.T(ctx, "Live updates are unavailable; the page refreshes on its own."))
+		return consoleError(http.StatusServiceUnavailable, "Live updates are unavailable; the page refreshes on its own.")
 	default:
 	}
 	s := session(c)
@@ -93,7 +92,7 @@ func (h *Handlers) Events(c echo.Context) error {
 	if err != nil {
 		if errors.Is(err, store.ErrLiveUnavailable) {
 			// The page keeps polling; EventSource retries later.
-			return consoleError(http.StatusServiceUnavailable, web.T(ctx, "Live updates are unavailable; the page refreshes on its own."))
+			return consoleError(http.StatusServiceUnavailable, "Live updates are unavailable; the page refreshes on its own.")
 		}
 		return err
 	}
