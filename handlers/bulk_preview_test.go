@@ -20,7 +20,7 @@ var (
 	hiddenInput = regexp.MustCompile(`<input[^>]*type="hidden"[^>]*>`)
 	inputName   = regexp.MustCompile(`\bname="([^"]*)"`)
 	inputValue  = regexp.MustCompile(`\bvalue="([^"]*)"`)
-	applyButton = regexp.MustCompile(`Apply to ([0-9]+) cases`)
+	applyButton = regexp.MustCompile(`Apply to ([0-9]+) cases?`)
 )
 
 // bulkConfirmForm is what the preview's confirm form posts: its hidden

@@ -317,3 +317,32 @@ func TestConsoleRefusalsTranslatedOnce(t *testing.T) {
 		}
 	})
 }
+
+// TestConsoleOneCaseInItalian: one open case is said in the singular, in
+// the queue's count and in a bulk decision's dry run. Before, Italian
+// read "1 aperti", "Casi aperti che corrispondono a questo filtro: 1." and
+// "Applica a 1 casi" (and English "Apply to 1 cases").
+func TestConsoleOneCaseInItalian(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		srv, st := consoleServer(t, e)
+		needsReview(t, st, "only-one")
+		sup := newBrowser(t, srv.URL).withHeader("Accept-Language", "it")
+		sup.login("support@example.com")
+		_, body := sup.get("/")
+		if !strings.Contains(body, "<strong>1 aperto</strong>") || strings.Contains(body, "1 aperti") {
+			t.Errorf("queue with one case: want “1 aperto”:\n%s", body[strings.Index(body, `class="counts"`):][:200])
+		}
+		code, body, _ := sup.post("/bulk", url.Values{"csrf": {sup.csrf}, "action": {"fail"}, "reason": {"nothing to do here"}})
+		for _, want := range []string{"Un caso aperto corrisponde a questo filtro.", "Applica a 1 caso<"} {
+			if code != http.StatusOK || !strings.Contains(body, want) {
+				t.Errorf("bulk dry run on one case: %d, want %q:\n%s", code, want, alerts(body))
+			}
+		}
+		en := newBrowser(t, srv.URL).withHeader("Accept-Language", "en")
+		en.login("reviewer@example.com")
+		if _, body, _ := en.post("/bulk", url.Values{"csrf": {en.csrf}, "action": {"fail"}, "reason": {"nothing to do here"}}); !strings.Contains(body, "Apply to 1 case<") {
+			t.Errorf("bulk dry run on one case in English: want “Apply to 1 case”")
+		}
+	})
+}

@@ -680,9 +680,9 @@ func BulkPage(v BulkView) templ.Component {
 					return templ_7745c5c3_Err
 				}
 				var templ_7745c5c3_Var35 string
-				templ_7745c5c3_Var35, templ_7745c5c3_Err = templ.JoinStringErrs(Tf(ctx, "%d open cases match this filter.", v.Matching))
+				templ_7745c5c3_Var35, templ_7745c5c3_Err = templ.JoinStringErrs(matchingCount(ctx, v.Matching))
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/bulk.templ`, Line: 155, Col: 63}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/bulk.templ`, Line: 155, Col: 38}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var35))
 				if templ_7745c5c3_Err != nil {
@@ -695,7 +695,7 @@ func BulkPage(v BulkView) templ.Component {
 				var templ_7745c5c3_Var36 string
 				templ_7745c5c3_Var36, templ_7745c5c3_Err = templ.JoinStringErrs(T(ctx, "Each gets its own decision and audit event, as listed; cases your role may not decide, that another person holds, that do not take this decision in their operation's state, or that name no resource for the action are skipped."))
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/bulk.templ`, Line: 155, Col: 303}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/bulk.templ`, Line: 155, Col: 278}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var36))
 				if templ_7745c5c3_Err != nil {
@@ -823,9 +823,9 @@ func BulkPage(v BulkView) templ.Component {
 						return templ_7745c5c3_Err
 					}
 					var templ_7745c5c3_Var43 string
-					templ_7745c5c3_Var43, templ_7745c5c3_Err = templ.JoinStringErrs(Tf(ctx, "Apply to %d cases", n))
+					templ_7745c5c3_Var43, templ_7745c5c3_Err = templ.JoinStringErrs(applyCount(ctx, n))
 					if templ_7745c5c3_Err != nil {
-						return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/bulk.templ`, Line: 173, Col: 60}
+						return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/bulk.templ`, Line: 173, Col: 47}
 					}
 					_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var43))
 					if templ_7745c5c3_Err != nil {
@@ -1157,6 +1157,21 @@ func BulkTable(v BulkView) templ.Component {
 		}
 		return nil
 	})
+}
+
+// matchingCount and applyCount say how many cases, singular for one.
+func matchingCount(ctx context.Context, n int) string {
+	if n == 1 {
+		return T(ctx, "1 open case matches this filter.")
+	}
+	return Tf(ctx, "%d open cases match this filter.", n)
+}
+
+func applyCount(ctx context.Context, n int) string {
+	if n == 1 {
+		return T(ctx, "Apply to 1 case")
+	}
+	return Tf(ctx, "Apply to %d cases", n)
 }
 
 var _ = templruntime.GeneratedTemplate

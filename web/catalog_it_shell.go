@@ -34,6 +34,7 @@ func init() {
 		"Age":                "Età",
 		"older than %s":      "più vecchi di %s",
 		"%s open":            "%s aperti",
+		"1 open":             "1 aperto",
 		"Show":               "Mostra",
 		"Cases I can decide": "Casi che posso decidere",
 		"All open cases":     "Tutti i casi aperti",

@@ -766,9 +766,9 @@ func QueueTable(v QueueView) templ.Component {
 			return templ_7745c5c3_Err
 		}
 		var templ_7745c5c3_Var43 string
-		templ_7745c5c3_Var43, templ_7745c5c3_Err = templ.JoinStringErrs(Tf(ctx, "%s open", Number(ctx, v.Page.Total)))
+		templ_7745c5c3_Var43, templ_7745c5c3_Err = templ.JoinStringErrs(openCount(ctx, v.Page.Total))
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/queue.templ`, Line: 125, Col: 58}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/queue.templ`, Line: 125, Col: 41}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var43))
 		if templ_7745c5c3_Err != nil {
@@ -1285,6 +1285,15 @@ func age(ctx context.Context, now, t time.Time) string {
 		return Tf(ctx, "%d h", int64(d.Hours()))
 	}
 	return Tf(ctx, "%d d", int64(d.Hours()/24))
+}
+
+// openCount is how many cases are open, singular for one ("1 aperto", not
+// "1 aperti").
+func openCount(ctx context.Context, n int) string {
+	if n == 1 {
+		return T(ctx, "1 open")
+	}
+	return Tf(ctx, "%s open", Number(ctx, n))
 }
 
 var _ = templruntime.GeneratedTemplate
