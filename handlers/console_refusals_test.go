@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/limbo-dev/limbo/review"
 	"github.com/limbo-dev/limbo/store"
@@ -343,6 +344,58 @@ func TestConsoleOneCaseInItalian(t *testing.T) {
 		en.login("reviewer@example.com")
 		if _, body, _ := en.post("/bulk", url.Values{"csrf": {en.csrf}, "action": {"fail"}, "reason": {"nothing to do here"}}); !strings.Contains(body, "Apply to 1 case<") {
 			t.Errorf("bulk dry run on one case in English: want “Apply to 1 case”")
+		}
+	})
+}
+
+// TestConsoleApproveLabelTrue: on an approval case that needs two
+// reviewers, the approve choice says what it will do for whoever reads
+// it. Before, the reviewer who had given the first approval, and the one
+// who asked for the operation, read "approva: l'azione può partire (→ in
+// attesa)", though the store refuses an approval from either.
+func TestConsoleApproveLabelTrue(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		cfg := &review.Config{Destinations: map[string]review.Destination{
+			"mail": {Actions: map[string]review.ActionConfig{"send_email": {RequiresApproval: true, ApprovalTimeout: 4 * time.Hour, Approvals: 2}}},
+		}}
+		srv, st := consoleServerWith(t, e, consoleSetup{cfg: cfg})
+		ctx := context.Background()
+		for _, who := range []string{"second@example.com", "asker@example.com"} {
+			if _, err := st.AddUser(ctx, review.Operator("test"), store.NewUser{Email: who, Password: "correct horse battery",
+				Role: review.RoleReviewer, Scope: review.Scope{All: true}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		op, _, err := st.Register(ctx, review.Registration{Tenant: "acme", SourceRef: "mail-1", LogicalVersion: "1", Action: "send_email",
+			Destination: "mail", Risk: review.RiskIrreversible, Payload: []byte(`{"to":"a@example.com"}`), RequestedBy: "asker@example.com", Actor: "test"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cs, err := st.CasesForOperation(ctx, op.ID)
+		if err != nil || len(cs) != 1 {
+			t.Fatalf("cases: %v %+v", err, cs)
+		}
+		const mayRun = "approva: l&#39;azione può partire (→ in attesa)"
+		first := newBrowser(t, srv.URL).withHeader("Accept-Language", "it")
+		first.login("reviewer@example.com")
+		if code, body, _ := first.decide(cs[0].ID, url.Values{"action": {"approve"}, "reason": {"the payload is right"}}); code != http.StatusSeeOther {
+			t.Fatalf("first approval: %d\n%s", code, alerts(body))
+		}
+		_, body := first.get("/cases/" + cs[0].ID)
+		if want := "approva (hai già dato un&#39;approvazione: la prossima deve venire da un altro revisore)"; !strings.Contains(body, want) || strings.Contains(body, mayRun) {
+			t.Errorf("the first approver's form: want %q, not %q", want, mayRun)
+		}
+		asker := newBrowser(t, srv.URL).withHeader("Accept-Language", "it")
+		asker.login("asker@example.com")
+		_, body = asker.get("/cases/" + cs[0].ID)
+		if want := "approva (non spetta a te: hai chiesto tu questa operazione, quindi deve approvarla un altro revisore)"; !strings.Contains(body, want) || strings.Contains(body, mayRun) {
+			t.Errorf("the asker's form: want %q, not %q", want, mayRun)
+		}
+		second := newBrowser(t, srv.URL).withHeader("Accept-Language", "it")
+		second.login("second@example.com")
+		if _, body = second.get("/cases/" + cs[0].ID); !strings.Contains(body, mayRun) {
+			t.Errorf("the second reviewer's form: want %q", mayRun)
 		}
 	})
 }

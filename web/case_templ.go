@@ -2069,6 +2069,10 @@ func actionLabel(ctx context.Context, v CaseView, a string) string {
 		return T(ctx, "compensation done: the effect is undone (→ compensated)")
 	case a == review.DecideCompensationFailed:
 		return T(ctx, "compensation failed: the effect is still there (→ back to review)")
+	case a == review.DecideApprove && v.Approval != nil && v.Approval.RequestedBy != "" && strings.EqualFold(v.Approval.RequestedBy, v.Me):
+		return T(ctx, "approve (not yours to give: you asked for this operation, so another reviewer must approve it)")
+	case a == review.DecideApprove && v.Approval != nil && approvedBy(v.Approval, v.Me):
+		return T(ctx, "approve (you already gave an approval: the next must come from another reviewer)")
 	case a == review.DecideApprove && v.Approval != nil && len(v.Approval.Given)+1 < v.Approval.Needed:
 		return T(ctx, "approve (your approval is not the last one needed: the operation waits for another reviewer)")
 	case a == review.DecideApprove:
@@ -2079,6 +2083,11 @@ func actionLabel(ctx context.Context, v CaseView, a string) string {
 		return T(ctx, "keep one, undo the other: the resource to confirm is the effect, the resource to undo gets a compensation (→ confirmed once the undo is)")
 	}
 	return ActionLabel(ctx, a)
+}
+
+// approvedBy reports whether me gave one of the approvals counted so far.
+func approvedBy(a *ApprovalView, me string) bool {
+	return slices.ContainsFunc(a.Given, func(d store.Decision) bool { return strings.EqualFold(d.Actor, me) })
 }
 
 // keptRef is the resource the operation keeps while compensating after a
