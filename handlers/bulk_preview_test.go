@@ -251,7 +251,7 @@ func TestBulkPreviewLongReason(t *testing.T) {
 			t.Fatalf("a 1993-character bulk reason: %d, want its preview", code)
 		}
 		code, body, _ = sup.post("/bulk", bulkConfirmForm(t, preview))
-		if code != http.StatusOK || !strings.Contains(body, "Applied to 1 cases; 0 skipped.") {
+		if code != http.StatusOK || !strings.Contains(body, "Applied to 1 case; 0 skipped.") {
 			t.Fatalf("apply a 1993-character bulk reason: %d:\n%s", code, body)
 		}
 		ds, _ := st.CaseDecisions(ctx, id)

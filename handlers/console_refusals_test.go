@@ -321,8 +321,9 @@ func TestConsoleRefusalsTranslatedOnce(t *testing.T) {
 
 // TestConsoleOneCaseInItalian: one open case is said in the singular, in
 // the queue's count and in a bulk decision's dry run. Before, Italian
-// read "1 aperti", "Casi aperti che corrispondono a questo filtro: 1." and
-// "Applica a 1 casi" (and English "Apply to 1 cases").
+// read "1 aperti", "Casi aperti che corrispondono a questo filtro: 1.",
+// "Applica a 1 casi" and "Applicata a 1 casi" (and English "Apply to 1
+// cases", "Applied to 1 cases").
 func TestConsoleOneCaseInItalian(t *testing.T) {
 	t.Parallel()
 	storetest.Each(t, func(t *testing.T, e store.Engine) {
@@ -335,6 +336,7 @@ func TestConsoleOneCaseInItalian(t *testing.T) {
 			t.Errorf("queue with one case: want “1 aperto”:\n%s", body[strings.Index(body, `class="counts"`):][:200])
 		}
 		code, body, _ := sup.post("/bulk", url.Values{"csrf": {sup.csrf}, "action": {"fail"}, "reason": {"nothing to do here"}})
+		preview := body
 		for _, want := range []string{"Un caso aperto corrisponde a questo filtro.", "Applica a 1 caso<"} {
 			if code != http.StatusOK || !strings.Contains(body, want) {
 				t.Errorf("bulk dry run on one case: %d, want %q:\n%s", code, want, alerts(body))
@@ -344,6 +346,10 @@ func TestConsoleOneCaseInItalian(t *testing.T) {
 		en.login("reviewer@example.com")
 		if _, body, _ := en.post("/bulk", url.Values{"csrf": {en.csrf}, "action": {"fail"}, "reason": {"nothing to do here"}}); !strings.Contains(body, "Apply to 1 case<") {
 			t.Errorf("bulk dry run on one case in English: want “Apply to 1 case”")
+		}
+		code, body, _ = sup.post("/bulk", bulkConfirmForm(t, preview))
+		if want := "Applicata a 1 caso; 0 saltati."; code != http.StatusOK || !strings.Contains(body, want) {
+			t.Errorf("bulk decision on one case: %d, want %q:\n%s", code, want, alerts(body))
 		}
 	})
 }

@@ -628,9 +628,9 @@ func BulkPage(v BulkView) templ.Component {
 					return templ_7745c5c3_Err
 				}
 				var templ_7745c5c3_Var32 string
-				templ_7745c5c3_Var32, templ_7745c5c3_Err = templ.JoinStringErrs(Tf(ctx, "Applied to %d cases; %d skipped.", v.Applied, v.Skipped))
+				templ_7745c5c3_Var32, templ_7745c5c3_Err = templ.JoinStringErrs(appliedCount(ctx, v.Applied, v.Skipped))
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/bulk.templ`, Line: 150, Col: 103}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/bulk.templ`, Line: 150, Col: 77}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var32))
 				if templ_7745c5c3_Err != nil {
@@ -1172,6 +1172,20 @@ func applyCount(ctx context.Context, n int) string {
 		return T(ctx, "Apply to 1 case")
 	}
 	return Tf(ctx, "Apply to %d cases", n)
+}
+
+// appliedCount is how many cases a bulk decision applied to and skipped,
+// singular for one ("Applied to 1 case; 1 skipped.").
+func appliedCount(ctx context.Context, applied, skipped int) string {
+	switch {
+	case applied == 1 && skipped == 1:
+		return T(ctx, "Applied to 1 case; 1 skipped.")
+	case applied == 1:
+		return Tf(ctx, "Applied to 1 case; %d skipped.", skipped)
+	case skipped == 1:
+		return Tf(ctx, "Applied to %d cases; 1 skipped.", applied)
+	}
+	return Tf(ctx, "Applied to %d cases; %d skipped.", applied, skipped)
 }
 
 var _ = templruntime.GeneratedTemplate
