@@ -4,9 +4,11 @@ import (
 	"context"
 	"fmt"
 	"html"
+	"io"
 	"net/http"
 	"net/url"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -402,6 +404,59 @@ func TestConsoleApproveLabelTrue(t *testing.T) {
 		second.login("second@example.com")
 		if _, body = second.get("/cases/" + cs[0].ID); !strings.Contains(body, mayRun) {
 			t.Errorf("the second reviewer's form: want %q", mayRun)
+		}
+	})
+}
+
+// TestConsoleQueuePageTwoStaysLive: the queue's live region, on its second
+// page, refreshes that page. Before, it polled the queue without its
+// cursor, so five seconds after "Next page" the first page's cases came
+// back in its place, the address still saying page two.
+func TestConsoleQueuePageTwoStaysLive(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		srv, st := consoleServer(t, e)
+		for i := 0; i < 51; i++ { // one more than a page
+			needsReview(t, st, fmt.Sprintf("doc-%02d", i))
+		}
+		sup := newBrowser(t, srv.URL)
+		sup.login("support@example.com")
+		_, first := sup.get("/")
+		next := regexp.MustCompile(`href="(/\?[^"]*after=[^"]+)" rel="next"`).FindStringSubmatch(first)
+		if next == nil {
+			t.Fatalf("the first page links to no next page")
+		}
+		_, second := sup.get(html.UnescapeString(next[1]))
+		poll := regexp.MustCompile(`<div id="queue" hx-get="([^"]*)"`).FindStringSubmatch(second)
+		if poll == nil {
+			t.Fatalf("page two has no live region")
+		}
+		req, err := http.NewRequest(http.MethodGet, srv.URL+html.UnescapeString(poll[1]), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("HX-Request", "true")
+		resp, err := sup.c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var buf strings.Builder
+		if _, err := io.Copy(&buf, resp.Body); err != nil {
+			t.Fatal(err)
+		}
+		rows := regexp.MustCompile(`href="/cases/(case_[0-9A-Z]+)"`)
+		ids := func(page string) []string {
+			var out []string
+			for _, m := range rows.FindAllStringSubmatch(page, -1) {
+				if !slices.Contains(out, m[1]) {
+					out = append(out, m[1])
+				}
+			}
+			return out
+		}
+		if got, want := ids(buf.String()), ids(second); !slices.Equal(got, want) || len(want) != 1 {
+			t.Errorf("page two polled from %s lists %d cases %v, want page two's %v", poll[1], len(got), got[:min(len(got), 3)], want)
 		}
 	})
 }

@@ -57,10 +57,13 @@ func (h *Handlers) queueView(c echo.Context) (*web.QueueView, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The live region refreshes the page shown: with its cursor, or the
+	// second page would turn into the first at the next poll.
+	rows := c.Request().URL.Query()
 	q := c.QueryParams()
 	q.Del("after")
 	v := &web.QueueView{Nav: nav(c), Filter: form, Page: page, Reasons: allReasons, Now: h.Store.Now(),
-		RowsURL: "/?" + q.Encode(), CanBulk: s.User.Role.Can(review.PermDecide), CanDecide: canDecide,
+		RowsURL: "/?" + rows.Encode(), CanBulk: s.User.Role.Can(review.PermDecide), CanDecide: canDecide,
 		Filtered: form.Tenant != "" || form.Destination != "" || form.Action != "" || form.Reason != "" || form.Flag != "" ||
 			form.Claimed != "" || form.Age != "" || form.Q != ""}
 	if canDecide {
