@@ -460,3 +460,28 @@ func TestConsoleQueuePageTwoStaysLive(t *testing.T) {
 		}
 	})
 }
+
+// TestConsoleKeepAndUndoSameResource: keeping one duplicate and undoing
+// "the other" with the same resource chosen in both lists (or none to
+// undo) is refused in the reader's language, the form kept. Before, the
+// Italian page said "Non accettato (dettaglio in inglese): undo_ref:
+// keep_and_undo undoes another resource than the one it keeps".
+func TestConsoleKeepAndUndoSameResource(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		srv, st := consoleServer(t, e)
+		_, caseID := duplicatesCase(t, st, review.Registration{Tenant: "acme", SourceRef: "folder-9", LogicalVersion: "1", Action: "mkdir",
+			Destination: "drive", Risk: review.RiskCompensableWrite, Payload: []byte(`{"name":"folder-9"}`), Actor: "test"}, "fld-1", "fld-2")
+		rev := newBrowser(t, srv.URL).withHeader("Accept-Language", "it")
+		rev.login("reviewer@example.com")
+		for _, undo := range []string{"fld-1", ""} {
+			code, body, _ := rev.decide(caseID, url.Values{"action": {"keep_and_undo"}, "confirm_ref": {"fld-1"}, "undo_ref": {undo},
+				"compensation": {"delete the folder"}, "reason": {"two folders, one too many"}})
+			want := "risorsa da annullare: tieni-e-compensa annulla una risorsa diversa da quella che tiene"
+			if code != http.StatusUnprocessableEntity || !strings.Contains(body, want) || strings.Contains(body, "dettaglio in inglese") ||
+				!strings.Contains(body, "two folders, one too many</textarea>") {
+				t.Errorf("keep fld-1, undo %q: %d, want 422 saying %q with the reason kept:\n%s", undo, code, want, alerts(body))
+			}
+		}
+	})
+}

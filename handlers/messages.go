@@ -75,6 +75,7 @@ var domainMessages = []web.Message{
 	web.Msg("compensation: say what is undone and how"),
 	web.Msg("candidate: confirm names the resource that is the effect"),
 	web.Msg("candidate: keep_and_undo names the resource to keep"),
+	web.Msg("undo_ref: keep_and_undo undoes another resource than the one it keeps"),
 	web.Msg("candidate: Limbo sends this destination's undo itself: name the resource to undo"),
 	web.Msg("candidate: %s is not a resource name Limbo sends an undo for"),
 	web.Msg("candidate: %s is not a resource this operation is known to have (its resource, a candidate its evidence names, or a job's); Limbo sends this destination's undo itself, and undoes only those"),
