@@ -485,3 +485,49 @@ func TestConsoleKeepAndUndoSameResource(t *testing.T) {
 		}
 	})
 }
+
+// TestConsoleStaleFormInItalian: a decision from a page opened before the
+// case was claimed (in another tab) is refused in Italian, the form kept;
+// so is one from before the operation moved on, naming its state as the
+// pages label it. Before: "Modificato nel frattempo (dettaglio in
+// inglese): the case changed since this page was opened: it was claimed,
+// released or re-assessed since (version 1, now 2); …", and "(ora è
+// compensating)".
+func TestConsoleStaleFormInItalian(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		srv, st := consoleServer(t, e)
+		_, caseID := duplicatesCase(t, st, review.Registration{Tenant: "acme", SourceRef: "folder-9", LogicalVersion: "1", Action: "mkdir",
+			Destination: "drive", Risk: review.RiskCompensableWrite, Payload: []byte(`{"name":"folder-9"}`), Actor: "test"}, "fld-1", "fld-2")
+		rev := newBrowser(t, srv.URL).withHeader("Accept-Language", "it")
+		rev.login("reviewer@example.com")
+		_, opened := rev.get("/cases/" + caseID) // the page, before the claim
+		old := url.Values{"action": {"keep_and_undo"}, "confirm_ref": {"fld-1"}, "undo_ref": {"fld-2"}, "compensation": {"delete the folder"},
+			"reason": {"two folders, one too many"}}
+		setFormVersions(old, opened)
+		if code, _, _ := rev.post("/cases/"+caseID+"/claim", url.Values{"csrf": {rev.csrf}}); code != http.StatusSeeOther {
+			t.Fatalf("claim: %d", code)
+		}
+		old.Set("csrf", rev.csrf)
+		code, body, _ := rev.post("/cases/"+caseID+"/decision", old)
+		want := "il caso è cambiato da quando questa pagina è stata aperta: nel frattempo è stato preso in carico, rilasciato o rivalutato"
+		if code != http.StatusConflict || !strings.Contains(body, want) || strings.Contains(body, "dettaglio in inglese") {
+			t.Errorf("a form from before the claim: %d, want 409 saying %q:\n%s", code, want, alerts(body))
+		}
+		// The operation moves on (a decision from a fresh page), then the
+		// old page's form again, with the case's version of now.
+		if code, body, _ := rev.decide(caseID, url.Values{"action": {"keep_and_undo"}, "confirm_ref": {"fld-1"}, "undo_ref": {"fld-2"},
+			"compensation": {"delete the folder"}, "reason": {"two folders, one too many"}}); code != http.StatusSeeOther {
+			t.Fatalf("keep and undo: %d\n%s", code, alerts(body))
+		}
+		_, now := rev.get("/cases/" + caseID)
+		stale := url.Values{"action": {"compensation_failed"}, "reason": {"the folder is still there"}, "csrf": {rev.csrf}}
+		setFormVersions(stale, now)
+		stale.Set("op_version", opVersionField.FindStringSubmatch(opened)[1])
+		code, body, _ = rev.post("/cases/"+caseID+"/decision", stale)
+		want = html.EscapeString("l'operazione è andata avanti (ora è “In compensazione”)")
+		if code != http.StatusConflict || !strings.Contains(body, want) {
+			t.Errorf("a form from before the operation moved on: %d, want 409 saying %q:\n%s", code, want, alerts(body))
+		}
+	})
+}

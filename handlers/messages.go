@@ -86,6 +86,7 @@ var domainMessages = []web.Message{
 	web.Msg("the case changed since this page was opened"),
 	web.Msg("the case changed since this page was opened: %s gave an approval meanwhile; reload the case and decide again"),
 	web.Msg("the case changed since this page was opened: the operation moved on since (it is %s now); reload the case and decide again"),
+	web.Msg("the case changed since this page was opened: it was claimed, released or re-assessed since (version %s, now %s); reload the case and decide again"),
 	web.Msg("the case changed since this page was opened: this form does not say which version of the case you saw (it is incomplete or from an older page): reload the case and decide again"),
 	web.Msg("the operation is %s: a decision applies only to an operation in needs_review"),
 	web.Msg("the compensation %s is in review: say whether the undo happened on its own case, and this case follows"),
@@ -184,7 +185,29 @@ func errorMessage(ctx context.Context, err error) web.Message {
 	case errors.Is(err, review.ErrNotFound):
 		return web.Msg("Not found.")
 	}
-	return withTimes(ctx, domainMessage(err, domainSentence(err)))
+	return withStates(ctx, withTimes(ctx, domainMessage(err, domainSentence(err))))
+}
+
+// stateArgs are the domain sentences whose arguments are all operation
+// states (review writes the code: "it is needs_review now").
+var stateArgs = map[string]bool{
+	"the case changed since this page was opened: the operation moved on since (it is %s now); reload the case and decide again": true,
+	"the operation is %s: a decision applies only to an operation in needs_review":                                               true,
+}
+
+// withStates is m with the states it names labelled as the pages label
+// them in Italian ("In compensazione", not "compensating"); English keeps
+// the code, which its sentence is written around.
+func withStates(ctx context.Context, m web.Message) web.Message {
+	if !stateArgs[m.Key] || web.Lang(ctx) == "en" {
+		return m
+	}
+	for i, a := range m.Args {
+		if s, ok := a.(string); ok {
+			m.Args[i] = web.StateLabel(ctx, review.State(s))
+		}
+	}
+	return m
 }
 
 // withTimes is m with every argument that is a time as the domain writes
