@@ -531,3 +531,39 @@ func TestConsoleStaleFormInItalian(t *testing.T) {
 		}
 	})
 }
+
+// TestConsoleUndoStartedInItalian: saying how an undo went, from a page
+// opened before the undo's attempt started, is refused in Italian, naming
+// the undo's state as the pages label it. Before: "Non possibile nello
+// stato attuale dell'operazione (dettaglio in inglese): the compensation
+// op_… is in_flight: the undo may be happening right now, …".
+func TestConsoleUndoStartedInItalian(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		srv, st := consoleServer(t, e)
+		ctx := context.Background()
+		opID, caseID := duplicatesCase(t, st, review.Registration{Tenant: "acme", SourceRef: "folder-9", LogicalVersion: "1", Action: "mkdir",
+			Destination: "drive", Risk: review.RiskCompensableWrite, Payload: []byte(`{"name":"folder-9"}`), Actor: "test"}, "fld-1", "fld-2")
+		rev := newBrowser(t, srv.URL).withHeader("Accept-Language", "it")
+		rev.login("reviewer@example.com")
+		if code, body, _ := rev.decide(caseID, url.Values{"action": {"keep_and_undo"}, "confirm_ref": {"fld-1"}, "undo_ref": {"fld-2"},
+			"compensation": {"delete the folder"}, "reason": {"two folders, one too many"}}); code != http.StatusSeeOther {
+			t.Fatalf("keep and undo: %d\n%s", code, alerts(body))
+		}
+		_, opened := rev.get("/cases/" + caseID) // offers to say how the undo went
+		comps, err := st.Compensations(ctx, opID)
+		if err != nil || len(comps) != 1 {
+			t.Fatalf("compensations: %v %+v", err, comps)
+		}
+		if _, err := st.StartAttempt(ctx, store.AttemptRequest{Tenant: "acme", OperationID: comps[0].OperationID, Actor: "integrator"}); err != nil {
+			t.Fatal(err)
+		}
+		form := url.Values{"action": {"compensation_done"}, "reason": {"the folder is gone"}, "csrf": {rev.csrf}}
+		setFormVersions(form, opened)
+		code, body, _ := rev.post("/cases/"+caseID+"/decision", form)
+		want := html.EscapeString("la compensazione " + comps[0].OperationID + " è “In corso”: l'annullamento potrebbe essere in corso proprio ora")
+		if code != http.StatusUnprocessableEntity || !strings.Contains(body, want) || strings.Contains(body, "dettaglio in inglese") {
+			t.Errorf("saying how a running undo went: %d, want 422 saying %q:\n%s", code, want, alerts(body))
+		}
+	})
+}

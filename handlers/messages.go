@@ -90,6 +90,7 @@ var domainMessages = []web.Message{
 	web.Msg("the case changed since this page was opened: this form does not say which version of the case you saw (it is incomplete or from an older page): reload the case and decide again"),
 	web.Msg("the operation is %s: a decision applies only to an operation in needs_review"),
 	web.Msg("the compensation %s is in review: say whether the undo happened on its own case, and this case follows"),
+	web.Msg("the compensation %s is %s: the undo may be happening right now, and its outcome settles this case (or sends it back to review); wait for it rather than saying how it went"),
 	web.Msg("an undo of %s is already under way (compensation %s is %s): wait for its outcome, or settle it on its case, before undoing it again"),
 	web.Msg("%s is an undo, and an undo is not undone: say whether it happened (confirm or fail), or approve sending it again (approve_retry)"),
 	web.Msg("case %s changed meanwhile; reload it"),
@@ -188,22 +189,27 @@ func errorMessage(ctx context.Context, err error) web.Message {
 	return withStates(ctx, withTimes(ctx, domainMessage(err, domainSentence(err))))
 }
 
-// stateArgs are the domain sentences whose arguments are all operation
-// states (review writes the code: "it is needs_review now").
-var stateArgs = map[string]bool{
-	"the case changed since this page was opened: the operation moved on since (it is %s now); reload the case and decide again": true,
-	"the operation is %s: a decision applies only to an operation in needs_review":                                               true,
+// stateArgs are the domain sentences that name operation states, and
+// which of their arguments they are (review writes the code: "it is
+// needs_review now").
+var stateArgs = map[string][]int{
+	"the case changed since this page was opened: the operation moved on since (it is %s now); reload the case and decide again":                                                 {0},
+	"the operation is %s: a decision applies only to an operation in needs_review":                                                                                               {0},
+	"the compensation %s is %s: the undo may be happening right now, and its outcome settles this case (or sends it back to review); wait for it rather than saying how it went": {1},
 }
 
 // withStates is m with the states it names labelled as the pages label
 // them in Italian ("In compensazione", not "compensating"); English keeps
 // the code, which its sentence is written around.
 func withStates(ctx context.Context, m web.Message) web.Message {
-	if !stateArgs[m.Key] || web.Lang(ctx) == "en" {
+	if web.Lang(ctx) == "en" {
 		return m
 	}
-	for i, a := range m.Args {
-		if s, ok := a.(string); ok {
+	for _, i := range stateArgs[m.Key] {
+		if i >= len(m.Args) {
+			continue
+		}
+		if s, ok := m.Args[i].(string); ok {
 			m.Args[i] = web.StateLabel(ctx, review.State(s))
 		}
 	}
