@@ -337,6 +337,11 @@ func TestConsoleOneCaseInItalian(t *testing.T) {
 		if !strings.Contains(body, "<strong>1 aperto</strong>") || strings.Contains(body, "1 aperti") {
 			t.Errorf("queue with one case: want “1 aperto”:\n%s", body[strings.Index(body, `class="counts"`):][:200])
 		}
+		// The column of who holds each case is headed by a noun, not the
+		// claim button's verb ("Prendi in carico").
+		if want := `<th scope="col">Presa in carico</th>`; !strings.Contains(body, want) || strings.Contains(body, `<th scope="col">Prendi in carico</th>`) {
+			t.Errorf("queue's claim column: want the header %s", want)
+		}
 		code, body, _ := sup.post("/bulk", url.Values{"csrf": {sup.csrf}, "action": {"fail"}, "reason": {"nothing to do here"}})
 		preview := body
 		for _, want := range []string{"Un caso aperto corrisponde a questo filtro.", "Applica a 1 caso<"} {
