@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/limbo-dev/limbo/handlers"
 	"github.com/limbo-dev/limbo/review"
 	"github.com/limbo-dev/limbo/store"
 	"github.com/limbo-dev/limbo/store/storetest"
@@ -571,4 +572,28 @@ func TestConsoleUndoStartedInItalian(t *testing.T) {
 			t.Errorf("saying how a running undo went: %d, want 422 saying %q:\n%s", code, want, alerts(body))
 		}
 	})
+}
+
+// TestRefusalStatesInItalian: the domain sentences that name an operation's
+// state name it in Italian as the pages label it, not by its code; English
+// keeps the code its sentence is written around.
+func TestRefusalStatesInItalian(t *testing.T) {
+	it := web.WithLang(context.Background(), "it")
+	for _, c := range []struct {
+		err  error
+		want string
+	}{
+		{fmt.Errorf("%w: an undo of fld-2 is already under way (compensation op_1 is %s): wait for its outcome, or settle it on its case, before undoing it again",
+			review.ErrInvalidTransition, review.InFlight), "(la compensazione op_1 è “In corso”)"},
+		{fmt.Errorf("%w: the compensation op_1 is %s: the undo may be happening right now, and its outcome settles this case (or sends it back to review); wait for it rather than saying how it went",
+			review.ErrInvalidTransition, review.Ambiguous), "la compensazione op_1 è “Esito ambiguo”"},
+		{fmt.Errorf("%w: the operation moved on since (it is %s now); reload the case and decide again", review.ErrStale, review.Confirmed), "(ora è “Confermata”)"},
+	} {
+		if got := handlers.ErrorMessage(it, c.err); !strings.Contains(got, c.want) {
+			t.Errorf("%v\n in Italian: %q\n want it to hold %q", c.err, got, c.want)
+		}
+		if got := handlers.ErrorMessage(context.Background(), c.err); strings.Contains(got, "“") {
+			t.Errorf("%v\n in English: %q, want the state's code", c.err, got)
+		}
+	}
 }

@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"context"
 	"sync"
 	"testing"
 
@@ -35,3 +36,6 @@ func ShrinkBatchWait(h *Handlers, bytes int64) { h.batchWait = semaphore.NewWeig
 
 // NonNullable is an OpenAPI node with "X or null" documented as X alone.
 var NonNullable = nonNullable
+
+// ErrorMessage is a domain error as the console shows it, in ctx's language.
+func ErrorMessage(ctx context.Context, err error) string { return errorMessage(ctx, err).In(ctx) }

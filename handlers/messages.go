@@ -196,6 +196,7 @@ var stateArgs = map[string][]int{
 	"the case changed since this page was opened: the operation moved on since (it is %s now); reload the case and decide again":                                                 {0},
 	"the operation is %s: a decision applies only to an operation in needs_review":                                                                                               {0},
 	"the compensation %s is %s: the undo may be happening right now, and its outcome settles this case (or sends it back to review); wait for it rather than saying how it went": {1},
+	"an undo of %s is already under way (compensation %s is %s): wait for its outcome, or settle it on its case, before undoing it again":                                        {2},
 }
 
 // withStates is m with the states it names labelled as the pages label
