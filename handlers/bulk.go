@@ -69,7 +69,7 @@ func (h *Handlers) Bulk(c echo.Context) error {
 	v.Matching = page.Total
 	for i := range page.Cases {
 		cs := &page.Cases[i]
-		row := bulkItem(cs, v)
+		row := bulkItem(ctx, cs, v)
 		if row.Skip == "" {
 			op, err := h.Store.OperationByID(ctx, cs.OperationID, f.Scope)
 			if err != nil {
@@ -115,12 +115,12 @@ func bulkFormProblem(ctx context.Context, v web.BulkView) (string, web.Message) 
 
 // bulkItem is what the bulk decision v plans for case cs
 // (review.PlanBulk), before the role's right to it.
-func bulkItem(cs *store.Case, v web.BulkView) web.BulkCase {
+func bulkItem(ctx context.Context, cs *store.Case, v web.BulkView) web.BulkCase {
 	rec := review.Recommendation{Action: cs.RecommendedAction, Ref: cs.RecommendedRef}
 	row := web.BulkCase{BulkShown: web.BulkShown{CaseID: cs.ID}, Recommended: rec, BulkItem: review.PlanBulk(v.Action, rec)}
 	switch {
 	case row.Skip != "":
-		row.Why = domainMessage(nil, row.Skip)
+		row.Why = withLabels(ctx, domainMessage(nil, row.Skip))
 	case row.Action == review.DecideCompensate && strings.TrimSpace(v.Compensation) == "":
 		row.Skip, row.Why = "an undo needs what is undone, and how", web.Msg("an undo needs what is undone, and how")
 	}
@@ -243,7 +243,7 @@ func (h *Handlers) bulkDecide(c echo.Context, s *store.Session, scope []string, 
 	if op.Version != sh.OpVersion {
 		return skip(review.ErrStale)
 	}
-	if row = bulkAllowed(ctx, s, cs, op, bulkItem(cs, v), h.Store.Now()); row.Skip != "" {
+	if row = bulkAllowed(ctx, s, cs, op, bulkItem(ctx, cs, v), h.Store.Now()); row.Skip != "" {
 		return row, nil
 	}
 	// The store decides only at the versions shown (review.ErrStale

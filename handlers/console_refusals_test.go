@@ -597,3 +597,31 @@ func TestRefusalStatesInItalian(t *testing.T) {
 		}
 	}
 }
+
+// TestConsoleBulkSkipInItalian: a bulk decision applying each case's
+// recommendation says, in Italian, why a case recommending "check again"
+// is skipped, naming the recommendation as the queue does. Before: "la sua
+// raccomandazione (reconcile_again) non è ancora una decisione".
+func TestConsoleBulkSkipInItalian(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		srv, st := consoleServer(t, e)
+		ctx := context.Background()
+		r := review.Registration{Tenant: "acme", SourceRef: "pm-1", LogicalVersion: "1", Action: "upload", Destination: "drive",
+			Risk: review.RiskCompensableWrite, Payload: []byte(`{"a":1}`), Actor: "test"}
+		if _, _, err := st.Register(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+		r.Payload = []byte(`{"a":2}`)
+		if _, _, err := st.Register(ctx, r); err == nil {
+			t.Fatalf("same key, another payload: %v", err)
+		}
+		sup := newBrowser(t, srv.URL).withHeader("Accept-Language", "it")
+		sup.login("support@example.com")
+		code, body, _ := sup.post("/bulk", url.Values{"csrf": {sup.csrf}, "action": {review.BulkRecommended}, "reason": {"as recommended"}})
+		want := "la sua raccomandazione (“Riconcilia di nuovo”) non è ancora una decisione"
+		if code != http.StatusOK || !strings.Contains(body, want) || strings.Contains(body, "reconcile_again)") {
+			t.Errorf("bulk dry run on a payload mismatch: %d, want %q:\n%s", code, want, alerts(body))
+		}
+	})
+}

@@ -186,32 +186,43 @@ func errorMessage(ctx context.Context, err error) web.Message {
 	case errors.Is(err, review.ErrNotFound):
 		return web.Msg("Not found.")
 	}
-	return withStates(ctx, withTimes(ctx, domainMessage(err, domainSentence(err))))
+	return withLabels(ctx, withTimes(ctx, domainMessage(err, domainSentence(err))))
 }
 
-// stateArgs are the domain sentences that name operation states, and
-// which of their arguments they are (review writes the code: "it is
-// needs_review now").
-var stateArgs = map[string][]int{
-	"the case changed since this page was opened: the operation moved on since (it is %s now); reload the case and decide again":                                                 {0},
-	"the operation is %s: a decision applies only to an operation in needs_review":                                                                                               {0},
-	"the compensation %s is %s: the undo may be happening right now, and its outcome settles this case (or sends it back to review); wait for it rather than saying how it went": {1},
-	"an undo of %s is already under way (compensation %s is %s): wait for its outcome, or settle it on its case, before undoing it again":                                        {2},
+// labelledArgs are the domain sentences that name an operation's state or
+// a decision by its code ("it is needs_review now", "its recommendation
+// (reconcile_again) …"), and which of their arguments those are, with the
+// label the pages give them.
+var labelledArgs = map[string][]labelledArg{
+	"the case changed since this page was opened: the operation moved on since (it is %s now); reload the case and decide again":                                                 {{0, stateLabel}},
+	"the operation is %s: a decision applies only to an operation in needs_review":                                                                                               {{0, stateLabel}},
+	"the compensation %s is %s: the undo may be happening right now, and its outcome settles this case (or sends it back to review); wait for it rather than saying how it went": {{1, stateLabel}},
+	"an undo of %s is already under way (compensation %s is %s): wait for its outcome, or settle it on its case, before undoing it again":                                        {{2, stateLabel}},
+	"its recommendation (%s) is not a decision yet": {{0, web.ActionLabel}},
+	"%s is decided one case at a time":              {{0, web.ActionLabel}},
 }
 
-// withStates is m with the states it names labelled as the pages label
-// them in Italian ("In compensazione", not "compensating"); English keeps
-// the code, which its sentence is written around.
-func withStates(ctx context.Context, m web.Message) web.Message {
+type labelledArg struct {
+	i     int
+	label func(context.Context, string) string
+}
+
+func stateLabel(ctx context.Context, s string) string { return web.StateLabel(ctx, review.State(s)) }
+
+// withLabels is m with the states and decisions it names by their codes
+// labelled as the pages label them, in Italian ("In compensazione", not
+// "compensating"); English keeps the code, which its sentence is written
+// around.
+func withLabels(ctx context.Context, m web.Message) web.Message {
 	if web.Lang(ctx) == "en" {
 		return m
 	}
-	for _, i := range stateArgs[m.Key] {
-		if i >= len(m.Args) {
+	for _, a := range labelledArgs[m.Key] {
+		if a.i >= len(m.Args) {
 			continue
 		}
-		if s, ok := m.Args[i].(string); ok {
-			m.Args[i] = web.StateLabel(ctx, review.State(s))
+		if s, ok := m.Args[a.i].(string); ok {
+			m.Args[a.i] = a.label(ctx, s)
 		}
 	}
 	return m
