@@ -346,7 +346,7 @@ func TestBulkPreviewSkipsWhatTheStateRefuses(t *testing.T) {
 			t.Errorf("the confirm form carries %v, want only %s", got, plain)
 		}
 		code, body, _ := sup.post("/bulk", confirm)
-		if code != http.StatusOK || !strings.Contains(body, "Applied to 1 cases; 0 skipped.") {
+		if code != http.StatusOK || !strings.Contains(body, "Applied to 1 case; 0 skipped.") {
 			t.Errorf("apply: %d, want the one case listed applied", code)
 		}
 		if c, _ := st.GetCase(ctx, undoing, nil); c.Status != store.CaseOpen {
