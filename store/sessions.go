@@ -209,10 +209,13 @@ func (s *Store) Login(ctx context.Context, email, password, addr string, pol Ses
 	acct, from := normEmail(email), throttleAddr(addr)
 	// One check at a time per account and per address, up to its recorded
 	// outcome (gate.go); a request that waits longer than loginGateWait is
-	// told to come back rather than queue without end.
+	// told to come back rather than queue without end. The address's gate
+	// first: a flood of requests from one address queues there, and holds
+	// the account's gate one request at a time, so the owner signing in
+	// from elsewhere waits for one of them, not behind all.
 	gctx, cancel := context.WithTimeout(ctx, loginGateWait)
 	defer cancel()
-	for _, key := range []string{"acct:" + acct, "addr:" + from} {
+	for _, key := range []string{"addr:" + from, "acct:" + acct} {
 		leave, err := s.logins.enter(gctx, key)
 		if err != nil {
 			if ctx.Err() != nil {

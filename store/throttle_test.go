@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -308,6 +309,53 @@ func TestLoginThrottleConcurrent(t *testing.T) {
 		s = s2
 		if got := race(30, func(i int) string { return fmt.Sprintf("nobody%d@example.com", i) }); got["bad"] > 20 || got["bad"] == 0 || got["bad"]+got["throttled"] != 30 {
 			t.Errorf("30 guesses at once from one address: %v, want at most 20 compared and the rest throttled", got)
+		}
+	})
+}
+
+// TestLoginThrottleFloodSparesTheOwner: one address flooding an account
+// with sign-ins at once must not keep its owner, signing in correctly from
+// elsewhere, from getting in. Sign-in took the account's gate before the
+// address's, so every request of the flood queued on the account's gate
+// beside the owner's, who won it about once in as many tries as the flood
+// had requests in flight and was answered "try again in 1 second" after
+// loginGateWait: a lockout anyone could cause with enough connections.
+// The address's gate comes first now: a flood from one address waits
+// there, and holds the account's gate one request at a time.
+func TestLoginThrottleFloodSparesTheOwner(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		// A clock that takes its time makes each check hold its gates for
+		// as long, as a busy database would.
+		var slow atomic.Bool
+		s := storetest.Open(t, e, store.Options{Clock: func() time.Time {
+			if slow.Load() {
+				time.Sleep(300 * time.Millisecond)
+			}
+			return t0
+		}})
+		if _, err := s.AddUser(context.Background(), review.Operator("test"), store.NewUser{Email: "owner@example.com", Password: ownerPassword,
+			Role: review.RoleReviewer, Scope: review.Scope{All: true}}); err != nil {
+			t.Fatal(err)
+		}
+		slow.Store(true)
+		var stop atomic.Bool
+		var wg sync.WaitGroup
+		for range 1000 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for !stop.Load() {
+					_, _, _ = s.Login(context.Background(), "owner@example.com", "wrong wrong wrong", "203.0.113.66", store.SessionPolicy{})
+				}
+			}()
+		}
+		time.Sleep(time.Second) // the flood is under way
+		_, _, err := s.Login(context.Background(), "owner@example.com", ownerPassword, "192.0.2.1", store.SessionPolicy{})
+		stop.Store(true)
+		wg.Wait()
+		if err != nil {
+			t.Errorf("the owner, from its own address, during a flood from another: %v; want signed in", err)
 		}
 	})
 }
