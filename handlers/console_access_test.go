@@ -113,18 +113,48 @@ func TestConsoleAccessMatrix(t *testing.T) {
 		}
 		o := newBrowser(t, srv.URL)
 		o.login("other@example.com")
-		for _, p := range []string{"/cases/" + caseID, "/operations/" + c.OperationID, "/cases/" + caseID + "/live"} {
-			if code, _ := o.get(p); code != http.StatusNotFound {
-				t.Errorf("GET %s from another tenant's reviewer: %d, want 404", p, code)
+		// Every route that names a case or an operation, the claim's
+		// release and take-over and the payload's reveal too (claimed
+		// first by a reviewer of its tenant, so there is a claim to take).
+		r := newBrowser(t, srv.URL)
+		r.login("reviewer@example.com")
+		if code, _, _ := r.post("/cases/"+caseID+"/claim", url.Values{"csrf": {r.csrf}}); code != http.StatusSeeOther {
+			t.Fatalf("claim by acme's reviewer: %d", code)
+		}
+		for _, rt := range consoleRoutes {
+			if !strings.Contains(rt.path, "{case}") && !strings.Contains(rt.path, "{op}") {
+				continue
+			}
+			var code int
+			if rt.method == "GET" {
+				code, _ = o.get(fill(rt.path))
+			} else {
+				code, _, _ = o.post(fill(rt.path), url.Values{"csrf": {o.csrf}, "action": {"fail"}, "reason": {"not mine"}, "takeover_reason": {"not mine"}})
+			}
+			if code != http.StatusNotFound {
+				t.Errorf("%s %s from another tenant's reviewer: %d, want 404", rt.method, rt.path, code)
 			}
 		}
-		for _, p := range []string{"/cases/" + caseID + "/claim", "/cases/" + caseID + "/decision"} {
-			if code, _, _ := o.post(p, url.Values{"csrf": {o.csrf}, "action": {"fail"}, "reason": {"not mine"}}); code != http.StatusNotFound {
-				t.Errorf("POST %s from another tenant's reviewer: %d, want 404", p, code)
+		// A bulk decision over the other tenant's queue decides nothing.
+		o.post("/bulk", url.Values{"csrf": {o.csrf}, "action": {"fail"}, "reason": {"not mine"}, "tenant": {"acme"}, "confirm": {"1"}})
+		if ds, _ := st.CaseDecisions(ctx, caseID); len(ds) != 0 {
+			t.Errorf("another tenant's reviewer decided the case in bulk: %+v", ds)
+		}
+		// Nothing of it in the lists, the dashboard or the audit.
+		for _, p := range []string{"/", "/?tenant=acme", "/operations", "/operations?tenant=acme", "/dashboard", "/audit", "/audit.csv"} {
+			if _, body := o.get(p); strings.Contains(body, caseID) || strings.Contains(body, c.OperationID) {
+				t.Errorf("GET %s from another tenant's reviewer shows acme's case or operation", p)
 			}
 		}
-		if _, body := o.get("/"); strings.Contains(body, caseID) {
-			t.Errorf("another tenant's case shows in the queue")
+		// (A search by the operation's id says the id back, and finds nothing.)
+		if _, body := o.get("/audit?operation=" + c.OperationID); !strings.Contains(body, `class="empty"`) {
+			t.Errorf("another tenant's reviewer finds acme's operation in the audit")
+		}
+		if _, body := o.get("/audit.csv?operation=" + c.OperationID); strings.Count(strings.TrimSpace(body), "\n") != 0 {
+			t.Errorf("another tenant's reviewer exports acme's operation's events: %s", body)
+		}
+		if got, _ := st.GetCase(ctx, caseID, nil); got.Status != "open" || got.ClaimedBy != "reviewer@example.com" {
+			t.Errorf("acme's case after another tenant's calls: %s, claimed by %q", got.Status, got.ClaimedBy)
 		}
 	})
 }
