@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jmoiron/sqlx"
 	"golang.org/x/crypto/bcrypt"
@@ -111,7 +112,9 @@ func (nu NewUser) check() (string, error) {
 	if !nu.Role.Valid() {
 		return "", fmt.Errorf("%w: field \"role\": must be reviewer, support, manager or admin", review.ErrInvalid)
 	}
-	if len(nu.Password) < MinPasswordLen {
+	// Characters, as the rule says, not bytes: "ééééé€" is 13 bytes but
+	// six characters.
+	if utf8.RuneCountInString(nu.Password) < MinPasswordLen {
 		return "", fmt.Errorf("%w: field \"password\": at least %d characters", review.ErrInvalid, MinPasswordLen)
 	}
 	if !nu.Scope.All && len(nu.Scope.Tenants) == 0 {

@@ -3,6 +3,7 @@ package store_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -267,6 +268,32 @@ func TestUnreadableScopeOnlyForRootAdmins(t *testing.T) {
 		}
 		if _, err := s.UpdateUser(ctx, root, u.ID, store.UserChange{Role: review.RoleSupport, Scope: review.Scope{Tenants: []string{"beta"}}}); err != nil {
 			t.Errorf("an all-tenants admin mends the user's scope: %v", err)
+		}
+	})
+}
+
+// TestPasswordCountsCharacters: "at least 12 characters" counts
+// characters. It counted bytes, so six accented letters (12 bytes) passed
+// for a password of twelve; and a password of 12 characters is taken
+// whatever bytes they take.
+func TestPasswordCountsCharacters(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		ctx := context.Background()
+		s := storetest.Open(t, e, store.Options{})
+		for i, pw := range []string{"éééééé", "ééééé€", "密码密码密码"} {
+			_, err := s.AddUser(ctx, review.Operator("test"), store.NewUser{Email: fmt.Sprintf("short%d@example.com", i), Password: pw,
+				Role: review.RoleSupport, Scope: review.Scope{All: true}})
+			if !errors.Is(err, review.ErrInvalid) || !strings.Contains(err.Error(), `field "password"`) {
+				t.Errorf("AddUser with %q (%d characters, %d bytes) = %v, want refused", pw, len([]rune(pw)), len(pw), err)
+			}
+		}
+		if _, err := s.AddUser(ctx, review.Operator("test"), store.NewUser{Email: "ok@example.com", Password: "perché così!",
+			Role: review.RoleSupport, Scope: review.Scope{All: true}}); err != nil {
+			t.Errorf("AddUser with 12 characters: %v", err)
+		}
+		if _, _, err := s.Login(ctx, "ok@example.com", "perché così!", "10.0.0.1", store.SessionPolicy{}); err != nil {
+			t.Errorf("sign-in with it: %v", err)
 		}
 	})
 }
