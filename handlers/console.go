@@ -96,7 +96,14 @@ func (h *Handlers) requireUser(next echo.HandlerFunc) echo.HandlerFunc {
 				return err
 			}
 		}
-		to := "/login?next=" + url.QueryEscape(c.Request().URL.RequestURI())
+		// Back here after signing in: this page when it was one; after a
+		// form (a session that ended while a reason was typed) the page
+		// the form was on — the form's own address takes no GET.
+		next := c.Request().URL.RequestURI()
+		if m := c.Request().Method; m != http.MethodGet && m != http.MethodHead {
+			next = backTo(c.Request())
+		}
+		to := "/login?next=" + url.QueryEscape(next)
 		if isHTMX(c) {
 			// Any htmx request, boosted or not: htmx follows HX-Redirect.
 			c.Response().Header().Set("HX-Redirect", to)

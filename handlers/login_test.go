@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/limbo-dev/limbo/handlers"
 	"github.com/limbo-dev/limbo/store"
@@ -269,4 +270,48 @@ func TestConsoleClientAddress(t *testing.T) {
 			}
 		})
 	})
+}
+
+// TestConsoleSignInAgainAfterAForm: a form sent after the session ended
+// (idle while a reason was being typed) goes to the sign-in form, and
+// signing in leads back to the page the form was on. It led to the form's
+// own address, which only takes POST: the reviewer signed in to a 405.
+func TestConsoleSignInAgainAfterAForm(t *testing.T) {
+	t.Parallel()
+	clk := storetest.NewClock(time.Now().UTC())
+	srv, st := consoleServerWith(t, store.SQLite, consoleSetup{clock: clk})
+	caseID := needsReview(t, st, "idle-1")
+	b := newBrowser(t, srv.URL)
+	b.login("reviewer@example.com")
+	page := "/cases/" + caseID
+	if code, _ := b.get(page); code != http.StatusOK {
+		t.Fatalf("GET %s: %d", page, code)
+	}
+	clk.Advance(31 * time.Minute) // idle past the session's 30 minutes
+	for _, tt := range []struct{ path, referer, want string }{
+		{page + "/decision", srv.URL + page + "?tab=evidence", page + "?tab=evidence"},
+		{"/logout", srv.URL + "/operations", "/operations"},
+		{page + "/claim", "", "/"},                            // no Referer: the queue
+		{page + "/claim", "https://evil.example" + page, "/"}, // another site's: the queue
+	} {
+		code, _, hdr := b.postWith(tt.path, url.Values{"csrf": {b.csrf}, "action": {"fail"}, "reason": {"typed for a while"}},
+			http.Header{"Referer": {tt.referer}})
+		loc, _ := url.Parse(hdr.Get("Location"))
+		if code != http.StatusSeeOther || loc == nil || loc.Path != "/login" || loc.Query().Get("next") != tt.want {
+			t.Errorf("POST %s (Referer %q) after the session ended: %d to %q, want 303 to /login?next=%s", tt.path, tt.referer, code, hdr.Get("Location"), tt.want)
+		}
+	}
+	// Signing in from there leads to a page, not to a 405.
+	_, _, hdr := b.postWith(page+"/decision", url.Values{"csrf": {b.csrf}, "action": {"fail"}, "reason": {"typed"}},
+		http.Header{"Referer": {srv.URL + page}})
+	b.get(hdr.Get("Location"))
+	loc, _ := url.Parse(hdr.Get("Location"))
+	code, _, hdr := b.post("/login", url.Values{"email": {"reviewer@example.com"}, "password": {"correct horse battery"}, "csrf": {b.csrf},
+		"next": {loc.Query().Get("next")}})
+	if code != http.StatusSeeOther {
+		t.Fatalf("sign-in: %d", code)
+	}
+	if code, _ := b.get(hdr.Get("Location")); code != http.StatusOK {
+		t.Errorf("after signing in again: GET %s %d, want the page the form was on", hdr.Get("Location"), code)
+	}
 }
