@@ -85,7 +85,11 @@ func (h *Handlers) requireUser(next echo.HandlerFunc) echo.HandlerFunc {
 		cs, _ := h.Console.Cookies.Get(c.Request(), sessionCookie)
 		id, _ := cs.Values["sid"].(string)
 		if id != "" {
-			sess, err := h.Store.Session(c.Request().Context(), id, h.Console.Policy)
+			resolve := h.Store.Session
+			if backgroundPoll(c) {
+				resolve = h.Store.SessionLive // not the user's doing: not use
+			}
+			sess, err := resolve(c.Request().Context(), id, h.Console.Policy)
 			if err == nil {
 				c.Set(sessionKey, sess)
 				setLanguage(c, sess.User.Language)
@@ -111,6 +115,21 @@ func (h *Handlers) requireUser(next echo.HandlerFunc) echo.HandlerFunc {
 		}
 		return c.Redirect(http.StatusSeeOther, to)
 	}
+}
+
+// backgroundPoll reports whether a request is one an open page sends on
+// its own — the queue's refresh (htmx, from the element #queue: every 5 s
+// and on a live update), the case page's poll of /cases/:id/live, the
+// live stream (EventSource connects again by itself) — rather than one
+// the user made. It does not count as use of the session, or a tab left
+// open would keep a session from ever idling out.
+func backgroundPoll(c echo.Context) bool {
+	switch c.Path() {
+	case "/cases/:id/live", "/events":
+		return true
+	}
+	r := c.Request()
+	return r.Method == http.MethodGet && isHTMX(c) && r.Header.Get("HX-Trigger") == "queue"
 }
 
 // requireCSRF refuses a mutating console request whose token (header

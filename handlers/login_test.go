@@ -315,3 +315,70 @@ func TestConsoleSignInAgainAfterAForm(t *testing.T) {
 		t.Errorf("after signing in again: GET %s %d, want the page the form was on", hdr.Get("Location"), code)
 	}
 }
+
+// TestConsolePollsDoNotKeepTheSessionAlive: the idle limit (30 minutes)
+// counts what the user does, not what an open tab asks by itself — the
+// queue's refresh every 5 s, the case page's poll, the live stream
+// reconnecting. Each of them counted as use, so a console left open on
+// the queue never idled out: only the 12-hour limit ended it.
+func TestConsolePollsDoNotKeepTheSessionAlive(t *testing.T) {
+	t.Parallel()
+	clk := storetest.NewClock(time.Now().UTC())
+	srv, st := consoleServerWith(t, store.SQLite, consoleSetup{clock: clk})
+	caseID := needsReview(t, st, "poll-1")
+	polls := []struct {
+		path string
+		hdr  http.Header
+	}{
+		{"/?claimed=", http.Header{"Hx-Request": {"true"}, "Hx-Trigger": {"queue"}, "Hx-Target": {"queue"}}},
+		{"/cases/" + caseID + "/live", http.Header{"Accept": {"application/json"}}},
+		{"/events", http.Header{"Accept": {"text/event-stream"}}},
+	}
+	poll := func(b *browser, i int, mustLive bool) {
+		t.Helper()
+		for _, p := range polls[i : i+1] {
+			req, _ := http.NewRequest(http.MethodGet, srv.URL+p.path, nil)
+			req.Header = p.hdr.Clone()
+			if p.path == "/events" {
+				ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+				defer cancel()
+				req = req.WithContext(ctx)
+			}
+			resp, err := b.c.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if mustLive && resp.StatusCode != http.StatusOK {
+				t.Fatalf("poll %s: %d", p.path, resp.StatusCode)
+			}
+		}
+	}
+	// One user per poll, each leaving a tab open with that poll alone.
+	var idle []*browser
+	for _, email := range []string{"reviewer@example.com", "manager@example.com", "admin@example.com"} {
+		b := newBrowser(t, srv.URL)
+		b.login(email)
+		idle = append(idle, b)
+	}
+	busy := newBrowser(t, srv.URL)
+	busy.login("support@example.com")
+	for range 4 { // 4 × 10 minutes of polls
+		clk.Advance(10 * time.Minute)
+		for i, b := range idle {
+			poll(b, i, false) // (past 30 minutes it is refused: the session ended)
+			poll(busy, i, true)
+		}
+		if code, _ := busy.get("/"); code != http.StatusOK {
+			t.Fatalf("busy GET / at %s: %d", clk, code)
+		}
+	}
+	for i, b := range idle {
+		if code, _ := b.get("/"); code != http.StatusSeeOther {
+			t.Errorf("after 40 minutes of %s alone: GET / %d, want 303 to the sign-in form (idle)", polls[i].path, code)
+		}
+	}
+	if code, _ := busy.get("/"); code != http.StatusOK {
+		t.Errorf("used every 10 minutes: GET / %d, want 200", code)
+	}
+}
