@@ -278,9 +278,21 @@ func (m *Metrics) Middleware(next echo.HandlerFunc) echo.HandlerFunc {
 		if route == "" {
 			route = "unmatched"
 		}
-		m.HTTPSeconds.WithLabelValues(route, c.Request().Method, strconv.Itoa(status/100)+"xx").Observe(time.Since(start).Seconds())
+		m.HTTPSeconds.WithLabelValues(route, methodLabel(c.Request().Method), strconv.Itoa(status/100)+"xx").Observe(time.Since(start).Seconds())
 		return nil
 	}
+}
+
+// methodLabel is a request's method as the latency series name it: one
+// of HTTP's own, else "other" — net/http takes any token as a method, and
+// a series per name a client makes up would grow without bound.
+func methodLabel(m string) string {
+	switch m {
+	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete,
+		http.MethodOptions, http.MethodConnect, http.MethodTrace:
+		return m
+	}
+	return "other"
 }
 
 // ObserveOutcome counts one applied outcome.
