@@ -298,8 +298,31 @@ func methodLabel(m string) string {
 // ObserveOutcome counts one applied outcome.
 func (m *Metrics) ObserveOutcome(next review.Next, destination string) {
 	if m != nil {
-		m.Attempts.WithLabelValues(string(next), destination).Inc()
+		m.Attempts.WithLabelValues(string(next), m.Destination(destination)).Inc()
 	}
+}
+
+// OtherDestination is the label of every destination the configuration
+// does not name.
+const OtherDestination = "other"
+
+// Destination is destination as a label: itself when the configuration
+// names it (or names no destination at all), else OtherDestination. A
+// registration may name any destination, and /metrics needs no sign-in:
+// one label per name a tenant typed would publish it, and let any API
+// token add series without bound.
+func (m *Metrics) Destination(destination string) string {
+	return destinationLabel(m.ledger.st.Config(), destination)
+}
+
+func destinationLabel(cfg *review.Config, destination string) string {
+	if cfg == nil || len(cfg.Destinations) == 0 {
+		return destination
+	}
+	if _, ok := cfg.Destinations[destination]; ok {
+		return destination
+	}
+	return OtherDestination
 }
 
 var (
@@ -467,8 +490,12 @@ func (l *ledger) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 	gauge(descOldest, g.OldestOpenCaseAge.Seconds())
-	inflight := maps.Clone(g.InFlightByDestination)
-	if cfg := l.st.Config(); cfg != nil {
+	cfg := l.st.Config()
+	inflight := map[string]int64{}
+	for d, n := range g.InFlightByDestination {
+		inflight[destinationLabel(cfg, d)] += n
+	}
+	if cfg != nil {
 		for d := range cfg.Destinations {
 			inflight[d] += 0
 		}
@@ -476,7 +503,11 @@ func (l *ledger) Collect(ch chan<- prometheus.Metric) {
 	for d, n := range inflight {
 		gauge(descInFlight, float64(n), d)
 	}
-	for d, b := range budgetsByDestination(g.Budgets) {
+	fills := slices.Clone(g.Budgets)
+	for i := range fills {
+		fills[i].Destination = destinationLabel(cfg, fills[i].Destination)
+	}
+	for d, b := range budgetsByDestination(fills) {
 		gauge(descBudget, float64(b.least), d)
 		gauge(descBudgetsSpent, float64(b.spent), d)
 	}

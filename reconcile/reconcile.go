@@ -137,16 +137,17 @@ func (r *Reconciler) round(ctx context.Context, c store.ProbeClaim) {
 		return
 	}
 	if m := r.Metrics; m != nil {
+		dest := m.Destination(c.Op.Destination)
 		for _, res := range results {
-			m.ProbeSeconds.WithLabelValues(c.Op.Destination, string(res.Kind)).Observe(res.Took.Seconds())
+			m.ProbeSeconds.WithLabelValues(dest, string(res.Kind)).Observe(res.Took.Seconds())
 		}
 		verdict := string(st.State)
 		if verdict == "" {
 			verdict = "inconclusive"
 		} else {
-			m.AmbiguousSeconds.WithLabelValues(c.Op.Destination).Observe(r.Store.Now().Sub(c.Op.UpdatedAt).Seconds())
+			m.AmbiguousSeconds.WithLabelValues(dest).Observe(r.Store.Now().Sub(c.Op.UpdatedAt).Seconds())
 		}
-		m.Verdicts.WithLabelValues(verdict, c.Op.Destination).Inc()
+		m.Verdicts.WithLabelValues(verdict, dest).Inc()
 	}
 	if st.State != "" {
 		r.Log.Info("reconciled", "op_id", c.Op.ID, "state", st.State, "reason", st.Reason)
