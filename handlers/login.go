@@ -50,7 +50,12 @@ func (h *Handlers) Login(c echo.Context) error {
 	}
 	ck, err := c.Cookie(loginCSRF)
 	if err != nil || ck.Value == "" || subtle.ConstantTimeCompare([]byte(ck.Value), []byte(csrfToken(c))) != 1 {
-		return consoleError(http.StatusForbidden, "The sign-in form was stale or forged. Reload it and try again.")
+		// Nothing is checked. The form again, with a fresh token and the
+		// email as typed (never the password), rather than an error page:
+		// a sign-in page left open longer than its token lives (an hour,
+		// after a session idled out) is the usual way here.
+		return h.renderLogin(c, http.StatusForbidden, strings.TrimSpace(bodyValue(c, "email")), bodyValue(c, "next"),
+			web.Msg("The sign-in form had expired (or came from another site), so nothing was checked. Sign in again."))
 	}
 	// From the body only: a password in a query string ends up in logs.
 	email, password, next := strings.TrimSpace(bodyValue(c, "email")), bodyValue(c, "password"), bodyValue(c, "next")

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"html"
 	"net/http"
+	"net/http/cookiejar"
 	"net/url"
 	"strconv"
 	"strings"
@@ -380,5 +381,41 @@ func TestConsolePollsDoNotKeepTheSessionAlive(t *testing.T) {
 	}
 	if code, _ := busy.get("/"); code != http.StatusOK {
 		t.Errorf("used every 10 minutes: GET / %d, want 200", code)
+	}
+}
+
+// TestConsoleLoginFormExpired: a sign-in form older than its token (an
+// hour: a tab left on the sign-in page after the session idled out) is
+// answered with the form again — a fresh token, the email kept, words
+// saying why — on which signing in works. It was an error page that said
+// to reload, with nothing to sign in on.
+func TestConsoleLoginFormExpired(t *testing.T) {
+	t.Parallel()
+	srv, _ := consoleServer(t, store.SQLite)
+	for _, lang := range []string{"en", "it"} {
+		b := newBrowser(t, srv.URL)
+		b.get("/login")
+		b.c.Jar, _ = cookiejar.New(nil) // the form's cookie has expired
+		form := url.Values{"email": {"support@example.com"}, "password": {"correct horse battery"}, "csrf": {b.csrf}, "next": {"/operations"}}
+		code, body, _ := b.postWith("/login", form, http.Header{"Accept-Language": {lang}})
+		want := map[string]string{"en": "The sign-in form had expired", "it": "Il modulo di accesso era scaduto"}[lang]
+		if code != http.StatusForbidden || !strings.Contains(body, want) || !strings.Contains(body, `value="support@example.com"`) ||
+			!strings.Contains(body, `name="next" value="/operations"`) || strings.Contains(body, "correct horse battery") {
+			t.Fatalf("%s: an expired sign-in form: %d, want 403 with the form again, the email kept, not the password, and %q: %.600s", lang, code, want, body)
+		}
+		m := csrfField.FindStringSubmatch(body)
+		if m == nil {
+			t.Fatalf("%s: no fresh token in the form", lang)
+		}
+		form.Set("csrf", m[1])
+		if code, _, hdr := b.post("/login", form); code != http.StatusSeeOther || hdr.Get("Location") != "/operations" {
+			t.Errorf("%s: signing in on the form given again: %d to %q, want 303 to /operations", lang, code, hdr.Get("Location"))
+		}
+	}
+	// A token that is not the form's is refused as before: nothing checked.
+	b := newBrowser(t, srv.URL)
+	b.get("/login")
+	if code, _, _ := b.post("/login", url.Values{"email": {"support@example.com"}, "password": {"correct horse battery"}, "csrf": {"forged"}}); code != http.StatusForbidden {
+		t.Errorf("forged token: %d, want 403", code)
 	}
 }
