@@ -89,6 +89,34 @@ func (h *Handlers) AdminAddUser(c echo.Context) error {
 	return h.renderUsers(c, http.StatusOK, web.AdminUsersView{Created: u.Email, Password: pw, Unknown: unknownTenants(u.Email, unknown)})
 }
 
+// AdminResetPassword gives a user a new password, generated and shown once,
+// once the admin has confirmed it: the row's button asks first, naming the
+// user, since their current password stops working and they are signed
+// out at once (store.ResetPassword decides who may).
+func (h *Handlers) AdminResetPassword(c echo.Context) error {
+	ctx, id := c.Request().Context(), c.Param("id")
+	u, err := h.Store.UserByID(ctx, id)
+	if errors.Is(err, review.ErrNotFound) || err == nil && !principal(c).SeesUser(u.Grant().Scope) {
+		return review.ErrNotFound
+	}
+	if err != nil {
+		return err
+	}
+	if c.Request().PostFormValue("confirm") == "" {
+		return h.renderUsers(c, http.StatusOK, web.AdminUsersView{Resetting: &web.UserDisabling{ID: u.ID, Email: u.Email}})
+	}
+	pw := store.GeneratePassword()
+	_, err = h.Store.ResetPassword(ctx, principal(c), id, pw)
+	if status := adminProblemStatus(err); status != 0 {
+		return h.renderUsers(c, status, web.AdminUsersView{Problem: problemText(c, err)})
+	}
+	if err != nil {
+		return err
+	}
+	c.Response().Header().Set("Cache-Control", "no-store")
+	return h.renderUsers(c, http.StatusOK, web.AdminUsersView{Reset: u.Email, Password: pw})
+}
+
 // unknownTenants says that user was given tenants no tenant has yet (a typo,
 // or one ahead of time): saved, but they see nothing there.
 func unknownTenants(user string, unknown []string) web.Message {

@@ -115,6 +115,18 @@ var adminProbes = []adminProbe{
 		}
 		return changed
 	}, covers},
+	{"POST", "/admin/users/{user}/password", targetScopes, func(w *adminWorld, admin, target string) bool {
+		u := w.user("reset-"+w.tag(admin, target)+"@example.com", review.RoleReviewer, target)
+		b := w.admins[admin]
+		before, _ := w.st.UserByID(context.Background(), u.ID)
+		code, _, _ := b.post("/admin/users/"+u.ID+"/password", url.Values{"csrf": {b.csrf}, "confirm": {"1"}})
+		got, _ := w.st.UserByID(context.Background(), u.ID)
+		reset := got.PasswordHash != before.PasswordHash
+		if reset != (code == http.StatusOK) || (!reset && code != http.StatusNotFound) {
+			w.t.Errorf("resetting %s (%s) as %s admin: %d, reset %v; want 200 or 404", u.Email, target, admin, code, reset)
+		}
+		return reset
+	}, covers},
 	{"GET", "/admin/tokens", tenantTargets, func(w *adminWorld, admin, target string) bool {
 		name := "listed-" + w.tag(admin, target)
 		if _, err := w.st.CreateToken(context.Background(), w.op, target, name); err != nil {

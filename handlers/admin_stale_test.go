@@ -323,3 +323,50 @@ func TestConsoleUserDisableAsksFirst(t *testing.T) {
 		}
 	})
 }
+
+// TestConsoleResetPassword: an admin gives a user who lost their password
+// a new one from the users page. The row's button asks first, naming the
+// user, in the reader's language; only the confirmation resets, shows the
+// new password once, signs the user out and is audited. There was no way
+// back in for such a user.
+func TestConsoleResetPassword(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		srv, st := consoleServer(t, e)
+		ctx := context.Background()
+		u, err := st.AddUser(ctx, review.Operator("test"), store.NewUser{Email: "forgot@example.com", Password: "the password forgotten",
+			Role: review.RoleReviewer, Scope: review.Scope{All: true}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		adm := newBrowser(t, srv.URL).withHeader("Accept-Language", "it")
+		adm.login("admin@example.com")
+		_, page := adm.get("/admin/users")
+		if !strings.Contains(page, `action="/admin/users/`+u.ID+`/password"`) || !strings.Contains(page, "Reimposta password") {
+			t.Fatalf("the user's row offers no password reset")
+		}
+		code, body, _ := adm.post("/admin/users/"+u.ID+"/password", url.Values{"csrf": {adm.csrf}})
+		body = html.UnescapeString(body)
+		if code != http.StatusOK || !strings.Contains(body, "Dare a forgot@example.com una nuova password?") || strings.Contains(body, "Nuova password di") {
+			t.Fatalf("reset without confirming: %d, want the question in Italian and no new password", code)
+		}
+		if _, _, err := st.Login(ctx, "forgot@example.com", "the password forgotten", "127.0.0.9", store.SessionPolicy{}); err != nil {
+			t.Fatalf("asking reset the password: %v", err)
+		}
+		code, body, _ = adm.post("/admin/users/"+u.ID+"/password", url.Values{"csrf": {adm.csrf}, "confirm": {"1"}})
+		m := regexp.MustCompile(`Nuova password di forgot@example.com \(mostrata una volta sola\): <code>([^<]+)</code>`).FindStringSubmatch(body)
+		if code != http.StatusOK || m == nil {
+			t.Fatalf("confirmed reset: %d, want the new password shown once\n%s", code, alerts(body))
+		}
+		if _, _, err := st.Login(ctx, "forgot@example.com", m[1], "127.0.0.9", store.SessionPolicy{}); err != nil {
+			t.Errorf("the new password: %v", err)
+		}
+		if _, _, err := st.Login(ctx, "forgot@example.com", "the password forgotten", "127.0.0.10", store.SessionPolicy{}); err == nil {
+			t.Error("the old password still signs in")
+		}
+		_, audit := adm.get("/audit?action=user.password_reset")
+		if !strings.Contains(audit, "Password reimpostata") {
+			t.Errorf("the audit page does not list the reset in Italian")
+		}
+	})
+}

@@ -39,6 +39,7 @@ var consoleRoutes = []struct {
 	{"GET", "/admin/users", review.PermAdmin},
 	{"POST", "/admin/users", review.PermAdmin},
 	{"POST", "/admin/users/{user}", review.PermAdmin},
+	{"POST", "/admin/users/{user}/password", review.PermAdmin},
 	{"GET", "/admin/tokens", review.PermAdmin},
 	{"POST", "/admin/tokens", review.PermAdmin},
 	{"POST", "/admin/tokens/{token}/revoke", review.PermAdmin},

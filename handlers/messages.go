@@ -39,6 +39,7 @@ var domainMessages = []web.Message{
 	web.Msg("your account is disabled"),
 	web.Msg("your role may not decide this case"),
 	web.Msg("your role no longer claims cases"),
+	web.Msg("your own password is reset by another admin, or at the command line (limbo user password)"),
 	web.Msg("your role cannot decide this case, so it does not claim it: a claim would keep those who can from deciding"),
 	// store/users.go: the add-user form.
 	web.Msg("email: not an email address"),

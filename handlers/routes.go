@@ -128,6 +128,7 @@ func (h *Handlers) Routes(e *echo.Echo) {
 	ui(http.MethodGet, "/admin/users", h.AdminUsers, review.PermAdmin)
 	ui(http.MethodPost, "/admin/users", h.AdminAddUser, review.PermAdmin)
 	ui(http.MethodPost, "/admin/users/:id", h.AdminUpdateUser, review.PermAdmin)
+	ui(http.MethodPost, "/admin/users/:id/password", h.AdminResetPassword, review.PermAdmin)
 	ui(http.MethodGet, "/admin/tokens", h.AdminTokens, review.PermAdmin)
 	ui(http.MethodPost, "/admin/tokens", h.AdminCreateToken, review.PermAdmin)
 	ui(http.MethodPost, "/admin/tokens/:id/revoke", h.AdminRevokeToken, review.PermAdmin)

@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"slices"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jmoiron/sqlx"
+	"golang.org/x/crypto/bcrypt"
 
 	"github.com/limbo-dev/limbo/review"
 )
@@ -139,6 +141,77 @@ func (s *Store) UpdateUser(ctx context.Context, by review.Principal, id string, 
 			return nil, err
 		}
 		return nil, fmt.Errorf("store.UpdateUser: %w", err)
+	}
+	return s.UserByID(ctx, id)
+}
+
+/* Store.ResetPassword */
+const updatePassword = `UPDATE users SET password_hash = ?, updated_at = ? WHERE id = ?`
+
+// CheckPassword refuses a password the console does not take: fewer than
+// MinPasswordLen characters, or more than bcrypt reads (72 bytes).
+func CheckPassword(password string) error {
+	// Characters, as the rule says, not bytes: "ééééé€" is 13 bytes but
+	// six characters.
+	if utf8.RuneCountInString(password) < MinPasswordLen {
+		return fmt.Errorf("%w: field \"password\": at least %d characters", review.ErrInvalid, MinPasswordLen)
+	}
+	if len(password) > 72 {
+		return fmt.Errorf("%w: field \"password\": at most 72 bytes", review.ErrInvalid)
+	}
+	return nil
+}
+
+// ResetPassword gives the user id a new password on behalf of by, an admin
+// who administers that user (review.Principal.CheckUserChange: a tenant's
+// admin resets its own tenants' users, an all-tenants admin anyone's, and
+// nobody their own here). The user's sessions end, and the reset is
+// audited without the password. It is the way back in for a user who
+// lost their password, and out for one whose password leaked.
+func (s *Store) ResetPassword(ctx context.Context, by review.Principal, id, password string) (*User, error) {
+	if err := CheckPassword(password); err != nil {
+		return nil, err
+	}
+	hash, err := bcrypt.GenerateFromPassword([]byte(password), BcryptCost)
+	if err != nil {
+		return nil, fmt.Errorf("%w: field \"password\": %v", review.ErrInvalid, err)
+	}
+	err = s.WithTx(ctx, func(tx *sqlx.Tx) error {
+		var u User
+		if err := tx.GetContext(ctx, &u, s.rebind(s.lockRows(selectUserByID)), id); errors.Is(err, sql.ErrNoRows) {
+			return review.ErrNotFound
+		} else if err != nil {
+			return err
+		}
+		by, err := s.actingNow(ctx, tx, by)
+		if err != nil {
+			return err
+		}
+		grant := u.Grant()
+		if by.UserID != "" && by.UserID == u.ID {
+			if !by.SeesUser(grant.Scope) {
+				return review.ErrNotFound
+			}
+			return fmt.Errorf("%w: your own password is reset by another admin, or at the command line (limbo user password)", review.ErrForbidden)
+		}
+		if err := by.CheckUserChange(u.ID, &grant, grant); err != nil {
+			return err
+		}
+		now := s.now()
+		if _, err := tx.ExecContext(ctx, s.rebind(updatePassword), string(hash), now, id); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, s.rebind(endUserSessions), now, id); err != nil {
+			return err
+		}
+		return s.appendEvent(ctx, tx, &AuditEvent{At: now, Actor: by.Name, Action: "user.password_reset",
+			Detail: detailJSON(map[string]any{"user_id": u.ID, "email": u.Email})})
+	})
+	if err != nil {
+		if errors.Is(err, review.ErrNotFound) || errors.Is(err, review.ErrForbidden) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("store.ResetPassword: %w", err)
 	}
 	return s.UserByID(ctx, id)
 }

@@ -14,7 +14,6 @@ import (
 	"slices"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/jmoiron/sqlx"
 	"golang.org/x/crypto/bcrypt"
@@ -112,10 +111,8 @@ func (nu NewUser) check() (string, error) {
 	if !nu.Role.Valid() {
 		return "", fmt.Errorf("%w: field \"role\": must be reviewer, support, manager or admin", review.ErrInvalid)
 	}
-	// Characters, as the rule says, not bytes: "ééééé€" is 13 bytes but
-	// six characters.
-	if utf8.RuneCountInString(nu.Password) < MinPasswordLen {
-		return "", fmt.Errorf("%w: field \"password\": at least %d characters", review.ErrInvalid, MinPasswordLen)
+	if err := CheckPassword(nu.Password); err != nil {
+		return "", err
 	}
 	if !nu.Scope.All && len(nu.Scope.Tenants) == 0 {
 		return "", fmt.Errorf("%w: field \"tenants\": give tenants, or * for all", review.ErrInvalid)

@@ -297,3 +297,73 @@ func TestPasswordCountsCharacters(t *testing.T) {
 		}
 	})
 }
+
+// TestResetPassword: a user who lost their password, or whose password
+// leaked, had no way back in (limbo user add refuses an existing email):
+// an admin who administers them gives them a new one. The old password
+// stops working, the user's sessions end, the reset is audited (without
+// the password). A tenant's admin resets its own tenants' users only, not
+// an admin's nor its own; the password rule holds.
+func TestResetPassword(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		s := storetest.Open(t, e, store.Options{})
+		ctx := t.Context()
+		op := review.Operator("test")
+		add := func(email string, role review.Role, sc review.Scope) *store.User {
+			u, err := s.AddUser(ctx, op, store.NewUser{Email: email, Password: "correct horse battery", Role: role, Scope: sc})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return u
+		}
+		acme := review.Scope{Tenants: []string{"acme"}}
+		sup := add("sup@example.com", review.RoleSupport, acme)
+		other := add("beta@example.com", review.RoleSupport, review.Scope{Tenants: []string{"beta"}})
+		acmeAdmin := add("acme-admin@example.com", review.RoleAdmin, acme)
+		root := add("root@example.com", review.RoleAdmin, review.Scope{All: true})
+		sid, _, err := s.Login(ctx, "sup@example.com", "correct horse battery", "127.0.0.1", store.SessionPolicy{})
+		if err != nil {
+			t.Fatal(err)
+		}
+
+		if _, err := s.ResetPassword(ctx, acmeAdmin.Principal(), sup.ID, "short"); !errors.Is(err, review.ErrInvalid) {
+			t.Errorf("a short password: %v, want ErrInvalid", err)
+		}
+		if _, err := s.ResetPassword(ctx, acmeAdmin.Principal(), sup.ID, "a new and longer secret"); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := s.Login(ctx, "sup@example.com", "correct horse battery", "127.0.0.2", store.SessionPolicy{}); err == nil {
+			t.Error("the old password still signs in")
+		}
+		if _, _, err := s.Login(ctx, "sup@example.com", "a new and longer secret", "127.0.0.2", store.SessionPolicy{}); err != nil {
+			t.Errorf("the new password: %v", err)
+		}
+		if _, err := s.Session(ctx, sid, store.SessionPolicy{}); err == nil {
+			t.Error("the session from before the reset is still live")
+		}
+		evs, _, err := s.SearchAudit(ctx, store.AuditFilter{Action: "user.password_reset"}, 10)
+		if err != nil || len(evs) != 1 || evs[0].Actor != "acme-admin@example.com" || strings.Contains(string(evs[0].Detail), "secret") {
+			t.Errorf("audit: %+v, %v; want one reset by acme-admin, without the password", evs, err)
+		}
+		for _, c := range []struct {
+			name string
+			by   review.Principal
+			id   string
+			want error
+		}{
+			{"another tenant's user", acmeAdmin.Principal(), other.ID, review.ErrNotFound},
+			{"an all-tenants admin", acmeAdmin.Principal(), root.ID, review.ErrNotFound},
+			{"its own", acmeAdmin.Principal(), acmeAdmin.ID, review.ErrForbidden},
+			{"nobody", root.Principal(), "usr_nope", review.ErrNotFound},
+			{"as a support user", sup.Principal(), other.ID, review.ErrForbidden},
+		} {
+			if _, err := s.ResetPassword(ctx, c.by, c.id, "yet another long secret"); !errors.Is(err, c.want) {
+				t.Errorf("%s: %v, want %v", c.name, err, c.want)
+			}
+		}
+		if _, err := s.ResetPassword(ctx, root.Principal(), acmeAdmin.ID, "yet another long secret"); err != nil {
+			t.Errorf("an all-tenants admin resets a tenant's admin: %v", err)
+		}
+	})
+}

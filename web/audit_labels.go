@@ -97,6 +97,8 @@ func AuditActionLabel(ctx context.Context, a string) string {
 		return T(ctx, "User added")
 	case "user.changed":
 		return T(ctx, "User changed")
+	case "user.password_reset":
+		return T(ctx, "Password reset")
 	case "user.language":
 		return T(ctx, "Language changed")
 	case "watch.extra_effect":

@@ -37,6 +37,7 @@ func init() {
 		"Token created":                       "Token creato",
 		"Token revoked":                       "Token revocato",
 		"User added":                          "Utente aggiunto",
+		"Password reset":                      "Password reimpostata",
 		"User changed":                        "Utente modificato",
 		"Language changed":                    "Lingua cambiata",
 		"Extra effect found":                  "Trovato un effetto in più",

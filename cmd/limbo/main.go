@@ -78,6 +78,12 @@ it on stdout, alone, once: only its hash is stored.`,
 Adds a console user. The password is read from the first line of stdin when
 stdin is not a terminal; otherwise one is generated and printed once.`,
 			func(ctx context.Context, a []string, std stdio) (int, error) { return 0, cmdUserAdd(ctx, a, std) }},
+		{"user password", "give a console user a new password (their sessions end)", `Usage: limbo user password --email E [--db URL]
+
+Gives the user a new password: read from the first line of stdin when stdin
+is not a terminal; otherwise one is generated and printed once. The user's
+sessions end, and the reset is audited (user.password_reset).`,
+			func(ctx context.Context, a []string, std stdio) (int, error) { return 0, cmdUserPassword(ctx, a, std) }},
 		{"audit verify", "verify the audit trail's hash chain and signed checkpoints (exit 1 if broken)", `Usage: limbo audit verify [--db URL] [--audit-key FILE | --pubkey KEY] [--anchor DIR]
                           [--checkpoint FILE] [--max-age D] [--config FILE]
 
