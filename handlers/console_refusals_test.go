@@ -607,21 +607,39 @@ func TestConsoleBulkSkipInItalian(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, e store.Engine) {
 		srv, st := consoleServer(t, e)
 		ctx := context.Background()
-		r := review.Registration{Tenant: "acme", SourceRef: "pm-1", LogicalVersion: "1", Action: "upload", Destination: "drive",
-			Risk: review.RiskCompensableWrite, Payload: []byte(`{"a":1}`), Actor: "test"}
-		if _, _, err := st.Register(ctx, r); err != nil {
+		// An operation whose answer was lost and whose lookups all failed:
+		// its case recommends looking again.
+		op, _, err := st.Register(ctx, review.Registration{Tenant: "acme", SourceRef: "lost-1", LogicalVersion: "1", Action: "upload",
+			Destination: "files", Risk: review.RiskCompensableWrite, Payload: []byte(`{"a":1}`), Actor: "test"})
+		if err != nil {
 			t.Fatal(err)
 		}
-		r.Payload = []byte(`{"a":2}`)
-		if _, _, err := st.Register(ctx, r); err == nil {
-			t.Fatalf("same key, another payload: %v", err)
+		g, err := st.StartAttempt(ctx, store.AttemptRequest{Tenant: "acme", OperationID: op.ID, Actor: "test"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.RecordOutcome(ctx, "acme", op.ID, g.N, review.Outcome{Result: review.ResultTimeout, Phase: review.PhaseAfterSend}, "test"); err != nil {
+			t.Fatal(err)
+		}
+		claims, err := st.ClaimAmbiguous(ctx, "test", 10, time.Minute)
+		if err != nil || len(claims) != 1 {
+			t.Fatalf("claims %+v, %v", claims, err)
+		}
+		claims[0].Round = review.MaxProbeRounds - 1
+		settled := review.Settle(review.SettleInput{Op: claims[0].Op, Destination: st.Config().Destination("files"), LastWrite: claims[0].LastWrite,
+			Results: []review.ProbeResult{{Kind: review.ProbeSearch, Err: "503"}}, Round: claims[0].Round, Now: st.Now()})
+		if err := st.ApplySettlement(ctx, claims[0], settled); err != nil {
+			t.Fatal(err)
+		}
+		if cs, err := st.CasesForOperation(ctx, op.ID); err != nil || len(cs) != 1 || cs[0].RecommendedAction != review.RecommendReconcileAgain {
+			t.Fatalf("cases %+v, %v; want one recommending reconcile_again", cs, err)
 		}
 		sup := newBrowser(t, srv.URL).withHeader("Accept-Language", "it")
 		sup.login("support@example.com")
 		code, body, _ := sup.post("/bulk", url.Values{"csrf": {sup.csrf}, "action": {review.BulkRecommended}, "reason": {"as recommended"}})
 		want := "la sua raccomandazione (“Riconcilia di nuovo”) non è ancora una decisione"
 		if code != http.StatusOK || !strings.Contains(body, want) || strings.Contains(body, "reconcile_again)") {
-			t.Errorf("bulk dry run on a payload mismatch: %d, want %q:\n%s", code, want, alerts(body))
+			t.Errorf("bulk dry run on a case recommending to look again: %d, want %q:\n%s", code, want, alerts(body))
 		}
 	})
 }

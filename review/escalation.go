@@ -212,6 +212,11 @@ func recommend(op *Operation, set map[Reason]bool, f findings) Recommendation {
 		// person reads the payload. No default the form could preselect.
 		return Recommendation{Action: RecommendReviewPayload,
 			Rationale: RationaleApproval}
+	case set[ReasonPayloadMismatch] && DecidesOn(op.State, reasonList(set)) == OnRefusedPayload:
+		// The case is about the refused payload alone (its operation is
+		// elsewhere), and fail is its one decision: what the evidence says
+		// of the operation is not this case's to settle.
+		return Recommendation{Action: RecommendFail, Rationale: RationaleRefusedPayload}
 	case len(f.matching) > 1:
 		keep, undo := f.matching[0], f.matching[1]
 		if op.State == Confirmed && op.Resource != nil && undo == op.Resource.Ref {
@@ -243,4 +248,15 @@ func recommend(op *Operation, set map[Reason]bool, f findings) Recommendation {
 		return Recommendation{Action: RecommendReconcileAgain, Rationale: RationaleDeadlinePassed}
 	}
 	return Recommendation{Action: RecommendReconcileAgain, Rationale: RationaleNoEvidence}
+}
+
+// reasonList is set's reasons, in no order.
+func reasonList(set map[Reason]bool) []Reason {
+	rs := make([]Reason, 0, len(set))
+	for r, on := range set {
+		if on {
+			rs = append(rs, r)
+		}
+	}
+	return rs
 }

@@ -102,8 +102,11 @@ func assessCases() []assessCase {
 			want: []Reason{ReasonNoDedupEvidence}, wantAction: RecommendReconcileAgain},
 		{name: "same key, different payload",
 			op: withEv(caseOp(RiskCompensableWrite), pending), extra: []Reason{ReasonPayloadMismatch},
-			// Never attempted: nothing can exist at the destination to dedup.
-			want: []Reason{ReasonPayloadMismatch}, wantAction: RecommendReconcileAgain, rationale: []string{"new key"}},
+			// Never attempted: nothing can exist at the destination to
+			// dedup, and the case is the refused payload's alone, whose
+			// one decision is fail (it recommended reconcile_again, which
+			// the case does not take).
+			want: []Reason{ReasonPayloadMismatch}, wantAction: RecommendFail, rationale: []string{"new key"}},
 		{name: "two resources name the operation and version",
 			op:   withEv(caseOp(RiskCompensableWrite), nil, evFound(SourceMetadataSearch, ours("fld-1"), ours("fld-2"))),
 			want: []Reason{ReasonMultipleCands}, wantAction: RecommendCompensate, wantRef: "fld-2", rationale: []string{"keep fld-1", "fld-2"}},

@@ -5,14 +5,17 @@ package review
 // console reads it back in the reader's language by finding the format it
 // was written with (web.Rationale), so each one is written only here.
 const (
-	RationaleApproval       = "the action's policy asks for approval before it runs: read the payload, then approve or refuse"
-	RationaleDuplicates     = "%d resources name this operation and version: keep %s, compensate %s"
-	RationaleOneResource    = "exactly one resource, %s, names this operation and version %s"
-	RationaleOtherVersion   = "%s is a result for another logical version than %s; undo it before retrying"
-	RationaleDisagree       = "authoritative sources disagree; probe again before deciding"
-	RationaleSpent          = "the destination holds no effect and the budget or deadline is spent"
-	RationaleSafeRetry      = "the destination authoritatively holds no effect; a retry with the same key is safe"
-	RationalePayloadReused  = "the key was reused with a different payload; check which payload is meant — a new version needs a new key"
+	RationaleApproval      = "the action's policy asks for approval before it runs: read the payload, then approve or refuse"
+	RationaleDuplicates    = "%d resources name this operation and version: keep %s, compensate %s"
+	RationaleOneResource   = "exactly one resource, %s, names this operation and version %s"
+	RationaleOtherVersion  = "%s is a result for another logical version than %s; undo it before retrying"
+	RationaleDisagree      = "authoritative sources disagree; probe again before deciding"
+	RationaleSpent         = "the destination holds no effect and the budget or deadline is spent"
+	RationaleSafeRetry     = "the destination authoritatively holds no effect; a retry with the same key is safe"
+	RationalePayloadReused = "the key was reused with a different payload; check which payload is meant — a new version needs a new key"
+	// RationaleRefusedPayload: a case about a refused payload alone, whose
+	// one decision is fail.
+	RationaleRefusedPayload = "the key was reused with a different payload, which does not run under it; fail it to say so — if it is meant, register it as a new version, with a new key"
 	RationaleDeadlinePassed = "the deadline passed with the outcome unknown; search the destination once more, then fail or confirm"
 	RationaleNoEvidence     = "no evidence settles the outcome yet; probe the destination again"
 	// RationaleDependencyBroken: a dependent that never sent an attempt,
@@ -23,5 +26,5 @@ const (
 // RationaleFormats lists every rationale format.
 func RationaleFormats() []string {
 	return []string{RationaleApproval, RationaleDuplicates, RationaleOneResource, RationaleOtherVersion, RationaleDisagree,
-		RationaleSpent, RationaleSafeRetry, RationalePayloadReused, RationaleDeadlinePassed, RationaleNoEvidence, RationaleDependencyBroken}
+		RationaleSpent, RationaleSafeRetry, RationalePayloadReused, RationaleRefusedPayload, RationaleDeadlinePassed, RationaleNoEvidence, RationaleDependencyBroken}
 }

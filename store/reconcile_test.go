@@ -414,8 +414,10 @@ func TestPayloadMismatchOpensCase(t *testing.T) {
 			t.Fatal(err)
 		}
 		if len(cs) != 1 || cs[0].Status != store.CaseOpen || !slices.Contains(cs[0].Reasons, review.ReasonPayloadMismatch) ||
-			cs[0].RecommendedAction != review.RecommendReconcileAgain {
-			t.Fatalf("cases = %+v, want one open payload_mismatch case recommending reconcile_again", cs)
+			cs[0].RecommendedAction != review.RecommendFail {
+			// Fail: the case is the refused payload's alone, and fail
+			// its one decision.
+			t.Fatalf("cases = %+v, want one open payload_mismatch case recommending fail", cs)
 		}
 		wantState(t, b.get(t, op), review.Pending)
 

@@ -13,6 +13,7 @@ func init() {
 		review.RationaleSpent:            "la destinazione non contiene alcun effetto e il budget o la scadenza sono esauriti",
 		review.RationaleSafeRetry:        "la destinazione attesta che non c'è alcun effetto; un nuovo tentativo con la stessa chiave è sicuro",
 		review.RationalePayloadReused:    "la chiave è stata riusata con un payload diverso; verifica quale payload è quello voluto: una nuova versione richiede una nuova chiave",
+		review.RationaleRefusedPayload:   "la chiave è stata riusata con un payload diverso, che con essa non viene eseguito; fallo fallire per dirlo — se è quello voluto, registralo come nuova versione, con una nuova chiave",
 		review.RationaleDeadlinePassed:   "la scadenza è passata con l'esito ancora ambiguo; cerca ancora una volta nella destinazione, poi segna come fallita o conferma",
 		review.RationaleNoEvidence:       "nessuna evidenza risolve ancora l'esito; interroga di nuovo la destinazione",
 		review.RationaleDependencyBroken: "l'operazione che questa attende non può più essere ciò che le serve, e nessun tentativo è stato inviato: non c'è nulla da confermare o compensare",
