@@ -70,6 +70,18 @@ func (h *Handlers) Login(c echo.Context) error {
 	case err != nil:
 		return err
 	}
+	// A session this browser still holds (another user's, signed in
+	// before on this computer) ends now, server-side: the new cookie
+	// replaces it, and a copy of the old one must not stay live.
+	if old, _ := h.Console.Cookies.Get(c.Request(), sessionCookie); old != nil {
+		if prev, _ := old.Values["sid"].(string); prev != "" && prev != id {
+			if sess, err := h.Store.SessionLive(c.Request().Context(), prev, h.Console.Policy); err == nil {
+				if err := h.Store.Logout(c.Request().Context(), prev, sess.User.Email); err != nil {
+					return err
+				}
+			}
+		}
+	}
 	cs, _ := h.Console.Cookies.New(c.Request(), sessionCookie)
 	cs.Values = map[any]any{"sid": id}
 	if err := cs.Save(c.Request(), c.Response()); err != nil {

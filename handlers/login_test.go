@@ -419,3 +419,38 @@ func TestConsoleLoginFormExpired(t *testing.T) {
 		t.Errorf("forged token: %d, want 403", code)
 	}
 }
+
+// TestConsoleSignInAsAnotherEndsTheFirst: signing in as another user in a
+// browser that holds a live session (a shared computer: support signed
+// in, then a reviewer) ends the first session server-side. Before, it
+// stayed live until its idle limit, and a copy of its cookie went on
+// working as that user.
+func TestConsoleSignInAsAnotherEndsTheFirst(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		srv, st := consoleServer(t, e)
+		b := newBrowser(t, srv.URL)
+		b.login("support@example.com")
+		u, _ := url.Parse(srv.URL)
+		copied := newBrowser(t, srv.URL)
+		copied.c.Jar.SetCookies(u, b.c.Jar.Cookies(u))
+		if code, _ := copied.get("/"); code != http.StatusOK {
+			t.Fatalf("the copied cookie before: %d, want the queue", code)
+		}
+		b.login("reviewer@example.com")
+		if code, _ := copied.get("/"); code == http.StatusOK {
+			t.Errorf("the first user's session is still live after another signed in on the same browser")
+		}
+		sup, err := st.UserByEmail(context.Background(), "support@example.com")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var live int
+		if err := st.DB().Get(&live, st.DB().Rebind(`SELECT COUNT(*) FROM sessions WHERE user_id = ? AND ended_at IS NULL`), sup.ID); err != nil || live != 0 {
+			t.Errorf("support's live sessions: %d, %v; want 0", live, err)
+		}
+		if code, _ := b.get("/"); code != http.StatusOK {
+			t.Errorf("the reviewer's session: %d", code)
+		}
+	})
+}
