@@ -297,3 +297,46 @@ func TestPropertyHole7Compensate(t *testing.T) {
 		// for the tracked compensation to say.)
 	})
 }
+
+// TestPropertyLateWriteAtALyingDestination (issue 12 hole 16, found again
+// by the long property test, seed 8183744101013162757): a destination
+// whose search lags twice as long as configured shows nothing past the
+// configured lag; absence moves the operation to a retry, and the retry's
+// write lands beside the first. Between those steps no case can exist —
+// nothing Limbo can read shows the first write yet — and the property
+// test's step check lets exactly that pass (lateWriteExempt). What I2
+// promises is checked here: once the retry is confirmed and the window's
+// watch has looked past the real lag, the extra effect is in an open case.
+func TestPropertyLateWriteAtALyingDestination(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		w := newWorld(nil)
+		w.style = styleLaggy
+		probes := httptest.NewServer(w)
+		t.Cleanup(probes.Close)
+		b := setup(t, e, propConfig(probes.URL, styleLaggy))
+		w.now = b.clock.Now
+		op := b.registerAt(t, "doc-1", destPlain, review.RiskCompensableWrite)
+		g := b.attempt(t, op.ID)
+		w.perform(destPlain, op.ID, op.LogicalVersion, op.Key, false)
+		b.outcome(t, op.ID, g.N, `{"result":"timeout","phase":"unknown"}`)
+		b.clock.Advance(plainLag + 3*time.Second) // past the configured lag, inside the real one
+		reconcileOnce(t, b)
+		if got := b.get("/api/v1/operations/" + op.ID).op(t); got.State != review.RetryWait {
+			t.Fatalf("after an empty search past the configured lag: %s, want retry_wait (the lie this test is about)", got.State)
+		}
+		g = b.attempt(t, op.ID)
+		res, _ := w.perform(destPlain, op.ID, op.LogicalVersion, op.Key, false)
+		b.outcome(t, op.ID, g.N, fmt.Sprintf(`{"result":"success","phase":"after_send","http_status":201,"resource":{"ref":%q,"kind":"folder","version":"v1"}}`, res.Ref))
+		// The watch looks again, past the real lag.
+		for range 6 {
+			b.clock.Advance(plainLag)
+			reconcileOnce(t, b)
+		}
+		wantWorld(t, b, w)
+		cs, err := b.store.CasesForOperation(context.Background(), op.ID)
+		if err != nil || len(cs) != 1 || cs[0].Status != store.CaseOpen {
+			t.Fatalf("cases %+v, %v; want the extra effect in one open case", cs, err)
+		}
+	})
+}

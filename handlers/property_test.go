@@ -1140,6 +1140,9 @@ func (h *harness) check(settled bool) {
 		l.AuditProblem = h.auditProblem()
 	}
 	rep := review.CheckInvariants(*l, truth)
+	if !settled && h.w.style == styleLaggy {
+		rep.Violations = h.lateWriteExempt(rep.Violations)
+	}
 	rep.Violations = append(rep.Violations, h.checkResources(l)...)
 	rep.Violations = append(rep.Violations, h.checkConcurrency(l)...)
 	if rep.Holds() {
@@ -1157,6 +1160,34 @@ func (h *harness) check(settled bool) {
 		}
 	}
 	h.rt.Fatalf("invariants broken at %s:%s", h.clock.Now().Format(time.TimeOnly), b.String())
+}
+
+// lateWriteExempt drops, between steps, I2's "extra effect and no open
+// case" for the operations of destPlain when its search lags twice as long
+// as it says (styleLaggy, issue 12 hole 16). There a search past the
+// configured lag shows nothing, absence moves the operation on to a retry,
+// and the retry's write lands beside the first, which no search has shown
+// yet: no ledger can hold a case for it until the confirm window's watch
+// sees the first write, after the retry is confirmed, and opens one. I2
+// promises that every extra effect ends compensated or in an open case
+// (RELIABILITY.md), and the settled check holds every run to that; between
+// steps only this one destination's lie is let pass
+// (TestPropertyLateWriteAtALyingDestination).
+func (h *harness) lateWriteExempt(vs []review.Violation) []review.Violation {
+	plain := map[string]bool{}
+	for _, o := range h.ops {
+		if o.dest == destPlain {
+			plain[o.id] = true
+		}
+	}
+	out := vs[:0]
+	for _, v := range vs {
+		if v.Invariant == review.InvOneEffect && plain[v.OperationID] && strings.HasSuffix(v.Detail, "and no open case") {
+			continue
+		}
+		out = append(out, v)
+	}
+	return out
 }
 
 // checkConcurrency: destPlain never has more than plainConcurrency
