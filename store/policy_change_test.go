@@ -20,18 +20,7 @@ func TestReRegisterAfterAPolicyChange(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, e store.Engine) {
 		ctx := context.Background()
 		url := storetest.URL(t, e)
-		open := func(ac review.ActionConfig) *store.Store {
-			cfg := &review.Config{Destinations: map[string]review.Destination{"mail": {Actions: map[string]review.ActionConfig{"send": ac}}}}
-			s, err := store.Open(ctx, url, store.Options{Config: cfg, AuditKey: storetest.AuditKey, MaxConns: storetest.MaxConns, Resolve: storetest.Resolver(nil)})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { s.Close() })
-			if err := s.Migrate(ctx); err != nil {
-				t.Fatal(err)
-			}
-			return s
-		}
+		open := func(ac review.ActionConfig) *store.Store { return openUnderPolicy(t, url, ac) }
 		r := review.Registration{Tenant: "acme", SourceRef: "invoice-7", LogicalVersion: "1", Action: "send", Destination: "mail",
 			Payload: []byte(`{"to":"a@example.com"}`), Actor: "test"}
 		before := open(review.ActionConfig{})
@@ -78,18 +67,7 @@ func TestRepeatAfterAStricterPolicy(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, e store.Engine) {
 		ctx := context.Background()
 		url := storetest.URL(t, e)
-		open := func(ac review.ActionConfig) *store.Store {
-			cfg := &review.Config{Destinations: map[string]review.Destination{"mail": {Actions: map[string]review.ActionConfig{"send": ac}}}}
-			s, err := store.Open(ctx, url, store.Options{Config: cfg, AuditKey: storetest.AuditKey, MaxConns: storetest.MaxConns, Resolve: storetest.Resolver(nil)})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { s.Close() })
-			if err := s.Migrate(ctx); err != nil {
-				t.Fatal(err)
-			}
-			return s
-		}
+		open := func(ac review.ActionConfig) *store.Store { return openUnderPolicy(t, url, ac) }
 		attempts := 5
 		r := review.Registration{Tenant: "acme", SourceRef: "invoice-8", LogicalVersion: "1", Action: "send", Destination: "mail",
 			Risk: review.RiskCompensableWrite, MaxAttempts: &attempts, Payload: []byte(`{"to":"a@example.com"}`), Actor: "test"}
@@ -127,4 +105,21 @@ func TestRepeatAfterAStricterPolicy(t *testing.T) {
 			after.Close()
 		}
 	})
+}
+
+// openUnderPolicy opens the database at url as a server restarted with ac
+// as the policy of action "send" at destination "mail".
+func openUnderPolicy(t *testing.T, url string, ac review.ActionConfig) *store.Store {
+	t.Helper()
+	ctx := context.Background()
+	cfg := &review.Config{Destinations: map[string]review.Destination{"mail": {Actions: map[string]review.ActionConfig{"send": ac}}}}
+	s, err := store.Open(ctx, url, store.Options{Config: cfg, AuditKey: storetest.AuditKey, MaxConns: storetest.MaxConns, Resolve: storetest.Resolver(nil)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return s
 }
