@@ -1182,7 +1182,7 @@ func (h *harness) lateWriteExempt(vs []review.Violation) []review.Violation {
 	}
 	out := vs[:0]
 	for _, v := range vs {
-		if v.Invariant == review.InvOneEffect && plain[v.OperationID] && strings.HasSuffix(v.Detail, "and no open case") {
+		if v.AwaitsCase && plain[v.OperationID] {
 			continue
 		}
 		out = append(out, v)

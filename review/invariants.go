@@ -140,6 +140,11 @@ type Violation struct {
 	Invariant   string
 	OperationID string
 	Detail      string
+	// AwaitsCase marks I2's compensable extra effect that no open case
+	// holds yet: the one violation a case opened later can still mend, so
+	// a caller judging between steps may tell it apart without reading
+	// Detail.
+	AwaitsCase bool
 }
 
 func (v Violation) String() string { return v.Invariant + ": " + v.Detail }
@@ -298,6 +303,7 @@ func checkEffects(r *InvariantReport, l Ledger, t Truth, byID map[string]*Operat
 			r.violate(InvOneEffect, op.ID, "%s operation %s (%s) has %d live effects for version %s", class, op.ID, op.Action, g.live, k[1])
 		case !inCase:
 			r.violate(InvOneEffect, op.ID, "compensable operation %s (%s) has %d live effects for version %s and no open case", op.ID, op.Action, g.live, k[1])
+			r.Violations[len(r.Violations)-1].AwaitsCase = true
 		}
 	}
 	undone := map[string]bool{}

@@ -61,6 +61,9 @@ func TestCheckInvariantsCatchViolations(t *testing.T) {
 		rep := review.CheckInvariants(ledgerOf(op("a", review.RiskIrreversible, review.Confirmed)),
 			review.Truth{Config: cfg, Effects: []review.TrueEffect{effect("a", "eml-1", false), effect("a", "eml-2", false)}})
 		only(t, rep, review.InvOneEffect)
+		if rep.Broken(review.InvOneEffect)[0].AwaitsCase {
+			t.Fatal("an irreversible duplicate awaits no case: no case mends it")
+		}
 		if rep.DuplicateEffectsOutsideOpenCase != 1 {
 			t.Fatalf("duplicates = %d, want 1", rep.DuplicateEffectsOutsideOpenCase)
 		}
@@ -83,7 +86,12 @@ func TestCheckInvariantsCatchViolations(t *testing.T) {
 			t.Fatalf("duplicates = %d, want 0", rep.DuplicateEffectsOutsideOpenCase)
 		}
 		delete(l.OpenCases, "b")
-		only(t, review.CheckInvariants(l, truth), review.InvOneEffect)
+		rep = review.CheckInvariants(l, truth)
+		only(t, rep, review.InvOneEffect)
+		// A case opened later mends it: the violation says so.
+		if v := rep.Broken(review.InvOneEffect); len(v) != 1 || !v[0].AwaitsCase || v[0].OperationID != "b" {
+			t.Fatalf("I2 violations %+v, want one on b awaiting a case", v)
+		}
 	})
 	t.Run("I2 idempotent write without key support is compensable", func(t *testing.T) {
 		l := ledgerOf(op("a", review.RiskIdempotentWrite, review.NeedsReview))
