@@ -92,3 +92,37 @@ SELECT COALESCE(MAX(seq), 0) + 1000, 0, 'infinity', 'cli:Mario', 'token.created'
 		}
 	})
 }
+
+// TestConsoleAuditUserEventsOfMyTenant: a manager of acme reads, in the
+// audit history and its export, that a user was given acme, and not that
+// a user was given beta. The events about users had no tenant, so only a
+// manager of every tenant read them.
+func TestConsoleAuditUserEventsOfMyTenant(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		srv, st := consoleServer(t, e)
+		ctx := context.Background()
+		for _, u := range []struct {
+			email  string
+			role   review.Role
+			tenant string
+		}{
+			{"acme-manager@example.com", review.RoleManager, "acme"},
+			{"new-at-acme@example.com", review.RoleReviewer, "acme"},
+			{"new-at-beta@example.com", review.RoleReviewer, "beta"},
+		} {
+			if _, err := st.AddUser(ctx, review.Operator("cli:root"), store.NewUser{Email: u.email, Password: "correct horse battery",
+				Role: u.role, Scope: review.Scope{Tenants: []string{u.tenant}}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		mgr := newBrowser(t, srv.URL)
+		mgr.login("acme-manager@example.com")
+		for _, path := range []string{"/audit?action=user.", "/audit.csv?action=user."} {
+			code, body := mgr.get(path)
+			if code != http.StatusOK || !strings.Contains(body, "new-at-acme@example.com") || strings.Contains(body, "new-at-beta@example.com") {
+				t.Errorf("%s: %d; want acme's new user and not beta's:\n%s", path, code, body)
+			}
+		}
+	})
+}

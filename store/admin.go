@@ -132,9 +132,10 @@ func (s *Store) UpdateUser(ctx context.Context, by review.Principal, id string, 
 		if _, err := tx.ExecContext(ctx, s.rebind(endUserSessions), now, id); err != nil {
 			return err
 		}
-		return s.appendEvent(ctx, tx, &AuditEvent{At: now, Actor: by.Name, Action: "user.changed",
+		return s.appendUserEvent(ctx, tx, &AuditEvent{At: now, Actor: by.Name, Action: "user.changed",
 			Detail: detailJSON(map[string]any{"user_id": id, "email": u.Email, "role": ch.Role, "tenants": ch.Scope.String(),
-				"disabled": ch.Disabled, "was": map[string]any{"role": u.Role, "tenants": u.TenantsText, "disabled": u.DisabledAt != nil}})})
+				"disabled": ch.Disabled, "was": map[string]any{"role": u.Role, "tenants": u.TenantsText, "disabled": u.DisabledAt != nil}})},
+			before.Scope, ch.Scope)
 	})
 	if err != nil {
 		if errors.Is(err, review.ErrNotFound) || errors.Is(err, review.ErrForbidden) || errors.Is(err, review.ErrConflict) {
@@ -204,8 +205,8 @@ func (s *Store) ResetPassword(ctx context.Context, by review.Principal, id, pass
 		if _, err := tx.ExecContext(ctx, s.rebind(endUserSessions), now, id); err != nil {
 			return err
 		}
-		return s.appendEvent(ctx, tx, &AuditEvent{At: now, Actor: by.Name, Action: "user.password_reset",
-			Detail: detailJSON(map[string]any{"user_id": u.ID, "email": u.Email})})
+		return s.appendUserEvent(ctx, tx, &AuditEvent{At: now, Actor: by.Name, Action: "user.password_reset",
+			Detail: detailJSON(map[string]any{"user_id": u.ID, "email": u.Email})}, grant.Scope)
 	})
 	if err != nil {
 		if errors.Is(err, review.ErrNotFound) || errors.Is(err, review.ErrForbidden) {

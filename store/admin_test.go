@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -232,6 +233,102 @@ func TestLastRootAdminRemains(t *testing.T) {
 				}
 				a, _ = s.UserByID(ctx, a.ID)
 			}
+		}
+	})
+}
+
+// TestUserEventsReachTheirTenants: the events about a console user (added,
+// changed, disabled, password reset) have no tenant, so only a reader of
+// every tenant saw them, and a manager of acme could not read who was given
+// or lost access to acme. A scoped reader now sees those about a user who
+// had or has one of its tenants (before and after a change), and an
+// all-tenants user's, who has them all; not another tenant's user's. A
+// search by tenant finds them too, and a scoped check of the chain counts
+// what the scoped search shows.
+func TestUserEventsReachTheirTenants(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		ctx := t.Context()
+		s := storetest.Open(t, e, store.Options{})
+		op := review.Operator("test")
+		root := addUser(t, s, "root@example.com", review.RoleAdmin, "*")
+		acmeRev := addUser(t, s, "acme-rev@example.com", review.RoleReviewer, "acme")
+		betaRev := addUser(t, s, "beta-rev@example.com", review.RoleReviewer, "beta")
+		mover := addUser(t, s, "mover@example.com", review.RoleSupport, "beta")
+		if _, err := s.CreateToken(ctx, op, "acme", "acme's"); err != nil {
+			t.Fatal(err)
+		}
+		acme, beta := review.Scope{Tenants: []string{"acme"}}, review.Scope{Tenants: []string{"beta"}}
+		if _, err := s.UpdateUser(ctx, root.Principal(), acmeRev.ID, store.UserChange{Role: review.RoleReviewer, Scope: acme, Disabled: true}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.UpdateUser(ctx, root.Principal(), betaRev.ID, store.UserChange{Role: review.RoleReviewer, Scope: beta, Disabled: true}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.ResetPassword(ctx, root.Principal(), acmeRev.ID, "a new and longer secret"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.ResetPassword(ctx, root.Principal(), betaRev.ID, "a new and longer secret"); err != nil {
+			t.Fatal(err)
+		}
+		// From beta to acme: a user event about both.
+		if _, err := s.UpdateUser(ctx, root.Principal(), mover.ID, store.UserChange{Role: review.RoleSupport, Scope: acme}); err != nil {
+			t.Fatal(err)
+		}
+
+		read := func(f store.AuditFilter) []string {
+			t.Helper()
+			evs, _, err := s.SearchAudit(ctx, f, 100)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, ev := range evs {
+				var d struct {
+					Email string `json:"email"`
+				}
+				if err := json.Unmarshal([]byte(ev.Detail), &d); err != nil {
+					t.Fatal(err)
+				}
+				got = append(got, ev.Action+" "+d.Email)
+			}
+			slices.Reverse(got)
+			return got
+		}
+		wantAcme := []string{
+			"user.added root@example.com",
+			"user.added acme-rev@example.com",
+			"token.created ",
+			"user.changed acme-rev@example.com",
+			"user.password_reset acme-rev@example.com",
+			"user.changed mover@example.com",
+		}
+		if got := read(store.AuditFilter{Scope: []string{"acme"}}); !slices.Equal(got, wantAcme) {
+			t.Errorf("an acme reader reads\n%q\nwant\n%q", got, wantAcme)
+		}
+		if got := read(store.AuditFilter{Tenant: "acme"}); !slices.Equal(got, wantAcme) {
+			t.Errorf("a search for tenant acme finds\n%q\nwant\n%q", got, wantAcme)
+		}
+		wantBeta := []string{
+			"user.added root@example.com",
+			"user.added beta-rev@example.com",
+			"user.added mover@example.com",
+			"user.changed beta-rev@example.com",
+			"user.password_reset beta-rev@example.com",
+			"user.changed mover@example.com",
+		}
+		if got := read(store.AuditFilter{Scope: []string{"beta"}}); !slices.Equal(got, wantBeta) {
+			t.Errorf("a beta reader reads\n%q\nwant\n%q", got, wantBeta)
+		}
+		if got := read(store.AuditFilter{Scope: []string{"gamma"}}); !slices.Equal(got, []string{"user.added root@example.com"}) {
+			t.Errorf("a gamma reader reads %q, want only the all-tenants admin's", got)
+		}
+		if got := read(store.AuditFilter{Scope: []string{}}); len(got) != 0 {
+			t.Errorf("a reader of no tenant reads %q", got)
+		}
+
+		rep, err := s.VerifyAudit(ctx, store.VerifyOptions{PublicKey: s.AuditPublicKey(), SkipAge: true, Scope: []string{"acme"}})
+		if err != nil || !rep.OK || rep.Events != int64(len(wantAcme)) {
+			t.Errorf("the acme reader's check: %+v, %v; want OK and %d events", rep, err, len(wantAcme))
 		}
 	})
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -126,6 +127,39 @@ func (s *Store) appendEvent(ctx context.Context, tx *sqlx.Tx, e *AuditEvent) err
 	if _, err := s.exec(ctx, tx, insertEventSQLite, e.Seq, e.At, e.Actor, e.Tenant, e.OperationID, e.Action,
 		e.FromState, e.ToState, e.Detail, e.Hash); err != nil {
 		return fmt.Errorf("store.appendEvent: %w", err)
+	}
+	return nil
+}
+
+/* Store.appendUserEvent */
+const insertEventTenant = `INSERT INTO audit_event_tenants (seq, tenant) VALUES (?, ?)`
+
+// appendUserEvent writes e, an event about a console user, inside tx, and
+// beside it the tenants the user's scopes name (audit_event_tenants; "*"
+// for all tenants): pass the scope before and after a change. The event
+// has no tenant of its own, and is seen by every reader whose scope holds
+// one of those tenants (aboutTenants), so a tenant's manager reads who was
+// given or lost access to it. The list stays outside the event's hash:
+// what the event says is sealed as every event is; the list decides only
+// who may read it.
+func (s *Store) appendUserEvent(ctx context.Context, tx *sqlx.Tx, e *AuditEvent, scopes ...review.Scope) error {
+	if err := s.appendEvent(ctx, tx, e); err != nil {
+		return err
+	}
+	var tenants []string
+	for _, sc := range scopes {
+		if sc.All {
+			tenants = append(tenants, "*")
+		}
+		// An unreadable scope names none: the event stays for readers
+		// of every tenant, as the user does (review.Principal.SeesUser).
+		tenants = append(tenants, sc.Tenants...)
+	}
+	slices.Sort(tenants)
+	for _, t := range slices.Compact(tenants) {
+		if _, err := s.exec(ctx, tx, insertEventTenant, e.Seq, t); err != nil {
+			return fmt.Errorf("store.appendUserEvent: %w", err)
+		}
 	}
 	return nil
 }

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -13,9 +14,11 @@ import (
 
 // AuditFilter selects audit events.
 type AuditFilter struct {
-	// Scope limits tenants (nil: all, and tenant-less events too).
-	Scope       []string
-	Actor       string
+	// Scope limits tenants (nil: all, and tenant-less events too): the
+	// events about them (aboutTenants).
+	Scope []string
+	Actor string
+	// Tenant is one tenant: the events about it (aboutTenants).
 	Tenant      string
 	OperationID string
 	// Action matches a prefix: "decision" finds decision.confirm, …
@@ -27,14 +30,15 @@ type AuditFilter struct {
 }
 
 func (f AuditFilter) where() (string, []any) {
-	scope, args := inScope("tenant", f.Scope)
+	scope, args := aboutTenants(f.Scope)
 	conds := []string{scope}
 	add := func(c string, v any) { conds, args = append(conds, c), append(args, v) }
 	if f.Actor != "" {
 		add("actor = ?", f.Actor)
 	}
 	if f.Tenant != "" {
-		add("tenant = ?", f.Tenant)
+		c, targs := aboutTenants([]string{f.Tenant})
+		conds, args = append(conds, c), append(args, targs...)
 	}
 	if f.OperationID != "" {
 		add("operation_id = ?", f.OperationID)
@@ -55,6 +59,20 @@ func (f AuditFilter) where() (string, []any) {
 		add("seq < ?", f.Before)
 	}
 	return strings.Join(conds, " AND "), args
+}
+
+// aboutTenants is the one condition that bounds audit reads to tenants
+// (review.Scope.List: nil means all, an empty list none): an event is about
+// its own tenant, or, if it is about a console user (which names none),
+// about the tenants the user had or has, and about every tenant when that
+// is all of them (appendUserEvent).
+func aboutTenants(tenants []string) (string, []any) {
+	own, args := inScope("tenant", tenants)
+	if len(tenants) == 0 {
+		return own, args
+	}
+	listed, largs := inScope("tenant", append(slices.Clone(tenants), "*"))
+	return "(" + own + " OR seq IN (SELECT seq FROM audit_event_tenants WHERE " + listed + "))", append(args, largs...)
 }
 
 const auditColumns = `seq, txid, at, actor, tenant, operation_id, action, from_state, to_state, detail, hash`

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/sha256"
-	"database/sql"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -40,6 +39,11 @@ type VerifyOptions struct {
 	// counts only these tenants' events, and says where the chain breaks
 	// only when that event is one of theirs (review.Scope.List).
 	Scope []string
+
+	// about are the events without a tenant of their own that are about
+	// Scope's tenants (a console user's, aboutTenants): counted as theirs.
+	// VerifyAudit reads them.
+	about map[int64]bool
 }
 
 // VerifyReport is the result of checking the audit trail.
@@ -129,8 +133,11 @@ const (
 	selectAllEvents = `
 SELECT seq, txid, at, actor, tenant, operation_id, action, from_state, to_state, detail, hash
 FROM audit_events ORDER BY seq`
-	/* Store.VerifyAudit: is the break one of the reader's tenants'? */
-	selectEventTenant = `SELECT tenant FROM audit_events WHERE seq = ?`
+	/* Store.VerifyAudit: the reader's events without a tenant of their own
+	   (aboutTenants follows). */
+	selectEventsAbout = `SELECT seq FROM audit_events WHERE tenant = '' AND `
+	/* Store.VerifyAudit: is the break one of the reader's events? (aboutTenants follows) */
+	selectEventInScope = `SELECT COUNT(*) FROM audit_events WHERE seq = ? AND `
 )
 
 // chain is the checkpoints verification trusts, in id order: the stored
@@ -301,6 +308,17 @@ func (s *Store) VerifyAudit(ctx context.Context, opt VerifyOptions) (*VerifyRepo
 	if opt.Now.IsZero() {
 		opt.Now = s.now()
 	}
+	if opt.Scope != nil {
+		about, args := aboutTenants(opt.Scope)
+		var seqs []int64
+		if err := s.db.SelectContext(ctx, &seqs, s.rebind(selectEventsAbout+about), args...); err != nil {
+			return nil, fmt.Errorf("store.VerifyAudit: %w", err)
+		}
+		opt.about = map[int64]bool{}
+		for _, seq := range seqs {
+			opt.about[seq] = true
+		}
+	}
 	rows, err := s.db.QueryxContext(ctx, selectAllEvents)
 	if err != nil {
 		return nil, fmt.Errorf("store.VerifyAudit: %w", err)
@@ -311,12 +329,13 @@ func (s *Store) VerifyAudit(ctx context.Context, opt VerifyOptions) (*VerifyRepo
 		return nil, fmt.Errorf("store.VerifyAudit: %w", err)
 	}
 	if opt.Scope != nil && !rep.OK {
-		var tenant string
-		err := s.get(ctx, nil, &tenant, selectEventTenant, rep.BrokenSeq)
-		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		about, args := aboutTenants(opt.Scope)
+		var theirs int
+		err := s.db.GetContext(ctx, &theirs, s.rebind(selectEventInScope+about), append([]any{rep.BrokenSeq}, args...)...)
+		if err != nil {
 			return nil, fmt.Errorf("store.VerifyAudit: %w", err)
 		}
-		if err != nil || !slices.Contains(opt.Scope, tenant) {
+		if theirs == 0 {
 			rep.Outside, rep.BrokenSeq, rep.Problem = true, 0, ""
 		}
 	}
@@ -387,13 +406,15 @@ type verifier struct {
 	// slipped into sealed history.
 	horizon       int64
 	firstUnsealed int64
-	// scope is the tenants whose events the report counts (nil: all).
+	// scope is the tenants whose events the report counts (nil: all),
+	// with about, theirs without a tenant of their own.
 	scope []string
+	about map[int64]bool
 }
 
 // counts says whether the report counts e: one of the reader's tenants'.
 func (v *verifier) counts(e *AuditEvent) bool {
-	return v.scope == nil || slices.Contains(v.scope, e.Tenant)
+	return v.scope == nil || slices.Contains(v.scope, e.Tenant) || v.about[e.Seq]
 }
 
 func newVerifier(rep *VerifyReport, ch *chain, opt VerifyOptions, byTxID bool) *verifier {
@@ -408,7 +429,7 @@ func newVerifier(rep *VerifyReport, ch *chain, opt VerifyOptions, byTxID bool) *
 			rep.MaxAge = 2 * interval
 		}
 	}
-	v := &verifier{rep: rep, ch: ch, now: opt.Now, byTxID: byTxID, digests: make([]hash.Hash, len(cps)), scope: opt.Scope}
+	v := &verifier{rep: rep, ch: ch, now: opt.Now, byTxID: byTxID, digests: make([]hash.Hash, len(cps)), scope: opt.Scope, about: opt.about}
 	for i := range cps {
 		var off int64
 		for _, r := range ch.ranges[i] {

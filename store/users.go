@@ -156,8 +156,8 @@ func (s *Store) AddUser(ctx context.Context, by review.Principal, nu NewUser) (*
 			}
 			return err
 		}
-		return s.appendEvent(ctx, tx, &AuditEvent{At: now, Actor: by.Name, Action: "user.added",
-			Detail: detailJSON(map[string]any{"user_id": u.ID, "email": email, "role": u.Role, "tenants": u.TenantsText})})
+		return s.appendUserEvent(ctx, tx, &AuditEvent{At: now, Actor: by.Name, Action: "user.added",
+			Detail: detailJSON(map[string]any{"user_id": u.ID, "email": email, "role": u.Role, "tenants": u.TenantsText})}, nu.Scope)
 	})
 	if err != nil {
 		if errors.Is(err, review.ErrConflict) || errors.Is(err, review.ErrForbidden) {
