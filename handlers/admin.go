@@ -92,13 +92,11 @@ func (h *Handlers) AdminAddUser(c echo.Context) error {
 // AdminResetPassword gives a user a new password, generated and shown once,
 // once the admin has confirmed it: the row's button asks first, naming the
 // user, since their current password stops working and they are signed
-// out at once (store.ResetPassword decides who may).
+// out at once. The store decides about whom it may ask (UserSeenBy: others
+// are not found) and who may reset (ResetPassword).
 func (h *Handlers) AdminResetPassword(c echo.Context) error {
 	ctx, id := c.Request().Context(), c.Param("id")
-	u, err := h.Store.UserByID(ctx, id)
-	if errors.Is(err, review.ErrNotFound) || err == nil && !principal(c).SeesUser(u.Grant().Scope) {
-		return review.ErrNotFound
-	}
+	u, err := h.Store.UserSeenBy(ctx, principal(c), id)
 	if err != nil {
 		return err
 	}
@@ -175,15 +173,11 @@ func (h *Handlers) AdminUpdateUser(c echo.Context) error {
 // confirmDisable asks the admin to confirm disabling the user of the
 // posted row, carrying the row as sent.
 func (h *Handlers) confirmDisable(c echo.Context) error {
-	us, err := h.Store.ListUsers(c.Request().Context(), principal(c))
+	u, err := h.Store.UserSeenBy(c.Request().Context(), principal(c), c.Param("id"))
 	if err != nil {
 		return err
 	}
-	i := slices.IndexFunc(us, func(u store.User) bool { return u.ID == c.Param("id") })
-	if i < 0 {
-		return review.ErrNotFound
-	}
-	return h.renderUsers(c, http.StatusOK, web.AdminUsersView{Disabling: &web.UserDisabling{ID: us[i].ID, Email: us[i].Email,
+	return h.renderUsers(c, http.StatusOK, web.AdminUsersView{Disabling: &web.UserDisabling{ID: u.ID, Email: u.Email,
 		Form: enteredForm(c, "role", "tenants", "disabled", "was_role", "was_tenants", "was_disabled")}})
 }
 

@@ -33,6 +33,22 @@ func (s *Store) ListUsers(ctx context.Context, by review.Principal) ([]User, err
 	return us, nil
 }
 
+// UserSeenBy is the user id when by sees them, as ListUsers lists them
+// (review.Principal.SeesUser); anyone else, like an unknown id, is
+// review.ErrNotFound. For a page that asks before it acts on one user:
+// whether the act itself is allowed is decided where it is made
+// (UpdateUser, ResetPassword).
+func (s *Store) UserSeenBy(ctx context.Context, by review.Principal, id string) (*User, error) {
+	u, err := s.UserByID(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if !by.SeesUser(u.Scope()) {
+		return nil, review.ErrNotFound
+	}
+	return u, nil
+}
+
 const (
 	/* Store.ListUsers */
 	selectUsers = `SELECT ` + userColumns + ` FROM users ORDER BY email`

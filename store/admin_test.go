@@ -332,3 +332,38 @@ func TestUserEventsReachTheirTenants(t *testing.T) {
 		}
 	})
 }
+
+// TestUserSeenBy: the user a page asks about before acting on them (a
+// password reset, a disable) is read through the rule that lists users
+// (SeesUser), in the store, not checked again in each handler: a tenant's
+// admin finds its own tenant's users and itself, and not another tenant's
+// user, an all-tenants user, an unknown id, nor anyone as a manager.
+func TestUserSeenBy(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		ctx := t.Context()
+		s := storetest.Open(t, e, store.Options{})
+		root := addUser(t, s, "root@example.com", review.RoleAdmin, "*")
+		acmeAdmin := addUser(t, s, "acme-admin@example.com", review.RoleAdmin, "acme")
+		acmeRev := addUser(t, s, "acme-rev@example.com", review.RoleReviewer, "acme")
+		betaRev := addUser(t, s, "beta-rev@example.com", review.RoleReviewer, "beta")
+		manager := addUser(t, s, "manager@example.com", review.RoleManager, "*")
+		for _, c := range []struct {
+			by   *store.User
+			id   string
+			want error
+		}{
+			{acmeAdmin, acmeRev.ID, nil},
+			{acmeAdmin, acmeAdmin.ID, nil},
+			{acmeAdmin, betaRev.ID, review.ErrNotFound},
+			{acmeAdmin, root.ID, review.ErrNotFound},
+			{acmeAdmin, "usr_nope", review.ErrNotFound},
+			{root, betaRev.ID, nil},
+			{manager, acmeRev.ID, review.ErrNotFound},
+		} {
+			u, err := s.UserSeenBy(ctx, c.by.Principal(), c.id)
+			if !errors.Is(err, c.want) || err == nil && u.ID != c.id {
+				t.Errorf("%s reads %s: %+v, %v; want %v", c.by.Email, c.id, u, err, c.want)
+			}
+		}
+	})
+}
