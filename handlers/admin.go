@@ -101,7 +101,7 @@ func (h *Handlers) AdminResetPassword(c echo.Context) error {
 		return err
 	}
 	if c.Request().PostFormValue("confirm") == "" {
-		return h.renderUsers(c, http.StatusOK, web.AdminUsersView{Resetting: &web.UserDisabling{ID: u.ID, Email: u.Email}})
+		return h.renderUsers(c, http.StatusOK, web.AdminUsersView{Resetting: &web.UserPasswordReset{ID: u.ID, Email: u.Email}})
 	}
 	pw := store.GeneratePassword()
 	_, err = h.Store.ResetPassword(ctx, principal(c), id, pw)
