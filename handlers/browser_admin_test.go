@@ -95,3 +95,61 @@ destinations:
 		}
 	})
 }
+
+// TestBrowserUsersOnAPhone: on a 390 px phone the users page shows each
+// user as a card, each field under its column's name, with the row's Save
+// and Reset password within the screen. The table scrolled sideways in its
+// box: Role, Tenants, Status and the forms lay past the right edge, and
+// nothing said to scroll to reach them. In English and Italian, and axe
+// finds nothing serious in the cards; at 1,400 px the table stays a table.
+// Screenshots at both widths are kept.
+func TestBrowserUsersOnAPhone(t *testing.T) {
+	t.Parallel()
+	chromiumPath(t)
+	srv, st := consoleServer(t, store.SQLite) // a page's layout: one engine is enough
+	ctx := context.Background()
+	for _, email := range []string{"anna.bianchi@example.com", "giuseppe.verdi-amministrazione@example.com"} {
+		if _, err := st.AddUser(ctx, review.Operator("test"), store.NewUser{Email: email, Password: "correct horse battery",
+			Role: review.RoleReviewer, Scope: review.Scope{Tenants: []string{"acme", "acme-corporation-europe-west"}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	browser := startChromium(t)
+	adm := openBrowserTab(t, browser, srv.URL, "admin")
+	adm.login("admin@example.com")
+	u, err := st.UserByEmail(ctx, "admin@example.com")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, lang := range []string{"en", "it"} {
+		if err := st.SetLanguage(ctx, u.Principal(), lang); err != nil {
+			t.Fatal(err)
+		}
+		adm.open("/admin/users")
+		adm.screenshotWidths("users-" + lang)
+		for _, w := range []int64{390, 1400} {
+			adm.fitsWidth("/admin/users ("+lang+")", w)
+			// Every button of the rows (Save, Reset password), whole
+			// within the window, with no sideways scrolling.
+			outside := evalJS[[]string](adm, `Array.from(document.querySelectorAll("tbody button")).filter(b => {
+				const r = b.getBoundingClientRect();
+				return r.left < 0 || r.right > window.innerWidth;
+			}).map(b => b.textContent.trim() + " right=" + Math.round(b.getBoundingClientRect().right))`)
+			buttons := evalJS[int](adm, `document.querySelectorAll("tbody button").length`)
+			if len(outside) > 0 || buttons < 2*5 {
+				adm.fatalf("/admin/users (%s) at %d px: %d row buttons, these past the screen's edge: %v", lang, w, buttons, outside)
+			}
+		}
+		// Each field of a phone's card names its column, as the table's
+		// head does on a screen.
+		adm.do("sizing the page to 390 px", chromedp.EmulateViewport(390, 900))
+		adm.waitFor(`window.innerWidth === 390`, "the viewport's new width")
+		heads := evalJS[[]string](adm, `Array.from(document.querySelectorAll("thead th")).map(th => th.textContent.trim())`)
+		labels := evalJS[[]string](adm, `Array.from(document.querySelector("tbody tr").cells).map(td => getComputedStyle(td, "::before").content.replace(/^"|"$/g, ""))`)
+		if !slices.Equal(heads, labels) {
+			adm.fatalf("/admin/users (%s) at 390 px: a card's fields are labelled %q, want the columns %q", lang, labels, heads)
+		}
+		adm.axe("/admin/users (" + lang + ", 390 px)")
+		adm.do("restoring the page size", chromedp.EmulateViewport(1280, 900))
+	}
+}
