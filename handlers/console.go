@@ -132,6 +132,16 @@ func backgroundPoll(c echo.Context) bool {
 	return r.Method == http.MethodGet && isHTMX(c) && r.Header.Get("HX-Trigger") == "queue"
 }
 
+// StillHere answers the page's "still here" (static/limbo.js): sent,
+// at most once a minute, while the user types or changes a choice in a
+// console form. Typing a careful reason is use of the session even though
+// no page is asked for; requireUser has already counted this request as
+// use (it is not a backgroundPoll), so there is nothing left to do. A
+// session that has already ended stays ended: requireUser refuses it.
+func (h *Handlers) StillHere(c echo.Context) error {
+	return c.NoContent(http.StatusNoContent)
+}
+
 // requireCSRF refuses a mutating console request whose token (header
 // X-CSRF-Token or the body's "csrf" field) is not the session's: 403.
 func requireCSRF(next echo.HandlerFunc) echo.HandlerFunc {

@@ -52,6 +52,7 @@ var consoleRoutes = []struct {
 	{"POST", "/admin/webhooks/{hook}/enable", review.PermAdmin},
 	{"POST", "/admin/webhooks/{hook}/redeliver", review.PermAdmin},
 	{"POST", "/preferences/language", ""},
+	{"POST", "/session/still-here", ""},
 	{"POST", "/logout", ""},
 	// A plain GET of the event stream (no Accept: text/event-stream, as
 	// this test's client sends) is answered 406 at once, never streamed.

@@ -384,6 +384,62 @@ func TestConsolePollsDoNotKeepTheSessionAlive(t *testing.T) {
 	}
 }
 
+// TestConsoleStillHereKeepsTheSessionAlive: a reviewer typing a reason on
+// a case page for 40 minutes asks the server for nothing but the page's
+// own polls, which do not count as use; the page's "still here" (sent on
+// input, at most once a minute) does. Beside them, a tab that only polls
+// still idles out, and its "still here" once the session has ended does
+// not bring it back.
+func TestConsoleStillHereKeepsTheSessionAlive(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		clk := storetest.NewClock(time.Now().UTC())
+		srv, st := consoleServerWith(t, e, consoleSetup{clock: clk})
+		caseID := needsReview(t, st, "still-here-1")
+		poll := func(b *browser) {
+			t.Helper()
+			req, _ := http.NewRequest(http.MethodGet, srv.URL+"/cases/"+caseID+"/live", nil)
+			req.Header.Set("Accept", "application/json")
+			resp, err := b.c.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+		}
+		stillHere := func(b *browser) int {
+			t.Helper()
+			code, _, _ := b.postWith("/session/still-here", url.Values{}, http.Header{"X-Csrf-Token": {b.csrf}})
+			return code
+		}
+		typing := newBrowser(t, srv.URL)
+		typing.login("reviewer@example.com")
+		typing.get("/cases/" + caseID)
+		idle := newBrowser(t, srv.URL)
+		idle.login("manager@example.com")
+		idle.get("/cases/" + caseID)
+		for range 4 { // 4 × 10 minutes on the case page
+			clk.Advance(10 * time.Minute)
+			poll(typing)
+			poll(idle)
+			if code := stillHere(typing); code != http.StatusNoContent {
+				t.Fatalf("still here at %s: %d, want 204", clk, code)
+			}
+		}
+		if code, _ := typing.get("/cases/" + caseID); code != http.StatusOK {
+			t.Errorf("after 40 minutes of typing (a still-here every 10): GET the case %d, want 200", code)
+		}
+		if code, _ := idle.get("/cases/" + caseID); code != http.StatusSeeOther {
+			t.Errorf("after 40 minutes of polls alone: GET the case %d, want 303 to the sign-in form (idle)", code)
+		}
+		if code := stillHere(idle); code != http.StatusSeeOther {
+			t.Errorf("still here after the session ended: %d, want 303 to the sign-in form", code)
+		}
+		if code, _ := idle.get("/"); code != http.StatusSeeOther {
+			t.Errorf("a still-here after the session ended brought it back: GET / %d", code)
+		}
+	})
+}
+
 // TestConsoleLoginFormExpired: a sign-in form older than its token (an
 // hour: a tab left on the sign-in page after the session idled out) is
 // answered with the form again — a fresh token, the email kept, words

@@ -108,6 +108,7 @@ func (h *Handlers) Routes(e *echo.Echo) {
 	}
 	ui(http.MethodPost, "/logout", h.Logout, "")
 	ui(http.MethodPost, "/preferences/language", h.SetLanguage, "")
+	ui(http.MethodPost, "/session/still-here", h.StillHere, "")
 	ui(http.MethodGet, "/", h.Queue, review.PermRead)
 	ui(http.MethodGet, "/cases/:id", h.CasePage, review.PermRead)
 	ui(http.MethodGet, "/operations", h.Operations, review.PermRead)

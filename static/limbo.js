@@ -123,3 +123,37 @@ document.addEventListener("click", function (e) {
     setTimeout(function () { b.classList.remove("copied"); }, 1500);
   });
 });
+
+// Still here: typing a reason or changing a choice in a console form is
+// use of the session, though it asks the server nothing until the form
+// is sent, and the page's own polls do not count (handlers.backgroundPoll).
+// So genuine input (isTrusted: a person's, not a script's) sends POST
+// /session/still-here, at most once a minute, and a reviewer who spends
+// longer than the idle limit writing a careful reason is still signed in
+// when they press the button. An ended session stays ended (the answer is
+// then a redirect, not followed). <html data-still-here> counts the
+// answers (tests wait on it).
+(function () {
+  "use strict";
+  var EVERY = 60000;
+  var last = 0;
+  function token() {
+    try { return JSON.parse(document.body.getAttribute("hx-headers") || "{}")["X-CSRF-Token"] || ""; } catch (e) { return ""; }
+  }
+  function input(e) {
+    if (!e.isTrusted || !e.target || !e.target.closest || !e.target.closest("form")) { return; }
+    var now = Date.now();
+    if (now - last < EVERY || !window.fetch) { return; }
+    var csrf = token();
+    if (!csrf) { return; } // signed out (the sign-in form): no session to keep
+    last = now;
+    fetch("/session/still-here", { method: "POST", headers: { "X-CSRF-Token": csrf }, credentials: "same-origin", redirect: "manual" })
+      .then(function () {
+        var n = parseInt(document.documentElement.getAttribute("data-still-here"), 10) || 0;
+        document.documentElement.setAttribute("data-still-here", String(n + 1));
+      })
+      .catch(function () {});
+  }
+  document.addEventListener("input", input, true);
+  document.addEventListener("change", input, true);
+})();
