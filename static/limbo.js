@@ -157,3 +157,75 @@ document.addEventListener("click", function (e) {
   document.addEventListener("input", input, true);
   document.addEventListener("change", input, true);
 })();
+
+// A decision sent after the session ended. The server does not execute it
+// (requireUser answers 401 and HX-Redirect to the sign-in form, which then
+// brings the reviewer back to the case); here, before htmx follows that
+// redirect, the form as filled in is kept in this tab's sessionStorage,
+// with the case and the user it was written by. Back on that case's page
+// as that user, the form is filled in again, the versions it was written
+// against included (a case that changed meanwhile still refuses it as
+// stale), and nothing is sent until the reviewer presses Decide again;
+// when the case no longer takes a decision, what they wrote is shown
+// instead. Another user signing in in this tab never sees it.
+(function () {
+  "use strict";
+  var KEY = "limbo.unsent-decision";
+  function panel() { return document.getElementById("decision"); }
+  document.addEventListener("htmx:beforeOnLoad", function (e) {
+    var d = e.detail || {};
+    var form = d.elt;
+    var p = panel();
+    if (!d.xhr || d.xhr.status !== 401 || !d.xhr.getResponseHeader("HX-Redirect")) { return; }
+    if (!form || !form.matches || !form.matches("form.decision") || !p || !p.contains(form)) { return; }
+    var fields = [];
+    Array.prototype.forEach.call(form.elements, function (el) {
+      if (!el.name || el.name === "csrf" || ((el.type === "radio" || el.type === "checkbox") && !el.checked)) { return; }
+      fields.push([el.name, el.value]);
+    });
+    try {
+      sessionStorage.setItem(KEY, JSON.stringify({
+        caseId: p.getAttribute("data-draft-case"), user: p.getAttribute("data-draft-user"), fields: fields }));
+    } catch (x) {}
+  });
+  function note(text) {
+    var n = document.createElement("p");
+    n.className = "situation";
+    n.setAttribute("role", "alert");
+    n.setAttribute("data-draft-note", "");
+    n.textContent = text;
+    return n;
+  }
+  document.addEventListener("DOMContentLoaded", function () {
+    var p = panel(), draft;
+    if (!p || !p.getAttribute("data-draft-case")) { return; }
+    try { draft = JSON.parse(sessionStorage.getItem(KEY) || "null"); } catch (x) { draft = null; }
+    if (!draft || draft.caseId !== p.getAttribute("data-draft-case")) { return; } // another case's: kept for it
+    sessionStorage.removeItem(KEY);
+    if (draft.user !== p.getAttribute("data-draft-user")) { return; } // another user's: never shown
+    var form = p.querySelector("form.decision");
+    if (!form) {
+      p.appendChild(note(p.getAttribute("data-msg-draft-unsent") || ""));
+      var q = document.createElement("blockquote");
+      q.setAttribute("data-draft-unsent", "");
+      q.textContent = (draft.fields || []).filter(function (f) { return f[0] === "action" || f[0] === "reason"; })
+        .map(function (f) { return f[1]; }).join(": ");
+      p.appendChild(q);
+      return;
+    }
+    // A choice not saved stays unchecked (the form then asks for one),
+    // never left at the page's default.
+    Array.prototype.forEach.call(form.querySelectorAll("input[type=radio], input[type=checkbox]"), function (el) { el.checked = false; });
+    (draft.fields || []).forEach(function (f) {
+      Array.prototype.forEach.call(form.elements, function (el) {
+        if (el.name !== f[0] || el.name === "csrf") { return; }
+        if (el.type === "radio" || el.type === "checkbox") {
+          if (el.value === f[1]) { el.checked = true; }
+        } else {
+          el.value = f[1];
+        }
+      });
+    });
+    form.insertBefore(note(p.getAttribute("data-msg-draft-restored") || ""), form.firstChild);
+  });
+})();
