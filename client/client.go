@@ -408,7 +408,8 @@ type AttemptOutput struct {
 }
 
 // AttemptOutput reads the structured output of attempt n of opID; a 404
-// *Problem when it kept none.
+// *Problem when it kept none, a 410 (ProblemPurged) when it kept one that
+// the payload retention has emptied since.
 func (c *Client) AttemptOutput(ctx context.Context, opID string, n int) (*AttemptOutput, error) {
 	out := &AttemptOutput{}
 	_, err := c.do(ctx, http.MethodGet, "/api/v1/operations/"+url.PathEscape(opID)+"/attempts/"+strconv.Itoa(n)+"/output", nil, out)

@@ -49,6 +49,10 @@ const (
 	ProblemUnauthorized = "unauthorized"
 	// ProblemUnsupportedMediaType: the body is not application/json.
 	ProblemUnsupportedMediaType = "unsupported-media-type"
+	// ProblemPurged: what was asked for was kept, and the payload
+	// retention has emptied it since (410): an attempt's structured
+	// output, for one. Detail says when.
+	ProblemPurged = "purged"
 	// ProblemNotReady: the server is not ready (readiness probe).
 	ProblemNotReady = "not-ready"
 	// ProblemInvalidSignature: an inbound webhook's signature is wrong.
@@ -61,5 +65,5 @@ func ProblemTypes() []string {
 		ProblemWaitingForDependency, ProblemRetryLater, ProblemOutcomeConflict, ProblemNotFound, ProblemForbidden,
 		ProblemInvalidTransition, ProblemConflict, ProblemClientClosedRequest, ProblemUnavailable, ProblemBusy, ProblemInternal,
 		ProblemPayloadTooLarge, ProblemRequestTimeout, ProblemMethodNotAllowed, ProblemUnauthorized, ProblemUnsupportedMediaType,
-		ProblemNotReady, ProblemInvalidSignature}
+		ProblemNotReady, ProblemInvalidSignature, ProblemPurged}
 }

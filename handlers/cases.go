@@ -141,6 +141,10 @@ func (h *Handlers) operationDetail(c echo.Context, op *review.Operation, reveal 
 		return d, nil, "", err
 	}
 	for _, o := range kept {
+		if o.PurgedAt != nil {
+			d.Outputs = append(d.Outputs, web.OutputView{N: o.N, PurgedAt: o.PurgedAt})
+			continue
+		}
 		d.Outputs = append(d.Outputs, web.OutputView{N: o.N, Output: pretty(o.Output, redact), Invalid: o.Invalid})
 	}
 	if reveal {

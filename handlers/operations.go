@@ -268,6 +268,11 @@ func (h *Handlers) AttemptOutput(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	if out.PurgedAt != nil {
+		// Kept, then emptied: not the 404 of an attempt that kept none.
+		return problemf(http.StatusGone, "purged", "Purged",
+			"attempt %d's structured output was kept, and purged by the payload retention at %s", n, out.PurgedAt.Format(time.RFC3339))
+	}
 	return c.JSON(http.StatusOK, out)
 }
 

@@ -37,10 +37,10 @@ const (
 	/* Store.applyOutcome: the structured output, with the attempt's close. */
 	insertAttemptOutput = `INSERT INTO attempt_outputs (operation_id, n, output, invalid, recorded_at) VALUES (?, ?, ?, ?, ?)`
 	/* Store.AttemptOutputs: the caller has read the operation in its scope. */
-	selectAttemptOutputs = `SELECT n, output, invalid, recorded_at FROM attempt_outputs WHERE operation_id = ? ORDER BY n`
+	selectAttemptOutputs = `SELECT n, output, invalid, recorded_at, purged_at FROM attempt_outputs WHERE operation_id = ? ORDER BY n`
 	/* Store.AttemptOutput: scoped by the operation's tenant. */
 	selectAttemptOutput = `
-SELECT a.n, a.output, a.invalid, a.recorded_at FROM attempt_outputs a JOIN operations o ON o.id = a.operation_id
+SELECT a.n, a.output, a.invalid, a.recorded_at, a.purged_at FROM attempt_outputs a JOIN operations o ON o.id = a.operation_id
 WHERE a.operation_id = ? AND o.tenant = ? AND a.n = ?`
 	/* Store.bumpDetails: evidence and jobs change what the API answers
 	   without moving the version; see migration 0013. */
@@ -467,25 +467,36 @@ func (s *Store) loadPriorEffect(ctx context.Context, tx *sqlx.Tx, op *review.Ope
 	return review.PriorMayHaveEffect(prior, n, s.cfg.Destination(op.Destination), op.Action, s.now()), nil
 }
 
-// AttemptOutput is a structured output kept with attempt N.
+// AttemptOutput is a structured output kept with attempt N. PurgedAt, when
+// set, is when the payload retention emptied it (PurgePayloads): Output is
+// then nil and Invalid "", and the output was kept until then.
 type AttemptOutput struct {
 	N          int             `json:"n"`
 	Output     json.RawMessage `json:"output"`
 	Invalid    string          `json:"invalid,omitempty"`
 	RecordedAt time.Time       `json:"recorded_at"`
+	PurgedAt   *time.Time      `json:"purged_at,omitempty"`
 }
 
 // outputRow is an attempt_outputs row as the drivers scan it (TEXT into a
 // string: neither driver scans into json.RawMessage).
 type outputRow struct {
-	N          int       `db:"n"`
-	Output     string    `db:"output"`
-	Invalid    string    `db:"invalid"`
-	RecordedAt time.Time `db:"recorded_at"`
+	N          int          `db:"n"`
+	Output     string       `db:"output"`
+	Invalid    string       `db:"invalid"`
+	RecordedAt time.Time    `db:"recorded_at"`
+	PurgedAt   sql.NullTime `db:"purged_at"`
 }
 
 func (r outputRow) output() AttemptOutput {
-	return AttemptOutput{N: r.N, Output: json.RawMessage(r.Output), Invalid: r.Invalid, RecordedAt: r.RecordedAt.UTC()}
+	out := AttemptOutput{N: r.N, Invalid: r.Invalid, RecordedAt: r.RecordedAt.UTC()}
+	if r.PurgedAt.Valid {
+		at := r.PurgedAt.Time.UTC()
+		out.PurgedAt = &at
+		return out
+	}
+	out.Output = json.RawMessage(r.Output)
+	return out
 }
 
 // AttemptOutputs reads every structured output kept for operation opID,

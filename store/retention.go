@@ -20,8 +20,9 @@ import (
 //   - operations.payload ("", with payload_purged_at set);
 //   - rejected_payloads.payload: payloads refused under the key ("");
 //   - evidence.candidates: the resources a destination returned ("[]");
-//   - attempt_outputs: a model's answer to the payload (the rows go; the
-//     attempt keeps its result and outcome hash, and reads as keeping none).
+//   - attempt_outputs: a model's answer to the payload (output and invalid
+//     "", with purged_at set: the row stays, so the attempt reads as having
+//     kept one that retention purged, not as never having kept one).
 //
 // What stays: the key, payload_hash, states, attempts, evidence rows (source,
 // verdict, note), decisions, and the audit trail, untouched. The trail's
@@ -84,13 +85,13 @@ WHERE o.payload_purged_at IS NULL AND o.state IN ('confirmed', 'compensated', 'f
 	/* Store.PurgePayloads */
 	countRejectedFor = `SELECT COUNT(*) FROM rejected_payloads WHERE case_id IN (SELECT id FROM cases WHERE operation_id = ?) AND payload <> ''`
 	countEvidenceFor = `SELECT COUNT(*) FROM evidence WHERE operation_id = ? AND candidates <> '[]'`
-	countOutputsFor  = `SELECT COUNT(*) FROM attempt_outputs WHERE operation_id = ?`
+	countOutputsFor  = `SELECT COUNT(*) FROM attempt_outputs WHERE operation_id = ? AND purged_at IS NULL`
 	/* Store.PurgePayloads: version untouched (no state change); detail_version moves so readers refresh. */
 	updatePurgeOperation = `UPDATE operations SET payload = '', payload_purged_at = ?, detail_version = detail_version + 1
 WHERE id = ? AND payload_purged_at IS NULL`
 	updatePurgeRejected = `UPDATE rejected_payloads SET payload = '' WHERE case_id IN (SELECT id FROM cases WHERE operation_id = ?) AND payload <> ''`
 	updatePurgeEvidence = `UPDATE evidence SET candidates = '[]' WHERE operation_id = ? AND candidates <> '[]'`
-	updatePurgeOutputs  = `DELETE FROM attempt_outputs WHERE operation_id = ?`
+	updatePurgeOutputs  = `UPDATE attempt_outputs SET output = '', invalid = '', purged_at = ? WHERE operation_id = ? AND purged_at IS NULL`
 )
 
 type purgeCandidate struct {
@@ -240,13 +241,15 @@ func (s *Store) purgeBatch(ctx context.Context, now time.Time, cands []purgeCand
 			if dryRun {
 				continue
 			}
-			for _, q := range []string{updatePurgeRejected, updatePurgeEvidence, updatePurgeOutputs} {
+			for _, q := range []string{updatePurgeRejected, updatePurgeEvidence} {
 				if _, err := s.exec(ctx, tx, q, c.ID); err != nil {
 					return rep, err
 				}
 			}
-			if _, err := s.exec(ctx, tx, updatePurgeOperation, dbTime(now), c.ID); err != nil {
-				return rep, err
+			for _, q := range []string{updatePurgeOutputs, updatePurgeOperation} {
+				if _, err := s.exec(ctx, tx, q, dbTime(now), c.ID); err != nil {
+					return rep, err
+				}
 			}
 			retention := s.cfg.RetentionFor(c.Destination, c.Action)
 			detail := map[string]any{"payload_hash": row.PayloadHash, "retention": retention.String(),

@@ -47,7 +47,7 @@ func payloadBytesLeft(t *testing.T, s *store.Store, opID string) map[string]int 
 		"operations":        countRows(t, s, `SELECT COUNT(*) FROM operations WHERE id = ? AND (payload <> '' OR payload_purged_at IS NULL)`, opID),
 		"rejected_payloads": countRows(t, s, `SELECT COUNT(*) FROM rejected_payloads WHERE case_id IN (SELECT id FROM cases WHERE operation_id = ?) AND payload <> ''`, opID),
 		"evidence":          countRows(t, s, `SELECT COUNT(*) FROM evidence WHERE operation_id = ? AND candidates <> '[]'`, opID),
-		"attempt_outputs":   countRows(t, s, `SELECT COUNT(*) FROM attempt_outputs WHERE operation_id = ?`, opID),
+		"attempt_outputs":   countRows(t, s, `SELECT COUNT(*) FROM attempt_outputs WHERE operation_id = ? AND (output <> '' OR invalid <> '' OR purged_at IS NULL)`, opID),
 	}
 }
 
@@ -129,6 +129,15 @@ func TestPurgePayloads(t *testing.T) {
 			if b, _ := json.Marshal(got); !strings.Contains(string(b), `"payload":null`) || !strings.Contains(string(b), `"payload_purged_at"`) {
 				t.Errorf("%s as JSON: %s", op.SourceRef, b)
 			}
+		}
+		// gen's output reads as kept and purged, and when; not as never kept.
+		purgedAt := b.clk.Now().UTC().Truncate(time.Microsecond)
+		if out, err := b.s.AttemptOutput(b.ctx, tenantA, gen.ID, 1); err != nil || out.Output != nil || out.Invalid != "" ||
+			out.PurgedAt == nil || !out.PurgedAt.Equal(purgedAt) {
+			t.Errorf("gen's output after the purge: %+v, %v; want kept, purged at %s, its bytes gone", out, err, purgedAt)
+		}
+		if outs, err := b.s.AttemptOutputs(b.ctx, gen.ID); err != nil || len(outs) != 1 || outs[0].PurgedAt == nil || outs[0].Output != nil {
+			t.Errorf("gen's outputs after the purge: %+v, %v; want its one output, purged", outs, err)
 		}
 		// Nothing of the payload's text is left anywhere but the trail's
 		// hashes (the trail never held it).

@@ -164,6 +164,8 @@ func (ctl *Controller) accepted(ctx context.Context, p *planner, op *client.Oper
 	switch {
 	case client.IsProblem(err, client.ProblemNotFound):
 		return nil, "the last generation kept no structured output: none to run from", nil
+	case client.IsProblem(err, client.ProblemPurged):
+		return nil, "the last generation's structured output was purged by the payload retention: none to run from", nil
 	case err != nil:
 		return nil, "", err
 	case out.Invalid != "":

@@ -262,3 +262,45 @@ func TestPlanConfirmedWithoutAcceptedOutput(t *testing.T) {
 		}
 	})
 }
+
+// TestPlanOutputPurged: a plan whose outputs payload retention has purged
+// is read back as confirmed, not done, with no output, and says they were
+// purged; reading it back failed on the 410 the API answers for a purged
+// output (before that, the API's 404 read as "kept no structured output").
+func TestPlanOutputPurged(t *testing.T) {
+	cfg, err := review.ParseConfig([]byte("payload_retention: 1h\n" + planConfig))
+	if err != nil {
+		t.Fatal(err)
+	}
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		sb, st, _, ctl := planWorld(t, e, cfg)
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		run, err := ctl.Run(ctx, "run-purged")
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := run.Plan(ctx, "plan_release", json.RawMessage(`{"release":"v5"}`))
+		if err != nil || !p.Done() {
+			t.Fatalf("plan = %+v, %v; want it accepted", p, err)
+		}
+		// Past the retention (the purge is told when "now" is).
+		if rep, err := st.PurgePayloads(ctx, time.Now().Add(2*time.Hour), false); err != nil || rep.Outputs != 1 {
+			t.Fatalf("purge: %+v, %v; want the plan's output purged", rep, err)
+		}
+		again, err := ctl.Run(ctx, "run-purged")
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := again.Plan(ctx, "plan_release", json.RawMessage(`{"release":"v5"}`))
+		if err != nil {
+			t.Fatalf("reading back a plan whose output was purged: %v", err)
+		}
+		if got.Done() || got.Output != nil || got.Generated || got.State != client.Confirmed || !strings.Contains(got.Reason, "purged by the payload retention") {
+			t.Errorf("plan after its output was purged = %+v; want confirmed, not done, no output, saying it was purged", got)
+		}
+		if n := sb.ModelCalls(); n != 1 {
+			t.Errorf("the model generated %d times, want 1", n)
+		}
+	})
+}
