@@ -32,8 +32,13 @@ const (
 // PriorDecision is a decision already recorded on the case, as planning
 // the next one needs it.
 type PriorDecision struct {
-	Seq                                                        int64
-	Action, Actor, ResourceRef, Compensation, PayloadHash, Key string
+	Seq                                                            int64
+	ID, Action, Actor, ResourceRef, Compensation, PayloadHash, Key string
+	// Revoked, on an approval, is why its approver may no longer decide
+	// the case ("" while they may): disabled, moved off the tenant, or in
+	// a role that does not decide it. Such an approval counts no more: the
+	// pair an action needs is two people who may decide it now.
+	Revoked string
 }
 
 // DecisionInput is a reviewer's decision on a case and what it is judged
@@ -95,8 +100,9 @@ type DecisionPlan struct {
 	// approval that is not the last, the next one is someone else's.
 	ReleaseClaim bool
 	// Void lists the approvals on record (by Seq) that no longer count:
-	// given for a payload or key the operation no longer has, or before
-	// another decision moved the operation while the case stayed open.
+	// given for a payload or key the operation no longer has, by someone
+	// who may no longer decide the case, or before another decision moved
+	// the operation while the case stayed open.
 	Void []int64
 	// Announce: integrators learn of it (decisions feed webhook).
 	Announce bool
@@ -194,9 +200,9 @@ func PlanDecision(in DecisionInput) (*DecisionPlan, error) {
 		}
 		if given+1 < need {
 			p.Status, p.ResolveCase, p.ReleaseClaim = DecisionFirstApproval, false, true
-			p.Events = []PlannedEvent{{Action: "decision.first_approval", Detail: map[string]any{"case_id": in.CaseID,
+			p.Events = append(p.Events, PlannedEvent{Action: "decision.first_approval", Detail: map[string]any{"case_id": in.CaseID,
 				"decision_id": in.DecisionID, "action": in.Action, "reason": in.Reason, "payload_hash": op.PayloadHash, "key": op.Key,
-				"approvals": given + 1, "needed": need}}}
+				"approvals": given + 1, "needed": need}})
 			return p, nil
 		}
 	}
@@ -263,7 +269,7 @@ func PlanDecision(in DecisionInput) (*DecisionPlan, error) {
 		}
 		p.Move.Detail["voided_approvals"] = voided
 	}
-	p.Events = p.resolved(in)
+	p.Events = append(p.Events, p.resolved(in)...)
 	return p, nil
 }
 
@@ -441,8 +447,10 @@ func approvalsNeeded(in DecisionInput) int {
 
 // countApprovals counts the approvals on record that still count towards
 // in.Action, marking for voiding those given for another payload or key
-// (an approval is bound to both), and refuses a person approving twice or
-// approving their own request.
+// (an approval is bound to both) and those whose approver may no longer
+// decide the case (Revoked: audited as decision.approval_voided, saying
+// why), and refuses a person approving twice or approving their own
+// request.
 func (p *DecisionPlan) countApprovals(in DecisionInput) (int, error) {
 	op := in.Op
 	if in.Action == DecideApprove && in.RequestedBy != "" && strings.EqualFold(in.RequestedBy, in.Actor) {
@@ -455,6 +463,13 @@ func (p *DecisionPlan) countApprovals(in DecisionInput) (int, error) {
 			p.Void = append(p.Void, a.Seq) // the approval was for something else
 		case a.Action != in.Action:
 			// An approval of another action does not count towards this one.
+		case a.Revoked != "":
+			// Two approvals mean two people who may decide this now: one
+			// from someone disabled, moved off the tenant or demoted since
+			// counts no more, and this approval takes its place.
+			p.Void = append(p.Void, a.Seq)
+			p.Events = append(p.Events, PlannedEvent{Action: "decision.approval_voided", Detail: map[string]any{"case_id": in.CaseID,
+				"decision_id": a.ID, "approver": a.Actor, "why": a.Revoked, "voided_by": in.DecisionID}})
 		case strings.EqualFold(a.Actor, in.Actor):
 			return 0, fmt.Errorf("%w: %s already gave an approval; the next must come from someone else", ErrSecondApprover, in.Actor)
 		default:

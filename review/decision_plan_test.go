@@ -61,6 +61,13 @@ func TestPlanDecision(t *testing.T) {
 			p.Retry.MaxAttempts != 4 || !p.Retry.Deadline.Equal(op.Deadline) || !p.Retry.NextAttemptAt.Equal(now) {
 			t.Errorf("second approval plans %+v (retry %+v), want retry_wait with one more attempt", p, p.Retry)
 		}
+		second.Approvals[0].Revoked = "the approver's account is disabled"
+		if p, _ = PlanDecision(second); p.Status != DecisionFirstApproval || !slices.Equal(p.Void, []int64{7}) || len(p.Events) != 2 ||
+			p.Events[0].Action != "decision.approval_voided" || p.Events[0].Detail["why"] != second.Approvals[0].Revoked ||
+			p.Events[0].Detail["approver"] != "rita" || p.Events[1].Action != "decision.first_approval" {
+			t.Errorf("after an approval from who may no longer decide: %+v, want it void, audited why, and this one first", p)
+		}
+		second.Approvals[0].Revoked = ""
 		second.Approvals[0].PayloadHash = "sha256:other"
 		if p, _ = PlanDecision(second); p.Status != DecisionFirstApproval || !slices.Equal(p.Void, []int64{7}) {
 			t.Errorf("an approval of another payload: %+v, want it void and this one first", p)

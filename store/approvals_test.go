@@ -2,7 +2,9 @@ package store_test
 
 import (
 	"errors"
+	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -198,6 +200,81 @@ func TestApprovalBeforeExecution(t *testing.T) {
 				t.Errorf("audit = %v", acts)
 			}
 		})
+		assertSealed(t, b.s)
+	})
+}
+
+// TestApprovalFromWhoMayNoLongerDecide: an irreversible send needs two
+// people who may decide it now. A first approval whose approver was
+// disabled, moved off the tenant or demoted before the second counts no
+// more: the second becomes the first (the operation keeps waiting for one
+// more), the first is void, and the trail says whose and why.
+func TestApprovalFromWhoMayNoLongerDecide(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		b := setup(t, e, approvalConfig())
+		root := addUser(t, b.s, "root@example.com", review.RoleAdmin, "*")
+		marco := addUser(t, b.s, "marco@example.com", review.RoleReviewer, tenantA)
+		ugo := addUser(t, b.s, "ugo@example.com", review.RoleReviewer, tenantA)
+		approve := func(c *store.Case, u *store.User) *store.Decision {
+			t.Helper()
+			d, err := b.s.Decide(b.ctx, store.DecisionRequest{CaseID: c.ID, Action: review.DecideApprove, Actor: u.Email, UserID: u.ID,
+				Reason: "read the payload"})
+			if err != nil {
+				t.Fatalf("%s approves: %v", u.Email, err)
+			}
+			return d
+		}
+		for i, tt := range []struct {
+			name   string
+			change func(u *store.User) store.UserChange
+			why    string
+		}{
+			{"disabled", func(u *store.User) store.UserChange {
+				return store.UserChange{Role: u.Role, Scope: u.Scope(), Disabled: true}
+			}, "the approver's account is disabled"},
+			{"moved off the tenant", func(u *store.User) store.UserChange {
+				return store.UserChange{Role: u.Role, Scope: review.Scope{Tenants: []string{tenantB}}}
+			}, "the approver no longer holds tenant " + tenantA},
+			{"demoted to support", func(u *store.User) store.UserChange {
+				return store.UserChange{Role: review.RoleSupport, Scope: u.Scope()}
+			}, "the approver's role (support) no longer decides this case"},
+		} {
+			t.Run(tt.name, func(t *testing.T) {
+				rita := addUser(t, b.s, fmt.Sprintf("rita-%d@example.com", i), review.RoleReviewer, tenantA)
+				op, c := b.awaiting(t, fmt.Sprintf("gone-%d", i), "mail", review.FlagIrreversible)
+				first := approve(c, rita)
+				if _, err := b.s.UpdateUser(b.ctx, root.Principal(), rita.ID, tt.change(rita)); err != nil {
+					t.Fatal(err)
+				}
+				second := approve(c, marco)
+				if second.Status != store.DecisionFirstApproval {
+					t.Fatalf("the approval after %s's was %s, want the first again", rita.Email, second.Status)
+				}
+				wantState(t, b.get(t, op), review.AwaitingApproval)
+				_, ds, err := b.s.OperationDecisions(b.ctx, tenantA, op.ID)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(ds) != 2 || ds[0].ID != first.ID || ds[0].Status != store.DecisionVoid || ds[1].Status != store.DecisionFirstApproval {
+					t.Errorf("decisions = %+v, want %s's void and %s's the first approval", ds, rita.Email, marco.Email)
+				}
+				var voided []store.AuditEvent
+				for _, ev := range b.history(t, op.ID) {
+					if ev.Action == "decision.approval_voided" {
+						voided = append(voided, ev)
+					}
+				}
+				if len(voided) != 1 || !strings.Contains(voided[0].Detail, first.ID) || !strings.Contains(voided[0].Detail, rita.Email) ||
+					!strings.Contains(voided[0].Detail, tt.why) || !strings.Contains(voided[0].Detail, second.ID) {
+					t.Errorf("audit of the voided approval = %+v, want one naming %s, %s, %q and %s", voided, first.ID, rita.Email, tt.why, second.ID)
+				}
+				if d := approve(c, ugo); d.Status != store.DecisionApplied || d.ToState != string(review.Pending) {
+					t.Errorf("a second approval from who may decide: %+v, want applied", d)
+				}
+				wantState(t, b.get(t, op), review.Pending)
+			})
+		}
 		assertSealed(t, b.s)
 	})
 }

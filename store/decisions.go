@@ -217,6 +217,9 @@ func (s *Store) decideTx(ctx context.Context, tx *sqlx.Tx, req DecisionRequest) 
 		return nil, err
 	}
 	op, now := row.operation(), s.now()
+	if err := s.approversNow(ctx, tx, approvals, c.Tenant, op); err != nil {
+		return nil, err
+	}
 	if req.Action == review.DecideCompensate || req.Action == review.DecideKeepAndUndo {
 		// What the operation is known to have: the only resources Limbo's
 		// own undo may be sent for (review.CheckUndoRef).
@@ -304,7 +307,7 @@ func (d *Decision) prior() *review.PriorDecision {
 	if d == nil {
 		return nil
 	}
-	return &review.PriorDecision{Seq: d.Seq, Action: d.Action, Actor: d.Actor, ResourceRef: d.ResourceRef, Compensation: d.Compensation,
+	return &review.PriorDecision{Seq: d.Seq, ID: d.ID, Action: d.Action, Actor: d.Actor, ResourceRef: d.ResourceRef, Compensation: d.Compensation,
 		PayloadHash: d.PayloadHash, Key: d.Key}
 }
 
@@ -402,6 +405,38 @@ func (s *Store) approvals(ctx context.Context, tx *sqlx.Tx, caseID string) ([]re
 		out[i] = *ds[i].prior()
 	}
 	return out, nil
+}
+
+// approversNow marks the approvals whose approver may no longer decide
+// the case (review.PriorDecision.Revoked), by the rules their own decision
+// would meet now: actingOnCase (disabled, or moved off tenant) and
+// review.Role.CanDecide. An approver who is no console user (the operator,
+// a program deciding through the store) is taken as given, as actingOnCase
+// takes them. The grants are read in the decision's transaction, so a
+// change to them commits wholly before it or after it.
+func (s *Store) approversNow(ctx context.Context, tx *sqlx.Tx, approvals []review.PriorDecision, tenant string, op *review.Operation) error {
+	for i := range approvals {
+		a := &approvals[i]
+		var u User
+		// A console decision is recorded under its user's email as stored.
+		if err := tx.GetContext(ctx, &u, s.rebind(selectUserByEmail), a.Actor); errors.Is(err, sql.ErrNoRows) {
+			continue
+		} else if err != nil {
+			return fmt.Errorf("approver %s: %w", a.Actor, err)
+		}
+		by, err := s.actingOnCase(ctx, tx, review.Principal{Name: a.Actor, UserID: u.ID}, tenant)
+		switch {
+		case errors.Is(err, review.ErrForbidden):
+			a.Revoked = "the approver's account is disabled"
+		case errors.Is(err, review.ErrNotFound):
+			a.Revoked = "the approver no longer holds tenant " + tenant
+		case err != nil:
+			return fmt.Errorf("approver %s: %w", a.Actor, err)
+		case !by.Role.CanDecide(op, a.Action):
+			a.Revoked = fmt.Sprintf("the approver's role (%s) no longer decides this case", by.Role)
+		}
+	}
+	return nil
 }
 
 func (s *Store) insertDecision(ctx context.Context, tx *sqlx.Tx, d *Decision) error {

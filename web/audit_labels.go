@@ -39,6 +39,8 @@ func AuditActionLabel(ctx context.Context, a string) string {
 		return T(ctx, "Compensation cancelled")
 	case "decision.first_approval":
 		return T(ctx, "First approval")
+	case "decision.approval_voided":
+		return T(ctx, "Approval no longer counts")
 	case "decision.refused_payload":
 		return T(ctx, "Decision on a refused payload")
 	case "decision.extra_effect":

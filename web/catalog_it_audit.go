@@ -14,6 +14,7 @@ func init() {
 		"Compensation settled":                "Compensazione conclusa",
 		"Compensation cancelled":              "Compensazione annullata",
 		"First approval":                      "Prima approvazione",
+		"Approval no longer counts":           "Approvazione non più valida",
 		"Decision on an extra effect":         "Decisione su un effetto in più",
 		"Evidence recorded":                   "Evidenza registrata",
 		"Settled by evidence":                 "Risolta dalle evidenze",
