@@ -34,6 +34,10 @@ type Decision struct {
 	FromState      State     `json:"from_state"`
 	ToState        State     `json:"to_state"`
 	DecidedAt      time.Time `json:"decided_at"`
+	// VoidedApprovals are the first approvals (by id) this decision made
+	// void: they count no more, and the operation waits for as many
+	// approvals again.
+	VoidedApprovals []string `json:"voided_approvals,omitempty"`
 }
 
 // OperationDecisions is an operation's state and every decision on it,

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -486,5 +487,53 @@ func TestDecisionsFeed(t *testing.T) {
 
 		b.do(request{path: "/api/v1/decisions?cursor=nonsense"}).want(t, http.StatusBadRequest).problem(t, "invalid-request")
 		b.do(request{path: "/api/v1/decisions", token: strp("")}).want(t, http.StatusUnauthorized).problem(t, "unauthorized")
+	})
+}
+
+// TestDecisionsFeedNamesVoidedApprovals: a first approval that a later
+// decision made void (here: an undo decided after it, which moved the
+// operation) is named by that decision in the feed, which lists each
+// decision once: a client waiting on the approval learns it counts no more.
+func TestDecisionsFeedNamesVoidedApprovals(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, engine store.Engine) {
+		b := setup(t, engine, nil)
+		ctx := context.Background()
+		op := b.registerAt(t, "folder-irr", "drive", review.RiskIrreversible)
+		g := b.attempt(t, op.ID)
+		b.outcome(t, op.ID, g.N, `{"result":"timeout","phase":"after_send"}`)
+		cand := func(r string) string {
+			return fmt.Sprintf(`{"ref":%q,"kind":"folder","version":"v1","operation_id":%q}`, r, op.ID)
+		}
+		b.post("/api/v1/operations/"+op.ID+"/evidence",
+			`{"source":"metadata_search","authoritative":true,"candidates":[`+cand("fld_a")+`,`+cand("fld_b")+`]}`).want(t, http.StatusOK)
+		cs, err := b.store.CasesForOperation(ctx, op.ID)
+		if err != nil || len(cs) != 1 {
+			t.Fatalf("cases = %+v, %v", cs, err)
+		}
+		first, err := b.store.Decide(ctx, store.DecisionRequest{CaseID: cs[0].ID, Action: review.DecideApproveRetry,
+			Reason: "nothing shows it ran", Actor: "alice@example.com"})
+		if err != nil || first.Status != store.DecisionFirstApproval {
+			t.Fatalf("first approval: %+v, %v", first, err)
+		}
+		undo, err := b.store.Decide(ctx, store.DecisionRequest{CaseID: cs[0].ID, Action: review.DecideCompensate, Ref: "fld_b",
+			Compensation: "delete fld_b", Reason: "a duplicate after all", Actor: "bob@example.com"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, _ := b.feed(t, b.token, "", 2)
+		if len(got) != 2 || got[0].ID != first.ID || got[1].ID != undo.ID {
+			t.Fatalf("feed = %+v, want alice's approval then bob's undo", got)
+		}
+		if len(got[0].VoidedApprovals) != 0 || !slices.Equal([]string(got[1].VoidedApprovals), []string{first.ID}) {
+			t.Errorf("voided approvals: %v then %v, want none then alice's %s", got[0].VoidedApprovals, got[1].VoidedApprovals, first.ID)
+		}
+		var ds struct {
+			Decisions []store.Decision `json:"decisions"`
+		}
+		b.get("/api/v1/operations/"+op.ID+"/decisions").want(t, http.StatusOK).decode(t, &ds)
+		if len(ds.Decisions) != 2 || ds.Decisions[0].Status != store.DecisionVoid || !slices.Equal([]string(ds.Decisions[1].VoidedApprovals), []string{first.ID}) {
+			t.Errorf("the operation's decisions = %+v, want alice's void, named by bob's", ds.Decisions)
+		}
 	})
 }

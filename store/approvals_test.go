@@ -257,7 +257,17 @@ func TestApprovalFromWhoMayNoLongerDecide(t *testing.T) {
 					t.Fatal(err)
 				}
 				if len(ds) != 2 || ds[0].ID != first.ID || ds[0].Status != store.DecisionVoid || ds[1].Status != store.DecisionFirstApproval {
-					t.Errorf("decisions = %+v, want %s's void and %s's the first approval", ds, rita.Email, marco.Email)
+					t.Fatalf("decisions = %+v, want %s's void and %s's the first approval", ds, rita.Email, marco.Email)
+				}
+				// A reader of the feed, which lists each decision once,
+				// learns it from the decision that voided it.
+				if !slices.Equal(ds[1].VoidedApprovals, []string{first.ID}) || len(ds[0].VoidedApprovals) != 0 {
+					t.Errorf("voided approvals: %v then %v, want none then %s", ds[0].VoidedApprovals, ds[1].VoidedApprovals, first.ID)
+				}
+				feed, _ := b.feedAll(t, tenantA, "", 100, 3*i+2) // three decisions in each case before
+				if k := slices.IndexFunc(feed, func(d store.Decision) bool { return d.ID == second.ID }); k < 0 ||
+					!slices.Equal(feed[k].VoidedApprovals, []string{first.ID}) {
+					t.Errorf("the decisions feed does not name %s as voided by %s: %+v", first.ID, second.ID, feed)
 				}
 				var voided []store.AuditEvent
 				for _, ev := range b.history(t, op.ID) {

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"regexp"
@@ -40,6 +41,33 @@ type Decision struct {
 	FromState      string    `json:"from_state" db:"from_state"`
 	ToState        string    `json:"to_state" db:"to_state"`
 	DecidedAt      time.Time `json:"decided_at" db:"decided_at"`
+	// VoidedApprovals are the first approvals this decision made void (by
+	// id): they count no more. The feed lists each decision once, so this
+	// is how a reader waiting on an approval learns it was voided.
+	VoidedApprovals idList `json:"voided_approvals,omitempty" db:"voided_approvals"`
+}
+
+// idList is a list of ids stored as one text column, space-separated (an
+// id holds no space); empty text is none.
+type idList []string
+
+// Value writes the list as stored.
+func (l idList) Value() (driver.Value, error) { return strings.Join(l, " "), nil }
+
+// Scan reads the list as stored.
+func (l *idList) Scan(src any) error {
+	var s string
+	switch v := src.(type) {
+	case string:
+		s = v
+	case []byte:
+		s = string(v)
+	case nil:
+	default:
+		return fmt.Errorf("idList: cannot read %T", src)
+	}
+	*l = strings.Fields(s)
+	return nil
 }
 
 // Decision statuses, as stored (review.DecisionStatus says what each did).
@@ -75,14 +103,14 @@ type DecisionRequest struct {
 }
 
 const decisionColumns = `seq, txid, id, tenant, case_id, operation_id, action, resource_ref, compensation, reason,
-actor, payload_hash, key, status, from_state, to_state, decided_at, undo_ref, compensation_id`
+actor, payload_hash, key, status, from_state, to_state, decided_at, undo_ref, compensation_id, voided_approvals`
 
 const (
 	/* Store.Decide */
 	insertDecision = `
 INSERT INTO decisions (seq, txid, id, tenant, case_id, operation_id, action, resource_ref, compensation, reason,
-    actor, payload_hash, key, status, from_state, to_state, decided_at, undo_ref, compensation_id)
-VALUES (?, %s, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+    actor, payload_hash, key, status, from_state, to_state, decided_at, undo_ref, compensation_id, voided_approvals)
+VALUES (?, %s, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	/* Store.Decide */
 	selectApprovals = `SELECT ` + decisionColumns + ` FROM decisions WHERE case_id = ? AND status = 'first_approval' ORDER BY seq`
 	/* Store.lastApplied */
@@ -240,6 +268,11 @@ func (s *Store) decideTx(ctx context.Context, tx *sqlx.Tx, req DecisionRequest) 
 		PayloadHash: op.PayloadHash, Key: op.Key, Status: string(p.Status), FromState: string(p.From), ToState: string(p.To), DecidedAt: now}
 	if p.Undo != nil {
 		d.CompensationID = newID("op_", now)
+	}
+	for _, a := range approvals {
+		if slices.Contains(p.Void, a.Seq) {
+			d.VoidedApprovals = append(d.VoidedApprovals, a.ID)
+		}
 	}
 	return d, s.persistDecision(ctx, tx, c, row, p, d)
 }
@@ -448,7 +481,7 @@ func (s *Store) insertDecision(ctx context.Context, tx *sqlx.Tx, d *Decision) er
 		return fmt.Errorf("decision seq: %w", err)
 	}
 	if _, err := tx.ExecContext(ctx, s.rebind(fmt.Sprintf(insertDecision, txid)), d.Seq, d.ID, d.Tenant, d.CaseID, d.OperationID,
-		d.Action, d.ResourceRef, d.Compensation, d.Reason, d.Actor, d.PayloadHash, d.Key, d.Status, d.FromState, d.ToState, d.DecidedAt, d.UndoRef, d.CompensationID); err != nil {
+		d.Action, d.ResourceRef, d.Compensation, d.Reason, d.Actor, d.PayloadHash, d.Key, d.Status, d.FromState, d.ToState, d.DecidedAt, d.UndoRef, d.CompensationID, d.VoidedApprovals); err != nil {
 		return fmt.Errorf("insert decision: %w", err)
 	}
 	return nil
