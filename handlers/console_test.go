@@ -587,8 +587,12 @@ func TestConsoleBulk(t *testing.T) {
 		}
 		form = url.Values{"csrf": {sup.csrf}, "action": {"compensate"}, "compensation": {"delete the extra folder"}, "reason": {"duplicates from a retry storm"}}
 		code, body, _ = sup.post("/bulk", form)
+		// What each case recommended undoing: once it is under way, the
+		// case recommends waiting for it instead.
+		undo := map[string]string{}
 		for _, id := range append(dups, plain) {
 			c, _ := st.GetCase(context.Background(), id, nil)
+			undo[id] = c.RecommendedRef
 			if code != 200 || !strings.Contains(body, id) || !strings.Contains(body, "<code>"+c.RecommendedRef+"</code>") {
 				t.Fatalf("the dry run does not list case %s with the resource it would undo (%s)", id, c.RecommendedRef)
 			}
@@ -597,10 +601,9 @@ func TestConsoleBulk(t *testing.T) {
 			t.Fatalf("apply the bulk compensate: %d", code)
 		}
 		for _, id := range append(dups, plain) {
-			c, _ := st.GetCase(context.Background(), id, nil)
 			ds, _ := st.CaseDecisions(context.Background(), id)
-			if len(ds) != 1 || ds[0].Action != review.DecideCompensate || ds[0].ResourceRef == "" || ds[0].ResourceRef != c.RecommendedRef {
-				t.Errorf("case %s: decisions %+v, want one compensate of %s", id, ds, c.RecommendedRef)
+			if len(ds) != 1 || ds[0].Action != review.DecideCompensate || ds[0].ResourceRef == "" || ds[0].ResourceRef != undo[id] {
+				t.Errorf("case %s: decisions %+v, want one compensate of %s", id, ds, undo[id])
 			}
 		}
 	})

@@ -82,6 +82,14 @@ type ChildCompensation struct {
 	Ref string
 }
 
+// Unsettled reports whether the undo may still happen, or may have
+// happened unseen: pending or retrying it will still run; in flight,
+// accepted, ambiguous or in review its outcome is not known. Confirmed
+// (undone) and failed (it did not happen) are settled.
+func (k ChildCompensation) Unsettled() bool {
+	return !slices.Contains([]State{Confirmed, Compensated, Failed}, k.State)
+}
+
 // DecisionPlan is what a decision writes: the decision (Status, and the
 // resource and undo it names), the case resolved or kept open, the first
 // approval it voids, the operation's move with the evidence, resource and
@@ -324,7 +332,7 @@ func UndoesAnUndo(op *Operation, action string) bool {
 // failed — ref may be undone again.
 func UndoUnderWay(ref string, children []ChildCompensation) error {
 	for _, k := range children {
-		if k.Ref != ref || slices.Contains([]State{Confirmed, Compensated, Failed}, k.State) {
+		if k.Ref != ref || !k.Unsettled() {
 			continue
 		}
 		return fmt.Errorf("%w: an undo of %s is already under way (compensation %s is %s): wait for its outcome, "+

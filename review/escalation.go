@@ -3,6 +3,7 @@ package review
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -217,6 +218,15 @@ func recommend(op *Operation, set map[Reason]bool, f findings) Recommendation {
 		// elsewhere), and fail is its one decision: what the evidence says
 		// of the operation is not this case's to settle.
 		return Recommendation{Action: RecommendFail, Rationale: RationaleRefusedPayload}
+	}
+	if len(op.Undoing) > 0 {
+		// An undo decided already has not settled: its resource is not
+		// to be undone again (UndoUnderWay refuses it) nor confirmed
+		// meanwhile. A recommendation naming it would be preselected on
+		// the form and refused when sent.
+		f.matching = slices.DeleteFunc(slices.Clone(f.matching), func(r string) bool { return slices.Contains(op.Undoing, r) })
+	}
+	switch {
 	case len(f.matching) > 1:
 		keep, undo := f.matching[0], f.matching[1]
 		if op.State == Confirmed && op.Resource != nil && undo == op.Resource.Ref {
@@ -225,6 +235,11 @@ func recommend(op *Operation, set map[Reason]bool, f findings) Recommendation {
 		}
 		return Recommendation{Action: RecommendCompensate, Ref: undo, Keep: keep,
 			Rationale: fmt.Sprintf(RationaleDuplicates, len(f.matching), keep, undo)}
+	case len(op.Undoing) > 0:
+		// Whatever else the evidence shows waits for the undo's outcome:
+		// it settles the operation (compensated, confirmed with what was
+		// kept) or sends it back to review.
+		return Recommendation{Action: RecommendReconcileAgain, Rationale: fmt.Sprintf(RationaleUndoUnderWay, strings.Join(op.Undoing, ", "))}
 	case len(f.matching) == 1 && !set[ReasonSourcesDisagree]:
 		return Recommendation{Action: RecommendConfirm, Ref: f.matching[0],
 			Rationale: fmt.Sprintf(RationaleOneResource, f.matching[0], op.LogicalVersion)}

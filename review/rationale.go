@@ -21,10 +21,14 @@ const (
 	// RationaleDependencyBroken: a dependent that never sent an attempt,
 	// escalated because what it waits for can no longer be met.
 	RationaleDependencyBroken = "the operation this one waits for can no longer be what it needs, and no attempt was sent: nothing exists to confirm or undo"
+	// RationaleUndoUnderWay: an undo decided already has not settled;
+	// undoing the same resource again is refused (UndoUnderWay).
+	RationaleUndoUnderWay = "the undo of %s is under way: its outcome settles this; wait for it rather than deciding again"
 )
 
 // RationaleFormats lists every rationale format.
 func RationaleFormats() []string {
 	return []string{RationaleApproval, RationaleDuplicates, RationaleOneResource, RationaleOtherVersion, RationaleDisagree,
-		RationaleSpent, RationaleSafeRetry, RationalePayloadReused, RationaleRefusedPayload, RationaleDeadlinePassed, RationaleNoEvidence, RationaleDependencyBroken}
+		RationaleSpent, RationaleSafeRetry, RationalePayloadReused, RationaleRefusedPayload, RationaleDeadlinePassed, RationaleNoEvidence, RationaleDependencyBroken,
+		RationaleUndoUnderWay}
 }

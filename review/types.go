@@ -211,6 +211,10 @@ type Operation struct {
 	// confirmed: no longer the operation's effects, whatever the evidence
 	// recorded before says.
 	Undone []string `json:"-"`
+	// Undoing are the resources whose undo is registered and has not
+	// settled (ChildCompensation.Unsettled): pending, running, or in
+	// doubt. Nothing more is to be decided about them until it settles.
+	Undoing []string `json:"-"`
 }
 
 // HasFlag reports whether the operation carries f.

@@ -3,6 +3,7 @@ package store_test
 import (
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -472,5 +473,89 @@ func TestLimboUndoesOnlyWhatTheOperationHas(t *testing.T) {
 		if _, err := b.s.Decide(b.ctx, decideReq(c, review.DecideCompensate, "rita@example.com")); err != nil {
 			t.Errorf("compensate fld-2, a candidate: %v", err)
 		}
+	})
+}
+
+// TestRecommendationFollowsUndosUnderWay: a case's recommendation follows
+// the undos decided on it. After keep_and_undo of fld-2 it still said
+// "compensate fld-2" while that undo ran — the form preselected it, and a
+// second undo of fld-2 is refused; it waits for the undo now, and names
+// fld-2 again once the undo failed. On a confirmed operation's extra
+// resources, the one being undone is passed over for the next.
+func TestRecommendationFollowsUndosUnderWay(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		b := setup(t, e, nil)
+		recommends := func(t *testing.T, c *store.Case, action, ref, rationale string) {
+			t.Helper()
+			got, err := b.s.GetCase(b.ctx, c.ID, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.RecommendedAction != action || got.RecommendedRef != ref || !strings.Contains(got.Rationale, rationale) {
+				t.Errorf("case recommends %s %q (%s), want %s %q (%q)", got.RecommendedAction, got.RecommendedRef, got.Rationale, action, ref, rationale)
+			}
+		}
+
+		t.Run("keep one, undo the other", func(t *testing.T) {
+			c := b.reviewCase(t, "doc-keep-rec")
+			recommends(t, c, review.RecommendCompensate, "fld-2", "keep fld-1")
+			if _, err := b.s.Decide(b.ctx, store.DecisionRequest{CaseID: c.ID, Action: review.DecideKeepAndUndo, Ref: "fld-1", UndoRef: "fld-2",
+				Compensation: "delete the duplicate folder", Actor: "rita@example.com", Reason: "fld-1 is the one in use"}); err != nil {
+				t.Fatal(err)
+			}
+			recommends(t, c, review.RecommendReconcileAgain, "", "undo of fld-2 is under way")
+			cs, _ := b.s.Compensations(b.ctx, c.OperationID)
+			child := &review.Operation{ID: cs[0].OperationID, Tenant: tenantA}
+			b.start(t, child)
+			b.report(t, child, 1, timeoutAfterSend) // in doubt: still under way
+			recommends(t, c, review.RecommendReconcileAgain, "", "undo of fld-2 is under way")
+		})
+
+		t.Run("an undo that failed is to decide again", func(t *testing.T) {
+			c := b.reviewCase(t, "doc-keep-fails")
+			if _, err := b.s.Decide(b.ctx, store.DecisionRequest{CaseID: c.ID, Action: review.DecideKeepAndUndo, Ref: "fld-1", UndoRef: "fld-2",
+				Compensation: "delete the duplicate folder", Actor: "rita@example.com", Reason: "fld-1 is the one in use"}); err != nil {
+				t.Fatal(err)
+			}
+			cs, _ := b.s.Compensations(b.ctx, c.OperationID)
+			child := &review.Operation{ID: cs[0].OperationID, Tenant: tenantA}
+			b.start(t, child)
+			b.report(t, child, 1, httpError(422))
+			wantState(t, b.get(t, &review.Operation{ID: c.OperationID, Tenant: tenantA}), review.NeedsReview)
+			recommends(t, c, review.RecommendCompensate, "fld-2", "keep fld-1")
+		})
+
+		t.Run("extra resources of a confirmed operation", func(t *testing.T) {
+			op := b.newOp(t, "doc-extra-rec", review.RiskCompensableWrite, "plain")
+			b.start(t, op)
+			b.report(t, op, 1, success("fld-1"))
+			cand := func(ref string) review.Candidate {
+				return review.Candidate{Ref: ref, Kind: "folder", Version: op.LogicalVersion, OperationID: op.ID}
+			}
+			if _, err := b.s.AddEvidence(b.ctx, tenantA, op.ID, review.Evidence{Source: review.SourceMetadataSearch, Authoritative: true,
+				Candidates: []review.Candidate{cand("fld-1"), cand("fld-2"), cand("fld-3")}}, "integrator"); err != nil {
+				t.Fatal(err)
+			}
+			cs, err := b.s.CasesForOperation(b.ctx, op.ID)
+			if err != nil || len(cs) != 1 {
+				t.Fatalf("cases %+v, %v", cs, err)
+			}
+			c := &cs[0]
+			recommends(t, c, review.RecommendCompensate, "fld-2", "keep fld-1")
+			for _, ref := range []string{"fld-2", "fld-3"} {
+				req := decideReq(c, review.DecideCompensate, "rita@example.com")
+				req.Ref = ref
+				if _, err := b.s.Decide(b.ctx, req); err != nil {
+					t.Fatal(err)
+				}
+				if ref == "fld-2" {
+					recommends(t, c, review.RecommendCompensate, "fld-3", "keep fld-1")
+				}
+			}
+			recommends(t, c, review.RecommendReconcileAgain, "", "fld-2, fld-3")
+			wantState(t, b.get(t, op), review.Confirmed)
+		})
+		assertSealed(t, b.s)
 	})
 }

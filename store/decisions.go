@@ -323,6 +323,14 @@ func (s *Store) persistDecision(ctx context.Context, tx *sqlx.Tx, c *Case, row *
 		if err := s.registerCompensation(ctx, tx, c, row.ID, d, p); err != nil {
 			return err
 		}
+		if !p.ResolveCase {
+			// The case waits for the undo now: assessed again, its
+			// recommendation no longer names what is being undone (the
+			// form would preselect it, and a second undo is refused).
+			if _, err := s.openCase(ctx, tx, row.ID, c.Tenant, nil, d.Actor); err != nil {
+				return err
+			}
+		}
 	}
 	if err := s.cancelCompensations(ctx, tx, c.Tenant, p.Cancel, d); err != nil {
 		return err

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -306,10 +307,10 @@ FROM evidence WHERE operation_id IN (?) ORDER BY operation_id, id`
 	selectJobs = `
 SELECT operation_id, ref, status, input_version, output_ref, created_at, updated_at
 FROM jobs WHERE operation_id IN (?) ORDER BY operation_id, created_at, ref`
-	/* Store.loadDetails: the resources whose undo is confirmed. */
+	/* Store.loadDetails: the resources whose undo is confirmed, or not settled yet. */
 	selectUndone = `
-SELECT c.parent_id, c.resource_ref FROM compensations c JOIN operations o ON o.id = c.operation_id
-WHERE c.parent_id IN (?) AND o.state = 'confirmed' ORDER BY c.parent_id, c.created_at`
+SELECT c.parent_id, c.resource_ref, o.state FROM compensations c JOIN operations o ON o.id = c.operation_id
+WHERE c.parent_id IN (?) AND o.state <> 'failed' ORDER BY c.parent_id, c.created_at`
 )
 
 type evidenceRow struct {
@@ -382,8 +383,8 @@ func (s *Store) loadDetailsMany(ctx context.Context, q sqlx.QueryerContext, ops 
 	return s.loadUndone(ctx, q, ops, byID)
 }
 
-// loadUndone fills Undone of the ops a reviewer has been at (only they
-// can have compensations; the attempt cycle's states never do).
+// loadUndone fills Undone and Undoing of the ops a reviewer has been at
+// (only they can have compensations; the attempt cycle's states never do).
 func (s *Store) loadUndone(ctx context.Context, q sqlx.QueryerContext, ops []*review.Operation, byID map[string]*review.Operation) error {
 	var ids []string
 	for _, op := range ops {
@@ -400,14 +401,21 @@ func (s *Store) loadUndone(ctx context.Context, q sqlx.QueryerContext, ops []*re
 		return err
 	}
 	var rows []struct {
-		ParentID string `db:"parent_id"`
-		Ref      string `db:"resource_ref"`
+		ParentID string       `db:"parent_id"`
+		Ref      string       `db:"resource_ref"`
+		State    review.State `db:"state"`
 	}
 	if err := sqlx.SelectContext(ctx, q, &rows, s.rebind(qs), args...); err != nil {
 		return fmt.Errorf("store.loadDetails: undone: %w", err)
 	}
 	for _, r := range rows {
-		byID[r.ParentID].Undone = append(byID[r.ParentID].Undone, r.Ref)
+		op := byID[r.ParentID]
+		switch {
+		case r.State == review.Confirmed:
+			op.Undone = append(op.Undone, r.Ref)
+		case (review.ChildCompensation{State: r.State, Ref: r.Ref}).Unsettled() && !slices.Contains(op.Undoing, r.Ref):
+			op.Undoing = append(op.Undoing, r.Ref)
+		}
 	}
 	return nil
 }

@@ -17,5 +17,6 @@ func init() {
 		review.RationaleDeadlinePassed:   "la scadenza è passata con l'esito ancora ambiguo; cerca ancora una volta nella destinazione, poi segna come fallita o conferma",
 		review.RationaleNoEvidence:       "nessuna evidenza risolve ancora l'esito; interroga di nuovo la destinazione",
 		review.RationaleDependencyBroken: "l'operazione che questa attende non può più essere ciò che le serve, e nessun tentativo è stato inviato: non c'è nulla da confermare o compensare",
+		review.RationaleUndoUnderWay:     "la compensazione di %s è in corso: il suo esito decide; attendilo invece di decidere di nuovo",
 	})
 }
