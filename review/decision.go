@@ -81,11 +81,13 @@ const (
 	// the operation, so a decision is a verdict on the refused payload and
 	// moves nothing.
 	OnRefusedPayload DecisionScope = "refused_payload"
-	// OnExtraEffect: the operation is confirmed, and the destination later
-	// showed another resource for it (a multiple_candidates case the
-	// confirm window opened, review.Watch). The confirmation stands; a
-	// decision is about the extra resource: compensate it (the case stays
-	// open until the undo is done), or say it was undone.
+	// OnExtraEffect: the operation is settled, and the destination later
+	// showed a resource for it that nobody answers for (ExtraEffects):
+	// another beside the confirmed one (multiple_candidates), or one at
+	// all of a failed operation (state_conflict) or of a compensated one
+	// (multiple_candidates). The settled state stands; a decision is about
+	// the extra resource: compensate it (the case stays open until the
+	// undo is done), or say it was undone.
 	OnExtraEffect DecisionScope = "extra_effect"
 	// OnApproval: the operation awaits approval before it runs
 	// (approval_required); a decision approves or refuses it.
@@ -112,6 +114,9 @@ func DecidesOn(state State, reasons []Reason) DecisionScope {
 	case state == NeedsReview, state == Compensating:
 		return OnOperation
 	case state == Confirmed && slices.Contains(reasons, ReasonMultipleCands):
+		return OnExtraEffect
+	case state == Compensated && slices.Contains(reasons, ReasonMultipleCands),
+		state == Failed && slices.Contains(reasons, ReasonStateConflict):
 		return OnExtraEffect
 	case slices.Contains(reasons, ReasonPayloadMismatch):
 		return OnRefusedPayload
@@ -160,8 +165,8 @@ func CheckDecision(state State, reasons []Reason, action string) (DecisionScope,
 		return "", fmt.Errorf("%w: %s decides an operation in needs_review, and this one is %s: the case is about a payload refused under its key, "+
 			"and fail (the refused payload will not run) is the only verdict on it; the operation goes its own way", ErrInvalidTransition, action, state)
 	case OnExtraEffect:
-		return "", fmt.Errorf("%w: the operation is confirmed and the case is about an extra resource: compensate it, or say the undo is done (compensation_done), not %s",
-			ErrInvalidTransition, action)
+		return "", fmt.Errorf("%w: the operation is %s and the case is about an extra resource: compensate it, or say the undo is done (compensation_done), not %s",
+			ErrInvalidTransition, state, action)
 	case OnOperation:
 		if state == Compensating {
 			return "", fmt.Errorf("%w: the operation is compensating: say whether the undo happened (compensation_done) or not (compensation_failed), not %s",

@@ -124,6 +124,11 @@ type findings struct {
 	foreign      []string // do not name this operation
 	confirms     bool     // some authoritative source confirmed
 	refutes      bool     // some authoritative source proved absence
+	// reported is the resource naming this operation and its version that
+	// the newest evidence reported, a webhook's claim included (undone
+	// ones, and jobs that ended without output, left out): on a failed or
+	// compensated operation, the effect a person is asked to look at.
+	reported string
 }
 
 // MatchingRefs are the resources the authoritative evidence shows naming
@@ -146,6 +151,14 @@ func weigh(op *Operation) findings {
 		if e.Authoritative && e.Source != SourceWebhook {
 			f.confirms = f.confirms || e.Verdict == VerdictConfirms
 			f.refutes = f.refutes || e.Verdict == VerdictRefutes
+		}
+		if e.Source == SourceWebhook || e.Authoritative {
+			for _, c := range e.Candidates {
+				if c.OperationID == op.ID && (c.Version == "" || c.Version == op.LogicalVersion) &&
+					!slices.Contains(op.Undone, c.Ref) && !endedJob(op, c.Ref) {
+					f.reported = c.Ref
+				}
+			}
 		}
 		if e.Source == SourceWebhook || !e.Authoritative {
 			// A webhook is a hint to probe, and evidence nobody vouches
@@ -227,6 +240,16 @@ func recommend(op *Operation, set map[Reason]bool, f findings) Recommendation {
 		f.matching = slices.DeleteFunc(slices.Clone(f.matching), func(r string) bool { return slices.Contains(op.Undoing, r) })
 	}
 	switch {
+	case settledWithoutEffect(op) && f.reported != "" && !slices.Contains(op.Undoing, f.reported):
+		// Limbo said there is no effect (failed) or that it was undone
+		// (compensated), and the destination reports one: an effect
+		// nobody answers for, to undo (ExtraEffects). Confirming is not
+		// on offer: the operation is settled and its integrator told.
+		rationale := RationaleEffectOnFailed
+		if op.State == Compensated {
+			rationale = RationaleEffectOnCompensated
+		}
+		return Recommendation{Action: RecommendCompensate, Ref: f.reported, Rationale: fmt.Sprintf(rationale, f.reported)}
 	case len(f.matching) > 1:
 		keep, undo := f.matching[0], f.matching[1]
 		if op.State == Confirmed && op.Resource != nil && undo == op.Resource.Ref {

@@ -144,9 +144,20 @@ func assessCases() []assessCase {
 				op.Jobs = []Job{{Ref: "job-1", Status: JobSucceeded, InputVersion: "v3", OutputRef: "file-out"}}
 			}, evFound(SourceStatusLookup, ours("file-out"))),
 			want: nil, wantAction: RecommendConfirm, wantRef: "file-out"},
+		// A failed operation cannot be confirmed (its integrator was told
+		// it did not happen): the effect found is to undo.
 		{name: "failed in the ledger, present at the destination",
 			op:   withEv(caseOp(RiskCompensableWrite), failed, evFound(SourceMetadataSearch, ours("fld-1"))),
-			want: []Reason{ReasonStateConflict}, wantAction: RecommendConfirm, wantRef: "fld-1"},
+			want: []Reason{ReasonStateConflict}, wantAction: RecommendCompensate, wantRef: "fld-1", rationale: []string{"which failed"}},
+		{name: "failed in the ledger, a webhook names a resource",
+			op:    withEv(caseOp(RiskCompensableWrite), failed, Evidence{Source: SourceWebhook, Candidates: []Candidate{ours("fld-1")}}),
+			extra: []Reason{ReasonStateConflict},
+			want:  []Reason{ReasonNoDedupEvidence, ReasonStateConflict}, wantAction: RecommendCompensate, wantRef: "fld-1", rationale: []string{"which failed"}},
+		{name: "compensated in the ledger, another present at the destination",
+			op: withEv(caseOp(RiskCompensableWrite), func(op *Operation) { compensated(op); op.Undone = []string{"fld-1"} },
+				evFound(SourceMetadataSearch, ours("fld-1")), evFound(SourceMetadataSearch, ours("fld-1"), ours("fld-2"))),
+			extra: []Reason{ReasonMultipleCands},
+			want:  []Reason{ReasonMultipleCands, ReasonStateConflict}, wantAction: RecommendCompensate, wantRef: "fld-2", rationale: []string{"after its effect was undone"}},
 		{name: "compensated in the ledger, two present at the destination",
 			op:   withEv(caseOp(RiskCompensableWrite), compensated, evFound(SourceMetadataSearch, ours("fld-1"), ours("fld-2"))),
 			want: []Reason{ReasonMultipleCands, ReasonStateConflict}, wantAction: RecommendCompensate, wantRef: "fld-2"},

@@ -24,11 +24,15 @@ const (
 	// RationaleUndoUnderWay: an undo decided already has not settled;
 	// undoing the same resource again is refused (UndoUnderWay).
 	RationaleUndoUnderWay = "the undo of %s is under way: its outcome settles this; wait for it rather than deciding again"
+	// RationaleEffectOnFailed and RationaleEffectOnCompensated: the
+	// destination reports an effect of an operation settled without one.
+	RationaleEffectOnFailed      = "the destination reports %s for this operation, which failed: its integrator was told it did not happen; undo it (compensate), or say it is undone"
+	RationaleEffectOnCompensated = "the destination reports %s for this operation after its effect was undone: an extra effect; undo it (compensate), or say it is undone"
 )
 
 // RationaleFormats lists every rationale format.
 func RationaleFormats() []string {
 	return []string{RationaleApproval, RationaleDuplicates, RationaleOneResource, RationaleOtherVersion, RationaleDisagree,
 		RationaleSpent, RationaleSafeRetry, RationalePayloadReused, RationaleRefusedPayload, RationaleDeadlinePassed, RationaleNoEvidence, RationaleDependencyBroken,
-		RationaleUndoUnderWay}
+		RationaleUndoUnderWay, RationaleEffectOnFailed, RationaleEffectOnCompensated}
 }

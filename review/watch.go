@@ -68,8 +68,9 @@ type Watching struct {
 // Watch reads one look at an operation under watch until until. Evidence
 // is recorded whatever the state (weighed by Weigh where it may move the
 // operation); a confirmed operation whose destination now holds another
-// resource for it has Extra, and the watch ends there (a person takes
-// over). The watch also ends when the window closes or the operation
+// resource for it, or a failed or compensated one whose destination holds
+// one at all (settledWithoutEffect), has Extra, and the watch ends there
+// (a person takes over). The watch also ends when the window closes or the operation
 // stops being one that could gain a duplicate (failed, compensated, in
 // review).
 func Watch(op *Operation, d Destination, results []ProbeResult, until, now time.Time) Watching {
@@ -92,7 +93,7 @@ func Watch(op *Operation, d Destination, results []ProbeResult, until, now time.
 			found = append(found, m...)
 		}
 	}
-	if op.State == Confirmed {
+	if op.State == Confirmed || settledWithoutEffect(op) {
 		if w.Extra = extraEffects(op, found); len(w.Extra) > 0 {
 			return w
 		}
@@ -111,29 +112,63 @@ func Watch(op *Operation, d Destination, results []ProbeResult, until, now time.
 }
 
 // extraEffects is what of found, resources naming op and its version, is
-// not the effect the ledger confirmed op with: each a duplicate. A
-// resource whose undo is confirmed, still listed (a destination that
-// shows deleted resources), is no new duplicate.
+// not the effect the ledger confirmed op with: each a duplicate (of a
+// failed or compensated operation, every one is an effect nobody answers
+// for). A resource whose undo is confirmed, still listed (a destination
+// that shows deleted resources), is no new duplicate, nor is a job the
+// ledger knows ended without an output.
 func extraEffects(op *Operation, found []Candidate) []Candidate {
 	found, _ = uniqueRefs(found)
 	var extra []Candidate
 	for _, c := range found {
-		if !confirmedAs(op, c.Ref) && !slices.Contains(op.Undone, c.Ref) {
+		if !confirmedAs(op, c.Ref) && !slices.Contains(op.Undone, c.Ref) && !endedJob(op, c.Ref) {
 			extra = append(extra, c)
 		}
 	}
 	return extra
 }
 
-// ExtraEffects is what one piece of evidence about a confirmed operation
-// shows the destination holds for it besides the effect the ledger
-// confirmed: duplicates, for a person to undo (I2), whatever path the
-// evidence came by (the confirm window's probes, or an integrator's own
-// look through the API). Only a look at what the destination holds
-// counts, as in Weigh: authoritative, not a webhook's claim, not
-// contradicting itself.
+// settledWithoutEffect reports whether op settled on the word that its
+// effect is not there: failed (the integrator was told it did not happen)
+// or compensated (it was undone). An effect found afterwards is one
+// nobody answers for, and I2 asks for an open case. A compensation is
+// left out: its effect is an undo, and an undo is not undone.
+func settledWithoutEffect(op *Operation) bool {
+	return (op.State == Failed || op.State == Compensated) && !IsCompensation(op.Action)
+}
+
+// endedJob reports whether ref is a job of op that failed or was
+// canceled: no effect of it remains to find.
+func endedJob(op *Operation, ref string) bool {
+	return slices.ContainsFunc(op.Jobs, func(j Job) bool {
+		return j.Ref == ref && (j.Status == JobFailed || j.Status == JobCanceled)
+	})
+}
+
+// ExtraEffects is what one piece of evidence about a settled operation
+// shows the destination holds for it that nobody answers for, whatever
+// path the evidence came by (the confirm window's probes, an integrator's
+// own look through the API, a report that came late, a webhook): for a
+// confirmed operation, resources besides the effect the ledger confirmed
+// (duplicates); for a failed or compensated one, any resource naming it
+// and its version (settledWithoutEffect). Each is for a person to undo
+// (I2). For a confirmed operation only a look at what the destination
+// holds counts, as in Weigh: authoritative, not a webhook's claim. Where
+// Limbo told the integrator there is no effect, a signed webhook saying
+// there is one is reason enough to ask a person to look: it confirms
+// nothing, and the case's decisions are an undo or the word that it is
+// undone. Evidence contradicting itself counts on no path.
 func ExtraEffects(op *Operation, ev Evidence) []Candidate {
-	if op.State != Confirmed || !ev.Authoritative || ev.Source == SourceWebhook {
+	switch {
+	case op.State == Confirmed:
+		if !ev.Authoritative || ev.Source == SourceWebhook {
+			return nil
+		}
+	case settledWithoutEffect(op):
+		if !ev.Authoritative && ev.Source != SourceWebhook {
+			return nil
+		}
+	default:
 		return nil
 	}
 	cands, clash := uniqueRefs(ev.Candidates)
@@ -142,6 +177,18 @@ func ExtraEffects(op *Operation, ev Evidence) []Candidate {
 	}
 	m, _, _, _ := sortCandidates(op, cands)
 	return extraEffects(op, m)
+}
+
+// ExtraEffectCaseReason is the reason of the case an effect found on a
+// settled operation opens (ExtraEffects): on a failed one the destination
+// contradicts the ledger (state_conflict); on a confirmed or compensated
+// one it holds a resource besides the one the ledger answers for
+// (multiple_candidates).
+func ExtraEffectCaseReason(op *Operation) Reason {
+	if op.State == Failed {
+		return ReasonStateConflict
+	}
+	return ReasonMultipleCands
 }
 
 // confirmedAs reports whether ref is the effect the ledger confirmed op
@@ -155,18 +202,29 @@ func confirmedAs(op *Operation, ref string) bool {
 	})
 }
 
-// ExtraEffectReason is the case text for the duplicates a watch found.
+// ExtraEffectReason is the case text for the duplicates a watch found
+// (on a failed or compensated operation, ExtraEvidenceReason's).
 func ExtraEffectReason(op *Operation, extra []Candidate) string {
+	if op.State != Confirmed {
+		return ExtraEvidenceReason(op, extra)
+	}
 	refs, kept := extraRefs(op, extra)
 	return fmt.Sprintf("after a retry on proven absence the destination shows %s as well as the confirmed %s: its search lags longer than configured; undo the extra (compensate)",
 		refs, kept)
 }
 
-// ExtraEvidenceReason says why evidence about a confirmed operation (an
-// integrator's, or a report that came late) opened a case: it names extra
-// besides the confirmed resource.
+// ExtraEvidenceReason says why evidence about a settled operation (an
+// integrator's, a report that came late, a webhook, the confirm window's
+// look at a failed or compensated one) opened a case: it names extra
+// besides the confirmed resource, or where there should be none.
 func ExtraEvidenceReason(op *Operation, extra []Candidate) string {
 	refs, kept := extraRefs(op, extra)
+	switch op.State {
+	case Failed:
+		return fmt.Sprintf("evidence shows %s for this operation, which failed: the integrator was told it did not happen; undo it (compensate), or say it is undone", refs)
+	case Compensated:
+		return fmt.Sprintf("evidence shows %s for this operation after its effect was undone: an extra effect; undo it (compensate), or say it is undone", refs)
+	}
 	return fmt.Sprintf("evidence shows %s as well as the confirmed %s: a duplicate; undo the extra (compensate)", refs, kept)
 }
 

@@ -87,6 +87,11 @@ func TestWatch(t *testing.T) {
 		{"the window has closed", confirmed(), search(mine("file-2")), until, nil, false},
 		{"still retrying: keep looking (Weigh reads the evidence)", weighOp(RetryWait), search(mine("file-1")), classifyNow, nil, true},
 		{"a person has it", weighOp(NeedsReview), search(mine("file-1")), classifyNow, nil, false},
+		// Failed or compensated, any effect found is one nobody answers
+		// for (ExtraEffects): a person looks.
+		{"failed, and the first write shows", weighOp(Failed), search(mine("file-1")), classifyNow, []string{"file-1"}, false},
+		{"compensated, and another shows", weighOp(Compensated), search(mine("file-3")), classifyNow, []string{"file-3"}, false},
+		{"failed, nothing shows", weighOp(Failed), search(), classifyNow, nil, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

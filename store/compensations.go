@@ -121,9 +121,10 @@ func (s *Store) settleParent(ctx context.Context, tx *sqlx.Tx, tenant, child str
 			return s.watchAgain(ctx, tx, parent)
 		}
 		return nil
-	case review.Confirmed:
-		// An extra resource's undo: the parent stays confirmed, and the
-		// case the undo was decided on (while still open) says how it went.
+	case review.Confirmed, review.Failed, review.Compensated:
+		// An extra resource's undo (review.OnExtraEffect): the parent
+		// stays as it is, and the case the undo was decided on (while
+		// still open) says how it went.
 		c, err := s.lockCase(ctx, tx, link.CaseID)
 		if err != nil || c.Status != CaseOpen {
 			return err
@@ -134,6 +135,9 @@ func (s *Store) settleParent(ctx context.Context, tx *sqlx.Tx, tenant, child str
 		}
 		if err := s.resolveBySystem(ctx, tx, link.CaseID, "compensation_done", compensationActor); err != nil {
 			return err
+		}
+		if review.State(parent.State) != review.Confirmed {
+			return nil // no retry made it: nothing more to watch for
 		}
 		return s.watchAgain(ctx, tx, parent)
 	}

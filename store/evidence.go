@@ -42,15 +42,17 @@ func (s *Store) AddEvidence(ctx context.Context, tenant, opID string, ev review.
 			return err
 		}
 		detail := map[string]any{"source": ev.Source, "authoritative": ev.Authoritative, "verdict": ev.Verdict, "candidates": len(ev.Candidates)}
-		if op.State == review.Confirmed {
-			// Weigh leaves a confirmed operation where it is; a duplicate
-			// found beside its effect is for a person, by any path.
+		if op.State.Terminal() {
+			// Weigh leaves a settled operation where it is; an effect
+			// nobody answers for (a duplicate beside the confirmed one, or
+			// any of a failed or compensated operation) is for a person,
+			// by any path.
 			if op, err = s.loadDetails(ctx, tx, op); err != nil {
 				return err
 			}
 			if extra := review.ExtraEffects(op, ev); len(extra) > 0 {
 				detail["extra"], detail["reason"] = extra, review.ExtraEvidenceReason(op, extra)
-				return s.extraEffect(ctx, tx, row, actor, "evidence.extra_effect", detail)
+				return s.extraEffect(ctx, tx, row, op, actor, "evidence.extra_effect", detail)
 			}
 		}
 		return s.weigh(ctx, tx, row, actor, detail)

@@ -433,3 +433,122 @@ func TestLateSuccessOfADuplicate(t *testing.T) {
 		}
 	})
 }
+
+// TestEffectOnASettledOperation: evidence of an effect that arrives for an
+// operation Limbo settled without one — failed (its integrator was told it
+// did not happen) or compensated (it was undone) — opens a case for a
+// person (I2: every extra effect ends compensated or in an open case),
+// by the API's evidence and by a signed webhook alike, audited; the
+// operation stays as it is, and the case's decision is the undo.
+// Before, only an evidence.recorded event was written.
+func TestEffectOnASettledOperation(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		b := setup(t, e, nil)
+		search := func(op *review.Operation, refs ...string) review.Evidence {
+			ev := review.Evidence{Source: review.SourceMetadataSearch, Authoritative: true}
+			for _, ref := range refs {
+				ev.Candidates = append(ev.Candidates, review.Candidate{Ref: ref, Version: op.LogicalVersion, OperationID: op.ID})
+			}
+			return ev
+		}
+		failed := func(t *testing.T, ref string) *review.Operation {
+			t.Helper()
+			op := b.newOp(t, ref, review.RiskCompensableWrite, "plain")
+			b.start(t, op)
+			res := b.report(t, op, 1, httpError(400))
+			wantState(t, res.Operation, review.Failed)
+			return res.Operation
+		}
+		// theCase is op's one open case, which must be about ref as
+		// reason says, recommending its undo, and audited as found.
+		theCase := func(t *testing.T, op *review.Operation, reason review.Reason, ref string) *store.Case {
+			t.Helper()
+			cs, err := b.s.CasesForOperation(b.ctx, op.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var open []store.Case
+			for _, c := range cs {
+				if c.Status == store.CaseOpen {
+					open = append(open, c)
+				}
+			}
+			if len(open) != 1 {
+				t.Fatalf("%d open cases, want one", len(open))
+			}
+			c := open[0]
+			if !slices.Contains(c.Reasons, reason) || c.RecommendedAction != review.RecommendCompensate || c.RecommendedRef != ref {
+				t.Errorf("the case: reasons %v, recommends %s %s; want %s and the undo of %s", c.Reasons, c.RecommendedAction, c.RecommendedRef, reason, ref)
+			}
+			var audited bool
+			for _, ev := range b.history(t, op.ID) {
+				audited = audited || ev.Action == "evidence.extra_effect" && strings.Contains(string(ev.Detail), ref)
+			}
+			if !audited {
+				t.Errorf("no evidence.extra_effect event naming %s", ref)
+			}
+			return &c
+		}
+
+		t.Run("failed, found by a search", func(t *testing.T) {
+			op := failed(t, "doc-failed-search")
+			got, err := b.s.AddEvidence(b.ctx, tenantA, op.ID, search(op, "file-1"), "integrator")
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantState(t, got, review.Failed)
+			c := theCase(t, op, review.ReasonStateConflict, "file-1")
+			// The undo is decided on the case; the operation stays failed.
+			req := decideReq(c, review.DecideCompensate, "rita@example.com")
+			req.Ref = "file-1"
+			if _, err := b.s.Decide(b.ctx, req); err != nil {
+				t.Fatal(err)
+			}
+			wantState(t, b.get(t, op), review.Failed)
+			if ks, err := b.s.Compensations(b.ctx, op.ID); err != nil || len(ks) != 1 || ks[0].ResourceRef != "file-1" {
+				t.Errorf("compensations %+v, %v; want the undo of file-1", ks, err)
+			}
+			assertSealed(t, b.s)
+		})
+
+		t.Run("failed, named by a webhook", func(t *testing.T) {
+			op := failed(t, "doc-failed-webhook")
+			if _, err := b.s.Inbound(b.ctx, webhookFor(op, "evt-failed")); err != nil {
+				t.Fatal(err)
+			}
+			wantState(t, b.get(t, op), review.Failed)
+			theCase(t, op, review.ReasonStateConflict, "file-7")
+		})
+
+		t.Run("compensated, another found", func(t *testing.T) {
+			c := b.reviewCase(t, "doc-compensated")
+			if _, err := b.s.Decide(b.ctx, decideReq(c, review.DecideCompensate, "rita@example.com")); err != nil {
+				t.Fatal(err)
+			}
+			ks, err := b.s.Compensations(b.ctx, c.OperationID)
+			if err != nil || len(ks) != 1 {
+				t.Fatalf("compensations %+v, %v", ks, err)
+			}
+			child := &review.Operation{ID: ks[0].OperationID, Tenant: tenantA}
+			b.start(t, child)
+			b.report(t, child, 1, success("fld-2"))
+			op := b.get(t, &review.Operation{ID: c.OperationID, Tenant: tenantA})
+			wantState(t, op, review.Compensated)
+			// The undone resource, still listed, is nothing new.
+			if _, err := b.s.AddEvidence(b.ctx, tenantA, op.ID, search(op, "fld-2"), "integrator"); err != nil {
+				t.Fatal(err)
+			}
+			if n := openCases(t, b, op.ID); n != 0 {
+				t.Fatalf("the undone fld-2 listed again: %d open cases, want none", n)
+			}
+			got, err := b.s.AddEvidence(b.ctx, tenantA, op.ID, search(op, "fld-2", "fld-3"), "integrator")
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantState(t, got, review.Compensated)
+			theCase(t, op, review.ReasonMultipleCands, "fld-3")
+			assertSealed(t, b.s)
+		})
+	})
+}

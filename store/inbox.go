@@ -63,10 +63,23 @@ func (s *Store) Inbound(ctx context.Context, ev InboundEvent) (duplicate bool, e
 		if err := s.insertEvidence(ctx, tx, ev.OperationID, e); err != nil {
 			return false, err
 		}
+		actor, detail := "webhook:"+ev.Source, map[string]any{"source": "webhook", "event_id": ev.EventID}
+		if review.State(row.State).Terminal() {
+			// A failed or compensated operation it claims an effect for
+			// has one nobody answers for: a person looks (review.ExtraEffects).
+			op, err := s.loadDetails(ctx, tx, row.operation())
+			if err != nil {
+				return false, err
+			}
+			if extra := review.ExtraEffects(op, e); len(extra) > 0 {
+				detail["extra"], detail["reason"] = extra, review.ExtraEvidenceReason(op, extra)
+				return false, s.extraEffect(ctx, tx, row, op, actor, "evidence.extra_effect", detail)
+			}
+		}
 		// Weighed with everything else: a webhook never confirms, but a
 		// pending or retry_wait operation it claims an effect for is
 		// reconciled before anything is repeated.
-		if err := s.weigh(ctx, tx, row, "webhook:"+ev.Source, map[string]any{"source": "webhook", "event_id": ev.EventID}); err != nil {
+		if err := s.weigh(ctx, tx, row, actor, detail); err != nil {
 			return false, err
 		}
 		_, err = tx.ExecContext(ctx, s.rebind(triggerProbe), now, ev.OperationID)

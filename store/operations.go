@@ -389,7 +389,7 @@ func (s *Store) loadUndone(ctx context.Context, q sqlx.QueryerContext, ops []*re
 	var ids []string
 	for _, op := range ops {
 		switch op.State {
-		case review.Confirmed, review.NeedsReview, review.Compensating, review.Compensated:
+		case review.Confirmed, review.NeedsReview, review.Compensating, review.Compensated, review.Failed:
 			ids = append(ids, op.ID)
 		}
 	}

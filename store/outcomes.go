@@ -265,16 +265,18 @@ func (s *Store) keepLateReport(ctx context.Context, tx *sqlx.Tx, row *opRow, n i
 	if o.Result != review.ResultSuccess {
 		return nil
 	}
-	if row.State == string(review.Confirmed) {
-		// A success for an earlier attempt of a confirmed operation may
-		// name a second resource: a duplicate (review.ExtraEffects), as
-		// evidence submitted for it would.
+	if review.State(row.State).Terminal() {
+		// A success for an earlier attempt of a settled operation may
+		// name a resource nobody answers for: a duplicate beside the
+		// confirmed one, or an effect of a failed or compensated
+		// operation (review.ExtraEffects), as evidence submitted for it
+		// would.
 		op, err := s.loadDetails(ctx, tx, row.operation())
 		if err != nil {
 			return err
 		}
 		if extra := review.ExtraEffects(op, ev); len(extra) > 0 {
-			return s.extraEffect(ctx, tx, row, actor, "evidence.extra_effect", map[string]any{"n": n, "late": true,
+			return s.extraEffect(ctx, tx, row, op, actor, "evidence.extra_effect", map[string]any{"n": n, "late": true,
 				"extra": extra, "reason": review.ExtraEvidenceReason(op, extra)})
 		}
 	}

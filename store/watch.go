@@ -81,12 +81,12 @@ func (s *Store) ClaimWatches(ctx context.Context, n int, lease time.Duration) ([
 	return claims, nil
 }
 
-// extraEffect opens a multiple_candidates case on the confirmed operation
-// of the locked row, whose destination holds a resource for it besides the
-// one confirmed (review.ExtraEffects): the operation stays confirmed, and a
-// person undoes the extra (review.OnExtraEffect). Audited as action.
-func (s *Store) extraEffect(ctx context.Context, tx *sqlx.Tx, row *opRow, actor, action string, detail map[string]any) error {
-	if _, err := s.openCase(ctx, tx, row.ID, row.Tenant, []review.Reason{review.ReasonMultipleCands}, actor); err != nil {
+// extraEffect opens a case on op, the settled operation of the locked row,
+// whose destination holds a resource for it that nobody answers for
+// (review.ExtraEffects): the operation stays as it is, and a person undoes
+// the extra (review.OnExtraEffect). Audited as action.
+func (s *Store) extraEffect(ctx context.Context, tx *sqlx.Tx, row *opRow, op *review.Operation, actor, action string, detail map[string]any) error {
+	if _, err := s.openCase(ctx, tx, row.ID, row.Tenant, []review.Reason{review.ExtraEffectCaseReason(op)}, actor); err != nil {
 		return err
 	}
 	return s.appendEvent(ctx, tx, &AuditEvent{Actor: actor, Tenant: row.Tenant, OperationID: row.ID, Action: action, Detail: detailJSON(detail)})
@@ -94,8 +94,8 @@ func (s *Store) extraEffect(ctx context.Context, tx *sqlx.Tx, row *opRow, actor,
 
 // ApplyWatch records one look at a watched operation (review.Watch's
 // conclusion): the probes' evidence, weighed where it may move the
-// operation; for a confirmed operation with an extra resource, a
-// multiple_candidates case recommending its undo; then the next look, or
+// operation; for a settled operation with an extra resource, a case
+// recommending its undo; then the next look, or
 // the watch's end. Fenced by the claim's generation.
 func (s *Store) ApplyWatch(ctx context.Context, c WatchClaim, w review.Watching) error {
 	err := s.WithTx(ctx, func(tx *sqlx.Tx) error {
@@ -126,7 +126,7 @@ func (s *Store) ApplyWatch(ctx context.Context, c WatchClaim, w review.Watching)
 		const actor = "system:reconciler"
 		switch {
 		case len(w.Extra) > 0:
-			return s.extraEffect(ctx, tx, row, actor, "watch.extra_effect", map[string]any{"extra": w.Extra, "reason": review.ExtraEffectReason(c.Op, w.Extra)})
+			return s.extraEffect(ctx, tx, row, c.Op, actor, "watch.extra_effect", map[string]any{"extra": w.Extra, "reason": review.ExtraEffectReason(c.Op, w.Extra)})
 		case review.Assessed(review.State(row.State)):
 			return s.weigh(ctx, tx, row, actor, map[string]any{"source": "confirm_window"})
 		}
