@@ -76,8 +76,16 @@ func (h *Handlers) caseViewRevealed(c echo.Context, id string, reveal bool) (*we
 	// refuses the others anyway): a form must not make the wrong one easy.
 	// A word on an undo that may be happening right now is refused too,
 	// and so is undoing an undo.
+	// A compensation_done is judged on the resource it names by default.
+	var last *review.PriorDecision
+	for i := range ds {
+		if ds[i].Status == store.DecisionApplied {
+			last = ds[i].Prior()
+		}
+	}
+	doneRef := review.DoneRef("", last, cs.RecommendedRef)
 	for _, a := range review.DecisionsAllowed(op.State, cs.Reasons) {
-		if _, running := review.SettlesByHand(a, children); s.User.Role.CanDecide(op, a) && running == nil && !review.UndoesAnUndo(op, a) {
+		if _, running := review.SettlesByHand(a, doneRef, children); s.User.Role.CanDecide(op, a) && running == nil && !review.UndoesAnUndo(op, a) {
 			v.Actions = append(v.Actions, a)
 		}
 	}
@@ -165,7 +173,7 @@ func (h *Handlers) operationDetail(c echo.Context, op *review.Operation, reveal 
 		d.Compensations = append(d.Compensations, web.CompensationView{Compensation: k, History: hist})
 		if !k.State.Terminal() {
 			open = append(open, review.ChildCompensation{ID: k.OperationID, State: k.State, Ref: k.ResourceRef})
-			if _, err := review.SettlesByHand(review.DecideCompensationDone, open[len(open)-1:]); err != nil {
+			if _, err := review.SettlesByHand(review.DecideCompensationDone, k.ResourceRef, open[len(open)-1:]); err != nil {
 				running = k.OperationID
 			}
 		}

@@ -53,17 +53,26 @@ func TestSettlesByHand(t *testing.T) {
 		return out
 	}
 	for _, a := range []string{DecideCompensationDone, DecideCompensationFailed} {
-		got, err := SettlesByHand(a, kids(Pending, RetryWait, Confirmed, Failed))
+		got, err := SettlesByHand(a, "", kids(Pending, RetryWait, Confirmed, Failed))
 		if err != nil || !slices.Equal(got, []string{"op_0", "op_1"}) {
 			t.Errorf("%s over pending ones: %v, %v", a, got, err)
 		}
 		for _, s := range []State{InFlight, Accepted, Ambiguous, NeedsReview} {
-			if _, err := SettlesByHand(a, kids(Pending, s)); !errors.Is(err, ErrInvalidTransition) {
+			if _, err := SettlesByHand(a, "", kids(Pending, s)); !errors.Is(err, ErrInvalidTransition) {
 				t.Errorf("%s while one is %s: %v, want refused", a, s, err)
 			}
 		}
 	}
-	if got, err := SettlesByHand(DecideCompensate, kids(InFlight, Pending)); got != nil || err != nil {
+	// compensation_done covers the undos of the resource it names only:
+	// another's, pending or running, is not the reviewer's to call off.
+	named := []ChildCompensation{{ID: "op_a", State: Pending, Ref: "fld-2"}, {ID: "op_b", State: Pending, Ref: "fld-3"}, {ID: "op_c", State: InFlight, Ref: "fld-4"}}
+	if got, err := SettlesByHand(DecideCompensationDone, "fld-2", named); err != nil || !slices.Equal(got, []string{"op_a"}) {
+		t.Errorf("compensation_done of fld-2: %v, %v; want only fld-2's undo canceled", got, err)
+	}
+	if _, err := SettlesByHand(DecideCompensationDone, "fld-4", named); !errors.Is(err, ErrInvalidTransition) {
+		t.Errorf("compensation_done of fld-4, whose undo is in flight: %v, want refused", err)
+	}
+	if got, err := SettlesByHand(DecideCompensate, "", kids(InFlight, Pending)); got != nil || err != nil {
 		t.Errorf("compensate: %v, %v; want nothing canceled", got, err)
 	}
 }

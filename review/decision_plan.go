@@ -34,6 +34,8 @@ const (
 type PriorDecision struct {
 	Seq                                                            int64
 	ID, Action, Actor, ResourceRef, Compensation, PayloadHash, Key string
+	// UndoRef is the resource a keep_and_undo undoes.
+	UndoRef string
 	// Revoked, on an approval, is why its approver may no longer decide
 	// the case ("" while they may): disabled, moved off the tenant, or in
 	// a role that does not decide it. Such an approval counts no more: the
@@ -47,6 +49,10 @@ type DecisionInput struct {
 	Op          *Operation
 	CaseID      string
 	CaseReasons []Reason
+	// CaseRef is the resource the case is about (its recommendation's),
+	// "" when none: what a compensation_done names by default on a case
+	// about an extra resource.
+	CaseRef string
 	// DecisionID is the id the decision is recorded under.
 	DecisionID                               string
 	Action, Ref, Compensation, Reason, Actor string
@@ -179,6 +185,19 @@ func PlanDecision(in DecisionInput) (*DecisionPlan, error) {
 		if on == OnExtraEffect {
 			p.Status = DecisionExtraEffect
 		}
+		if on == OnExtraEffect && in.Action == DecideCompensationDone {
+			// The word on one resource: its own undo not yet attempted
+			// is canceled, any other's is left to run, and the case stays
+			// open until they settle (their outcome lands on it).
+			p.ResourceRef = DoneRef(in.Ref, nil, in.CaseRef)
+			if err := CheckDoneRef(op, p.ResourceRef, nil, in.Compensations); err != nil {
+				return nil, err
+			}
+			if p.Cancel, err = SettlesByHand(in.Action, p.ResourceRef, in.Compensations); err != nil {
+				return nil, err
+			}
+			p.ResolveCase = !undoesOthers(p.ResourceRef, in.Compensations)
+		}
 		if on == OnExtraEffect && in.Action == DecideCompensate {
 			if err := CheckUndoRef(op, in.Destination, in.Ref); err != nil {
 				return nil, err
@@ -191,8 +210,8 @@ func PlanDecision(in DecisionInput) (*DecisionPlan, error) {
 			}
 		}
 		detail := map[string]any{"case_id": in.CaseID, "decision_id": in.DecisionID, "action": in.Action, "reason": in.Reason, "state": op.State}
-		if in.Ref != "" {
-			detail["resource_ref"] = in.Ref
+		if p.ResourceRef != "" {
+			detail["resource_ref"] = p.ResourceRef
 		}
 		if in.Compensation != "" {
 			detail["compensation"] = in.Compensation
@@ -222,17 +241,25 @@ func PlanDecision(in DecisionInput) (*DecisionPlan, error) {
 		return nil, err
 	}
 	p.To, p.Announce = to, true
-	if p.Cancel, err = SettlesByHand(in.Action, in.Compensations); err != nil {
+	last := in.LastApplied
+	undone := "" // the resource a compensation_done says is undone
+	if in.Action == DecideCompensationDone {
+		undone = DoneRef(in.Ref, last, in.CaseRef)
+		if err := CheckDoneRef(op, undone, last, in.Compensations); err != nil {
+			return nil, err
+		}
+		p.ResourceRef = undone
+	}
+	if p.Cancel, err = SettlesByHand(in.Action, undone, in.Compensations); err != nil {
 		return nil, err
 	}
-	last := in.LastApplied
-	if in.Action == DecideCompensationDone && in.Ref == "" && in.Compensation == "" && last != nil && last.Action == DecideCompensate {
-		p.ResourceRef, p.Compensation = last.ResourceRef, last.Compensation // name what was undone
+	if in.Action == DecideCompensationDone && in.Compensation == "" && last != nil && last.Action == DecideCompensate && undone == last.ResourceRef {
+		p.Compensation = last.Compensation // how it was to be undone
 	}
 	if in.Action == DecideCompensationDone && last != nil && last.Action == DecideKeepAndUndo {
 		// The duplicate is undone by hand: the operation is confirmed with
 		// the resource the decision kept, as its compensation would have.
-		p.To, p.ResourceRef = Confirmed, last.ResourceRef
+		p.To, p.ResourceRef, p.UndoRef = Confirmed, last.ResourceRef, undone
 		if err := CheckTransition(op.State, p.To); err != nil {
 			return nil, err
 		}
@@ -302,19 +329,26 @@ func CheckUndoRef(op *Operation, d Destination, ref string) error {
 		// the collection above the resource (DELETE …/resources/..).
 		return fmt.Errorf("%w: field \"candidate\": %s is not a resource name Limbo sends an undo for", ErrInvalid, ref)
 	}
-	if op.Resource != nil && op.Resource.Ref == ref {
-		return nil
-	}
-	for _, ev := range op.Evidence {
-		if slices.ContainsFunc(ev.Candidates, func(c Candidate) bool { return c.Ref == ref }) {
-			return nil
-		}
-	}
-	if slices.ContainsFunc(op.Jobs, func(j Job) bool { return j.Ref == ref || j.OutputRef == ref }) {
+	if KnownResource(op, ref) {
 		return nil
 	}
 	return fmt.Errorf("%w: field \"candidate\": %s is not a resource this operation is known to have (its resource, a candidate "+
 		"its evidence names, or a job's); Limbo sends this destination's undo itself, and undoes only those", ErrInvalid, ref)
+}
+
+// KnownResource reports whether ref is a resource op is known to have:
+// its resource, a candidate its evidence names, or one of its jobs or
+// their outputs.
+func KnownResource(op *Operation, ref string) bool {
+	if op.Resource != nil && op.Resource.Ref == ref {
+		return true
+	}
+	for _, ev := range op.Evidence {
+		if slices.ContainsFunc(ev.Candidates, func(c Candidate) bool { return c.Ref == ref }) {
+			return true
+		}
+	}
+	return slices.ContainsFunc(op.Jobs, func(j Job) bool { return j.Ref == ref || j.OutputRef == ref })
 }
 
 // UndoesAnUndo reports whether action, on op's case, would undo a
@@ -343,19 +377,26 @@ func UndoUnderWay(ref string, children []ChildCompensation) error {
 
 // SettlesByHand decides what a reviewer's word on the undo
 // (compensation_done or compensation_failed) does to the compensation
-// operations still unsettled: one not yet attempted (pending, or waiting
-// to retry) is canceled, since the reviewer's word settles the undo and
-// nobody should run it afterwards; one whose attempt may be having its
-// effect right now (in flight, accepted, ambiguous) refuses the word —
-// its outcome settles the case, or sends it back to review — and so does
-// one in review, whose own case takes the word on the undo. Any other
-// decision leaves them be.
-func SettlesByHand(action string, children []ChildCompensation) ([]string, error) {
+// operations still unsettled that it covers: for compensation_done, the
+// undos of the resource it names (ref: what the person undid — another
+// resource's undo is not theirs to call off); for compensation_failed,
+// every one (the operation goes back to review, where a person decides
+// anew). One not yet attempted (pending, or waiting to retry) is
+// canceled, since the reviewer's word settles the undo and nobody should
+// run it afterwards; one whose attempt may be having its effect right
+// now (in flight, accepted, ambiguous) refuses the word — its outcome
+// settles the case, or sends it back to review — and so does one in
+// review, whose own case takes the word on the undo. Any other decision
+// leaves them be.
+func SettlesByHand(action, ref string, children []ChildCompensation) ([]string, error) {
 	if action != DecideCompensationDone && action != DecideCompensationFailed {
 		return nil, nil
 	}
 	var cancel []string
 	for _, k := range children {
+		if action == DecideCompensationDone && k.Ref != ref {
+			continue
+		}
 		switch k.State {
 		case Pending, RetryWait, AwaitingApproval:
 			cancel = append(cancel, k.ID)
@@ -369,6 +410,45 @@ func SettlesByHand(action string, children []ChildCompensation) ([]string, error
 		}
 	}
 	return cancel, nil
+}
+
+// DoneRef is the resource a compensation_done names: ref, as the
+// reviewer named it; else the one whose undo the case decided last (a
+// compensate's, a keep_and_undo's undone one); else the resource the case
+// is about (caseRef). "" when there is none (an undo the integrator runs,
+// decided without naming one).
+func DoneRef(ref string, last *PriorDecision, caseRef string) string {
+	switch {
+	case ref != "":
+		return ref
+	case last != nil && last.Action == DecideCompensate:
+		return last.ResourceRef
+	case last != nil && last.Action == DecideKeepAndUndo:
+		return last.UndoRef
+	}
+	return caseRef
+}
+
+// CheckDoneRef refuses a compensation_done naming a resource op is not
+// known to have (KnownResource) and whose undo was not decided on it
+// (last, or an unsettled one among children: an undo the integrator runs
+// may name any resource, CheckUndoRef): the word
+// would settle nothing real, and cancel nobody's undo. Naming none
+// passes: an undo decided without a resource is said done as decided.
+func CheckDoneRef(op *Operation, ref string, last *PriorDecision, children []ChildCompensation) error {
+	decided := slices.ContainsFunc(children, func(k ChildCompensation) bool { return k.Ref == ref }) ||
+		last != nil && (last.Action == DecideCompensate && last.ResourceRef == ref || last.Action == DecideKeepAndUndo && last.UndoRef == ref)
+	if ref == "" || decided || KnownResource(op, ref) {
+		return nil
+	}
+	return fmt.Errorf("%w: field \"candidate\": %s is not a resource this operation is known to have (its resource, a candidate "+
+		"its evidence names, or a job's): name the one that is undone", ErrInvalid, ref)
+}
+
+// undoesOthers reports whether an undo of a resource other than ref is
+// still unsettled among children.
+func undoesOthers(ref string, children []ChildCompensation) bool {
+	return slices.ContainsFunc(children, func(k ChildCompensation) bool { return k.Ref != ref && !k.State.Terminal() })
 }
 
 // planMove plans the operation's move as decided, with the evidence a

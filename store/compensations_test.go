@@ -556,6 +556,90 @@ func TestRecommendationFollowsUndosUnderWay(t *testing.T) {
 			recommends(t, c, review.RecommendReconcileAgain, "", "fld-2, fld-3")
 			wantState(t, b.get(t, op), review.Confirmed)
 		})
+	})
+}
+
+// TestCompensationDoneNamesItsResource: on a case with several extra
+// resources, each with an undo decided, a reviewer's compensation_done
+// ("I undid it myself") names the resource it covers — by default the
+// one the case is about — and cancels only that one's pending undo: the
+// other's is kept, runs, and its outcome settles the case, which stays
+// open until then. Before, the word cancelled nothing and closed the
+// case, leaving the other undo unwatched. A resource the operation does
+// not have is refused.
+func TestCompensationDoneNamesItsResource(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		b := setup(t, e, nil)
+		op := b.newOp(t, "doc-extras", review.RiskCompensableWrite, "plain")
+		b.start(t, op)
+		wantState(t, b.report(t, op, 1, success("fld-1")).Operation, review.Confirmed)
+		var cands []review.Candidate
+		for _, ref := range []string{"fld-1", "fld-2", "fld-3"} {
+			cands = append(cands, review.Candidate{Ref: ref, Version: op.LogicalVersion, OperationID: op.ID})
+		}
+		if _, err := b.s.AddEvidence(b.ctx, tenantA, op.ID, review.Evidence{Source: review.SourceMetadataSearch, Authoritative: true,
+			Candidates: cands}, "integrator"); err != nil {
+			t.Fatal(err)
+		}
+		cs, err := b.s.CasesForOperation(b.ctx, op.ID)
+		if err != nil || len(cs) != 1 || cs[0].RecommendedRef != "fld-2" {
+			t.Fatalf("cases %+v, %v; want one about fld-2", cs, err)
+		}
+		c := &cs[0]
+		for _, ref := range []string{"fld-2", "fld-3"} {
+			req := decideReq(c, review.DecideCompensate, "rita@example.com")
+			req.Ref = ref
+			if _, err := b.s.Decide(b.ctx, req); err != nil {
+				t.Fatal(err)
+			}
+		}
+		undos := func() map[string]store.Compensation {
+			ks, err := b.s.Compensations(b.ctx, op.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out := map[string]store.Compensation{}
+			for _, k := range ks {
+				out[k.ResourceRef] = k
+			}
+			return out
+		}
+
+		bad := decideReq(c, review.DecideCompensationDone, "rita@example.com")
+		bad.Ref = "fld-9"
+		if _, err := b.s.Decide(b.ctx, bad); !errors.Is(err, review.ErrInvalid) {
+			t.Errorf("compensation_done naming fld-9, which the operation does not have: %v, want refused", err)
+		}
+
+		// Rita deleted fld-2 by hand; the decision names no resource, so
+		// it is the one the case is about.
+		d, err := b.s.Decide(b.ctx, decideReq(c, review.DecideCompensationDone, "rita@example.com"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.ResourceRef != "fld-2" {
+			t.Errorf("the decision names %q, want fld-2 (the case's resource)", d.ResourceRef)
+		}
+		ks := undos()
+		if k := ks["fld-2"]; k.State != review.Failed || k.CanceledBy != "rita@example.com" {
+			t.Errorf("fld-2's undo: %s, canceled by %q; want canceled by rita", k.State, k.CanceledBy)
+		}
+		if k := ks["fld-3"]; k.State != review.Pending || k.CanceledBy != "" {
+			t.Errorf("fld-3's undo: %s, canceled by %q; want it kept, pending", k.State, k.CanceledBy)
+		}
+		if got, _ := b.s.GetCase(b.ctx, c.ID, nil); got.Status != store.CaseOpen {
+			t.Fatalf("the case is %s while fld-3's undo is pending; want open", got.Status)
+		}
+		wantState(t, b.get(t, op), review.Confirmed)
+
+		// fld-3's undo runs; its confirmation settles the case.
+		child := &review.Operation{ID: ks["fld-3"].OperationID, Tenant: tenantA}
+		b.start(t, child)
+		b.report(t, child, 1, success("fld-3"))
+		if got, _ := b.s.GetCase(b.ctx, c.ID, nil); got.Status != store.CaseResolved {
+			t.Errorf("the case after fld-3's undo is %s, want resolved", got.Status)
+		}
 		assertSealed(t, b.s)
 	})
 }

@@ -248,17 +248,18 @@ func (s *Store) decideTx(ctx context.Context, tx *sqlx.Tx, req DecisionRequest) 
 	if err := s.approversNow(ctx, tx, approvals, c.Tenant, op); err != nil {
 		return nil, err
 	}
-	if req.Action == review.DecideCompensate || req.Action == review.DecideKeepAndUndo {
+	if req.Action == review.DecideCompensate || req.Action == review.DecideKeepAndUndo || req.Action == review.DecideCompensationDone {
 		// What the operation is known to have: the only resources Limbo's
-		// own undo may be sent for (review.CheckUndoRef).
+		// own undo may be sent for (review.CheckUndoRef), and a person may
+		// say are undone (review.CheckDoneRef).
 		if op, err = s.loadDetails(ctx, tx, op); err != nil {
 			return nil, err
 		}
 	}
 	id := newID("dec_", now)
-	p, err := review.PlanDecision(review.DecisionInput{Op: op, CaseID: c.ID, CaseReasons: c.Reasons, DecisionID: id,
+	p, err := review.PlanDecision(review.DecisionInput{Op: op, CaseID: c.ID, CaseReasons: c.Reasons, CaseRef: c.RecommendedRef, DecisionID: id,
 		Action: req.Action, Ref: req.Ref, UndoRef: req.UndoRef, Compensation: req.Compensation, Reason: req.Reason, Actor: req.Actor,
-		Approvals: approvals, LastApplied: last.prior(), RequestedBy: c.RequestedBy, ClaimedBy: c.ClaimedBy, ClaimUntil: c.ClaimUntil, ApprovalExpires: c.ExpiresAt,
+		Approvals: approvals, LastApplied: last.Prior(), RequestedBy: c.RequestedBy, ClaimedBy: c.ClaimedBy, ClaimUntil: c.ClaimUntil, ApprovalExpires: c.ExpiresAt,
 		Compensations: children, Destination: s.cfg.Destination(op.Destination), Now: now})
 	if err != nil {
 		return nil, err
@@ -343,12 +344,12 @@ func (s *Store) persistDecision(ctx context.Context, tx *sqlx.Tx, c *Case, row *
 	return nil
 }
 
-// prior is d as review plans the next decision with it (nil: none).
-func (d *Decision) prior() *review.PriorDecision {
+// Prior is d as review plans the next decision with it (nil: none).
+func (d *Decision) Prior() *review.PriorDecision {
 	if d == nil {
 		return nil
 	}
-	return &review.PriorDecision{Seq: d.Seq, ID: d.ID, Action: d.Action, Actor: d.Actor, ResourceRef: d.ResourceRef, Compensation: d.Compensation,
+	return &review.PriorDecision{Seq: d.Seq, ID: d.ID, Action: d.Action, Actor: d.Actor, ResourceRef: d.ResourceRef, UndoRef: d.UndoRef, Compensation: d.Compensation,
 		PayloadHash: d.PayloadHash, Key: d.Key}
 }
 
@@ -443,7 +444,7 @@ func (s *Store) approvals(ctx context.Context, tx *sqlx.Tx, caseID string) ([]re
 	}
 	out := make([]review.PriorDecision, len(ds))
 	for i := range ds {
-		out[i] = *ds[i].prior()
+		out[i] = *ds[i].Prior()
 	}
 	return out, nil
 }
