@@ -190,6 +190,13 @@ func PlanDecision(in DecisionInput) (*DecisionPlan, error) {
 			// is canceled, any other's is left to run, and the case stays
 			// open until they settle (their outcome lands on it).
 			p.ResourceRef = DoneRef(in.Ref, nil, in.CaseRef)
+			if p.ResourceRef == "" {
+				// The case names no resource while its undos run (its
+				// recommendation waits for them, UndoUnderWay).
+				if p.ResourceRef, err = onlyUnsettled(in.Compensations); err != nil {
+					return nil, err
+				}
+			}
 			if err := CheckDoneRef(op, p.ResourceRef, nil, in.Compensations); err != nil {
 				return nil, err
 			}
@@ -443,6 +450,27 @@ func CheckDoneRef(op *Operation, ref string, last *PriorDecision, children []Chi
 	}
 	return fmt.Errorf("%w: field \"candidate\": %s is not a resource this operation is known to have (its resource, a candidate "+
 		"its evidence names, or a job's): name the one that is undone", ErrInvalid, ref)
+}
+
+// onlyUnsettled is the resource of the one unsettled undo among children
+// ("" when none is): the one a compensation_done naming no resource means.
+// With several, which of them a person undid by hand is theirs to say,
+// not Limbo's to guess: the word would cancel the wrong undo.
+func onlyUnsettled(children []ChildCompensation) (string, error) {
+	var refs []string
+	for _, k := range children {
+		if k.Ref != "" && !k.State.Terminal() && !slices.Contains(refs, k.Ref) {
+			refs = append(refs, k.Ref)
+		}
+	}
+	switch len(refs) {
+	case 0:
+		return "", nil
+	case 1:
+		return refs[0], nil
+	}
+	slices.Sort(refs)
+	return "", fmt.Errorf("%w: field \"candidate\": the undos of %s are under way: name the one that is undone", ErrInvalid, strings.Join(refs, ", "))
 }
 
 // undoesOthers reports whether an undo of a resource other than ref is

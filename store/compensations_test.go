@@ -562,7 +562,8 @@ func TestRecommendationFollowsUndosUnderWay(t *testing.T) {
 // TestCompensationDoneNamesItsResource: on a case with several extra
 // resources, each with an undo decided, a reviewer's compensation_done
 // ("I undid it myself") names the resource it covers — by default the
-// one the case is about — and cancels only that one's pending undo: the
+// one the case is about, or the one undo under way; with several under
+// way it must name one — and cancels only that one's pending undo: the
 // other's is kept, runs, and its outcome settles the case, which stays
 // open until then. Before, the word cancelled nothing and closed the
 // case, leaving the other undo unwatched. A resource the operation does
@@ -612,14 +613,22 @@ func TestCompensationDoneNamesItsResource(t *testing.T) {
 			t.Errorf("compensation_done naming fld-9, which the operation does not have: %v, want refused", err)
 		}
 
-		// Rita deleted fld-2 by hand; the decision names no resource, so
-		// it is the one the case is about.
-		d, err := b.s.Decide(b.ctx, decideReq(c, review.DecideCompensationDone, "rita@example.com"))
+		// With both undos under way the case recommends waiting for
+		// them and names no resource: a word naming none is refused,
+		// since which one a person undid by hand is theirs to say.
+		if _, err := b.s.Decide(b.ctx, decideReq(c, review.DecideCompensationDone, "rita@example.com")); !errors.Is(err, review.ErrInvalid) ||
+			!strings.Contains(err.Error(), "fld-2, fld-3") {
+			t.Errorf("compensation_done naming nothing while fld-2 and fld-3 are undone: %v, want refused, naming both", err)
+		}
+		// Rita deleted fld-2 by hand.
+		done := decideReq(c, review.DecideCompensationDone, "rita@example.com")
+		done.Ref = "fld-2"
+		d, err := b.s.Decide(b.ctx, done)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if d.ResourceRef != "fld-2" {
-			t.Errorf("the decision names %q, want fld-2 (the case's resource)", d.ResourceRef)
+			t.Errorf("the decision names %q, want fld-2", d.ResourceRef)
 		}
 		ks := undos()
 		if k := ks["fld-2"]; k.State != review.Failed || k.CanceledBy != "rita@example.com" {

@@ -342,7 +342,8 @@ func init() {
 		"candidate: Limbo sends this destination's undo itself: name the resource to undo":                                                                                                 "candidato: Limbo invia da sé la compensazione di questa destinazione: indica la risorsa da annullare",
 		"candidate: %s is not a resource this operation is known to have (its resource, a candidate its evidence names, or a job's); Limbo sends this destination's undo itself, and undoes only those": "candidato: %s non è una risorsa nota di questa operazione (la sua risorsa, un candidato indicato dalle sue evidenze o quella di un job); Limbo invia da sé la compensazione di questa destinazione e annulla solo quelle",
 		"candidate: %s is not a resource this operation is known to have (its resource, a candidate its evidence names, or a job's): name the one that is undone":                                       "candidato: %s non è una risorsa nota di questa operazione (la sua risorsa, un candidato indicato dalle sue evidenze o quella di un job): indica quella annullata",
-		"candidate: %s is not a resource name Limbo sends an undo for": "candidato: %s non è un nome di risorsa per cui Limbo invii una compensazione",
-		"%s is decided one case at a time":                             "“%s” si decide un caso alla volta",
+		"candidate: the undos of %s are under way: name the one that is undone":                                                                                                                         "candidato: le compensazioni di %s sono in corso: indica quella annullata",
+		"candidate: %s is not a resource name Limbo sends an undo for":                                                                                                                                  "candidato: %s non è un nome di risorsa per cui Limbo invii una compensazione",
+		"%s is decided one case at a time": "“%s” si decide un caso alla volta",
 	})
 }
