@@ -340,7 +340,10 @@ func validJobStatus(s JobStatus) bool {
 }
 
 // PublishedPolicy is an action's policy as GET /api/v1/actions tells an
-// integrator. Durations are in seconds; 0 means the item is not set.
+// integrator. Durations are in seconds; 0 means the item is not set. The
+// *_seconds fields are whole seconds, rounded up (a set duration is never
+// 0); the Exact fields are the same durations in fractional seconds, as
+// configured (a 500ms max_wait: MaxWait 1, MaxWaitExact 0.5).
 type PublishedPolicy struct {
 	Destination      string   `json:"destination"`
 	Action           string   `json:"action"`
@@ -357,10 +360,13 @@ type PublishedPolicy struct {
 	// needed.
 	Approvals       int      `json:"approvals,omitempty"`
 	ApprovalTimeout int64    `json:"approval_timeout_seconds,omitempty"`
+	ApprovalExact   float64  `json:"approval_timeout_exact_seconds,omitempty"`
 	Deadline        int64    `json:"deadline_seconds,omitempty"`
+	DeadlineExact   float64  `json:"deadline_exact_seconds,omitempty"`
 	MaxAttempts     int      `json:"max_attempts,omitempty"`
 	CostBudget      float64  `json:"cost_budget,omitempty"`
 	MaxWait         int64    `json:"max_wait_seconds,omitempty"`
+	MaxWaitExact    float64  `json:"max_wait_exact_seconds,omitempty"`
 	EscalateOn      []Reason `json:"escalate_on"`
 	Concurrency     int      `json:"concurrency,omitempty"`
 	Priority        bool     `json:"priority"`

@@ -102,3 +102,46 @@ func TestActionPolicyThroughAPI(t *testing.T) {
 		}
 	})
 }
+
+// GET /api/v1/actions publishes a sub-second duration without loss: the
+// whole-second fields round up (a set duration never reads 0, "not
+// set"), and the exact fields say the fraction.
+func TestActionsPublishSubSecondDurations(t *testing.T) {
+	cfg, err := review.ParseConfig([]byte(`
+destinations:
+  files:
+    honours_keys: true
+    actions:
+      send_note:
+        requires_approval: true
+        approval_timeout: 250ms
+        deadline: 1500ms
+        max_wait: 500ms
+      archive:
+        deadline: 3s
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := setup(t, store.SQLite, cfg)
+	var acts struct {
+		Actions []map[string]any `json:"actions"`
+	}
+	b.get("/api/v1/actions").want(t, http.StatusOK).decode(t, &acts)
+	got := map[string]map[string]any{}
+	for _, a := range acts.Actions {
+		got[a["action"].(string)] = a
+	}
+	for action, want := range map[string]map[string]any{
+		"send_note": {"approval_timeout_seconds": 1.0, "approval_timeout_exact_seconds": 0.25,
+			"deadline_seconds": 2.0, "deadline_exact_seconds": 1.5, "max_wait_seconds": 1.0, "max_wait_exact_seconds": 0.5},
+		"archive": {"deadline_seconds": 3.0, "deadline_exact_seconds": 3.0, "approval_timeout_seconds": nil,
+			"approval_timeout_exact_seconds": nil, "max_wait_seconds": nil, "max_wait_exact_seconds": nil},
+	} {
+		for field, v := range want {
+			if got[action][field] != v {
+				t.Errorf("%s: %s = %v, want %v", action, field, got[action][field], v)
+			}
+		}
+	}
+}

@@ -302,7 +302,10 @@ func Catalog(cfg *Config) []CatalogEntry {
 // PublishedPolicy is an action's policy as the API tells an integrator
 // (GET /api/v1/actions): what the tool-call controller needs to derive
 // keys and to know whether a call waits for approval. Durations are in
-// seconds; 0 means the item is not set.
+// seconds; 0 (or absent) means the item is not set. Each is published
+// twice: in whole seconds, rounded up so that a set duration never reads
+// as 0 (the integer field clients have always read), and exactly, in
+// fractional seconds (a 500ms max_wait is 1 and 0.5).
 type PublishedPolicy struct {
 	Destination      string   `json:"destination"`
 	Action           string   `json:"action"`
@@ -316,10 +319,13 @@ type PublishedPolicy struct {
 	RequiresApproval bool     `json:"requires_approval"`
 	Approvals        int      `json:"approvals,omitempty"`
 	ApprovalTimeout  int64    `json:"approval_timeout_seconds,omitempty"`
+	ApprovalExact    float64  `json:"approval_timeout_exact_seconds,omitempty"`
 	Deadline         int64    `json:"deadline_seconds,omitempty"`
+	DeadlineExact    float64  `json:"deadline_exact_seconds,omitempty"`
 	MaxAttempts      int      `json:"max_attempts,omitempty"`
 	CostBudget       float64  `json:"cost_budget,omitempty"`
 	MaxWait          int64    `json:"max_wait_seconds,omitempty"`
+	MaxWaitExact     float64  `json:"max_wait_exact_seconds,omitempty"`
 	EscalateOn       []Reason `json:"escalate_on"`
 	Concurrency      int      `json:"concurrency,omitempty"`
 	Priority         bool     `json:"priority"`
@@ -331,9 +337,10 @@ func (e CatalogEntry) Published() PublishedPolicy {
 	p := PublishedPolicy{Destination: e.Destination, Action: e.Action, Owner: ac.Owner, Effects: ac.Effects,
 		DuplicateCost: ac.DuplicateCost, Risk: ac.Risk, Flags: nonNil(ac.Flags), KeyFields: nonNil(ac.KeyFields),
 		Evidence: []string{}, RequiresApproval: ac.RequiresApproval,
-		ApprovalTimeout: int64(ac.ApprovalTimeout.Seconds()), Deadline: int64(ac.Deadline.Seconds()),
-		MaxAttempts: ac.MaxAttempts, MaxWait: int64(ac.MaxWait.Seconds()), EscalateOn: nonNil(ac.EscalateOn),
-		Priority: ac.Priority}
+		ApprovalTimeout: wholeSeconds(ac.ApprovalTimeout), ApprovalExact: ac.ApprovalTimeout.Seconds(),
+		Deadline: wholeSeconds(ac.Deadline), DeadlineExact: ac.Deadline.Seconds(),
+		MaxAttempts: ac.MaxAttempts, MaxWait: wholeSeconds(ac.MaxWait), MaxWaitExact: ac.MaxWait.Seconds(),
+		EscalateOn: nonNil(ac.EscalateOn), Priority: ac.Priority}
 	if ac.RequiresApproval {
 		// As deciding counts them: two for a financial, irreversible or
 		// regulated action, whatever the setting says.
@@ -349,6 +356,12 @@ func (e CatalogEntry) Published() PublishedPolicy {
 		p.Concurrency = *ac.Concurrency
 	}
 	return p
+}
+
+// wholeSeconds is d in whole seconds, rounded up: truncated, a 500ms
+// duration would be published as 0, which says "not set".
+func wholeSeconds(d time.Duration) int64 {
+	return int64((d + time.Second - 1) / time.Second)
 }
 
 // OpenTo reports whether tenant may register the action.
