@@ -122,10 +122,23 @@ func statusFrom(ctx context.Context) *Status {
 // panic of the loop whose Status ctx carries: a round's own recovery does
 // not reach another goroutine, whose panic would end the process.
 func Recover(ctx context.Context, log *slog.Logger, what string) {
-	p := recover()
-	if p == nil {
-		return
+	if p := recover(); p != nil {
+		panicked(ctx, log, what, p)
 	}
+}
+
+// RecoverWith is Recover for work whose panic has an answer of its own (a
+// probe that panics is a failed probe): after the log line and the count,
+// failed hears of the panic as an error.
+func RecoverWith(ctx context.Context, log *slog.Logger, what string, failed func(error)) {
+	if p := recover(); p != nil {
+		panicked(ctx, log, what, p)
+		failed(fmt.Errorf("panic: %v", p))
+	}
+}
+
+// panicked logs panic p of what with its stack and counts it.
+func panicked(ctx context.Context, log *slog.Logger, what string, p any) {
 	log.Error(what+" panicked", "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
 	if st := statusFrom(ctx); st != nil {
 		st.mu.Lock()

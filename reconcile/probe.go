@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"os"
@@ -17,6 +18,7 @@ import (
 	"text/template"
 	"time"
 
+	"github.com/limbo-dev/limbo/loop"
 	"github.com/limbo-dev/limbo/netguard"
 	"github.com/limbo-dev/limbo/review"
 )
@@ -46,6 +48,12 @@ type Prober struct {
 	// getenv reads probe credentials (auth_env).
 	getenv func(string) string
 
+	// log hears of a probe that panicked (the reconciler's log).
+	log *slog.Logger
+	// beforeRequest, when set (by tests), runs as each probe request
+	// about op starts: it can make a probe panic.
+	beforeRequest func(op *review.Operation)
+
 	mu sync.Mutex
 	// clients by allow-list (netguard.Policy.Key): a connection opened
 	// under one destination's allow-list is never reused for another's.
@@ -58,7 +66,7 @@ func NewProber(cfg *review.Config) *Prober { return NewProberEnv(cfg, os.Getenv)
 
 // NewProberEnv returns a prober reading probe credentials through getenv.
 func NewProberEnv(cfg *review.Config, getenv func(string) string) *Prober {
-	return &Prober{cfg: cfg, getenv: getenv, clients: map[string]*http.Client{}}
+	return &Prober{cfg: cfg, getenv: getenv, log: slog.Default(), clients: map[string]*http.Client{}}
 }
 
 // MissingCredentials lists the configured probes whose credential is not
@@ -165,7 +173,7 @@ func (p *Prober) Probe(ctx context.Context, op *review.Operation, d review.Desti
 	}
 	for _, s := range steps {
 		start := time.Now()
-		r := p.send(ctx, op, s, d.AllowInternal)
+		r := p.guardedSend(ctx, op, s, d.AllowInternal)
 		r.Took = time.Since(start)
 		out = append(out, r)
 	}
@@ -179,7 +187,7 @@ func (p *Prober) Probe(ctx context.Context, op *review.Operation, d review.Desti
 		about := *op
 		about.Resource, about.Action = &review.ResourceRef{Ref: ref}, ""
 		start := time.Now()
-		r := p.send(ctx, &about, step{kind: review.ProbeHistory, pr: d.Probes.History, ref: ref}, d.AllowInternal)
+		r := p.guardedSend(ctx, &about, step{kind: review.ProbeHistory, pr: d.Probes.History, ref: ref}, d.AllowInternal)
 		r.Ref, r.Took = ref, time.Since(start)
 		out = append(out, r)
 	}
@@ -231,6 +239,17 @@ func render(tmpl string, f probeFields) (string, error) {
 		return "", fmt.Errorf("url template: %v", err)
 	}
 	return u.String(), nil
+}
+
+// guardedSend is send, with a panic in it (a bug reading an odd answer) a
+// failed probe: logged with its stack, and the step's result an error, so
+// the round records it and goes on with the rest. Probes run on goroutines
+// of their own, where a panic nobody recovers ends the whole process.
+func (p *Prober) guardedSend(ctx context.Context, op *review.Operation, s step, allow review.AllowList) (res review.ProbeResult) {
+	defer loop.RecoverWith(ctx, p.log, "reconcile probe of "+op.ID, func(err error) {
+		res = review.ProbeResult{Kind: s.kind, Ref: s.ref, At: time.Now().UTC(), Err: "the probe stopped on an internal error: " + err.Error()}
+	})
+	return p.send(ctx, op, s, allow)
 }
 
 // send runs one step: a lookup (one request) or a search (every page).
@@ -504,7 +523,9 @@ func jobCandidate(v any, ref string, op *review.Operation) ([]review.Candidate, 
 // probe; see readJob for what the answer must say. No probe, no job known,
 // a missing credential or an unreadable answer is an error; a job the
 // destination does not find (404 or 410) is one wrapping ErrGone.
-func (p *Prober) Job(ctx context.Context, op *review.Operation, d review.Destination) (*review.Job, error) {
+func (p *Prober) Job(ctx context.Context, op *review.Operation, d review.Destination) (job *review.Job, err error) {
+	// A panic here is a failed poll, as in guardedSend.
+	defer loop.RecoverWith(ctx, p.log, "reconcile job probe of "+op.ID, func(e error) { job, err = nil, e })
 	pr := d.Probes.Job
 	if pr == nil || len(op.Jobs) == 0 || op.Jobs[len(op.Jobs)-1].Ref == "" {
 		return nil, errors.New("no job probe or no job ref")
@@ -545,6 +566,9 @@ func (e *requestError) Unwrap() error { return e.err }
 // method is GET, or POST for a search the configuration allows to be one
 // (review.Probe.check), with its body template rendered.
 func (p *Prober) get(ctx context.Context, pr *review.Probe, op *review.Operation, allow review.AllowList, cursor string) ([]byte, int, error) {
+	if p.beforeRequest != nil {
+		p.beforeRequest(op)
+	}
 	u, err := render(pr.URL, fieldsOf(op))
 	if err != nil {
 		return nil, 0, err

@@ -4,10 +4,13 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/limbo-dev/limbo/reconcile"
 	"github.com/limbo-dev/limbo/review"
 	"github.com/limbo-dev/limbo/sandbox"
 	"github.com/limbo-dev/limbo/store"
@@ -320,5 +323,64 @@ func TestFaultedAnswersAreNoEvidence(t *testing.T) {
 			}
 		}
 		sealed(t, b.st)
+	})
+}
+
+// TestPanickingProbeIsAFailedProbe: a probe that panics (a bug reading an
+// odd answer) is a failed probe for its operation alone — logged with its
+// stack, recorded as inconclusive evidence, a job poll a failed poll (the
+// job stays accepted) —
+// and the process goes on (unrecovered, the panic in a probe's goroutine
+// ended it): the other operation of the same round is probed and
+// confirmed, and a later round probes the others again.
+func TestPanickingProbeIsAFailedProbe(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		b := setup(t, e, sandbox.Options{SearchLag: searchLag, JobDuration: time.Hour}, nil) // the job stays queued
+		b.cfg.Destinations["sandbox"] = chaosDestination(b.url)
+		var logs bytes.Buffer // written only inside RunOnce, read after it
+		b.rec = reconcile.New(b.st, b.cfg, "reconciler-1", slog.New(slog.NewTextHandler(&logs, nil)))
+
+		var refA, refB string
+		a := b.ambiguous(t, "panics", "sandbox", func(op *review.Operation) { refA = b.createFolder(t, op) })
+		other := b.ambiguous(t, "probed", "sandbox", func(op *review.Operation) { refB = b.createFolder(t, op) })
+		job, _ := b.acceptedJob(t, "job-panics")
+
+		b.rec.Prober.PanicProbing(a.ID, job.ID)
+		b.clk.Advance(searchLag + time.Second)
+		b.runOnce(t, 3)
+		wantState(t, b.get(t, other), review.Confirmed)
+		got := b.get(t, a)
+		wantState(t, got, review.Ambiguous)
+		ev := probeEvidence(got)
+		if len(ev) == 0 {
+			t.Fatal("no evidence of the failed probe")
+		}
+		for _, e := range ev {
+			if e.Verdict != review.VerdictInconclusive || e.Authoritative || !strings.Contains(e.Note, "internal error") {
+				t.Errorf("evidence of a panicking probe: %+v", e)
+			}
+		}
+		wantState(t, b.get(t, job), review.Accepted)
+		for _, want := range []string{"reconcile probe of " + a.ID + " panicked", "reconcile job probe of " + job.ID + " panicked",
+			"injected: probing", "goroutine "} {
+			if !strings.Contains(logs.String(), want) {
+				t.Errorf("log lacks %q:\n%s", want, logs.String())
+			}
+		}
+
+		// Mended: the next rounds probe them again, and they settle.
+		b.rec.Prober.PanicProbing()
+		for range 3 {
+			b.clk.Advance(review.ProbeBackoffCap + time.Second)
+			if _, err := b.rec.RunOnce(b.ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		got = b.get(t, a)
+		wantState(t, got, review.Confirmed)
+		if got.Resource == nil || got.Resource.Ref != refA || b.get(t, other).Resource.Ref != refB {
+			t.Errorf("confirmed as %+v", got.Resource)
+		}
 	})
 }

@@ -43,7 +43,9 @@ func New(st *store.Store, cfg *review.Config, owner string, log *slog.Logger) *R
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Reconciler{Store: st, Config: cfg, Prober: NewProber(cfg), Owner: owner, Lease: 30 * time.Second, Batch: 64, Log: log,
+	p := NewProber(cfg)
+	p.log = log
+	return &Reconciler{Store: st, Config: cfg, Prober: p, Owner: owner, Lease: 30 * time.Second, Batch: 64, Log: log,
 		sems: map[string]chan struct{}{}}
 }
 
@@ -93,6 +95,11 @@ func (r *Reconciler) within(ctx context.Context, wg *sync.WaitGroup, dest string
 			return
 		}
 		defer func() { <-sem }()
+		// A probe's panic is a failed probe (Prober.guardedSend); any
+		// other in this operation's work (weighing, applying) ends it
+		// here, logged, its claim left to lapse and be taken again,
+		// rather than ending the process.
+		defer loop.Recover(ctx, r.Log, "reconcile of one operation")
 		work()
 	}()
 }
