@@ -295,7 +295,8 @@ func TestAppExportsLoopHealth(t *testing.T) {
 			return strings.Contains(body, `limbo_loop_last_success_age_seconds{loop="`+l+`"}`) &&
 				strings.Contains(body, `limbo_loop_round_running_seconds{loop="`+l+`"}`) &&
 				strings.Contains(body, `limbo_loop_failures_total{loop="`+l+`"} 0`) &&
-				strings.Contains(body, `limbo_loop_panics_total{loop="`+l+`"} 0`)
+				strings.Contains(body, `limbo_loop_panics_total{loop="`+l+`"} 0`) &&
+				strings.Contains(body, `limbo_loop_rows_skipped_total{loop="`+l+`"} 0`)
 		})
 	}
 	if len(missing) > 0 {

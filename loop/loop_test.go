@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"strings"
@@ -178,4 +179,38 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// skippedErr is a round's error that skipped n rows.
+type skippedErr int
+
+func (e skippedErr) Error() string    { return fmt.Sprintf("%d rows skipped", int(e)) }
+func (e skippedErr) SkippedRows() int { return int(e) }
+
+// TestSkippedRowsAreCounted: a round whose error says it skipped rows
+// (store.SkippedRows), alone, wrapped or joined with others, is a failed
+// round, and its rows are counted, for limbo_loop_rows_skipped_total.
+func TestSkippedRowsAreCounted(t *testing.T) {
+	st := &Status{}
+	ctx, cancel := context.WithCancel(WithStatus(context.Background(), st))
+	var calls atomic.Int32
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		Every(ctx, time.Millisecond, slog.New(slog.NewTextHandler(io.Discard, nil)), "sweep", func(context.Context) error {
+			switch calls.Add(1) {
+			case 1:
+				return skippedErr(2)
+			case 2:
+				return errors.Join(fmt.Errorf("leases: %w", skippedErr(1)), errors.New("down"), skippedErr(3))
+			case 3:
+				cancel()
+			}
+			return nil
+		})
+	}()
+	<-done
+	if s := st.Snapshot(); s.Skipped != 6 || s.Failures != 2 {
+		t.Errorf("status %+v, want 6 rows skipped in 2 failed rounds", s)
+	}
 }

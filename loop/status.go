@@ -2,6 +2,7 @@ package loop
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -26,6 +27,9 @@ type Snapshot struct {
 	Started, LastOK, Running time.Time
 	// Failures counts failed rounds, panics included; Panics those alone.
 	Failures, Panics int64
+	// Skipped counts the rows rounds went past because each failed on
+	// its own (see SkippedRows); they are tried again next round.
+	Skipped int64
 }
 
 func (st *Status) begin(now time.Time) {
@@ -53,6 +57,7 @@ func (st *Status) roundEnded(now time.Time, err error, panicked bool) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	st.s.Running = time.Time{}
+	st.s.Skipped += int64(skippedRows(err))
 	switch {
 	case panicked:
 		st.s.Failures++
@@ -61,6 +66,33 @@ func (st *Status) roundEnded(now time.Time, err error, panicked bool) {
 		st.s.Failures++
 	default:
 		st.s.LastOK = now
+	}
+}
+
+// SkippedRows is what the error of a round that went past rows it could
+// not handle says of them (store.SkippedRows): the round is a failed one,
+// and the rows are counted, so that one row failing every time shows as
+// such and not as a loop that fails.
+type SkippedRows interface {
+	SkippedRows() int
+}
+
+// skippedRows sums the rows every SkippedRows in err's tree skipped (a
+// round may join several: the lease sweep's three).
+func skippedRows(err error) int {
+	switch e := err.(type) {
+	case nil:
+		return 0
+	case SkippedRows:
+		return e.SkippedRows()
+	case interface{ Unwrap() []error }:
+		n := 0
+		for _, inner := range e.Unwrap() {
+			n += skippedRows(inner)
+		}
+		return n
+	default:
+		return skippedRows(errors.Unwrap(err))
 	}
 }
 

@@ -172,6 +172,8 @@ var (
 		"Background loop rounds that failed in this process, panics included.", []string{"loop"}, nil)
 	descLoopPanics = prometheus.NewDesc("limbo_loop_panics_total",
 		"Background loop rounds that panicked in this process (logged with their stack; the loop goes on).", []string{"loop"}, nil)
+	descLoopSkipped = prometheus.NewDesc("limbo_loop_rows_skipped_total",
+		"Rows the background loop's rounds went past in this process because each failed on its own (logged with its id, rolled back, tried again next round): one row failing every time makes it grow each round while the rest are handled.", []string{"loop"}, nil)
 )
 
 // loopCollector reads the loops' statuses at scrape time.
@@ -181,7 +183,7 @@ type loopCollector struct {
 }
 
 func (c *loopCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descLoopOK, descLoopRunning, descLoopFailures, descLoopPanics} {
+	for _, d := range []*prometheus.Desc{descLoopOK, descLoopRunning, descLoopFailures, descLoopPanics, descLoopSkipped} {
 		ch <- d
 	}
 }
@@ -210,6 +212,7 @@ func (c *loopCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descLoopRunning, prometheus.GaugeValue, max(running, 0).Seconds(), name)
 		ch <- prometheus.MustNewConstMetric(descLoopFailures, prometheus.CounterValue, float64(s.Failures), name)
 		ch <- prometheus.MustNewConstMetric(descLoopPanics, prometheus.CounterValue, float64(s.Panics), name)
+		ch <- prometheus.MustNewConstMetric(descLoopSkipped, prometheus.CounterValue, float64(s.Skipped), name)
 	}
 }
 

@@ -34,7 +34,8 @@ const deadlineSweeper = "system:deadline-sweeper"
 // job that never finished → needs_review; awaiting approval past its
 // request's expiry or its deadline → failed, the request resolved as
 // expired (review.ApprovalLapsed). Ambiguous operations are the
-// reconciler's, in-flight ones the lease sweeper's.
+// reconciler's, in-flight ones the lease sweeper's. An operation that
+// cannot be ended is skipped (*SkippedRows) and the rest are.
 func (s *Store) ExpireDeadlines(ctx context.Context) (int, error) {
 	var due, lapsed []struct {
 		ID     string `db:"id"`
@@ -47,7 +48,11 @@ func (s *Store) ExpireDeadlines(ctx context.Context) (int, error) {
 		return 0, fmt.Errorf("store.ExpireDeadlines: %w", err)
 	}
 	n := 0
+	var skipped *SkippedRows
 	for _, d := range append(due, lapsed...) {
+		if ctx.Err() != nil {
+			return n, ctx.Err()
+		}
 		expired, err := inTx(ctx, s, func(tx *sqlx.Tx) (bool, error) {
 			row, err := s.lockOperation(ctx, tx, d.Tenant, d.ID)
 			if err != nil {
@@ -81,13 +86,14 @@ func (s *Store) ExpireDeadlines(ctx context.Context) (int, error) {
 			return true, s.transition(ctx, tx, row, to, reason, deadlineSweeper, "operation.deadline_expired", detail)
 		})
 		if err != nil && !errors.Is(err, review.ErrConflict) && !errors.Is(err, review.ErrNotFound) {
-			return n, fmt.Errorf("store.ExpireDeadlines: %s: %w", d.ID, err)
+			skip(&skipped, "store.ExpireDeadlines", d.ID, err)
+			continue
 		}
 		if expired {
 			n++
 		}
 	}
-	return n, nil
+	return n, skipped.orNil()
 }
 
 // expireApproval fails row, awaiting approval, once its request lapsed

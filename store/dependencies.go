@@ -207,7 +207,8 @@ func (s *Store) breakAwaitingDependent(ctx context.Context, tx *sqlx.Tx, row *op
 
 // SweepDependencies ends the dependents of operations that can no longer
 // be what they wait for, whether or not anyone asks for their attempt, and
-// returns how many it ended.
+// returns how many it ended. A dependent that cannot be ended is skipped
+// (*SkippedRows) and the rest are.
 func (s *Store) SweepDependencies(ctx context.Context) (int, error) {
 	var due []struct {
 		ID     string `db:"operation_id"`
@@ -217,7 +218,11 @@ func (s *Store) SweepDependencies(ctx context.Context) (int, error) {
 		return 0, fmt.Errorf("store.SweepDependencies: %w", err)
 	}
 	n := 0
+	var skipped *SkippedRows
 	for _, d := range due {
+		if ctx.Err() != nil {
+			return n, ctx.Err()
+		}
 		ended, err := inTx(ctx, s, func(tx *sqlx.Tx) (bool, error) {
 			row, err := s.lockOperation(ctx, tx, d.Tenant, d.ID)
 			if err != nil {
@@ -236,12 +241,11 @@ func (s *Store) SweepDependencies(ctx context.Context) (int, error) {
 			return !review.State(row.State).Attemptable(), nil
 		})
 		if err != nil && !errors.Is(err, review.ErrConflict) && !errors.Is(err, review.ErrNotFound) {
-			return n, fmt.Errorf("store.SweepDependencies: %s: %w", d.ID, err)
-		}
-		if ended {
+			skip(&skipped, "store.SweepDependencies", d.ID, err)
+		} else if ended {
 			n++
 		}
 		s.snaps.drop(d.ID)
 	}
-	return n, nil
+	return n, skipped.orNil()
 }

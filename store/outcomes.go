@@ -414,7 +414,8 @@ WHERE a.finished_at IS NULL AND a.lease_expires_at <= ? ORDER BY a.lease_expires
 
 // SweepLeases closes attempts whose lease expired without an outcome: each
 // gets outcome unknown, and its operation goes where an unknown outcome
-// leads for its risk class. It returns how many it closed.
+// leads for its risk class. It returns how many it closed; an attempt
+// that cannot be closed is skipped (*SkippedRows) and the rest are.
 func (s *Store) SweepLeases(ctx context.Context) (int, error) {
 	var expired []struct {
 		OperationID string `db:"operation_id"`
@@ -425,7 +426,11 @@ func (s *Store) SweepLeases(ctx context.Context) (int, error) {
 		return 0, fmt.Errorf("store.SweepLeases: %w", err)
 	}
 	closed := 0
+	var skipped *SkippedRows
 	for _, e := range expired {
+		if ctx.Err() != nil {
+			return closed, ctx.Err()
+		}
 		swept, err := inTx(ctx, s, func(tx *sqlx.Tx) (bool, error) {
 			row, err := s.lockOperation(ctx, tx, e.Tenant, e.OperationID)
 			if err != nil {
@@ -445,13 +450,14 @@ func (s *Store) SweepLeases(ctx context.Context) (int, error) {
 			return true, nil
 		})
 		if err != nil && !errors.Is(err, review.ErrConflict) {
-			return closed, fmt.Errorf("store.SweepLeases: %s/%d: %w", e.OperationID, e.N, err)
+			skip(&skipped, "store.SweepLeases", fmt.Sprintf("%s/%d", e.OperationID, e.N), err)
+			continue
 		}
 		if swept {
 			closed++
 		}
 	}
-	return closed, nil
+	return closed, skipped.orNil()
 }
 
 /* Store.loadPriorEffect */

@@ -106,7 +106,8 @@ type purgeCandidate struct {
 // retention, a batch of operations per transaction, each with its
 // operation.payload_purged event in the same transaction. dryRun writes
 // nothing and reports what would go. An operation purged once is not
-// selected again.
+// selected again. One that cannot be purged is skipped (*SkippedRows,
+// with the report of the rest) and selected again next time.
 func (s *Store) PurgePayloads(ctx context.Context, now time.Time, dryRun bool) (PurgeReport, error) {
 	rep := PurgeReport{DryRun: dryRun, IDs: []string{}}
 	shortest := s.shortestRetention()
@@ -118,6 +119,7 @@ func (s *Store) PurgePayloads(ctx context.Context, now time.Time, dryRun bool) (
 	horizon := dbTime(now.Add(-shortest))
 	filter, filterArgs := s.purgeFilter()
 	cursorAt, cursorID := time.Time{}, ""
+	var skipped *SkippedRows
 	for {
 		var cands []purgeCandidate
 		args := append([]any{horizon, cursorAt, cursorID}, filterArgs...)
@@ -125,7 +127,7 @@ func (s *Store) PurgePayloads(ctx context.Context, now time.Time, dryRun bool) (
 			return rep, fmt.Errorf("store.PurgePayloads: %w", err)
 		}
 		if len(cands) == 0 {
-			return rep, nil
+			return rep, skipped.orNil()
 		}
 		last := cands[len(cands)-1]
 		cursorAt, cursorID = last.UpdatedAt, last.ID
@@ -137,13 +139,20 @@ func (s *Store) PurgePayloads(ctx context.Context, now time.Time, dryRun bool) (
 		}
 		if len(due) > 0 {
 			batch, err := s.purgeBatch(ctx, now, due, dryRun)
+			if err != nil && ctx.Err() == nil {
+				// One operation that fails every time would fail its
+				// batch, and hold back every batch after it, each round:
+				// the batch goes again one operation per transaction, and
+				// those that fail are skipped.
+				batch, err = s.purgeEach(ctx, now, due, dryRun, &skipped), nil
+			}
 			if err != nil {
 				return rep, err
 			}
 			rep.add(batch)
 		}
 		if len(cands) < purgeBatch {
-			return rep, nil
+			return rep, skipped.orNil()
 		}
 	}
 }
@@ -203,6 +212,21 @@ func (s *Store) purgeFilter() (string, []any) {
 		return " AND (" + pairs(purge) + ")", purge // shortestRetention > 0: purge is not empty
 	}
 	return "", nil
+}
+
+// purgeEach purges cands one per transaction, adding those that fail to
+// *skipped.
+func (s *Store) purgeEach(ctx context.Context, now time.Time, cands []purgeCandidate, dryRun bool, skipped **SkippedRows) PurgeReport {
+	var rep PurgeReport
+	for _, c := range cands {
+		one, err := s.purgeBatch(ctx, now, []purgeCandidate{c}, dryRun)
+		if err != nil {
+			skip(skipped, "store.PurgePayloads", c.ID, err)
+			continue
+		}
+		rep.add(one)
+	}
+	return rep
 }
 
 // errDryRun rolls a dry run's transaction back.

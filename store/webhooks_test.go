@@ -241,17 +241,9 @@ func TestDecisionEnqueuesWebhooks(t *testing.T) {
 
 // failOn installs a trigger that makes every insert into table fail when
 // cond holds for the new row; the returned func removes it.
-func failOn(t *testing.T, b *bundle, e store.Engine, table, cond string) func() {
+func failOn(t *testing.T, b *bundle, _ store.Engine, table, cond string) func() {
 	t.Helper()
-	name := "fail_" + table
-	if e == store.SQLite {
-		exec(t, b.s, fmt.Sprintf(`CREATE TRIGGER %s BEFORE INSERT ON %s WHEN %s BEGIN SELECT RAISE(ABORT, 'injected failure'); END`, name, table, cond))
-		return func() { exec(t, b.s, `DROP TRIGGER `+name) }
-	}
-	exec(t, b.s, fmt.Sprintf(`CREATE FUNCTION %s() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN IF %s THEN RAISE EXCEPTION 'injected failure'; END IF; RETURN NEW; END $$`, name, cond))
-	exec(t, b.s, fmt.Sprintf(`CREATE TRIGGER %s BEFORE INSERT ON %s FOR EACH ROW EXECUTE FUNCTION %s()`, name, table, name))
-	return func() { exec(t, b.s, fmt.Sprintf(`DROP TRIGGER %s ON %s`, name, table)) }
+	return storetest.FailOn(t, b.s, "INSERT", table, cond)
 }
 
 // TestWebhookOutboxIsTransactional: the outbox rows share the decision's

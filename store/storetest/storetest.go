@@ -454,3 +454,26 @@ func Resolver(names map[string][]string) netguard.Resolver {
 		return out, nil
 	}
 }
+
+// FailOn installs a trigger that makes every event ("INSERT" or "UPDATE")
+// on table fail when cond (SQL about NEW) holds, on either engine: a row
+// that fails every time, for tests of what goes on past it. The returned
+// func removes it.
+func FailOn(t testing.TB, s *store.Store, event, table, cond string) func() {
+	t.Helper()
+	exec := func(q string) {
+		t.Helper()
+		if _, err := s.DB().Exec(q); err != nil {
+			t.Fatalf("storetest: %s: %v", q, err)
+		}
+	}
+	name := "fail_" + strings.ToLower(event) + "_" + table
+	if s.Engine() == store.SQLite {
+		exec(fmt.Sprintf(`CREATE TRIGGER %s BEFORE %s ON %s WHEN %s BEGIN SELECT RAISE(ABORT, 'injected failure'); END`, name, event, table, cond))
+		return func() { exec(`DROP TRIGGER ` + name) }
+	}
+	exec(fmt.Sprintf(`CREATE FUNCTION %s() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN IF %s THEN RAISE EXCEPTION 'injected failure'; END IF; RETURN NEW; END $$`, name, cond))
+	exec(fmt.Sprintf(`CREATE TRIGGER %s BEFORE %s ON %s FOR EACH ROW EXECUTE FUNCTION %s()`, name, event, table, name))
+	return func() { exec(fmt.Sprintf(`DROP TRIGGER %s ON %s`, name, table)) }
+}

@@ -1,0 +1,141 @@
+package store_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/limbo-dev/limbo/review"
+	"github.com/limbo-dev/limbo/store"
+	"github.com/limbo-dev/limbo/store/storetest"
+)
+
+// TestSweepsGoPastAPoisonRow: a row that fails every time (here a trigger
+// refuses its operation's audit events, so no change to it can commit) is
+// skipped by each background sweep — the lease sweep, the deadline sweep,
+// the dependency sweep and the payload purge — with its id in a
+// *store.SkippedRows, nothing of it written; the rows after it are
+// handled in the same round, and a later round handles it once it can be.
+// Both engines.
+func TestSweepsGoPastAPoisonRow(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		b := setup(t, e, retentionConfig())
+		day := 24 * time.Hour
+
+		// Leases: the poisoned attempt expires first.
+		leaseP := b.newOp(t, "lease-poison", review.RiskCompensableWrite, "plain")
+		b.start(t, leaseP)
+		b.clk.Advance(time.Second)
+		leaseO := b.newOp(t, "lease-other", review.RiskCompensableWrite, "plain")
+		b.start(t, leaseO)
+		// Deadlines: the poisoned operation's passes first.
+		withDeadline := func(source string, d time.Duration) *review.Operation {
+			r := intention(source, review.RiskCompensableWrite, "plain")
+			at := b.clk.Now().Add(d)
+			r.Deadline = &at
+			return b.register(t, r)
+		}
+		deadlineP, deadlineO := withDeadline("deadline-poison", time.Hour), withDeadline("deadline-other", 2*time.Hour)
+		// Dependencies: both wait for one that failed.
+		dep := b.newOp(t, "dependency", review.RiskCompensableWrite, "plain")
+		dependP, dependO := b.dependent(t, "depend-poison", dep, ""), b.dependent(t, "depend-other", dep, "")
+		b.start(t, dep)
+		b.report(t, dep, 1, httpError(422))
+		// Purge: the poisoned operation ended first.
+		purgeP := b.confirmed(t, "purge-poison", "short", "")
+		b.clk.Advance(time.Second)
+		purgeO := b.confirmed(t, "purge-other", "short", "")
+
+		poisoned := []*review.Operation{leaseP, deadlineP, dependP, purgeP}
+		ids := make([]string, len(poisoned))
+		for i, op := range poisoned {
+			ids[i] = "'" + op.ID + "'"
+		}
+		unpoison := failOn(t, b, e, "audit_events", "NEW.operation_id IN ("+strings.Join(ids, ", ")+")")
+		b.clk.Advance(2 * day)
+
+		// skippedOnly requires err to be a *store.SkippedRows naming
+		// exactly the rows ids.
+		skippedOnly := func(what string, err error, ids ...string) {
+			t.Helper()
+			var sk *store.SkippedRows
+			if !errors.As(err, &sk) || len(sk.Rows) != len(ids) {
+				t.Fatalf("%s: %v, want a *store.SkippedRows naming %v", what, err, ids)
+			}
+			for _, id := range ids {
+				if !strings.Contains(err.Error(), id+":") {
+					t.Errorf("%s: %v, want it to name %s", what, err, id)
+				}
+			}
+		}
+		n, err := b.s.SweepLeases(b.ctx)
+		skippedOnly("SweepLeases", err, leaseP.ID+"/1")
+		if n != 1 {
+			t.Errorf("SweepLeases closed %d, want 1", n)
+		}
+		n, err = b.s.SweepDependencies(b.ctx)
+		skippedOnly("SweepDependencies", err, dependP.ID)
+		if n != 1 {
+			t.Errorf("SweepDependencies ended %d, want 1", n)
+		}
+		// The poisoned dependent's deadline (the default, a day) has
+		// passed too.
+		n, err = b.s.ExpireDeadlines(b.ctx)
+		skippedOnly("ExpireDeadlines", err, deadlineP.ID, dependP.ID)
+		if n != 1 {
+			t.Errorf("ExpireDeadlines ended %d, want 1", n)
+		}
+		rep, err := b.s.PurgePayloads(b.ctx, b.clk.Now(), false)
+		skippedOnly("PurgePayloads", err, purgeP.ID)
+		if rep.Operations != 1 || len(rep.IDs) != 1 || rep.IDs[0] != purgeO.ID {
+			t.Errorf("PurgePayloads = %+v, want %s purged", rep, purgeO.ID)
+		}
+
+		// The rows after the poisoned ones were handled; the poisoned ones
+		// are as they were, nothing half-written.
+		wantState(t, b.get(t, leaseO), review.Ambiguous)
+		wantState(t, b.get(t, deadlineO), review.Failed)
+		wantState(t, b.get(t, dependO), review.Failed)
+		if left := payloadBytesLeft(t, b.s, purgeO.ID); left["operations"] != 0 {
+			t.Errorf("%s's payload is still there", purgeO.ID)
+		}
+		wantState(t, b.get(t, leaseP), review.InFlight)
+		if n := countRows(t, b.s, `SELECT COUNT(*) FROM attempts WHERE operation_id = ? AND finished_at IS NULL`, leaseP.ID); n != 1 {
+			t.Errorf("the poisoned attempt was half-closed")
+		}
+		wantState(t, b.get(t, deadlineP), review.Pending)
+		wantState(t, b.get(t, dependP), review.Pending)
+		if left := payloadBytesLeft(t, b.s, purgeP.ID); left["operations"] != 1 {
+			t.Errorf("%s's payload was purged without its audit event", purgeP.ID)
+		}
+
+		// Mended: the next rounds handle them.
+		unpoison()
+		for _, sweep := range []struct {
+			what string
+			run  func() (int, error)
+		}{
+			{"SweepLeases", func() (int, error) { return b.s.SweepLeases(b.ctx) }},
+			{"SweepDependencies", func() (int, error) { return b.s.SweepDependencies(b.ctx) }},
+			{"ExpireDeadlines", func() (int, error) { return b.s.ExpireDeadlines(b.ctx) }},
+			{"PurgePayloads", func() (int, error) {
+				rep, err := b.s.PurgePayloads(b.ctx, b.clk.Now(), false)
+				return rep.Operations, err
+			}},
+		} {
+			if n, err := sweep.run(); err != nil || n != 1 {
+				t.Errorf("%s once mended: %d, %v; want 1", sweep.what, n, err)
+			}
+		}
+		for _, op := range poisoned {
+			if got := b.get(t, op); got.State == review.InFlight || got.State == review.Pending {
+				t.Errorf("%s once mended: %s", op.SourceRef, got.State)
+			}
+		}
+		if rep := storetest.Sealed(t, b.s); !rep.OK {
+			t.Fatalf("audit: %+v", rep)
+		}
+	})
+}

@@ -1,0 +1,63 @@
+package store
+
+import (
+	"fmt"
+	"strings"
+)
+
+// SkippedRows is the error of a background round that went past rows it
+// could not handle. Each failed in a transaction of its own, rolled back
+// (nothing of it written), and the round went on with the rows after it:
+// one row that fails every time (data the code cannot process, a
+// constraint it trips) must not hold back every row behind it. A skipped
+// row is neither dropped nor marked done: the next round selects it again.
+type SkippedRows struct {
+	// Round names the store call ("store.SweepLeases").
+	Round string
+	Rows  []SkippedRow
+}
+
+// SkippedRow is one row a round skipped, by its id, and why.
+type SkippedRow struct {
+	ID  string
+	Err error
+}
+
+func (e *SkippedRows) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s: %d row(s) skipped, tried again next round", e.Round, len(e.Rows))
+	for _, r := range e.Rows {
+		fmt.Fprintf(&b, "; %s: %v", r.ID, r.Err)
+	}
+	return b.String()
+}
+
+// Unwrap lets errors.Is and errors.As see each row's error.
+func (e *SkippedRows) Unwrap() []error {
+	out := make([]error, len(e.Rows))
+	for i, r := range e.Rows {
+		out[i] = r.Err
+	}
+	return out
+}
+
+// SkippedRows says how many rows the round skipped (what loop counts in
+// limbo_loop_rows_skipped_total).
+func (e *SkippedRows) SkippedRows() int { return len(e.Rows) }
+
+// skip adds row id's failure to *sk, made on first use.
+func skip(sk **SkippedRows, round, id string, err error) {
+	if *sk == nil {
+		*sk = &SkippedRows{Round: round}
+	}
+	(*sk).Rows = append((*sk).Rows, SkippedRow{ID: id, Err: err})
+}
+
+// orNil is sk as an error: nil when no row was skipped (a nil
+// *SkippedRows in an error interface would not be nil).
+func (sk *SkippedRows) orNil() error {
+	if sk == nil {
+		return nil
+	}
+	return sk
+}
