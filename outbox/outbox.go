@@ -9,6 +9,7 @@ package outbox
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -106,10 +107,12 @@ func (w *Worker) batch() int {
 }
 
 // RunOnce claims a batch of due messages and tries each once. It returns
-// how many it claimed.
+// how many it claimed; with messages that could not be claimed
+// (*store.SkippedRows), the others are tried, and the error says which.
 func (w *Worker) RunOnce(ctx context.Context) (int, error) {
 	claims, err := w.Store.ClaimDeliveries(ctx, w.Owner, w.batch(), w.Lease)
-	if err != nil {
+	var skipped *store.SkippedRows
+	if err != nil && !errors.As(err, &skipped) {
 		return 0, err
 	}
 	sem := make(chan struct{}, max(1, w.Concurrency))
@@ -128,7 +131,7 @@ func (w *Worker) RunOnce(ctx context.Context) (int, error) {
 		}()
 	}
 	wg.Wait()
-	return len(claims), nil
+	return len(claims), err
 }
 
 // deliver makes one try and records it.

@@ -3,6 +3,7 @@ package outbox_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -490,6 +491,52 @@ func TestDeliveryPanicIsRecovered(t *testing.T) {
 		}
 		if s := st.Snapshot(); s.Panics != 1 {
 			t.Errorf("status %+v, want one panic counted", s)
+		}
+	})
+}
+
+// TestPoisonMessageSkipped: a message whose claim fails every time (a
+// trigger refuses to update its row) is skipped, named in the round's
+// error, and the messages after it are delivered in the same round: the
+// batch's claim used to fail whole, every round, and nothing was
+// delivered. Once it can be claimed, it is delivered too.
+func TestPoisonMessageSkipped(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		v := setup(t, e)
+		rcv := newReceiver(t, v.clk, always(http.StatusNoContent))
+		srv := httptest.NewServer(rcv)
+		defer srv.Close()
+		ep := v.endpoint(t, srv.URL+"/hooks", rcv.secret)
+		v.decide(t)
+		v.clk.Advance(time.Second)
+		v.decide(t)
+		ms := v.messages(t, ep)
+		if len(ms) != 2 {
+			t.Fatalf("%d messages, want 2", len(ms))
+		}
+		first, second := ms[0], ms[1]
+		if second.CreatedAt.Before(first.CreatedAt) {
+			first, second = second, first
+		}
+		mend := storetest.FailOn(t, v.s, "UPDATE", "outbox", "NEW.id = '"+first.ID+"'")
+		w := outbox.New(v.s, "w1", quiet, nil)
+
+		n, err := w.RunOnce(t.Context())
+		var sk *store.SkippedRows
+		if n != 1 || !errors.As(err, &sk) || len(sk.Rows) != 1 || sk.Rows[0].ID != first.ID {
+			t.Fatalf("RunOnce = %d, %v; want 1 claim and %s skipped", n, err, first.ID)
+		}
+		if got, _ := rcv.counts(); len(got) != 1 || got[second.EventID] != 1 {
+			t.Fatalf("receiver got %v, want %s once", got, second.EventID)
+		}
+
+		mend()
+		runOnce(t, w, 1)
+		for _, m := range v.messages(t, ep) {
+			if m.Status != store.OutboxDelivered {
+				t.Errorf("message %s is %s once mended, want delivered", m.ID, m.Status)
+			}
 		}
 	})
 }

@@ -215,12 +215,11 @@ func (s *Store) enqueueDecision(ctx context.Context, tx *sqlx.Tx, d *Decision) e
 
 // ClaimDeliveries claims up to n due messages for lease, for owner. Each
 // claim bumps the message's lease generation, which fences its completion.
-// Messages whose endpoint was disabled are marked failed instead.
+// Messages whose endpoint was disabled are marked failed instead. A
+// message that cannot be claimed is skipped (*SkippedRows, with the claims
+// of the others) and due again next round.
 func (s *Store) ClaimDeliveries(ctx context.Context, owner string, n int, lease time.Duration) ([]DeliveryClaim, error) {
-	var probe []struct {
-		ID         string     `db:"id"`
-		DisabledAt *time.Time `db:"disabled_at"`
-	}
+	var probe []dueDelivery
 	if now := s.now(); s.sel(ctx, nil, &probe, selectDueDeliveries, now, now, 1) == nil && len(probe) == 0 {
 		return nil, nil // nothing due: no write transaction (see Store.claim)
 	}
@@ -230,41 +229,89 @@ func (s *Store) ClaimDeliveries(ctx context.Context, owner string, n int, lease 
 		if s.engine == Postgres {
 			q = selectDueDeliveriesSkipLocked
 		}
-		var due []struct {
-			ID         string     `db:"id"`
-			DisabledAt *time.Time `db:"disabled_at"`
-		}
+		var due []dueDelivery
 		if err := tx.SelectContext(ctx, &due, s.rebind(q), now, now, n); err != nil {
 			return nil, err
 		}
 		var claims []DeliveryClaim
 		for _, m := range due {
-			if m.DisabledAt != nil {
-				if _, err := tx.ExecContext(ctx, s.rebind(failDisabledDelivery), m.ID, now); err != nil {
-					return nil, err
-				}
-				continue
-			}
-			res, err := tx.ExecContext(ctx, s.rebind(claimDelivery), owner, now.Add(lease), m.ID, now)
+			c, err := s.claimOne(ctx, tx, m, owner, lease, now)
 			if err != nil {
 				return nil, err
 			}
-			if k, _ := res.RowsAffected(); k != 1 {
-				continue
+			if c != nil {
+				claims = append(claims, *c)
 			}
-			var c DeliveryClaim
-			if err := tx.GetContext(ctx, &c, s.rebind(selectClaimedDelivery), m.ID); err != nil {
-				return nil, err
-			}
-			c.CreatedAt, c.LeaseUntil = c.CreatedAt.UTC(), c.LeaseUntil.UTC()
-			claims = append(claims, c)
 		}
 		return claims, nil
 	})
+	if err != nil && ctx.Err() == nil {
+		// One message whose claim fails every time would fail the batch,
+		// and every round's after it, and nothing would be delivered: the
+		// messages due are claimed again one per transaction, and those
+		// that fail are skipped.
+		return s.claimDeliveriesEach(ctx, owner, n, lease)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("store.ClaimDeliveries: %w", err)
 	}
 	return claims, nil
+}
+
+// dueDelivery is a message selectDueDeliveries lists.
+type dueDelivery struct {
+	ID         string     `db:"id"`
+	DisabledAt *time.Time `db:"disabled_at"`
+}
+
+// claimOne claims message m in tx, or marks it failed when its
+// endpoint was disabled; nil when it was not claimed.
+func (s *Store) claimOne(ctx context.Context, tx *sqlx.Tx, m dueDelivery, owner string, lease time.Duration, now time.Time) (*DeliveryClaim, error) {
+	if m.DisabledAt != nil {
+		if _, err := tx.ExecContext(ctx, s.rebind(failDisabledDelivery), m.ID, now); err != nil {
+			return nil, err
+		}
+		return nil, nil
+	}
+	res, err := tx.ExecContext(ctx, s.rebind(claimDelivery), owner, now.Add(lease), m.ID, now)
+	if err != nil {
+		return nil, err
+	}
+	if k, _ := res.RowsAffected(); k != 1 {
+		return nil, nil
+	}
+	var c DeliveryClaim
+	if err := tx.GetContext(ctx, &c, s.rebind(selectClaimedDelivery), m.ID); err != nil {
+		return nil, err
+	}
+	c.CreatedAt, c.LeaseUntil = c.CreatedAt.UTC(), c.LeaseUntil.UTC()
+	return &c, nil
+}
+
+// claimDeliveriesEach is ClaimDeliveries one message per transaction,
+// skipping those that fail.
+func (s *Store) claimDeliveriesEach(ctx context.Context, owner string, n int, lease time.Duration) ([]DeliveryClaim, error) {
+	var due []dueDelivery
+	now := s.now()
+	if err := s.sel(ctx, nil, &due, selectDueDeliveries, now, now, n); err != nil {
+		return nil, fmt.Errorf("store.ClaimDeliveries: %w", err)
+	}
+	var claims []DeliveryClaim
+	var skipped *SkippedRows
+	for _, m := range due {
+		// Its claim query re-checks that it is still due and unclaimed:
+		// another worker may have taken it since it was listed.
+		c, err := inTx(ctx, s, func(tx *sqlx.Tx) (*DeliveryClaim, error) {
+			return s.claimOne(ctx, tx, m, owner, lease, s.now())
+		})
+		switch {
+		case err != nil:
+			skip(&skipped, "store.ClaimDeliveries", m.ID, err)
+		case c != nil:
+			claims = append(claims, *c)
+		}
+	}
+	return claims, skipped.orNil()
 }
 
 // CompleteDelivery records the try a claim made: the receiver's status
