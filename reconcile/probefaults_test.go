@@ -3,6 +3,7 @@ package reconcile_test
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -382,5 +383,32 @@ func TestPanickingProbeIsAFailedProbe(t *testing.T) {
 		if got.Resource == nil || got.Resource.Ref != refA || b.get(t, other).Resource.Ref != refB {
 			t.Errorf("confirmed as %+v", got.Resource)
 		}
+	})
+}
+
+// TestPoisonClaimSkipped: an operation whose claim fails every time (a
+// trigger refuses to update its row) is skipped, named in the round's
+// error, and the other operations due are claimed and reconciled in the
+// same round: the batch's claim used to fail whole, every round, and
+// nothing was reconciled. Once it can be claimed, it is reconciled too.
+func TestPoisonClaimSkipped(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		b := setup(t, e, sandbox.Options{SearchLag: searchLag}, nil)
+		poison := b.ambiguous(t, "poison", "sandbox", func(op *review.Operation) { b.createFolder(t, op) })
+		other := b.ambiguous(t, "other", "sandbox", func(op *review.Operation) { b.createFolder(t, op) })
+		mend := storetest.FailOn(t, b.st, "UPDATE", "operations", "NEW.id = '"+poison.ID+"'")
+		b.clk.Advance(searchLag + time.Second)
+
+		n, err := b.rec.RunOnce(b.ctx)
+		var sk *store.SkippedRows
+		if n != 1 || !errors.As(err, &sk) || len(sk.Rows) != 1 || sk.Rows[0].ID != poison.ID {
+			t.Fatalf("RunOnce = %d, %v; want 1 claim and %s skipped", n, err, poison.ID)
+		}
+		wantState(t, b.get(t, other), review.Confirmed)
+
+		mend()
+		b.runOnce(t, 1)
+		wantState(t, b.get(t, poison), review.Confirmed)
 	})
 }

@@ -57,18 +57,32 @@ func (r *Reconciler) Run(ctx context.Context, every time.Duration) {
 // RunOnce claims a batch of due ambiguous operations and runs one
 // reconciliation round on each, concurrently within each destination's
 // reserved probe concurrency. It returns how many it claimed.
+//
+// Operations that could not be claimed (*store.SkippedRows) do not stop the
+// round: the others are reconciled, and the round's error names them.
 func (r *Reconciler) RunOnce(ctx context.Context) (int, error) {
+	var skipped []error
+	// fatal keeps a claim's skipped operations for the round's error, and
+	// says whether err is another error, which ends the round.
+	fatal := func(err error) bool {
+		var sk *store.SkippedRows
+		if errors.As(err, &sk) {
+			skipped = append(skipped, err)
+			return false
+		}
+		return err != nil
+	}
 	claims, err := r.Store.ClaimAmbiguous(ctx, r.Owner, r.Batch, r.Lease)
-	if err != nil {
+	if fatal(err) {
 		return 0, err
 	}
 	jobs, err := r.Store.ClaimAccepted(ctx, r.Owner, r.Batch, r.Lease)
-	if err != nil {
+	if fatal(err) {
 		return 0, err
 	}
 	claims = append(claims, jobs...)
 	watches, err := r.Store.ClaimWatches(ctx, r.Batch, r.Lease)
-	if err != nil {
+	if fatal(err) {
 		return 0, err
 	}
 	var wg sync.WaitGroup
@@ -79,7 +93,7 @@ func (r *Reconciler) RunOnce(ctx context.Context) (int, error) {
 		r.within(ctx, &wg, c.Op.Destination, func() { r.round(ctx, c) })
 	}
 	wg.Wait()
-	return len(claims) + len(watches), nil
+	return len(claims) + len(watches), errors.Join(skipped...)
 }
 
 // within runs work on its own goroutine, counted in wg, once dest's

@@ -62,7 +62,8 @@ func (s *Store) claim(ctx context.Context, state review.State, owner string, n i
 	now := s.now()
 	ids, err := s.claimDue(ctx, selectDue, selectDueSkipLocked, []any{string(state), now, now}, n, claimOperation,
 		func(id string) []any { return []any{owner, now.Add(lease), id, string(state), now} })
-	if err != nil {
+	var skipped *SkippedRows
+	if err != nil && !errors.As(err, &skipped) {
 		return nil, fmt.Errorf("store.claim: %w", err)
 	}
 	claims := make([]ProbeClaim, 0, len(ids))
@@ -81,7 +82,7 @@ func (s *Store) claim(ctx context.Context, state review.State, owner string, n i
 		}
 		claims = append(claims, ProbeClaim{Op: op, Owner: owner, Generation: r.Generation, Round: r.Round, LastWrite: review.LastWriteAt(op.Attempts)})
 	}
-	return claims, nil
+	return claims, skipped.orNil()
 }
 
 // ErrFenced: the claim was superseded (its lease expired and another
@@ -93,7 +94,10 @@ var ErrFenced = errors.New("probe claim superseded")
 // instances claim disjoint sets — each with the update claim and
 // claimArgs(id), and returns the ids it claimed. Nothing due, an idle tick
 // reads and takes no write lock (SQLite has one writer, which the API's
-// calls need).
+// calls need). An operation whose claim fails every time would fail the
+// batch, every round, and nothing would be claimed: when the batch fails,
+// the operations due are claimed one per transaction, and those that fail
+// are skipped (*SkippedRows, with the ids of the others).
 func (s *Store) claimDue(ctx context.Context, due, skipLocked string, args []any, n int, claim string, claimArgs func(id string) []any) ([]string, error) {
 	var probe []string
 	if err := s.sel(ctx, nil, &probe, due, append(slices.Clone(args), 1)...); err != nil {
@@ -102,7 +106,7 @@ func (s *Store) claimDue(ctx context.Context, due, skipLocked string, args []any
 	if len(probe) == 0 {
 		return nil, nil
 	}
-	return inTx(ctx, s, func(tx *sqlx.Tx) ([]string, error) {
+	ids, err := inTx(ctx, s, func(tx *sqlx.Tx) ([]string, error) {
 		q := due
 		if s.engine == Postgres {
 			q = skipLocked
@@ -123,6 +127,33 @@ func (s *Store) claimDue(ctx context.Context, due, skipLocked string, args []any
 		}
 		return ids, nil
 	})
+	if err == nil || ctx.Err() != nil {
+		return ids, err
+	}
+	var listed []string
+	if err := s.sel(ctx, nil, &listed, due, append(slices.Clone(args), n)...); err != nil {
+		return nil, err
+	}
+	ids = nil
+	var skipped *SkippedRows
+	for _, id := range listed {
+		// The claim re-checks that it is still due and unclaimed.
+		claimed, err := inTx(ctx, s, func(tx *sqlx.Tx) (bool, error) {
+			res, err := tx.ExecContext(ctx, s.rebind(claim), claimArgs(id)...)
+			if err != nil {
+				return false, err
+			}
+			k, _ := res.RowsAffected()
+			return k == 1, nil
+		})
+		switch {
+		case err != nil:
+			skip(&skipped, "store.claimDue", id, err)
+		case claimed:
+			ids = append(ids, id)
+		}
+	}
+	return ids, skipped.orNil()
 }
 
 // ApplySettlement completes a reconciliation round: records every probe's

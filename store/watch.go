@@ -59,7 +59,8 @@ func (s *Store) ClaimWatches(ctx context.Context, n int, lease time.Duration) ([
 	now := s.now()
 	ids, err := s.claimDue(ctx, selectWatchDue, selectWatchDueSkipLocked, []any{dbTime(now)}, n, claimWatch,
 		func(id string) []any { return []any{dbTime(now.Add(lease)), id, dbTime(now)} })
-	if err != nil {
+	var skipped *SkippedRows
+	if err != nil && !errors.As(err, &skipped) {
 		return nil, fmt.Errorf("store.ClaimWatches: %w", err)
 	}
 	claims := make([]WatchClaim, 0, len(ids))
@@ -78,7 +79,7 @@ func (s *Store) ClaimWatches(ctx context.Context, n int, lease time.Duration) ([
 		}
 		claims = append(claims, WatchClaim{Op: op, Generation: r.Generation, Until: r.Until.Time.UTC()})
 	}
-	return claims, nil
+	return claims, skipped.orNil()
 }
 
 // extraEffect opens a case on op, the settled operation of the locked row,
