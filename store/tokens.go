@@ -176,6 +176,9 @@ func (s *Store) TenantForToken(ctx context.Context, token string) (*TokenInfo, e
 	if ti := s.tokens.get(h, s.clock()); ti != nil {
 		return ti, nil
 	}
+	// Taken before the read: a revocation that commits after the read and
+	// before the put must not see its token cached again as valid.
+	gen := s.tokens.generation()
 	var ti TokenInfo
 	err := s.get(ctx, nil, &ti, selectTokenTenant, h)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -184,7 +187,7 @@ func (s *Store) TenantForToken(ctx context.Context, token string) (*TokenInfo, e
 	if err != nil {
 		return nil, fmt.Errorf("store.TenantForToken: %w", err)
 	}
-	s.tokens.put(h, &ti, s.clock())
+	s.tokens.put(h, &ti, gen, s.clock())
 	s.tenants.Store(ti.Tenant, struct{}{})
 	return &ti, nil
 }
@@ -197,6 +200,9 @@ const tokenTTL = time.Second
 type tokenCache struct {
 	mu sync.Mutex
 	m  map[string]cachedToken
+	// revoked counts the revocations made through this store: a lookup
+	// that read the database before one of them caches nothing.
+	revoked uint64
 }
 
 type cachedToken struct {
@@ -215,9 +221,22 @@ func (c *tokenCache) get(hash string, now time.Time) *TokenInfo {
 	return &ti
 }
 
-func (c *tokenCache) put(hash string, ti *TokenInfo, now time.Time) {
+// generation is the count of revocations so far, for put.
+func (c *tokenCache) generation() uint64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	return c.revoked
+}
+
+// put caches a token read from the database while the count of
+// revocations was gen; if one has happened since, the read may predate
+// it and the token is not cached (the next lookup reads again).
+func (c *tokenCache) put(hash string, ti *TokenInfo, gen uint64, now time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if gen != c.revoked {
+		return
+	}
 	if c.m == nil || len(c.m) >= 10000 {
 		c.m = map[string]cachedToken{} // bounded: start over rather than track age
 	}
@@ -228,6 +247,7 @@ func (c *tokenCache) put(hash string, ti *TokenInfo, now time.Time) {
 func (c *tokenCache) forget(id string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.revoked++
 	for h, t := range c.m {
 		if t.info.ID == id {
 			delete(c.m, h)

@@ -51,6 +51,57 @@ func TestTokenRevocation(t *testing.T) {
 	})
 }
 
+// TestTokenRevokedDuringALookup: a lookup that read the token from the
+// database just before an admin revoked it must not put it back in the
+// cache after the revocation dropped it. It did, and the instance that
+// answered "revoked" went on accepting the token for up to a second.
+// The revocation runs inside the lookup's second reading of the clock:
+// after its database read, before it caches what it read.
+func TestTokenRevokedDuringALookup(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		clk := storetest.NewClock(t0)
+		var calls int
+		var during func()
+		s := storetest.Open(t, e, store.Options{Clock: func() time.Time {
+			if during != nil {
+				if calls++; calls == 2 {
+					f := during
+					during = nil
+					f()
+				}
+			}
+			return clk.Now()
+		}})
+		ctx := t.Context()
+		op := review.Operator("admin@example.com")
+		token, err := s.CreateToken(ctx, op, tenantA, "ci")
+		if err != nil {
+			t.Fatal(err)
+		}
+		toks, err := s.ListTokens(ctx, op)
+		if err != nil || len(toks) != 1 {
+			t.Fatalf("ListTokens = %v, %v", toks, err)
+		}
+		revoked := false
+		during = func() {
+			if err := s.RevokeToken(ctx, op, toks[0].ID); err != nil {
+				t.Fatal(err)
+			}
+			revoked = true
+		}
+		// The lookup in flight read the token before the revocation: it
+		// may answer with it, as a request a moment earlier would have.
+		if _, err := s.TenantForToken(ctx, token); err != nil || !revoked {
+			t.Fatalf("lookup during the revocation: %v (revoked: %v)", err, revoked)
+		}
+		// Revoked now: the next call is refused, with no second to wait.
+		if ti, err := s.TenantForToken(ctx, token); !errors.Is(err, review.ErrNotFound) {
+			t.Errorf("after the revocation the token still resolves: %+v, %v", ti, err)
+		}
+	})
+}
+
 // TestTokenNameTrimmed: a token's name is stored trimmed, and a blank one
 // (spaces only, or nothing) is refused naming the field, on both engines.
 // Before, "  ci  " was stored with its spaces and "   " or "" made a token
