@@ -356,6 +356,8 @@ var (
 		"Fast-path calls carried by those round trips; divided by limbo_store_fast_batches_total, the calls per commit.", nil, nil)
 	descBatchSplits = prometheus.NewDesc("limbo_store_fast_batch_splits_total",
 		"Batches a database error rolled back; their calls were then sent one by one so the error reached only its own call.", nil, nil)
+	descLoginRefusals = prometheus.NewDesc("limbo_login_refusals_total",
+		"Sign-ins this process refused as throttled, by the rule that refused (account_address, address, account_delay). The audit trail records when each refusal period starts, not every refusal.", []string{"rule"}, nil)
 	descTxRetries = prometheus.NewDesc("limbo_store_tx_retries_total",
 		"Transactions the database refused with nothing committed and the store ran again, by cause (deadlock, serialization, busy). Deadlocks should stay at 0: each costs its callers PostgreSQL's deadlock_timeout.", []string{"cause"}, nil)
 )
@@ -380,7 +382,7 @@ type ledger struct {
 
 func (l *ledger) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descLeader, descUp, descOps, descCases, descOldest, descInFlight, descBudget, descBudgetsSpent,
-		descPending, descFailed, descUnsealed, descFastPath, descBatches, descBatchCalls, descBatchSplits, descTxRetries} {
+		descPending, descFailed, descUnsealed, descFastPath, descBatches, descBatchCalls, descBatchSplits, descTxRetries, descLoginRefusals} {
 		ch <- d
 	}
 }
@@ -460,6 +462,10 @@ func (l *ledger) Collect(ch chan<- prometheus.Metric) {
 	counter(descTxRetries, r.Deadlock, "deadlock")
 	counter(descTxRetries, r.Serialization, "serialization")
 	counter(descTxRetries, r.Busy, "busy")
+	refused := l.st.LoginRefusals()
+	for _, rule := range store.ThrottleRules() {
+		counter(descLoginRefusals, refused[rule], rule)
+	}
 
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()

@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"maps"
 	"net/netip"
 	"time"
 
@@ -177,6 +178,15 @@ const (
 	pruneFailures = `DELETE FROM login_failures WHERE at <= ?`
 	/* Store.Login: a success clears its account × address. */
 	clearPairFailures = `DELETE FROM login_failures WHERE account = ? AND addr = ?`
+	/* Store.recordRefusal */
+	selectThrottle = `SELECT since, ends_at, refusals FROM login_throttles WHERE scope = ?`
+	/* Store.recordRefusal: refusal periods that are over. */
+	pruneThrottles = `DELETE FROM login_throttles WHERE ends_at <= ?`
+	/* Store.recordRefusal: a new period (another instance may have started one at the same moment). */
+	upsertThrottle = `INSERT INTO login_throttles (scope, rule, since, ends_at, refusals) VALUES (?, ?, ?, ?, 1)
+ON CONFLICT (scope) DO UPDATE SET rule = excluded.rule, since = excluded.since, ends_at = excluded.ends_at, refusals = 1`
+	/* Store.recordRefusal */
+	countThrottle = `UPDATE login_throttles SET refusals = ?, ends_at = ? WHERE scope = ?`
 	/* Store.Login */
 	insertSession = `INSERT INTO sessions (id_hash, user_id, csrf_token, created_at, last_seen_at, expires_at) VALUES (?, ?, ?, ?, ?, ?)`
 	/* Store.Session */
@@ -232,9 +242,9 @@ func (s *Store) Login(ctx context.Context, email, password, addr string, pol Ses
 	}
 	if wait > 0 {
 		th := &ThrottledError{RetryAfter: wait}
+		s.countRefusal(rule)
 		err := s.WithTx(ctx, func(tx *sqlx.Tx) error {
-			return s.appendEvent(ctx, tx, &AuditEvent{At: now, Actor: "anonymous@" + addr, Action: "login.throttled",
-				Detail: detailJSON(map[string]any{"email": acct, "addr": addr, "rule": rule, "retry_after_s": th.Seconds()})})
+			return s.recordRefusal(ctx, tx, rule, acct, addr, now, th)
 		})
 		if err != nil {
 			return "", nil, fmt.Errorf("store.Login: %w", err)
@@ -281,6 +291,92 @@ func (s *Store) Login(ctx context.Context, email, password, addr string, pol Ses
 		return "", nil, fmt.Errorf("store.Login: %w", err)
 	}
 	return id, sess, nil
+}
+
+// throttleScope is what a rule refuses: the account × address, or the
+// address; a refusal period is counted per scope.
+func throttleScope(rule, acct, from string) string {
+	if rule == "address" {
+		return "addr:" + from
+	}
+	return "pair:" + acct + " " + from
+}
+
+// recordRefusal counts a refused sign-in in its scope's refusal period
+// (login_throttles). The audit trail gets the period's first refusal
+// (login.throttled) and its 10th, 100th, 1000th… (login.still_throttled,
+// with the count so far), not one event per refused request: anyone can
+// send sign-ins, and the trail is append-only and kept for years. A new
+// period starts only once the last one's wait is over, which takes a
+// failure the throttle let through, so the events stay bounded by the
+// failures the throttle allows.
+func (s *Store) recordRefusal(ctx context.Context, tx *sqlx.Tx, rule, acct, addr string, now time.Time, th *ThrottledError) error {
+	scope := throttleScope(rule, acct, throttleAddr(addr))
+	ends := now.Add(th.RetryAfter)
+	var p struct {
+		Since    time.Time `db:"since"`
+		Ends     time.Time `db:"ends_at"`
+		Refusals int64     `db:"refusals"`
+	}
+	err := tx.GetContext(ctx, &p, s.rebind(selectThrottle), scope)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return err
+	}
+	detail := map[string]any{"email": acct, "addr": addr, "rule": rule, "retry_after_s": th.Seconds()}
+	if errors.Is(err, sql.ErrNoRows) || !now.Before(p.Ends) {
+		// A new period: the ones that are over are of no more use.
+		if _, err := tx.ExecContext(ctx, s.rebind(pruneThrottles), now); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, s.rebind(upsertThrottle), scope, rule, now, dbTime(ends)); err != nil {
+			return err
+		}
+		return s.appendEvent(ctx, tx, &AuditEvent{At: now, Actor: "anonymous@" + addr, Action: "login.throttled", Detail: detailJSON(detail)})
+	}
+	n := p.Refusals + 1
+	if _, err := tx.ExecContext(ctx, s.rebind(countThrottle), n, dbTime(later(p.Ends, ends)), scope); err != nil {
+		return err
+	}
+	if !isPowerOf10(n) {
+		return nil
+	}
+	detail["since"], detail["refusals"] = p.Since.UTC(), n
+	return s.appendEvent(ctx, tx, &AuditEvent{At: now, Actor: "anonymous@" + addr, Action: "login.still_throttled", Detail: detailJSON(detail)})
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+// isPowerOf10: 10, 100, 1000… (1 is the period's start, audited as such).
+func isPowerOf10(n int64) bool {
+	for n >= 10 && n%10 == 0 {
+		n /= 10
+	}
+	return n == 1
+}
+
+// countRefusal counts a refused sign-in by rule, for limbo_login_refusals_total.
+func (s *Store) countRefusal(rule string) {
+	s.refusalsMu.Lock()
+	defer s.refusalsMu.Unlock()
+	if s.refusals == nil {
+		s.refusals = map[string]int64{}
+	}
+	s.refusals[rule]++
+}
+
+// ThrottleRules are the rules a sign-in may be refused by (throttleWait).
+func ThrottleRules() []string { return []string{"account_address", "address", "account_delay"} }
+
+// LoginRefusals is how many sign-ins this store refused, by rule.
+func (s *Store) LoginRefusals() map[string]int64 {
+	s.refusalsMu.Lock()
+	defer s.refusalsMu.Unlock()
+	return maps.Clone(s.refusals)
 }
 
 // loginWait reads the window's failures for acct at addr and asks

@@ -112,6 +112,9 @@ type Store struct {
 
 	// logins serialises sign-in checks per account and per address (gate.go).
 	logins keyedGate
+	// refusals counts refused sign-ins by rule (LoginRefusals).
+	refusalsMu sync.Mutex
+	refusals   map[string]int64
 
 	stmts   stmtCache
 	tokens  tokenCache

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -140,11 +141,17 @@ func TestLoginThrottleSparesTheOwner(t *testing.T) {
 		clk.Advance(5 * time.Minute)
 		wantLogin(t, s, owner, ownerPassword, attacker(2), "ok", 0)
 
-		// Refused attempts were audited and never counted as failures (or
-		// the waits above would have been longer).
+		// Refused attempts were never counted as failures (or the waits
+		// above would have been longer). Each address's refusal period was
+		// audited once as it began (attackers 1 and 2 twice: their first
+		// waits were over when they were refused again), and attacker 1's
+		// tenth refusal in its first period once more.
 		n := loginEvents(t, s)
-		if n["login.failed"] != failures || n["login.throttled"] != throttled || n["login.succeeded"] != 3 {
-			t.Fatalf("audit: %v, want %d failed, %d throttled, 3 succeeded", n, failures, throttled)
+		if n["login.failed"] != failures || n["login.throttled"] != 12 || n["login.still_throttled"] != 1 || n["login.succeeded"] != 3 {
+			t.Fatalf("audit: %v, want %d failed, 12 throttled, 1 still throttled, 3 succeeded", n, failures)
+		}
+		if got := s.LoginRefusals()["account_delay"]; got != int64(throttled) {
+			t.Errorf("LoginRefusals = %d, want %d", got, throttled)
 		}
 		if rep := storetest.Sealed(t, s); !rep.OK {
 			t.Fatalf("audit: %+v", rep)
@@ -178,7 +185,8 @@ func TestLoginThrottlePairLock(t *testing.T) {
 		// with no delay left over.
 		wantLogin(t, s, owner, "wrong wrong wrong", addr, "bad", 0)
 		wantLogin(t, s, owner, "wrong wrong wrong", addr, "bad", 0)
-		if n := loginEvents(t, s); n["login.failed"] != 7 || n["login.throttled"] != 2 || n["login.succeeded"] != 2 {
+		// The two refusals were one period: audited once.
+		if n := loginEvents(t, s); n["login.failed"] != 7 || n["login.throttled"] != 1 || n["login.succeeded"] != 2 {
 			t.Fatalf("audit: %v", n)
 		}
 	})
@@ -211,6 +219,90 @@ func TestLoginThrottleAddressLock(t *testing.T) {
 		wantLogin(t, s, "user98@example.com", "wrong wrong wrong", addr, "bad", 0)
 		// Twenty again (the refused attempts were never counted).
 		wantLogin(t, s, "user97@example.com", "wrong wrong wrong", addr, "throttled", time.Second)
+	})
+}
+
+// TestLoginThrottleFloodAuditsBounded: a flood of refused sign-ins writes
+// a bounded number of audit events. Each refusal wrote one
+// (login.throttled), so anyone could grow the append-only trail without
+// end by sending sign-ins. Now a refusal period is audited when it starts,
+// and again at its 10th, 100th, 1000th… refusal with the count so far;
+// every refusal is still counted for the metric.
+func TestLoginThrottleFloodAuditsBounded(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		s, clk := throttleStore(t, e)
+		const owner, addr, other = "owner@example.com", "10.0.1.1", "10.0.1.2"
+		for range 5 {
+			wantLogin(t, s, owner, "wrong wrong wrong", addr, "bad", 0)
+			clk.Advance(4 * time.Second) // past the growing delay
+		}
+		// The pair is refused now: a flood of 1000 tries on it, and as many
+		// from another address on 1000 accounts once that address is
+		// refused for all of them.
+		const flood = 1000
+		for range flood {
+			if got, _ := tryLogin(t, s, owner, ownerPassword, addr); got != "throttled" {
+				t.Fatalf("the refused pair: %s", got)
+			}
+		}
+		for i := range 20 {
+			wantLogin(t, s, fmt.Sprintf("user%d@example.com", i), "wrong wrong wrong", other, "bad", 0)
+		}
+		for i := range flood {
+			if got, _ := tryLogin(t, s, fmt.Sprintf("flood%d@example.com", i), "wrong wrong wrong", other); got != "throttled" {
+				t.Fatalf("the refused address: %s", got)
+			}
+		}
+		evs, err := s.AuditEvents(context.Background(), 0, 100000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		type refusal struct {
+			Email, Addr, Rule string
+			Refusals          int64
+		}
+		var got []string
+		for _, ev := range evs {
+			if ev.Action == "login.throttled" || ev.Action == "login.still_throttled" {
+				var d refusal
+				if err := json.Unmarshal([]byte(ev.Detail), &d); err != nil {
+					t.Fatal(err)
+				}
+				got = append(got, fmt.Sprintf("%s %s %s %s %d", ev.Action, d.Rule, d.Addr, d.Email, d.Refusals))
+			}
+		}
+		// The first refusal of each is audited, then each tenfold.
+		want := []string{
+			"login.throttled account_address 10.0.1.1 owner@example.com 0",
+			"login.still_throttled account_address 10.0.1.1 owner@example.com 10",
+			"login.still_throttled account_address 10.0.1.1 owner@example.com 100",
+			"login.still_throttled account_address 10.0.1.1 owner@example.com 1000",
+			"login.throttled address 10.0.1.2 flood0@example.com 0",
+			"login.still_throttled address 10.0.1.2 flood9@example.com 10",
+			"login.still_throttled address 10.0.1.2 flood99@example.com 100",
+			"login.still_throttled address 10.0.1.2 flood999@example.com 1000",
+		}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("refusals audited:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+		}
+		if n := s.LoginRefusals(); n["account_address"] != flood || n["address"] != flood {
+			t.Errorf("LoginRefusals = %v, want %d of each", n, flood)
+		}
+		// Once a period is over, the next refusal starts a new one, audited
+		// as such: the pair's oldest failure ages out, one more failure is
+		// let through, and the pair is refused again.
+		clk.Advance(15*time.Minute - 16*time.Second)
+		wantLogin(t, s, owner, "wrong wrong wrong", addr, "bad", 0)
+		if got, _ := tryLogin(t, s, owner, ownerPassword, addr); got != "throttled" {
+			t.Fatalf("the pair again: %s", got)
+		}
+		if n := loginEvents(t, s); n["login.throttled"] != 3 {
+			t.Errorf("a new period after the first ended: %d login.throttled events, want 3", n["login.throttled"])
+		}
+		if rep := storetest.Sealed(t, s); !rep.OK {
+			t.Fatalf("audit: %+v", rep)
+		}
 	})
 }
 

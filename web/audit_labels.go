@@ -63,6 +63,8 @@ func AuditActionLabel(ctx context.Context, a string) string {
 		return T(ctx, "Sign-in failed")
 	case "login.throttled":
 		return T(ctx, "Sign-in throttled")
+	case "login.still_throttled":
+		return T(ctx, "Sign-ins still refused")
 	case "logout":
 		return T(ctx, "Signed out")
 	case "operation.registered":

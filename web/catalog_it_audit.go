@@ -24,6 +24,7 @@ func init() {
 		"Signed in":                           "Accesso eseguito",
 		"Sign-in failed":                      "Accesso non riuscito",
 		"Sign-in throttled":                   "Accessi rallentati",
+		"Sign-ins still refused":              "Accessi ancora rifiutati",
 		"Signed out":                          "Uscita dalla console",
 		"Operation registered":                "Operazione registrata",
 		"Key reused with a different payload": "Chiave riusata con un payload diverso",
