@@ -43,20 +43,35 @@ type Session struct {
 }
 
 // Login throttling. Failures are counted over a sliding window, per account
-// × address and per address, so that an attacker's failures slow down the
-// attacker and never lock the owner out:
+// × address, per address and per account, so that guessing stays slow and
+// an attacker's failures do not lock anyone else out:
 //
-//   - one address guessing one account is refused after maxPairFailures;
-//   - one address guessing many accounts is refused after maxAddressFailures;
-//   - many addresses guessing one account make each of them wait longer and
-//     longer (accountDelay) — but only addresses that have themselves failed
-//     on the account. A clean address is never slowed by other addresses'
-//     failures, so the owner signing in correctly from their own machine
-//     gets in while the attack goes on elsewhere.
+//   - one address guessing one account waits pairDelay after its own last
+//     failure there, and is refused after maxPairFailures. These count only
+//     that pair's failures: the owner's typo is not made costlier by an
+//     attacker failing on the same account elsewhere.
+//   - one address guessing many accounts is refused after
+//     maxAddressFailures, for every account not known at it;
+//   - many addresses guessing one account are refused, every address where
+//     the account is not known, after maxAccountFailures.
+//
+// An account is known at an address once it has signed in from there
+// (within knownFor). There the address's limit and the account's ceiling
+// do not refuse it: colleagues behind one office NAT or IPv6 /64 keep
+// signing in while someone there fails on other accounts, and the owner
+// keeps signing in from their usual address while an attacker fails on
+// their account from many others. Only an address where the account has
+// not signed in before waits out an attack (until its failures age out).
+// Guessing stays bounded: per window, an account takes at most
+// maxAccountFailures guesses from addresses where it is not known plus
+// maxPairFailures from each where it is, and an address at most
+// maxAddressFailures on accounts not known there plus maxPairFailures on
+// each that is.
 //
 // A refused attempt checks no password and is not counted as a failure (so
 // hammering a refused door does not keep it shut longer); a success clears
-// the failures of its account × address.
+// the failures of its account × address (the attacker's failures on other
+// accounts stay counted).
 const (
 	// throttleWindow is how long a failure counts.
 	throttleWindow = 15 * time.Minute
@@ -67,36 +82,37 @@ const (
 	// before that pair is refused until the oldest ages out.
 	maxPairFailures = 5
 	// maxAddressFailures: failures of one address, any account, in the
-	// window before the address is refused for every account.
+	// window before the address is refused for accounts not known at it.
 	maxAddressFailures = 20
-	// delayAfter: once an account has this many failures in the window (from
-	// anywhere), an address that failed on it waits accountDelay(F) after
-	// its own last failure there before it may try again.
+	// maxAccountFailures: failures on one account, any address, in the
+	// window before it is refused at addresses where it is not known.
+	maxAccountFailures = 50
+	// delayAfter: once an account × address has this many failures in the
+	// window, it waits pairDelay after its last one before it may try again.
 	delayAfter = 3
-	// maxDelay caps accountDelay.
-	maxDelay = 15 * time.Minute
+	// knownFor is how long a sign-in from an address keeps its account
+	// known there.
+	knownFor = 30 * 24 * time.Hour
 )
 
-// accountDelay is how long an address that failed on an account must wait
-// after its own last failure there, when the account has f failures in the
-// window: 1 s at delayAfter, doubling with each further failure, at most
-// maxDelay; none below delayAfter.
-func accountDelay(f int) time.Duration {
+// pairDelay is how long an account × address with f failures in the window
+// waits after its last one: 1 s at delayAfter, doubling with each further
+// failure (maxPairFailures refuses the pair before it grows long); none
+// below delayAfter.
+func pairDelay(f int) time.Duration {
 	if f < delayAfter {
 		return 0
 	}
-	if n := f - delayAfter; n < 20 { // 2^20 s is far past the cap
-		return min(time.Duration(1<<n)*time.Second, maxDelay)
-	}
-	return maxDelay
+	return time.Duration(1<<min(f-delayAfter, 20)) * time.Second
 }
 
-// throttleWait decides whether a sign-in may go ahead at now. pair and addr
-// are the window's failures of this account × address and of this address,
-// newest first, at most maxPairFailures and maxAddressFailures of them;
-// account is how many failures the account has in the window. It returns
-// how long to wait (0: go ahead) and which rule refused.
-func throttleWait(now time.Time, pair, addr []time.Time, account int) (time.Duration, string) {
+// throttleWait decides whether a sign-in may go ahead at now. pair, addr
+// and acct are the window's failures of this account × address, of this
+// address and of this account, newest first, at most maxPairFailures,
+// maxAddressFailures and maxAccountFailures of them; known is whether the
+// account has signed in from this address. It returns how long to wait
+// (0: go ahead) and which rule refused.
+func throttleWait(now time.Time, pair, addr, acct []time.Time, known bool) (time.Duration, string) {
 	var wait time.Duration
 	var rule string
 	refuse := func(until time.Time, why string) {
@@ -109,11 +125,17 @@ func throttleWait(now time.Time, pair, addr []time.Time, account int) (time.Dura
 	if len(pair) >= maxPairFailures {
 		refuse(pair[maxPairFailures-1].Add(throttleWindow), "account_address")
 	}
+	if len(pair) > 0 {
+		refuse(pair[0].Add(pairDelay(len(pair))), "delay")
+	}
+	if known {
+		return wait, rule
+	}
 	if len(addr) >= maxAddressFailures {
 		refuse(addr[maxAddressFailures-1].Add(throttleWindow), "address")
 	}
-	if len(pair) > 0 {
-		refuse(pair[0].Add(accountDelay(account)), "account_delay")
+	if len(acct) >= maxAccountFailures {
+		refuse(acct[maxAccountFailures-1].Add(throttleWindow), "account")
 	}
 	return wait, rule
 }
@@ -170,8 +192,15 @@ const (
 	selectPairFailures = `SELECT at FROM login_failures WHERE account = ? AND addr = ? AND at > ? ORDER BY at DESC LIMIT ?`
 	/* Store.Login: this address's failures in the window, any account, newest first. */
 	selectAddrFailures = `SELECT at FROM login_failures WHERE addr = ? AND at > ? ORDER BY at DESC LIMIT ?`
-	/* Store.Login: this account's failures in the window, any address. */
-	countAccountFailures = `SELECT COUNT(*) FROM login_failures WHERE account = ? AND at > ?`
+	/* Store.Login: this account's failures in the window, any address, newest first. */
+	selectAccountFailures = `SELECT at FROM login_failures WHERE account = ? AND at > ? ORDER BY at DESC LIMIT ?`
+	/* Store.Login: has this account signed in from this address lately? */
+	countKnown = `SELECT COUNT(*) FROM login_known WHERE account = ? AND addr = ? AND last_at > ?`
+	/* Store.Login: a success makes its account known at its address. */
+	upsertKnown = `INSERT INTO login_known (account, addr, last_at) VALUES (?, ?, ?)
+ON CONFLICT (account, addr) DO UPDATE SET last_at = excluded.last_at`
+	/* Store.Login: addresses no longer known. */
+	pruneKnown = `DELETE FROM login_known WHERE last_at <= ?`
 	/* Store.Login */
 	insertFailure = `INSERT INTO login_failures (account, addr, at) VALUES (?, ?, ?)`
 	/* Store.Login: failures that no longer count. */
@@ -281,6 +310,12 @@ func (s *Store) Login(ctx context.Context, email, password, addr string, pol Ses
 		if _, err := tx.ExecContext(ctx, s.rebind(clearPairFailures), acct, from); err != nil {
 			return err
 		}
+		if _, err := tx.ExecContext(ctx, s.rebind(pruneKnown), now.Add(-knownFor)); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, s.rebind(upsertKnown), acct, from, now); err != nil {
+			return err
+		}
 		if _, err := tx.ExecContext(ctx, s.rebind(insertSession), hashSessionID(id), u.ID, sess.CSRFToken, now, now, sess.ExpiresAt); err != nil {
 			return err
 		}
@@ -293,11 +328,14 @@ func (s *Store) Login(ctx context.Context, email, password, addr string, pol Ses
 	return id, sess, nil
 }
 
-// throttleScope is what a rule refuses: the account × address, or the
-// address; a refusal period is counted per scope.
+// throttleScope is what a rule refuses: the account × address, the
+// address or the account; a refusal period is counted per scope.
 func throttleScope(rule, acct, from string) string {
-	if rule == "address" {
+	switch rule {
+	case "address":
 		return "addr:" + from
+	case "account":
+		return "acct:" + acct
 	}
 	return "pair:" + acct + " " + from
 }
@@ -370,7 +408,7 @@ func (s *Store) countRefusal(rule string) {
 }
 
 // ThrottleRules are the rules a sign-in may be refused by (throttleWait).
-func ThrottleRules() []string { return []string{"account_address", "address", "account_delay"} }
+func ThrottleRules() []string { return []string{"account_address", "delay", "address", "account"} }
 
 // LoginRefusals is how many sign-ins this store refused, by rule.
 func (s *Store) LoginRefusals() map[string]int64 {
@@ -379,22 +417,25 @@ func (s *Store) LoginRefusals() map[string]int64 {
 	return maps.Clone(s.refusals)
 }
 
-// loginWait reads the window's failures for acct at addr and asks
-// throttleWait how long this attempt must wait.
+// loginWait reads the window's failures for acct at addr, and whether acct
+// is known there, and asks throttleWait how long this attempt must wait.
 func (s *Store) loginWait(ctx context.Context, acct, addr string, now time.Time) (time.Duration, string, error) {
 	since := now.Add(-throttleWindow)
-	var pair, byAddr []time.Time
-	var account int
+	var pair, byAddr, byAcct []time.Time
+	var known int
 	if err := s.db.SelectContext(ctx, &pair, s.rebind(selectPairFailures), acct, addr, since, maxPairFailures); err != nil {
 		return 0, "", err
 	}
 	if err := s.db.SelectContext(ctx, &byAddr, s.rebind(selectAddrFailures), addr, since, maxAddressFailures); err != nil {
 		return 0, "", err
 	}
-	if err := s.db.GetContext(ctx, &account, s.rebind(countAccountFailures), acct, since); err != nil {
+	if err := s.db.SelectContext(ctx, &byAcct, s.rebind(selectAccountFailures), acct, since, maxAccountFailures); err != nil {
 		return 0, "", err
 	}
-	wait, rule := throttleWait(now, pair, byAddr, account)
+	if err := s.db.GetContext(ctx, &known, s.rebind(countKnown), acct, addr, now.Add(-knownFor)); err != nil {
+		return 0, "", err
+	}
+	wait, rule := throttleWait(now, pair, byAddr, byAcct, known > 0)
 	return wait, rule, nil
 }
 

@@ -23,13 +23,12 @@ func TestThrottleAddr(t *testing.T) {
 	}
 }
 
-func TestAccountDelay(t *testing.T) {
+func TestPairDelay(t *testing.T) {
 	for f, want := range map[int]time.Duration{
-		0: 0, 2: 0, 3: time.Second, 4: 2 * time.Second, 5: 4 * time.Second, 12: 512 * time.Second,
-		13: 15 * time.Minute, 22: 15 * time.Minute, 23: 15 * time.Minute, 1000: 15 * time.Minute,
+		0: 0, 2: 0, 3: time.Second, 4: 2 * time.Second, 5: 4 * time.Second, 1000: 1 << 20 * time.Second,
 	} {
-		if got := accountDelay(f); got != want {
-			t.Errorf("accountDelay(%d) = %v, want %v", f, got, want)
+		if got := pairDelay(f); got != want {
+			t.Errorf("pairDelay(%d) = %v, want %v", f, got, want)
 		}
 	}
 }

@@ -80,81 +80,119 @@ func loginEvents(t *testing.T, s *store.Store) map[string]int {
 	return n
 }
 
-// TestLoginThrottleSparesTheOwner: an attacker failing from ten addresses
-// makes each of them wait longer and longer, and the owner still signs in
-// from a clean address. On the old throttle (5 failures lock the account
-// for everyone) the owner was refused.
+// TestLoginThrottleSparesTheOwner: an attacker failing on an account from
+// many addresses gets a bounded number of guesses, and does not lock the
+// owner out of the address they sign in from. Before, each address that
+// failed on the account waited longer and longer as the account's
+// failures from anywhere grew (up to 15 minutes), the owner's own typo
+// included, while every fresh address got a guess of its own, without
+// bound.
 func TestLoginThrottleSparesTheOwner(t *testing.T) {
 	t.Parallel()
 	storetest.Each(t, func(t *testing.T, e store.Engine) {
 		s, clk := throttleStore(t, e)
-		const owner = "owner@example.com"
+		const owner, usual = "owner@example.com", "192.0.2.50"
 		attacker := func(i int) string { return fmt.Sprintf("10.9.0.%d", i) }
-		failures, throttled := 0, 0
-		fail := func(addr string) {
+		// The owner has signed in from their usual address before.
+		wantLogin(t, s, owner, ownerPassword, usual, "ok", 0)
+
+		// Each attacking address gets five guesses, slowed after the third
+		// by its own failures only (1 s, then 2 s), then is refused.
+		guesses := 0
+		attack := func(i int) {
 			t.Helper()
-			wantLogin(t, s, owner, "guess guess guess", addr, "bad", 0)
-			failures++
+			for _, wait := range []time.Duration{0, 0, 0, time.Second, 2 * time.Second} {
+				if wait > 0 {
+					wantLogin(t, s, owner, "guess guess guess", attacker(i), "throttled", wait)
+					clk.Advance(wait)
+				}
+				wantLogin(t, s, owner, "guess guess guess", attacker(i), "bad", 0)
+				guesses++
+			}
+			wantLogin(t, s, owner, "guess guess guess", attacker(i), "throttled", 15*time.Minute-3*time.Second)
 		}
-		refused := func(addr, password string, wait time.Duration) {
-			t.Helper()
-			wantLogin(t, s, owner, password, addr, "throttled", wait)
-			throttled++
+		for i := 1; i <= 8; i++ {
+			attack(i)
 		}
-
-		// Below 3 account failures, no delay.
-		fail(attacker(1))
-		fail(attacker(1))
-		fail(attacker(1))
-		// From 3 on, an address that failed waits 2^(F-3) s after its own
-		// last failure — F counting the account's failures from anywhere.
-		refused(attacker(1), "guess guess guess", time.Second)
-		for i := 2; i <= 10; i++ {
-			fail(attacker(i)) // a fresh address gets its one try...
-			// ...then waits, longer as the account's failures grow.
-			want := time.Duration(1<<(failures-3)) * time.Second
-			refused(attacker(i), "guess guess guess", want)
-			refused(attacker(1), "guess guess guess", want)
+		// Forty failures on the account, below its ceiling: a clean address,
+		// even one the owner never used, is not slowed by them.
+		wantLogin(t, s, owner, ownerPassword, "192.0.2.77", "ok", 0)
+		attack(9)
+		attack(10)
+		if guesses != 50 {
+			t.Fatalf("%d guesses, want 50", guesses)
 		}
-		if failures != 12 {
-			t.Fatalf("%d failures, want 12", failures)
+		// The account's ceiling: no further address gets a guess, whatever
+		// it sends, until failures age out of the window.
+		for i := 11; i <= 30; i++ {
+			if got, _ := tryLogin(t, s, owner, "guess guess guess", attacker(i)); got != "throttled" {
+				t.Fatalf("a fresh address past the ceiling: %s, want throttled", got)
+			}
 		}
-		// The owner, from a clean address, with the right password: in.
-		wantLogin(t, s, owner, ownerPassword, "192.0.2.50", "ok", 0)
-		// The right password from an attacking address is refused all the
-		// same (a refused attempt checks no password).
-		refused(attacker(4), ownerPassword, 512*time.Second)
+		if got, _ := tryLogin(t, s, owner, ownerPassword, "192.0.2.99"); got != "throttled" {
+			t.Fatalf("the right password from an address the account never used, past the ceiling: %s, want throttled", got)
+		}
+		// The owner, from an address they have signed in from, gets in; a
+		// typo there costs no more than a typo (the attacker's failures do
+		// not count against it), and the right password then gets in.
+		wantLogin(t, s, owner, ownerPassword, usual, "ok", 0)
+		wantLogin(t, s, owner, "typo typo typo", usual, "bad", 0)
+		wantLogin(t, s, owner, ownerPassword, usual, "ok", 0)
+		wantLogin(t, s, owner, ownerPassword, "192.0.2.77", "ok", 0)
 
-		// The delay is capped at 15 minutes: ten minutes on, every attacker
-		// has waited out 2^9 s and fails once more...
-		clk.Advance(10 * time.Minute)
-		fail(attacker(1)) // F = 13: 2^10 s, capped
-		refused(attacker(1), "guess guess guess", 15*time.Minute)
-		// ...and attacker 2, last failed ten minutes ago, waits five more.
-		refused(attacker(2), "guess guess guess", 5*time.Minute)
-		// The owner is still not locked out.
-		wantLogin(t, s, owner, ownerPassword, "192.0.2.51", "ok", 0)
+		// Once the failures age out, a fresh address may try again.
+		clk.Advance(15 * time.Minute)
+		wantLogin(t, s, owner, ownerPassword, "192.0.2.99", "ok", 0)
 
-		// A throttled attempt with the right password is refused, then
-		// succeeds once its wait is over (the owner's own address, say).
-		refused(attacker(2), ownerPassword, 5*time.Minute)
-		clk.Advance(5 * time.Minute)
-		wantLogin(t, s, owner, ownerPassword, attacker(2), "ok", 0)
-
-		// Refused attempts were never counted as failures (or the waits
-		// above would have been longer). Each address's refusal period was
-		// audited once as it began (attackers 1 and 2 twice: their first
-		// waits were over when they were refused again), and attacker 1's
-		// tenth refusal in its first period once more.
 		n := loginEvents(t, s)
-		if n["login.failed"] != failures || n["login.throttled"] != 12 || n["login.still_throttled"] != 1 || n["login.succeeded"] != 3 {
-			t.Fatalf("audit: %v, want %d failed, 12 throttled, 1 still throttled, 3 succeeded", n, failures)
-		}
-		if got := s.LoginRefusals()["account_delay"]; got != int64(throttled) {
-			t.Errorf("LoginRefusals = %d, want %d", got, throttled)
+		if n["login.failed"] != guesses+1 || n["login.succeeded"] != 6 {
+			t.Fatalf("audit: %v, want %d failed, 6 succeeded", n, guesses+1)
 		}
 		if rep := storetest.Sealed(t, s); !rep.OK {
 			t.Fatalf("audit: %+v", rep)
+		}
+	})
+}
+
+// TestLoginThrottleSharedAddress: many people behind one office NAT (or one
+// IPv6 /64) share an address. Someone there failing on twenty accounts
+// refused the address to everyone: colleagues typing their own right
+// password were turned away for up to 15 minutes. An account that has
+// signed in from the address before is not refused by the address's limit
+// now; one that has not still is, and guessing a colleague's account from
+// there is still bounded by the account × address limit.
+func TestLoginThrottleSharedAddress(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		for _, office := range []struct{ name, colleague, attacker string }{
+			{"IPv4 NAT", "198.51.100.7", "198.51.100.7"},
+			{"IPv6 /64", "2001:db8:5:6::5", "2001:db8:5:6::66"},
+		} {
+			t.Run(office.name, func(t *testing.T) {
+				s, clk := throttleStore(t, e)
+				const colleague = "owner@example.com"
+				wantLogin(t, s, colleague, ownerPassword, office.colleague, "ok", 0)
+				for i := range 20 {
+					wantLogin(t, s, fmt.Sprintf("user%d@example.com", i), "wrong wrong wrong", office.attacker, "bad", 0)
+				}
+				// The address is refused to accounts not known there...
+				if got, _ := tryLogin(t, s, "user99@example.com", "wrong wrong wrong", office.attacker); got != "throttled" {
+					t.Fatalf("a 21st account from the address: %s, want throttled", got)
+				}
+				// ...not to the colleague who signs in from there.
+				wantLogin(t, s, colleague, ownerPassword, office.colleague, "ok", 0)
+				// Guessing the colleague's account from the office: five
+				// guesses, the last two after 1 s and 2 s, then refused until
+				// the first ages out.
+				for _, wait := range []time.Duration{0, 0, 0, time.Second, 2 * time.Second} {
+					if wait > 0 {
+						wantLogin(t, s, colleague, "guess guess guess", office.attacker, "throttled", wait)
+						clk.Advance(wait)
+					}
+					wantLogin(t, s, colleague, "guess guess guess", office.attacker, "bad", 0)
+				}
+				wantLogin(t, s, colleague, ownerPassword, office.attacker, "throttled", 15*time.Minute-3*time.Second)
+			})
 		}
 	})
 }
