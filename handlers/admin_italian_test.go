@@ -143,7 +143,7 @@ func TestConsoleOwnUserRow(t *testing.T) {
 	}
 	const own, other = "sei tu: il tuo ruolo, i tuoi tenant e il tuo stato li modifica un altro amministratore", "lo modifica un amministratore di tutti i tenant"
 	rowOf := func(page, email string) string {
-		i := strings.Index(page, "<td>"+email+"</td>")
+		i := strings.Index(page, `<td data-label="Email">`+email+"</td>")
 		if i < 0 {
 			t.Fatalf("no row for %s", email)
 		}
