@@ -60,6 +60,11 @@ func (h *Handlers) caseViewRevealed(c echo.Context, id string, reveal bool) (*we
 			v.UndoInReview = true
 		}
 	}
+	for _, k := range detail.Compensations {
+		if k.ByHand && !k.State.Terminal() {
+			v.UndoByHand = true
+		}
+	}
 	if slices.Contains(cs.Reasons, review.ReasonPayloadMismatch) && op.PayloadPurgedAt == nil {
 		rejected, err := h.Store.RejectedPayloads(ctx, cs.ID)
 		if err != nil {

@@ -76,6 +76,11 @@ type DecisionInput struct {
 	// Compensations are the operation's compensation operations that have
 	// not settled yet (SettlesByHand).
 	Compensations []ChildCompensation
+	// AlsoWrittenBy lists, for the resource the decision would undo, the
+	// other operations the ledger has that wrote it too (the same ref at
+	// the same destination: a file and the versions uploaded to it), at
+	// most a few (UndoByHand); another tenant's as AnotherTenantsOperation.
+	AlsoWrittenBy []string
 	Destination   Destination
 	Now           time.Time
 }
@@ -133,6 +138,9 @@ type DecisionPlan struct {
 	// the undo of UndoRef is confirmed).
 	Undo          *RegistrationPlan
 	Keep, UndoRef string
+	// UndoByHand: Limbo does not send Undo; a person does it and says so
+	// (UndoByHand says why, in Undo's reason).
+	UndoByHand bool
 	// Cancel lists the compensation operations a reviewer's word on the
 	// undo makes moot: not yet attempted, they fail as canceled so nobody
 	// runs them afterwards.
@@ -212,7 +220,7 @@ func PlanDecision(in DecisionInput) (*DecisionPlan, error) {
 			if err := UndoUnderWay(in.Ref, in.Compensations); err != nil {
 				return nil, err
 			}
-			if p.Undo, err = PlanCompensation(op, in.Ref, in.Compensation, in.DecisionID, in.Actor, in.Now); err != nil {
+			if err := p.planUndo(in, in.Ref); err != nil {
 				return nil, err
 			}
 		}
@@ -280,7 +288,7 @@ func PlanDecision(in DecisionInput) (*DecisionPlan, error) {
 		if err := UndoUnderWay(p.ResourceRef, in.Compensations); err != nil {
 			return nil, err
 		}
-		if p.Undo, err = PlanCompensation(op, p.ResourceRef, p.Compensation, in.DecisionID, in.Actor, in.Now); err != nil {
+		if err := p.planUndo(in, p.ResourceRef); err != nil {
 			return nil, err
 		}
 	case DecideKeepAndUndo:
@@ -293,7 +301,7 @@ func PlanDecision(in DecisionInput) (*DecisionPlan, error) {
 		if err := UndoUnderWay(in.UndoRef, in.Compensations); err != nil {
 			return nil, err
 		}
-		if p.Undo, err = PlanCompensation(op, in.UndoRef, p.Compensation, in.DecisionID, in.Actor, in.Now); err != nil {
+		if err := p.planUndo(in, in.UndoRef); err != nil {
 			return nil, err
 		}
 		p.Keep, p.UndoRef = in.Ref, in.UndoRef
@@ -341,6 +349,51 @@ func CheckUndoRef(op *Operation, d Destination, ref string) error {
 	}
 	return fmt.Errorf("%w: field \"candidate\": %s is not a resource this operation is known to have (its resource, a candidate "+
 		"its evidence names, or a job's); Limbo sends this destination's undo itself, and undoes only those", ErrInvalid, ref)
+}
+
+// UndoTarget is the resource a decision undoes: compensate's ref, or
+// the other one keep_and_undo names; "" for other actions.
+func UndoTarget(action, ref, undoRef string) string {
+	switch action {
+	case DecideCompensate:
+		return ref
+	case DecideKeepAndUndo:
+		return undoRef
+	}
+	return ""
+}
+
+// UndoByHand says why an undo of ref is left to a person ("" when it
+// is not): Limbo would send it itself (the destination has an undo call),
+// and other operations wrote ref too (others, from the ledger). The undo
+// call names the resource only (DELETE …/resources/{{.Ref}}) and removes
+// it whole: undoing one operation's upload of a file's new version would
+// delete the file with every version, the others' included, and undoing
+// the upload that created the file would delete the versions uploaded
+// since. The compensation is registered as any other, so the parent waits
+// in compensating and the undo is tracked, but Limbo does not send it: a
+// person removes this operation's part at the destination and says so
+// (compensation_done). Where the integrator runs compensations, it knows
+// what its undo removes.
+func UndoByHand(d Destination, ref string, others []string) string {
+	if d.Undo == nil || len(others) == 0 {
+		return ""
+	}
+	return fmt.Sprintf(WhyUndoByHand, ref, strings.Join(others, ", "))
+}
+
+// planUndo plans the compensation of ref the decision registers, sent by
+// Limbo or left to a person (UndoByHand).
+func (p *DecisionPlan) planUndo(in DecisionInput, ref string) error {
+	var err error
+	if p.Undo, err = PlanCompensation(in.Op, ref, p.Compensation, in.DecisionID, in.Actor, in.Now); err != nil {
+		return err
+	}
+	if why := UndoByHand(in.Destination, ref, in.AlsoWrittenBy); why != "" {
+		p.Undo.Reason, p.UndoByHand = why, true
+		p.Undo.Event.Detail["by_hand"] = true
+	}
+	return nil
 }
 
 // KnownResource reports whether ref is a resource op is known to have:

@@ -168,7 +168,14 @@ const (
 	WhyHistoryNoOwnVersion = "no version by this operation"
 
 	// Compensations, their undo and their parent.
-	WhyUndoes                     = "undoes %s of %s, as %s decided"
+	WhyUndoes = "undoes %s of %s, as %s decided"
+	// UndoByHand: the resource, then who else wrote it.
+	WhyUndoByHand = "left to a person: %s was written by %s too, and the destination's undo call removes it whole, " +
+		"their part included; Limbo does not send it: undo this operation's part at the destination, then say so (compensation_done)"
+	// AnotherTenantsOperation names, among those who wrote a resource
+	// (WhyUndoByHand), an operation of another tenant, whose id a
+	// reviewer is not shown.
+	AnotherTenantsOperation       = "an operation of another tenant"
 	WhyDuplicateUndone            = "the duplicate is undone; %s is the effect"
 	WhyCompensationConfirmed      = "the compensation is confirmed: the effect is undone"
 	WhyCompensationOutcomeUnknown = "the compensation's outcome is unknown; reconciling it"
@@ -249,7 +256,7 @@ func WhyFormats() []string {
 		WhyReconciledOne, WhyNoEffectShown, WhyAbsencePastDeadline, WhyReviewerOnlyIfNothingShows,
 		WhyFailedOnlyIfNothingShows, WhyOutcomePastDeadline, WhyRoundsSettledNothing, WhyNoProbesNoEvidence, WhyInconclusive,
 		WhyConfirmWindowFound, WhyHistory, WhyHistoryNoVersions, WhyHistoryVersion, WhyHistoryOwnVersion,
-		WhyHistoryNoOwnVersion, WhyUndoes, WhyDuplicateUndone, WhyCompensationConfirmed, WhyCompensationOutcomeUnknown,
+		WhyHistoryNoOwnVersion, WhyUndoes, WhyUndoByHand, WhyDuplicateUndone, WhyCompensationConfirmed, WhyCompensationOutcomeUnknown,
 		WhyCompensationFailed, WhyCompensationInReview, WhyCompensationCanceled, WhyUndoLookupFailed, WhyUndoNotFound,
 		WhyReconciledNotFound, WhyUndoStatus, WhyReconciledStatus, WhyUndoStatusNotUndone, WhyUndoDidNotHappen,
 		WhyUndoNoStatus, WhyUndoStatusUnknown, WhyUndoStatusTooSoon, WhyUndoAgainOnlyIfStillShown, WhyUndoToReviewerOnlyIfStillShown, WhyUndoNeedsReviewer, WhyUndoPastDeadline, WhyUndoRoundsSpent, WhyUndoProbing, WhyReviewerKeep,

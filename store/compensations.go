@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"unicode/utf8"
 
 	"github.com/jmoiron/sqlx"
 
@@ -14,7 +15,7 @@ import (
 const (
 	/* Store.registerCompensation */
 	insertCompensation = `
-INSERT INTO compensations (operation_id, parent_id, case_id, decision_id, resource_ref, keep_ref, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)`
+INSERT INTO compensations (operation_id, parent_id, case_id, decision_id, resource_ref, keep_ref, by_hand, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`
 	/* Store.settleParent */
 	selectCompensationLink = `SELECT parent_id, case_id, resource_ref, keep_ref FROM compensations WHERE operation_id = ?`
 	/* Store.openCompensations */
@@ -22,8 +23,22 @@ INSERT INTO compensations (operation_id, parent_id, case_id, decision_id, resour
 WHERE c.parent_id = ? AND o.state NOT IN ('confirmed', 'compensated', 'failed') ORDER BY c.created_at, c.operation_id`
 	/* Store.cancelCompensations */
 	updateCompensationCanceled = `UPDATE compensations SET canceled_by = ? WHERE operation_id = ?`
+	/* Store.alsoWrittenBy: the other operations whose resource is ref at
+	the destination, compensations and the undone aside. The first
+	condition narrows through the refs' search index (migration 0032):
+	PostgreSQL's trigram index on the folded ref, SQLite's FTS5 trigram
+	table; the equality then decides. */
+	alsoWroteCond = ` AND o.resource_ref = ? AND o.destination = ? AND o.id <> ? AND o.state <> 'compensated'
+AND NOT EXISTS (SELECT 1 FROM compensations c WHERE c.operation_id = o.id) ORDER BY o.created_at, o.id LIMIT 4`
+	selectAlsoWrotePostgres = `SELECT o.id, o.tenant FROM operations o
+WHERE translate(o.resource_ref, 'ABCDEFGHIJKLMNOPQRSTUVWXYZ', 'abcdefghijklmnopqrstuvwxyz') LIKE ? ESCAPE '\'` + alsoWroteCond
+	selectAlsoWroteSQLite = `SELECT o.id, o.tenant FROM operations o
+WHERE o.rowid IN (SELECT rowid FROM operations_search WHERE operations_search MATCH ?)` + alsoWroteCond
+	// A ref too short for a trigram: no index holds it, and the scan is
+	// rare (a decision to undo such a ref).
+	selectAlsoWroteShort = `SELECT o.id, o.tenant FROM operations o WHERE 1 = 1` + alsoWroteCond
 	/* Store.Compensations */
-	selectCompensations = `SELECT c.operation_id, c.case_id, c.decision_id, c.resource_ref, c.canceled_by, c.created_at, o.state, o.state_reason, o.key
+	selectCompensations = `SELECT c.operation_id, c.case_id, c.decision_id, c.resource_ref, c.canceled_by, c.by_hand, c.created_at, o.state, o.state_reason, o.key
 FROM compensations c JOIN operations o ON o.id = c.operation_id WHERE c.parent_id = ? ORDER BY c.created_at, c.operation_id`
 )
 
@@ -57,7 +72,11 @@ func (s *Store) registerCompensation(ctx context.Context, tx *sqlx.Tx, c *Case, 
 	if dp.UndoRef != "" {
 		undo = dp.UndoRef
 	}
-	_, err = s.exec(ctx, tx, insertCompensation, id, parentID, c.ID, d.ID, undo, dp.Keep, d.DecidedAt)
+	byHand := 0
+	if dp.UndoByHand {
+		byHand = 1
+	}
+	_, err = s.exec(ctx, tx, insertCompensation, id, parentID, c.ID, d.ID, undo, dp.Keep, byHand, d.DecidedAt)
 	return err
 }
 
@@ -164,6 +183,49 @@ func (s *Store) openCompensations(ctx context.Context, tx *sqlx.Tx, parent strin
 	return out, nil
 }
 
+// alsoWrittenBy lists the operations other than op that the ledger says
+// wrote ref too, at op's destination (review.CheckUndoShared), oldest
+// first and at most four: the tenant's own by id, then, once, whether
+// another tenant's did (a reviewer is not shown another tenant's ids).
+func (s *Store) alsoWrittenBy(ctx context.Context, tx *sqlx.Tx, op *review.Operation, ref string) ([]string, error) {
+	if ref == "" {
+		return nil, nil
+	}
+	q, args := selectAlsoWroteShort, []any{ref, op.Destination, op.ID}
+	switch {
+	case utf8.RuneCountInString(ref) < MinRefSearch:
+	case s.engine == Postgres:
+		// The part of the ref that sets it apart (numberRun), else all of it.
+		part := numberRun(ref)
+		if part == "" {
+			part = ref
+		}
+		q, args = selectAlsoWrotePostgres, append([]any{"%" + escapeLike(asciiLower(part)) + "%"}, args...)
+	default:
+		q, args = selectAlsoWroteSQLite, append([]any{"resource_ref : " + ftsPhrase(ref)}, args...)
+	}
+	var rows []struct {
+		ID     string `db:"id"`
+		Tenant string `db:"tenant"`
+	}
+	if err := s.sel(ctx, tx, &rows, q, args...); err != nil {
+		return nil, fmt.Errorf("who else wrote %s: %w", ref, err)
+	}
+	var out []string
+	others := false
+	for _, r := range rows {
+		if r.Tenant == op.Tenant {
+			out = append(out, r.ID)
+		} else {
+			others = true
+		}
+	}
+	if others {
+		out = append(out, review.AnotherTenantsOperation)
+	}
+	return out, nil
+}
+
 // cancelCompensations fails, as canceled, the compensations decision d
 // made moot (review.SettlesByHand), after the parent moved: their
 // settling then moves nothing.
@@ -207,7 +269,10 @@ type Compensation struct {
 	ResourceRef string `db:"resource_ref"`
 	// CanceledBy names the reviewer whose word on the undo canceled it
 	// before it ran ("" when it was not).
-	CanceledBy  string       `db:"canceled_by"`
+	CanceledBy string `db:"canceled_by"`
+	// ByHand: Limbo does not send this undo; a person does (its state
+	// reason says why, review.UndoByHand).
+	ByHand      bool         `db:"by_hand"`
 	State       review.State `db:"state"`
 	StateReason string       `db:"state_reason"`
 	Key         string       `db:"key"`
@@ -230,7 +295,7 @@ Store.DueCompensations: a compensation a worker may start now (the
 */
 const selectDueCompensations = `SELECT c.operation_id, c.parent_id, c.resource_ref, o.tenant, o.key, o.destination
 FROM compensations c JOIN operations o ON o.id = c.operation_id
-WHERE o.state IN ('pending', 'retry_wait') AND (o.next_attempt_at IS NULL OR o.next_attempt_at <= ?) AND `
+WHERE c.by_hand = 0 AND o.state IN ('pending', 'retry_wait') AND (o.next_attempt_at IS NULL OR o.next_attempt_at <= ?) AND `
 
 // DueCompensation is a compensation Limbo's undo worker may run now.
 type DueCompensation struct {

@@ -476,6 +476,124 @@ func TestLimboUndoesOnlyWhatTheOperationHas(t *testing.T) {
 	})
 }
 
+// TestLimboDoesNotUndoWhatOthersWroteToo: the undo call a destination is
+// configured with names a resource only (DELETE /resources/{{.Ref}}) and
+// removes it whole. An operation that uploaded a new version of a file
+// has the file as its resource, as has the one that created it and every
+// other upload: a compensate decision on one of them had Limbo delete the
+// file with every version, the others' included. Where the ledger says
+// another operation wrote the resource too, the compensation is still
+// registered and tracked, but left to a person: Limbo's undo worker does
+// not list it, its reason says who else wrote the resource (another
+// tenant's operation without its id) and what to do, and the reviewer's
+// compensation_done settles it. Operations at another destination, and a
+// ref in other letters, do not count; where the integrator runs the undo,
+// it is an ordinary compensation.
+func TestLimboDoesNotUndoWhatOthersWroteToo(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		undo := &review.Undo{Method: "DELETE", URL: "http://127.0.0.1:9/resources/{{.Ref}}", Timeout: time.Second}
+		b := setup(t, e, &review.Config{Destinations: map[string]review.Destination{"plain": {Undo: undo}, "files": {Undo: undo}}})
+		wrote := func(t *testing.T, tenant, dest, ref string) *review.Operation {
+			t.Helper()
+			r := intention("upload-"+ref+"-"+tenant+"-"+dest, review.RiskIdempotentWrite, dest)
+			r.Tenant = tenant
+			op := b.register(t, r)
+			b.start(t, op)
+			wantState(t, b.report(t, op, 1, success(ref)).Operation, review.Confirmed)
+			return op
+		}
+		due := func(t *testing.T) []string {
+			t.Helper()
+			cs, err := b.s.DueCompensations(b.ctx, []string{"plain"}, 10)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var refs []string
+			for _, c := range cs {
+				refs = append(refs, c.ParentID+" "+c.ResourceRef)
+			}
+			return refs
+		}
+		// Nobody else wrote fld-2 here: the same name elsewhere, or in
+		// other letters, is another resource. Limbo sends this undo.
+		wrote(t, tenantA, "files", "fld-2")
+		wrote(t, tenantA, "plain", "FLD-2")
+		c := b.reviewCase(t, "doc-shared")
+		if _, err := b.s.Decide(b.ctx, decideReq(c, review.DecideCompensate, "rita@example.com")); err != nil {
+			t.Fatalf("compensate fld-2, written by this operation only: %v", err)
+		}
+		if got := due(t); !slices.Equal(got, []string{c.OperationID + " fld-2"}) {
+			t.Fatalf("due compensations %v, want the undo of fld-2", got)
+		}
+
+		// A version of fld-2 uploaded by another operation, and one by
+		// another tenant's.
+		c = b.reviewCase(t, "doc-shared-2")
+		other := wrote(t, tenantA, "plain", "fld-2")
+		wrote(t, tenantB, "plain", "fld-2")
+		if _, err := b.s.Decide(b.ctx, decideReq(c, review.DecideCompensate, "rita@example.com")); err != nil {
+			t.Fatalf("compensate fld-2: %v", err)
+		}
+		parent := b.get(t, &review.Operation{ID: c.OperationID, Tenant: tenantA})
+		wantState(t, parent, review.Compensating)
+		cs, err := b.s.Compensations(b.ctx, c.OperationID)
+		if err != nil || len(cs) != 1 {
+			t.Fatalf("compensations %+v, %v", cs, err)
+		}
+		k := cs[0]
+		if !k.ByHand || k.State != review.Pending {
+			t.Fatalf("compensation %+v, want pending and left to a person", k)
+		}
+		for _, want := range []string{"fld-2 was written by " + other.ID + ", " + review.AnotherTenantsOperation + " too", "removes it whole",
+			"Limbo does not send it", "compensation_done"} {
+			if !strings.Contains(k.StateReason, want) {
+				t.Errorf("its reason %q does not say %q", k.StateReason, want)
+			}
+		}
+		if strings.Contains(k.StateReason, tenantB) {
+			t.Errorf("its reason %q names the other tenant", k.StateReason)
+		}
+		if got := due(t); len(got) != 1 || strings.HasPrefix(got[0], c.OperationID) {
+			t.Fatalf("due compensations %v: the undo left to a person is listed", got)
+		}
+		// The person undid this operation's version and says so.
+		done := decideReq(c, review.DecideCompensationDone, "rita@example.com")
+		done.Ref = "fld-2"
+		if _, err := b.s.Decide(b.ctx, done); err != nil {
+			t.Fatalf("compensation_done fld-2: %v", err)
+		}
+		wantState(t, b.get(t, parent), review.Compensated)
+		if cs, _ := b.s.Compensations(b.ctx, c.OperationID); cs[0].State != review.Failed || cs[0].CanceledBy != "rita@example.com" {
+			t.Fatalf("compensation after the word: %+v, want canceled", cs[0])
+		}
+
+		// keep_and_undo of a shared resource is left to a person too.
+		c = b.reviewCase(t, "doc-shared-3")
+		keep := store.DecisionRequest{CaseID: c.ID, Action: review.DecideKeepAndUndo, Ref: "fld-1", UndoRef: "fld-2",
+			Compensation: "delete it", Actor: "rita@example.com", Reason: "two folders"}
+		if _, err := b.s.Decide(b.ctx, keep); err != nil {
+			t.Fatalf("keep fld-1, undo fld-2: %v", err)
+		}
+		if cs, _ := b.s.Compensations(b.ctx, c.OperationID); len(cs) != 1 || !cs[0].ByHand {
+			t.Fatalf("keep_and_undo's compensation %+v, want it left to a person", cs)
+		}
+
+		// Where the integrator runs the undo, it knows what it removes.
+		b2 := setup(t, e, nil)
+		c2 := b2.reviewCase(t, "doc-shared-4")
+		op := b2.newOp(t, "upload-fld-2", review.RiskIdempotentWrite, "plain")
+		b2.start(t, op)
+		b2.report(t, op, 1, success("fld-2"))
+		if _, err := b2.s.Decide(b2.ctx, decideReq(c2, review.DecideCompensate, "rita@example.com")); err != nil {
+			t.Fatalf("compensate fld-2, undone by the integrator: %v", err)
+		}
+		if cs, _ := b2.s.Compensations(b2.ctx, c2.OperationID); len(cs) != 1 || cs[0].ByHand {
+			t.Fatalf("compensation %+v, want an ordinary one", cs)
+		}
+	})
+}
+
 // TestRecommendationFollowsUndosUnderWay: a case's recommendation follows
 // the undos decided on it. After keep_and_undo of fld-2 it still said
 // "compensate fld-2" while that undo ran — the form preselected it, and a

@@ -256,11 +256,18 @@ func (s *Store) decideTx(ctx context.Context, tx *sqlx.Tx, req DecisionRequest) 
 			return nil, err
 		}
 	}
+	dest := s.cfg.Destination(op.Destination)
+	var alsoBy []string
+	if ref := review.UndoTarget(req.Action, req.Ref, req.UndoRef); ref != "" && dest.Undo != nil {
+		if alsoBy, err = s.alsoWrittenBy(ctx, tx, op, ref); err != nil {
+			return nil, err
+		}
+	}
 	id := newID("dec_", now)
 	p, err := review.PlanDecision(review.DecisionInput{Op: op, CaseID: c.ID, CaseReasons: c.Reasons, CaseRef: c.RecommendedRef, DecisionID: id,
 		Action: req.Action, Ref: req.Ref, UndoRef: req.UndoRef, Compensation: req.Compensation, Reason: req.Reason, Actor: req.Actor,
 		Approvals: approvals, LastApplied: last.Prior(), RequestedBy: c.RequestedBy, ClaimedBy: c.ClaimedBy, ClaimUntil: c.ClaimUntil, ApprovalExpires: c.ExpiresAt,
-		Compensations: children, Destination: s.cfg.Destination(op.Destination), Now: now})
+		Compensations: children, AlsoWrittenBy: alsoBy, Destination: dest, Now: now})
 	if err != nil {
 		return nil, err
 	}

@@ -354,3 +354,96 @@ func TestUndoWithoutCredentialHoldsNoOneBack(t *testing.T) {
 		t.Errorf("the %s compensation %s was never run: compensations of a destination without its undo credential fill every batch", sandbox.DestinationName, cs[0].OperationID)
 	}
 }
+
+// TestUndoOfAVersionIsLeftToAPerson: the sandbox's undo call is DELETE
+// /resources/{ref}, and an upload of a file's new version has the file as
+// its resource. A reviewer compensating the upload had the worker delete
+// the file with every version, the one another operation created first
+// included. Since the ledger shows that operation wrote the file too, the
+// compensation is left to a person: the worker sends nothing, the file
+// keeps both versions, and the reviewer's compensation_done, once they
+// removed the version by hand, compensates the upload.
+func TestUndoOfAVersionIsLeftToAPerson(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		b := setup(t, e)
+		w := b.worker(t, nil)
+		post := func(t *testing.T, path string, op *review.Operation, body map[string]any) map[string]any {
+			t.Helper()
+			body["metadata"] = map[string]any{"operation_id": op.ID, "logical_version": op.LogicalVersion}
+			raw, _ := json.Marshal(body)
+			resp, err := http.Post(b.url+path, "application/json", bytes.NewReader(raw))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			var out map[string]any
+			if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || resp.StatusCode != http.StatusCreated {
+				t.Fatalf("POST %s: %d %v %v", path, resp.StatusCode, out, err)
+			}
+			return out
+		}
+		register := func(t *testing.T, source, action string) (*review.Operation, *store.Grant) {
+			t.Helper()
+			payload, _ := review.Canonicalize([]byte(`{"source":"` + source + `"}`))
+			op, _, err := b.st.Register(b.ctx, review.Registration{Tenant: tenant, SourceRef: source, LogicalVersion: "v1",
+				Action: action, Destination: sandbox.DestinationName, Risk: review.RiskCompensableWrite, Payload: payload, Actor: "test"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			g, err := b.st.StartAttempt(b.ctx, store.AttemptRequest{Tenant: tenant, OperationID: op.ID, Actor: "test"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return op, g
+		}
+		// One operation uploads the contract; it is confirmed with the file.
+		creator, g := register(t, "contract-583", "upload_file")
+		file := post(t, "/files", creator, map[string]any{"name": "contract-583.docx", "content": "v1"})["ref"].(string)
+		if _, err := b.st.RecordOutcome(b.ctx, tenant, creator.ID, g.N, review.Outcome{Result: review.ResultSuccess, Phase: review.PhaseAfterSend,
+			HTTPStatus: 201, Resource: &review.ResourceRef{Ref: file, Kind: "file", Version: "v1"}}, "test"); err != nil {
+			t.Fatal(err)
+		}
+		// Another uploads its next version; the answer is lost, and the
+		// search names the file and a second candidate: a person decides.
+		upload, g := register(t, "contract-583-v2", "upload_version")
+		post(t, "/files/"+file+"/versions", upload, map[string]any{"content": "v2"})
+		if _, err := b.st.RecordOutcome(b.ctx, tenant, upload.ID, g.N, review.Outcome{Result: review.ResultTimeout, Phase: review.PhaseAfterSend}, "test"); err != nil {
+			t.Fatal(err)
+		}
+		ev := review.Evidence{Source: review.SourceMetadataSearch, Authoritative: true, Candidates: []review.Candidate{
+			{Ref: file, Kind: "file", Version: "v1", OperationID: upload.ID}, {Ref: "file-elsewhere", Kind: "file", Version: "v1", OperationID: upload.ID}}}
+		if got, err := b.st.AddEvidence(b.ctx, tenant, upload.ID, ev, "test"); err != nil || got.State != review.NeedsReview {
+			t.Fatalf("after the search: %v, %v", got, err)
+		}
+		cs, err := b.st.CasesForOperation(b.ctx, upload.ID)
+		if err != nil || len(cs) != 1 {
+			t.Fatalf("cases %+v, %v", cs, err)
+		}
+		if _, err := b.st.Decide(b.ctx, store.DecisionRequest{CaseID: cs[0].ID, Action: review.DecideCompensate, Ref: file,
+			Compensation: "remove version 2", Actor: "rita@example.com", Reason: "the version went up by mistake"}); err != nil {
+			t.Fatal(err)
+		}
+		if n, err := w.RunOnce(b.ctx); err != nil || n != 0 {
+			t.Fatalf("RunOnce = %d, %v; want nothing sent", n, err)
+		}
+		for _, ef := range b.sb.Truth() {
+			if ef.Compensated {
+				t.Fatalf("the sandbox undid %+v: the file went with every version", ef)
+			}
+		}
+		if got := b.op(t, upload.ID); got.State != review.Compensating {
+			t.Fatalf("upload = %s, want compensating while a person undoes it", got.State)
+		}
+		if _, err := b.st.Decide(b.ctx, store.DecisionRequest{CaseID: cs[0].ID, Action: review.DecideCompensationDone, Ref: file,
+			Actor: "rita@example.com", Reason: "removed version 2 in the file's history"}); err != nil {
+			t.Fatal(err)
+		}
+		if got := b.op(t, upload.ID); got.State != review.Compensated {
+			t.Fatalf("upload = %s, want compensated", got.State)
+		}
+		if got := b.op(t, creator.ID); got.State != review.Confirmed {
+			t.Fatalf("creator = %s, want confirmed, its file untouched", got.State)
+		}
+	})
+}

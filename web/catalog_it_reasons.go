@@ -147,6 +147,7 @@ func init() {
 
 		// Compensations, their undo and their parent.
 		review.WhyUndoes:                         "compensa %s di %s, come deciso da %s",
+		review.WhyUndoByHand:                     "lasciata a una persona: %s è stata scritta anche da %s, e la chiamata di annullamento della destinazione la rimuove per intero, compresa la loro parte; Limbo non la invia: annulla la parte di questa operazione presso la destinazione, poi indicalo (compensation_done)",
 		review.WhyDuplicateUndone:                "il duplicato è compensato; %s è l'effetto",
 		review.WhyCompensationConfirmed:          "la compensazione è confermata: l'effetto è annullato",
 		review.WhyCompensationOutcomeUnknown:     "l'esito della compensazione è ambiguo; in riconciliazione",
