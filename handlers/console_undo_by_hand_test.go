@@ -1,0 +1,75 @@
+package handlers_test
+
+import (
+	"context"
+	"html"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/limbo-dev/limbo/review"
+	"github.com/limbo-dev/limbo/store"
+	"github.com/limbo-dev/limbo/store/storetest"
+)
+
+// TestConsoleUndoLeftToAPerson: where Limbo's undo call would remove a
+// resource other operations wrote too (review.UndoByHand), the case page
+// of the operation being compensated says who runs the undo — a person,
+// not Limbo — and what to do, and the compensation's reason names the
+// other operation; in English and in Italian.
+func TestConsoleUndoLeftToAPerson(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		cfg := &review.Config{Destinations: map[string]review.Destination{"files": {
+			Undo: &review.Undo{Method: "DELETE", URL: "http://127.0.0.1:9/resources/{{.Ref}}", Timeout: time.Second}}}}
+		srv, st := consoleServerWith(t, e, consoleSetup{cfg: cfg})
+		ctx := context.Background()
+		// The file's creator, confirmed with it; then an upload to it in review.
+		creator, _, err := st.Register(ctx, review.Registration{Tenant: "acme", SourceRef: "contract-583", LogicalVersion: "6", Action: "upload_file",
+			Destination: "files", Risk: review.RiskCompensableWrite, Payload: []byte(`{}`), Actor: "test"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		g, err := st.StartAttempt(ctx, store.AttemptRequest{Tenant: "acme", OperationID: creator.ID, Actor: "test"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.RecordOutcome(ctx, "acme", creator.ID, g.N, review.Outcome{Result: review.ResultSuccess, Phase: review.PhaseAfterSend,
+			Resource: &review.ResourceRef{Ref: "file-doc-shared", Kind: "file", Version: "6"}}, "test"); err != nil {
+			t.Fatal(err)
+		}
+		caseID := needsReview(t, st, "doc-shared") // its resource: file-doc-shared
+		if _, err := st.Decide(ctx, store.DecisionRequest{CaseID: caseID, Action: review.DecideCompensate, Ref: "file-doc-shared",
+			Compensation: "remove version 7", Actor: "reviewer@example.com", Reason: "version 7 went up by mistake"}); err != nil {
+			t.Fatal(err)
+		}
+		rev := newBrowser(t, srv.URL)
+		rev.login("reviewer@example.com")
+		for _, lang := range []struct{ code, runBy, todo, reason string }{
+			{"en", "which a person does at the destination: Limbo does not send it",
+				"Undo this operation's part at the destination yourself, then say here that the undo is done.",
+				"left to a person: file-doc-shared was written by " + creator.ID + " too"},
+			{"it", "che una persona esegue presso la destinazione: Limbo non la invia",
+				"Annulla tu stesso la parte di questa operazione presso la destinazione, poi indica qui che l'annullamento è avvenuto.",
+				"lasciata a una persona: file-doc-shared è stata scritta anche da " + creator.ID},
+		} {
+			u, err := st.UserByEmail(ctx, "reviewer@example.com")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := st.SetLanguage(ctx, u.Principal(), lang.code); err != nil {
+				t.Fatal(err)
+			}
+			code, body := rev.get("/cases/" + caseID)
+			body = html.UnescapeString(body)
+			if code != 200 {
+				t.Fatalf("%s: case page %d", lang.code, code)
+			}
+			for _, want := range []string{lang.runBy, lang.todo, lang.reason} {
+				if !strings.Contains(body, want) {
+					t.Errorf("%s: the case page does not say %q", lang.code, want)
+				}
+			}
+		}
+	})
+}
