@@ -152,6 +152,17 @@ func (s *Store) settleParent(ctx context.Context, tx *sqlx.Tx, tenant, child str
 			_, err := s.openCase(ctx, tx, parent.ID, parent.Tenant, reasons, compensationActor)
 			return err
 		}
+		open, err := s.openCompensations(ctx, tx, parent.ID)
+		if err != nil {
+			return err
+		}
+		if len(open) > 0 {
+			// Another extra resource's undo is still unsettled: the case
+			// waits for it (as a reviewer's word on this one leaves it
+			// open, review.PlanDecision), assessed again without this one.
+			_, err := s.openCase(ctx, tx, parent.ID, parent.Tenant, nil, compensationActor)
+			return err
+		}
 		if err := s.resolveBySystem(ctx, tx, link.CaseID, "compensation_done", compensationActor); err != nil {
 			return err
 		}

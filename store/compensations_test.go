@@ -770,3 +770,63 @@ func TestCompensationDoneNamesItsResource(t *testing.T) {
 		assertSealed(t, b.s)
 	})
 }
+
+// TestOneUndoneExtraDoesNotSettleTheOther: on a case about two extra
+// resources, each with its undo under way, the first undo's confirmation
+// resolved the case while the second was still pending; its failure then
+// had no open case to land on. The case now waits for both: the first
+// confirmation leaves it open, recommending to wait for the second, and
+// the second's settles it.
+func TestOneUndoneExtraDoesNotSettleTheOther(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		b := setup(t, e, nil)
+		op := b.newOp(t, "doc-two-extras", review.RiskCompensableWrite, "plain")
+		b.start(t, op)
+		wantState(t, b.report(t, op, 1, success("fld-1")).Operation, review.Confirmed)
+		var cands []review.Candidate
+		for _, ref := range []string{"fld-1", "fld-2", "fld-3"} {
+			cands = append(cands, review.Candidate{Ref: ref, Version: op.LogicalVersion, OperationID: op.ID})
+		}
+		if _, err := b.s.AddEvidence(b.ctx, tenantA, op.ID, review.Evidence{Source: review.SourceMetadataSearch, Authoritative: true,
+			Candidates: cands}, "integrator"); err != nil {
+			t.Fatal(err)
+		}
+		cs, err := b.s.CasesForOperation(b.ctx, op.ID)
+		if err != nil || len(cs) != 1 {
+			t.Fatalf("cases %+v, %v", cs, err)
+		}
+		c := &cs[0]
+		undo := map[string]*review.Operation{}
+		for _, ref := range []string{"fld-2", "fld-3"} {
+			req := decideReq(c, review.DecideCompensate, "rita@example.com")
+			req.Ref = ref
+			d, err := b.s.Decide(b.ctx, req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			undo[ref] = &review.Operation{ID: d.CompensationID, Tenant: tenantA}
+		}
+		b.start(t, undo["fld-2"])
+		b.report(t, undo["fld-2"], 1, success("fld-2"))
+		got, err := b.s.GetCase(b.ctx, c.ID, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Status != store.CaseOpen {
+			t.Fatalf("the case after fld-2's undo is %s (%s), while fld-3's is pending; want open", got.Status, got.Resolution)
+		}
+		if got.RecommendedRef == "fld-2" {
+			t.Errorf("the case still recommends undoing fld-2, which is undone")
+		}
+		// fld-3's undo is refused: the case is open for it to land on.
+		b.start(t, undo["fld-3"])
+		b.report(t, undo["fld-3"], 1, review.Outcome{Result: review.ResultError, Phase: review.PhaseAfterSend, HTTPStatus: 403})
+		got, _ = b.s.GetCase(b.ctx, c.ID, nil)
+		if got.Status != store.CaseOpen || !slices.Contains(got.Reasons, review.ReasonCompensationFailed) {
+			t.Fatalf("the case after fld-3's undo failed: %s %v, want open with compensation_failed", got.Status, got.Reasons)
+		}
+		wantState(t, b.get(t, op), review.Confirmed)
+		assertSealed(t, b.s)
+	})
+}
