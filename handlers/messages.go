@@ -82,6 +82,7 @@ var domainMessages = []web.Message{
 	web.Msg("candidate: %s is not a resource this operation is known to have (its resource, a candidate its evidence names, or a job's); Limbo sends this destination's undo itself, and undoes only those"),
 	web.Msg("candidate: %s is not a resource this operation is known to have (its resource, a candidate its evidence names, or a job's): name the one that is undone"),
 	web.Msg("candidate: the undos of %s are under way: name the one that is undone"),
+	web.Msg("candidate: the operation waits for the undo of %s, which this does not settle: name that resource to say it is undone, or wait for its outcome"),
 	web.Msg("a second, different reviewer must approve"),
 	web.Msg("a second, different reviewer must approve: %s already gave an approval; the next must come from someone else"),
 	web.Msg("nobody approves their own request"),

@@ -263,6 +263,9 @@ func PlanDecision(in DecisionInput) (*DecisionPlan, error) {
 		if err := CheckDoneRef(op, undone, last, in.Compensations); err != nil {
 			return nil, err
 		}
+		if err := WaitsForOtherUndo(undone, in.Compensations); err != nil {
+			return nil, err
+		}
 		p.ResourceRef = undone
 	}
 	if p.Cancel, err = SettlesByHand(in.Action, undone, in.Compensations); err != nil {
@@ -524,6 +527,24 @@ func onlyUnsettled(children []ChildCompensation) (string, error) {
 	}
 	slices.Sort(refs)
 	return "", fmt.Errorf("%w: field \"candidate\": the undos of %s are under way: name the one that is undone", ErrInvalid, strings.Join(refs, ", "))
+}
+
+// WaitsForOtherUndo refuses a compensation_done on an operation being
+// undone that names a resource other than the one whose undo is still
+// unsettled: the operation waits for that undo, which the word would not
+// cancel (SettlesByHand cancels only the named resource's), so the
+// operation would be compensated while the undo it waits for still ran,
+// or later failed with nobody told. The word names that undo's resource
+// (cancelling it when not yet attempted), or the reviewer waits for its
+// outcome.
+func WaitsForOtherUndo(ref string, children []ChildCompensation) error {
+	for _, k := range children {
+		if k.Ref != ref && !k.State.Terminal() {
+			return fmt.Errorf("%w: field \"candidate\": the operation waits for the undo of %s, which this does not settle: "+
+				"name that resource to say it is undone, or wait for its outcome", ErrInvalid, k.Ref)
+		}
+	}
+	return nil
 }
 
 // undoesOthers reports whether an undo of a resource other than ref is

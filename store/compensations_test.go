@@ -830,3 +830,39 @@ func TestOneUndoneExtraDoesNotSettleTheOther(t *testing.T) {
 		assertSealed(t, b.s)
 	})
 }
+
+// TestCompensationDoneOfAnotherResourceWaits: an operation compensating
+// for its undo of fld-2 was moved to compensated by a compensation_done
+// naming fld-1, a resource it also knows — fld-2's undo, not cancelled by
+// a word about fld-1, kept running with its parent already compensated,
+// and its failure reached nobody. Such a word is refused; naming fld-2
+// settles the operation (and cancels its undo, not yet attempted).
+func TestCompensationDoneOfAnotherResourceWaits(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		b := setup(t, e, nil)
+		c := b.reviewCase(t, "doc-done-other")
+		if _, err := b.s.Decide(b.ctx, decideReq(c, review.DecideCompensate, "rita@example.com")); err != nil {
+			t.Fatal(err)
+		}
+		parent := &review.Operation{ID: c.OperationID, Tenant: tenantA}
+		wantState(t, b.get(t, parent), review.Compensating)
+		other := decideReq(c, review.DecideCompensationDone, "rita@example.com")
+		other.Ref = "fld-1"
+		_, err := b.s.Decide(b.ctx, other)
+		if !errors.Is(err, review.ErrInvalid) || !strings.Contains(err.Error(), "waits for the undo of fld-2") {
+			t.Fatalf("compensation_done naming fld-1 while fld-2 is undone: %v, want refused", err)
+		}
+		wantState(t, b.get(t, parent), review.Compensating)
+		done := decideReq(c, review.DecideCompensationDone, "rita@example.com")
+		done.Ref = "fld-2"
+		if _, err := b.s.Decide(b.ctx, done); err != nil {
+			t.Fatal(err)
+		}
+		wantState(t, b.get(t, parent), review.Compensated)
+		ks, err := b.s.Compensations(b.ctx, c.OperationID)
+		if err != nil || len(ks) != 1 || ks[0].State != review.Failed || ks[0].CanceledBy != "rita@example.com" {
+			t.Fatalf("fld-2's undo %+v, %v; want canceled by rita", ks, err)
+		}
+	})
+}
