@@ -117,7 +117,10 @@ refused payloads, the candidates its evidence listed and its model outputs;
 keys, payload hashes, states and the audit trail stay, and audit verify
 still passes. Each purge is audited. --dry-run says what it would empty.
 Run at a terminal, it says how many payloads it will empty and asks first;
---yes (or a pipe, a file, cron) does not ask.`,
+--yes (or a pipe, a file, cron) does not ask. An operation whose purge
+fails is skipped (nothing of it written) and the others are purged: the
+report says what was, then the error names what was skipped, and the exit
+status is not 0.`,
 			func(ctx context.Context, a []string, std stdio) (int, error) { return 0, cmdPurge(ctx, a, std) }},
 		{"policy lint", "list actions whose policy misses a production checklist item (exit 1 if any)", `Usage: limbo policy lint --config FILE
 

@@ -60,9 +60,12 @@ func cmdPurge(ctx context.Context, args []string, std stdio) error {
 		}
 	}
 	rep, err := st.PurgePayloads(ctx, now, *dryRun)
-	if err != nil {
+	var skipped *store.SkippedRows
+	if err != nil && !errors.As(err, &skipped) {
 		return err
 	}
+	// Rows that failed were skipped (rolled back, named in err): what
+	// was purged still is, and the report says so before the error.
 	verb := "purged"
 	if *dryRun {
 		verb = "would purge"
@@ -75,7 +78,7 @@ func cmdPurge(ctx context.Context, args []string, std stdio) error {
 	if n := rep.Operations - len(rep.IDs); n > 0 {
 		fmt.Fprintf(stdout, "… and %d more\n", n)
 	}
-	return nil
+	return err
 }
 
 // isTerminal says whether in is a terminal a person types at (not a pipe,

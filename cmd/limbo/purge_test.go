@@ -132,3 +132,61 @@ func TestPurgeAsksOnlyAtATerminal(t *testing.T) {
 		t.Errorf("a pipe is taken for a terminal, or a terminal is not")
 	}
 }
+
+// TestCLIPurgeReportsPastASkippedRow: a row the purge cannot write (here
+// its audit event is refused) is skipped and named, and the rows after it
+// are purged. `limbo purge` returned the error alone: it printed no report
+// of what it did purge, so the person who ran it could not tell the purge
+// from a failure that wrote nothing. It now prints the report, then the
+// skipped row, and exits non-zero.
+func TestCLIPurgeReportsPastASkippedRow(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		ctx := context.Background()
+		db := storetest.URL(t, e)
+		if code, _, errOut := limbo(t, "migrate", "--db", db); code != 0 {
+			t.Fatalf("migrate: %d %s", code, errOut)
+		}
+		st, err := store.Open(ctx, db, store.Options{MaxConns: storetest.MaxConns})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer st.Close()
+		old := func(ref string) *review.Operation {
+			op, _, err := st.Register(ctx, review.Registration{Tenant: "acme", SourceRef: ref, LogicalVersion: "1", Action: "render",
+				Destination: "files", Risk: review.RiskIdempotentWrite, Payload: []byte(`{"email":"ada@example.com"}`), Actor: "test"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := st.StartAttempt(ctx, store.AttemptRequest{Tenant: "acme", OperationID: op.ID, Actor: "test"}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := st.RecordOutcome(ctx, "acme", op.ID, 1, review.Outcome{Result: review.ResultSuccess, Phase: review.PhaseAfterSend,
+				HTTPStatus: 201, Resource: &review.ResourceRef{Ref: "f-" + ref}}, "test"); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := st.DB().Exec(st.DB().Rebind(`UPDATE operations SET updated_at = ? WHERE id = ?`),
+				time.Now().UTC().Add(-40*24*time.Hour).Truncate(time.Microsecond), op.ID); err != nil {
+				t.Fatal(err)
+			}
+			return op
+		}
+		poisoned, fine := old("doc-poisoned"), old("doc-fine")
+		storetest.FailOn(t, st, "INSERT", "audit_events", "NEW.operation_id = '"+poisoned.ID+"'")
+		cfgFile := filepath.Join(t.TempDir(), "limbo.yaml")
+		if err := os.WriteFile(cfgFile, []byte("payload_retention: 720h\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		code, out, errOut := limbo(t, "purge", "--db", db, "--config", cfgFile, "--yes")
+		if code == 0 || !strings.Contains(errOut, poisoned.ID) {
+			t.Errorf("purge past a skipped row: exit %d, stderr %q; want a failure naming %s", code, errOut, poisoned.ID)
+		}
+		if !strings.Contains(out, "purged the payloads of 1 operations") || !strings.Contains(out, fine.ID) || strings.Contains(out, poisoned.ID+"\n") {
+			t.Errorf("purge past a skipped row: stdout %q; want the report of %s purged", out, fine.ID)
+		}
+		for id, purged := range map[string]bool{fine.ID: true, poisoned.ID: false} {
+			if op, err := st.GetOperation(ctx, "acme", id, ""); err != nil || (op.PayloadPurgedAt != nil) != purged {
+				t.Errorf("%s after the purge: %v, purged at %v; want purged %v", id, err, op.PayloadPurgedAt, purged)
+			}
+		}
+	})
+}
