@@ -166,7 +166,7 @@ var adminProbes = []adminProbe{
 		// The retry budgets are tenant data: each tenant's attempts at its
 		// destination (the case's operation made one, at dest-<tenant>).
 		_, body := w.admins[admin].get("/admin/destinations")
-		return strings.Contains(body, "<td>dest-"+target+"</td><td>"+target+"</td>")
+		return strings.Contains(body, `<td data-label="Destination"><div>dest-`+target+`</div></td><td data-label="Tenant"><div>`+target+"</div></td>")
 	}, covers},
 	{"GET", "/admin/actions", tenantTargets, func(w *adminWorld, admin, _ string) bool {
 		code, _ := w.admins[admin].get("/admin/actions")

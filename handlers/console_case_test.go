@@ -177,7 +177,7 @@ func TestConsoleOperationPageAsFullAsTheCase(t *testing.T) {
 				t.Errorf("the case page shows section %s, the operation page does not", id)
 			}
 		}
-		for _, want := range []string{`id="attempt-1"`, `<table class="evidence">`, "<code>file-doc-settled</code>", `id="compensations-h"`,
+		for _, want := range []string{`id="attempt-1"`, `<table class="cards evidence">`, "<code>file-doc-settled</code>", `id="compensations-h"`,
 			`href="/cases/` + caseID + `"`, "Undo by support@example.com", "Undo done by support@example.com", "the file is gone",
 			`data-action="case.resolved">Case resolved</span>`} {
 			if !strings.Contains(opPage, want) {
