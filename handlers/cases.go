@@ -74,8 +74,16 @@ func (h *Handlers) caseViewRevealed(c echo.Context, id string, reveal bool) (*we
 			v.Diffs = review.DiffJSON(review.Redact(op.Payload, fields), review.Redact([]byte(rejected[n-1].Payload), fields))
 		}
 	}
+	var void map[string]string
+	if slices.ContainsFunc(ds, func(d store.Decision) bool { return d.Status == store.DecisionFirstApproval }) {
+		// Only then: the check reads the approvers in a transaction.
+		if void, err = h.Store.VoidApprovals(ctx, cs, op); err != nil {
+			return nil, err
+		}
+	}
+	v.VoidApprovals = void
 	if v.DecidesOn = review.DecidesOn(op.State, cs.Reasons); v.DecidesOn == review.OnApproval {
-		v.Approval = approvalView(op, cs, ds, h.Store.Config())
+		v.Approval = approvalView(op, cs, ds, void, h.Store.Config())
 	}
 	// Only the decisions the case's situation allows (review.CheckDecision
 	// refuses the others anyway): a form must not make the wrong one easy.
@@ -197,12 +205,16 @@ func undoRef(f web.DecisionForm) string {
 // approvalView is what an approval case asks a reviewer: the approvals
 // given, those needed (the canonical payload is the page's payload
 // section).
-func approvalView(op *review.Operation, cs *store.Case, ds []store.Decision, cfg *review.Config) *web.ApprovalView {
+func approvalView(op *review.Operation, cs *store.Case, ds []store.Decision, void map[string]string, cfg *review.Config) *web.ApprovalView {
 	a := &web.ApprovalView{Needed: cfg.Destination(op.Destination).ApprovalsNeeded(op),
 		RequestedBy: cs.RequestedBy, ExpiresAt: cs.ExpiresAt}
 	for _, d := range ds {
 		if d.Status == store.DecisionFirstApproval && d.Action == review.DecideApprove {
-			a.Given = append(a.Given, d)
+			if void[d.ID] != "" {
+				a.Voided = append(a.Voided, d)
+			} else {
+				a.Given = append(a.Given, d)
+			}
 		}
 	}
 	return a

@@ -172,6 +172,14 @@ const (
 	// UndoByHand: the resource, then who else wrote it.
 	WhyUndoByHand = "left to a person: %s was written by %s too, and the destination's undo call removes it whole, " +
 		"their part included; Limbo does not send it: undo this operation's part at the destination, then say so (compensation_done)"
+	// Why a first approval no longer counts (the approver may no longer
+	// decide the case): audited as decision.approval_voided, shown on
+	// the case page until then.
+	WhyApproverDisabled  = "the approver's account is disabled"
+	WhyApproverOffTenant = "the approver no longer holds tenant %s"
+	WhyApproverRole      = "the approver's role (%s) no longer decides this case"
+	// An approval bound to a payload and key the operation no longer has.
+	WhyApprovalOtherPayload = "it was given for another payload or key"
 	// AnotherTenantsOperation names, among those who wrote a resource
 	// (WhyUndoByHand), an operation of another tenant, whose id a
 	// reviewer is not shown.
@@ -256,7 +264,7 @@ func WhyFormats() []string {
 		WhyReconciledOne, WhyNoEffectShown, WhyAbsencePastDeadline, WhyReviewerOnlyIfNothingShows,
 		WhyFailedOnlyIfNothingShows, WhyOutcomePastDeadline, WhyRoundsSettledNothing, WhyNoProbesNoEvidence, WhyInconclusive,
 		WhyConfirmWindowFound, WhyHistory, WhyHistoryNoVersions, WhyHistoryVersion, WhyHistoryOwnVersion,
-		WhyHistoryNoOwnVersion, WhyUndoes, WhyUndoByHand, WhyDuplicateUndone, WhyCompensationConfirmed, WhyCompensationOutcomeUnknown,
+		WhyHistoryNoOwnVersion, WhyUndoes, WhyUndoByHand, WhyApproverDisabled, WhyApproverOffTenant, WhyApproverRole, WhyApprovalOtherPayload, WhyDuplicateUndone, WhyCompensationConfirmed, WhyCompensationOutcomeUnknown,
 		WhyCompensationFailed, WhyCompensationInReview, WhyCompensationCanceled, WhyUndoLookupFailed, WhyUndoNotFound,
 		WhyReconciledNotFound, WhyUndoStatus, WhyReconciledStatus, WhyUndoStatusNotUndone, WhyUndoDidNotHappen,
 		WhyUndoNoStatus, WhyUndoStatusUnknown, WhyUndoStatusTooSoon, WhyUndoAgainOnlyIfStillShown, WhyUndoToReviewerOnlyIfStillShown, WhyUndoNeedsReviewer, WhyUndoPastDeadline, WhyUndoRoundsSpent, WhyUndoProbing, WhyReviewerKeep,

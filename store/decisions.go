@@ -476,16 +476,46 @@ func (s *Store) approversNow(ctx context.Context, tx *sqlx.Tx, approvals []revie
 		by, err := s.actingOnCase(ctx, tx, review.Principal{Name: a.Actor, UserID: u.ID}, tenant)
 		switch {
 		case errors.Is(err, review.ErrForbidden):
-			a.Revoked = "the approver's account is disabled"
+			a.Revoked = review.WhyApproverDisabled
 		case errors.Is(err, review.ErrNotFound):
-			a.Revoked = "the approver no longer holds tenant " + tenant
+			a.Revoked = fmt.Sprintf(review.WhyApproverOffTenant, tenant)
 		case err != nil:
 			return fmt.Errorf("approver %s: %w", a.Actor, err)
 		case !by.Role.CanDecide(op, a.Action):
-			a.Revoked = fmt.Sprintf("the approver's role (%s) no longer decides this case", by.Role)
+			a.Revoked = fmt.Sprintf(review.WhyApproverRole, by.Role)
 		}
 	}
 	return nil
+}
+
+// VoidApprovals says which first approvals on case c no longer count,
+// by id, and why (review.WhyApprover*): their approver may no longer
+// decide it, by the rules the next decision applies (approversNow) and
+// would audit as decision.approval_voided. The case page shows them so
+// until then, rather than as given.
+func (s *Store) VoidApprovals(ctx context.Context, c *Case, op *review.Operation) (map[string]string, error) {
+	out := map[string]string{}
+	// Not a read-only transaction: approversNow reads the users FOR SHARE
+	// on PostgreSQL, which a read-only one refuses.
+	err := s.WithTx(ctx, func(tx *sqlx.Tx) error {
+		approvals, err := s.approvals(ctx, tx, c.ID)
+		if err != nil || len(approvals) == 0 {
+			return err
+		}
+		if err := s.approversNow(ctx, tx, approvals, c.Tenant, op); err != nil {
+			return err
+		}
+		for _, a := range approvals {
+			if a.Revoked != "" {
+				out[a.ID] = a.Revoked
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store.VoidApprovals: %w", err)
+	}
+	return out, nil
 }
 
 func (s *Store) insertDecision(ctx context.Context, tx *sqlx.Tx, d *Decision) error {

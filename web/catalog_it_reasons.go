@@ -148,6 +148,10 @@ func init() {
 		// Compensations, their undo and their parent.
 		review.WhyUndoes:                         "compensa %s di %s, come deciso da %s",
 		review.WhyUndoByHand:                     "lasciata a una persona: %s è stata scritta anche da %s, e la chiamata di annullamento della destinazione la rimuove per intero, compresa la loro parte; Limbo non la invia: annulla la parte di questa operazione presso la destinazione, poi indicalo (compensation_done)",
+		review.WhyApproverDisabled:               "l'account di chi ha approvato è disattivato",
+		review.WhyApproverOffTenant:              "chi ha approvato non ha più il tenant %s",
+		review.WhyApproverRole:                   "il ruolo di chi ha approvato (%s) non decide più questo caso",
+		review.WhyApprovalOtherPayload:           "era stata data per un altro payload o un'altra chiave",
 		review.WhyDuplicateUndone:                "il duplicato è compensato; %s è l'effetto",
 		review.WhyCompensationConfirmed:          "la compensazione è confermata: l'effetto è annullato",
 		review.WhyCompensationOutcomeUnknown:     "l'esito della compensazione è ambiguo; in riconciliazione",
