@@ -638,8 +638,8 @@ func approvalsNeeded(in DecisionInput) int {
 // countApprovals counts the approvals on record that still count towards
 // in.Action, marking for voiding those given for another payload or key
 // (an approval is bound to both) and those whose approver may no longer
-// decide the case (Revoked: audited as decision.approval_voided, saying
-// why), and refuses a person approving twice or approving their own
+// decide the case (Revoked), each audited as decision.approval_voided
+// saying why, and refuses a person approving twice or approving their own
 // request.
 func (p *DecisionPlan) countApprovals(in DecisionInput) (int, error) {
 	op := in.Op
@@ -650,7 +650,12 @@ func (p *DecisionPlan) countApprovals(in DecisionInput) (int, error) {
 	for _, a := range in.Approvals {
 		switch {
 		case a.PayloadHash != op.PayloadHash || a.Key != op.Key:
-			p.Void = append(p.Void, a.Seq) // the approval was for something else
+			// The approval was for something else: it is void, audited
+			// with what it was given for.
+			p.Void = append(p.Void, a.Seq)
+			p.Events = append(p.Events, PlannedEvent{Action: "decision.approval_voided", Detail: map[string]any{"case_id": in.CaseID,
+				"decision_id": a.ID, "approver": a.Actor, "why": WhyApprovalOtherPayload, "voided_by": in.DecisionID,
+				"payload_hash": a.PayloadHash, "key": a.Key}})
 		case a.Action != in.Action:
 			// An approval of another action does not count towards this one.
 		case a.Revoked != "":

@@ -69,8 +69,10 @@ func TestPlanDecision(t *testing.T) {
 		}
 		second.Approvals[0].Revoked = ""
 		second.Approvals[0].PayloadHash = "sha256:other"
-		if p, _ = PlanDecision(second); p.Status != DecisionFirstApproval || !slices.Equal(p.Void, []int64{7}) {
-			t.Errorf("an approval of another payload: %+v, want it void and this one first", p)
+		if p, _ = PlanDecision(second); p.Status != DecisionFirstApproval || !slices.Equal(p.Void, []int64{7}) || len(p.Events) != 2 ||
+			p.Events[0].Action != "decision.approval_voided" || p.Events[0].Detail["why"] != WhyApprovalOtherPayload ||
+			p.Events[0].Detail["payload_hash"] != "sha256:other" || p.Events[1].Action != "decision.first_approval" {
+			t.Errorf("an approval of another payload: %+v, want it void, audited why, and this one first", p)
 		}
 		late := in(inReview(), DecideApproveRetry)
 		late.Op.Deadline = now.Add(-time.Minute)
