@@ -195,7 +195,7 @@ func (s *Store) openCompensations(ctx context.Context, tx *sqlx.Tx, parent strin
 }
 
 // alsoWrittenBy lists the operations other than op that the ledger says
-// wrote ref too, at op's destination (review.CheckUndoShared), oldest
+// wrote ref too, at op's destination (review.UndoByHand), oldest
 // first and at most four: the tenant's own by id, then, once, whether
 // another tenant's did (a reviewer is not shown another tenant's ids).
 func (s *Store) alsoWrittenBy(ctx context.Context, tx *sqlx.Tx, op *review.Operation, ref string) ([]string, error) {
