@@ -690,22 +690,7 @@ func TestCompensationDoneNamesItsResource(t *testing.T) {
 	t.Parallel()
 	storetest.Each(t, func(t *testing.T, e store.Engine) {
 		b := setup(t, e, nil)
-		op := b.newOp(t, "doc-extras", review.RiskCompensableWrite, "plain")
-		b.start(t, op)
-		wantState(t, b.report(t, op, 1, success("fld-1")).Operation, review.Confirmed)
-		var cands []review.Candidate
-		for _, ref := range []string{"fld-1", "fld-2", "fld-3"} {
-			cands = append(cands, review.Candidate{Ref: ref, Version: op.LogicalVersion, OperationID: op.ID})
-		}
-		if _, err := b.s.AddEvidence(b.ctx, tenantA, op.ID, review.Evidence{Source: review.SourceMetadataSearch, Authoritative: true,
-			Candidates: cands}, "integrator"); err != nil {
-			t.Fatal(err)
-		}
-		cs, err := b.s.CasesForOperation(b.ctx, op.ID)
-		if err != nil || len(cs) != 1 || cs[0].RecommendedRef != "fld-2" {
-			t.Fatalf("cases %+v, %v; want one about fld-2", cs, err)
-		}
-		c := &cs[0]
+		op, c := b.twoExtras(t, "doc-extras")
 		for _, ref := range []string{"fld-2", "fld-3"} {
 			req := decideReq(c, review.DecideCompensate, "rita@example.com")
 			req.Ref = ref
@@ -781,22 +766,7 @@ func TestOneUndoneExtraDoesNotSettleTheOther(t *testing.T) {
 	t.Parallel()
 	storetest.Each(t, func(t *testing.T, e store.Engine) {
 		b := setup(t, e, nil)
-		op := b.newOp(t, "doc-two-extras", review.RiskCompensableWrite, "plain")
-		b.start(t, op)
-		wantState(t, b.report(t, op, 1, success("fld-1")).Operation, review.Confirmed)
-		var cands []review.Candidate
-		for _, ref := range []string{"fld-1", "fld-2", "fld-3"} {
-			cands = append(cands, review.Candidate{Ref: ref, Version: op.LogicalVersion, OperationID: op.ID})
-		}
-		if _, err := b.s.AddEvidence(b.ctx, tenantA, op.ID, review.Evidence{Source: review.SourceMetadataSearch, Authoritative: true,
-			Candidates: cands}, "integrator"); err != nil {
-			t.Fatal(err)
-		}
-		cs, err := b.s.CasesForOperation(b.ctx, op.ID)
-		if err != nil || len(cs) != 1 {
-			t.Fatalf("cases %+v, %v", cs, err)
-		}
-		c := &cs[0]
+		op, c := b.twoExtras(t, "doc-two-extras")
 		undo := map[string]*review.Operation{}
 		for _, ref := range []string{"fld-2", "fld-3"} {
 			req := decideReq(c, review.DecideCompensate, "rita@example.com")
@@ -865,4 +835,27 @@ func TestCompensationDoneOfAnotherResourceWaits(t *testing.T) {
 			t.Fatalf("fld-2's undo %+v, %v; want canceled by rita", ks, err)
 		}
 	})
+}
+
+// twoExtras confirms an operation with fld-1, then has a search find
+// fld-2 and fld-3 for it too: two extra resources, one case about them,
+// recommending to undo fld-2.
+func (b *bundle) twoExtras(t *testing.T, source string) (*review.Operation, *store.Case) {
+	t.Helper()
+	op := b.newOp(t, source, review.RiskCompensableWrite, "plain")
+	b.start(t, op)
+	wantState(t, b.report(t, op, 1, success("fld-1")).Operation, review.Confirmed)
+	var cands []review.Candidate
+	for _, ref := range []string{"fld-1", "fld-2", "fld-3"} {
+		cands = append(cands, review.Candidate{Ref: ref, Version: op.LogicalVersion, OperationID: op.ID})
+	}
+	if _, err := b.s.AddEvidence(b.ctx, tenantA, op.ID, review.Evidence{Source: review.SourceMetadataSearch, Authoritative: true,
+		Candidates: cands}, "integrator"); err != nil {
+		t.Fatal(err)
+	}
+	cs, err := b.s.CasesForOperation(b.ctx, op.ID)
+	if err != nil || len(cs) != 1 || cs[0].RecommendedRef != "fld-2" {
+		t.Fatalf("cases %+v, %v; want one about fld-2", cs, err)
+	}
+	return op, &cs[0]
 }
