@@ -45,13 +45,17 @@ func TestConsoleUndoLeftToAPerson(t *testing.T) {
 		}
 		rev := newBrowser(t, srv.URL)
 		rev.login("reviewer@example.com")
-		for _, lang := range []struct{ code, runBy, todo, reason string }{
+		for _, lang := range []struct{ code, runBy, todo, reason, recommended string }{
 			{"en", "which a person does at the destination: Limbo does not send it",
 				"Undo this operation's part at the destination yourself, then say here that the undo is done.",
-				"left to a person: file-doc-shared was written by " + creator.ID + " too"},
+				"left to a person: file-doc-shared was written by " + creator.ID + " too",
+				"Undo by hand</strong> <code>file-doc-shared</code> — Limbo does not send the undo of file-doc-shared, which other operations wrote too: " +
+					"remove this operation's part at the destination yourself, then say the undo is done (compensation_done)"},
 			{"it", "che una persona esegue presso la destinazione: Limbo non la invia",
 				"Annulla tu stesso la parte di questa operazione presso la destinazione, poi indica qui che l'annullamento è avvenuto.",
-				"lasciata a una persona: file-doc-shared è stata scritta anche da " + creator.ID},
+				"lasciata a una persona: file-doc-shared è stata scritta anche da " + creator.ID,
+				"Compensa a mano</strong> <code>file-doc-shared</code> — Limbo non invia l'annullamento di file-doc-shared, scritta anche da altre operazioni: " +
+					"rimuovi tu stesso la parte di questa operazione presso la destinazione, poi indica che l'annullamento è avvenuto (compensation_done)"},
 		} {
 			u, err := st.UserByEmail(ctx, "reviewer@example.com")
 			if err != nil {
@@ -61,14 +65,19 @@ func TestConsoleUndoLeftToAPerson(t *testing.T) {
 				t.Fatal(err)
 			}
 			code, body := rev.get("/cases/" + caseID)
-			body = html.UnescapeString(body)
+			body = strings.Join(strings.Fields(html.UnescapeString(body)), " ")
 			if code != 200 {
 				t.Fatalf("%s: case page %d", lang.code, code)
 			}
-			for _, want := range []string{lang.runBy, lang.todo, lang.reason} {
+			for _, want := range []string{lang.runBy, lang.todo, lang.reason, lang.recommended} {
 				if !strings.Contains(body, want) {
 					t.Errorf("%s: the case page does not say %q", lang.code, want)
 				}
+			}
+			// Nothing is chosen for the reviewer: only they know when the
+			// undo is done.
+			if strings.Contains(body, `name="action" value="compensation_done" checked`) {
+				t.Errorf("%s: the form preselects compensation_done", lang.code)
 			}
 		}
 	})

@@ -16,6 +16,12 @@ const (
 	RecommendFail           = "fail"
 	// RecommendReviewPayload: an approval case; only a person can judge.
 	RecommendReviewPayload = "review_payload"
+	// RecommendUndoByHand: an undo left to a person (UndoByHand) is
+	// pending. Nothing settles it but that person's word once the undo is
+	// done, so it is no decision a form or a bulk action could take for
+	// them: saying compensation_done unasked would mark undone what nobody
+	// undid.
+	RecommendUndoByHand = "undo_by_hand"
 )
 
 // Recommendation is the action a case suggests, with a one-line rationale.
@@ -258,6 +264,11 @@ func recommend(op *Operation, set map[Reason]bool, f findings) Recommendation {
 		}
 		return Recommendation{Action: RecommendCompensate, Ref: undo, Keep: keep,
 			Rationale: fmt.Sprintf(RationaleDuplicates, len(f.matching), keep, undo)}
+	case len(op.UndoingByHand) > 0:
+		// Limbo sends nothing for these, so waiting settles nothing: a
+		// person undoes at the destination, then says so.
+		return Recommendation{Action: RecommendUndoByHand, Ref: op.UndoingByHand[0],
+			Rationale: fmt.Sprintf(RationaleUndoByHand, strings.Join(op.UndoingByHand, ", "))}
 	case len(op.Undoing) > 0:
 		// Whatever else the evidence shows waits for the undo's outcome:
 		// it settles the operation (compensated, confirmed with what was

@@ -24,6 +24,9 @@ const (
 	// RationaleUndoUnderWay: an undo decided already has not settled;
 	// undoing the same resource again is refused (UndoUnderWay).
 	RationaleUndoUnderWay = "the undo of %s is under way: its outcome settles this; wait for it rather than deciding again"
+	// RationaleUndoByHand: an undo left to a person is pending; Limbo
+	// does not send it (UndoByHand), so waiting settles nothing.
+	RationaleUndoByHand = "Limbo does not send the undo of %s, which other operations wrote too: remove this operation's part at the destination yourself, then say the undo is done (compensation_done)"
 	// RationaleEffectOnFailed and RationaleEffectOnCompensated: the
 	// destination reports an effect of an operation settled without one.
 	RationaleEffectOnFailed      = "the destination reports %s for this operation, which failed: its integrator was told it did not happen; undo it (compensate), or say it is undone"
@@ -34,5 +37,5 @@ const (
 func RationaleFormats() []string {
 	return []string{RationaleApproval, RationaleDuplicates, RationaleOneResource, RationaleOtherVersion, RationaleDisagree,
 		RationaleSpent, RationaleSafeRetry, RationalePayloadReused, RationaleRefusedPayload, RationaleDeadlinePassed, RationaleNoEvidence, RationaleDependencyBroken,
-		RationaleUndoUnderWay, RationaleEffectOnFailed, RationaleEffectOnCompensated}
+		RationaleUndoUnderWay, RationaleUndoByHand, RationaleEffectOnFailed, RationaleEffectOnCompensated}
 }

@@ -12,8 +12,9 @@ type RecommendationScore struct {
 	// (confirm, compensate, approve_retry, fail).
 	Scored  int
 	Correct int
-	// Undecided counts cases recommending reconcile_again: they ask for
-	// another look, which is never wrong and never a decision.
+	// Undecided counts cases recommending reconcile_again (they ask for
+	// another look, which is never wrong and never a decision) or
+	// undo_by_hand (it relays an undo a person decided already).
 	Undecided int
 	// Wrong names each case whose recommendation the truth does not
 	// support, and why.
@@ -38,7 +39,7 @@ func ScoreRecommendations(l Ledger, recs map[string]Recommendation, t Truth) Rec
 		if !ok {
 			continue
 		}
-		if rec.Action == RecommendReconcileAgain {
+		if rec.Action == RecommendReconcileAgain || rec.Action == RecommendUndoByHand {
 			s.Undecided++
 			continue
 		}

@@ -215,6 +215,9 @@ type Operation struct {
 	// settled (ChildCompensation.Unsettled): pending, running, or in
 	// doubt. Nothing more is to be decided about them until it settles.
 	Undoing []string `json:"-"`
+	// UndoingByHand are those of Undoing left to a person (UndoByHand):
+	// Limbo sends nothing, so only that person's word settles them.
+	UndoingByHand []string `json:"-"`
 }
 
 // HasFlag reports whether the operation carries f.

@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -556,6 +557,19 @@ func TestLimboDoesNotUndoWhatOthersWroteToo(t *testing.T) {
 		}
 		if got := due(t); len(got) != 1 || strings.HasPrefix(got[0], c.OperationID) {
 			t.Fatalf("due compensations %v: the undo left to a person is listed", got)
+		}
+		// The case asks that person to act: waiting settles nothing, and
+		// "apply the recommendation" must not say undone for them.
+		open, err := b.s.GetCase(b.ctx, c.ID, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec := review.Recommendation{Action: open.RecommendedAction, Ref: open.RecommendedRef}
+		if rec.String() != "undo_by_hand fld-2" || open.Rationale != fmt.Sprintf(review.RationaleUndoByHand, "fld-2") {
+			t.Errorf("the case recommends %s (%s), want undo_by_hand fld-2", rec, open.Rationale)
+		}
+		if item := review.PlanBulk(review.BulkRecommended, rec); item.Skip == "" {
+			t.Errorf("applying the recommendation plans %+v, want it skipped", item)
 		}
 		// The person undid this operation's version and says so.
 		done := decideReq(c, review.DecideCompensationDone, "rita@example.com")

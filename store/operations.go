@@ -309,7 +309,7 @@ SELECT operation_id, ref, status, input_version, output_ref, created_at, updated
 FROM jobs WHERE operation_id IN (?) ORDER BY operation_id, created_at, ref`
 	/* Store.loadDetails: the resources whose undo is confirmed, or not settled yet. */
 	selectUndone = `
-SELECT c.parent_id, c.resource_ref, o.state FROM compensations c JOIN operations o ON o.id = c.operation_id
+SELECT c.parent_id, c.resource_ref, c.by_hand, o.state FROM compensations c JOIN operations o ON o.id = c.operation_id
 WHERE c.parent_id IN (?) AND o.state <> 'failed' ORDER BY c.parent_id, c.created_at`
 )
 
@@ -383,7 +383,8 @@ func (s *Store) loadDetailsMany(ctx context.Context, q sqlx.QueryerContext, ops 
 	return s.loadUndone(ctx, q, ops, byID)
 }
 
-// loadUndone fills Undone and Undoing of the ops a reviewer has been at
+// loadUndone fills Undone, Undoing and UndoingByHand of the ops a
+// reviewer has been at
 // (only they can have compensations; the attempt cycle's states never do).
 func (s *Store) loadUndone(ctx context.Context, q sqlx.QueryerContext, ops []*review.Operation, byID map[string]*review.Operation) error {
 	var ids []string
@@ -403,6 +404,7 @@ func (s *Store) loadUndone(ctx context.Context, q sqlx.QueryerContext, ops []*re
 	var rows []struct {
 		ParentID string       `db:"parent_id"`
 		Ref      string       `db:"resource_ref"`
+		ByHand   bool         `db:"by_hand"`
 		State    review.State `db:"state"`
 	}
 	if err := sqlx.SelectContext(ctx, q, &rows, s.rebind(qs), args...); err != nil {
@@ -415,6 +417,9 @@ func (s *Store) loadUndone(ctx context.Context, q sqlx.QueryerContext, ops []*re
 			op.Undone = append(op.Undone, r.Ref)
 		case (review.ChildCompensation{State: r.State, Ref: r.Ref}).Unsettled() && !slices.Contains(op.Undoing, r.Ref):
 			op.Undoing = append(op.Undoing, r.Ref)
+			if r.ByHand {
+				op.UndoingByHand = append(op.UndoingByHand, r.Ref)
+			}
 		}
 	}
 	return nil

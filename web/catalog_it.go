@@ -49,6 +49,7 @@ func init() {
 		"Keep one, undo the other": "Tieni una, compensa l'altra",
 		"Check again":              "Riconcilia di nuovo",
 		"Review the payload":       "Rivedi il payload",
+		"Undo by hand":             "Compensa a mano",
 		// Components.
 		"Copy": "Copia",
 	})

@@ -20,5 +20,6 @@ func init() {
 		review.RationaleEffectOnFailed:      "la destinazione riporta %s per questa operazione, che è fallita: all'integratore è stato detto che non è avvenuta; annulla la risorsa (compensa), o di' che è già annullata",
 		review.RationaleEffectOnCompensated: "la destinazione riporta %s per questa operazione dopo che il suo effetto è stato annullato: un effetto in più; annulla la risorsa (compensa), o di' che è già annullata",
 		review.RationaleUndoUnderWay:        "la compensazione di %s è in corso: il suo esito decide; attendilo invece di decidere di nuovo",
+		review.RationaleUndoByHand:          "Limbo non invia l'annullamento di %s, scritta anche da altre operazioni: rimuovi tu stesso la parte di questa operazione presso la destinazione, poi indica che l'annullamento è avvenuto (compensation_done)",
 	})
 }

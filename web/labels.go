@@ -77,6 +77,7 @@ var actionLabels = map[string]string{
 	review.DecideKeepAndUndo:        "Keep one, undo the other",
 	review.RecommendReconcileAgain:  "Check again",
 	review.RecommendReviewPayload:   "Review the payload",
+	review.RecommendUndoByHand:      "Undo by hand",
 }
 
 // StateLabel is a state as a person reads it.
