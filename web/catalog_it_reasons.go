@@ -150,6 +150,7 @@ func init() {
 		review.WhyUndoByHand:                     "lasciata a una persona: %s è stata scritta anche da %s, e la chiamata di annullamento della destinazione la rimuove per intero, compresa la loro parte; Limbo non la invia: annulla la parte di questa operazione presso la destinazione, poi indicalo (compensation_done)",
 		review.WhyApproverDisabled:               "l'account di chi ha approvato è disattivato",
 		review.WhyApproverOffTenant:              "chi ha approvato non ha più il tenant %s",
+		review.AnotherTenantsOperation:           "un'operazione di un altro tenant",
 		review.WhyApproverRole:                   "il ruolo di chi ha approvato (%s) non decide più questo caso",
 		review.WhyApprovalOtherPayload:           "era stata data per un altro payload o un'altra chiave",
 		review.WhyDuplicateUndone:                "il duplicato è compensato; %s è l'effetto",

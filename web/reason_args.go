@@ -2,6 +2,7 @@ package web
 
 import (
 	"context"
+	"strings"
 	"time"
 
 	"github.com/limbo-dev/limbo/review"
@@ -18,6 +19,9 @@ const (
 	argResult
 	argState
 	argAction
+	// argWriters: the operations that wrote a resource, joined by ", ",
+	// another tenant's as review.AnotherTenantsOperation.
+	argWriters
 )
 
 // reasonArgKinds are the codes review writes into its reasons, by format
@@ -37,6 +41,7 @@ var reasonArgKinds = map[string][]argKind{
 	review.WhyDependencyWaiting:         {argAsWritten, argState},
 	review.WhyLateSuccessAnotherAttempt: {argAsWritten, argAsWritten, argState},
 	review.WhyCompensationCanceled:      {argAsWritten, argAction},
+	review.WhyUndoByHand:                {argAsWritten, argWriters},
 }
 
 // argInLang is a reason's argument, written by review as the i-th verb of
@@ -56,6 +61,8 @@ func argInLang(ctx context.Context, format string, i int, arg string) string {
 			return StateLabel(ctx, review.State(arg))
 		case argAction:
 			return ActionLabel(ctx, arg)
+		case argWriters:
+			return strings.ReplaceAll(arg, review.AnotherTenantsOperation, T(ctx, review.AnotherTenantsOperation))
 		}
 	}
 	if t, err := time.Parse(time.RFC3339Nano, arg); err == nil && len(arg) >= len("2006-01-02T15:04:05Z") {

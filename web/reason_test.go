@@ -135,6 +135,7 @@ func TestReasonCodesInItalian(t *testing.T) {
 		{fmt.Sprintf(review.WhyDependencyWaiting, "op_1", review.RetryWait), "in attesa che la dipendenza op_1 sia confermata (stato: ", "retry_wait"},
 		{fmt.Sprintf(review.WhyLateSuccessAnotherAttempt, 1, 2, review.Ambiguous), "anche il tentativo 2 (", "ambiguous"},
 		{fmt.Sprintf(review.WhyCompensationCanceled, "ann@example.com", review.DecideCompensationDone), "annullata: ann@example.com ha indicato", "compensation_done"},
+		{fmt.Sprintf(review.WhyUndoByHand, "fld-2", "op_1, "+review.AnotherTenantsOperation), "fld-2 è stata scritta anche da op_1, un'operazione di un altro tenant,", review.AnotherTenantsOperation},
 		{fmt.Sprintf(review.WhyRetryAt, "2026-12-04T10:00:00.123456Z"), "nuovo tentativo non prima del 4 dic 2026, 10:00 UTC", "2026-12-04T"},
 		{fmt.Sprintf(review.WhyFailedOnlyIfNothingShows, "2026-12-04T10:00:00Z"), "finestra di conferma, il 4 dic 2026, 10:00 UTC", "2026-12-04T"},
 	} {
