@@ -122,6 +122,13 @@ func (s *Store) startAttemptTx(ctx context.Context, tx *sqlx.Tx, req AttemptRequ
 	if g == review.GrantNotAttemptable {
 		return attemptAnswer{refused: &review.NotAttemptableError{Operation: op}}, nil
 	}
+	if review.IsCompensation(op.Action) && dest.Undo != nil {
+		// Limbo's undo call removes a resource whole: not sent, by the
+		// worker or an integrator, where others wrote it too.
+		if refused, err := s.undoLeftToPerson(ctx, tx, row, op, dest, req.Actor); err != nil || refused != nil {
+			return attemptAnswer{refused: refused}, err
+		}
+	}
 	// Before budgets and limits: an operation waiting for another is not
 	// using its budget, and one whose dependency broke has no next attempt.
 	ans, done, after, err := s.dependencyGate(ctx, tx, row, op, req.Actor)

@@ -18,6 +18,10 @@ const (
 INSERT INTO compensations (operation_id, parent_id, case_id, decision_id, resource_ref, keep_ref, by_hand, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`
 	/* Store.settleParent */
 	selectCompensationLink = `SELECT parent_id, case_id, resource_ref, keep_ref FROM compensations WHERE operation_id = ?`
+	/* Store.undoLeftToPerson */
+	selectCompensationByHand = `SELECT parent_id, resource_ref, by_hand FROM compensations WHERE operation_id = ?`
+	updateCompensationByHand = `UPDATE compensations SET by_hand = 1 WHERE operation_id = ?`
+	updateOpReason           = `UPDATE operations SET state_reason = ?, version = version + 1, updated_at = ? WHERE id = ? AND version = ?`
 	/* Store.openCompensations */
 	selectOpenCompensations = `SELECT o.id, o.state, c.resource_ref FROM compensations c JOIN operations o ON o.id = c.operation_id
 WHERE c.parent_id = ? AND o.state NOT IN ('confirmed', 'compensated', 'failed') ORDER BY c.created_at, c.operation_id`
@@ -235,6 +239,70 @@ func (s *Store) alsoWrittenBy(ctx context.Context, tx *sqlx.Tx, op *review.Opera
 		out = append(out, review.AnotherTenantsOperation)
 	}
 	return out, nil
+}
+
+// undoLeftToPerson refuses an attempt at compensation row (op) whose undo
+// is left to a person (review.UndoByHand): decided so, or so now because
+// the ledger shows another operation wrote its resource since the
+// decision (a version uploaded before the worker's send). Found now, the
+// compensation is marked so, with its reason, audited, and the parent's
+// open case assessed again (it recommends undo_by_hand); that commits
+// with the refusal. nil: Limbo may send it.
+func (s *Store) undoLeftToPerson(ctx context.Context, tx *sqlx.Tx, row *opRow, op *review.Operation, dest review.Destination, actor string) (refused error, err error) {
+	var link struct {
+		ParentID    string `db:"parent_id"`
+		ResourceRef string `db:"resource_ref"`
+		ByHand      bool   `db:"by_hand"`
+	}
+	if err := s.get(ctx, tx, &link, selectCompensationByHand, row.ID); errors.Is(err, sql.ErrNoRows) {
+		return nil, nil // registered under the prefix some other way
+	} else if err != nil {
+		return nil, fmt.Errorf("compensation link: %w", err)
+	}
+	if link.ByHand {
+		return &review.NotAttemptableError{Operation: op}, nil
+	}
+	// The parent unlocked: only its id and destination are read, which
+	// never change, and the child's lock is held (settleParent's order).
+	var parent opRow
+	if err := s.get(ctx, tx, &parent, selectOperation, row.Tenant, link.ParentID); err != nil {
+		return nil, fmt.Errorf("compensation's parent: %w", err)
+	}
+	others, err := s.alsoWrittenBy(ctx, tx, parent.operation(), link.ResourceRef)
+	if err != nil {
+		return nil, err
+	}
+	why := review.UndoByHand(dest, link.ResourceRef, others)
+	if why == "" {
+		return nil, nil
+	}
+	now := s.now()
+	if _, err := s.exec(ctx, tx, updateCompensationByHand, row.ID); err != nil {
+		return nil, err
+	}
+	if res, err := s.exec(ctx, tx, updateOpReason, why, now, row.ID, row.Version); err != nil {
+		return nil, err
+	} else if rowsAffected(res) != 1 {
+		return nil, review.ErrConflict
+	}
+	row.StateReason, row.Version = why, row.Version+1
+	if err := s.appendEvent(ctx, tx, &AuditEvent{At: now, Actor: actor, Tenant: row.Tenant, OperationID: row.ID,
+		Action: "compensation.left_to_person", FromState: row.State, ToState: row.State,
+		Detail: detailJSON(map[string]any{"parent_id": link.ParentID, "resource_ref": link.ResourceRef, "reason": why})}); err != nil {
+		return nil, err
+	}
+	var open Case
+	switch err := s.get(ctx, tx, &open, selectOpenCase, link.ParentID); {
+	case errors.Is(err, sql.ErrNoRows):
+	case err != nil:
+		return nil, fmt.Errorf("parent's case: %w", err)
+	default:
+		if _, err := s.openCase(ctx, tx, link.ParentID, row.Tenant, nil, actor); err != nil {
+			return nil, err
+		}
+	}
+	op.StateReason = why
+	return &review.NotAttemptableError{Operation: op}, nil
 }
 
 // cancelCompensations fails, as canceled, the compensations decision d

@@ -527,6 +527,7 @@ func TestLimboDoesNotUndoWhatOthersWroteToo(t *testing.T) {
 		if got := due(t); !slices.Equal(got, []string{c.OperationID + " fld-2"}) {
 			t.Fatalf("due compensations %v, want the undo of fld-2", got)
 		}
+		first := c
 
 		// A version of fld-2 uploaded by another operation, and one by
 		// another tenant's.
@@ -558,6 +559,42 @@ func TestLimboDoesNotUndoWhatOthersWroteToo(t *testing.T) {
 		if got := due(t); len(got) != 1 || strings.HasPrefix(got[0], c.OperationID) {
 			t.Fatalf("due compensations %v: the undo left to a person is listed", got)
 		}
+		// The first undo was decided before the others wrote fld-2. Asked
+		// to send it now, Limbo finds them: it is left to a person too,
+		// audited, and its case says so.
+		firstUndo, err := b.s.Compensations(b.ctx, first.OperationID)
+		if err != nil || len(firstUndo) != 1 || firstUndo[0].ByHand {
+			t.Fatalf("first compensation %+v, %v", firstUndo, err)
+		}
+		_, err = b.s.StartAttempt(b.ctx, store.AttemptRequest{Tenant: tenantA, OperationID: firstUndo[0].OperationID, Actor: "system:undo"})
+		if na := errAs[*review.NotAttemptableError](t, err); !strings.Contains(na.Operation.StateReason, "fld-2 was written by "+other.ID) {
+			t.Errorf("the refusal says %q, want who else wrote fld-2", na.Operation.StateReason)
+		}
+		if firstUndo, _ = b.s.Compensations(b.ctx, first.OperationID); !firstUndo[0].ByHand || firstUndo[0].State != review.Pending ||
+			!strings.Contains(firstUndo[0].StateReason, "Limbo does not send it") {
+			t.Errorf("first compensation after the refusal %+v, want pending and left to a person", firstUndo[0])
+		}
+		if got := due(t); len(got) != 0 {
+			t.Errorf("due compensations %v, want none: both are left to a person", got)
+		}
+		if open, err := b.s.GetCase(b.ctx, first.ID, nil); err != nil || open.RecommendedAction != review.RecommendUndoByHand {
+			t.Errorf("the first case recommends %q (%v), want undo_by_hand", open.RecommendedAction, err)
+		}
+		audited := false
+		for _, ev := range events(t, b.s) {
+			audited = audited || ev.Action == "compensation.left_to_person" && ev.OperationID == firstUndo[0].OperationID && ev.Actor == "system:undo"
+		}
+		if !audited {
+			t.Error("leaving the first undo to a person is not audited")
+		}
+		// Nor does an integrator get an attempt at one, even once the
+		// operation was read (which readies the fast path).
+		if _, err := b.s.GetOperation(b.ctx, tenantA, k.OperationID, ""); err != nil {
+			t.Fatal(err)
+		}
+		_, err = b.s.StartAttempt(b.ctx, store.AttemptRequest{Tenant: tenantA, OperationID: k.OperationID, Actor: "integrator"})
+		errAs[*review.NotAttemptableError](t, err)
+
 		// The case asks that person to act: waiting settles nothing, and
 		// "apply the recommendation" must not say undone for them.
 		open, err := b.s.GetCase(b.ctx, c.ID, nil)

@@ -128,8 +128,10 @@ func (s *Store) startAttemptFast(ctx context.Context, req AttemptRequest) (g *Gr
 		return nil, false, nil
 	}
 	op, now := sn.op, s.now()
-	if op.After != nil {
-		return nil, false, nil // its dependency is read under the ordinary path's lock
+	if op.After != nil || review.IsCompensation(op.Action) {
+		// Its dependency, or whether its undo is left to a person
+		// (undoLeftToPerson), is read under the ordinary path's lock.
+		return nil, false, nil
 	}
 	n := op.AttemptCount + 1
 	dest := s.cfg.Destination(op.Destination)

@@ -37,6 +37,8 @@ func AuditActionLabel(ctx context.Context, a string) string {
 		return T(ctx, "Compensation settled")
 	case "compensation.canceled":
 		return T(ctx, "Compensation cancelled")
+	case "compensation.left_to_person":
+		return T(ctx, "Undo left to a person")
 	case "decision.first_approval":
 		return T(ctx, "First approval")
 	case "decision.approval_voided":

@@ -13,6 +13,7 @@ func init() {
 		"Case resolved":                       "Caso risolto",
 		"Compensation settled":                "Compensazione conclusa",
 		"Compensation cancelled":              "Compensazione annullata",
+		"Undo left to a person":               "Compensazione lasciata a una persona",
 		"First approval":                      "Prima approvazione",
 		"Approval no longer counts":           "Approvazione non più valida",
 		"Decision on an extra effect":         "Decisione su un effetto in più",
