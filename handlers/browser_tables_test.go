@@ -87,6 +87,14 @@ func TestBrowserTablesOnAPhone(t *testing.T) {
 				if unlabelled > 0 {
 					adm.fatalf("%s: %d cells without a label", name, unlabelled)
 				}
+				// A label (a verdict, a state, a source) wraps between its
+				// words, never inside one: "Inconclusive" is not
+				// "Inconclusi/ve" beside a long note.
+				broken := evalJS[[]string](adm, `Array.from(document.querySelectorAll("table.cards td span[title], table.cards td .badge")).filter(s =>
+					s.getClientRects().length > s.textContent.trim().split(/\s+/).length).slice(0, 5).map(s => s.textContent.trim())`)
+				if len(broken) > 0 {
+					adm.fatalf("%s: labels broken inside a word: %v", name, broken)
+				}
 				heads := evalJS[bool](adm, `Array.from(document.querySelectorAll("table.cards thead")).every(h => getComputedStyle(h).display !== "none")`)
 				if heads != (w > 700) {
 					adm.fatalf("%s: column heads shown %v; want them only where the table is a table", name, heads)
