@@ -256,6 +256,10 @@ func recommend(op *Operation, set map[Reason]bool, f findings) Recommendation {
 			rationale = RationaleEffectOnCompensated
 		}
 		return Recommendation{Action: RecommendCompensate, Ref: f.reported, Rationale: fmt.Sprintf(rationale, f.reported)}
+	case op.State == Failed && !IsCompensation(op.Action) && f.confirms && f.reported == "" && len(op.Undoing) == 0:
+		// The destination's own word that the effect happened, naming no
+		// resource (UnnamedEffect): nothing to preselect; a person looks.
+		return Recommendation{Action: RecommendReconcileAgain, Rationale: RationaleUnnamedEffect}
 	case len(f.matching) > 1:
 		keep, undo := f.matching[0], f.matching[1]
 		if op.State == Confirmed && op.Resource != nil && undo == op.Resource.Ref {

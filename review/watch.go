@@ -179,6 +179,32 @@ func ExtraEffects(op *Operation, ev Evidence) []Candidate {
 	return extraEffects(op, m)
 }
 
+// UnnamedEffect reports whether ev, a success the destination reported
+// for op, says the effect happened without naming it while op is failed:
+// its integrator was told it did not happen, and no resource says what to
+// undo (ExtraEffects finds none). A person looks for it at the
+// destination (RationaleUnnamedEffect). On a compensated operation such a
+// report may be of the effect already undone, so it opens nothing. op's
+// evidence holds ev already: only the first such report asks; the same
+// report sent again says nothing new.
+func UnnamedEffect(op *Operation, ev Evidence) bool {
+	if !unnamedSuccess(op, ev) {
+		return false
+	}
+	n := 0
+	for _, e := range op.Evidence {
+		if unnamedSuccess(op, e) {
+			n++
+		}
+	}
+	return n <= 1
+}
+
+func unnamedSuccess(op *Operation, ev Evidence) bool {
+	return op.State == Failed && !IsCompensation(op.Action) && ev.Source == SourceResponse && ev.Authoritative &&
+		ev.Verdict == VerdictConfirms && len(ev.Candidates) == 0
+}
+
 // ExtraEffectCaseReason is the reason of the case an effect found on a
 // settled operation opens (ExtraEffects): on a failed one the destination
 // contradicts the ledger (state_conflict); on a confirmed or compensated

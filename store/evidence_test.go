@@ -521,6 +521,52 @@ func TestEffectOnASettledOperation(t *testing.T) {
 			theCase(t, op, review.ReasonStateConflict, "file-7")
 		})
 
+		t.Run("failed, a late success naming nothing", func(t *testing.T) {
+			// A mail API answers 202 with no id: the send happened after
+			// all, and nothing names it. Kept as evidence alone, nobody
+			// would look; the integrator was told it failed.
+			op := failed(t, "doc-failed-unnamed")
+			late := review.Outcome{Result: review.ResultSuccess, Phase: review.PhaseAfterSend, HTTPStatus: 202}
+			if _, err := b.s.RecordOutcome(b.ctx, op.Tenant, op.ID, 1, late, "integrator"); err == nil {
+				t.Fatal("a second outcome for attempt 1 was taken as its own")
+			}
+			wantState(t, b.get(t, op), review.Failed)
+			cs, err := b.s.CasesForOperation(b.ctx, op.ID)
+			if err != nil || len(cs) != 1 || cs[0].Status != store.CaseOpen {
+				t.Fatalf("cases %+v, %v; want one open", cs, err)
+			}
+			c := cs[0]
+			if !slices.Contains(c.Reasons, review.ReasonStateConflict) || c.RecommendedAction != review.RecommendReconcileAgain ||
+				c.Rationale != review.RationaleUnnamedEffect {
+				t.Errorf("the case: reasons %v, recommends %s (%s); want state_conflict and a look at the destination", c.Reasons, c.RecommendedAction, c.Rationale)
+			}
+			audited := false
+			for _, ev := range b.history(t, op.ID) {
+				audited = audited || ev.Action == "evidence.extra_effect"
+			}
+			if !audited {
+				t.Error("no evidence.extra_effect event")
+			}
+			// The way out: the person undid what they found (or found
+			// nothing) and says so; the operation stays failed.
+			done := decideReq(&c, review.DecideCompensationDone, "rita@example.com")
+			if _, err := b.s.Decide(b.ctx, done); err != nil {
+				t.Fatalf("compensation_done naming nothing: %v", err)
+			}
+			wantState(t, b.get(t, op), review.Failed)
+			if n := openCases(t, b, op.ID); n != 0 {
+				t.Errorf("%d open cases after the word, want none", n)
+			}
+			// The same report again opens nothing new: the case said it.
+			if _, err := b.s.RecordOutcome(b.ctx, op.Tenant, op.ID, 1, late, "integrator"); err == nil {
+				t.Fatal("the report again was taken as attempt 1's own")
+			}
+			if n := openCases(t, b, op.ID); n != 0 {
+				t.Errorf("the same report again opened %d cases, want none", n)
+			}
+			assertSealed(t, b.s)
+		})
+
 		t.Run("compensated, another found", func(t *testing.T) {
 			c := b.reviewCase(t, "doc-compensated")
 			if _, err := b.s.Decide(b.ctx, decideReq(c, review.DecideCompensate, "rita@example.com")); err != nil {

@@ -279,6 +279,12 @@ func (s *Store) keepLateReport(ctx context.Context, tx *sqlx.Tx, row *opRow, n i
 			return s.extraEffect(ctx, tx, row, op, actor, "evidence.extra_effect", map[string]any{"n": n, "late": true,
 				"extra": extra, "reason": review.ExtraEvidenceReason(op, extra)})
 		}
+		if review.UnnamedEffect(op, ev) {
+			// The effect happened, says the destination, and nothing
+			// says which: kept as evidence alone, nobody would look.
+			return s.extraEffect(ctx, tx, row, op, actor, "evidence.extra_effect", map[string]any{"n": n, "late": true,
+				"extra": []review.Candidate{}, "reason": review.RationaleUnnamedEffect})
+		}
 	}
 	if moved, err := s.escalateLateSuccess(ctx, tx, row, n, actor); err != nil || moved {
 		return err

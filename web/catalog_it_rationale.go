@@ -19,6 +19,7 @@ func init() {
 		review.RationaleDependencyBroken:    "l'operazione che questa attende non può più essere ciò che le serve, e nessun tentativo è stato inviato: non c'è nulla da confermare o compensare",
 		review.RationaleEffectOnFailed:      "la destinazione riporta %s per questa operazione, che è fallita: all'integratore è stato detto che non è avvenuta; annulla la risorsa (compensa), o di' che è già annullata",
 		review.RationaleEffectOnCompensated: "la destinazione riporta %s per questa operazione dopo che il suo effetto è stato annullato: un effetto in più; annulla la risorsa (compensa), o di' che è già annullata",
+		review.RationaleUnnamedEffect:       "la destinazione ha riportato un successo per questa operazione, che è fallita, senza dire cosa ha creato: cerca l'effetto presso la destinazione, annullalo, poi indicalo (compensation_done) — oppure indicalo se non c'è nulla",
 		review.RationaleUndoUnderWay:        "la compensazione di %s è in corso: il suo esito decide; attendilo invece di decidere di nuovo",
 		review.RationaleUndoByHand:          "Limbo non invia l'annullamento di %s, scritta anche da altre operazioni: rimuovi tu stesso la parte di questa operazione presso la destinazione, poi indica che l'annullamento è avvenuto (compensation_done)",
 	})

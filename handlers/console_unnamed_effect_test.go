@@ -1,0 +1,84 @@
+package handlers_test
+
+import (
+	"context"
+	"html"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/limbo-dev/limbo/review"
+	"github.com/limbo-dev/limbo/store"
+	"github.com/limbo-dev/limbo/store/storetest"
+)
+
+// TestConsoleUnnamedEffect: a success reported late for an operation that
+// failed, naming no resource (review.UnnamedEffect), opens a case. Its page
+// asks the reviewer to find the effect at the destination, in English and
+// Italian, preselects no decision, and the reviewer's word that it is
+// undone (naming nothing) closes the case; the operation stays failed.
+func TestConsoleUnnamedEffect(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		srv, st := consoleServerWith(t, e, consoleSetup{})
+		ctx := context.Background()
+		op, _, err := st.Register(ctx, review.Registration{Tenant: "acme", SourceRef: "welcome-mail-42", LogicalVersion: "1", Action: "send_mail",
+			Destination: "mail", Risk: review.RiskCompensableWrite, Payload: []byte(`{}`), Actor: "test"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		g, err := st.StartAttempt(ctx, store.AttemptRequest{Tenant: "acme", OperationID: op.ID, Actor: "test"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res, err := st.RecordOutcome(ctx, "acme", op.ID, g.N, review.Outcome{Result: review.ResultError, Phase: review.PhaseAfterSend,
+			HTTPStatus: 400}, "test"); err != nil || res.Operation.State != review.Failed {
+			t.Fatalf("the refused send: %+v, %v", res, err)
+		}
+		// The mail went out after all; the provider's answer names nothing.
+		_, _ = st.RecordOutcome(ctx, "acme", op.ID, g.N, review.Outcome{Result: review.ResultSuccess, Phase: review.PhaseAfterSend, HTTPStatus: 202}, "test")
+		cs, err := st.CasesForOperation(ctx, op.ID)
+		if err != nil || len(cs) != 1 {
+			t.Fatalf("cases %+v, %v; want one", cs, err)
+		}
+		caseID := cs[0].ID
+		rev := newBrowser(t, srv.URL)
+		rev.login("reviewer@example.com")
+		u, err := st.UserByEmail(ctx, "reviewer@example.com")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, lang := range []struct{ code, says, situation string }{
+			{"en", "Check again</strong> — the destination reported a success for this operation, which failed, without naming what it made: " +
+				"find the effect at the destination, undo it, then say so (compensation_done) — or say so if nothing is there",
+				"the destination later reported that it happened, without naming what it made"},
+			{"it", "Riconcilia di nuovo</strong> — la destinazione ha riportato un successo per questa operazione, che è fallita, senza dire cosa ha creato: " +
+				"cerca l'effetto presso la destinazione, annullalo, poi indicalo (compensation_done) — oppure indicalo se non c'è nulla",
+				"la destinazione ha poi riportato che è avvenuto, senza dire cosa ha creato"},
+		} {
+			if err := st.SetLanguage(ctx, u.Principal(), lang.code); err != nil {
+				t.Fatal(err)
+			}
+			code, body := rev.get("/cases/" + caseID)
+			body = strings.Join(strings.Fields(html.UnescapeString(body)), " ")
+			for _, want := range []string{lang.says, lang.situation} {
+				if code != 200 || !strings.Contains(body, want) {
+					t.Errorf("%s: case page %d does not say %q", lang.code, code, want)
+				}
+			}
+			if !strings.Contains(body, `value="compensation_done"`) || strings.Contains(body, `checked required`) {
+				t.Errorf("%s: the form does not offer compensation_done, or preselects a decision", lang.code)
+			}
+		}
+		code, body, _ := rev.decide(caseID, url.Values{"action": {review.DecideCompensationDone}, "reason": {"the mail went out; recalled it by hand"}})
+		if code >= 400 {
+			t.Fatalf("compensation_done: %d %s", code, body)
+		}
+		if c, err := st.GetCase(ctx, caseID, nil); err != nil || c.Status != store.CaseResolved {
+			t.Errorf("the case after the word: %+v, %v; want resolved", c, err)
+		}
+		if got, err := st.GetOperation(ctx, "acme", op.ID, ""); err != nil || got.State != review.Failed {
+			t.Errorf("the operation after the word: %v, %v; want failed", got.State, err)
+		}
+	})
+}
