@@ -207,15 +207,18 @@ ON CONFLICT (account, addr) DO UPDATE SET last_at = excluded.last_at`
 	pruneFailures = `DELETE FROM login_failures WHERE at <= ?`
 	/* Store.Login: a success clears its account × address. */
 	clearPairFailures = `DELETE FROM login_failures WHERE account = ? AND addr = ?`
-	/* Store.recordRefusal */
-	selectThrottle = `SELECT since, ends_at, refusals FROM login_throttles WHERE scope = ?`
+	/* Store.recordRefusal: one more refusal in the scope's live period,
+	counted by the database, so instances refusing at once do not write
+	over each other's count. */
+	countThrottle = `UPDATE login_throttles SET refusals = refusals + 1, ends_at = CASE WHEN ends_at < ? THEN ? ELSE ends_at END
+WHERE scope = ? AND ends_at > ? RETURNING since, refusals`
 	/* Store.recordRefusal: refusal periods that are over. */
 	pruneThrottles = `DELETE FROM login_throttles WHERE ends_at <= ?`
-	/* Store.recordRefusal: a new period (another instance may have started one at the same moment). */
-	upsertThrottle = `INSERT INTO login_throttles (scope, rule, since, ends_at, refusals) VALUES (?, ?, ?, ?, 1)
-ON CONFLICT (scope) DO UPDATE SET rule = excluded.rule, since = excluded.since, ends_at = excluded.ends_at, refusals = 1`
-	/* Store.recordRefusal */
-	countThrottle = `UPDATE login_throttles SET refusals = ?, ends_at = ? WHERE scope = ?`
+	/* Store.recordRefusal: a new period, unless another instance started
+	one since the count found none (then nothing is written). */
+	startThrottle = `INSERT INTO login_throttles (scope, rule, since, ends_at, refusals) VALUES (?, ?, ?, ?, 1)
+ON CONFLICT (scope) DO UPDATE SET rule = excluded.rule, since = excluded.since, ends_at = excluded.ends_at, refusals = 1
+WHERE login_throttles.ends_at <= excluded.since`
 	/* Store.Login */
 	insertSession = `INSERT INTO sessions (id_hash, user_id, csrf_token, created_at, last_seen_at, expires_at) VALUES (?, ?, ?, ?, ?, ?)`
 	/* Store.Session */
@@ -350,43 +353,39 @@ func throttleScope(rule, acct, from string) string {
 // failures the throttle allows.
 func (s *Store) recordRefusal(ctx context.Context, tx *sqlx.Tx, rule, acct, addr string, now time.Time, th *ThrottledError) error {
 	scope := throttleScope(rule, acct, throttleAddr(addr))
-	ends := now.Add(th.RetryAfter)
-	var p struct {
-		Since    time.Time `db:"since"`
-		Ends     time.Time `db:"ends_at"`
-		Refusals int64     `db:"refusals"`
-	}
-	err := tx.GetContext(ctx, &p, s.rebind(selectThrottle), scope)
-	if err != nil && !errors.Is(err, sql.ErrNoRows) {
-		return err
-	}
+	now, ends := dbTime(now), dbTime(now.Add(th.RetryAfter))
 	detail := map[string]any{"email": acct, "addr": addr, "rule": rule, "retry_after_s": th.Seconds()}
-	if errors.Is(err, sql.ErrNoRows) || !now.Before(p.Ends) {
+	// Counted into the live period; else a new one started; else another
+	// instance started it in between, and this refusal counts into it.
+	for range 2 {
+		var p struct {
+			Since    time.Time `db:"since"`
+			Refusals int64     `db:"refusals"`
+		}
+		err := tx.GetContext(ctx, &p, s.rebind(countThrottle), ends, ends, scope, now)
+		if err == nil {
+			if !isPowerOf10(p.Refusals) {
+				return nil
+			}
+			detail["since"], detail["refusals"] = p.Since.UTC(), p.Refusals
+			return s.appendEvent(ctx, tx, &AuditEvent{At: now, Actor: "anonymous@" + addr, Action: "login.still_throttled", Detail: detailJSON(detail)})
+		}
+		if !errors.Is(err, sql.ErrNoRows) {
+			return err
+		}
 		// A new period: the ones that are over are of no more use.
 		if _, err := tx.ExecContext(ctx, s.rebind(pruneThrottles), now); err != nil {
 			return err
 		}
-		if _, err := tx.ExecContext(ctx, s.rebind(upsertThrottle), scope, rule, now, dbTime(ends)); err != nil {
+		res, err := tx.ExecContext(ctx, s.rebind(startThrottle), scope, rule, now, ends)
+		if err != nil {
 			return err
 		}
-		return s.appendEvent(ctx, tx, &AuditEvent{At: now, Actor: "anonymous@" + addr, Action: "login.throttled", Detail: detailJSON(detail)})
+		if rowsAffected(res) == 1 {
+			return s.appendEvent(ctx, tx, &AuditEvent{At: now, Actor: "anonymous@" + addr, Action: "login.throttled", Detail: detailJSON(detail)})
+		}
 	}
-	n := p.Refusals + 1
-	if _, err := tx.ExecContext(ctx, s.rebind(countThrottle), n, dbTime(later(p.Ends, ends)), scope); err != nil {
-		return err
-	}
-	if !isPowerOf10(n) {
-		return nil
-	}
-	detail["since"], detail["refusals"] = p.Since.UTC(), n
-	return s.appendEvent(ctx, tx, &AuditEvent{At: now, Actor: "anonymous@" + addr, Action: "login.still_throttled", Detail: detailJSON(detail)})
-}
-
-func later(a, b time.Time) time.Time {
-	if a.After(b) {
-		return a
-	}
-	return b
+	return fmt.Errorf("login throttle %s: neither counted nor started", scope)
 }
 
 // isPowerOf10: 10, 100, 1000… (1 is the period's start, audited as such).

@@ -489,3 +489,74 @@ func TestLoginThrottleFloodSparesTheOwner(t *testing.T) {
 		}
 	})
 }
+
+// TestLoginThrottleCountAcrossInstances: two instances refusing the same
+// pair at once count every refusal of the period between them. Each read
+// the count, then wrote it plus one, so one's refusals overwrote the
+// other's: the period's 10th and 100th refusals were audited twice, or
+// not at all. The database counts them now.
+func TestLoginThrottleCountAcrossInstances(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		clk := storetest.NewClock(t0)
+		url := storetest.URL(t, e)
+		open := func() *store.Store {
+			s, err := store.Open(context.Background(), url, store.Options{Clock: clk.Now, AuditKey: storetest.AuditKey,
+				MaxConns: storetest.MaxConns, Resolve: storetest.Resolver(nil)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { s.Close() })
+			if err := s.Migrate(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			return s
+		}
+		a, b := open(), open()
+		if _, err := a.AddUser(context.Background(), review.Operator("test"), store.NewUser{Email: "owner@example.com", Password: ownerPassword,
+			Role: review.RoleReviewer, Scope: review.Scope{All: true}}); err != nil {
+			t.Fatal(err)
+		}
+		const addr = "10.0.3.1"
+		for range 5 {
+			wantLogin(t, a, "owner@example.com", "wrong wrong wrong", addr, "bad", 0)
+			clk.Advance(4 * time.Second)
+		}
+		// The pair is refused now, on both instances: 50 refusals each,
+		// the two at once (each instance's own gate takes its one by one).
+		var wg sync.WaitGroup
+		for _, s := range []*store.Store{a, b} {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for range 50 {
+					if got, _ := tryLogin(t, s, "owner@example.com", ownerPassword, addr); got != "throttled" {
+						t.Errorf("the refused pair: %s", got)
+						return
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		var got []string
+		evs, err := a.AuditEvents(context.Background(), 0, 100000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ev := range evs {
+			if ev.Action == "login.throttled" || ev.Action == "login.still_throttled" {
+				var d struct{ Refusals int64 }
+				if err := json.Unmarshal([]byte(ev.Detail), &d); err != nil {
+					t.Fatal(err)
+				}
+				got = append(got, fmt.Sprintf("%s %d", ev.Action, d.Refusals))
+			}
+		}
+		if want := []string{"login.throttled 0", "login.still_throttled 10", "login.still_throttled 100"}; fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("100 refusals on two instances audited as %v, want %v", got, want)
+		}
+		if rep := storetest.Sealed(t, a); !rep.OK {
+			t.Fatalf("audit: %+v", rep)
+		}
+	})
+}
