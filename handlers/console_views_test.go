@@ -234,9 +234,14 @@ func TestAuditVerifyScoped(t *testing.T) {
 			return first, n
 		}
 		acmeSeq, acmeN := seqOf("acme")
+		betaSeq, _ := seqOf("beta")
+		scoped := newBrowser(t, srv.URL)
+		scoped.login("acme-mgr@example.com")
+		all := newBrowser(t, srv.URL)
+		all.login("manager@example.com")
 		// The events about console users of acme (or of every tenant) are
 		// acme's readers' too (store.aboutTenants): acme-mgr's own
-		// user.added among them.
+		// user.added and both sign-ins among them.
 		var about int
 		if err := st.DB().Get(&about, `SELECT COUNT(DISTINCT seq) FROM audit_event_tenants WHERE tenant IN ('acme', '*')`); err != nil {
 			t.Fatal(err)
@@ -245,11 +250,6 @@ func TestAuditVerifyScoped(t *testing.T) {
 			t.Fatal("no event about acme's users: acme-mgr's user.added is one")
 		}
 		acmeN += about
-		betaSeq, _ := seqOf("beta")
-		scoped := newBrowser(t, srv.URL)
-		scoped.login("acme-mgr@example.com")
-		all := newBrowser(t, srv.URL)
-		all.login("manager@example.com")
 
 		_, body := scoped.get("/audit/verify")
 		if want := fmt.Sprintf("every tenant&#39;s events were checked; yours are %d,", acmeN); !strings.Contains(body, want) {

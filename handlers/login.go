@@ -76,7 +76,7 @@ func (h *Handlers) Login(c echo.Context) error {
 	if old, _ := h.Console.Cookies.Get(c.Request(), sessionCookie); old != nil {
 		if prev, _ := old.Values["sid"].(string); prev != "" && prev != id {
 			if sess, err := h.Store.SessionLive(c.Request().Context(), prev, h.Console.Policy); err == nil {
-				if err := h.Store.Logout(c.Request().Context(), prev, sess.User.Email); err != nil {
+				if err := h.Store.Logout(c.Request().Context(), prev, sess.User.Principal()); err != nil {
 					return err
 				}
 			}
@@ -112,7 +112,7 @@ func throttledMessage(th *store.ThrottledError) web.Message {
 func (h *Handlers) Logout(c echo.Context) error {
 	cs, _ := h.Console.Cookies.Get(c.Request(), sessionCookie)
 	if id, _ := cs.Values["sid"].(string); id != "" {
-		if err := h.Store.Logout(c.Request().Context(), id, session(c).User.Email); err != nil {
+		if err := h.Store.Logout(c.Request().Context(), id, session(c).User.Principal()); err != nil {
 			return err
 		}
 	}

@@ -1,11 +1,13 @@
 package store_test
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 
@@ -329,6 +331,61 @@ func TestUserEventsReachTheirTenants(t *testing.T) {
 		rep, err := s.VerifyAudit(ctx, store.VerifyOptions{PublicKey: s.AuditPublicKey(), SkipAge: true, Scope: []string{"acme"}})
 		if err != nil || !rep.OK || rep.Events != int64(len(wantAcme)) {
 			t.Errorf("the acme reader's check: %+v, %v; want OK and %d events", rep, err, len(wantAcme))
+		}
+	})
+}
+
+// TestSignInEventsReachTheirTenants: a user's sign-ins, failed guesses at
+// their account, sign-outs and language changes were audited with no
+// tenant, so a manager of acme never read who signed in to acme. They now
+// reach the user's tenants' readers, as the user events do; a guess at an
+// account nobody has stays with the readers of every tenant.
+func TestSignInEventsReachTheirTenants(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		ctx := t.Context()
+		s := storetest.Open(t, e, store.Options{})
+		for _, who := range []struct{ email, scope string }{{"ann@acme.example", "acme"}, {"bob@beta.example", "beta"}} {
+			u := addUser(t, s, who.email, review.RoleReviewer, who.scope)
+			if _, _, err := s.Login(ctx, who.email, "not the password", "10.0.9.1", store.SessionPolicy{}); !errors.Is(err, store.ErrBadCredentials) {
+				t.Fatalf("a wrong password: %v", err)
+			}
+			id, _, err := s.Login(ctx, who.email, "correct horse battery", "10.0.9.2", store.SessionPolicy{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := s.SetLanguage(ctx, u.Principal(), "it"); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Logout(ctx, id, u.Principal()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, _, err := s.Login(ctx, "nobody@acme.example", "a guess at nothing", "10.0.9.3", store.SessionPolicy{}); !errors.Is(err, store.ErrBadCredentials) {
+			t.Fatalf("an unknown account: %v", err)
+		}
+		read := func(scope []string) []string {
+			t.Helper()
+			evs, _, err := s.SearchAudit(ctx, store.AuditFilter{Scope: scope}, 100)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, ev := range evs {
+				if strings.HasPrefix(ev.Action, "login.") || ev.Action == "logout" || ev.Action == "user.language" {
+					var d struct{ Email string }
+					_ = json.Unmarshal([]byte(ev.Detail), &d)
+					got = append(got, ev.Action+" "+cmp.Or(d.Email, ev.Actor))
+				}
+			}
+			slices.Reverse(got)
+			return got
+		}
+		want := []string{"login.failed ann@acme.example", "login.succeeded ann@acme.example", "user.language ann@acme.example", "logout ann@acme.example"}
+		if got := read([]string{"acme"}); !slices.Equal(got, want) {
+			t.Errorf("an acme reader reads\n%q\nwant\n%q", got, want)
+		}
+		if got := read(nil); len(got) != 9 || got[8] != "login.failed nobody@acme.example" {
+			t.Errorf("a reader of every tenant reads %q, want all nine", got)
 		}
 	})
 }

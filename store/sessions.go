@@ -299,8 +299,13 @@ func (s *Store) Login(ctx context.Context, email, password, addr string, pol Ses
 			if _, err := tx.ExecContext(ctx, s.rebind(insertFailure), acct, from, now); err != nil {
 				return err
 			}
-			return s.appendEvent(ctx, tx, &AuditEvent{At: now, Actor: "anonymous@" + addr, Action: "login.failed",
-				Detail: detailJSON(map[string]any{"email": acct, "addr": addr})})
+			ev := &AuditEvent{At: now, Actor: "anonymous@" + addr, Action: "login.failed",
+				Detail: detailJSON(map[string]any{"email": acct, "addr": addr})}
+			if u != nil {
+				// A guess at a known account: its tenants' managers read it.
+				return s.appendUserEvent(ctx, tx, ev, u.Scope())
+			}
+			return s.appendEvent(ctx, tx, ev)
 		})
 		if err != nil {
 			return "", nil, fmt.Errorf("store.Login: %w", err)
@@ -322,8 +327,8 @@ func (s *Store) Login(ctx context.Context, email, password, addr string, pol Ses
 		if _, err := tx.ExecContext(ctx, s.rebind(insertSession), hashSessionID(id), u.ID, sess.CSRFToken, now, now, sess.ExpiresAt); err != nil {
 			return err
 		}
-		return s.appendEvent(ctx, tx, &AuditEvent{At: now, Actor: u.Email, Action: "login.succeeded",
-			Detail: detailJSON(map[string]any{"user_id": u.ID, "addr": addr})})
+		return s.appendUserEvent(ctx, tx, &AuditEvent{At: now, Actor: u.Email, Action: "login.succeeded",
+			Detail: detailJSON(map[string]any{"user_id": u.ID, "addr": addr})}, u.Scope())
 	})
 	if err != nil {
 		return "", nil, fmt.Errorf("store.Login: %w", err)
@@ -483,8 +488,9 @@ func (s *Store) session(ctx context.Context, id string, pol SessionPolicy, use b
 	return &Session{User: u, CSRFToken: row.CSRF, ExpiresAt: row.Expires.UTC()}, nil
 }
 
-// Logout ends the session at once: the cookie, even copied, is dead.
-func (s *Store) Logout(ctx context.Context, id, actor string) error {
+// Logout ends the session at once: the cookie, even copied, is dead. by
+// is its user, whose tenants' managers read the event.
+func (s *Store) Logout(ctx context.Context, id string, by review.Principal) error {
 	return s.WithTx(ctx, func(tx *sqlx.Tx) error {
 		res, err := tx.ExecContext(ctx, s.rebind(endSession), s.now(), hashSessionID(id))
 		if err != nil {
@@ -493,7 +499,7 @@ func (s *Store) Logout(ctx context.Context, id, actor string) error {
 		if k, _ := res.RowsAffected(); k == 0 {
 			return nil
 		}
-		return s.appendEvent(ctx, tx, &AuditEvent{Actor: actor, Action: "logout"})
+		return s.appendUserEvent(ctx, tx, &AuditEvent{Actor: by.Name, Action: "logout"}, by.Scope)
 	})
 }
 

@@ -255,8 +255,8 @@ func (s *Store) SetLanguage(ctx context.Context, by review.Principal, lang strin
 		if k, _ := res.RowsAffected(); k == 0 {
 			return review.ErrNotFound
 		}
-		return s.appendEvent(ctx, tx, &AuditEvent{At: now, Actor: by.Name, Action: "user.language",
-			Detail: detailJSON(map[string]any{"user_id": by.UserID, "language": lang})})
+		return s.appendUserEvent(ctx, tx, &AuditEvent{At: now, Actor: by.Name, Action: "user.language",
+			Detail: detailJSON(map[string]any{"user_id": by.UserID, "language": lang})}, by.Scope)
 	})
 }
 

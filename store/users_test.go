@@ -78,7 +78,7 @@ func TestUsersAndSessions(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := s.Logout(ctx, id3, u.Email); err != nil {
+		if err := s.Logout(ctx, id3, u.Principal()); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := s.Session(ctx, id3, pol); !errors.Is(err, review.ErrNotFound) {
