@@ -63,6 +63,9 @@ func (h *Handlers) caseViewRevealed(c echo.Context, id string, reveal bool) (*we
 	for _, k := range detail.Compensations {
 		if k.ByHand && !k.State.Terminal() {
 			v.UndoByHand = true
+			if v.UndoByHandBy.IsZero() || k.Deadline.Before(v.UndoByHandBy) {
+				v.UndoByHandBy = k.Deadline.UTC()
+			}
 		}
 	}
 	if slices.Contains(cs.Reasons, review.ReasonPayloadMismatch) && op.PayloadPurgedAt == nil {

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"time"
 	"unicode/utf8"
 
 	"github.com/jmoiron/sqlx"
@@ -42,7 +43,7 @@ WHERE o.rowid IN (SELECT rowid FROM operations_search WHERE operations_search MA
 	// rare (a decision to undo such a ref).
 	selectAlsoWroteShort = `SELECT o.id, o.tenant FROM operations o WHERE 1 = 1` + alsoWroteCond
 	/* Store.Compensations */
-	selectCompensations = `SELECT c.operation_id, c.case_id, c.decision_id, c.resource_ref, c.canceled_by, c.by_hand, c.created_at, o.state, o.state_reason, o.key
+	selectCompensations = `SELECT c.operation_id, c.case_id, c.decision_id, c.resource_ref, c.canceled_by, c.by_hand, c.created_at, o.state, o.state_reason, o.key, o.deadline
 FROM compensations c JOIN operations o ON o.id = c.operation_id WHERE c.parent_id = ? ORDER BY c.created_at, c.operation_id`
 )
 
@@ -356,6 +357,9 @@ type Compensation struct {
 	StateReason string       `db:"state_reason"`
 	Key         string       `db:"key"`
 	CreatedAt   sql.NullTime `db:"created_at"`
+	// Deadline: unsettled by then, the undo fails (for one left to a
+	// person: nobody said it was done), and its parent is back in review.
+	Deadline time.Time `db:"deadline"`
 }
 
 // Compensations lists the compensation operations of parent, oldest first.
