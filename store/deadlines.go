@@ -85,6 +85,9 @@ func (s *Store) ExpireDeadlines(ctx context.Context) (int, error) {
 			}
 			return true, s.transition(ctx, tx, row, to, reason, deadlineSweeper, "operation.deadline_expired", detail)
 		})
+		if IsUnavailable(err) {
+			return n, roundEnds(skipped, "store.ExpireDeadlines", err)
+		}
 		if err != nil && !errors.Is(err, review.ErrConflict) && !errors.Is(err, review.ErrNotFound) {
 			skip(&skipped, "store.ExpireDeadlines", d.ID, err)
 			continue

@@ -240,6 +240,9 @@ func (s *Store) SweepDependencies(ctx context.Context) (int, error) {
 			// The gate moved it unless the dependency is met or pending.
 			return !review.State(row.State).Attemptable(), nil
 		})
+		if IsUnavailable(err) {
+			return n, roundEnds(skipped, "store.SweepDependencies", err)
+		}
 		if err != nil && !errors.Is(err, review.ErrConflict) && !errors.Is(err, review.ErrNotFound) {
 			skip(&skipped, "store.SweepDependencies", d.ID, err)
 		} else if ended {

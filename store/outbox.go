@@ -305,6 +305,8 @@ func (s *Store) claimDeliveriesEach(ctx context.Context, owner string, n int, le
 			return s.claimOne(ctx, tx, m, owner, lease, s.now())
 		})
 		switch {
+		case IsUnavailable(err):
+			return claims, roundEnds(skipped, "store.ClaimDeliveries", err)
 		case err != nil:
 			skip(&skipped, "store.ClaimDeliveries", m.ID, err)
 		case c != nil:

@@ -455,6 +455,9 @@ func (s *Store) SweepLeases(ctx context.Context) (int, error) {
 			}
 			return true, nil
 		})
+		if IsUnavailable(err) {
+			return closed, roundEnds(skipped, "store.SweepLeases", err)
+		}
 		if err != nil && !errors.Is(err, review.ErrConflict) {
 			skip(&skipped, "store.SweepLeases", fmt.Sprintf("%s/%d", e.OperationID, e.N), err)
 			continue

@@ -139,3 +139,85 @@ func TestSweepsGoPastAPoisonRow(t *testing.T) {
 		}
 	})
 }
+
+// TestSweepsStopAtAnUnreachableDatabase: a sweep whose row fails because
+// the database cannot be reached (store.IsUnavailable) ends its round
+// there, with that error, rather than skip the row and every row after
+// it: each would fail the same way, and each was counted as a row at fault
+// in limbo_loop_rows_skipped_total and its log line. The next round,
+// the database back, handles them all.
+//
+// PostgreSQL only: the outage is a trigger raising admin_shutdown
+// (57P01), what a server going down answers; SQLite, a file in the
+// process, has no such answer to fake.
+func TestSweepsStopAtAnUnreachableDatabase(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		if e != store.Postgres {
+			return
+		}
+		b := setup(t, e, retentionConfig())
+		leaseA := b.newOp(t, "lease-first", review.RiskCompensableWrite, "plain")
+		b.start(t, leaseA)
+		b.clk.Advance(time.Second)
+		leaseB := b.newOp(t, "lease-second", review.RiskCompensableWrite, "plain")
+		b.start(t, leaseB)
+		withDeadline := func(source string, d time.Duration) *review.Operation {
+			r := intention(source, review.RiskCompensableWrite, "plain")
+			at := b.clk.Now().Add(d)
+			r.Deadline = &at
+			return b.register(t, r)
+		}
+		deadlineA, deadlineB := withDeadline("deadline-first", time.Hour), withDeadline("deadline-second", 2*time.Hour)
+		purgeA := b.confirmed(t, "purge-first", "short", "")
+		b.clk.Advance(time.Second)
+		purgeB := b.confirmed(t, "purge-second", "short", "")
+		b.clk.Advance(2 * 24 * time.Hour)
+
+		// The database "goes down" at the first row of each sweep.
+		first := "'" + leaseA.ID + "', '" + deadlineA.ID + "', '" + purgeA.ID + "'"
+		exec := func(q string) {
+			t.Helper()
+			if _, err := b.s.DB().Exec(q); err != nil {
+				t.Fatal(err)
+			}
+		}
+		exec(`CREATE FUNCTION down_at_first() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN IF NEW.operation_id IN (` + first + `) THEN RAISE EXCEPTION 'the server is shutting down' USING ERRCODE = 'admin_shutdown'; END IF; RETURN NEW; END $$`)
+		exec(`CREATE TRIGGER down_at_first BEFORE INSERT ON audit_events FOR EACH ROW EXECUTE FUNCTION down_at_first()`)
+
+		ended := func(what string, n int, err error) {
+			t.Helper()
+			var sk *store.SkippedRows
+			if !store.IsUnavailable(err) || errors.As(err, &sk) || n != 0 {
+				t.Errorf("%s: %d, %v; want nothing done and the database's error, no row skipped", what, n, err)
+			}
+		}
+		n, err := b.s.SweepLeases(b.ctx)
+		ended("SweepLeases", n, err)
+		n, err = b.s.ExpireDeadlines(b.ctx)
+		ended("ExpireDeadlines", n, err)
+		rep, err := b.s.PurgePayloads(b.ctx, b.clk.Now(), false)
+		ended("PurgePayloads", rep.Operations, err)
+		wantState(t, b.get(t, leaseB), review.InFlight)
+		wantState(t, b.get(t, deadlineB), review.Pending)
+		if left := payloadBytesLeft(t, b.s, purgeB.ID); left["operations"] != 1 {
+			t.Errorf("%s was purged past the outage", purgeB.ID)
+		}
+
+		// Back: the next rounds handle every row.
+		exec(`DROP TRIGGER down_at_first ON audit_events`)
+		if n, err := b.s.SweepLeases(b.ctx); err != nil || n != 2 {
+			t.Errorf("SweepLeases once back: %d, %v; want 2", n, err)
+		}
+		if n, err := b.s.ExpireDeadlines(b.ctx); err != nil || n != 2 {
+			t.Errorf("ExpireDeadlines once back: %d, %v; want 2", n, err)
+		}
+		if rep, err := b.s.PurgePayloads(b.ctx, b.clk.Now(), false); err != nil || rep.Operations != 2 {
+			t.Errorf("PurgePayloads once back: %+v, %v; want 2", rep, err)
+		}
+		if rep := storetest.Sealed(t, b.s); !rep.OK {
+			t.Fatalf("audit: %+v", rep)
+		}
+	})
+}

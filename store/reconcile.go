@@ -147,6 +147,8 @@ func (s *Store) claimDue(ctx context.Context, due, skipLocked string, args []any
 			return k == 1, nil
 		})
 		switch {
+		case IsUnavailable(err):
+			return ids, roundEnds(skipped, "store.claimDue", err)
 		case err != nil:
 			skip(&skipped, "store.claimDue", id, err)
 		case claimed:

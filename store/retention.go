@@ -139,12 +139,16 @@ func (s *Store) PurgePayloads(ctx context.Context, now time.Time, dryRun bool) (
 		}
 		if len(due) > 0 {
 			batch, err := s.purgeBatch(ctx, now, due, dryRun)
-			if err != nil && ctx.Err() == nil {
+			if err != nil && ctx.Err() == nil && !IsUnavailable(err) {
 				// One operation that fails every time would fail its
 				// batch, and hold back every batch after it, each round:
 				// the batch goes again one operation per transaction, and
 				// those that fail are skipped.
-				batch, err = s.purgeEach(ctx, now, due, dryRun, &skipped), nil
+				batch, err = s.purgeEach(ctx, now, due, dryRun, &skipped)
+			}
+			if IsUnavailable(err) {
+				rep.add(batch)
+				return rep, roundEnds(skipped, "store.PurgePayloads", err)
 			}
 			if err != nil {
 				return rep, err
@@ -215,18 +219,22 @@ func (s *Store) purgeFilter() (string, []any) {
 }
 
 // purgeEach purges cands one per transaction, adding those that fail to
-// *skipped.
-func (s *Store) purgeEach(ctx context.Context, now time.Time, cands []purgeCandidate, dryRun bool, skipped **SkippedRows) PurgeReport {
+// *skipped; at a database that cannot be reached it stops, with that
+// error (roundEnds).
+func (s *Store) purgeEach(ctx context.Context, now time.Time, cands []purgeCandidate, dryRun bool, skipped **SkippedRows) (PurgeReport, error) {
 	var rep PurgeReport
 	for _, c := range cands {
 		one, err := s.purgeBatch(ctx, now, []purgeCandidate{c}, dryRun)
+		if IsUnavailable(err) {
+			return rep, err
+		}
 		if err != nil {
 			skip(skipped, "store.PurgePayloads", c.ID, err)
 			continue
 		}
 		rep.add(one)
 	}
-	return rep
+	return rep, nil
 }
 
 // errDryRun rolls a dry run's transaction back.

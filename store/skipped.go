@@ -1,6 +1,7 @@
 package store
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 )
@@ -60,4 +61,13 @@ func (sk *SkippedRows) orNil() error {
 		return nil
 	}
 	return sk
+}
+
+// roundEnds is the error of a round stopped at a database that cannot be
+// reached (IsUnavailable): every row after would fail the same way, and
+// skipping each would count it, in limbo_loop_rows_skipped_total and the
+// log, as a row at fault. The rows skipped before stay counted; the rest
+// wait for the next round, as skipped ones do.
+func roundEnds(sk *SkippedRows, round string, err error) error {
+	return errors.Join(sk.orNil(), fmt.Errorf("%s: the database cannot be reached, the round ends here: %w", round, err))
 }
