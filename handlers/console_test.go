@@ -181,6 +181,25 @@ func (b *browser) login(email string) {
 	b.get("/")
 }
 
+// reported registers r, starts its first attempt and reports o for it,
+// returning the operation as registered.
+func reported(t *testing.T, st *store.Store, r review.Registration, o review.Outcome) *review.Operation {
+	t.Helper()
+	ctx := context.Background()
+	op, _, err := st.Register(ctx, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := st.StartAttempt(ctx, store.AttemptRequest{Tenant: r.Tenant, OperationID: op.ID, Actor: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.RecordOutcome(ctx, r.Tenant, op.ID, g.N, o, "test"); err != nil {
+		t.Fatal(err)
+	}
+	return op
+}
+
 // needsReview makes an operation whose result is for another version, so
 // a case opens.
 func needsReview(t *testing.T, st *store.Store, source string) string {
@@ -192,21 +211,10 @@ func needsReview(t *testing.T, st *store.Store, source string) string {
 // operation with flags.
 func needsReviewOn(t *testing.T, st *store.Store, tenant, dest, source string, flags ...review.Flag) string {
 	t.Helper()
-	ctx := context.Background()
-	op, _, err := st.Register(ctx, review.Registration{Tenant: tenant, SourceRef: source, LogicalVersion: "7", Action: "render",
-		Destination: dest, Risk: review.RiskCompensableWrite, Flags: flags, Payload: []byte(`{"note":"<script>alert(1)</script>\"><img src=x onerror=alert(2)>"}`), Actor: "test"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	g, err := st.StartAttempt(ctx, store.AttemptRequest{Tenant: tenant, OperationID: op.ID, Actor: "test"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := st.RecordOutcome(ctx, tenant, op.ID, g.N, review.Outcome{Result: review.ResultSuccess, Phase: review.PhaseAfterSend,
-		Resource: &review.ResourceRef{Ref: "file-" + source, Kind: "file", Version: "6"}}, "test"); err != nil {
-		t.Fatal(err)
-	}
-	cs, err := st.CasesForOperation(ctx, op.ID)
+	op := reported(t, st, review.Registration{Tenant: tenant, SourceRef: source, LogicalVersion: "7", Action: "render",
+		Destination: dest, Risk: review.RiskCompensableWrite, Flags: flags, Payload: []byte(`{"note":"<script>alert(1)</script>\"><img src=x onerror=alert(2)>"}`), Actor: "test"},
+		review.Outcome{Result: review.ResultSuccess, Phase: review.PhaseAfterSend, Resource: &review.ResourceRef{Ref: "file-" + source, Kind: "file", Version: "6"}})
+	cs, err := st.CasesForOperation(context.Background(), op.ID)
 	if err != nil || len(cs) != 1 {
 		t.Fatalf("cases: %v %+v", err, cs)
 	}

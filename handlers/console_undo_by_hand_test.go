@@ -25,19 +25,9 @@ func TestConsoleUndoLeftToAPerson(t *testing.T) {
 		srv, st := consoleServerWith(t, e, consoleSetup{cfg: cfg})
 		ctx := context.Background()
 		// The file's creator, confirmed with it; then an upload to it in review.
-		creator, _, err := st.Register(ctx, review.Registration{Tenant: "acme", SourceRef: "contract-583", LogicalVersion: "6", Action: "upload_file",
-			Destination: "files", Risk: review.RiskCompensableWrite, Payload: []byte(`{}`), Actor: "test"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		g, err := st.StartAttempt(ctx, store.AttemptRequest{Tenant: "acme", OperationID: creator.ID, Actor: "test"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := st.RecordOutcome(ctx, "acme", creator.ID, g.N, review.Outcome{Result: review.ResultSuccess, Phase: review.PhaseAfterSend,
-			Resource: &review.ResourceRef{Ref: "file-doc-shared", Kind: "file", Version: "6"}}, "test"); err != nil {
-			t.Fatal(err)
-		}
+		creator := reported(t, st, review.Registration{Tenant: "acme", SourceRef: "contract-583", LogicalVersion: "6", Action: "upload_file",
+			Destination: "files", Risk: review.RiskCompensableWrite, Payload: []byte(`{}`), Actor: "test"},
+			review.Outcome{Result: review.ResultSuccess, Phase: review.PhaseAfterSend, Resource: &review.ResourceRef{Ref: "file-doc-shared", Kind: "file", Version: "6"}})
 		caseID := needsReview(t, st, "doc-shared") // its resource: file-doc-shared
 		if _, err := st.Decide(ctx, store.DecisionRequest{CaseID: caseID, Action: review.DecideCompensate, Ref: "file-doc-shared",
 			Compensation: "remove version 7", Actor: "reviewer@example.com", Reason: "version 7 went up by mistake"}); err != nil {

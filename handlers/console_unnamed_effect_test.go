@@ -22,21 +22,21 @@ func TestConsoleUnnamedEffect(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, e store.Engine) {
 		srv, st := consoleServerWith(t, e, consoleSetup{})
 		ctx := context.Background()
-		op, _, err := st.Register(ctx, review.Registration{Tenant: "acme", SourceRef: "welcome-mail-42", LogicalVersion: "1", Action: "send_mail",
-			Destination: "mail", Risk: review.RiskCompensableWrite, Payload: []byte(`{}`), Actor: "test"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		g, err := st.StartAttempt(ctx, store.AttemptRequest{Tenant: "acme", OperationID: op.ID, Actor: "test"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if res, err := st.RecordOutcome(ctx, "acme", op.ID, g.N, review.Outcome{Result: review.ResultError, Phase: review.PhaseAfterSend,
-			HTTPStatus: 400}, "test"); err != nil || res.Operation.State != review.Failed {
-			t.Fatalf("the refused send: %+v, %v", res, err)
-		}
+		// The provider refused the send: the operation failed.
+		op := reported(t, st, review.Registration{Tenant: "acme", SourceRef: "welcome-mail-42", LogicalVersion: "1", Action: "send_mail",
+			Destination: "mail", Risk: review.RiskCompensableWrite, Payload: []byte(`{}`), Actor: "test"},
+			review.Outcome{Result: review.ResultError, Phase: review.PhaseAfterSend, HTTPStatus: 400})
 		// The mail went out after all; the provider's answer names nothing.
-		_, _ = st.RecordOutcome(ctx, "acme", op.ID, g.N, review.Outcome{Result: review.ResultSuccess, Phase: review.PhaseAfterSend, HTTPStatus: 202}, "test")
+		_, _ = st.RecordOutcome(ctx, "acme", op.ID, 1, review.Outcome{Result: review.ResultSuccess, Phase: review.PhaseAfterSend, HTTPStatus: 202}, "test")
+		failed := func(when string) {
+			t.Helper()
+			if got, err := st.GetOperation(ctx, "acme", op.ID, ""); err != nil {
+				t.Fatal(err)
+			} else if got.State != review.Failed {
+				t.Errorf("%s: the operation is %s, want failed", when, got.State)
+			}
+		}
+		failed("the refused send")
 		cs, err := st.CasesForOperation(ctx, op.ID)
 		if err != nil || len(cs) != 1 {
 			t.Fatalf("cases %+v, %v; want one", cs, err)
@@ -74,11 +74,11 @@ func TestConsoleUnnamedEffect(t *testing.T) {
 		if code >= 400 {
 			t.Fatalf("compensation_done: %d %s", code, body)
 		}
-		if c, err := st.GetCase(ctx, caseID, nil); err != nil || c.Status != store.CaseResolved {
-			t.Errorf("the case after the word: %+v, %v; want resolved", c, err)
+		if c, err := st.GetCase(ctx, caseID, nil); err != nil {
+			t.Fatal(err)
+		} else if c.Status != store.CaseResolved {
+			t.Errorf("the case after the word is %s, want resolved", c.Status)
 		}
-		if got, err := st.GetOperation(ctx, "acme", op.ID, ""); err != nil || got.State != review.Failed {
-			t.Errorf("the operation after the word: %v, %v; want failed", got.State, err)
-		}
+		failed("after the word")
 	})
 }

@@ -577,8 +577,10 @@ func TestLimboDoesNotUndoWhatOthersWroteToo(t *testing.T) {
 		if got := due(t); len(got) != 0 {
 			t.Errorf("due compensations %v, want none: both are left to a person", got)
 		}
-		if open, err := b.s.GetCase(b.ctx, first.ID, nil); err != nil || open.RecommendedAction != review.RecommendUndoByHand {
-			t.Errorf("the first case recommends %q (%v), want undo_by_hand", open.RecommendedAction, err)
+		if open, err := b.s.GetCase(b.ctx, first.ID, nil); err != nil {
+			t.Fatal(err)
+		} else if open.RecommendedAction != review.RecommendUndoByHand {
+			t.Errorf("the first case recommends %q, want undo_by_hand", open.RecommendedAction)
 		}
 		audited := false
 		for _, ev := range events(t, b.s) {

@@ -24,29 +24,13 @@ func TestSweepsGoPastAPoisonRow(t *testing.T) {
 		b := setup(t, e, retentionConfig())
 		day := 24 * time.Hour
 
-		// Leases: the poisoned attempt expires first.
-		leaseP := b.newOp(t, "lease-poison", review.RiskCompensableWrite, "plain")
-		b.start(t, leaseP)
-		b.clk.Advance(time.Second)
-		leaseO := b.newOp(t, "lease-other", review.RiskCompensableWrite, "plain")
-		b.start(t, leaseO)
-		// Deadlines: the poisoned operation's passes first.
-		withDeadline := func(source string, d time.Duration) *review.Operation {
-			r := intention(source, review.RiskCompensableWrite, "plain")
-			at := b.clk.Now().Add(d)
-			r.Deadline = &at
-			return b.register(t, r)
-		}
-		deadlineP, deadlineO := withDeadline("deadline-poison", time.Hour), withDeadline("deadline-other", 2*time.Hour)
+		rows := b.sweepable(t)
+		leaseP, leaseO, deadlineP, deadlineO, purgeP, purgeO := rows.leaseA, rows.leaseB, rows.deadlineA, rows.deadlineB, rows.purgeA, rows.purgeB
 		// Dependencies: both wait for one that failed.
 		dep := b.newOp(t, "dependency", review.RiskCompensableWrite, "plain")
 		dependP, dependO := b.dependent(t, "depend-poison", dep, ""), b.dependent(t, "depend-other", dep, "")
 		b.start(t, dep)
 		b.report(t, dep, 1, httpError(422))
-		// Purge: the poisoned operation ended first.
-		purgeP := b.confirmed(t, "purge-poison", "short", "")
-		b.clk.Advance(time.Second)
-		purgeO := b.confirmed(t, "purge-other", "short", "")
 
 		poisoned := []*review.Operation{leaseP, deadlineP, dependP, purgeP}
 		ids := make([]string, len(poisoned))
@@ -157,21 +141,8 @@ func TestSweepsStopAtAnUnreachableDatabase(t *testing.T) {
 			return
 		}
 		b := setup(t, e, retentionConfig())
-		leaseA := b.newOp(t, "lease-first", review.RiskCompensableWrite, "plain")
-		b.start(t, leaseA)
-		b.clk.Advance(time.Second)
-		leaseB := b.newOp(t, "lease-second", review.RiskCompensableWrite, "plain")
-		b.start(t, leaseB)
-		withDeadline := func(source string, d time.Duration) *review.Operation {
-			r := intention(source, review.RiskCompensableWrite, "plain")
-			at := b.clk.Now().Add(d)
-			r.Deadline = &at
-			return b.register(t, r)
-		}
-		deadlineA, deadlineB := withDeadline("deadline-first", time.Hour), withDeadline("deadline-second", 2*time.Hour)
-		purgeA := b.confirmed(t, "purge-first", "short", "")
-		b.clk.Advance(time.Second)
-		purgeB := b.confirmed(t, "purge-second", "short", "")
+		rows := b.sweepable(t)
+		leaseA, leaseB, deadlineA, deadlineB, purgeA, purgeB := rows.leaseA, rows.leaseB, rows.deadlineA, rows.deadlineB, rows.purgeA, rows.purgeB
 		b.clk.Advance(2 * 24 * time.Hour)
 
 		// The database "goes down" at the first row of each sweep.
@@ -220,4 +191,31 @@ BEGIN IF NEW.operation_id IN (` + first + `) THEN RAISE EXCEPTION 'the server is
 			t.Fatalf("audit: %+v", rep)
 		}
 	})
+}
+
+// sweepRows are two rows for each of three sweeps, the A one due first:
+// attempts whose leases lapse, operations whose deadlines pass, confirmed
+// operations a purge takes once their retention is over.
+type sweepRows struct{ leaseA, leaseB, deadlineA, deadlineB, purgeA, purgeB *review.Operation }
+
+// sweepable makes b's sweepRows; the clock is moved on by the caller.
+func (b *bundle) sweepable(t *testing.T) sweepRows {
+	t.Helper()
+	var r sweepRows
+	r.leaseA = b.newOp(t, "lease-first", review.RiskCompensableWrite, "plain")
+	b.start(t, r.leaseA)
+	b.clk.Advance(time.Second)
+	r.leaseB = b.newOp(t, "lease-second", review.RiskCompensableWrite, "plain")
+	b.start(t, r.leaseB)
+	withDeadline := func(source string, d time.Duration) *review.Operation {
+		reg := intention(source, review.RiskCompensableWrite, "plain")
+		at := b.clk.Now().Add(d)
+		reg.Deadline = &at
+		return b.register(t, reg)
+	}
+	r.deadlineA, r.deadlineB = withDeadline("deadline-first", time.Hour), withDeadline("deadline-second", 2*time.Hour)
+	r.purgeA = b.confirmed(t, "purge-first", "short", "")
+	b.clk.Advance(time.Second)
+	r.purgeB = b.confirmed(t, "purge-second", "short", "")
+	return r
 }
