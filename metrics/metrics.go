@@ -357,7 +357,7 @@ var (
 	descBatchSplits = prometheus.NewDesc("limbo_store_fast_batch_splits_total",
 		"Batches a database error rolled back; their calls were then sent one by one so the error reached only its own call.", nil, nil)
 	descLoginRefusals = prometheus.NewDesc("limbo_login_refusals_total",
-		"Sign-ins this process refused as throttled, by the rule that refused (account_address, delay, address, account). The audit trail records when each refusal period starts, not every refusal.", []string{"rule"}, nil)
+		"Sign-ins this process refused as throttled, by the rule that refused (account_address, delay, address, account), or busy: it waited over 5 s for another sign-in on its account or address to be checked. The audit trail records when each refusal period starts, not every refusal.", []string{"rule"}, nil)
 	descTxRetries = prometheus.NewDesc("limbo_store_tx_retries_total",
 		"Transactions the database refused with nothing committed and the store ran again, by cause (deadlock, serialization, busy). Deadlocks should stay at 0: each costs its callers PostgreSQL's deadlock_timeout.", []string{"cause"}, nil)
 )

@@ -263,6 +263,9 @@ func (s *Store) Login(ctx context.Context, email, password, addr string, pol Ses
 			if ctx.Err() != nil {
 				return "", nil, ctx.Err()
 			}
+			// Counted for the metric, not audited: nothing was checked,
+			// and a flood would write an event a request.
+			s.countRefusal(RefusedBusy)
 			return "", nil, &ThrottledError{RetryAfter: time.Second}
 		}
 		defer leave()
@@ -411,8 +414,13 @@ func (s *Store) countRefusal(rule string) {
 	s.refusals[rule]++
 }
 
-// ThrottleRules are the rules a sign-in may be refused by (throttleWait).
-func ThrottleRules() []string { return []string{"account_address", "delay", "address", "account"} }
+// RefusedBusy is why a sign-in is refused that waited longer than
+// loginGateWait for another on its account or address to be checked.
+const RefusedBusy = "busy"
+
+// ThrottleRules are the rules a sign-in may be refused by (throttleWait),
+// and RefusedBusy.
+func ThrottleRules() []string { return []string{"account_address", "delay", "address", "account", RefusedBusy} }
 
 // LoginRefusals is how many sign-ins this store refused, by rule.
 func (s *Store) LoginRefusals() map[string]int64 {

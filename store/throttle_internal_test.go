@@ -1,6 +1,9 @@
 package store
 
 import (
+	"context"
+	"errors"
+	"path/filepath"
 	"testing"
 	"time"
 )
@@ -30,5 +33,35 @@ func TestPairDelay(t *testing.T) {
 		if got := pairDelay(f); got != want {
 			t.Errorf("pairDelay(%d) = %v, want %v", f, got, want)
 		}
+	}
+}
+
+// TestLoginGateBusyCounted: a sign-in that waited longer than
+// loginGateWait for the one ahead of it on its account is refused, and
+// counted (limbo_login_refusals_total{rule="busy"}); it was refused
+// unseen, so a flood that kept an owner out showed nowhere.
+func TestLoginGateBusyCounted(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, err := Open(ctx, "sqlite:"+filepath.Join(t.TempDir(), "limbo.db"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	leave, err := s.logins.enter(ctx, "acct:owner@example.com") // a check in progress
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer leave()
+	_, _, err = s.Login(ctx, "owner@example.com", "correct horse battery", "10.0.0.1", SessionPolicy{})
+	var th *ThrottledError
+	if !errors.As(err, &th) {
+		t.Fatalf("a sign-in behind a held gate: %v, want throttled", err)
+	}
+	if n := s.LoginRefusals()[RefusedBusy]; n != 1 {
+		t.Errorf("busy refusals counted: %d, want 1", n)
 	}
 }
