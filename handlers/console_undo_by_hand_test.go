@@ -35,19 +35,21 @@ func TestConsoleUndoLeftToAPerson(t *testing.T) {
 		}
 		rev := newBrowser(t, srv.URL)
 		rev.login("reviewer@example.com")
-		for _, lang := range []struct{ code, runBy, todo, reason, recommended, deadline string }{
+		for _, lang := range []struct{ code, runBy, todo, reason, recommended, deadline, settles string }{
 			{"en", "which a person does at the destination: Limbo does not send it",
 				"Undo this operation's part at the destination yourself, then say here that the undo is done.",
 				"left to a person: file-doc-shared was written by " + creator.ID + " too",
 				"Undo by hand</strong> <code>file-doc-shared</code> — Limbo does not send the undo of file-doc-shared, which other operations wrote too: " +
 					"remove this operation's part at the destination yourself, then say the undo is done (compensation_done)",
-				", the undo counts as failed and the operation comes back here for review."},
+				", the undo counts as failed and the operation comes back here for review.",
+				"this one settles when someone says here how it went."},
 			{"it", "che una persona esegue presso la destinazione: Limbo non la invia",
 				"Annulla tu stesso la parte di questa operazione presso la destinazione, poi indica qui che l'annullamento è avvenuto.",
 				"lasciata a una persona: file-doc-shared è stata scritta anche da " + creator.ID,
 				"Compensa a mano</strong> <code>file-doc-shared</code> — Limbo non invia l'annullamento di file-doc-shared, scritta anche da altre operazioni: " +
 					"rimuovi tu stesso la parte di questa operazione presso la destinazione, poi indica che l'annullamento è avvenuto (compensation_done)",
-				", l'annullamento conta come fallito e l'operazione torna qui in revisione."},
+				", l'annullamento conta come fallito e l'operazione torna qui in revisione.",
+				"questa si chiude quando qualcuno indica qui com'è andato."},
 		} {
 			u, err := st.UserByEmail(ctx, "reviewer@example.com")
 			if err != nil {
@@ -61,7 +63,7 @@ func TestConsoleUndoLeftToAPerson(t *testing.T) {
 			if code != 200 {
 				t.Fatalf("%s: case page %d", lang.code, code)
 			}
-			for _, want := range []string{lang.runBy, lang.todo, lang.reason, lang.recommended, lang.deadline} {
+			for _, want := range []string{lang.runBy, lang.todo, lang.reason, lang.recommended, lang.deadline, lang.settles} {
 				if !strings.Contains(body, want) {
 					t.Errorf("%s: the case page does not say %q", lang.code, want)
 				}
