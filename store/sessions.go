@@ -420,7 +420,9 @@ const RefusedBusy = "busy"
 
 // ThrottleRules are the rules a sign-in may be refused by (throttleWait),
 // and RefusedBusy.
-func ThrottleRules() []string { return []string{"account_address", "delay", "address", "account", RefusedBusy} }
+func ThrottleRules() []string {
+	return []string{"account_address", "delay", "address", "account", RefusedBusy}
+}
 
 // LoginRefusals is how many sign-ins this store refused, by rule.
 func (s *Store) LoginRefusals() map[string]int64 {
