@@ -91,7 +91,8 @@ func (h *Handlers) caseViewRevealed(c echo.Context, id string, reveal bool) (*we
 	// Only the decisions the case's situation allows (review.CheckDecision
 	// refuses the others anyway): a form must not make the wrong one easy.
 	// A word on an undo that may be happening right now is refused too,
-	// and so is undoing an undo.
+	// and so is undoing an undo, and an undo Limbo would send of a
+	// resource the operation is not known to have.
 	// A compensation_done is judged on the resource it names by default.
 	var last *review.PriorDecision
 	for i := range ds {
@@ -101,7 +102,8 @@ func (h *Handlers) caseViewRevealed(c echo.Context, id string, reveal bool) (*we
 	}
 	doneRef := review.DoneRef("", last, cs.RecommendedRef)
 	for _, a := range review.DecisionsAllowed(op.State, cs.Reasons) {
-		if _, running := review.SettlesByHand(a, doneRef, children); s.User.Role.CanDecide(op, a) && running == nil && !review.UndoesAnUndo(op, a) {
+		if _, running := review.SettlesByHand(a, doneRef, children); s.User.Role.CanDecide(op, a) && running == nil && !review.UndoesAnUndo(op, a) &&
+			!review.NothingLimboCanUndo(op, h.Store.Config().Destination(op.Destination), a) {
 			v.Actions = append(v.Actions, a)
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/limbo-dev/limbo/review"
 	"github.com/limbo-dev/limbo/store"
@@ -15,12 +16,18 @@ import (
 // TestConsoleUnnamedEffect: a success reported late for an operation that
 // failed, naming no resource (review.UnnamedEffect), opens a case. Its page
 // asks the reviewer to find the effect at the destination, in English and
-// Italian, preselects no decision, and the reviewer's word that it is
-// undone (naming nothing) closes the case; the operation stays failed.
+// Italian, preselects no decision, offers no undo Limbo would have to
+// refuse (it sends this destination's undo, and knows no resource to
+// name), and the reviewer's word that it is undone (naming nothing)
+// closes the case; the operation stays failed.
 func TestConsoleUnnamedEffect(t *testing.T) {
 	t.Parallel()
 	storetest.Each(t, func(t *testing.T, e store.Engine) {
-		srv, st := consoleServerWith(t, e, consoleSetup{})
+		// Limbo sends this destination's undo itself: it could undo only a
+		// resource the operation is known to have, and it has none.
+		cfg := &review.Config{Destinations: map[string]review.Destination{"mail": {
+			Undo: &review.Undo{Method: "DELETE", URL: "http://127.0.0.1:9/messages/{{.Ref}}", Timeout: time.Second}}}}
+		srv, st := consoleServerWith(t, e, consoleSetup{cfg: cfg})
 		ctx := context.Background()
 		// The provider refused the send: the operation failed.
 		op := reported(t, st, review.Registration{Tenant: "acme", SourceRef: "welcome-mail-42", LogicalVersion: "1", Action: "send_mail",
@@ -68,6 +75,9 @@ func TestConsoleUnnamedEffect(t *testing.T) {
 			}
 			if !strings.Contains(body, `value="compensation_done"`) || strings.Contains(body, `checked required`) {
 				t.Errorf("%s: the form does not offer compensation_done, or preselects a decision", lang.code)
+			}
+			if strings.Contains(body, `name="action" value="compensate"`) {
+				t.Errorf("%s: the form offers an undo Limbo would refuse: no resource to name", lang.code)
 			}
 		}
 		code, body, _ := rev.decide(caseID, url.Values{"action": {review.DecideCompensationDone}, "reason": {"the mail went out; recalled it by hand"}})

@@ -354,6 +354,18 @@ func CheckUndoRef(op *Operation, d Destination, ref string) error {
 		"its evidence names, or a job's); Limbo sends this destination's undo itself, and undoes only those", ErrInvalid, ref)
 }
 
+// NothingLimboCanUndo reports whether action would undo a resource
+// Limbo cannot send the undo of: the destination's undo call is Limbo's
+// (CheckUndoRef), and op is known to have no resource at all — a success
+// reported naming none (UnnamedEffect). Any ref named would be refused;
+// a person undoes what they find and says compensation_done.
+func NothingLimboCanUndo(op *Operation, d Destination, action string) bool {
+	if d.Undo == nil || (action != DecideCompensate && action != DecideKeepAndUndo) || op.Resource != nil || len(op.Jobs) > 0 {
+		return false
+	}
+	return !slices.ContainsFunc(op.Evidence, func(e Evidence) bool { return len(e.Candidates) > 0 })
+}
+
 // UndoTarget is the resource a decision undoes: compensate's ref, or
 // the other one keep_and_undo names; "" for other actions.
 func UndoTarget(action, ref, undoRef string) string {
