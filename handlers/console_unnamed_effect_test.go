@@ -55,20 +55,24 @@ func TestConsoleUnnamedEffect(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, lang := range []struct{ code, says, situation string }{
+		for _, lang := range []struct{ code, says, situation, label string }{
 			{"en", "Check again</strong> — the destination reported a success for this operation, which failed, without naming what it made: " +
 				"find the effect at the destination, undo it, then say so (compensation_done) — or say so if nothing is there",
-				"the destination later reported that it happened, without naming what it made"},
+				"the destination later reported that it happened, without naming what it made",
+				"compensation done: the effect is undone, or nothing was there (the case closes; the operation stays failed)"},
 			{"it", "Riconcilia di nuovo</strong> — la destinazione ha riportato un successo per questa operazione, che è fallita, senza dire cosa ha creato: " +
 				"cerca l'effetto presso la destinazione, annullalo, poi indicalo (compensation_done) — oppure indicalo se non c'è nulla",
-				"la destinazione ha poi riportato che è avvenuto, senza dire cosa ha creato"},
+				"la destinazione ha poi riportato che è avvenuto, senza dire cosa ha creato",
+				"compensazione eseguita: l'effetto è annullato, oppure non c'era nulla (il caso si chiude; l'operazione resta fallita)"},
 		} {
 			if err := st.SetLanguage(ctx, u.Principal(), lang.code); err != nil {
 				t.Fatal(err)
 			}
 			code, body := rev.get("/cases/" + caseID)
 			body = strings.Join(strings.Fields(html.UnescapeString(body)), " ")
-			for _, want := range []string{lang.says, lang.situation} {
+			// The decision's label says what it closes: no resource is named
+			// below, so it cannot speak of one.
+			for _, want := range []string{lang.says, lang.situation, lang.label} {
 				if code != 200 || !strings.Contains(body, want) {
 					t.Errorf("%s: case page %d does not say %q", lang.code, code, want)
 				}

@@ -360,10 +360,7 @@ func CheckUndoRef(op *Operation, d Destination, ref string) error {
 // reported naming none (UnnamedEffect). Any ref named would be refused;
 // a person undoes what they find and says compensation_done.
 func NothingLimboCanUndo(op *Operation, d Destination, action string) bool {
-	if d.Undo == nil || (action != DecideCompensate && action != DecideKeepAndUndo) || op.Resource != nil || len(op.Jobs) > 0 {
-		return false
-	}
-	return !slices.ContainsFunc(op.Evidence, func(e Evidence) bool { return len(e.Candidates) > 0 })
+	return d.Undo != nil && (action == DecideCompensate || action == DecideKeepAndUndo) && !hasKnownResources(op)
 }
 
 // UndoTarget is the resource a decision undoes: compensate's ref, or
@@ -424,6 +421,14 @@ func KnownResource(op *Operation, ref string) bool {
 		}
 	}
 	return slices.ContainsFunc(op.Jobs, func(j Job) bool { return j.Ref == ref || j.OutputRef == ref })
+}
+
+// hasKnownResources reports whether op is known to have any resource at
+// all, in KnownResource's sense: a resource, a candidate its evidence
+// names, or a job. The two must read the same places.
+func hasKnownResources(op *Operation) bool {
+	return op.Resource != nil || len(op.Jobs) > 0 ||
+		slices.ContainsFunc(op.Evidence, func(e Evidence) bool { return len(e.Candidates) > 0 })
 }
 
 // UndoesAnUndo reports whether action, on op's case, would undo a

@@ -2394,9 +2394,11 @@ func actionLabel(ctx context.Context, v CaseView, a string) string {
 	case v.DecidesOn == review.OnRefusedPayload && a == review.DecideFail:
 		return T(ctx, "fail the refused payload (it will not run under this key; the operation is not moved)")
 	case v.DecidesOn == review.OnExtraEffect && a == review.DecideCompensate && v.Op.State != review.Confirmed:
-		return Tf(ctx, "compensate the extra resource (the operation stays %s; the case stays open until the undo is done)", StateLabel(ctx, v.Op.State))
+		return Tf(ctx, "compensate the extra resource (the operation stays %s; the case stays open until the undo is done)", StateInProse(ctx, v.Op.State))
 	case v.DecidesOn == review.OnExtraEffect && a == review.DecideCompensate:
 		return T(ctx, "compensate the extra resource (the operation stays confirmed; the case stays open until the undo is done)")
+	case v.DecidesOn == review.OnExtraEffect && a == review.DecideCompensationDone && v.Case.Rationale == review.RationaleUnnamedEffect:
+		return Tf(ctx, "compensation done: the effect is undone, or nothing was there (the case closes; the operation stays %s)", StateInProse(ctx, v.Op.State))
 	case v.DecidesOn == review.OnExtraEffect && a == review.DecideCompensationDone:
 		return T(ctx, "compensation done: the resource named below is undone (cancels its pending undo only; the case closes once no other undo is under way)")
 	case a == review.DecideCompensationDone && keptRef(v) != "":

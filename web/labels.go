@@ -2,6 +2,7 @@ package web
 
 import (
 	"context"
+	"strings"
 
 	"github.com/limbo-dev/limbo/review"
 )
@@ -86,6 +87,13 @@ func StateLabel(ctx context.Context, s review.State) string {
 		return T(ctx, l)
 	}
 	return string(s)
+}
+
+// StateInProse is a state as it reads inside a sentence ("the operation
+// stays failed"): the label, lower-cased; labels are capitalised for
+// badges and menus.
+func StateInProse(ctx context.Context, s review.State) string {
+	return strings.ToLower(StateLabel(ctx, s))
 }
 
 // StateTone is the colour family of a state's badge.
