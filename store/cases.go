@@ -116,6 +116,31 @@ func (s *Store) countOpenCase(ctx context.Context, tx *sqlx.Tx, tenant, destinat
 // openCase opens (or refreshes) the operation's case inside tx, assessing it
 // with review.Assess over everything known about the operation.
 func (s *Store) openCase(ctx context.Context, tx *sqlx.Tx, opID, tenant string, extra []review.Reason, actor string) (*Case, error) {
+	return s.assessCase(ctx, tx, opID, tenant, extra, actor, true)
+}
+
+// reassessOpenCase assesses the operation's open case again, after
+// something it recommends on changed; it opens none where there is none.
+func (s *Store) reassessOpenCase(ctx context.Context, tx *sqlx.Tx, opID, tenant, actor string) error {
+	_, err := s.assessCase(ctx, tx, opID, tenant, nil, actor, false)
+	return err
+}
+
+// assessCase refreshes the operation's open case, or opens one (when
+// open; otherwise it returns nil).
+func (s *Store) assessCase(ctx context.Context, tx *sqlx.Tx, opID, tenant string, extra []review.Reason, actor string, open bool) (*Case, error) {
+	var existing Case
+	err := tx.GetContext(ctx, &existing, s.rebind(selectOpenCase), opID)
+	found := err == nil
+	switch {
+	case found:
+		existing.fill()
+		extra = append(extra, existing.Reasons...)
+	case !errors.Is(err, sql.ErrNoRows):
+		return nil, fmt.Errorf("open case: %w", err)
+	case !open:
+		return nil, nil
+	}
 	var row opRow
 	if err := tx.GetContext(ctx, &row, s.rebind(selectOperation), tenant, opID); err != nil {
 		return nil, fmt.Errorf("open case: %w", err)
@@ -125,17 +150,9 @@ func (s *Store) openCase(ctx context.Context, tx *sqlx.Tx, opID, tenant string, 
 		return nil, err
 	}
 	now := s.now()
-	var existing Case
-	err = tx.GetContext(ctx, &existing, s.rebind(selectOpenCase), opID)
-	if err == nil {
-		existing.fill()
-		extra = append(extra, existing.Reasons...)
-	} else if !errors.Is(err, sql.ErrNoRows) {
-		return nil, fmt.Errorf("open case: %w", err)
-	}
 	a := review.Assess(op, extra, now)
 	bits := reasonBits(a.Reasons)
-	if err == nil {
+	if found {
 		if old := reasonBits(existing.Reasons); old != bits {
 			if err := s.countOpenCase(ctx, tx, existing.Tenant, existing.Destination, existing.Action, existing.Flags, old, -1); err != nil {
 				return nil, err

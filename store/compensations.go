@@ -292,15 +292,8 @@ func (s *Store) undoLeftToPerson(ctx context.Context, tx *sqlx.Tx, row *opRow, o
 		Detail: detailJSON(map[string]any{"parent_id": link.ParentID, "resource_ref": link.ResourceRef, "reason": why})}); err != nil {
 		return nil, err
 	}
-	var open Case
-	switch err := s.get(ctx, tx, &open, selectOpenCase, link.ParentID); {
-	case errors.Is(err, sql.ErrNoRows):
-	case err != nil:
-		return nil, fmt.Errorf("parent's case: %w", err)
-	default:
-		if _, err := s.openCase(ctx, tx, link.ParentID, row.Tenant, nil, actor); err != nil {
-			return nil, err
-		}
+	if err := s.reassessOpenCase(ctx, tx, link.ParentID, row.Tenant, actor); err != nil {
+		return nil, err
 	}
 	op.StateReason = why
 	return &review.NotAttemptableError{Operation: op}, nil
