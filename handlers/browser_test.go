@@ -411,18 +411,8 @@ func jsString(s string) string {
 func duplicatesCase(t *testing.T, st *store.Store, r review.Registration, refs ...string) (opID, caseID string) {
 	t.Helper()
 	ctx := context.Background()
-	op, _, err := st.Register(ctx, r)
-	if err != nil {
-		t.Fatal(err)
-	}
-	g, err := st.StartAttempt(ctx, store.AttemptRequest{Tenant: r.Tenant, OperationID: op.ID, Actor: "test"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := st.RecordOutcome(ctx, r.Tenant, op.ID, g.N, review.Outcome{Result: review.ResultTimeout, Phase: review.PhaseAfterSend}, "test")
-	if err != nil || res.Operation.State != review.Ambiguous {
-		t.Fatalf("timeout after send: %v, %+v; want ambiguous", err, res)
-	}
+	// A timeout after the send: the operation is ambiguous.
+	op := reported(t, st, r, review.Outcome{Result: review.ResultTimeout, Phase: review.PhaseAfterSend})
 	ev := review.Evidence{Source: review.SourceMetadataSearch, Authoritative: true}
 	for _, ref := range refs {
 		ev.Candidates = append(ev.Candidates, review.Candidate{Ref: ref, Kind: "folder", Version: op.LogicalVersion, OperationID: op.ID})
