@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -218,4 +219,70 @@ func (b *bundle) sweepable(t *testing.T) sweepRows {
 	b.clk.Advance(time.Second)
 	r.purgeB = b.confirmed(t, "purge-second", "short", "")
 	return r
+}
+
+// TestClaimsGoPastAnUnreadableOperation: an operation claimed for a probe
+// or a look, but that cannot be read back (here its attempt's start is a
+// timestamp Go cannot hold), is skipped — named in a *store.SkippedRows —
+// and the others claimed with it are returned: before, the whole claim
+// failed, round after round, and none of them was probed. Once it reads
+// again, its claim lapses with its lease and the next round takes it.
+// Both engines.
+func TestClaimsGoPastAnUnreadableOperation(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		b := setup(t, e, &review.Config{Destinations: map[string]review.Destination{"files": {SearchLag: time.Minute}}})
+		ambA, ambB := b.ambiguous(t, "amb-a"), b.ambiguous(t, "amb-b")
+		// Proven absent after a timeout: it waits for its retry, watched
+		// for the confirm window (a lagging search may show it late).
+		watched := func(source string) *review.Operation {
+			op := b.newOp(t, source, review.RiskCompensableWrite, "files")
+			b.start(t, op)
+			b.report(t, op, 1, timeoutAfterSend)
+			return op
+		}
+		watchA, watchB := watched("watch-a"), watched("watch-b")
+		b.clk.Advance(2 * time.Minute) // absence is sure once the search lag passed
+		for _, op := range []*review.Operation{watchA, watchB} {
+			got, err := b.s.AddEvidence(b.ctx, tenantA, op.ID, review.Evidence{Source: review.SourceMetadataSearch, Authoritative: true}, "integrator")
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantState(t, got, review.RetryWait)
+		}
+		const poison = `UPDATE attempts SET started_at = 'infinity' WHERE operation_id IN (?, ?)`
+		exec(t, b.s, poison, ambA.ID, watchA.ID)
+		b.clk.Advance(time.Minute + time.Second) // the first look is due
+
+		skippedOnly := func(what string, err error, id string) {
+			t.Helper()
+			var sk *store.SkippedRows
+			if !errors.As(err, &sk) || len(sk.Rows) != 1 || sk.Rows[0].ID != id {
+				t.Errorf("%s: %v, want a *store.SkippedRows naming %s only", what, err, id)
+			}
+		}
+		const lease = time.Second
+		cs, err := b.s.ClaimAmbiguous(b.ctx, "r1", 10, lease)
+		skippedOnly("ClaimAmbiguous", err, ambA.ID)
+		if len(cs) != 1 || cs[0].Op.ID != ambB.ID {
+			t.Errorf("ClaimAmbiguous = %v, want %s", claimedIDs(cs), ambB.ID)
+		}
+		ws, err := b.s.ClaimWatches(b.ctx, 10, lease)
+		skippedOnly("ClaimWatches", err, watchA.ID)
+		if len(ws) != 1 || ws[0].Op.ID != watchB.ID {
+			t.Errorf("ClaimWatches = %+v, want %s", ws, watchB.ID)
+		}
+
+		// Mended: once the lease lapses, the next round takes them.
+		exec(t, b.s, `UPDATE attempts SET started_at = ? WHERE operation_id IN (?, ?)`, t0, ambA.ID, watchA.ID)
+		b.clk.Advance(2 * lease)
+		cs, err = b.s.ClaimAmbiguous(b.ctx, "r2", 10, lease)
+		if err != nil || !slices.Contains(claimedIDs(cs), ambA.ID) {
+			t.Errorf("ClaimAmbiguous once mended = %v, %v; want %s among them", claimedIDs(cs), err, ambA.ID)
+		}
+		ws, err = b.s.ClaimWatches(b.ctx, 10, lease)
+		if err != nil || !slices.ContainsFunc(ws, func(w store.WatchClaim) bool { return w.Op.ID == watchA.ID }) {
+			t.Errorf("ClaimWatches once mended = %+v, %v; want %s among them", ws, err, watchA.ID)
+		}
+	})
 }

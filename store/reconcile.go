@@ -66,23 +66,21 @@ func (s *Store) claim(ctx context.Context, state review.State, owner string, n i
 	if err != nil && !errors.As(err, &skipped) {
 		return nil, fmt.Errorf("store.claim: %w", err)
 	}
-	claims := make([]ProbeClaim, 0, len(ids))
-	for _, id := range ids {
+	return readClaimed(&skipped, "store.claim", ids, func(id string) (ProbeClaim, error) {
 		var r struct {
 			opRow
 			Generation int64 `db:"probe_generation"`
 			Round      int   `db:"probe_round"`
 		}
 		if err := s.db.GetContext(ctx, &r, s.rebind(selectClaimed), id); err != nil {
-			return nil, fmt.Errorf("store.ClaimAmbiguous: %w", err)
+			return ProbeClaim{}, err
 		}
 		op, err := s.loadDetails(ctx, s.db, r.opRow.operation())
 		if err != nil {
-			return nil, err
+			return ProbeClaim{}, err
 		}
-		claims = append(claims, ProbeClaim{Op: op, Owner: owner, Generation: r.Generation, Round: r.Round, LastWrite: review.LastWriteAt(op.Attempts)})
-	}
-	return claims, skipped.orNil()
+		return ProbeClaim{Op: op, Owner: owner, Generation: r.Generation, Round: r.Round, LastWrite: review.LastWriteAt(op.Attempts)}, nil
+	})
 }
 
 // ErrFenced: the claim was superseded (its lease expired and another

@@ -71,3 +71,25 @@ func (sk *SkippedRows) orNil() error {
 func roundEnds(sk *SkippedRows, round string, err error) error {
 	return errors.Join(sk.orNil(), fmt.Errorf("%s: the database cannot be reached, the round ends here: %w", round, err))
 }
+
+// readClaimed reads each of the rows a round claimed (ids) with read. A
+// row whose read fails is skipped, added to *sk: its claim lapses with
+// its lease and it is due again; the others are returned. One row that
+// cannot be read (data the code cannot scan) must not hold back every
+// row claimed with it, round after round. A database that cannot be
+// reached ends the round (roundEnds) with the rows read so far.
+func readClaimed[C any](sk **SkippedRows, round string, ids []string, read func(id string) (C, error)) ([]C, error) {
+	out := make([]C, 0, len(ids))
+	for _, id := range ids {
+		c, err := read(id)
+		switch {
+		case IsUnavailable(err):
+			return out, roundEnds(*sk, round, err)
+		case err != nil:
+			skip(sk, round, id, err)
+		default:
+			out = append(out, c)
+		}
+	}
+	return out, (*sk).orNil()
+}

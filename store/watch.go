@@ -63,23 +63,21 @@ func (s *Store) ClaimWatches(ctx context.Context, n int, lease time.Duration) ([
 	if err != nil && !errors.As(err, &skipped) {
 		return nil, fmt.Errorf("store.ClaimWatches: %w", err)
 	}
-	claims := make([]WatchClaim, 0, len(ids))
-	for _, id := range ids {
+	return readClaimed(&skipped, "store.ClaimWatches", ids, func(id string) (WatchClaim, error) {
 		var r struct {
 			opRow
 			Generation int64        `db:"watch_generation"`
 			Until      sql.NullTime `db:"watch_until"`
 		}
 		if err := s.db.GetContext(ctx, &r, s.rebind(selectWatchClaimed), id); err != nil {
-			return nil, fmt.Errorf("store.ClaimWatches: %w", err)
+			return WatchClaim{}, err
 		}
 		op, err := s.loadDetails(ctx, s.db, r.opRow.operation())
 		if err != nil {
-			return nil, err
+			return WatchClaim{}, err
 		}
-		claims = append(claims, WatchClaim{Op: op, Generation: r.Generation, Until: r.Until.Time.UTC()})
-	}
-	return claims, skipped.orNil()
+		return WatchClaim{Op: op, Generation: r.Generation, Until: r.Until.Time.UTC()}, nil
+	})
 }
 
 // extraEffect opens a case on op, the settled operation of the locked row,
