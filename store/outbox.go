@@ -145,6 +145,12 @@ WHERE id = ? AND status = 'pending' AND (lease_until IS NULL OR lease_until <= ?
 	failDisabledDelivery = `
 UPDATE outbox SET status = 'failed', last_error = 'endpoint disabled', lease_owner = NULL, lease_until = NULL
 WHERE id = ? AND status = 'pending' AND (lease_until IS NULL OR lease_until <= ?)`
+	/* Store.ClaimDeliveries: earlier claims recorded no try (claimOne) — the next one waits longer. */
+	deferDelivery = `UPDATE outbox SET next_attempt_at = ? WHERE id = ?`
+	/* Store.ClaimDeliveries: earlier claims recorded no try, and the give-up window is over. */
+	failUnrecordedDelivery = `
+UPDATE outbox SET status = 'failed', last_error = 'no try could be recorded; given up', lease_owner = NULL, lease_until = NULL
+WHERE id = ?`
 	/* Store.ClaimDeliveries */
 	selectClaimedDelivery = `
 SELECT o.id, o.endpoint_id, o.tenant, e.url, e.secret, o.event_type, o.event_id, o.payload, o.attempts,
@@ -283,6 +289,21 @@ func (s *Store) claimOne(ctx context.Context, tx *sqlx.Tx, m dueDelivery, owner 
 	var c DeliveryClaim
 	if err := tx.GetContext(ctx, &c, s.rebind(selectClaimedDelivery), m.ID); err != nil {
 		return nil, err
+	}
+	// Claims before this one that recorded no try (CompleteDelivery):
+	// their worker stopped, or the try's record cannot be written. The
+	// latter would send the message again at every lease's end, for ever,
+	// since the backoff and the give-up are decided where the try is
+	// recorded. So each such claim waits as a failed try would, should it
+	// record nothing either, and past the give-up window the message fails.
+	if unrecorded := int(c.Generation) - 1 - c.Attempts; unrecorded > 0 {
+		if now.After(c.Since().Add(WebhookGiveUpAfter)) {
+			_, err := tx.ExecContext(ctx, s.rebind(failUnrecordedDelivery), m.ID)
+			return nil, err
+		}
+		if _, err := tx.ExecContext(ctx, s.rebind(deferDelivery), dbTime(now.Add(webhookBackoff(unrecorded+1, s.Float64()))), m.ID); err != nil {
+			return nil, err
+		}
 	}
 	c.CreatedAt, c.LeaseUntil = c.CreatedAt.UTC(), c.LeaseUntil.UTC()
 	return &c, nil

@@ -378,6 +378,43 @@ func TestWebhookBackoff(t *testing.T) {
 	})
 }
 
+
+// TestWebhookUnrecordedTries: a message whose tries cannot be recorded
+// (here the history's insert fails every time, so CompleteDelivery rolls
+// back) is not sent again at every lease's end for ever: each claim that
+// recorded nothing waits as a failed try would, and once the give-up
+// window is over the message fails, saying why. Before, a receiver got it
+// every 30 s, 72 h and on. Both engines.
+func TestWebhookUnrecordedTries(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		b := setup(t, e, nil)
+		ep := b.addEndpoint(t, tenantA, "https://a.example/h")
+		_, c := b.hookCase(t, intention("doc-1", review.RiskCompensableWrite, "plain"))
+		b.confirm(t, c)
+		failOn(t, b, e, "webhook_deliveries", "1 = 1")
+
+		sent := 0
+		for step := 0; step < 6*80; step++ { // 80 hours, a look every 10 minutes
+			for _, cl := range b.claimAll(t, "w1") {
+				sent++
+				if _, err := b.s.CompleteDelivery(b.ctx, cl, 503, nil, time.Millisecond); err == nil {
+					t.Fatal("a try was recorded through the failing insert")
+				}
+			}
+			b.clk.Advance(10 * time.Minute)
+		}
+		// As often as a receiver that stays down (21–33 tries), not 400+.
+		if sent < 15 || sent > 40 {
+			t.Errorf("the message was sent %d times in 80 h, want about as many as failed tries (21–33)", sent)
+		}
+		ms := b.messages(t, ep)
+		if len(ms) != 1 || ms[0].Status != store.OutboxFailed || !strings.Contains(ms[0].LastError, "no try could be recorded") {
+			t.Errorf("messages = %+v, want one, failed, saying no try could be recorded", ms)
+		}
+		t.Logf("%s: sent %d times before giving up", e, sent)
+	})
+}
 // TestWebhookJitter: the wait lies between half and all of the nominal.
 func TestWebhookJitter(t *testing.T) {
 	t.Parallel()
