@@ -378,7 +378,6 @@ func TestWebhookBackoff(t *testing.T) {
 	})
 }
 
-
 // TestWebhookUnrecordedTries: a message whose tries cannot be recorded
 // (here the history's insert fails every time, so CompleteDelivery rolls
 // back) is not sent again at every lease's end for ever: each claim that
@@ -415,6 +414,7 @@ func TestWebhookUnrecordedTries(t *testing.T) {
 		t.Logf("%s: sent %d times before giving up", e, sent)
 	})
 }
+
 // TestWebhookJitter: the wait lies between half and all of the nominal.
 func TestWebhookJitter(t *testing.T) {
 	t.Parallel()
