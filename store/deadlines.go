@@ -37,23 +37,19 @@ const deadlineSweeper = "system:deadline-sweeper"
 // reconciler's, in-flight ones the lease sweeper's. An operation that
 // cannot be ended is skipped (*SkippedRows) and the rest are.
 func (s *Store) ExpireDeadlines(ctx context.Context) (int, error) {
-	var due, lapsed []struct {
+	type dueOp = struct {
 		ID     string `db:"id"`
 		Tenant string `db:"tenant"`
 	}
+	var due, lapsed []dueOp
 	if err := s.db.SelectContext(ctx, &due, s.rebind(selectPastDeadline), s.now(), 500); err != nil {
 		return 0, fmt.Errorf("store.ExpireDeadlines: %w", err)
 	}
 	if err := s.db.SelectContext(ctx, &lapsed, s.rebind(selectLapsedApprovals), s.now(), 500); err != nil {
 		return 0, fmt.Errorf("store.ExpireDeadlines: %w", err)
 	}
-	n := 0
-	var skipped *SkippedRows
-	for _, d := range append(due, lapsed...) {
-		if ctx.Err() != nil {
-			return n, ctx.Err()
-		}
-		expired, err := inTx(ctx, s, func(tx *sqlx.Tx) (bool, error) {
+	return eachRow(ctx, "store.ExpireDeadlines", append(due, lapsed...), func(d dueOp) string { return d.ID }, movedOn, func(d dueOp) (bool, error) {
+		return inTx(ctx, s, func(tx *sqlx.Tx) (bool, error) {
 			row, err := s.lockOperation(ctx, tx, d.Tenant, d.ID)
 			if err != nil {
 				return false, err
@@ -85,18 +81,7 @@ func (s *Store) ExpireDeadlines(ctx context.Context) (int, error) {
 			}
 			return true, s.transition(ctx, tx, row, to, reason, deadlineSweeper, "operation.deadline_expired", detail)
 		})
-		if IsUnavailable(err) {
-			return n, roundEnds(skipped, "store.ExpireDeadlines", err)
-		}
-		if err != nil && !errors.Is(err, review.ErrConflict) && !errors.Is(err, review.ErrNotFound) {
-			skip(&skipped, "store.ExpireDeadlines", d.ID, err)
-			continue
-		}
-		if expired {
-			n++
-		}
-	}
-	return n, skipped.orNil()
+	})
 }
 
 // expireApproval fails row, awaiting approval, once its request lapsed

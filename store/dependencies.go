@@ -210,20 +210,17 @@ func (s *Store) breakAwaitingDependent(ctx context.Context, tx *sqlx.Tx, row *op
 // returns how many it ended. A dependent that cannot be ended is skipped
 // (*SkippedRows) and the rest are.
 func (s *Store) SweepDependencies(ctx context.Context) (int, error) {
-	var due []struct {
+	type dependent = struct {
 		ID     string `db:"operation_id"`
 		Tenant string `db:"tenant"`
 	}
+	var due []dependent
 	if err := s.db.SelectContext(ctx, &due, s.rebind(selectBrokenDependents), 500); err != nil {
 		return 0, fmt.Errorf("store.SweepDependencies: %w", err)
 	}
-	n := 0
-	var skipped *SkippedRows
-	for _, d := range due {
-		if ctx.Err() != nil {
-			return n, ctx.Err()
-		}
-		ended, err := inTx(ctx, s, func(tx *sqlx.Tx) (bool, error) {
+	return eachRow(ctx, "store.SweepDependencies", due, func(d dependent) string { return d.ID }, movedOn, func(d dependent) (bool, error) {
+		defer s.snaps.drop(d.ID) // after the transaction ends
+		return inTx(ctx, s, func(tx *sqlx.Tx) (bool, error) {
 			row, err := s.lockOperation(ctx, tx, d.Tenant, d.ID)
 			if err != nil {
 				return false, err
@@ -240,15 +237,5 @@ func (s *Store) SweepDependencies(ctx context.Context) (int, error) {
 			// The gate moved it unless the dependency is met or pending.
 			return !review.State(row.State).Attemptable(), nil
 		})
-		if IsUnavailable(err) {
-			return n, roundEnds(skipped, "store.SweepDependencies", err)
-		}
-		if err != nil && !errors.Is(err, review.ErrConflict) && !errors.Is(err, review.ErrNotFound) {
-			skip(&skipped, "store.SweepDependencies", d.ID, err)
-		} else if ended {
-			n++
-		}
-		s.snaps.drop(d.ID)
-	}
-	return n, skipped.orNil()
+	})
 }

@@ -423,21 +423,19 @@ WHERE a.finished_at IS NULL AND a.lease_expires_at <= ? ORDER BY a.lease_expires
 // leads for its risk class. It returns how many it closed; an attempt
 // that cannot be closed is skipped (*SkippedRows) and the rest are.
 func (s *Store) SweepLeases(ctx context.Context) (int, error) {
-	var expired []struct {
+	type lapsed = struct {
 		OperationID string `db:"operation_id"`
 		Tenant      string `db:"tenant"`
 		N           int    `db:"n"`
 	}
+	var expired []lapsed
 	if err := s.db.SelectContext(ctx, &expired, s.rebind(selectExpiredAttempts), s.now(), 500); err != nil {
 		return 0, fmt.Errorf("store.SweepLeases: %w", err)
 	}
-	closed := 0
-	var skipped *SkippedRows
-	for _, e := range expired {
-		if ctx.Err() != nil {
-			return closed, ctx.Err()
-		}
-		swept, err := inTx(ctx, s, func(tx *sqlx.Tx) (bool, error) {
+	id := func(e lapsed) string { return fmt.Sprintf("%s/%d", e.OperationID, e.N) }
+	conflict := func(err error) bool { return errors.Is(err, review.ErrConflict) }
+	return eachRow(ctx, "store.SweepLeases", expired, id, conflict, func(e lapsed) (bool, error) {
+		return inTx(ctx, s, func(tx *sqlx.Tx) (bool, error) {
 			row, err := s.lockOperation(ctx, tx, e.Tenant, e.OperationID)
 			if err != nil {
 				return false, err
@@ -455,18 +453,7 @@ func (s *Store) SweepLeases(ctx context.Context) (int, error) {
 			}
 			return true, nil
 		})
-		if IsUnavailable(err) {
-			return closed, roundEnds(skipped, "store.SweepLeases", err)
-		}
-		if err != nil && !errors.Is(err, review.ErrConflict) {
-			skip(&skipped, "store.SweepLeases", fmt.Sprintf("%s/%d", e.OperationID, e.N), err)
-			continue
-		}
-		if swept {
-			closed++
-		}
-	}
-	return closed, skipped.orNil()
+	})
 }
 
 /* Store.loadPriorEffect */

@@ -1,9 +1,12 @@
 package store
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/limbo-dev/limbo/review"
 )
 
 // SkippedRows is the error of a background round that went past rows it
@@ -92,4 +95,36 @@ func readClaimed[C any](sk **SkippedRows, round string, ids []string, read func(
 		}
 	}
 	return out, (*sk).orNil()
+}
+
+// eachRow is a sweep's round over rows: handle does one row, in a
+// transaction of its own, and says whether it did something (counted).
+// A row whose handling fails is skipped (its id in *SkippedRows), unless
+// expected says the error is one a row moved on meanwhile may give; a
+// database that cannot be reached, or ctx ending, ends the round.
+func eachRow[R any](ctx context.Context, round string, rows []R, id func(R) string, expected func(error) bool,
+	handle func(R) (bool, error)) (int, error) {
+	n := 0
+	var skipped *SkippedRows
+	for _, r := range rows {
+		if ctx.Err() != nil {
+			return n, ctx.Err()
+		}
+		done, err := handle(r)
+		switch {
+		case IsUnavailable(err):
+			return n, roundEnds(skipped, round, err)
+		case err != nil && !expected(err):
+			skip(&skipped, round, id(r), err)
+		case err == nil && done:
+			n++
+		}
+	}
+	return n, skipped.orNil()
+}
+
+// movedOn: the errors a sweep expects of a row that changed since it was
+// listed (review.ErrConflict) or is gone (review.ErrNotFound).
+func movedOn(err error) bool {
+	return errors.Is(err, review.ErrConflict) || errors.Is(err, review.ErrNotFound)
 }
