@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jmoiron/sqlx"
@@ -30,6 +31,12 @@ type AuditEvent struct {
 	// Detail is a JSON object with whatever else explains the event.
 	Detail string `json:"detail" db:"detail"`
 	Hash   string `json:"hash" db:"hash"`
+
+	// ShownTo is read by VerifyAudit only, for an event without a tenant
+	// of its own: the tenants audit_event_tenants shows it to, sorted and
+	// comma-joined (nil: none). Not part of the event: its detail names
+	// them (shown_to, appendUserEvent), under its hash.
+	ShownTo *string `json:"-" db:"shown_to"`
 }
 
 // EventHash is the hash stored with an event: SHA-256 over "seq:" and the
@@ -139,14 +146,11 @@ const insertEventTenant = `INSERT INTO audit_event_tenants (seq, tenant) VALUES 
 // for all tenants): pass the scope before and after a change. The event
 // has no tenant of its own, and is seen by every reader whose scope holds
 // one of those tenants (aboutTenants), so a tenant's manager reads who was
-// given or lost access to it. The list stays outside the event's hash:
-// what the event says is sealed as every event is; the list decides only
-// who may read it.
+// given or lost access to it. The event's detail names the same tenants
+// (shown_to), under its hash, so VerifyAudit finds a list edited since:
+// a tenant struck off hides the event from that tenant's managers.
 func (s *Store) appendUserEvent(ctx context.Context, tx *sqlx.Tx, e *AuditEvent, scopes ...review.Scope) error {
-	if err := s.appendEvent(ctx, tx, e); err != nil {
-		return err
-	}
-	var tenants []string
+	tenants := []string{}
 	for _, sc := range scopes {
 		if sc.All {
 			tenants = append(tenants, "*")
@@ -156,12 +160,46 @@ func (s *Store) appendUserEvent(ctx context.Context, tx *sqlx.Tx, e *AuditEvent,
 		tenants = append(tenants, sc.Tenants...)
 	}
 	slices.Sort(tenants)
-	for _, t := range slices.Compact(tenants) {
+	tenants = slices.Compact(tenants)
+	e.Detail = withShownTo(e.Detail, tenants)
+	if err := s.appendEvent(ctx, tx, e); err != nil {
+		return err
+	}
+	for _, t := range tenants {
 		if _, err := s.exec(ctx, tx, insertEventTenant, e.Seq, t); err != nil {
 			return fmt.Errorf("store.appendUserEvent: %w", err)
 		}
 	}
 	return nil
+}
+
+// detailShownTo is the detail's key naming the tenants a user event is
+// shown to (appendUserEvent).
+const detailShownTo = "shown_to"
+
+// withShownTo is detail with the tenants it is shown to added.
+func withShownTo(detail string, tenants []string) string {
+	var m map[string]json.RawMessage
+	if json.Unmarshal([]byte(detail), &m) != nil || m == nil {
+		m = map[string]json.RawMessage{}
+	}
+	m[detailShownTo], _ = json.Marshal(tenants)
+	return detailJSON(m)
+}
+
+// shownTo is the tenants detail says its event is shown to, comma-joined
+// (as ShownTo), and whether it says so at all: events written before it
+// did list their tenants beside them only.
+func shownTo(detail string) (string, bool) {
+	if !strings.Contains(detail, `"`+detailShownTo+`"`) {
+		return "", false // most events: no need to parse
+	}
+	var d map[string]json.RawMessage
+	var tenants []string
+	if json.Unmarshal([]byte(detail), &d) != nil || d[detailShownTo] == nil || json.Unmarshal(d[detailShownTo], &tenants) != nil {
+		return "", false
+	}
+	return strings.Join(tenants, ","), true
 }
 
 const (

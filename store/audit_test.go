@@ -596,3 +596,63 @@ VALUES ($1, pg_current_xact_id()::text::bigint, $2, $3, $4, '', $5, '', '', $6, 
 		}
 	})
 }
+
+// TestAuditShownToIsSealed: an event about a console user is shown to
+// the managers of the tenants beside it (audit_event_tenants), and its
+// detail names them under its hash (shown_to), so verification finds the
+// list edited: a tenant struck off (the event hidden from its managers),
+// one added, or another tenant's event shown beyond it. Both engines.
+func TestAuditShownToIsSealed(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		b := setup(t, e, nil)
+		if _, err := b.s.AddUser(b.ctx, review.Operator("admin"), store.NewUser{Email: "ann@example.com", Password: ownerPassword,
+			Role: review.RoleReviewer, Scope: review.Scope{Tenants: []string{tenantA, tenantB}}}); err != nil {
+			t.Fatal(err)
+		}
+		op := b.newOp(t, "doc-1", review.RiskRead, "plain")
+		var added, opEvent int64
+		for seq, ev := range events(t, b.s) {
+			switch {
+			case ev.Action == "user.added":
+				added = seq
+				if !strings.Contains(ev.Detail, `"shown_to":["`+tenantA+`","`+tenantB+`"]`) {
+					t.Errorf("user.added detail %s does not name the tenants it is shown to", ev.Detail)
+				}
+			case ev.OperationID == op.ID:
+				opEvent = seq
+			}
+		}
+		opt := verifyOpts()
+		opt.SkipAge = true
+		if rep, err := b.s.VerifyAudit(b.ctx, opt); err != nil || !rep.OK {
+			t.Fatalf("untouched trail: %+v, %v", rep, err)
+		}
+		for _, tamper := range []struct{ what, do, undo string }{
+			{"a tenant struck off", `DELETE FROM audit_event_tenants WHERE seq = ? AND tenant = '` + tenantB + `'`,
+				`INSERT INTO audit_event_tenants (seq, tenant) VALUES (?, '` + tenantB + `')`},
+			{"a tenant added", `INSERT INTO audit_event_tenants (seq, tenant) VALUES (?, 'tenant-c')`,
+				`DELETE FROM audit_event_tenants WHERE seq = ? AND tenant = 'tenant-c'`},
+			{"every tenant struck off", `DELETE FROM audit_event_tenants WHERE seq = ?`,
+				`INSERT INTO audit_event_tenants (seq, tenant) VALUES (?, '` + tenantA + `'), (?, '` + tenantB + `')`},
+		} {
+			exec(t, b.s, tamper.do, added)
+			if rep := verify(t, b.s, opt, added); !strings.Contains(rep.Problem, "shown to other tenants") {
+				t.Errorf("%s: problem %q", tamper.what, rep.Problem)
+			}
+			args := []any{added}
+			if strings.Count(tamper.undo, "?") == 2 {
+				args = append(args, added)
+			}
+			exec(t, b.s, tamper.undo, args...)
+			if rep, err := b.s.VerifyAudit(b.ctx, opt); err != nil || !rep.OK {
+				t.Fatalf("%s, then mended: %+v, %v", tamper.what, rep, err)
+			}
+		}
+		// Another tenant's event shown to tenant B's managers too.
+		exec(t, b.s, `INSERT INTO audit_event_tenants (seq, tenant) VALUES (?, '`+tenantB+`')`, opEvent)
+		if rep := verify(t, b.s, opt, opEvent); !strings.Contains(rep.Problem, "shown to other tenants too") {
+			t.Errorf("an operation's event shown beyond its tenant: problem %q", rep.Problem)
+		}
+	})
+}

@@ -44,6 +44,9 @@ type VerifyOptions struct {
 	// Scope's tenants (a console user's, aboutTenants): counted as theirs.
 	// VerifyAudit reads them.
 	about map[int64]bool
+	// beyondTenant are the events of a tenant that audit_event_tenants
+	// shows to other tenants too: none should be. VerifyAudit reads them.
+	beyondTenant map[int64]bool
 }
 
 // VerifyReport is the result of checking the audit trail.
@@ -131,8 +134,13 @@ const (
 	selectCheckpoints = `SELECT ` + checkpointColumns + ` FROM audit_checkpoints ORDER BY id`
 	/* Store.VerifyAudit: streamed, so memory stays flat on a long trail. */
 	selectAllEvents = `
-SELECT seq, txid, at, actor, tenant, operation_id, action, from_state, to_state, detail, hash
+SELECT seq, txid, at, actor, tenant, operation_id, action, from_state, to_state, detail, hash,
+    CASE WHEN tenant = '' THEN (SELECT string_agg(t.tenant, ',' ORDER BY t.tenant) FROM audit_event_tenants t
+        WHERE t.seq = audit_events.seq) END AS shown_to
 FROM audit_events ORDER BY seq`
+	/* Store.VerifyAudit: events of a tenant also shown to others (none should be). */
+	selectShownBeyondTenant = `
+SELECT DISTINCT t.seq FROM audit_event_tenants t JOIN audit_events e ON e.seq = t.seq WHERE e.tenant <> ''`
 	/* Store.VerifyAudit: the reader's events without a tenant of their own
 	   (aboutTenants follows). */
 	selectEventsAbout = `SELECT seq FROM audit_events WHERE tenant = '' AND `
@@ -319,6 +327,14 @@ func (s *Store) VerifyAudit(ctx context.Context, opt VerifyOptions) (*VerifyRepo
 			opt.about[seq] = true
 		}
 	}
+	var beyond []int64
+	if err := s.db.SelectContext(ctx, &beyond, selectShownBeyondTenant); err != nil {
+		return nil, fmt.Errorf("store.VerifyAudit: %w", err)
+	}
+	opt.beyondTenant = map[int64]bool{}
+	for _, seq := range beyond {
+		opt.beyondTenant[seq] = true
+	}
 	rows, err := s.db.QueryxContext(ctx, selectAllEvents)
 	if err != nil {
 		return nil, fmt.Errorf("store.VerifyAudit: %w", err)
@@ -408,8 +424,9 @@ type verifier struct {
 	firstUnsealed int64
 	// scope is the tenants whose events the report counts (nil: all),
 	// with about, theirs without a tenant of their own.
-	scope []string
-	about map[int64]bool
+	scope        []string
+	about        map[int64]bool
+	beyondTenant map[int64]bool
 }
 
 // counts says whether the report counts e: one of the reader's tenants'.
@@ -429,7 +446,8 @@ func newVerifier(rep *VerifyReport, ch *chain, opt VerifyOptions, byTxID bool) *
 			rep.MaxAge = 2 * interval
 		}
 	}
-	v := &verifier{rep: rep, ch: ch, now: opt.Now, byTxID: byTxID, digests: make([]hash.Hash, len(cps)), scope: opt.Scope, about: opt.about}
+	v := &verifier{rep: rep, ch: ch, now: opt.Now, byTxID: byTxID, digests: make([]hash.Hash, len(cps)), scope: opt.Scope, about: opt.about,
+		beyondTenant: opt.beyondTenant}
 	for i := range cps {
 		var off int64
 		for _, r := range ch.ranges[i] {
@@ -478,6 +496,7 @@ func (v *verifier) event(e *AuditEvent) {
 	if EventHash(e) != e.Hash {
 		rep.fail(e.Seq, "event %d does not match its hash (edited or moved)", e.Seq)
 	}
+	v.shownTo(e)
 	for v.ip < len(v.ranges) && v.ranges[v.ip].hi < e.Seq {
 		v.closeRange()
 	}
@@ -515,6 +534,24 @@ func (v *verifier) event(e *AuditEvent) {
 		if v.firstUnsealed == 0 {
 			v.firstUnsealed = e.Seq
 		}
+	}
+}
+
+// shownTo checks who e is shown to beyond its own tenant
+// (audit_event_tenants) against what its detail says, under its hash
+// (appendUserEvent): a tenant struck off hides the event from that
+// tenant's managers, one added shows it to another tenant's. An event
+// about a user written before the detail said so cannot be checked.
+func (v *verifier) shownTo(e *AuditEvent) {
+	listed := ""
+	if e.ShownTo != nil {
+		listed = *e.ShownTo
+	}
+	switch said, ok := shownTo(e.Detail); {
+	case v.beyondTenant[e.Seq]:
+		v.rep.fail(e.Seq, "event %d, of tenant %s, is shown to other tenants too (audit_event_tenants)", e.Seq, e.Tenant)
+	case ok && e.Tenant == "" && said != listed:
+		v.rep.fail(e.Seq, "event %d is shown to other tenants than it names: [%s], not [%s] (audit_event_tenants)", e.Seq, listed, said)
 	}
 }
 
