@@ -29,36 +29,77 @@ type AuditFilter struct {
 	Before int64
 }
 
+// where is the filter's condition on audit_events, named e.
 func (f AuditFilter) where() (string, []any) {
-	scope, args := aboutTenants(f.Scope)
+	scope, args := aboutTenants("e.", f.Scope)
 	conds := []string{scope}
 	add := func(c string, v any) { conds, args = append(conds, c), append(args, v) }
 	if f.Actor != "" {
-		add("actor = ?", f.Actor)
+		add("e.actor = ?", f.Actor)
 	}
 	if f.Tenant != "" {
-		c, targs := aboutTenants([]string{f.Tenant})
+		c, targs := aboutTenants("e.", []string{f.Tenant})
 		conds, args = append(conds, c), append(args, targs...)
 	}
 	if f.OperationID != "" {
-		add("operation_id = ?", f.OperationID)
+		add("e.operation_id = ?", f.OperationID)
 	}
 	if f.Action != "" {
 		// Actions are lower case: the prefix is too, so that "Decision"
 		// finds the same events on PostgreSQL (LIKE minds case) as on
 		// SQLite (LIKE ignores ASCII case).
-		add("action LIKE ?", strings.ToLower(strings.ReplaceAll(f.Action, "%", ""))+"%")
+		add("e.action LIKE ?", strings.ToLower(strings.ReplaceAll(f.Action, "%", ""))+"%")
 	}
 	if !f.From.IsZero() {
-		add("at >= ?", dbTime(f.From))
+		add("e.at >= ?", dbTime(f.From))
 	}
 	if !f.To.IsZero() {
-		add("at < ?", dbTime(f.To))
+		add("e.at < ?", dbTime(f.To))
 	}
 	if f.Before > 0 {
-		add("seq < ?", f.Before)
+		add("e.seq < ?", f.Before)
 	}
 	return strings.Join(conds, " AND "), args
+}
+
+// maxTenantBranches bounds the tenants a page is read tenant by tenant
+// for (page); a wider scope is read with the one condition.
+const maxTenantBranches = 64
+
+// page is the query of one page of n events, newest first. Bounded to
+// tenants, it reads each tenant's own events from its index
+// (audit_events_tenant), and the events about users each is shown
+// (audit_event_tenants), newest first and n at most each, then the n
+// newest of those: the one condition (aboutTenants), an OR across the two
+// tables, is read from the newest event down until n match, which for a
+// tenant with few events is the whole trail (a second at 5 M events).
+// Every part keeps the whole condition, so the parts together hold
+// exactly the events it does: an event of a tenant is the part of its
+// tenant's; one about users (no tenant of its own) is shown to one of the
+// tenants read, or to all ("*").
+func (f AuditFilter) page(n int) (string, []any) {
+	w, args := f.where()
+	own, shown := f.Scope, append(slices.Clone(f.Scope), "*")
+	if f.Tenant != "" {
+		own, shown = []string{f.Tenant}, []string{f.Tenant, "*"}
+	}
+	if len(own) == 0 || len(own) > maxTenantBranches {
+		// Every tenant (no bound to read by), none, or too many.
+		return `SELECT ` + auditColumnsOf("e.") + ` FROM audit_events e WHERE ` + w + ` ORDER BY e.seq DESC LIMIT ?`, append(args, n)
+	}
+	var parts []string
+	var all []any
+	for i, t := range own {
+		parts = append(parts, fmt.Sprintf(`SELECT * FROM (SELECT %s FROM audit_events e WHERE e.tenant = ? AND %s ORDER BY e.seq DESC LIMIT ?) own%d`,
+			auditColumnsOf("e."), w, i))
+		all = append(append(append(all, t), args...), n)
+	}
+	for i, t := range shown {
+		parts = append(parts, fmt.Sprintf(`SELECT * FROM (SELECT %s FROM audit_event_tenants s JOIN audit_events e ON e.seq = s.seq
+WHERE s.tenant = ? AND e.tenant = '' AND %s ORDER BY s.seq DESC LIMIT ?) shown%d`, auditColumnsOf("e."), w, i))
+		all = append(append(append(all, t), args...), n)
+	}
+	return `SELECT * FROM (` + strings.Join(parts, "\nUNION\n") + `) page ORDER BY seq DESC LIMIT ?`, append(all, n)
 }
 
 // aboutTenants is the one condition that bounds audit reads to tenants
@@ -66,24 +107,32 @@ func (f AuditFilter) where() (string, []any) {
 // its own tenant, or, if it is about a console user (which names none),
 // about the tenants the user had or has, and about every tenant when that
 // is all of them (appendUserEvent).
-func aboutTenants(tenants []string) (string, []any) {
-	own, args := inScope("tenant", tenants)
+//
+// e is how the query names audit_events ("e." or "").
+func aboutTenants(e string, tenants []string) (string, []any) {
+	own, args := inScope(e+"tenant", tenants)
 	if len(tenants) == 0 {
 		return own, args
 	}
 	listed, largs := inScope("tenant", append(slices.Clone(tenants), "*"))
-	return "(" + own + " OR seq IN (SELECT seq FROM audit_event_tenants WHERE " + listed + "))", append(args, largs...)
+	return "(" + own + " OR " + e + "seq IN (SELECT seq FROM audit_event_tenants WHERE " + listed + "))", append(args, largs...)
 }
 
-const auditColumns = `seq, txid, at, actor, tenant, operation_id, action, from_state, to_state, detail, hash`
+// auditColumnsOf is an event's columns, of audit_events named e ("e.").
+func auditColumnsOf(e string) string {
+	cols := strings.Split(`seq, txid, at, actor, tenant, operation_id, action, from_state, to_state, detail, hash`, ", ")
+	for i, c := range cols {
+		cols[i] = e + c
+	}
+	return strings.Join(cols, ", ")
+}
 
 // SearchAudit returns up to limit events, newest first, and the cursor of
 // the next page (0 at the end).
 func (s *Store) SearchAudit(ctx context.Context, f AuditFilter, limit int) ([]AuditEvent, int64, error) {
-	w, args := f.where()
+	q, args := f.page(limit + 1)
 	var evs []AuditEvent
-	q := `SELECT ` + auditColumns + ` FROM audit_events WHERE ` + w + ` ORDER BY seq DESC LIMIT ?`
-	if err := s.db.SelectContext(ctx, &evs, s.rebind(q), append(args, limit+1)...); err != nil {
+	if err := s.db.SelectContext(ctx, &evs, s.rebind(q), args...); err != nil {
 		return nil, 0, fmt.Errorf("store.SearchAudit: %w", err)
 	}
 	var next int64
@@ -101,7 +150,7 @@ func (s *Store) SearchAudit(ctx context.Context, f AuditFilter, limit int) ([]Au
 // export) without holding them all in memory.
 func (s *Store) EachAudit(ctx context.Context, f AuditFilter, fn func(AuditEvent) error) error {
 	w, args := f.where()
-	rows, err := s.db.QueryxContext(ctx, s.rebind(`SELECT `+auditColumns+` FROM audit_events WHERE `+w+` ORDER BY seq`), args...)
+	rows, err := s.db.QueryxContext(ctx, s.rebind(`SELECT `+auditColumnsOf("e.")+` FROM audit_events e WHERE `+w+` ORDER BY e.seq`), args...)
 	if err != nil {
 		return fmt.Errorf("store.EachAudit: %w", err)
 	}

@@ -317,7 +317,7 @@ func (s *Store) VerifyAudit(ctx context.Context, opt VerifyOptions) (*VerifyRepo
 		opt.Now = s.now()
 	}
 	if opt.Scope != nil {
-		about, args := aboutTenants(opt.Scope)
+		about, args := aboutTenants("", opt.Scope)
 		var seqs []int64
 		if err := s.db.SelectContext(ctx, &seqs, s.rebind(selectEventsAbout+about), args...); err != nil {
 			return nil, fmt.Errorf("store.VerifyAudit: %w", err)
@@ -345,7 +345,7 @@ func (s *Store) VerifyAudit(ctx context.Context, opt VerifyOptions) (*VerifyRepo
 		return nil, fmt.Errorf("store.VerifyAudit: %w", err)
 	}
 	if opt.Scope != nil && !rep.OK {
-		about, args := aboutTenants(opt.Scope)
+		about, args := aboutTenants("", opt.Scope)
 		var theirs int
 		err := s.db.GetContext(ctx, &theirs, s.rebind(selectEventInScope+about), append([]any{rep.BrokenSeq}, args...)...)
 		if err != nil {

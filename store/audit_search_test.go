@@ -1,0 +1,110 @@
+package store_test
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/limbo-dev/limbo/review"
+	"github.com/limbo-dev/limbo/store"
+	"github.com/limbo-dev/limbo/store/storetest"
+)
+
+// TestSearchAuditPages: a page of the audit trail, bounded to tenants
+// (a scoped reader, a tenant filter, both), holds exactly the events the
+// filter means — a tenant's own events, and those about console users
+// shown to it or to every tenant — newest first, each once, page after
+// page. The bounded page is read tenant by tenant (AuditFilter.page);
+// this holds it to a reading of every event by the filter's meaning.
+// Both engines.
+func TestSearchAuditPages(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		b := setup(t, e, nil)
+		const tenantC = "tenant-c"
+		for i, tenant := range []string{tenantA, tenantB, tenantA, tenantC, tenantA, tenantB, tenantA, tenantA, tenantB, tenantA, tenantB, tenantB} {
+			b.clk.Advance(time.Second)
+			r := intention(fmt.Sprintf("doc-%d", i), review.RiskRead, "plain")
+			r.Tenant = tenant
+			b.register(t, r)
+		}
+		// More events about users than a page holds, each read part too.
+		a, ab, every := review.Scope{Tenants: []string{tenantA}}, review.Scope{Tenants: []string{tenantA, tenantB}}, review.Scope{All: true}
+		for i, sc := range []review.Scope{a, ab, every, {Tenants: []string{tenantC}}, a, every, ab, a, every, a} {
+			b.clk.Advance(time.Second)
+			if _, err := b.s.AddUser(b.ctx, review.Operator("admin"), store.NewUser{Email: fmt.Sprintf("u%d@example.com", i), Password: ownerPassword,
+				Role: review.RoleReviewer, Scope: sc}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		all := events(t, b.s)
+		shownTo := map[int64][]string{}
+		rows, err := b.s.DB().Query(`SELECT seq, tenant FROM audit_event_tenants`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for rows.Next() {
+			var seq int64
+			var tenant string
+			if err := rows.Scan(&seq, &tenant); err != nil {
+				t.Fatal(err)
+			}
+			shownTo[seq] = append(shownTo[seq], tenant)
+		}
+		rows.Close()
+		// about is aboutTenants' meaning: nil, every event; else the
+		// tenants' own, and those about users shown to one of them or to all.
+		about := func(ev store.AuditEvent, tenants []string) bool {
+			switch {
+			case tenants == nil:
+				return true
+			case ev.Tenant != "":
+				return slices.Contains(tenants, ev.Tenant)
+			case len(tenants) == 0:
+				return false
+			}
+			return slices.ContainsFunc(shownTo[ev.Seq], func(s string) bool { return s == "*" || slices.Contains(tenants, s) })
+		}
+		want := func(f store.AuditFilter) []int64 {
+			var seqs []int64
+			for seq, ev := range all {
+				if about(ev, f.Scope) && (f.Tenant == "" || about(ev, []string{f.Tenant})) &&
+					(f.Action == "" || strings.HasPrefix(ev.Action, f.Action)) {
+					seqs = append(seqs, seq)
+				}
+			}
+			slices.Sort(seqs)
+			slices.Reverse(seqs)
+			return seqs
+		}
+		for _, f := range []store.AuditFilter{
+			{}, {Scope: []string{tenantA}}, {Scope: []string{tenantB}}, {Scope: []string{tenantC}}, {Scope: []string{tenantA, tenantB}},
+			{Scope: []string{}}, {Scope: []string{"nobody"}}, {Tenant: tenantA}, {Tenant: tenantC}, {Scope: []string{tenantA, tenantB}, Tenant: tenantB},
+			{Scope: []string{tenantB}, Tenant: tenantA}, {Scope: []string{tenantA}, Action: "user."}, {Tenant: tenantB, Action: "operation."},
+		} {
+			var got []int64
+			for page := 0; ; page++ {
+				if page > 50 {
+					t.Fatalf("%+v: no last page", f)
+				}
+				evs, next, err := b.s.SearchAudit(b.ctx, f, 2)
+				if err != nil {
+					t.Fatalf("%+v: %v", f, err)
+				}
+				for _, ev := range evs {
+					got = append(got, ev.Seq)
+				}
+				if next == 0 {
+					break
+				}
+				f.Before = next
+			}
+			f.Before = 0
+			if w := want(f); !slices.Equal(got, w) {
+				t.Errorf("%+v: pages hold %v, want %v", f, got, w)
+			}
+		}
+	})
+}
