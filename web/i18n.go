@@ -115,7 +115,11 @@ func printer(tag string) *message.Printer {
 			if err := b.SetString(language.Italian, k, v); err != nil {
 				panic(err)
 			}
-			if err := b.SetString(language.English, k, k); err != nil {
+			en := k
+			if w, ok := english[k]; ok {
+				en = w
+			}
+			if err := b.SetString(language.English, k, en); err != nil {
 				panic(err)
 			}
 		}

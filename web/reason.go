@@ -13,9 +13,10 @@ var whyPatterns = formatPatterns(review.WhyFormats())
 // writes in English clauses joined by "; " (the API and the audit trail
 // keep them so). Each clause is read back from the format it was written
 // with (review.WhyFormats), a reason quoted in it too; what no format
-// wrote (an older version's words, a person's) is shown as stored.
+// wrote (an older version's words, a person's) is shown as stored. In
+// English too: a code among its arguments reads as its label (english).
 func Reason(ctx context.Context, stored string) string {
-	if Lang(ctx) == "en" || stored == "" {
+	if stored == "" {
 		return stored
 	}
 	t, _ := readBackClauses(ctx, whyPatterns, stored, 0)

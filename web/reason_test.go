@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/limbo-dev/limbo/review"
 )
@@ -26,7 +27,8 @@ func sampleArgs(format string) []any {
 // TestReasonFormats: every reason review writes has Italian, and the text
 // it writes reads back as that format's Italian, whole: no other format
 // takes it first, and its arguments stay where they stand. English reads
-// back as stored.
+// back as stored, but for the formats worded again around labels
+// (english).
 func TestReasonFormats(t *testing.T) {
 	it, en := WithLang(context.Background(), "it"), context.Background()
 	for _, f := range review.WhyFormats() {
@@ -43,8 +45,29 @@ func TestReasonFormats(t *testing.T) {
 		if got := Reason(it, stored); got != want {
 			t.Errorf("Reason(it, %q) = %q, want %q", stored, got, want)
 		}
-		if got := Reason(en, stored); got != stored {
-			t.Errorf("Reason(en, %q) = %q, want it as stored", stored, got)
+		want = stored
+		if w, ok := english[f]; ok {
+			want = fmt.Sprintf(w, args...)
+		}
+		if got := Reason(en, stored); got != want {
+			t.Errorf("Reason(en, %q) = %q, want %q", stored, got, want)
+		}
+	}
+}
+
+// TestReasonInEnglish: a code review writes into a reason reads as its
+// label in English too, in a sentence worded for it; a time as the pages
+// write one.
+func TestReasonInEnglish(t *testing.T) {
+	en := context.Background()
+	for stored, want := range map[string]string{
+		fmt.Sprintf(review.WhyAfterSend, review.ResultTimeout) + "; " + fmt.Sprintf(review.WhyNeverRepeated, review.RiskCompensableWrite): "timed out after the request was sent: outcome unknown; Write that can be undone: never repeated before reconciliation",
+		fmt.Sprintf(review.WhyDependencyWaiting, "op_1", review.NeedsReview):                                                              "waiting for dependency op_1 to be confirmed (state: Needs review)",
+		fmt.Sprintf(review.WhyRetryAt, "2026-12-04T10:00:00Z"):                                                                            fmt.Sprintf(review.WhyRetryAt, FormatTime(en, time.Date(2026, 12, 4, 10, 0, 0, 0, time.UTC))),
+		"a person's words, as written": "a person's words, as written",
+	} {
+		if got := Reason(en, stored); got != want {
+			t.Errorf("Reason(en, %q)\n = %q\nwant %q", stored, got, want)
 		}
 	}
 }
