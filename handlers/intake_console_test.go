@@ -37,6 +37,7 @@ func TestConsoleIntake(t *testing.T) {
 			{"/?tenant=a%00b", "tenant"},
 			{"/?q=%C2%85", "q"},
 			{"/audit?actor=%FF", "actor"},
+			{"/audit?tenant=a%00b", "tenant"},
 		} {
 			code, body := reviewer.get(p.path)
 			refused("GET "+p.path, code, body, p.field)
