@@ -221,9 +221,10 @@ func (s *Store) enqueueDecision(ctx context.Context, tx *sqlx.Tx, d *Decision) e
 
 // ClaimDeliveries claims up to n due messages for lease, for owner. Each
 // claim bumps the message's lease generation, which fences its completion.
-// Messages whose endpoint was disabled are marked failed instead. A
-// message that cannot be claimed is skipped (*SkippedRows, with the claims
-// of the others) and due again next round.
+// Messages whose endpoint was disabled are marked failed instead, and so
+// are those whose earlier claims recorded no try past the give-up window
+// (claimOne). A message that cannot be claimed is skipped (*SkippedRows,
+// with the claims of the others) and due again next round.
 func (s *Store) ClaimDeliveries(ctx context.Context, owner string, n int, lease time.Duration) ([]DeliveryClaim, error) {
 	var probe []dueDelivery
 	if now := s.now(); s.sel(ctx, nil, &probe, selectDueDeliveries, now, now, 1) == nil && len(probe) == 0 {
