@@ -11,6 +11,7 @@ import (
 	"iter"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/jmoiron/sqlx"
@@ -545,7 +546,11 @@ func (v *verifier) event(e *AuditEvent) {
 func (v *verifier) shownTo(e *AuditEvent) {
 	listed := ""
 	if e.ShownTo != nil {
-		listed = *e.ShownTo
+		// In Go's order, as the detail's: the database's collation
+		// (ICU on some servers) may sort them otherwise.
+		ts := strings.Split(*e.ShownTo, ",")
+		slices.Sort(ts)
+		listed = strings.Join(ts, ",")
 	}
 	switch said, ok := shownTo(e.Detail); {
 	case v.beyondTenant[e.Seq]:
