@@ -1,6 +1,7 @@
 package store_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -286,5 +287,36 @@ func TestApprovalFromWhoMayNoLongerDecide(t *testing.T) {
 			})
 		}
 		assertSealed(t, b.s)
+	})
+}
+
+// TestApprovalsReadWhileAWriterHolds: the case page of a case with a
+// first approval checks who gave it (VoidApprovals) in a read
+// transaction: a write held elsewhere (another instance's, a sweep's)
+// does not hold the page, as it did while the check took SQLite's one
+// write lock. Both engines.
+func TestApprovalsReadWhileAWriterHolds(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		b := setup(t, e, approvalConfig())
+		op, c := b.awaiting(t, "mail-held", "mail", review.FlagIrreversible)
+		if _, err := b.decide(c, review.DecideApprove, "rita@example.com"); err != nil {
+			t.Fatal(err)
+		}
+		writer, err := b.s.DB().BeginTx(b.ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer writer.Rollback()
+		if _, err := writer.Exec(b.s.DB().Rebind(`UPDATE tenants SET created_at = created_at WHERE name = ?`), tenantA); err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(b.ctx, 3*time.Second)
+		defer cancel()
+		got := b.get(t, op)
+		void, err := b.s.VoidApprovals(ctx, c, got)
+		if err != nil || len(void) != 0 {
+			t.Errorf("approvals checked while a writer holds: %v, %v; want none void, at once", void, err)
+		}
 	})
 }

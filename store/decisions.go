@@ -495,9 +495,15 @@ func (s *Store) approversNow(ctx context.Context, tx *sqlx.Tx, approvals []revie
 // until then, rather than as given.
 func (s *Store) VoidApprovals(ctx context.Context, c *Case, op *review.Operation) (map[string]string, error) {
 	out := map[string]string{}
-	// Not a read-only transaction: approversNow reads the users FOR SHARE
-	// on PostgreSQL, which a read-only one refuses.
-	err := s.WithTx(ctx, func(tx *sqlx.Tx) error {
+	// A page view: on SQLite a read transaction, not the one write lock
+	// every write queues for. PostgreSQL's must be read-write:
+	// approversNow reads the users FOR SHARE there, which a read-only
+	// transaction refuses (and which holds up no other reader).
+	run := s.readTx
+	if s.engine == Postgres {
+		run = s.WithTx
+	}
+	err := run(ctx, func(tx *sqlx.Tx) error {
 		approvals, err := s.approvals(ctx, tx, c.ID)
 		if err != nil || len(approvals) == 0 {
 			return err
