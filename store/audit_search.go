@@ -31,15 +31,30 @@ type AuditFilter struct {
 
 // where is the filter's condition on audit_events, named e.
 func (f AuditFilter) where() (string, []any) {
-	scope, args := aboutTenants("e.", f.Scope)
-	conds := []string{scope}
+	conds, args := []string{}, []any{}
+	for _, ts := range [][]string{f.Scope, f.tenant()} {
+		c, targs := aboutTenants("e.", ts)
+		conds, args = append(conds, c), append(args, targs...)
+	}
+	rest, rargs := f.rest()
+	return strings.Join(append(conds, rest...), " AND "), append(args, rargs...)
+}
+
+// tenant is the tenant filter as a list (nil: none).
+func (f AuditFilter) tenant() []string {
+	if f.Tenant == "" {
+		return nil
+	}
+	return []string{f.Tenant}
+}
+
+// rest is the filter's conditions but the tenants'.
+func (f AuditFilter) rest() ([]string, []any) {
+	var conds []string
+	var args []any
 	add := func(c string, v any) { conds, args = append(conds, c), append(args, v) }
 	if f.Actor != "" {
 		add("e.actor = ?", f.Actor)
-	}
-	if f.Tenant != "" {
-		c, targs := aboutTenants("e.", []string{f.Tenant})
-		conds, args = append(conds, c), append(args, targs...)
 	}
 	if f.OperationID != "" {
 		add("e.operation_id = ?", f.OperationID)
@@ -59,7 +74,7 @@ func (f AuditFilter) where() (string, []any) {
 	if f.Before > 0 {
 		add("e.seq < ?", f.Before)
 	}
-	return strings.Join(conds, " AND "), args
+	return conds, args
 }
 
 // maxTenantBranches bounds the tenants a page is read tenant by tenant
@@ -68,25 +83,31 @@ const maxTenantBranches = 64
 
 // page is the query of one page of n events, newest first. Bounded to
 // tenants, it reads each tenant's own events from its index
-// (audit_events_tenant), and the events about users each is shown
-// (audit_event_tenants), newest first and n at most each, then the n
-// newest of those: the one condition (aboutTenants), an OR across the two
-// tables, is read from the newest event down until n match, which for a
-// tenant with few events is the whole trail (a second at 5 M events).
-// Every part keeps the whole condition, so the parts together hold
-// exactly the events it does: an event of a tenant is the part of its
-// tenant's; one about users (no tenant of its own) is shown to one of the
-// tenants read, or to all ("*").
+// (audit_events_tenant), and the events about users shown to each or to
+// all ("*", audit_event_tenants), newest first and n at most each, then
+// the n newest of those. The one condition (aboutTenants), an OR across
+// the two tables, is read from the newest event down until n match,
+// which for a tenant with few events is the whole trail (a second at 5 M
+// events). Each part's tenant implies the tenant conditions, so a part
+// keeps only the others (rest), and the parts together hold exactly the
+// events the one condition does: an event of a tenant is in its tenant's
+// part; one about users (no tenant of its own) in the part of a tenant it
+// is shown to. (Listed beside an event of a tenant, a row of
+// audit_event_tenants is tampering, which VerifyAudit reports.)
 func (f AuditFilter) page(n int) (string, []any) {
-	w, args := f.where()
 	own, shown := f.Scope, append(slices.Clone(f.Scope), "*")
 	if f.Tenant != "" {
 		own, shown = []string{f.Tenant}, []string{f.Tenant, "*"}
 	}
-	if len(own) == 0 || len(own) > maxTenantBranches {
-		// Every tenant (no bound to read by), none, or too many.
+	if len(own) == 0 || len(own) > maxTenantBranches || (f.Tenant != "" && f.Scope != nil && !slices.Contains(f.Scope, f.Tenant)) {
+		// Every tenant (no bound to read by), none, too many, or a tenant
+		// outside the scope (its events about users read by both lists):
+		// the one condition.
+		w, args := f.where()
 		return `SELECT ` + auditColumnsOf("e.") + ` FROM audit_events e WHERE ` + w + ` ORDER BY e.seq DESC LIMIT ?`, append(args, n)
 	}
+	rest, args := f.rest()
+	w := strings.Join(append([]string{"1 = 1"}, rest...), " AND ")
 	var parts []string
 	var all []any
 	for i, t := range own {
@@ -95,8 +116,11 @@ func (f AuditFilter) page(n int) (string, []any) {
 		all = append(append(append(all, t), args...), n)
 	}
 	for i, t := range shown {
-		parts = append(parts, fmt.Sprintf(`SELECT * FROM (SELECT %s FROM audit_event_tenants s JOIN audit_events e ON e.seq = s.seq
-WHERE s.tenant = ? AND e.tenant = '' AND %s ORDER BY s.seq DESC LIMIT ?) shown%d`, auditColumnsOf("e."), w, i))
+		// CROSS JOIN: SQLite then reads s first, in its index's order
+		// (tenant, seq); joined the other way round, it read every event
+		// without a tenant (e.tenant = '') and sorted them.
+		parts = append(parts, fmt.Sprintf(`SELECT * FROM (SELECT %s FROM audit_event_tenants s CROSS JOIN audit_events e
+WHERE e.seq = s.seq AND s.tenant = ? AND e.tenant = '' AND %s ORDER BY s.seq DESC LIMIT ?) shown%d`, auditColumnsOf("e."), w, i))
 		all = append(append(append(all, t), args...), n)
 	}
 	return `SELECT * FROM (` + strings.Join(parts, "\nUNION\n") + `) page ORDER BY seq DESC LIMIT ?`, append(all, n)
