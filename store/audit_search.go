@@ -104,7 +104,7 @@ func (f AuditFilter) page(n int) (string, []any) {
 		// outside the scope (its events about users read by both lists):
 		// the one condition.
 		w, args := f.where()
-		return `SELECT ` + auditColumnsOf("e.") + ` FROM audit_events e WHERE ` + w + ` ORDER BY e.seq DESC LIMIT ?`, append(args, n)
+		return `SELECT ` + auditColumns + ` FROM audit_events e WHERE ` + w + ` ORDER BY e.seq DESC LIMIT ?`, append(args, n)
 	}
 	rest, args := f.rest()
 	w := strings.Join(append([]string{"1 = 1"}, rest...), " AND ")
@@ -112,7 +112,7 @@ func (f AuditFilter) page(n int) (string, []any) {
 	var all []any
 	for i, t := range own {
 		parts = append(parts, fmt.Sprintf(`SELECT * FROM (SELECT %s FROM audit_events e WHERE e.tenant = ? AND %s ORDER BY e.seq DESC LIMIT ?) own%d`,
-			auditColumnsOf("e."), w, i))
+			auditColumns, w, i))
 		all = append(append(append(all, t), args...), n)
 	}
 	for i, t := range shown {
@@ -120,7 +120,7 @@ func (f AuditFilter) page(n int) (string, []any) {
 		// (tenant, seq); joined the other way round, it read every event
 		// without a tenant (e.tenant = '') and sorted them.
 		parts = append(parts, fmt.Sprintf(`SELECT * FROM (SELECT %s FROM audit_event_tenants s CROSS JOIN audit_events e
-WHERE e.seq = s.seq AND s.tenant = ? AND e.tenant = '' AND %s ORDER BY s.seq DESC LIMIT ?) shown%d`, auditColumnsOf("e."), w, i))
+WHERE e.seq = s.seq AND s.tenant = ? AND e.tenant = '' AND %s ORDER BY s.seq DESC LIMIT ?) shown%d`, auditColumns, w, i))
 		all = append(append(append(all, t), args...), n)
 	}
 	return `SELECT * FROM (` + strings.Join(parts, "\nUNION\n") + `) page ORDER BY seq DESC LIMIT ?`, append(all, n)
@@ -142,14 +142,8 @@ func aboutTenants(e string, tenants []string) (string, []any) {
 	return "(" + own + " OR " + e + "seq IN (SELECT seq FROM audit_event_tenants WHERE " + listed + "))", append(args, largs...)
 }
 
-// auditColumnsOf is an event's columns, of audit_events named e ("e.").
-func auditColumnsOf(e string) string {
-	cols := strings.Split(`seq, txid, at, actor, tenant, operation_id, action, from_state, to_state, detail, hash`, ", ")
-	for i, c := range cols {
-		cols[i] = e + c
-	}
-	return strings.Join(cols, ", ")
-}
+// auditColumns are an event's columns, of audit_events named e.
+const auditColumns = `e.seq, e.txid, e.at, e.actor, e.tenant, e.operation_id, e.action, e.from_state, e.to_state, e.detail, e.hash`
 
 // SearchAudit returns up to limit events, newest first, and the cursor of
 // the next page (0 at the end).
@@ -174,7 +168,7 @@ func (s *Store) SearchAudit(ctx context.Context, f AuditFilter, limit int) ([]Au
 // export) without holding them all in memory.
 func (s *Store) EachAudit(ctx context.Context, f AuditFilter, fn func(AuditEvent) error) error {
 	w, args := f.where()
-	rows, err := s.db.QueryxContext(ctx, s.rebind(`SELECT `+auditColumnsOf("e.")+` FROM audit_events e WHERE `+w+` ORDER BY e.seq`), args...)
+	rows, err := s.db.QueryxContext(ctx, s.rebind(`SELECT `+auditColumns+` FROM audit_events e WHERE `+w+` ORDER BY e.seq`), args...)
 	if err != nil {
 		return fmt.Errorf("store.EachAudit: %w", err)
 	}

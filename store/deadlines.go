@@ -48,7 +48,7 @@ func (s *Store) ExpireDeadlines(ctx context.Context) (int, error) {
 	if err := s.db.SelectContext(ctx, &lapsed, s.rebind(selectLapsedApprovals), s.now(), 500); err != nil {
 		return 0, fmt.Errorf("store.ExpireDeadlines: %w", err)
 	}
-	return eachRow(ctx, "store.ExpireDeadlines", append(due, lapsed...), func(d dueOp) string { return d.ID }, movedOn, func(d dueOp) (bool, error) {
+	return eachRow(ctx, "store.ExpireDeadlines", nil, append(due, lapsed...), func(d dueOp) string { return d.ID }, movedOn, func(d dueOp) (bool, error) {
 		return inTx(ctx, s, func(tx *sqlx.Tx) (bool, error) {
 			row, err := s.lockOperation(ctx, tx, d.Tenant, d.ID)
 			if err != nil {

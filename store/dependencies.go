@@ -218,7 +218,7 @@ func (s *Store) SweepDependencies(ctx context.Context) (int, error) {
 	if err := s.db.SelectContext(ctx, &due, s.rebind(selectBrokenDependents), 500); err != nil {
 		return 0, fmt.Errorf("store.SweepDependencies: %w", err)
 	}
-	return eachRow(ctx, "store.SweepDependencies", due, func(d dependent) string { return d.ID }, movedOn, func(d dependent) (bool, error) {
+	return eachRow(ctx, "store.SweepDependencies", nil, due, func(d dependent) string { return d.ID }, movedOn, func(d dependent) (bool, error) {
 		defer s.snaps.drop(d.ID) // after the transaction ends
 		return inTx(ctx, s, func(tx *sqlx.Tx) (bool, error) {
 			row, err := s.lockOperation(ctx, tx, d.Tenant, d.ID)

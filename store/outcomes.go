@@ -434,7 +434,7 @@ func (s *Store) SweepLeases(ctx context.Context) (int, error) {
 	}
 	id := func(e lapsed) string { return fmt.Sprintf("%s/%d", e.OperationID, e.N) }
 	conflict := func(err error) bool { return errors.Is(err, review.ErrConflict) }
-	return eachRow(ctx, "store.SweepLeases", expired, id, conflict, func(e lapsed) (bool, error) {
+	return eachRow(ctx, "store.SweepLeases", nil, expired, id, conflict, func(e lapsed) (bool, error) {
 		return inTx(ctx, s, func(tx *sqlx.Tx) (bool, error) {
 			row, err := s.lockOperation(ctx, tx, e.Tenant, e.OperationID)
 			if err != nil {

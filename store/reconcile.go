@@ -66,7 +66,7 @@ func (s *Store) claim(ctx context.Context, state review.State, owner string, n i
 	if err != nil && !errors.As(err, &skipped) {
 		return nil, fmt.Errorf("store.claim: %w", err)
 	}
-	return readClaimed(&skipped, "store.claim", ids, func(id string) (ProbeClaim, error) {
+	return readClaimed(ctx, skipped, "store.claim", ids, func(id string) (ProbeClaim, error) {
 		var r struct {
 			opRow
 			Generation int64 `db:"probe_generation"`

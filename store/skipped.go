@@ -75,37 +75,33 @@ func roundEnds(sk *SkippedRows, round string, err error) error {
 	return errors.Join(sk.orNil(), fmt.Errorf("%s: the database cannot be reached, the round ends here: %w", round, err))
 }
 
-// readClaimed reads each of the rows a round claimed (ids) with read. A
-// row whose read fails is skipped, added to *sk: its claim lapses with
-// its lease and it is due again; the others are returned. One row that
-// cannot be read (data the code cannot scan) must not hold back every
-// row claimed with it, round after round. A database that cannot be
-// reached ends the round (roundEnds) with the rows read so far.
-func readClaimed[C any](sk **SkippedRows, round string, ids []string, read func(id string) (C, error)) ([]C, error) {
+// readClaimed reads each of the rows a round claimed (ids) with read,
+// one round (eachRow) that goes on from the claim's skipped rows, sk. A
+// row whose read fails is skipped: its claim lapses with its lease and it
+// is due again; the others are returned. One row that cannot be read
+// (data the code cannot scan) must not hold back every row claimed with
+// it, round after round.
+func readClaimed[C any](ctx context.Context, sk *SkippedRows, round string, ids []string, read func(id string) (C, error)) ([]C, error) {
 	out := make([]C, 0, len(ids))
-	for _, id := range ids {
+	_, err := eachRow(ctx, round, sk, ids, func(id string) string { return id }, func(error) bool { return false }, func(id string) (bool, error) {
 		c, err := read(id)
-		switch {
-		case IsUnavailable(err):
-			return out, roundEnds(*sk, round, err)
-		case err != nil:
-			skip(sk, round, id, err)
-		default:
+		if err == nil {
 			out = append(out, c)
 		}
-	}
-	return out, (*sk).orNil()
+		return true, err
+	})
+	return out, err
 }
 
-// eachRow is a sweep's round over rows: handle does one row, in a
-// transaction of its own, and says whether it did something (counted).
-// A row whose handling fails is skipped (its id in *SkippedRows), unless
-// expected says the error is one a row moved on meanwhile may give; a
-// database that cannot be reached, or ctx ending, ends the round.
-func eachRow[R any](ctx context.Context, round string, rows []R, id func(R) string, expected func(error) bool,
+// eachRow is a round over rows: handle does one row (a sweep's, in a
+// transaction of its own) and says whether it did something (counted).
+// A row whose handling fails is skipped, its id added to skipped (those
+// the round began with; nil: none), unless expected says the error is
+// one a row moved on meanwhile may give; a database that cannot be
+// reached, or ctx ending, ends the round.
+func eachRow[R any](ctx context.Context, round string, skipped *SkippedRows, rows []R, id func(R) string, expected func(error) bool,
 	handle func(R) (bool, error)) (int, error) {
 	n := 0
-	var skipped *SkippedRows
 	for _, r := range rows {
 		if ctx.Err() != nil {
 			return n, ctx.Err()

@@ -63,7 +63,7 @@ func (s *Store) ClaimWatches(ctx context.Context, n int, lease time.Duration) ([
 	if err != nil && !errors.As(err, &skipped) {
 		return nil, fmt.Errorf("store.ClaimWatches: %w", err)
 	}
-	return readClaimed(&skipped, "store.ClaimWatches", ids, func(id string) (WatchClaim, error) {
+	return readClaimed(ctx, skipped, "store.ClaimWatches", ids, func(id string) (WatchClaim, error) {
 		var r struct {
 			opRow
 			Generation int64        `db:"watch_generation"`
