@@ -102,8 +102,21 @@ func TestSearchAuditPages(t *testing.T) {
 				f.Before = next
 			}
 			f.Before = 0
-			if w := want(f); !slices.Equal(got, w) {
+			w := want(f)
+			if !slices.Equal(got, w) {
 				t.Errorf("%+v: pages hold %v, want %v", f, got, w)
+			}
+			// The export: the same events, oldest first.
+			slices.Reverse(w)
+			var exported []int64
+			if err := b.s.EachAudit(b.ctx, f, func(ev store.AuditEvent) error {
+				exported = append(exported, ev.Seq)
+				return nil
+			}); err != nil {
+				t.Fatalf("%+v: %v", f, err)
+			}
+			if !slices.Equal(exported, w) {
+				t.Errorf("%+v: the export holds %v, want %v", f, exported, w)
 			}
 		}
 	})
