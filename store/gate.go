@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"sync"
+	"time"
 )
 
 // keyedGate lets one holder at a time through per key. Sign-in takes it per
@@ -10,8 +11,9 @@ import (
 // password, record the failure": without it, requests sent at the same
 // moment all pass the check before any of them records its failure, and
 // an attacker gets as many guesses as requests in flight instead of
-// maxPairFailures. It is per process: on several instances sharing one
-// PostgreSQL, at most one guess per instance can race the count.
+// maxPairFailures. It is per process; the one it lets through then takes
+// the key's lease in the database (enterLoginGate), so that instances
+// sharing it check one after another too.
 //
 // Waiters are let in first come, first served: the holder hands the key to
 // the oldest waiter. (Waking them all to race for it let the newest of a
@@ -73,4 +75,61 @@ func (g *keyedGate) leave(key string) {
 	next := q.waiters[0]
 	q.waiters = q.waiters[1:]
 	close(next)
+}
+
+const (
+	// loginGateLease is how long a sign-in holds its key's lease across
+	// instances: far longer than a check takes (a password compared, a
+	// few rows written), so that only a holder that died loses it; then
+	// the key's sign-ins wait for it at most this long.
+	loginGateLease = 10 * time.Second
+	// loginGatePoll is how often a sign-in looks whether a lease another
+	// instance holds is free.
+	loginGatePoll = 10 * time.Millisecond
+)
+
+const (
+	/* Store.enterLoginGate: key's lease, unless another holds one that is
+	not over. */
+	takeLoginGate = `INSERT INTO login_gates (name, holder, until) VALUES (?, ?, ?)
+ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, until = excluded.until WHERE login_gates.until <= ?`
+	/* Store.enterLoginGate: the lease given back, and those whose holders
+	died (a handful of rows: the sign-ins under way). */
+	freeLoginGate = `DELETE FROM login_gates WHERE (name = ? AND holder = ?) OR until <= ?`
+)
+
+// enterLoginGate waits until no other sign-in on key is being checked, in
+// this process (logins) or in another instance sharing the database (its
+// lease in login_gates), or until ctx ends; the returned func lets the
+// next one in. The lease's times are the machine's, not the store's
+// clock: they bound real waits, which a test's frozen clock would not.
+func (s *Store) enterLoginGate(ctx context.Context, key string) (func(), error) {
+	leave, err := s.logins.enter(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	holder := randomToken()
+	for {
+		now := time.Now()
+		res, err := s.db.ExecContext(ctx, s.rebind(takeLoginGate), key, holder, dbTime(now.Add(loginGateLease)), dbTime(now))
+		if err != nil {
+			leave()
+			return nil, err
+		}
+		if rowsAffected(res) == 1 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			leave()
+			return nil, ctx.Err()
+		case <-time.After(loginGatePoll):
+		}
+	}
+	return func() {
+		// Given back even when the request has ended; if it cannot be,
+		// the lease runs out.
+		_, _ = s.db.ExecContext(context.WithoutCancel(ctx), s.rebind(freeLoginGate), key, holder, dbTime(time.Now()))
+		leave()
+	}, nil
 }

@@ -258,10 +258,13 @@ func (s *Store) Login(ctx context.Context, email, password, addr string, pol Ses
 	gctx, cancel := context.WithTimeout(ctx, loginGateWait)
 	defer cancel()
 	for _, key := range []string{"addr:" + from, "acct:" + acct} {
-		leave, err := s.logins.enter(gctx, key)
+		leave, err := s.enterLoginGate(gctx, key)
 		if err != nil {
 			if ctx.Err() != nil {
 				return "", nil, ctx.Err()
+			}
+			if gctx.Err() == nil {
+				return "", nil, fmt.Errorf("store.Login: %w", err) // the database's
 			}
 			// Counted for the metric, not audited: nothing was checked,
 			// and a flood would write an event a request.

@@ -490,6 +490,65 @@ func TestLoginThrottleFloodSparesTheOwner(t *testing.T) {
 	})
 }
 
+// twoSignInInstances are two stores on one new database, as two instances of
+// Limbo sharing it, with the owner's account.
+func twoSignInInstances(t *testing.T, e store.Engine, clk *storetest.Clock) (*store.Store, *store.Store) {
+	t.Helper()
+	url := storetest.URL(t, e)
+	open := func() *store.Store {
+		s, err := store.Open(context.Background(), url, store.Options{Clock: clk.Now, AuditKey: storetest.AuditKey,
+			MaxConns: storetest.MaxConns, Resolve: storetest.Resolver(nil)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		if err := s.Migrate(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	a, b := open(), open()
+	if _, err := a.AddUser(context.Background(), review.Operator("test"), store.NewUser{Email: "owner@example.com", Password: ownerPassword,
+		Role: review.RoleReviewer, Scope: review.Scope{All: true}}); err != nil {
+		t.Fatal(err)
+	}
+	return a, b
+}
+
+// TestLoginThrottleConcurrentAcrossInstances: guesses sent at once to two
+// instances are checked one after another too. Each instance's gate let
+// one of its own through at a time, so the two checked the throttle side
+// by side and an attacker got a guess more per instance than the limit.
+func TestLoginThrottleConcurrentAcrossInstances(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		a, b := twoSignInInstances(t, e, storetest.NewClock(t0))
+		got := map[string]int{}
+		var mu sync.Mutex
+		var wg sync.WaitGroup
+		for i := range 40 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				s := a
+				if i%2 == 1 {
+					s = b
+				}
+				g, _ := tryLogin(t, s, "owner@example.com", "wrong wrong wrong", "10.0.0.9")
+				mu.Lock()
+				got[g]++
+				mu.Unlock()
+			}()
+		}
+		wg.Wait()
+		// As on one instance (TestLoginThrottleConcurrent): three failures,
+		// then the account's delay refuses.
+		if got["bad"] > 3 || got["bad"] == 0 || got["bad"]+got["throttled"] != 40 {
+			t.Errorf("40 guesses at once on one account, half on each instance: %v, want at most 3 compared and the rest throttled", got)
+		}
+	})
+}
+
 // TestLoginThrottleCountAcrossInstances: two instances refusing the same
 // pair at once count every refusal of the period between them. Each read
 // the count, then wrote it plus one, so one's refusals overwrote the
@@ -499,24 +558,7 @@ func TestLoginThrottleCountAcrossInstances(t *testing.T) {
 	t.Parallel()
 	storetest.Each(t, func(t *testing.T, e store.Engine) {
 		clk := storetest.NewClock(t0)
-		url := storetest.URL(t, e)
-		open := func() *store.Store {
-			s, err := store.Open(context.Background(), url, store.Options{Clock: clk.Now, AuditKey: storetest.AuditKey,
-				MaxConns: storetest.MaxConns, Resolve: storetest.Resolver(nil)})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { s.Close() })
-			if err := s.Migrate(context.Background()); err != nil {
-				t.Fatal(err)
-			}
-			return s
-		}
-		a, b := open(), open()
-		if _, err := a.AddUser(context.Background(), review.Operator("test"), store.NewUser{Email: "owner@example.com", Password: ownerPassword,
-			Role: review.RoleReviewer, Scope: review.Scope{All: true}}); err != nil {
-			t.Fatal(err)
-		}
+		a, b := twoSignInInstances(t, e, clk)
 		const addr = "10.0.3.1"
 		for range 5 {
 			wantLogin(t, a, "owner@example.com", "wrong wrong wrong", addr, "bad", 0)
@@ -557,6 +599,40 @@ func TestLoginThrottleCountAcrossInstances(t *testing.T) {
 		}
 		if rep := storetest.Sealed(t, a); !rep.OK {
 			t.Fatalf("audit: %+v", rep)
+		}
+	})
+}
+
+// TestLoginGateLeaseAcrossInstances: a sign-in waits while another
+// instance holds its account's lease, and is answered "busy" (throttled,
+// 1 s) after loginGateWait; a lease whose holder died is taken over once
+// it is over, so the account is not locked out for good.
+func TestLoginGateLeaseAcrossInstances(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		s, _ := throttleStore(t, e)
+		hold := func(until time.Time) {
+			t.Helper()
+			if _, err := s.DB().Exec(s.DB().Rebind(`INSERT INTO login_gates (name, holder, until) VALUES ('acct:owner@example.com', 'another instance', ?)
+ON CONFLICT (name) DO UPDATE SET until = excluded.until`), until.UTC()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		hold(time.Now().Add(time.Hour))
+		if got, wait := tryLogin(t, s, "owner@example.com", ownerPassword, "10.0.0.1"); got != "throttled" || wait != time.Second {
+			t.Errorf("while another instance checks the account: %s (wait %v), want throttled (1s)", got, wait)
+		}
+		if n := s.LoginRefusals()[store.RefusedBusy]; n != 1 {
+			t.Errorf("busy refusals counted: %d, want 1", n)
+		}
+		hold(time.Now().Add(-time.Second)) // its holder died, its lease over
+		wantLogin(t, s, "owner@example.com", ownerPassword, "10.0.0.1", "ok", 0)
+		var left int
+		if err := s.DB().Get(&left, `SELECT COUNT(*) FROM login_gates`); err != nil {
+			t.Fatal(err)
+		}
+		if left != 0 {
+			t.Errorf("%d leases left after the sign-in, want 0", left)
 		}
 	})
 }
