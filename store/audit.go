@@ -150,6 +150,9 @@ const insertEventTenant = `INSERT INTO audit_event_tenants (seq, tenant) VALUES 
 // (shown_to), under its hash, so VerifyAudit finds a list edited since:
 // a tenant struck off hides the event from that tenant's managers.
 func (s *Store) appendUserEvent(ctx context.Context, tx *sqlx.Tx, e *AuditEvent, scopes ...review.Scope) error {
+	if !userEventActions[e.Action] {
+		return fmt.Errorf("store.appendUserEvent: %s is not listed in userEventActions", e.Action)
+	}
 	tenants := []string{}
 	for _, sc := range scopes {
 		if sc.All {
@@ -171,6 +174,17 @@ func (s *Store) appendUserEvent(ctx context.Context, tx *sqlx.Tx, e *AuditEvent,
 		}
 	}
 	return nil
+}
+
+// userEventActions are the actions of the events about console users
+// (appendUserEvent writes no other): the only events that may be shown to
+// tenants beside their own (audit_event_tenants), since migration 0042.
+// VerifyAudit reports rows there beside any other event, even one written
+// before its detail named them (shown_to). An action leaves this list
+// only with the events written under it.
+var userEventActions = map[string]bool{
+	"user.added": true, "user.changed": true, "user.password_reset": true, "user.language": true,
+	"login.succeeded": true, "login.failed": true, "logout": true,
 }
 
 // detailShownTo is the detail's key naming the tenants a user event is

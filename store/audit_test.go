@@ -601,7 +601,8 @@ VALUES ($1, pg_current_xact_id()::text::bigint, $2, $3, $4, '', $5, '', '', $6, 
 // the managers of the tenants beside it (audit_event_tenants), and its
 // detail names them under its hash (shown_to), so verification finds the
 // list edited: a tenant struck off (the event hidden from its managers),
-// one added, or another tenant's event shown beyond it. Both engines.
+// one added, another tenant's event shown beyond it, or an event about
+// no user shown to a tenant. Both engines.
 func TestAuditShownToIsSealed(t *testing.T) {
 	t.Parallel()
 	storetest.Each(t, func(t *testing.T, e store.Engine) {
@@ -659,6 +660,31 @@ func TestAuditShownToIsSealed(t *testing.T) {
 		exec(t, b.s, `INSERT INTO audit_event_tenants (seq, tenant) VALUES (?, '`+tenantB+`')`, opEvent)
 		if rep := verify(t, b.s, opt, opEvent); !strings.Contains(rep.Problem, "shown to other tenants too") {
 			t.Errorf("an operation's event shown beyond its tenant: problem %q", rep.Problem)
+		}
+		exec(t, b.s, `DELETE FROM audit_event_tenants WHERE seq = ?`, opEvent)
+		// An event without a tenant that is about no user (a refused
+		// sign-in's), shown to tenant B's managers: its detail names no
+		// tenants, as the events about users written before shown_to, but
+		// its action was never one of theirs.
+		for range 6 {
+			_, _, _ = b.s.Login(b.ctx, "nobody@example.com", "wrong wrong wrong", "192.0.2.9", store.SessionPolicy{})
+			b.clk.Advance(time.Minute)
+		}
+		var throttled int64
+		for seq, ev := range events(t, b.s) {
+			if ev.Action == "login.throttled" {
+				throttled = seq
+			}
+		}
+		if throttled == 0 {
+			t.Fatal("no login.throttled event")
+		}
+		if rep, err := b.s.VerifyAudit(b.ctx, opt); err != nil || !rep.OK {
+			t.Fatalf("after the refusal: %+v, %v", rep, err)
+		}
+		exec(t, b.s, `INSERT INTO audit_event_tenants (seq, tenant) VALUES (?, '`+tenantB+`')`, throttled)
+		if rep := verify(t, b.s, opt, throttled); !strings.Contains(rep.Problem, "is not about a user, yet is shown to tenants") {
+			t.Errorf("an event about no user shown to a tenant: problem %q", rep.Problem)
 		}
 	})
 }

@@ -542,7 +542,8 @@ func (v *verifier) event(e *AuditEvent) {
 // (audit_event_tenants) against what its detail says, under its hash
 // (appendUserEvent): a tenant struck off hides the event from that
 // tenant's managers, one added shows it to another tenant's. An event
-// about a user written before the detail said so cannot be checked.
+// about a user written before the detail said so cannot be checked; any
+// other event shown to tenants is tampered with (userEventActions).
 func (v *verifier) shownTo(e *AuditEvent) {
 	listed := ""
 	if e.ShownTo != nil {
@@ -555,6 +556,8 @@ func (v *verifier) shownTo(e *AuditEvent) {
 	switch said, ok := shownTo(e.Detail); {
 	case v.beyondTenant[e.Seq]:
 		v.rep.fail(e.Seq, "event %d, of tenant %s, is shown to other tenants too (audit_event_tenants)", e.Seq, e.Tenant)
+	case e.ShownTo != nil && !userEventActions[e.Action]:
+		v.rep.fail(e.Seq, "event %d (%s) is not about a user, yet is shown to tenants [%s] (audit_event_tenants)", e.Seq, e.Action, listed)
 	case ok && e.Tenant == "" && said != listed:
 		v.rep.fail(e.Seq, "event %d is shown to other tenants than it names: [%s], not [%s] (audit_event_tenants)", e.Seq, listed, said)
 	}
