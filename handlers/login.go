@@ -10,6 +10,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/limbo-dev/limbo/review"
 	"github.com/limbo-dev/limbo/store"
 	"github.com/limbo-dev/limbo/web"
 )
@@ -67,6 +68,9 @@ func (h *Handlers) Login(c echo.Context) error {
 		return h.renderLogin(c, http.StatusTooManyRequests, email, next, throttledMessage(th))
 	case errors.Is(err, store.ErrBadCredentials):
 		return h.renderLogin(c, http.StatusUnauthorized, email, next, web.Msg("Wrong email or password."))
+	case errors.Is(err, review.ErrInvalid):
+		// Not given back: what was typed holds what a form cannot show.
+		return h.renderLogin(c, http.StatusBadRequest, "", next, web.Msg("No account can have that email address. Check what was typed."))
 	case err != nil:
 		return err
 	}

@@ -187,6 +187,29 @@ func TestConsoleLoginThrottle(t *testing.T) {
 	})
 }
 
+// TestConsoleLoginEmailNoAccountCanHave: an email longer than any
+// account's (which passes the form's rule, 1,000 characters) is answered
+// 400 with the form again and words saying why, in both languages and on
+// both engines, with nothing counted; it was a failed guess, 401. (A NUL
+// byte or invalid UTF-8 never reaches the store: checkForm.)
+func TestConsoleLoginEmailNoAccountCanHave(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		srv, _ := consoleServer(t, e)
+		email := strings.Repeat("😀", 700) + "@example.com"
+		for lang, want := range map[string]string{"en": "No account can have that email address.", "it": "Nessun account può avere questo indirizzo email."} {
+			b := newBrowser(t, srv.URL)
+			b.get("/login")
+			form := url.Values{"email": {email}, "password": {"correct horse battery"}, "csrf": {b.csrf}, "next": {"/operations"}}
+			code, body, _ := b.postWith("/login", form, http.Header{"Accept-Language": {lang}})
+			if code != http.StatusBadRequest || !strings.Contains(body, want) || !strings.Contains(body, `name="password"`) ||
+				!strings.Contains(body, `name="next" value="/operations"`) || strings.Contains(body, "correct horse battery") {
+				t.Errorf("%s: %d, want 400 with the form again and %q: %.600s", lang, code, want, body)
+			}
+		}
+	})
+}
+
 // loginAddrs lists the audit trail's login events as "action addr".
 func loginAddrs(t *testing.T, st *store.Store) []string {
 	t.Helper()

@@ -244,8 +244,17 @@ func randomToken() string {
 // the cookie. addr is the client's address (the handler's c.RealIP()).
 // Every success, failure and refusal is audited; failures are throttled
 // (see throttleWait): a refused attempt is a *ThrottledError, whatever the
-// password.
+// password. An email no account can have is review.ErrInvalid.
 func (s *Store) Login(ctx context.Context, email, password, addr string, pol SessionPolicy) (string, *Session, error) {
+	if err := review.CheckText("email", review.Identifier, MaxEmailLen, email); err != nil {
+		// No account has such an address (AddUser holds them to it), so
+		// nothing is checked, counted or audited. PostgreSQL cannot store
+		// NUL or invalid UTF-8: such an email failed the sign-in with an
+		// error there, where SQLite answered "wrong email or password"
+		// (the console's form check stops them before; other callers
+		// get the same answer from both engines).
+		return "", nil, fmt.Errorf("store.Login: %w", err)
+	}
 	pol = pol.withDefaults()
 	now := s.now()
 	acct, from := normEmail(email), throttleAddr(addr)

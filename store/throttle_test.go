@@ -636,3 +636,27 @@ ON CONFLICT (name) DO UPDATE SET until = excluded.until`), until.UTC()); err != 
 		}
 	})
 }
+
+// TestLoginEmailNoAccountCanHave: an email with NUL, invalid UTF-8 or
+// more characters than an account's is refused as invalid on both
+// engines, with nothing counted or audited. PostgreSQL failed the
+// sign-in with an error (it cannot store NUL or invalid UTF-8), where
+// SQLite answered "wrong email or password".
+func TestLoginEmailNoAccountCanHave(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		s, _ := throttleStore(t, e)
+		before := loginEvents(t, s)
+		for _, email := range []string{"owner@example.com\x00", "a\x00b@example.com", "\xff@example.com", strings.Repeat("a", 5000) + "@example.com"} {
+			for range 30 { // past every limit, had they counted
+				if _, _, err := s.Login(context.Background(), email, "wrong wrong wrong", "10.0.0.1", store.SessionPolicy{}); !errors.Is(err, review.ErrInvalid) {
+					t.Fatalf("sign-in as %.40q: %v, want invalid", email, err)
+				}
+			}
+		}
+		if after := loginEvents(t, s); fmt.Sprint(after) != fmt.Sprint(before) {
+			t.Errorf("login events %v, then %v: nothing should be audited", before, after)
+		}
+		wantLogin(t, s, "owner@example.com", ownerPassword, "10.0.0.1", "ok", 0)
+	})
+}
