@@ -151,3 +151,75 @@ func TestBrowserDecisionKeptAcrossSignIn(t *testing.T) {
 		}
 	})
 }
+
+// TestBrowserBulkFormKeptAcrossSignIn: a form sent without htmx (the bulk
+// decision under the queue) after the session idled out is not lost:
+// signed in again, the reviewer is back on the queue with the action and
+// the reason filled in again, the form open, and a note; nothing is sent
+// until they send it. Before, the page came back empty. Another user
+// signing in in that tab never sees what was written.
+func TestBrowserBulkFormKeptAcrossSignIn(t *testing.T) {
+	t.Parallel()
+	chromiumPath(t)
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		clk := storetest.NewClock(time.Now().UTC().Truncate(time.Second))
+		srv, st := consoleServerWith(t, e, consoleSetup{clock: clk})
+		needsReview(t, st, "bulk-kept-1")
+		const reason = "the provider confirmed none of these was created"
+		browser := startChromium(t)
+		rev := openBrowserTab(t, browser, srv.URL, "reviewer")
+		fillAndExpire := func(b *browserTab, words string) {
+			t.Helper()
+			b.open("/?tenant=acme")
+			b.do("filling the bulk decision",
+				chromedp.Click(chromedp.CSS(`details.bulk summary`)),
+				chromedp.SetValue(chromedp.CSS(`#bulk-action`), "fail"),
+				chromedp.SendKeys(chromedp.ID("bulk-reason"), words))
+			clk.Advance(31 * time.Minute) // the session idles out
+			b.do("sending it", chromedp.Click(chromedp.CSS(`details.bulk button[type="submit"]`)))
+			b.waitFor(`location.pathname === "/login"`, "the sign-in form")
+		}
+		signInAs := func(b *browserTab, email string) {
+			t.Helper()
+			b.do("signing in again",
+				chromedp.SendKeys(chromedp.ID("email"), email),
+				chromedp.SendKeys(chromedp.ID("password"), browserPassword))
+			b.follow("signing in", chromedp.Click(chromedp.CSS(`section.login button[type="submit"]`)))
+			b.waitFor(`document.readyState === "complete"`, "the page after signing in")
+		}
+		rev.login("reviewer@example.com")
+		fillAndExpire(rev, reason)
+		signInAs(rev, "reviewer@example.com")
+		if p := evalJS[string](rev, `location.pathname + location.search`); p != "/?tenant=acme" {
+			rev.fatalf("after signing in: at %s, want the queue the form was on", p)
+		}
+		rev.waitText("details.bulk [data-form-restored]", "Your session had ended, so this form was not sent.")
+		if got := evalJS[string](rev, `document.getElementById("bulk-reason").value`); got != reason {
+			rev.fatalf("the reason after signing in: %q, want %q", got, reason)
+		}
+		if got := evalJS[string](rev, `document.getElementById("bulk-action").value`); got != "fail" {
+			rev.fatalf("the action after signing in: %q, want fail", got)
+		}
+		if !evalJS[bool](rev, `document.querySelector("details.bulk").open`) {
+			rev.fatalf("the bulk form is folded away after signing in")
+		}
+		if got := evalJS[string](rev, `location.pathname`); got != "/" {
+			rev.fatalf("something was sent without a press: at %s", got)
+		}
+		rev.follow("sending it again", chromedp.Click(chromedp.CSS(`details.bulk button[type="submit"]`)))
+		rev.waitText("main h1", "Bulk decision")
+		if n := evalJS[int](rev, `document.querySelectorAll("[data-form-restored]").length`); n != 0 {
+			rev.fatalf("the note is shown again once the form was answered")
+		}
+
+		// Another user signing in in that tab never sees it.
+		fillAndExpire(rev, "my own words")
+		signInAs(rev, "manager@example.com")
+		if got := evalJS[string](rev, `(document.getElementById("bulk-reason") || {value: ""}).value`); got != "" {
+			rev.fatalf("another user found the first one's reason: %q", got)
+		}
+		if n := evalJS[int](rev, `document.querySelectorAll("[data-form-restored]").length`); n != 0 {
+			rev.fatalf("another user sees a note about the first one's form")
+		}
+	})
+}

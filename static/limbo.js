@@ -229,3 +229,72 @@ document.addEventListener("click", function (e) {
     form.insertBefore(note(p.getAttribute("data-msg-draft-restored") || ""), form.firstChild);
   });
 })();
+
+// A form sent without htmx after the session ended (the bulk decision,
+// the administration's forms) is answered with the sign-in form, and the
+// page, with what was filled in, is gone. So, as it is sent, the form as
+// filled in is kept in this tab's sessionStorage (never a password, never
+// the CSRF token), with the page it was on and the user who filled it in;
+// the sign-in page marks it as sent into a sign-in. Back on that page as
+// that user, it is filled in again, hidden fields included (a form that
+// went stale meanwhile is still refused as stale), with a note, and
+// nothing is sent until the user sends it. Any other page drops it: the
+// form was answered. The decision panel keeps its own (above).
+(function () {
+  "use strict";
+  var KEY = "limbo.unsent-form";
+  function user() { return document.body.getAttribute("data-user") || ""; }
+  function here() { return location.pathname + location.search; }
+  document.addEventListener("submit", function (e) {
+    var form = e.target;
+    if (!form.matches || !form.matches("form.decision") || form.hasAttribute("hx-post") ||
+        (form.getAttribute("method") || "").toLowerCase() !== "post" || !user()) { return; }
+    var fields = [];
+    Array.prototype.forEach.call(form.elements, function (el) {
+      if (!el.name || el.name === "csrf" || el.type === "password" || ((el.type === "radio" || el.type === "checkbox") && !el.checked)) { return; }
+      fields.push([el.name, el.value]);
+    });
+    try {
+      sessionStorage.setItem(KEY, JSON.stringify({ page: here(), action: form.getAttribute("action"), user: user(), fields: fields, signIn: false }));
+    } catch (x) {}
+  }, true);
+  document.addEventListener("DOMContentLoaded", function () {
+    var d;
+    try { d = JSON.parse(sessionStorage.getItem(KEY) || "null"); } catch (x) { d = null; }
+    if (!d) { return; }
+    if (location.pathname === "/login") {
+      d.signIn = true;
+      try { sessionStorage.setItem(KEY, JSON.stringify(d)); } catch (x) {}
+      return;
+    }
+    sessionStorage.removeItem(KEY);
+    if (!d.signIn || d.user !== user() || d.page !== here()) { return; }
+    var form = null;
+    Array.prototype.forEach.call(document.querySelectorAll("form.decision"), function (f) {
+      if (!form && f.getAttribute("action") === d.action && !f.hasAttribute("hx-post")) { form = f; }
+    });
+    if (!form) { return; }
+    // Each field's values in the order they were sent: a name given to
+    // several fields (hidden lists) gets them back one each.
+    var values = {};
+    (d.fields || []).forEach(function (f) { (values[f[0]] = values[f[0]] || []).push(f[1]); });
+    Array.prototype.forEach.call(form.elements, function (el) {
+      if (!el.name || el.name === "csrf" || el.type === "password") { return; }
+      var vs = values[el.name] || [];
+      if (el.type === "radio" || el.type === "checkbox") {
+        el.checked = vs.indexOf(el.value) >= 0;
+      } else if (vs.length > 0) {
+        el.value = vs.shift();
+      }
+    });
+    var n = document.createElement("p");
+    n.className = "situation";
+    n.setAttribute("role", "alert");
+    n.setAttribute("data-form-restored", "");
+    n.textContent = document.body.getAttribute("data-msg-form-restored") || "";
+    form.insertBefore(n, form.firstChild);
+    for (var p = form.parentElement; p; p = p.parentElement) {
+      if (p.tagName === "DETAILS") { p.open = true; }
+    }
+  });
+})();

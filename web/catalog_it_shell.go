@@ -102,12 +102,13 @@ func init() {
 		"%s escalated to a person":                            "%s passati a una persona",
 
 		// Sign-in refused (handlers/login.go).
-		"Wrong email or password.":                                      "Email o password errate.",
-		"No account can have that email address. Check what was typed.": "Nessun account può avere questo indirizzo email. Controlla quello che hai scritto.",
-		"Too many failed sign-ins. Try again in 1 second.":              "Troppi accessi non riusciti. Riprova tra 1 secondo.",
-		"Too many failed sign-ins. Try again in %d seconds.":            "Troppi accessi non riusciti. Riprova tra %d secondi.",
-		"Too many failed sign-ins. Try again in 1 minute.":              "Troppi accessi non riusciti. Riprova tra 1 minuto.",
-		"Too many failed sign-ins. Try again in %d minutes.":            "Troppi accessi non riusciti. Riprova tra %d minuti.",
+		"Wrong email or password.": "Email o password errate.",
+		"Your session had ended, so this form was not sent. What you filled in is filled in again: check it and send it again.": "La tua sessione era scaduta, quindi questo modulo non è stato inviato. Quello che avevi compilato è di nuovo al suo posto: controllalo e invialo di nuovo.",
+		"No account can have that email address. Check what was typed.":                                                         "Nessun account può avere questo indirizzo email. Controlla quello che hai scritto.",
+		"Too many failed sign-ins. Try again in 1 second.":                                                                      "Troppi accessi non riusciti. Riprova tra 1 secondo.",
+		"Too many failed sign-ins. Try again in %d seconds.":                                                                    "Troppi accessi non riusciti. Riprova tra %d secondi.",
+		"Too many failed sign-ins. Try again in 1 minute.":                                                                      "Troppi accessi non riusciti. Riprova tra 1 minuto.",
+		"Too many failed sign-ins. Try again in %d minutes.":                                                                    "Troppi accessi non riusciti. Riprova tra %d minuti.",
 
 		// Admin → Users (handlers/admin.go): a refused change names whose row.
 		"User %s was not changed: %s": "L'utente %s non è stato modificato: %s",
