@@ -11,9 +11,10 @@ import (
 
 // TestBrowserTablesOnAPhone: at 390 px the console's tables of evidence,
 // candidates, compensations, payload differences, API tokens, webhook
-// endpoints and retry budgets scrolled sideways inside their box: a
-// candidate's operation, an evidence row's note, a token's Revoke button
-// lay past the screen's right edge with nothing saying so. Each is now a
+// endpoints, retry budgets and the audit trail scrolled sideways inside
+// their box: a candidate's operation, an evidence row's note, a token's
+// Revoke button, an event's detail lay past the screen's right edge with
+// nothing saying so. Each is now a
 // table of cards there, as the users page is (table.cards): every cell
 // within the window, under its column's name; at 1,400 px each stays a
 // table. In English and Italian (the labels are the column heads).
@@ -60,6 +61,7 @@ func TestBrowserTablesOnAPhone(t *testing.T) {
 		{"/admin/tokens", 1},
 		{"/admin/webhooks", 1},
 		{"/admin/destinations", 1},
+		{"/audit", 1}, // the trail: a manager reads it on a phone too
 	}
 	for _, lang := range []string{"en", "it"} {
 		if err := st.SetLanguage(ctx, u.Principal(), lang); err != nil {
