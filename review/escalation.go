@@ -135,11 +135,30 @@ type findings struct {
 	// ones, and jobs that ended without output, left out): on a failed or
 	// compensated operation, the effect a person is asked to look at.
 	reported string
+	// claimed is, on a confirmed operation, the resource naming it and its
+	// version that the newest signed webhook reported besides the effect
+	// the ledger confirmed (and besides any a look at the destination
+	// showed): a duplicate only the destination's word names so far.
+	claimed string
 }
 
 // MatchingRefs are the resources the authoritative evidence shows naming
 // op and its logical version (those undone left out): its candidates.
 func MatchingRefs(op *Operation) []string { return weigh(op).matching }
+
+// ClaimedDuplicate is the resource a signed webhook names for confirmed
+// op and its version besides the effect the ledger confirmed, that no
+// look at the destination has shown and nobody is undoing: a duplicate
+// only the destination's word names, which may not be there ("" when
+// there is none).
+func ClaimedDuplicate(op *Operation) string { return claimedOnly(op, weigh(op)) }
+
+func claimedOnly(op *Operation, f findings) string {
+	if op.State != Confirmed || f.claimed == "" || slices.Contains(f.matching, f.claimed) || slices.Contains(op.Undoing, f.claimed) {
+		return ""
+	}
+	return f.claimed
+}
 
 func weigh(op *Operation) findings {
 	var f findings
@@ -163,6 +182,9 @@ func weigh(op *Operation) findings {
 				if c.OperationID == op.ID && (c.Version == "" || c.Version == op.LogicalVersion) &&
 					!slices.Contains(op.Undone, c.Ref) && !endedJob(op, c.Ref) {
 					f.reported = c.Ref
+					if op.State == Confirmed && e.Source == SourceWebhook && !confirmedAs(op, c.Ref) {
+						f.claimed = c.Ref
+					}
 				}
 			}
 		}
@@ -278,6 +300,14 @@ func recommend(op *Operation, set map[Reason]bool, f findings) Recommendation {
 		// it settles the operation (compensated, confirmed with what was
 		// kept) or sends it back to review.
 		return Recommendation{Action: RecommendReconcileAgain, Rationale: fmt.Sprintf(RationaleUndoUnderWay, strings.Join(op.Undoing, ", "))}
+	case claimedOnly(op, f) != "":
+		// The destination's signed word of a second resource beside the
+		// confirmed one (ExtraEffects): a duplicate if it is there.
+		// Confirming is not on offer (the operation is confirmed); a
+		// person looks, then undoes it or says it is undone, or not there.
+		_, kept := extraRefs(op, nil)
+		return Recommendation{Action: RecommendCompensate, Ref: claimedOnly(op, f),
+			Rationale: fmt.Sprintf(RationaleClaimedDuplicate, claimedOnly(op, f), kept)}
 	case len(f.matching) == 1 && !set[ReasonSourcesDisagree]:
 		return Recommendation{Action: RecommendConfirm, Ref: f.matching[0],
 			Rationale: fmt.Sprintf(RationaleOneResource, f.matching[0], op.LogicalVersion)}

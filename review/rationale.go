@@ -31,6 +31,9 @@ const (
 	// destination reports an effect of an operation settled without one.
 	RationaleEffectOnFailed      = "the destination reports %s for this operation, which failed: its integrator was told it did not happen; undo it (compensate), or say it is undone"
 	RationaleEffectOnCompensated = "the destination reports %s for this operation after its effect was undone: an extra effect; undo it (compensate), or say it is undone"
+	// RationaleClaimedDuplicate: a signed webhook names a second resource
+	// for a confirmed operation (ExtraEffects); no look has shown it yet.
+	RationaleClaimedDuplicate = "a signed webhook of the destination reports %s for this operation besides the confirmed %s: a duplicate, if it is there; look at the destination, then undo it (compensate) or say it is undone (compensation_done) — or, if nothing is there, say so"
 	// RationaleUnnamedEffect: a success reported for a failed operation
 	// without naming a resource (UnnamedEffect).
 	RationaleUnnamedEffect = "the destination reported a success for this operation, which failed, without naming what it made: find the effect at the destination, undo it, then say so (compensation_done) — or say so if nothing is there"
@@ -40,5 +43,5 @@ const (
 func RationaleFormats() []string {
 	return []string{RationaleApproval, RationaleDuplicates, RationaleOneResource, RationaleOtherVersion, RationaleDisagree,
 		RationaleSpent, RationaleSafeRetry, RationalePayloadReused, RationaleRefusedPayload, RationaleDeadlinePassed, RationaleNoEvidence, RationaleDependencyBroken,
-		RationaleUndoUnderWay, RationaleUndoByHand, RationaleEffectOnFailed, RationaleEffectOnCompensated, RationaleUnnamedEffect}
+		RationaleUndoUnderWay, RationaleUndoByHand, RationaleEffectOnFailed, RationaleEffectOnCompensated, RationaleClaimedDuplicate, RationaleUnnamedEffect}
 }

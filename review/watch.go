@@ -152,23 +152,17 @@ func endedJob(op *Operation, ref string) bool {
 // confirmed operation, resources besides the effect the ledger confirmed
 // (duplicates); for a failed or compensated one, any resource naming it
 // and its version (settledWithoutEffect). Each is for a person to undo
-// (I2). For a confirmed operation only a look at what the destination
-// holds counts, as in Weigh: authoritative, not a webhook's claim. Where
-// Limbo told the integrator there is no effect, a signed webhook saying
-// there is one is reason enough to ask a person to look: it confirms
-// nothing, and the case's decisions are an undo or the word that it is
-// undone. Evidence contradicting itself counts on no path.
+// (I2). Authoritative evidence counts, and so does a signed webhook: the
+// destination's own word that it holds a resource nobody answers for
+// (a second charge, a second file) is reason enough to ask a person to
+// look, whatever the operation settled on. It confirms nothing, and the
+// case's decisions are an undo or the word that it is undone (or that
+// nothing is there). Evidence contradicting itself counts on no path.
 func ExtraEffects(op *Operation, ev Evidence) []Candidate {
-	switch {
-	case op.State == Confirmed:
-		if !ev.Authoritative || ev.Source == SourceWebhook {
-			return nil
-		}
-	case settledWithoutEffect(op):
-		if !ev.Authoritative && ev.Source != SourceWebhook {
-			return nil
-		}
-	default:
+	if op.State != Confirmed && !settledWithoutEffect(op) {
+		return nil
+	}
+	if !ev.Authoritative && ev.Source != SourceWebhook {
 		return nil
 	}
 	cands, clash := uniqueRefs(ev.Candidates)

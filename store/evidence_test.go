@@ -200,8 +200,8 @@ func TestEvidenceOnSettledOperations(t *testing.T) {
 // compensable write that names a second resource for its operation and
 // version opens a case for the duplicate (I2), as the confirm window's
 // probes do; the operation stays confirmed. Evidence naming only the
-// confirmed resource, a webhook's claim, or a look that is not
-// authoritative opens nothing.
+// confirmed resource, or a look that is not authoritative, opens nothing
+// (a signed webhook's claim does: TestWebhookClaimsADuplicate).
 func TestEvidenceOfAnExtraEffect(t *testing.T) {
 	t.Parallel()
 	storetest.Each(t, func(t *testing.T, e store.Engine) {
@@ -214,7 +214,7 @@ func TestEvidenceOfAnExtraEffect(t *testing.T) {
 		}
 		for _, ev := range []review.Evidence{
 			{Source: review.SourceStatusLookup, Authoritative: true, Candidates: []review.Candidate{match("file-1")}},
-			{Source: review.SourceWebhook, Authoritative: true, Candidates: []review.Candidate{match("file-2")}},
+			{Source: review.SourceWebhook, Authoritative: true, Candidates: []review.Candidate{match("file-1")}},
 			{Source: review.SourceMetadataSearch, Authoritative: false, Candidates: []review.Candidate{match("file-1"), match("file-2")}},
 		} {
 			got, err := b.s.AddEvidence(b.ctx, tenantA, op.ID, ev, "integrator")
@@ -393,6 +393,92 @@ func TestWebhookClaimStopsARetry(t *testing.T) {
 		if _, err := b.tryStart(op, "", ""); errAs[*review.NotAttemptableError](t, err) == nil {
 			t.Fatal("an attempt was granted after the webhook reported the effect")
 		}
+	})
+}
+
+// TestWebhookClaimsADuplicate: a signed webhook naming, for a confirmed
+// operation, a second resource of its operation and version is the
+// destination's word of a duplicate (a second charge, a second file): it
+// opens a case for a person (I2), recommending a look and the undo of the
+// resource it names, with the operation left confirmed. Before, it was
+// kept as evidence and nobody was asked to look. A webhook naming the
+// confirmed resource opens nothing; the same claim again keeps the one
+// case; the way out is the word that it is undone, or not there. The
+// same event delivered again after that is nothing new; a new one naming
+// the resource again says it is there after all, and opens a case again.
+func TestWebhookClaimsADuplicate(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		b := setup(t, e, nil)
+		op := b.newOp(t, "doc-webhook-dup", review.RiskCompensableWrite, "plain")
+		b.start(t, op)
+		wantState(t, b.report(t, op, 1, success("file-1")).Operation, review.Confirmed)
+		claim := func(eventID, ref string) {
+			t.Helper()
+			ev := webhookFor(op, eventID)
+			ev.Candidates = []review.Candidate{{Ref: ref, Version: op.LogicalVersion, OperationID: op.ID}}
+			if _, err := b.s.Inbound(b.ctx, ev); err != nil {
+				t.Fatal(err)
+			}
+			wantState(t, b.get(t, op), review.Confirmed)
+		}
+		claim("evt-same", "file-1")
+		if n := openCases(t, b, op.ID); n != 0 {
+			t.Fatalf("a webhook naming the confirmed file-1: %d open cases, want none", n)
+		}
+		claim("evt-dup", "file-2")
+		cs, err := b.s.CasesForOperation(b.ctx, op.ID)
+		if err != nil || len(cs) != 1 || cs[0].Status != store.CaseOpen {
+			t.Fatalf("a webhook naming file-2 beside the confirmed file-1: cases %+v, %v; want one open", cs, err)
+		}
+		c := cs[0]
+		if !slices.Contains(c.Reasons, review.ReasonMultipleCands) || c.RecommendedAction != review.RecommendCompensate ||
+			c.RecommendedRef != "file-2" || c.Rationale != fmt.Sprintf(review.RationaleClaimedDuplicate, "file-2", "file-1") {
+			t.Errorf("the case: reasons %v, recommends %s %s (%s); want multiple_candidates, a look and the undo of file-2",
+				c.Reasons, c.RecommendedAction, c.RecommendedRef, c.Rationale)
+		}
+		if got := review.DecisionsAllowed(review.Confirmed, c.Reasons); !slices.Equal(got, []string{review.DecideCompensate, review.DecideCompensationDone}) {
+			t.Errorf("decisions on the case: %v; want compensate and compensation_done", got)
+		}
+		var audited bool
+		for _, ev := range b.history(t, op.ID) {
+			audited = audited || ev.Action == "evidence.extra_effect" && strings.Contains(string(ev.Detail), "file-2") &&
+				strings.Contains(string(ev.Detail), "evt-dup")
+		}
+		if !audited {
+			t.Error("no evidence.extra_effect event naming file-2 and the webhook's event")
+		}
+		claim("evt-dup-again", "file-2")
+		if n := openCases(t, b, op.ID); n != 1 {
+			t.Errorf("the same claim again: %d open cases, want the one", n)
+		}
+		// The way out: a person looked, and says it is undone (or was
+		// never there); the operation stays confirmed with file-1.
+		done := decideReq(&c, review.DecideCompensationDone, "rita@example.com")
+		done.Ref, done.Reason = "file-2", "no file-2 at the destination"
+		if _, err := b.s.Decide(b.ctx, done); err != nil {
+			t.Fatalf("compensation_done on file-2: %v", err)
+		}
+		got := b.get(t, op)
+		wantState(t, got, review.Confirmed)
+		if got.Resource == nil || got.Resource.Ref != "file-1" {
+			t.Errorf("resource %+v; want file-1 kept", got.Resource)
+		}
+		if n := openCases(t, b, op.ID); n != 0 {
+			t.Errorf("%d open cases after the word, want none", n)
+		}
+		// The same event delivered again is the same word: nothing new.
+		claim("evt-dup", "file-2")
+		if n := openCases(t, b, op.ID); n != 0 {
+			t.Errorf("the same event delivered again after the word: %d open cases, want none", n)
+		}
+		// A new event naming file-2 after the word says it is there after
+		// all: a person looks again.
+		claim("evt-dup-late", "file-2")
+		if n := openCases(t, b, op.ID); n != 1 {
+			t.Errorf("a new claim after the word: %d open cases, want one", n)
+		}
+		assertSealed(t, b.s)
 	})
 }
 
