@@ -99,10 +99,7 @@ func TestBrowserDecisionKeptAcrossSignIn(t *testing.T) {
 		if _, err := st.ReleaseCase(ctx, caseID, review.Operator("ops"), all); err != nil {
 			t.Fatal(err)
 		}
-		rev.do("signing in again",
-			chromedp.SendKeys(chromedp.ID("email"), "reviewer@example.com"),
-			chromedp.SendKeys(chromedp.ID("password"), browserPassword))
-		rev.follow("signing in", chromedp.Click(chromedp.CSS(`section.login button[type="submit"]`)))
+		rev.signInHere("reviewer@example.com")
 		if p := evalJS[string](rev, `location.pathname`); p != "/cases/"+caseID {
 			rev.fatalf("after signing in: at %s, want the case", p)
 		}
@@ -138,11 +135,7 @@ func TestBrowserDecisionKeptAcrossSignIn(t *testing.T) {
 		clk.Advance(31 * time.Minute)
 		rev.do("pressing Decide", chromedp.Click(chromedp.CSS(`form.decision button[type="submit"]`)))
 		rev.waitFor(`location.pathname === "/login"`, "the sign-in form")
-		rev.do("signing in as someone else",
-			chromedp.SendKeys(chromedp.ID("email"), "manager@example.com"),
-			chromedp.SendKeys(chromedp.ID("password"), browserPassword))
-		rev.follow("signing in", chromedp.Click(chromedp.CSS(`section.login button[type="submit"]`)))
-		rev.waitFor(`document.readyState === "complete"`, "the case page")
+		rev.signInHere("manager@example.com")
 		if got := evalJS[string](rev, `(document.getElementById("reason") || {value: ""}).value`); got != "" {
 			rev.fatalf("another user found the first one's reason: %q", got)
 		}
@@ -179,17 +172,9 @@ func TestBrowserBulkFormKeptAcrossSignIn(t *testing.T) {
 			b.do("sending it", chromedp.Click(chromedp.CSS(`details.bulk button[type="submit"]`)))
 			b.waitFor(`location.pathname === "/login"`, "the sign-in form")
 		}
-		signInAs := func(b *browserTab, email string) {
-			t.Helper()
-			b.do("signing in again",
-				chromedp.SendKeys(chromedp.ID("email"), email),
-				chromedp.SendKeys(chromedp.ID("password"), browserPassword))
-			b.follow("signing in", chromedp.Click(chromedp.CSS(`section.login button[type="submit"]`)))
-			b.waitFor(`document.readyState === "complete"`, "the page after signing in")
-		}
 		rev.login("reviewer@example.com")
 		fillAndExpire(rev, reason)
-		signInAs(rev, "reviewer@example.com")
+		rev.signInHere("reviewer@example.com")
 		if p := evalJS[string](rev, `location.pathname + location.search`); p != "/?tenant=acme" {
 			rev.fatalf("after signing in: at %s, want the queue the form was on", p)
 		}
@@ -214,7 +199,7 @@ func TestBrowserBulkFormKeptAcrossSignIn(t *testing.T) {
 
 		// Another user signing in in that tab never sees it.
 		fillAndExpire(rev, "my own words")
-		signInAs(rev, "manager@example.com")
+		rev.signInHere("manager@example.com")
 		if got := evalJS[string](rev, `(document.getElementById("bulk-reason") || {value: ""}).value`); got != "" {
 			rev.fatalf("another user found the first one's reason: %q", got)
 		}

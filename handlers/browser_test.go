@@ -253,14 +253,23 @@ func (b *browserTab) waitText(sel, want string) {
 func (b *browserTab) login(email string) {
 	b.t.Helper()
 	b.open("/login")
-	b.do("filling the sign-in form",
-		chromedp.SendKeys(chromedp.ID("email"), email),
-		chromedp.SendKeys(chromedp.ID("password"), browserPassword))
-	b.follow("signing in", chromedp.Click(chromedp.CSS(`section.login button[type="submit"]`)))
+	b.signInHere(email)
 	if loc := evalJS[string](b, `location.pathname`); loc != "/" {
 		b.fatalf("after signing in as %s: at %s, want the queue (/); the page says %q", email, loc, b.text("main"))
 	}
 	b.waitText("h1", "Review queue")
+}
+
+// signInHere fills in and sends the sign-in form the tab is on (the one a
+// request after the session ended led to), and waits for the page it
+// leads to: wherever the sign-in sends the user back.
+func (b *browserTab) signInHere(email string) {
+	b.t.Helper()
+	b.do("filling the sign-in form as "+email,
+		chromedp.SendKeys(chromedp.ID("email"), email),
+		chromedp.SendKeys(chromedp.ID("password"), browserPassword))
+	b.follow("signing in", chromedp.Click(chromedp.CSS(`section.login button[type="submit"]`)))
+	b.waitFor(`document.readyState === "complete"`, "the page after signing in")
 }
 
 // pageSound checks what every console page must hold: htmx loaded from

@@ -158,126 +158,33 @@ document.addEventListener("click", function (e) {
   document.addEventListener("change", input, true);
 })();
 
-// A decision sent after the session ended. The server does not execute it
-// (requireUser answers 401 and HX-Redirect to the sign-in form, which then
-// brings the reviewer back to the case); here, before htmx follows that
-// redirect, the form as filled in is kept in this tab's sessionStorage,
-// with the case and the user it was written by. Back on that case's page
-// as that user, the form is filled in again, the versions it was written
-// against included (a case that changed meanwhile still refuses it as
-// stale), and nothing is sent until the reviewer presses Decide again;
-// when the case no longer takes a decision, what they wrote is shown
-// instead. Another user signing in in this tab never sees it.
+// Forms sent after the session ended. The server does not act on them: it
+// answers with the sign-in form. What was filled in is kept in this tab's
+// sessionStorage as it goes (never a password, never the CSRF token), with
+// where it was written and by whom; back there as that user, it is filled
+// in again with a note, and nothing is sent until the user sends it.
+// Another user signing in in this tab never sees it. Two kinds share the
+// helpers below: the case's decision panel (htmx) and plain forms.
 (function () {
   "use strict";
-  var KEY = "limbo.unsent-decision";
-  function panel() { return document.getElementById("decision"); }
-  document.addEventListener("htmx:beforeOnLoad", function (e) {
-    var d = e.detail || {};
-    var form = d.elt;
-    var p = panel();
-    if (!d.xhr || d.xhr.status !== 401 || !d.xhr.getResponseHeader("HX-Redirect")) { return; }
-    if (!form || !form.matches || !form.matches("form.decision") || !p || !p.contains(form)) { return; }
-    var fields = [];
-    Array.prototype.forEach.call(form.elements, function (el) {
-      if (!el.name || el.name === "csrf" || ((el.type === "radio" || el.type === "checkbox") && !el.checked)) { return; }
-      fields.push([el.name, el.value]);
-    });
-    try {
-      sessionStorage.setItem(KEY, JSON.stringify({
-        caseId: p.getAttribute("data-draft-case"), user: p.getAttribute("data-draft-user"), fields: fields }));
-    } catch (x) {}
-  });
-  function note(text) {
-    var n = document.createElement("p");
-    n.className = "situation";
-    n.setAttribute("role", "alert");
-    n.setAttribute("data-draft-note", "");
-    n.textContent = text;
-    return n;
-  }
-  document.addEventListener("DOMContentLoaded", function () {
-    var p = panel(), draft;
-    if (!p || !p.getAttribute("data-draft-case")) { return; }
-    try { draft = JSON.parse(sessionStorage.getItem(KEY) || "null"); } catch (x) { draft = null; }
-    if (!draft || draft.caseId !== p.getAttribute("data-draft-case")) { return; } // another case's: kept for it
-    sessionStorage.removeItem(KEY);
-    if (draft.user !== p.getAttribute("data-draft-user")) { return; } // another user's: never shown
-    var form = p.querySelector("form.decision");
-    if (!form) {
-      p.appendChild(note(p.getAttribute("data-msg-draft-unsent") || ""));
-      var q = document.createElement("blockquote");
-      q.setAttribute("data-draft-unsent", "");
-      q.textContent = (draft.fields || []).filter(function (f) { return f[0] === "action" || f[0] === "reason"; })
-        .map(function (f) { return f[1]; }).join(": ");
-      p.appendChild(q);
-      return;
-    }
-    // A choice not saved stays unchecked (the form then asks for one),
-    // never left at the page's default.
-    Array.prototype.forEach.call(form.querySelectorAll("input[type=radio], input[type=checkbox]"), function (el) { el.checked = false; });
-    (draft.fields || []).forEach(function (f) {
-      Array.prototype.forEach.call(form.elements, function (el) {
-        if (el.name !== f[0] || el.name === "csrf") { return; }
-        if (el.type === "radio" || el.type === "checkbox") {
-          if (el.value === f[1]) { el.checked = true; }
-        } else {
-          el.value = f[1];
-        }
-      });
-    });
-    form.insertBefore(note(p.getAttribute("data-msg-draft-restored") || ""), form.firstChild);
-  });
-})();
 
-// A form sent without htmx after the session ended (the bulk decision,
-// the administration's forms) is answered with the sign-in form, and the
-// page, with what was filled in, is gone. So, as it is sent, the form as
-// filled in is kept in this tab's sessionStorage (never a password, never
-// the CSRF token), with the page it was on and the user who filled it in;
-// the sign-in page marks it as sent into a sign-in. Back on that page as
-// that user, it is filled in again, hidden fields included (a form that
-// went stale meanwhile is still refused as stale), with a note, and
-// nothing is sent until the user sends it. Any other page drops it: the
-// form was answered. The decision panel keeps its own (above).
-(function () {
-  "use strict";
-  var KEY = "limbo.unsent-form";
-  function user() { return document.body.getAttribute("data-user") || ""; }
-  function here() { return location.pathname + location.search; }
-  document.addEventListener("submit", function (e) {
-    var form = e.target;
-    if (!form.matches || !form.matches("form.decision") || form.hasAttribute("hx-post") ||
-        (form.getAttribute("method") || "").toLowerCase() !== "post" || !user()) { return; }
+  // draftFields is what form would send, as [name, value] pairs in order.
+  function draftFields(form) {
     var fields = [];
     Array.prototype.forEach.call(form.elements, function (el) {
       if (!el.name || el.name === "csrf" || el.type === "password" || ((el.type === "radio" || el.type === "checkbox") && !el.checked)) { return; }
       fields.push([el.name, el.value]);
     });
-    try {
-      sessionStorage.setItem(KEY, JSON.stringify({ page: here(), action: form.getAttribute("action"), user: user(), fields: fields, signIn: false }));
-    } catch (x) {}
-  }, true);
-  document.addEventListener("DOMContentLoaded", function () {
-    var d;
-    try { d = JSON.parse(sessionStorage.getItem(KEY) || "null"); } catch (x) { d = null; }
-    if (!d) { return; }
-    if (location.pathname === "/login") {
-      d.signIn = true;
-      try { sessionStorage.setItem(KEY, JSON.stringify(d)); } catch (x) {}
-      return;
-    }
-    sessionStorage.removeItem(KEY);
-    if (!d.signIn || d.user !== user() || d.page !== here()) { return; }
-    var form = null;
-    Array.prototype.forEach.call(document.querySelectorAll("form.decision"), function (f) {
-      if (!form && f.getAttribute("action") === d.action && !f.hasAttribute("hx-post")) { form = f; }
-    });
-    if (!form) { return; }
-    // Each field's values in the order they were sent: a name given to
-    // several fields (hidden lists) gets them back one each.
+    return fields;
+  }
+
+  // refill puts fields back into form. A choice not saved ends unchecked
+  // (the form then asks for one), never left at the page's default; a
+  // name given to several fields (hidden lists) gets its values back one
+  // each, in the order they were sent.
+  function refill(form, fields) {
     var values = {};
-    (d.fields || []).forEach(function (f) { (values[f[0]] = values[f[0]] || []).push(f[1]); });
+    (fields || []).forEach(function (f) { (values[f[0]] = values[f[0]] || []).push(f[1]); });
     Array.prototype.forEach.call(form.elements, function (el) {
       if (!el.name || el.name === "csrf" || el.type === "password") { return; }
       var vs = values[el.name] || [];
@@ -287,12 +194,95 @@ document.addEventListener("click", function (e) {
         el.value = vs.shift();
       }
     });
+  }
+
+  function note(text, attr) {
     var n = document.createElement("p");
     n.className = "situation";
     n.setAttribute("role", "alert");
-    n.setAttribute("data-form-restored", "");
-    n.textContent = document.body.getAttribute("data-msg-form-restored") || "";
-    form.insertBefore(n, form.firstChild);
+    n.setAttribute(attr, "");
+    n.textContent = text;
+    return n;
+  }
+
+  function load(key) {
+    try { return JSON.parse(sessionStorage.getItem(key) || "null"); } catch (x) { return null; }
+  }
+  function save(key, v) {
+    try { sessionStorage.setItem(key, JSON.stringify(v)); } catch (x) {}
+  }
+
+  // The decision panel's form, sent by htmx: requireUser answers 401 and
+  // HX-Redirect to the sign-in form, which then brings the reviewer back
+  // to the case. Kept before htmx follows that redirect, with the case;
+  // filled in again on that case's page, the versions it was written
+  // against included (a case that changed meanwhile still refuses it as
+  // stale). When the case no longer takes a decision, what they wrote is
+  // shown instead.
+  var DECISION = "limbo.unsent-decision";
+  function panel() { return document.getElementById("decision"); }
+  document.addEventListener("htmx:beforeOnLoad", function (e) {
+    var d = e.detail || {};
+    var form = d.elt;
+    var p = panel();
+    if (!d.xhr || d.xhr.status !== 401 || !d.xhr.getResponseHeader("HX-Redirect")) { return; }
+    if (!form || !form.matches || !form.matches("form.decision") || !p || !p.contains(form)) { return; }
+    save(DECISION, { caseId: p.getAttribute("data-draft-case"), user: p.getAttribute("data-draft-user"), fields: draftFields(form) });
+  });
+  document.addEventListener("DOMContentLoaded", function () {
+    var p = panel();
+    if (!p || !p.getAttribute("data-draft-case")) { return; }
+    var draft = load(DECISION);
+    if (!draft || draft.caseId !== p.getAttribute("data-draft-case")) { return; } // another case's: kept for it
+    sessionStorage.removeItem(DECISION);
+    if (draft.user !== p.getAttribute("data-draft-user")) { return; } // another user's: never shown
+    var form = p.querySelector("form.decision");
+    if (!form) {
+      p.appendChild(note(p.getAttribute("data-msg-draft-unsent") || "", "data-draft-note"));
+      var q = document.createElement("blockquote");
+      q.setAttribute("data-draft-unsent", "");
+      q.textContent = (draft.fields || []).filter(function (f) { return f[0] === "action" || f[0] === "reason"; })
+        .map(function (f) { return f[1]; }).join(": ");
+      p.appendChild(q);
+      return;
+    }
+    refill(form, draft.fields);
+    form.insertBefore(note(p.getAttribute("data-msg-draft-restored") || "", "data-draft-note"), form.firstChild);
+  });
+
+  // A plain form (the bulk decision, the administration's forms) sent
+  // without htmx is answered with the sign-in page, and the page it was
+  // on is gone. Kept as it is sent, with its page; the sign-in page marks
+  // it as sent into a sign-in. Filled in again on that page, hidden fields
+  // included (a form that went stale meanwhile is still refused as
+  // stale), its <details> opened. Any other page drops it: the form was
+  // answered.
+  var PLAIN = "limbo.unsent-form";
+  function user() { return document.body.getAttribute("data-user") || ""; }
+  function here() { return location.pathname + location.search; }
+  document.addEventListener("submit", function (e) {
+    var form = e.target;
+    if (!form.matches || !form.matches("form.decision") || form.hasAttribute("hx-post") ||
+        (form.getAttribute("method") || "").toLowerCase() !== "post" || !user()) { return; }
+    save(PLAIN, { page: here(), action: form.getAttribute("action"), user: user(), fields: draftFields(form), signIn: false });
+  }, true);
+  document.addEventListener("DOMContentLoaded", function () {
+    var d = load(PLAIN);
+    if (!d) { return; }
+    if (location.pathname === "/login") {
+      d.signIn = true;
+      save(PLAIN, d);
+      return;
+    }
+    sessionStorage.removeItem(PLAIN);
+    if (!d.signIn || d.user !== user() || d.page !== here()) { return; }
+    var form = null;
+    Array.prototype.forEach.call(document.querySelectorAll("form.decision"), function (f) {
+      if (!form && f.getAttribute("action") === d.action && !f.hasAttribute("hx-post")) { form = f; }
+    });
+    if (!form) { return; }
+    refill(form, d.fields);
+    form.insertBefore(note(document.body.getAttribute("data-msg-form-restored") || "", "data-form-restored"), form.firstChild);
     for (var p = form.parentElement; p; p = p.parentElement) {
       if (p.tagName === "DETAILS") { p.open = true; }
     }
