@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/labstack/echo/v4"
 
@@ -24,6 +25,11 @@ func (h *Handlers) LoginForm(c echo.Context) error {
 	c.Set(signedOutKey, c.QueryParam("signed_out") == "1")
 	return h.renderLogin(c, http.StatusOK, "", c.QueryParam("next"), web.Message{})
 }
+
+// deviceCookie holds the browser's device token for the account it last
+// signed in to: with it, an attacker's failures at the same address do
+// not lock that account's owner out (store.LoginWithDevice).
+const deviceCookie = "limbo_device"
 
 // signedOutKey marks a login form shown right after signing out, which
 // says so (the session is gone; the message comes from the redirect).
@@ -60,7 +66,11 @@ func (h *Handlers) Login(c echo.Context) error {
 	}
 	// From the body only: a password in a query string ends up in logs.
 	email, password, next := strings.TrimSpace(bodyValue(c, "email")), bodyValue(c, "password"), bodyValue(c, "next")
-	id, _, err := h.Store.Login(c.Request().Context(), email, password, c.RealIP(), h.Console.Policy)
+	var device string
+	if ck, err := c.Cookie(deviceCookie); err == nil {
+		device = ck.Value
+	}
+	id, _, device, err := h.Store.LoginWithDevice(c.Request().Context(), email, password, c.RealIP(), device, h.Console.Policy)
 	var th *store.ThrottledError
 	switch {
 	case errors.As(err, &th):
@@ -86,6 +96,10 @@ func (h *Handlers) Login(c echo.Context) error {
 			}
 		}
 	}
+	// The browser's device token for this account (store.LoginWithDevice),
+	// sent only to the sign-in form's handler.
+	c.SetCookie(&http.Cookie{Name: deviceCookie, Value: device, Path: "/login", HttpOnly: true, Secure: h.Console.SecureCookies,
+		SameSite: http.SameSiteStrictMode, MaxAge: int(store.DeviceTokenLife / time.Second)})
 	cs, _ := h.Console.Cookies.New(c.Request(), sessionCookie)
 	cs.Values = map[any]any{"sid": id}
 	if err := cs.Save(c.Request(), c.Response()); err != nil {

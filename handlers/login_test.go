@@ -187,6 +187,55 @@ func TestConsoleLoginThrottle(t *testing.T) {
 	})
 }
 
+// TestConsoleLoginDeviceCookie: over HTTP, from one address (an office
+// behind one NAT: every request here comes from 127.0.0.1), a colleague
+// failing five times on the owner's account is refused 429, the right
+// password included; the owner's browser, which signed in there before,
+// holds a device cookie and signs in all the same. The cookie is for the
+// sign-in form alone: HttpOnly, SameSite=Strict, path /login, living as
+// long as the store honours it. Before, the owner got 429 for 15 minutes.
+func TestConsoleLoginDeviceCookie(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		clk := storetest.NewClock(t0)
+		srv, _ := consoleServerWith(t, e, consoleSetup{clock: clk})
+		const owner = "reviewer@example.com"
+		mine := newBrowser(t, srv.URL)
+		code, _, hdr := signIn(mine, "", owner, "correct horse battery")
+		if code != http.StatusSeeOther {
+			t.Fatalf("the owner's first sign-in: %d", code)
+		}
+		var device *http.Cookie
+		for _, ck := range (&http.Response{Header: hdr}).Cookies() {
+			if ck.Name == "limbo_device" {
+				device = ck
+			}
+		}
+		if device == nil || device.Value == "" || !device.HttpOnly || device.SameSite != http.SameSiteStrictMode || device.Path != "/login" ||
+			device.MaxAge != int(store.DeviceTokenLife/time.Second) {
+			t.Fatalf("the device cookie: %+v; want HttpOnly, SameSite=Strict, path /login, max-age %d", device, int(store.DeviceTokenLife/time.Second))
+		}
+		mine.get("/")
+		if code, _, _ := mine.post("/logout", url.Values{"csrf": {mine.csrf}}); code != http.StatusSeeOther {
+			t.Fatalf("signing out: %d", code)
+		}
+
+		colleague := newBrowser(t, srv.URL)
+		for _, wait := range []time.Duration{0, 0, 0, time.Second, 2 * time.Second} {
+			clk.Advance(wait)
+			if code, _, _ := signIn(colleague, "", owner, "guess guess guess"); code != http.StatusUnauthorized {
+				t.Fatalf("a guess: %d, want 401", code)
+			}
+		}
+		if code, _, _ := signIn(colleague, "", owner, "correct horse battery"); code != http.StatusTooManyRequests {
+			t.Fatalf("the right password from the colleague's browser: %d, want 429", code)
+		}
+		if code, body, hdr := signIn(mine, "", owner, "correct horse battery"); code != http.StatusSeeOther || hdr.Get("Location") != "/" {
+			t.Fatalf("the owner's browser, holding its device cookie: %d, want 303 to /: %.300s", code, body)
+		}
+	})
+}
+
 // TestConsoleLoginEmailNoAccountCanHave: an email longer than any
 // account's (which passes the form's rule, 1,000 characters) is answered
 // 400 with the form again and words saying why, in both languages and on

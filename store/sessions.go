@@ -68,6 +68,16 @@ type Session struct {
 // maxAddressFailures on accounts not known there plus maxPairFailures on
 // each that is.
 //
+// A browser that signed in to an account holds a device token for it (a
+// cookie, LoginWithDevice; OWASP's "device cookies"). Signing in to that
+// account with it, only the token's own failures count, under the
+// account × address's limits: an attacker at the same address cannot
+// exhaust them, since failures without the token are not the token's, so
+// the owner keeps signing in with the browser they use even while the
+// account × address is refused to everyone else. Its failures count for
+// nothing else either. A token is honoured for knownFor after its last
+// sign-in, for the account it was issued to only.
+//
 // A refused attempt checks no password and is not counted as a failure (so
 // hammering a refused door does not keep it shut longer); a success clears
 // the failures of its account × address (the attacker's failures on other
@@ -94,6 +104,10 @@ const (
 	// known there.
 	knownFor = 30 * 24 * time.Hour
 )
+
+// DeviceTokenLife is how long a device token is honoured after the last
+// sign-in with it: the cookie that holds it lives as long.
+const DeviceTokenLife = knownFor
 
 // pairDelay is how long an account × address with f failures in the window
 // waits after its last one: 1 s at delayAfter, doubling with each further
@@ -189,11 +203,23 @@ var dummyHash, _ = bcrypt.GenerateFromPassword([]byte("limbo-dummy-password"), B
 
 const (
 	/* Store.Login: this account × address's failures in the window, newest first. */
-	selectPairFailures = `SELECT at FROM login_failures WHERE account = ? AND addr = ? AND at > ? ORDER BY at DESC LIMIT ?`
+	selectPairFailures = `SELECT at FROM login_failures WHERE account = ? AND addr = ? AND device = '' AND at > ? ORDER BY at DESC LIMIT ?`
 	/* Store.Login: this address's failures in the window, any account, newest first. */
-	selectAddrFailures = `SELECT at FROM login_failures WHERE addr = ? AND at > ? ORDER BY at DESC LIMIT ?`
+	selectAddrFailures = `SELECT at FROM login_failures WHERE addr = ? AND device = '' AND at > ? ORDER BY at DESC LIMIT ?`
 	/* Store.Login: this account's failures in the window, any address, newest first. */
-	selectAccountFailures = `SELECT at FROM login_failures WHERE account = ? AND at > ? ORDER BY at DESC LIMIT ?`
+	selectAccountFailures = `SELECT at FROM login_failures WHERE account = ? AND device = '' AND at > ? ORDER BY at DESC LIMIT ?`
+	/* Store.Login: this device token's failures in the window, newest first. */
+	selectDeviceFailures = `SELECT at FROM login_failures WHERE device = ? AND at > ? ORDER BY at DESC LIMIT ?`
+	/* Store.Login: the account a device token was issued for, while honoured. */
+	selectDevice = `SELECT account FROM login_devices WHERE token_hash = ? AND last_at > ?`
+	/* Store.Login: a success with a device token keeps it honoured. */
+	touchDevice = `UPDATE login_devices SET last_at = ? WHERE token_hash = ?`
+	/* Store.Login: a success without one issues one. */
+	insertDevice = `INSERT INTO login_devices (token_hash, account, last_at) VALUES (?, ?, ?)`
+	/* Store.Login: tokens no longer honoured. */
+	pruneDevices = `DELETE FROM login_devices WHERE last_at <= ?`
+	/* Store.Login: a success with a device token clears its failures. */
+	clearDeviceFailures = `DELETE FROM login_failures WHERE device = ?`
 	/* Store.Login: has this account signed in from this address lately? */
 	countKnown = `SELECT COUNT(*) FROM login_known WHERE account = ? AND addr = ? AND last_at > ?`
 	/* Store.Login: a success makes its account known at its address. */
@@ -202,11 +228,11 @@ ON CONFLICT (account, addr) DO UPDATE SET last_at = excluded.last_at`
 	/* Store.Login: addresses no longer known. */
 	pruneKnown = `DELETE FROM login_known WHERE last_at <= ?`
 	/* Store.Login */
-	insertFailure = `INSERT INTO login_failures (account, addr, at) VALUES (?, ?, ?)`
+	insertFailure = `INSERT INTO login_failures (account, addr, at, device) VALUES (?, ?, ?, ?)`
 	/* Store.Login: failures that no longer count. */
 	pruneFailures = `DELETE FROM login_failures WHERE at <= ?`
 	/* Store.Login: a success clears its account × address. */
-	clearPairFailures = `DELETE FROM login_failures WHERE account = ? AND addr = ?`
+	clearPairFailures = `DELETE FROM login_failures WHERE account = ? AND addr = ? AND device = ''`
 	/* Store.recordRefusal: one more refusal in the scope's live period,
 	counted by the database, so instances refusing at once do not write
 	over each other's count. */
@@ -246,6 +272,19 @@ func randomToken() string {
 // (see throttleWait): a refused attempt is a *ThrottledError, whatever the
 // password. An email no account can have is review.ErrInvalid.
 func (s *Store) Login(ctx context.Context, email, password, addr string, pol SessionPolicy) (string, *Session, error) {
+	id, sess, _, err := s.LoginWithDevice(ctx, email, password, addr, "", pol)
+	return id, sess, err
+}
+
+// LoginWithDevice is Login from a browser that may hold a device token
+// for the account (device; "" when it holds none): one a sign-in to this
+// account with that browser was given, in the last knownFor. With it,
+// only that token's own failures are counted (deviceWait): failures made
+// without it — an attacker's at the same address, behind one office NAT
+// — do not refuse the browser its owner signs in with, nor do its own
+// count against anyone else. A success returns the token the browser is
+// to hold from now on: the one it presented, or a new one.
+func (s *Store) LoginWithDevice(ctx context.Context, email, password, addr, device string, pol SessionPolicy) (string, *Session, string, error) {
 	if err := review.CheckText("email", review.Identifier, MaxEmailLen, email); err != nil {
 		// No account has such an address (AddUser holds them to it), so
 		// nothing is checked, counted or audited. PostgreSQL cannot store
@@ -253,7 +292,7 @@ func (s *Store) Login(ctx context.Context, email, password, addr string, pol Ses
 		// error there, where SQLite answered "wrong email or password"
 		// (the console's form check stops them before; other callers
 		// get the same answer from both engines).
-		return "", nil, fmt.Errorf("store.Login: %w", err)
+		return "", nil, "", fmt.Errorf("store.Login: %w", err)
 	}
 	pol = pol.withDefaults()
 	now := s.now()
@@ -270,40 +309,45 @@ func (s *Store) Login(ctx context.Context, email, password, addr string, pol Ses
 		leave, err := s.enterLoginGate(gctx, key)
 		if err != nil {
 			if ctx.Err() != nil {
-				return "", nil, ctx.Err()
+				return "", nil, "", ctx.Err()
 			}
 			if gctx.Err() == nil {
-				return "", nil, fmt.Errorf("store.Login: %w", err) // the database's
+				return "", nil, "", fmt.Errorf("store.Login: %w", err) // the database's
 			}
 			// Counted for the metric, not audited: nothing was checked,
 			// and a flood would write an event a request.
 			s.countRefusal(RefusedBusy)
-			return "", nil, &ThrottledError{RetryAfter: time.Second}
+			return "", nil, "", &ThrottledError{RetryAfter: time.Second}
 		}
 		defer leave()
 	}
 	now = s.now() // after the wait: the checks below are as of now
-	wait, rule, err := s.loginWait(ctx, acct, from, now)
+	// The device token counts only for the account it was issued for.
+	dev, err := s.honouredDevice(ctx, acct, device, now)
 	if err != nil {
-		return "", nil, fmt.Errorf("store.Login: %w", err)
+		return "", nil, "", fmt.Errorf("store.Login: %w", err)
+	}
+	wait, rule, err := s.loginWait(ctx, acct, from, dev, now)
+	if err != nil {
+		return "", nil, "", fmt.Errorf("store.Login: %w", err)
 	}
 	if wait > 0 {
 		th := &ThrottledError{RetryAfter: wait}
 		s.countRefusal(rule)
 		err := s.WithTx(ctx, func(tx *sqlx.Tx) error {
-			return s.recordRefusal(ctx, tx, rule, acct, addr, now, th)
+			return s.recordRefusal(ctx, tx, rule, acct, addr, dev, now, th)
 		})
 		if err != nil {
-			return "", nil, fmt.Errorf("store.Login: %w", err)
+			return "", nil, "", fmt.Errorf("store.Login: %w", err)
 		}
-		return "", nil, th
+		return "", nil, "", th
 	}
 	u, err := s.UserByEmail(ctx, email)
 	hash := dummyHash
 	if err == nil {
 		hash = []byte(u.PasswordHash)
 	} else if !errors.Is(err, review.ErrNotFound) {
-		return "", nil, err
+		return "", nil, "", err
 	}
 	match := bcrypt.CompareHashAndPassword(hash, []byte(password)) == nil
 	if err != nil || !match || u.DisabledAt != nil {
@@ -311,7 +355,7 @@ func (s *Store) Login(ctx context.Context, email, password, addr string, pol Ses
 			if _, err := tx.ExecContext(ctx, s.rebind(pruneFailures), now.Add(-throttleWindow)); err != nil {
 				return err
 			}
-			if _, err := tx.ExecContext(ctx, s.rebind(insertFailure), acct, from, now); err != nil {
+			if _, err := tx.ExecContext(ctx, s.rebind(insertFailure), acct, from, now, dev); err != nil {
 				return err
 			}
 			ev := &AuditEvent{At: now, Actor: "anonymous@" + addr, Action: "login.failed",
@@ -323,16 +367,22 @@ func (s *Store) Login(ctx context.Context, email, password, addr string, pol Ses
 			return s.appendEvent(ctx, tx, ev)
 		})
 		if err != nil {
-			return "", nil, fmt.Errorf("store.Login: %w", err)
+			return "", nil, "", fmt.Errorf("store.Login: %w", err)
 		}
-		return "", nil, ErrBadCredentials
+		return "", nil, "", ErrBadCredentials
 	}
 	id := randomToken()
 	sess := &Session{User: u, CSRFToken: randomToken(), ExpiresAt: now.Add(pol.Absolute)}
+	var token string
 	err = s.WithTx(ctx, func(tx *sqlx.Tx) error {
 		if _, err := tx.ExecContext(ctx, s.rebind(clearPairFailures), acct, from); err != nil {
 			return err
 		}
+		t, err := s.keepDevice(ctx, tx, acct, device, dev, now)
+		if err != nil {
+			return err
+		}
+		token = t
 		if _, err := tx.ExecContext(ctx, s.rebind(pruneKnown), now.Add(-knownFor)); err != nil {
 			return err
 		}
@@ -346,14 +396,18 @@ func (s *Store) Login(ctx context.Context, email, password, addr string, pol Ses
 			Detail: detailJSON(map[string]any{"user_id": u.ID, "addr": addr})}, u.Scope())
 	})
 	if err != nil {
-		return "", nil, fmt.Errorf("store.Login: %w", err)
+		return "", nil, "", fmt.Errorf("store.Login: %w", err)
 	}
-	return id, sess, nil
+	return id, sess, token, nil
 }
 
 // throttleScope is what a rule refuses: the account × address, the
-// address or the account; a refusal period is counted per scope.
-func throttleScope(rule, acct, from string) string {
+// address or the account, or the device token (dev, its hash) a sign-in
+// came with; a refusal period is counted per scope.
+func throttleScope(rule, acct, from, dev string) string {
+	if dev != "" {
+		return "device:" + dev
+	}
 	switch rule {
 	case "address":
 		return "addr:" + from
@@ -371,8 +425,8 @@ func throttleScope(rule, acct, from string) string {
 // period starts only once the last one's wait is over, which takes a
 // failure the throttle let through, so the events stay bounded by the
 // failures the throttle allows.
-func (s *Store) recordRefusal(ctx context.Context, tx *sqlx.Tx, rule, acct, addr string, now time.Time, th *ThrottledError) error {
-	scope := throttleScope(rule, acct, throttleAddr(addr))
+func (s *Store) recordRefusal(ctx context.Context, tx *sqlx.Tx, rule, acct, addr, dev string, now time.Time, th *ThrottledError) error {
+	scope := throttleScope(rule, acct, throttleAddr(addr), dev)
 	now, ends := dbTime(now), dbTime(now.Add(th.RetryAfter))
 	detail := map[string]any{"email": acct, "addr": addr, "rule": rule, "retry_after_s": th.Seconds()}
 	// Counted into the live period; else a new one started; else another
@@ -433,7 +487,7 @@ const RefusedBusy = "busy"
 // ThrottleRules are the rules a sign-in may be refused by (throttleWait),
 // and RefusedBusy.
 func ThrottleRules() []string {
-	return []string{"account_address", "delay", "address", "account", RefusedBusy}
+	return []string{"account_address", "delay", "address", "account", "device", RefusedBusy}
 }
 
 // LoginRefusals is how many sign-ins this store refused, by rule.
@@ -445,8 +499,23 @@ func (s *Store) LoginRefusals() map[string]int64 {
 
 // loginWait reads the window's failures for acct at addr, and whether acct
 // is known there, and asks throttleWait how long this attempt must wait.
-func (s *Store) loginWait(ctx context.Context, acct, addr string, now time.Time) (time.Duration, string, error) {
+// With a device token honoured for acct (dev, its hash), only that
+// token's failures count, under the account × address's limits: it
+// waits after its third, and is refused after maxPairFailures (rule
+// "device") until they age out.
+func (s *Store) loginWait(ctx context.Context, acct, addr, dev string, now time.Time) (time.Duration, string, error) {
 	since := now.Add(-throttleWindow)
+	if dev != "" {
+		var mine []time.Time
+		if err := s.db.SelectContext(ctx, &mine, s.rebind(selectDeviceFailures), dev, since, maxPairFailures); err != nil {
+			return 0, "", err
+		}
+		wait, rule := throttleWait(now, mine, nil, nil, true)
+		if rule == "account_address" {
+			rule = "device"
+		}
+		return wait, rule, nil
+	}
 	var pair, byAddr, byAcct []time.Time
 	var known int
 	if err := s.db.SelectContext(ctx, &pair, s.rebind(selectPairFailures), acct, addr, since, maxPairFailures); err != nil {
@@ -463,6 +532,48 @@ func (s *Store) loginWait(ctx context.Context, acct, addr string, now time.Time)
 	}
 	wait, rule := throttleWait(now, pair, byAddr, byAcct, known > 0)
 	return wait, rule, nil
+}
+
+// honouredDevice is the hash of device, the token a browser presented,
+// when it was issued for acct and is still honoured (signed in with in
+// the last knownFor); "" otherwise, and for no token. Only the hash is
+// stored or compared: the token is a password for the throttle.
+func (s *Store) honouredDevice(ctx context.Context, acct, device string, now time.Time) (string, error) {
+	if device == "" {
+		return "", nil
+	}
+	h := hashSessionID(device)
+	var owner string
+	err := s.db.GetContext(ctx, &owner, s.rebind(selectDevice), h, now.Add(-knownFor))
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return "", nil
+	case err != nil:
+		return "", err
+	case owner != acct:
+		return "", nil // another account's: a browser shared, or a guesser's own
+	}
+	return h, nil
+}
+
+// keepDevice, at a successful sign-in to acct, gives the browser the
+// device token it is to hold: the one it presented when honoured (dev,
+// its hash: its failures cleared, its time renewed), else a new one.
+// Tokens no longer honoured are pruned.
+func (s *Store) keepDevice(ctx context.Context, tx *sqlx.Tx, acct, device, dev string, now time.Time) (string, error) {
+	if _, err := tx.ExecContext(ctx, s.rebind(pruneDevices), now.Add(-knownFor)); err != nil {
+		return "", err
+	}
+	if dev != "" {
+		if _, err := tx.ExecContext(ctx, s.rebind(clearDeviceFailures), dev); err != nil {
+			return "", err
+		}
+		_, err := tx.ExecContext(ctx, s.rebind(touchDevice), now, dev)
+		return device, err
+	}
+	token := randomToken()
+	_, err := tx.ExecContext(ctx, s.rebind(insertDevice), hashSessionID(token), acct, now)
+	return token, err
 }
 
 // Session resolves a cookie's session id. Ended, expired (absolute), idle

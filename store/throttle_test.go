@@ -660,3 +660,104 @@ func TestLoginEmailNoAccountCanHave(t *testing.T) {
 		wantLogin(t, s, "owner@example.com", ownerPassword, "10.0.0.1", "ok", 0)
 	})
 }
+
+// signInWith signs in to email from addr with the browser's device token
+// (device, "" for none) and sorts the answer as tryLogin does; on success
+// it also returns the token the browser is to hold.
+func signInWith(t *testing.T, s *store.Store, email, password, addr, device string) (string, time.Duration, string) {
+	t.Helper()
+	_, _, token, err := s.LoginWithDevice(context.Background(), email, password, addr, device, store.SessionPolicy{})
+	var th *store.ThrottledError
+	switch {
+	case err == nil:
+		if token == "" {
+			t.Fatalf("a sign-in to %s gave no device token", email)
+		}
+		return "ok", 0, token
+	case errors.Is(err, store.ErrBadCredentials):
+		return "bad", 0, ""
+	case errors.As(err, &th):
+		return "throttled", th.RetryAfter, ""
+	}
+	t.Fatalf("LoginWithDevice(%s, %s): %v", email, addr, err)
+	return "", 0, ""
+}
+
+// TestLoginDeviceOutlastsAGuesserAtTheSameAddress: behind one office NAT,
+// a colleague failing five times on the owner's account refused it at that
+// address for 15 minutes — to the owner too, though they had signed in
+// there every day. Now the browser the owner signed in with holds a device
+// token, and with it only its own failures count: the guesser is refused,
+// the owner is not. The token is no pass: its own five failures refuse it
+// (rule "device") until they age out, while the guesser's limits are not
+// touched by them; a token for another account (the guesser's own) or a
+// made-up one counts as none; a token not used for knownFor lapses. On
+// both engines.
+func TestLoginDeviceOutlastsAGuesserAtTheSameAddress(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		s, clk := throttleStore(t, e)
+		const owner, office = "owner@example.com", "198.51.100.7"
+		if _, err := s.AddUser(context.Background(), review.Operator("test"), store.NewUser{Email: "guesser@example.com", Password: ownerPassword,
+			Role: review.RoleReviewer, Scope: review.Scope{All: true}}); err != nil {
+			t.Fatal(err)
+		}
+		want := func(got string, wait time.Duration, wantGot string, wantWait time.Duration, what string) {
+			t.Helper()
+			if got != wantGot || wait != wantWait {
+				t.Fatalf("%s: %s (wait %v), want %s (wait %v)", what, got, wait, wantGot, wantWait)
+			}
+		}
+		got, wait, token := signInWith(t, s, owner, ownerPassword, office, "")
+		want(got, wait, "ok", 0, "the owner's first sign-in")
+		_, _, guesserToken := signInWith(t, s, "guesser@example.com", ownerPassword, office, "")
+
+		// The guesser fails five times on the owner's account: the account
+		// × address is refused, with a token of their own or a made-up one.
+		for _, step := range []time.Duration{0, 0, 0, time.Second, 2 * time.Second} {
+			clk.Advance(step)
+			got, wait, _ = signInWith(t, s, owner, "guess guess guess", office, guesserToken)
+			want(got, wait, "bad", 0, "a guess")
+		}
+		for _, tok := range []string{"", guesserToken, "made-up-token", token + "x"} {
+			got, wait, _ = signInWith(t, s, owner, ownerPassword, office, tok)
+			want(got, wait, "throttled", 15*time.Minute-3*time.Second, fmt.Sprintf("the right password without the owner's token (%.8q)", tok))
+		}
+		// The owner's browser signs in, and keeps its token.
+		got, wait, again := signInWith(t, s, owner, ownerPassword, office, token)
+		want(got, wait, "ok", 0, "the owner with their browser's token, the address refused to others")
+		if again != token {
+			t.Errorf("the token was replaced at a sign-in with it")
+		}
+
+		// The token's own failures: the delay after the third, refused after
+		// the fifth, even with the right password, until they age out.
+		for _, step := range []time.Duration{0, 0, 0, time.Second, 2 * time.Second} {
+			clk.Advance(step)
+			got, wait, _ = signInWith(t, s, owner, "typo typo typo", office, token)
+			want(got, wait, "bad", 0, "a typo with the token")
+		}
+		got, wait, _ = signInWith(t, s, owner, ownerPassword, office, token)
+		want(got, wait, "throttled", 15*time.Minute-3*time.Second, "the token after five failures of its own")
+		// Which did not count against the account elsewhere.
+		got, wait, _ = signInWith(t, s, owner, ownerPassword, "203.0.113.9", "")
+		want(got, wait, "ok", 0, "the owner from another address")
+		clk.Advance(15 * time.Minute)
+		got, wait, _ = signInWith(t, s, owner, ownerPassword, office, token)
+		want(got, wait, "ok", 0, "the token once its failures aged out")
+
+		// Not used for knownFor: it lapses, and a new one is given.
+		clk.Advance(store.DeviceTokenLife + time.Minute)
+		got, wait, fresh := signInWith(t, s, owner, ownerPassword, office, token)
+		want(got, wait, "ok", 0, "a sign-in with a lapsed token")
+		if fresh == token {
+			t.Errorf("a lapsed token was kept")
+		}
+		if n := loginEvents(t, s); n["login.throttled"] < 2 {
+			t.Errorf("audit: %v; want the refusals of the pair and of the token audited", n)
+		}
+		if rep := storetest.Sealed(t, s); !rep.OK {
+			t.Fatalf("audit: %+v", rep)
+		}
+	})
+}
