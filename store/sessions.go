@@ -51,37 +51,35 @@ type Session struct {
 //     that pair's failures: the owner's typo is not made costlier by an
 //     attacker failing on the same account elsewhere.
 //   - one address guessing many accounts is refused after
-//     maxAddressFailures, for every account not known at it;
-//   - many addresses guessing one account are refused, every address where
-//     the account is not known, after maxAccountFailures.
-//
-// An account is known at an address once it has signed in from there
-// (within knownFor). There the address's limit and the account's ceiling
-// do not refuse it: colleagues behind one office NAT or IPv6 /64 keep
-// signing in while someone there fails on other accounts, and the owner
-// keeps signing in from their usual address while an attacker fails on
-// their account from many others. Only an address where the account has
-// not signed in before waits out an attack (until its failures age out).
-// Guessing stays bounded: per window, an account takes at most
-// maxAccountFailures guesses from addresses where it is not known plus
-// maxPairFailures from each where it is, and an address at most
-// maxAddressFailures on accounts not known there plus maxPairFailures on
-// each that is.
+//     maxAddressFailures;
+//   - many addresses guessing one account are refused after
+//     maxAccountFailures.
 //
 // A browser that signed in to an account holds a device token for it (a
 // cookie, LoginWithDevice; OWASP's "device cookies"). Signing in to that
-// account with it, only the token's own failures count, under the
-// account × address's limits: an attacker at the same address cannot
-// exhaust them, since failures without the token are not the token's, so
-// the owner keeps signing in with the browser they use even while the
-// account × address is refused to everyone else. Its failures count for
-// nothing else either. A token is honoured for knownFor after its last
-// sign-in, for the account it was issued to only.
+// account with it, only the token's own failures count, under the account
+// × address's limits (rule "device" for the refusal): the address's limit,
+// the account's ceiling and the pair's failures made without the token do
+// not refuse it. So colleagues behind one office NAT or IPv6 /64 keep
+// signing in while someone there fails on other accounts or on theirs,
+// and the owner keeps signing in while an attacker fails on their account
+// from many addresses; a browser without the token (a new one, or the
+// attacker's) waits the attack out. The token's failures count for nothing
+// else. A token is honoured for deviceFor after its last sign-in, for the
+// account it was issued to only. Being a secret the browser holds, not an
+// address anyone can share, it also keeps an address over its limit from
+// telling whether an account signed in from there (an exemption by
+// address did).
+//
+// Guessing stays bounded: per window, an account takes at most
+// maxAccountFailures guesses without a token plus maxPairFailures per
+// browser it signed in with, and an address at most maxAddressFailures
+// without one.
 //
 // A refused attempt checks no password and is not counted as a failure (so
 // hammering a refused door does not keep it shut longer); a success clears
-// the failures of its account × address (the attacker's failures on other
-// accounts stay counted).
+// the failures of its account × address made without a token, or those of
+// its token (the attacker's failures on other accounts stay counted).
 const (
 	// throttleWindow is how long a failure counts.
 	throttleWindow = 15 * time.Minute
@@ -89,25 +87,26 @@ const (
 	// account or address to finish before it is answered "try again in 1 s".
 	loginGateWait = 5 * time.Second
 	// maxPairFailures: failures of one address on one account in the window
-	// before that pair is refused until the oldest ages out.
+	// (or of one device token) before it is refused until the oldest ages
+	// out.
 	maxPairFailures = 5
 	// maxAddressFailures: failures of one address, any account, in the
-	// window before the address is refused for accounts not known at it.
+	// window before the address is refused.
 	maxAddressFailures = 20
 	// maxAccountFailures: failures on one account, any address, in the
-	// window before it is refused at addresses where it is not known.
+	// window before it is refused.
 	maxAccountFailures = 50
 	// delayAfter: once an account × address has this many failures in the
 	// window, it waits pairDelay after its last one before it may try again.
 	delayAfter = 3
-	// knownFor is how long a sign-in from an address keeps its account
-	// known there.
-	knownFor = 30 * 24 * time.Hour
+	// deviceFor is how long a device token is honoured after the last
+	// sign-in with it.
+	deviceFor = 30 * 24 * time.Hour
 )
 
 // DeviceTokenLife is how long a device token is honoured after the last
 // sign-in with it: the cookie that holds it lives as long.
-const DeviceTokenLife = knownFor
+const DeviceTokenLife = deviceFor
 
 // pairDelay is how long an account × address with f failures in the window
 // waits after its last one: 1 s at delayAfter, doubling with each further
@@ -123,10 +122,10 @@ func pairDelay(f int) time.Duration {
 // throttleWait decides whether a sign-in may go ahead at now. pair, addr
 // and acct are the window's failures of this account × address, of this
 // address and of this account, newest first, at most maxPairFailures,
-// maxAddressFailures and maxAccountFailures of them; known is whether the
-// account has signed in from this address. It returns how long to wait
-// (0: go ahead) and which rule refused.
-func throttleWait(now time.Time, pair, addr, acct []time.Time, known bool) (time.Duration, string) {
+// maxAddressFailures and maxAccountFailures of them (for a sign-in with a
+// device token: the token's own as pair, none as addr and acct). It
+// returns how long to wait (0: go ahead) and which rule refused.
+func throttleWait(now time.Time, pair, addr, acct []time.Time) (time.Duration, string) {
 	var wait time.Duration
 	var rule string
 	refuse := func(until time.Time, why string) {
@@ -141,9 +140,6 @@ func throttleWait(now time.Time, pair, addr, acct []time.Time, known bool) (time
 	}
 	if len(pair) > 0 {
 		refuse(pair[0].Add(pairDelay(len(pair))), "delay")
-	}
-	if known {
-		return wait, rule
 	}
 	if len(addr) >= maxAddressFailures {
 		refuse(addr[maxAddressFailures-1].Add(throttleWindow), "address")
@@ -220,13 +216,6 @@ const (
 	pruneDevices = `DELETE FROM login_devices WHERE last_at <= ?`
 	/* Store.Login: a success with a device token clears its failures. */
 	clearDeviceFailures = `DELETE FROM login_failures WHERE device = ?`
-	/* Store.Login: has this account signed in from this address lately? */
-	countKnown = `SELECT COUNT(*) FROM login_known WHERE account = ? AND addr = ? AND last_at > ?`
-	/* Store.Login: a success makes its account known at its address. */
-	upsertKnown = `INSERT INTO login_known (account, addr, last_at) VALUES (?, ?, ?)
-ON CONFLICT (account, addr) DO UPDATE SET last_at = excluded.last_at`
-	/* Store.Login: addresses no longer known. */
-	pruneKnown = `DELETE FROM login_known WHERE last_at <= ?`
 	/* Store.Login */
 	insertFailure = `INSERT INTO login_failures (account, addr, at, device) VALUES (?, ?, ?, ?)`
 	/* Store.Login: failures that no longer count. */
@@ -278,7 +267,7 @@ func (s *Store) Login(ctx context.Context, email, password, addr string, pol Ses
 
 // LoginWithDevice is Login from a browser that may hold a device token
 // for the account (device; "" when it holds none): one a sign-in to this
-// account with that browser was given, in the last knownFor. With it,
+// account with that browser was given, in the last deviceFor. With it,
 // only that token's own failures are counted (deviceWait): failures made
 // without it — an attacker's at the same address, behind one office NAT
 // — do not refuse the browser its owner signs in with, nor do its own
@@ -383,12 +372,6 @@ func (s *Store) LoginWithDevice(ctx context.Context, email, password, addr, devi
 			return err
 		}
 		token = t
-		if _, err := tx.ExecContext(ctx, s.rebind(pruneKnown), now.Add(-knownFor)); err != nil {
-			return err
-		}
-		if _, err := tx.ExecContext(ctx, s.rebind(upsertKnown), acct, from, now); err != nil {
-			return err
-		}
 		if _, err := tx.ExecContext(ctx, s.rebind(insertSession), hashSessionID(id), u.ID, sess.CSRFToken, now, now, sess.ExpiresAt); err != nil {
 			return err
 		}
@@ -497,8 +480,8 @@ func (s *Store) LoginRefusals() map[string]int64 {
 	return maps.Clone(s.refusals)
 }
 
-// loginWait reads the window's failures for acct at addr, and whether acct
-// is known there, and asks throttleWait how long this attempt must wait.
+// loginWait reads the window's failures for acct at addr and asks
+// throttleWait how long this attempt must wait.
 // With a device token honoured for acct (dev, its hash), only that
 // token's failures count, under the account × address's limits: it
 // waits after its third, and is refused after maxPairFailures (rule
@@ -510,14 +493,13 @@ func (s *Store) loginWait(ctx context.Context, acct, addr, dev string, now time.
 		if err := s.db.SelectContext(ctx, &mine, s.rebind(selectDeviceFailures), dev, since, maxPairFailures); err != nil {
 			return 0, "", err
 		}
-		wait, rule := throttleWait(now, mine, nil, nil, true)
+		wait, rule := throttleWait(now, mine, nil, nil)
 		if rule == "account_address" {
 			rule = "device"
 		}
 		return wait, rule, nil
 	}
 	var pair, byAddr, byAcct []time.Time
-	var known int
 	if err := s.db.SelectContext(ctx, &pair, s.rebind(selectPairFailures), acct, addr, since, maxPairFailures); err != nil {
 		return 0, "", err
 	}
@@ -527,16 +509,13 @@ func (s *Store) loginWait(ctx context.Context, acct, addr, dev string, now time.
 	if err := s.db.SelectContext(ctx, &byAcct, s.rebind(selectAccountFailures), acct, since, maxAccountFailures); err != nil {
 		return 0, "", err
 	}
-	if err := s.db.GetContext(ctx, &known, s.rebind(countKnown), acct, addr, now.Add(-knownFor)); err != nil {
-		return 0, "", err
-	}
-	wait, rule := throttleWait(now, pair, byAddr, byAcct, known > 0)
+	wait, rule := throttleWait(now, pair, byAddr, byAcct)
 	return wait, rule, nil
 }
 
 // honouredDevice is the hash of device, the token a browser presented,
 // when it was issued for acct and is still honoured (signed in with in
-// the last knownFor); "" otherwise, and for no token. Only the hash is
+// the last deviceFor); "" otherwise, and for no token. Only the hash is
 // stored or compared: the token is a password for the throttle.
 func (s *Store) honouredDevice(ctx context.Context, acct, device string, now time.Time) (string, error) {
 	if device == "" {
@@ -544,7 +523,7 @@ func (s *Store) honouredDevice(ctx context.Context, acct, device string, now tim
 	}
 	h := hashSessionID(device)
 	var owner string
-	err := s.db.GetContext(ctx, &owner, s.rebind(selectDevice), h, now.Add(-knownFor))
+	err := s.db.GetContext(ctx, &owner, s.rebind(selectDevice), h, now.Add(-deviceFor))
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		return "", nil
@@ -561,7 +540,7 @@ func (s *Store) honouredDevice(ctx context.Context, acct, device string, now tim
 // its hash: its failures cleared, its time renewed), else a new one.
 // Tokens no longer honoured are pruned.
 func (s *Store) keepDevice(ctx context.Context, tx *sqlx.Tx, acct, device, dev string, now time.Time) (string, error) {
-	if _, err := tx.ExecContext(ctx, s.rebind(pruneDevices), now.Add(-knownFor)); err != nil {
+	if _, err := tx.ExecContext(ctx, s.rebind(pruneDevices), now.Add(-deviceFor)); err != nil {
 		return "", err
 	}
 	if dev != "" {

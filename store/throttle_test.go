@@ -82,7 +82,7 @@ func loginEvents(t *testing.T, s *store.Store) map[string]int {
 
 // TestLoginThrottleSparesTheOwner: an attacker failing on an account from
 // many addresses gets a bounded number of guesses, and does not lock the
-// owner out of the address they sign in from. Before, each address that
+// owner out of the browser they sign in with (its device token). Before, each address that
 // failed on the account waited longer and longer as the account's
 // failures from anywhere grew (up to 15 minutes), the owner's own typo
 // included, while every fresh address got a guess of its own, without
@@ -93,8 +93,8 @@ func TestLoginThrottleSparesTheOwner(t *testing.T) {
 		s, clk := throttleStore(t, e)
 		const owner, usual = "owner@example.com", "192.0.2.50"
 		attacker := func(i int) string { return fmt.Sprintf("10.9.0.%d", i) }
-		// The owner has signed in from their usual address before.
-		wantLogin(t, s, owner, ownerPassword, usual, "ok", 0)
+		// The owner has signed in with their browser before.
+		_, _, browser := signInWith(t, s, owner, ownerPassword, usual, "")
 
 		// Each attacking address gets five guesses, slowed after the third
 		// by its own failures only (1 s, then 2 s), then is refused.
@@ -129,16 +129,25 @@ func TestLoginThrottleSparesTheOwner(t *testing.T) {
 				t.Fatalf("a fresh address past the ceiling: %s, want throttled", got)
 			}
 		}
-		if got, _ := tryLogin(t, s, owner, ownerPassword, "192.0.2.99"); got != "throttled" {
-			t.Fatalf("the right password from an address the account never used, past the ceiling: %s, want throttled", got)
+		for _, addr := range []string{"192.0.2.99", usual} {
+			if got, _ := tryLogin(t, s, owner, ownerPassword, addr); got != "throttled" {
+				t.Fatalf("the right password from %s without the browser's token, past the ceiling: %s, want throttled", addr, got)
+			}
 		}
-		// The owner, from an address they have signed in from, gets in; a
-		// typo there costs no more than a typo (the attacker's failures do
-		// not count against it), and the right password then gets in.
-		wantLogin(t, s, owner, ownerPassword, usual, "ok", 0)
-		wantLogin(t, s, owner, "typo typo typo", usual, "bad", 0)
-		wantLogin(t, s, owner, ownerPassword, usual, "ok", 0)
-		wantLogin(t, s, owner, ownerPassword, "192.0.2.77", "ok", 0)
+		// The owner, with the browser they signed in with, gets in, from
+		// their usual address or another; a typo there costs no more than a
+		// typo (the attacker's failures do not count against it), and the
+		// right password then gets in.
+		want := func(addr, password, wantGot string) {
+			t.Helper()
+			if got, wait, _ := signInWith(t, s, owner, password, addr, browser); got != wantGot || wait != 0 {
+				t.Fatalf("the owner's browser from %s: %s (wait %v), want %s", addr, got, wait, wantGot)
+			}
+		}
+		want(usual, ownerPassword, "ok")
+		want(usual, "typo typo typo", "bad")
+		want(usual, ownerPassword, "ok")
+		want("192.0.2.77", ownerPassword, "ok")
 
 		// Once the failures age out, a fresh address may try again.
 		clk.Advance(15 * time.Minute)
@@ -157,10 +166,12 @@ func TestLoginThrottleSparesTheOwner(t *testing.T) {
 // TestLoginThrottleSharedAddress: many people behind one office NAT (or one
 // IPv6 /64) share an address. Someone there failing on twenty accounts
 // refused the address to everyone: colleagues typing their own right
-// password were turned away for up to 15 minutes. An account that has
-// signed in from the address before is not refused by the address's limit
-// now; one that has not still is, and guessing a colleague's account from
-// there is still bounded by the account × address limit.
+// password were turned away for up to 15 minutes. A colleague signing in
+// with the browser they signed in with before (its device token) is not
+// refused by the address's limit now; without it they are, as anyone is,
+// and the refusal is the same whether or not the account ever signed in
+// from there (an exemption by address told the attacker which accounts
+// did).
 func TestLoginThrottleSharedAddress(t *testing.T) {
 	t.Parallel()
 	storetest.Each(t, func(t *testing.T, e store.Engine) {
@@ -171,27 +182,27 @@ func TestLoginThrottleSharedAddress(t *testing.T) {
 			t.Run(office.name, func(t *testing.T) {
 				s, clk := throttleStore(t, e)
 				const colleague = "owner@example.com"
-				wantLogin(t, s, colleague, ownerPassword, office.colleague, "ok", 0)
+				_, _, browser := signInWith(t, s, colleague, ownerPassword, office.colleague, "")
 				for i := range 20 {
 					wantLogin(t, s, fmt.Sprintf("user%d@example.com", i), "wrong wrong wrong", office.attacker, "bad", 0)
 				}
-				// The address is refused to accounts not known there...
-				if got, _ := tryLogin(t, s, "user99@example.com", "wrong wrong wrong", office.attacker); got != "throttled" {
-					t.Fatalf("a 21st account from the address: %s, want throttled", got)
-				}
-				// ...not to the colleague who signs in from there.
-				wantLogin(t, s, colleague, ownerPassword, office.colleague, "ok", 0)
-				// Guessing the colleague's account from the office: five
-				// guesses, the last two after 1 s and 2 s, then refused until
-				// the first ages out.
-				for _, wait := range []time.Duration{0, 0, 0, time.Second, 2 * time.Second} {
-					if wait > 0 {
-						wantLogin(t, s, colleague, "guess guess guess", office.attacker, "throttled", wait)
-						clk.Advance(wait)
+				// The address is refused to every sign-in without a token,
+				// alike for an account that signed in from there and one that
+				// did not...
+				for _, who := range []string{"user99@example.com", colleague} {
+					if got, wait := tryLogin(t, s, who, "wrong wrong wrong", office.attacker); got != "throttled" || wait != 15*time.Minute {
+						t.Fatalf("%s from the address, no token: %s (wait %v), want throttled for 15m", who, got, wait)
 					}
-					wantLogin(t, s, colleague, "guess guess guess", office.attacker, "bad", 0)
 				}
-				wantLogin(t, s, colleague, ownerPassword, office.attacker, "throttled", 15*time.Minute-3*time.Second)
+				// ...not to the colleague's browser.
+				if got, _, _ := signInWith(t, s, colleague, ownerPassword, office.colleague, browser); got != "ok" {
+					t.Fatalf("the colleague's browser at the refused address: %s, want ok", got)
+				}
+				// Once the failures age out, the address may try again; the
+				// colleague's account from there is then bounded by the
+				// account × address limit (TestLoginDeviceOutlastsAGuesserAtTheSameAddress).
+				clk.Advance(15 * time.Minute)
+				wantLogin(t, s, colleague, "guess guess guess", office.attacker, "bad", 0)
 			})
 		}
 	})
