@@ -162,8 +162,12 @@ func (s *Store) UpdateUser(ctx context.Context, by review.Principal, id string, 
 	return s.UserByID(ctx, id)
 }
 
-/* Store.ResetPassword */
-const updatePassword = `UPDATE users SET password_hash = ?, updated_at = ? WHERE id = ?`
+const (
+	/* Store.ResetPassword */
+	updatePassword = `UPDATE users SET password_hash = ?, updated_at = ? WHERE id = ?`
+	/* Store.ResetPassword: the account's device tokens (sessions.go). */
+	forgetDevices = `DELETE FROM login_devices WHERE account = ?`
+)
 
 // CheckPassword refuses a password the console does not take: fewer than
 // MinPasswordLen characters, or more than bcrypt reads (72 bytes).
@@ -182,8 +186,8 @@ func CheckPassword(password string) error {
 // ResetPassword gives the user id a new password on behalf of by, an admin
 // who administers that user (review.Principal.CheckUserChange: a tenant's
 // admin resets its own tenants' users, an all-tenants admin anyone's, and
-// nobody their own here). The user's sessions end, and the reset is
-// audited without the password. It is the way back in for a user who
+// nobody their own here). The user's sessions end, its browsers' device
+// tokens are forgotten, and the reset is audited without the password. It is the way back in for a user who
 // lost their password, and out for one whose password leaked.
 func (s *Store) ResetPassword(ctx context.Context, by review.Principal, id, password string) (*User, error) {
 	if err := CheckPassword(password); err != nil {
@@ -219,6 +223,12 @@ func (s *Store) ResetPassword(ctx context.Context, by review.Principal, id, pass
 			return err
 		}
 		if _, err := tx.ExecContext(ctx, s.rebind(endUserSessions), now, id); err != nil {
+			return err
+		}
+		// A browser that signed in with the old password (whoever's, if
+		// it leaked) no longer counts as the owner's: its device token
+		// would spare it the address's and the account's limits.
+		if _, err := tx.ExecContext(ctx, s.rebind(forgetDevices), normEmail(u.Email)); err != nil {
 			return err
 		}
 		return s.appendUserEvent(ctx, tx, &AuditEvent{At: now, Actor: by.Name, Action: "user.password_reset",

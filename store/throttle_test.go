@@ -702,8 +702,8 @@ func signInWith(t *testing.T, s *store.Store, email, password, addr, device stri
 // the owner is not. The token is no pass: its own five failures refuse it
 // (rule "device") until they age out, while the guesser's limits are not
 // touched by them; a token for another account (the guesser's own) or a
-// made-up one counts as none; a token not used for knownFor lapses. On
-// both engines.
+// made-up one counts as none; a token not used for deviceFor lapses, and a
+// password reset forgets them all. On both engines.
 func TestLoginDeviceOutlastsAGuesserAtTheSameAddress(t *testing.T) {
 	t.Parallel()
 	storetest.Each(t, func(t *testing.T, e store.Engine) {
@@ -757,13 +757,31 @@ func TestLoginDeviceOutlastsAGuesserAtTheSameAddress(t *testing.T) {
 		got, wait, _ = signInWith(t, s, owner, ownerPassword, office, token)
 		want(got, wait, "ok", 0, "the token once its failures aged out")
 
-		// Not used for knownFor: it lapses, and a new one is given.
+		// Not used for deviceFor: it lapses, and a new one is given.
 		clk.Advance(store.DeviceTokenLife + time.Minute)
 		got, wait, fresh := signInWith(t, s, owner, ownerPassword, office, token)
 		want(got, wait, "ok", 0, "a sign-in with a lapsed token")
 		if fresh == token {
 			t.Errorf("a lapsed token was kept")
 		}
+
+		// A password reset (the old one leaked: whoever signed in with it
+		// holds a token) forgets the account's tokens.
+		u, err := s.UserByEmail(context.Background(), owner)
+		if err != nil {
+			t.Fatal(err)
+		}
+		const newPassword = "a brand new password"
+		if _, err := s.ResetPassword(context.Background(), review.Operator("test"), u.ID, newPassword); err != nil {
+			t.Fatal(err)
+		}
+		for _, step := range []time.Duration{0, 0, 0, time.Second, 2 * time.Second} {
+			clk.Advance(step)
+			got, wait, _ = signInWith(t, s, owner, "guess guess guess", office, "")
+			want(got, wait, "bad", 0, "a guess after the reset")
+		}
+		got, wait, _ = signInWith(t, s, owner, newPassword, office, fresh)
+		want(got, wait, "throttled", 15*time.Minute-3*time.Second, "a token from before the reset, the pair refused")
 		if n := loginEvents(t, s); n["login.throttled"] < 2 {
 			t.Errorf("audit: %v; want the refusals of the pair and of the token audited", n)
 		}
