@@ -324,7 +324,10 @@ func (s *Store) cancelCompensations(ctx context.Context, tx *sqlx.Tx, tenant str
 // duplicate is undone: the destination has just shown that it made more
 // than one resource for this operation, and a third may surface later
 // (a search that lags longer than it says). The watch searches for it,
-// and a case opens if it does.
+// and a case opens if it does. Inbound uses it too, after a webhook names
+// a resource of a settled operation that nobody answers for: a search
+// shows whether it is there. A destination with no search lag is not
+// watched.
 func (s *Store) watchAgain(ctx context.Context, tx *sqlx.Tx, parent *opRow) error {
 	d := s.cfg.Destination(parent.Destination)
 	if d.Window() <= 0 {

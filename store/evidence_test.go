@@ -409,7 +409,7 @@ func TestWebhookClaimStopsARetry(t *testing.T) {
 func TestWebhookClaimsADuplicate(t *testing.T) {
 	t.Parallel()
 	storetest.Each(t, func(t *testing.T, e store.Engine) {
-		b := setup(t, e, nil)
+		b := setup(t, e, &review.Config{Destinations: map[string]review.Destination{"plain": {SearchLag: 2 * time.Second}}})
 		op := b.newOp(t, "doc-webhook-dup", review.RiskCompensableWrite, "plain")
 		b.start(t, op)
 		wantState(t, b.report(t, op, 1, success("file-1")).Operation, review.Confirmed)
@@ -452,6 +452,27 @@ func TestWebhookClaimsADuplicate(t *testing.T) {
 		if n := openCases(t, b, op.ID); n != 1 {
 			t.Errorf("the same claim again: %d open cases, want the one", n)
 		}
+		// The destination can be searched: the reconciler looks, once its
+		// lag has passed. Its search shows both; the case now says so.
+		b.clk.Advance(3 * time.Second)
+		claims, err := b.s.ClaimWatches(b.ctx, 10, time.Minute)
+		if err != nil || len(claims) != 1 || claims[0].Op.ID != op.ID {
+			t.Fatalf("watches after the claim: %+v, %v; want the confirmed operation looked for", claims, err)
+		}
+		match := func(ref string) review.Candidate {
+			return review.Candidate{Ref: ref, Version: op.LogicalVersion, OperationID: op.ID}
+		}
+		w := review.Watch(claims[0].Op, review.Destination{SearchLag: 2 * time.Second},
+			[]review.ProbeResult{{Kind: review.ProbeSearch, Candidates: []review.Candidate{match("file-1"), match("file-2")}}}, claims[0].Until, b.clk.Now())
+		if err := b.s.ApplyWatch(b.ctx, claims[0], w); err != nil {
+			t.Fatal(err)
+		}
+		cs, err = b.s.CasesForOperation(b.ctx, op.ID)
+		if err != nil || len(cs) != 1 || cs[0].Status != store.CaseOpen || cs[0].RecommendedRef != "file-2" ||
+			cs[0].Rationale != fmt.Sprintf(review.RationaleDuplicates, 2, "file-1", "file-2") {
+			t.Fatalf("the case after the search showed file-2: %+v, %v; want the one case, now on what the search showed", cs, err)
+		}
+		c = cs[0]
 		// The way out: a person looked, and says it is undone (or was
 		// never there); the operation stays confirmed with file-1.
 		done := decideReq(&c, review.DecideCompensationDone, "rita@example.com")

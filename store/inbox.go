@@ -65,15 +65,22 @@ func (s *Store) Inbound(ctx context.Context, ev InboundEvent) (duplicate bool, e
 		}
 		actor, detail := "webhook:"+ev.Source, map[string]any{"source": "webhook", "event_id": ev.EventID}
 		if review.State(row.State).Terminal() {
-			// A failed or compensated operation it claims an effect for
-			// has one nobody answers for: a person looks (review.ExtraEffects).
+			// A resource it names that nobody answers for — beside a
+			// confirmed operation's, or any of a failed or compensated
+			// one — is for a person to look at (review.ExtraEffects).
 			op, err := s.loadDetails(ctx, tx, row.operation())
 			if err != nil {
 				return false, err
 			}
 			if extra := review.ExtraEffects(op, e); len(extra) > 0 {
 				detail["extra"], detail["reason"] = extra, review.ExtraEvidenceReason(op, extra)
-				return false, s.extraEffect(ctx, tx, row, op, actor, "evidence.extra_effect", detail)
+				if err := s.extraEffect(ctx, tx, row, op, actor, "evidence.extra_effect", detail); err != nil {
+					return false, err
+				}
+				// Only the destination's word names it so far: where it can
+				// be searched, the reconciler looks (the confirm window's
+				// watch, review.Watch), and what it finds goes on the case.
+				return false, s.watchAgain(ctx, tx, row)
 			}
 		}
 		// Weighed with everything else: a webhook never confirms, but a
