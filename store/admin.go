@@ -148,6 +148,13 @@ func (s *Store) UpdateUser(ctx context.Context, by review.Principal, id string, 
 		if _, err := tx.ExecContext(ctx, s.rebind(endUserSessions), now, id); err != nil {
 			return err
 		}
+		if ch.Disabled {
+			// Disabled (often for a reason): enabled again, the user's
+			// browsers start over, as after a password reset.
+			if _, err := tx.ExecContext(ctx, s.rebind(forgetDevices), normEmail(u.Email)); err != nil {
+				return err
+			}
+		}
 		return s.appendUserEvent(ctx, tx, &AuditEvent{At: now, Actor: by.Name, Action: "user.changed",
 			Detail: detailJSON(map[string]any{"user_id": id, "email": u.Email, "role": ch.Role, "tenants": ch.Scope.String(),
 				"disabled": ch.Disabled, "was": map[string]any{"role": u.Role, "tenants": u.TenantsText, "disabled": u.DisabledAt != nil}})},
@@ -165,7 +172,7 @@ func (s *Store) UpdateUser(ctx context.Context, by review.Principal, id string, 
 const (
 	/* Store.ResetPassword */
 	updatePassword = `UPDATE users SET password_hash = ?, updated_at = ? WHERE id = ?`
-	/* Store.ResetPassword: the account's device tokens (sessions.go). */
+	/* Store.ResetPassword, Store.UpdateUser (disabling): the account's device tokens (sessions.go). */
 	forgetDevices = `DELETE FROM login_devices WHERE account = ?`
 )
 

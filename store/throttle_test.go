@@ -703,7 +703,7 @@ func signInWith(t *testing.T, s *store.Store, email, password, addr, device stri
 // (rule "device") until they age out, while the guesser's limits are not
 // touched by them; a token for another account (the guesser's own) or a
 // made-up one counts as none; a token not used for deviceFor lapses, and a
-// password reset forgets them all. On both engines.
+// password reset or disabling the user forgets them all. On both engines.
 func TestLoginDeviceOutlastsAGuesserAtTheSameAddress(t *testing.T) {
 	t.Parallel()
 	storetest.Each(t, func(t *testing.T, e store.Engine) {
@@ -782,6 +782,25 @@ func TestLoginDeviceOutlastsAGuesserAtTheSameAddress(t *testing.T) {
 		}
 		got, wait, _ = signInWith(t, s, owner, newPassword, office, fresh)
 		want(got, wait, "throttled", 15*time.Minute-3*time.Second, "a token from before the reset, the pair refused")
+
+		// Disabling the user forgets them too: enabled again, its browsers
+		// start over.
+		clk.Advance(15 * time.Minute)
+		got, wait, latest := signInWith(t, s, owner, newPassword, office, "")
+		want(got, wait, "ok", 0, "a sign-in once the guesses aged out")
+		for _, disabled := range []bool{true, false} {
+			if _, err := s.UpdateUser(context.Background(), review.Operator("test"), u.ID,
+				store.UserChange{Role: u.Role, Scope: review.Scope{All: true}, Disabled: disabled}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, step := range []time.Duration{0, 0, 0, time.Second, 2 * time.Second} {
+			clk.Advance(step)
+			got, wait, _ = signInWith(t, s, owner, "guess guess guess", office, "")
+			want(got, wait, "bad", 0, "a guess after the user was enabled again")
+		}
+		got, wait, _ = signInWith(t, s, owner, newPassword, office, latest)
+		want(got, wait, "throttled", 15*time.Minute-3*time.Second, "a token from before the user was disabled, the pair refused")
 		if n := loginEvents(t, s); n["login.throttled"] < 2 {
 			t.Errorf("audit: %v; want the refusals of the pair and of the token audited", n)
 		}
