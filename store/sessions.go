@@ -268,7 +268,7 @@ func (s *Store) Login(ctx context.Context, email, password, addr string, pol Ses
 // LoginWithDevice is Login from a browser that may hold a device token
 // for the account (device; "" when it holds none): one a sign-in to this
 // account with that browser was given, in the last deviceFor. With it,
-// only that token's own failures are counted (deviceWait): failures made
+// only that token's own failures are counted (loginWait): failures made
 // without it — an attacker's at the same address, behind one office NAT
 // — do not refuse the browser its owner signs in with, nor do its own
 // count against anyone else. A success returns the token the browser is
@@ -347,8 +347,13 @@ func (s *Store) LoginWithDevice(ctx context.Context, email, password, addr, devi
 			if _, err := tx.ExecContext(ctx, s.rebind(insertFailure), acct, from, now, dev); err != nil {
 				return err
 			}
-			ev := &AuditEvent{At: now, Actor: "anonymous@" + addr, Action: "login.failed",
-				Detail: detailJSON(map[string]any{"email": acct, "addr": addr})}
+			detail := map[string]any{"email": acct, "addr": addr}
+			if dev != "" {
+				// From a browser that signed in to this account before: a
+				// typo more likely than a guess, for whoever reads the trail.
+				detail["known_browser"] = true
+			}
+			ev := &AuditEvent{At: now, Actor: "anonymous@" + addr, Action: "login.failed", Detail: detailJSON(detail)}
 			if u != nil {
 				// A guess at a known account: its tenants' managers read it.
 				return s.appendUserEvent(ctx, tx, ev, u.Scope())

@@ -750,6 +750,22 @@ func TestLoginDeviceOutlastsAGuesserAtTheSameAddress(t *testing.T) {
 		}
 		got, wait, _ = signInWith(t, s, owner, ownerPassword, office, token)
 		want(got, wait, "throttled", 15*time.Minute-3*time.Second, "the token after five failures of its own")
+		// The trail tells the browser's typos from the guesses.
+		evs, err := s.AuditEvents(context.Background(), 0, 100000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		typos, guesses := 0, 0
+		for _, ev := range evs {
+			if ev.Action == "login.failed" && strings.Contains(string(ev.Detail), `"known_browser":true`) {
+				typos++
+			} else if ev.Action == "login.failed" {
+				guesses++
+			}
+		}
+		if typos != 5 || guesses != 5 {
+			t.Errorf("login.failed events: %d from the known browser, %d without; want 5 and 5", typos, guesses)
+		}
 		// Which did not count against the account elsewhere.
 		got, wait, _ = signInWith(t, s, owner, ownerPassword, "203.0.113.9", "")
 		want(got, wait, "ok", 0, "the owner from another address")
