@@ -54,7 +54,7 @@ func (h *Handlers) caseViewRevealed(c echo.Context, id string, reveal bool) (*we
 	}
 	fields := h.redactFields(op)
 	v := &web.CaseView{Nav: nav(c), OperationDetail: detail, Case: cs, Decisions: ds, Me: s.User.Email, Now: h.Store.Now(),
-		UndoByLimbo: h.Store.Config().Destination(op.Destination).Undo != nil, UndoRunning: running}
+		UndoByLimbo: h.Store.Config().Destination(op.Destination).Undo != nil, UndoRunning: running, Claimed: review.ClaimedDuplicate(op)}
 	for _, k := range children {
 		if k.ID == running && k.State == review.NeedsReview {
 			v.UndoInReview = true

@@ -81,6 +81,26 @@ func newBrowser(t testing.TB, base string) *browser {
 	return &browser{t: t, base: base, c: &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
 }
 
+// casePageIn is case caseID's page as the user email reads it in lang
+// ("en", "it"), its text unescaped and its spaces folded so that a sentence
+// wrapped in the markup can be looked for whole. A page that is not 200
+// ends the test.
+func casePageIn(t testing.TB, st *store.Store, b *browser, email, lang, caseID string) string {
+	t.Helper()
+	u, err := st.UserByEmail(context.Background(), email)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.SetLanguage(context.Background(), u.Principal(), lang); err != nil {
+		t.Fatal(err)
+	}
+	code, body := b.get("/cases/" + caseID)
+	if code != 200 {
+		t.Fatalf("%s: case page %d", lang, code)
+	}
+	return strings.Join(strings.Fields(html.UnescapeString(body)), " ")
+}
+
 var csrfField = regexp.MustCompile(`name="csrf" value="([^"]+)"`)
 
 func (b *browser) get(path string) (int, string) {

@@ -2,7 +2,6 @@ package handlers_test
 
 import (
 	"context"
-	"html"
 	"strings"
 	"testing"
 	"time"
@@ -51,18 +50,7 @@ func TestConsoleUndoLeftToAPerson(t *testing.T) {
 				", l'annullamento conta come fallito e l'operazione torna qui in revisione.",
 				"questa si chiude quando qualcuno indica qui com'è andato."},
 		} {
-			u, err := st.UserByEmail(ctx, "reviewer@example.com")
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := st.SetLanguage(ctx, u.Principal(), lang.code); err != nil {
-				t.Fatal(err)
-			}
-			code, body := rev.get("/cases/" + caseID)
-			body = strings.Join(strings.Fields(html.UnescapeString(body)), " ")
-			if code != 200 {
-				t.Fatalf("%s: case page %d", lang.code, code)
-			}
+			body := casePageIn(t, st, rev, "reviewer@example.com", lang.code, caseID)
 			for _, want := range []string{lang.runBy, lang.todo, lang.reason, lang.recommended, lang.deadline, lang.settles} {
 				if !strings.Contains(body, want) {
 					t.Errorf("%s: the case page does not say %q", lang.code, want)

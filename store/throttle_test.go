@@ -719,17 +719,23 @@ func TestLoginDeviceOutlastsAGuesserAtTheSameAddress(t *testing.T) {
 				t.Fatalf("%s: %s (wait %v), want %s (wait %v)", what, got, wait, wantGot, wantWait)
 			}
 		}
+		// failFive fails five times at the office, three seconds in all:
+		// the delay after the third, then the pair (or the token) refused.
+		failFive := func(password, token, what string) {
+			t.Helper()
+			for _, step := range []time.Duration{0, 0, 0, time.Second, 2 * time.Second} {
+				clk.Advance(step)
+				got, wait, _ := signInWith(t, s, owner, password, office, token)
+				want(got, wait, "bad", 0, what)
+			}
+		}
 		got, wait, token := signInWith(t, s, owner, ownerPassword, office, "")
 		want(got, wait, "ok", 0, "the owner's first sign-in")
 		_, _, guesserToken := signInWith(t, s, "guesser@example.com", ownerPassword, office, "")
 
 		// The guesser fails five times on the owner's account: the account
 		// × address is refused, with a token of their own or a made-up one.
-		for _, step := range []time.Duration{0, 0, 0, time.Second, 2 * time.Second} {
-			clk.Advance(step)
-			got, wait, _ = signInWith(t, s, owner, "guess guess guess", office, guesserToken)
-			want(got, wait, "bad", 0, "a guess")
-		}
+		failFive("guess guess guess", guesserToken, "a guess")
 		for _, tok := range []string{"", guesserToken, "made-up-token", token + "x"} {
 			got, wait, _ = signInWith(t, s, owner, ownerPassword, office, tok)
 			want(got, wait, "throttled", 15*time.Minute-3*time.Second, fmt.Sprintf("the right password without the owner's token (%.8q)", tok))
@@ -743,11 +749,7 @@ func TestLoginDeviceOutlastsAGuesserAtTheSameAddress(t *testing.T) {
 
 		// The token's own failures: the delay after the third, refused after
 		// the fifth, even with the right password, until they age out.
-		for _, step := range []time.Duration{0, 0, 0, time.Second, 2 * time.Second} {
-			clk.Advance(step)
-			got, wait, _ = signInWith(t, s, owner, "typo typo typo", office, token)
-			want(got, wait, "bad", 0, "a typo with the token")
-		}
+		failFive("typo typo typo", token, "a typo with the token")
 		got, wait, _ = signInWith(t, s, owner, ownerPassword, office, token)
 		want(got, wait, "throttled", 15*time.Minute-3*time.Second, "the token after five failures of its own")
 		// The trail tells the browser's typos from the guesses.
@@ -791,11 +793,7 @@ func TestLoginDeviceOutlastsAGuesserAtTheSameAddress(t *testing.T) {
 		if _, err := s.ResetPassword(context.Background(), review.Operator("test"), u.ID, newPassword); err != nil {
 			t.Fatal(err)
 		}
-		for _, step := range []time.Duration{0, 0, 0, time.Second, 2 * time.Second} {
-			clk.Advance(step)
-			got, wait, _ = signInWith(t, s, owner, "guess guess guess", office, "")
-			want(got, wait, "bad", 0, "a guess after the reset")
-		}
+		failFive("guess guess guess", "", "a guess after the reset")
 		got, wait, _ = signInWith(t, s, owner, newPassword, office, fresh)
 		want(got, wait, "throttled", 15*time.Minute-3*time.Second, "a token from before the reset, the pair refused")
 
@@ -810,11 +808,7 @@ func TestLoginDeviceOutlastsAGuesserAtTheSameAddress(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		for _, step := range []time.Duration{0, 0, 0, time.Second, 2 * time.Second} {
-			clk.Advance(step)
-			got, wait, _ = signInWith(t, s, owner, "guess guess guess", office, "")
-			want(got, wait, "bad", 0, "a guess after the user was enabled again")
-		}
+		failFive("guess guess guess", "", "a guess after the user was enabled again")
 		got, wait, _ = signInWith(t, s, owner, newPassword, office, latest)
 		want(got, wait, "throttled", 15*time.Minute-3*time.Second, "a token from before the user was disabled, the pair refused")
 		if n := loginEvents(t, s); n["login.throttled"] < 2 {
