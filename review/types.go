@@ -208,8 +208,9 @@ type Operation struct {
 	Evidence []Evidence `json:"evidence"`
 	Jobs     []Job      `json:"jobs"`
 	// Undone are the resources whose undo (a compensation operation) is
-	// confirmed: no longer the operation's effects, whatever the evidence
-	// recorded before says.
+	// confirmed, or that a reviewer said are undone (compensation_done
+	// naming one): no longer the operation's effects, whatever the
+	// evidence says, before or after.
 	Undone []string `json:"-"`
 	// Undoing are the resources whose undo is registered and has not
 	// settled (ChildCompensation.Unsettled): pending, running, or in

@@ -912,3 +912,85 @@ func (b *bundle) twoExtras(t *testing.T, source string) (*review.Operation, *sto
 	}
 	return op, &cs[0]
 }
+
+// TestReviewersUndoIsRemembered: a reviewer's word that a resource is
+// undone (compensation_done naming it) is remembered as an undo Limbo made
+// and confirmed would be: the resource is no longer the operation's
+// effect, and a later search still listing it (some destinations list
+// what was deleted or refunded) opens no case. Before, only a compensation
+// that settled as confirmed was remembered; a word given before the undo
+// was sent (which cancels it) or with none decided was not, and the next
+// search opened a case on the resource the reviewer had just answered
+// for — the word led back to the case it closed. On both engines.
+func TestReviewersUndoIsRemembered(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		b := setup(t, e, nil)
+		searchAgain := func(t *testing.T, op *review.Operation, refs ...string) {
+			t.Helper()
+			ev := review.Evidence{Source: review.SourceMetadataSearch, Authoritative: true}
+			for _, ref := range refs {
+				ev.Candidates = append(ev.Candidates, mine(op, ref))
+			}
+			if _, err := b.s.AddEvidence(b.ctx, tenantA, op.ID, ev, "integrator"); err != nil {
+				t.Fatal(err)
+			}
+			if n := openCases(t, b, op.ID); n != 0 {
+				t.Errorf("a search listing %v after the word: %d open cases, want none", refs, n)
+			}
+		}
+
+		t.Run("keep one, the other undone by hand", func(t *testing.T) {
+			c := b.reviewCase(t, "doc-remembered-keep")
+			op := &review.Operation{ID: c.OperationID, Tenant: tenantA}
+			if _, err := b.s.Decide(b.ctx, store.DecisionRequest{CaseID: c.ID, Action: review.DecideKeepAndUndo, Ref: "fld-1", UndoRef: "fld-2",
+				Compensation: "delete the duplicate folder", Actor: "rita@example.com", Reason: "fld-1 is the one in use"}); err != nil {
+				t.Fatal(err)
+			}
+			// Deleted by hand before the integrator ran the undo: the word
+			// cancels it.
+			done := decideReq(c, review.DecideCompensationDone, "rita@example.com")
+			done.Ref, done.Reason = "fld-2", "deleted it myself"
+			if _, err := b.s.Decide(b.ctx, done); err != nil {
+				t.Fatal(err)
+			}
+			got := b.get(t, op)
+			wantState(t, got, review.Confirmed)
+			if !slices.Contains(got.Undone, "fld-2") {
+				t.Errorf("undone %v, want fld-2", got.Undone)
+			}
+			searchAgain(t, got, "fld-1", "fld-2")
+		})
+
+		t.Run("an undo decided, then done by hand", func(t *testing.T) {
+			c := b.reviewCase(t, "doc-remembered-undo")
+			op := &review.Operation{ID: c.OperationID, Tenant: tenantA}
+			undo := decideReq(c, review.DecideCompensate, "rita@example.com")
+			undo.Ref, undo.Compensation = "fld-2", "delete the folder"
+			if _, err := b.s.Decide(b.ctx, undo); err != nil {
+				t.Fatal(err)
+			}
+			wantState(t, b.get(t, op), review.Compensating)
+			done := decideReq(c, review.DecideCompensationDone, "rita@example.com")
+			done.Ref, done.Reason = "fld-2", "deleted it myself"
+			if _, err := b.s.Decide(b.ctx, done); err != nil {
+				t.Fatal(err)
+			}
+			got := b.get(t, op)
+			wantState(t, got, review.Compensated)
+			if !slices.Contains(got.Undone, "fld-2") {
+				t.Errorf("undone %v, want fld-2", got.Undone)
+			}
+			searchAgain(t, got, "fld-2")
+			// Another resource of the operation is an effect nobody
+			// answers for: a person looks.
+			if _, err := b.s.AddEvidence(b.ctx, tenantA, op.ID, review.Evidence{Source: review.SourceMetadataSearch, Authoritative: true,
+				Candidates: []review.Candidate{mine(got, "fld-2"), mine(got, "fld-9")}}, "integrator"); err != nil {
+				t.Fatal(err)
+			}
+			if n := openCases(t, b, op.ID); n != 1 {
+				t.Errorf("a search listing fld-9 too: %d open cases, want one", n)
+			}
+		})
+	})
+}

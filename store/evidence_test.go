@@ -403,9 +403,10 @@ func TestWebhookClaimStopsARetry(t *testing.T) {
 // resource it names, with the operation left confirmed. Before, it was
 // kept as evidence and nobody was asked to look. A webhook naming the
 // confirmed resource opens nothing; the same claim again keeps the one
-// case; the way out is the word that it is undone, or not there. The
-// same event delivered again after that is nothing new; a new one naming
-// the resource again says it is there after all, and opens a case again.
+// case; the way out is the word that it is undone, or not there. That
+// word is remembered as an undo Limbo made would be: the same event
+// delivered again, a new one naming the resource, or a search listing it
+// opens nothing; a third resource opens a case again.
 func TestWebhookClaimsADuplicate(t *testing.T) {
 	t.Parallel()
 	storetest.Each(t, func(t *testing.T, e store.Engine) {
@@ -493,11 +494,29 @@ func TestWebhookClaimsADuplicate(t *testing.T) {
 		if n := openCases(t, b, op.ID); n != 0 {
 			t.Errorf("the same event delivered again after the word: %d open cases, want none", n)
 		}
-		// A new event naming file-2 after the word says it is there after
-		// all: a person looks again.
+		// The word is remembered: file-2 is answered for, as if Limbo had
+		// undone it. A new event naming it (the provider's report of the
+		// refund a person made) and a search still listing it (a deleted
+		// file some destinations keep listing) open nothing. Before, each
+		// opened the case again, and every word led back to it.
+		if got := b.get(t, op); !slices.Contains(got.Undone, "file-2") {
+			t.Errorf("undone after the word: %v, want file-2", got.Undone)
+		}
 		claim("evt-dup-late", "file-2")
+		if n := openCases(t, b, op.ID); n != 0 {
+			t.Errorf("a new event naming file-2 after the word: %d open cases, want none", n)
+		}
+		if _, err := b.s.AddEvidence(b.ctx, op.Tenant, op.ID, review.Evidence{Source: review.SourceMetadataSearch, Authoritative: true,
+			Candidates: []review.Candidate{match("file-1"), match("file-2")}}, "test"); err != nil {
+			t.Fatal(err)
+		}
+		if n := openCases(t, b, op.ID); n != 0 {
+			t.Errorf("a search listing file-2 after the word: %d open cases, want none", n)
+		}
+		// Another resource is another duplicate: a person looks.
+		claim("evt-dup-3", "file-3")
 		if n := openCases(t, b, op.ID); n != 1 {
-			t.Errorf("a new claim after the word: %d open cases, want one", n)
+			t.Errorf("a new event naming file-3: %d open cases, want one", n)
 		}
 		assertSealed(t, b.s)
 	})

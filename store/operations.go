@@ -307,10 +307,21 @@ FROM evidence WHERE operation_id IN (?) ORDER BY operation_id, id`
 	selectJobs = `
 SELECT operation_id, ref, status, input_version, output_ref, created_at, updated_at
 FROM jobs WHERE operation_id IN (?) ORDER BY operation_id, created_at, ref`
-	/* Store.loadDetails: the resources whose undo is confirmed, or not settled yet. */
+	/* Store.loadDetails: the resources whose undo is confirmed, or not settled yet;
+	   and those a reviewer said are undone (compensation_done naming one,
+	   with or without a compensation: keep_and_undo's names it in undo_ref),
+	   which are as good as confirmed. */
 	selectUndone = `
-SELECT c.parent_id, c.resource_ref, c.by_hand, o.state FROM compensations c JOIN operations o ON o.id = c.operation_id
-WHERE c.parent_id IN (?) AND o.state <> 'failed' ORDER BY c.parent_id, c.created_at`
+SELECT parent_id, resource_ref, by_hand, state FROM (
+  SELECT c.parent_id, c.resource_ref, c.by_hand, o.state, c.created_at AS at
+  FROM compensations c JOIN operations o ON o.id = c.operation_id
+  WHERE c.parent_id IN (?) AND o.state <> 'failed'
+  UNION ALL
+  SELECT k.operation_id, CASE WHEN d.undo_ref <> '' THEN d.undo_ref ELSE d.resource_ref END, 0, 'confirmed', d.decided_at
+  FROM cases k JOIN decisions d ON d.case_id = k.id
+  WHERE k.operation_id IN (?) AND d.action = 'compensation_done' AND d.status IN ('applied', 'extra_effect')
+    AND (d.undo_ref <> '' OR d.resource_ref <> '')
+) u ORDER BY parent_id, at`
 )
 
 type evidenceRow struct {
@@ -397,7 +408,7 @@ func (s *Store) loadUndone(ctx context.Context, q sqlx.QueryerContext, ops []*re
 	if len(ids) == 0 {
 		return nil
 	}
-	qs, args, err := sqlx.In(selectUndone, ids)
+	qs, args, err := sqlx.In(selectUndone, ids, ids)
 	if err != nil {
 		return err
 	}
@@ -414,7 +425,9 @@ func (s *Store) loadUndone(ctx context.Context, q sqlx.QueryerContext, ops []*re
 		op := byID[r.ParentID]
 		switch {
 		case r.State == review.Confirmed:
-			op.Undone = append(op.Undone, r.Ref)
+			if !slices.Contains(op.Undone, r.Ref) {
+				op.Undone = append(op.Undone, r.Ref)
+			}
 		case (review.ChildCompensation{State: r.State, Ref: r.Ref}).Unsettled() && !slices.Contains(op.Undoing, r.Ref):
 			op.Undoing = append(op.Undoing, r.Ref)
 			if r.ByHand {
