@@ -120,11 +120,14 @@ func fieldsWith(op *review.Operation, esc func(string) string) probeFields {
 	if op.Resource != nil {
 		f.ResourceRef = esc(op.Resource.Ref)
 	}
-	if ref := review.CompensationResource(op); ref != "" {
-		f.ResourceRef = esc(ref) // an undo is settled by looking up what it undoes
-	}
 	if n := len(op.Jobs); n > 0 {
 		f.JobRef = esc(op.Jobs[n-1].Ref)
+	}
+	if ref := review.CompensationResource(op); ref != "" {
+		f.ResourceRef = esc(ref) // an undo is settled by looking up what it undoes
+		if review.CompensationUndoesJob(op) {
+			f.JobRef = f.ResourceRef // a cancel, by the job it cancels
+		}
 	}
 	return f
 }
@@ -481,7 +484,8 @@ func jsonType(v any) string {
 
 // readJob reads a job probe's answer about job ref of op, each member by
 // fields. It must name the job ("ref" or "id") and, when it names an
-// operation, op: an answer about another job is not this one's status. It
+// operation, op (for a compensation, the parent whose job it cancels): an
+// answer about another job is not this one's status. It
 // names status, output_ref and input_version, the version the job ran on
 // (or, without it, logical_version: the two are not one member written
 // twice, since a job can run on another version than its operation's).
@@ -501,22 +505,37 @@ func readJob(v any, ref string, op *review.Operation) (*review.Job, error) {
 		return nil, fmt.Errorf("the answer names no job; expected %s", ref)
 	case named != ref:
 		return nil, fmt.Errorf("the answer is about job %s, not %s", named, ref)
-	case id != "" && id != op.ID:
-		return nil, fmt.Errorf("the answer says job %s belongs to operation %s, not %s", ref, id, op.ID)
+	case id != "" && id != jobOwner(op):
+		return nil, fmt.Errorf("the answer says job %s belongs to operation %s, not %s", ref, id, jobOwner(op))
 	case !j.Status.Valid():
 		return nil, fmt.Errorf("unknown job status %q", status)
 	}
 	return j, nil
 }
 
+// jobOwner is the operation a job op's job probe asks about belongs to: op,
+// or for a compensation (a cancel) the parent whose job it is.
+func jobOwner(op *review.Operation) string {
+	if review.CompensationUndoesJob(op) {
+		return review.CompensationParent(op)
+	}
+	return op.ID
+}
+
 // jobCandidate reads a job probe's answer in a reconciliation round: the
-// job the ledger ties to op, found, is a candidate of kind job.
+// job the ledger ties to op, found, is a candidate of kind job. For a
+// cancel, the job is its parent's, and its status says whether the cancel
+// took (review.settleUndo).
 func jobCandidate(v any, ref string, op *review.Operation) ([]review.Candidate, error) {
 	j, err := readJob(v, ref, op)
 	if err != nil {
 		return nil, err
 	}
-	return []review.Candidate{{Ref: ref, Kind: "job", Version: j.InputVersion, OperationID: op.ID}}, nil
+	c := review.Candidate{Ref: ref, Kind: "job", Version: j.InputVersion, OperationID: op.ID}
+	if review.CompensationUndoesJob(op) {
+		c.OperationID, c.Status = jobOwner(op), string(j.Status)
+	}
+	return []review.Candidate{c}, nil
 }
 
 // Job polls the accepted operation's latest job with the destination's job

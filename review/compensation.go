@@ -33,7 +33,12 @@ func CompensationKey(parentKey, ref, decisionID string) string {
 // action compensate:<action>, risk compensable_write, the parent's tenant,
 // destination, source and version, linked to the parent by its payload.
 func PlanCompensation(parent *Operation, ref, how, decisionID, actor string, now time.Time) (*RegistrationPlan, error) {
-	payload, err := json.Marshal(map[string]string{"compensates": parent.ID, "resource": ref, "how": how, "decision": decisionID})
+	fields := map[string]string{"compensates": parent.ID, "resource": ref, "how": how, "decision": decisionID}
+	if isJob(parent, ref) {
+		// Its undo (a cancel) is settled by the job probe (LookupRef).
+		fields["kind"] = "job"
+	}
+	payload, err := json.Marshal(fields)
 	if err != nil {
 		return nil, err
 	}
@@ -101,6 +106,34 @@ func CompensationResource(op *Operation) string {
 	return p.Resource
 }
 
+// isJob reports whether ref is a job of op: one an outcome or a job poll
+// tied to it, or a candidate some evidence names as a job.
+func isJob(op *Operation, ref string) bool {
+	if slices.ContainsFunc(op.Jobs, func(j Job) bool { return j.Ref == ref }) {
+		return true
+	}
+	return slices.ContainsFunc(op.Evidence, func(e Evidence) bool {
+		return slices.ContainsFunc(e.Candidates, func(c Candidate) bool { return c.Ref == ref && c.Kind == "job" })
+	})
+}
+
+// CompensationUndoesJob reports whether compensation op undoes a job of
+// its parent (a cancel), as its payload says: its undo is looked up with
+// the destination's job probe, and read as a job's status (undoJobStatus).
+func CompensationUndoesJob(op *Operation) bool {
+	if !IsCompensation(op.Action) {
+		return false
+	}
+	var p struct {
+		Kind string `json:"kind"`
+	}
+	return json.Unmarshal(op.Payload, &p) == nil && p.Kind == "job"
+}
+
+// CompensationParent is the operation compensation op undoes a resource
+// of, as its payload names it ("" for an operation that is not one).
+func CompensationParent(op *Operation) string { return compensationParent(op) }
+
 // compensationParent is the operation compensation op undoes a resource
 // of, as its payload names it ("" for an operation that is not one).
 func compensationParent(op *Operation) string {
@@ -127,6 +160,20 @@ var (
 	undoneStatuses = []string{"compensated", "deleted", "canceled", "cancelled", "refunded", "voided", "revoked", "removed"}
 	liveStatuses   = []string{"active", "enabled", "live", "published"}
 )
+
+// undoJobStatus is what a job's status, as the job probe answered it,
+// says of its cancel: canceled, or failed (no effect of it remains,
+// endedJob), confirms; succeeded refutes — the job ran through, its effect
+// stands; queued or running says neither (the cancel may be under way).
+func undoJobStatus(status string) Verdict {
+	switch JobStatus(status) {
+	case JobCanceled, JobFailed:
+		return VerdictConfirms
+	case JobSucceeded:
+		return VerdictRefutes
+	}
+	return VerdictInconclusive
+}
 
 // undoStatus is what status (as a lookup answered it, any case) says of an
 // undo: confirms (undone), refutes (live) or inconclusive.
@@ -184,6 +231,12 @@ func lookupStatus(cs []Candidate, ref string) (status, clash string) {
 func settleUndo(in SettleInput) Settlement {
 	op, now := in.Op, in.Now
 	ref := CompensationResource(op)
+	// A cancel is read from the job's status, and a job that succeeded is
+	// final: no confirm window can show the cancel late.
+	verdict, cancel := undoStatus, CompensationUndoesJob(op)
+	if cancel {
+		verdict = undoJobStatus
+	}
 	var st Settlement
 	var undone, live string // the reason the resource is undone, the live status shown
 	for _, r := range in.Results {
@@ -200,7 +253,7 @@ func settleUndo(in SettleInput) Settlement {
 			continue
 		}
 		status, clash := lookupStatus(r.Candidates, ref)
-		switch v := undoStatus(status); {
+		switch v := verdict(status); {
 		case clash != "":
 			ev := r.Evidence(op, VerdictInconclusive, fmt.Sprintf(WhyAnswerClash, r.Kind, clash))
 			ev.Authoritative = false
@@ -208,7 +261,7 @@ func settleUndo(in SettleInput) Settlement {
 		case v == VerdictConfirms:
 			st.Evidence = append(st.Evidence, r.Evidence(op, VerdictConfirms, fmt.Sprintf(WhyUndoStatus, ref, status)))
 			undone = cmp.Or(undone, fmt.Sprintf(WhyReconciledStatus, ref, status))
-		case v == VerdictRefutes && !AbsenceSure(in.Destination, in.LastWrite, now):
+		case v == VerdictRefutes && !cancel && !AbsenceSure(in.Destination, in.LastWrite, now):
 			ev := r.Evidence(op, VerdictInconclusive, fmt.Sprintf(WhyUndoStatusTooSoon, ref, status))
 			ev.Authoritative = false
 			st.Evidence = append(st.Evidence, ev)
@@ -228,6 +281,10 @@ func settleUndo(in SettleInput) Settlement {
 	case undone != "":
 		st.State, st.Reason = Confirmed, undone
 		return st
+	case live != "" && cancel:
+		// Cancelling a finished job again changes nothing: a person
+		// decides what to undo (its output, say).
+		return st.escalate("", fmt.Sprintf(WhyUndoJobRanThrough, ref))
 	case live != "" && !AbsenceSure(in.Destination, in.LastWrite, now):
 		then := WhyUndoAgainOnlyIfStillShown
 		if RetryNeedsReviewer(op) {

@@ -231,3 +231,49 @@ func TestCheckUndoRef(t *testing.T) {
 		}
 	}
 }
+
+// TestSettleUndoOfAJob: the undo of a job (a cancel) is looked up with the
+// job probe and read as the job's status: canceled or failed, no effect
+// of it remains — the cancel is done; succeeded, the job ran through and
+// its effect stands: cancelling again would change nothing, so a person
+// decides at once (no confirm window can show a finished job canceled
+// late); queued or running, the cancel may be under way: probed again.
+// Before, an undo was looked up as a resource only, and a destination
+// whose only probe is the job probe could settle none.
+func TestSettleUndoOfAJob(t *testing.T) {
+	now := classifyNow
+	parent := testOp(RiskCompensableWrite)
+	parent.Jobs = []Job{{Ref: "job-7", Status: JobRunning}}
+	parent.Evidence = []Evidence{{Source: SourceMetadataSearch, Authoritative: true, Candidates: []Candidate{{Ref: "job-8", Kind: "job"}, {Ref: "fld-2"}}}}
+	for ref, want := range map[string]bool{"job-7": true, "job-8": true, "fld-2": false} {
+		p, err := PlanCompensation(parent, ref, "cancel it", "dec-1", "rita", now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		op := &Operation{ID: "op-u", Action: p.Registration.Action, Payload: p.Registration.Payload}
+		if got := CompensationUndoesJob(op); got != want {
+			t.Errorf("the undo of %s undoes a job: %v, want %v (payload %s)", ref, got, want, p.Registration.Payload)
+		}
+		if got, job := LookupRef(op); got != ref || job != want {
+			t.Errorf("the undo of %s is looked up as %q (job %v), want %q (job %v)", ref, got, job, ref, want)
+		}
+	}
+	op := &Operation{ID: "op-u", Action: CompensationPrefix + "convert", Risk: RiskCompensableWrite, State: Ambiguous, AttemptCount: 1,
+		MaxAttempts: 5, Deadline: now.Add(time.Hour), Payload: []byte(`{"compensates":"op-1","kind":"job","resource":"job-7"}`)}
+	d := Destination{SearchLag: time.Minute}
+	for _, tt := range []struct {
+		status string
+		want   State
+	}{
+		{"canceled", Confirmed}, {"failed", Confirmed}, {"succeeded", NeedsReview}, {"running", ""}, {"queued", ""},
+	} {
+		got := Settle(SettleInput{Op: op, Destination: d, LastWrite: now.Add(-time.Millisecond), Now: now,
+			Results: []ProbeResult{{Kind: ProbeStatus, Ref: "job-7", Candidates: []Candidate{{Ref: "job-7", Kind: "job", OperationID: "op-1", Status: tt.status}}}}})
+		if got.State != tt.want || (tt.want == "" && got.NextProbe.IsZero()) {
+			t.Errorf("job %s: %q (%s), want %q", tt.status, got.State, got.Reason, tt.want)
+		}
+		if tt.status == "succeeded" && got.Reason != fmt.Sprintf(WhyUndoJobRanThrough, "job-7") {
+			t.Errorf("job succeeded: the reason %q does not say the job ran through", got.Reason)
+		}
+	}
+}

@@ -197,6 +197,7 @@ const (
 	WhyReconciledStatus           = "reconciled: the destination shows %s %s"
 	WhyUndoStatusNotUndone        = "the destination shows %s %s: the undo did not happen"
 	WhyUndoDidNotHappen           = "the undo did not happen (%s is %s)"
+	WhyUndoJobRanThrough          = "job %s succeeded before the cancel took: its effect stands, and cancelling it again would change nothing; a person decides what to undo"
 	WhyUndoNoStatus               = "the status lookup of %s names no status"
 	WhyUndoStatusUnknown          = "the destination shows %s %s, which says neither that it is undone nor that it stands"
 	// WhyUndoStatusTooSoon is a live status read inside the confirm
@@ -266,7 +267,7 @@ func WhyFormats() []string {
 		WhyConfirmWindowFound, WhyHistory, WhyHistoryNoVersions, WhyHistoryVersion, WhyHistoryOwnVersion,
 		WhyHistoryNoOwnVersion, WhyUndoes, WhyUndoByHand, WhyApproverDisabled, WhyApproverOffTenant, WhyApproverRole, WhyApprovalOtherPayload, WhyDuplicateUndone, WhyCompensationConfirmed, WhyCompensationOutcomeUnknown,
 		WhyCompensationFailed, WhyCompensationInReview, WhyCompensationCanceled, WhyUndoLookupFailed, WhyUndoNotFound,
-		WhyReconciledNotFound, WhyUndoStatus, WhyReconciledStatus, WhyUndoStatusNotUndone, WhyUndoDidNotHappen,
+		WhyReconciledNotFound, WhyUndoStatus, WhyReconciledStatus, WhyUndoStatusNotUndone, WhyUndoDidNotHappen, WhyUndoJobRanThrough,
 		WhyUndoNoStatus, WhyUndoStatusUnknown, WhyUndoStatusTooSoon, WhyUndoAgainOnlyIfStillShown, WhyUndoToReviewerOnlyIfStillShown, WhyUndoNeedsReviewer, WhyUndoPastDeadline, WhyUndoRoundsSpent, WhyUndoProbing, WhyReviewerKeep,
 		WhyReviewerDuplicateUndone, WhyCompensationDone, WhyCompensationDoneOf, WhyCompensationDoneHow,
 		WhyCompensationDoneOfHow, WhyDecidedConfirm, WhyDecidedCompensate, WhyDecidedApproveRetry, WhyDecidedFail,

@@ -105,7 +105,9 @@ type SettleInput struct {
 // is then true); "" when the ledger knows neither.
 func LookupRef(op *Operation) (ref string, job bool) {
 	if ref := CompensationResource(op); ref != "" {
-		return ref, false // an undo is settled by looking its resource up
+		// An undo is settled by looking its resource up: a job with the
+		// job probe.
+		return ref, CompensationUndoesJob(op)
 	}
 	if op.Resource != nil && op.Resource.Ref != "" {
 		return op.Resource.Ref, false

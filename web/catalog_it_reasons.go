@@ -166,6 +166,7 @@ func init() {
 		review.WhyReconciledStatus:               "riconciliata: la destinazione mostra %s come %s",
 		review.WhyUndoStatusNotUndone:            "la destinazione mostra %s come %s: la compensazione non è avvenuta",
 		review.WhyUndoDidNotHappen:               "la compensazione non è avvenuta (%s è %s)",
+		review.WhyUndoJobRanThrough:              "il job %s è riuscito prima che l'annullamento avesse effetto: il suo effetto resta, e annullarlo di nuovo non cambierebbe nulla; una persona decide cosa compensare",
 		review.WhyUndoNoStatus:                   "la verifica dello stato di %s non indica alcuno stato",
 		review.WhyUndoStatusUnknown:              "la destinazione mostra %s come %s, che non dice né che la compensazione è avvenuta né che la risorsa è ancora in essere",
 		review.WhyUndoStatusTooSoon:              "la destinazione mostra %s come %s troppo presto dopo la compensazione per dire che non è avvenuta",
