@@ -111,11 +111,13 @@ func TestBrowserOperations(t *testing.T) {
 		search("no-such-thing")
 		b.waitText("p.empty", "No operation matches")
 
-		// The state tabs: counts, and a tab narrows the list.
+		// The state tabs: counts, apart from their labels (they read
+		// "Confirmed1" once, to the eye and to a screen reader), and a tab
+		// narrows the list.
 		b.open("/operations")
-		b.waitText(`nav.state-tabs a[href="/operations?state=confirmed"]`, "1")
-		b.waitText(`nav.state-tabs a[href="/operations?state=needs_review"]`, "1")
-		b.waitText(`nav.state-tabs a[aria-current="page"]`, "2")
+		b.waitText(`nav.state-tabs a[href="/operations?state=confirmed"]`, "Confirmed 1")
+		b.waitText(`nav.state-tabs a[href="/operations?state=needs_review"]`, "Needs review 1")
+		b.waitText(`nav.state-tabs a[aria-current="page"]`, "All 2")
 		b.follow("choosing confirmed", chromedp.Click(chromedp.CSS(`nav.state-tabs a[href="/operations?state=confirmed"]`)))
 		if got := rows(); !slices.Equal(got, []string{op.ID}) {
 			b.fatalf("confirmed lists %v, want only %s", got, op.ID)

@@ -319,8 +319,15 @@ func TestConsoleRefusalsTranslatedOnce(t *testing.T) {
 		if want := "Il tuo ruolo non può compiere questa azione su questo caso."; code != http.StatusForbidden || !strings.Contains(body, want) {
 			t.Errorf("support decides a financial case: %d, want 403 saying %q:\n%s", code, want, alerts(body))
 		}
+		// The page's heading names the refusal in words, the status beside
+		// it (it was the bare number).
+		code, body = sup.get("/audit")
+		if want := `<h1>Non consentito <span class="muted">(403)</span></h1>`; code != http.StatusForbidden || !strings.Contains(body, want) {
+			t.Errorf("support opens the audit trail: %d, want 403 headed %q:\n%s", code, want, body)
+		}
 		code, body = sup.get("/events")
-		if want := html.EscapeString("Questo indirizzo"); code != http.StatusNotAcceptable || !strings.Contains(body, want) {
+		if want := html.EscapeString("Questo indirizzo"); code != http.StatusNotAcceptable || !strings.Contains(body, want) ||
+			!strings.Contains(body, "<h1>Non possibile ") {
 			t.Errorf("/events followed as a link: %d, want 406 in Italian:\n%s", code, alerts(body))
 		}
 	})
