@@ -50,7 +50,7 @@ func AdminActionsPage(nav Nav, entries []review.CatalogEntry) templ.Component {
 				}()
 			}
 			ctx = templ.InitializeContext(ctx)
-			templ_7745c5c3_Err = AdminNav().Render(ctx, templ_7745c5c3_Buffer)
+			templ_7745c5c3_Err = AdminNav("/admin/actions").Render(ctx, templ_7745c5c3_Buffer)
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}

@@ -58,7 +58,7 @@ func AdminWebhooksPage(v AdminWebhooksView) templ.Component {
 				}()
 			}
 			ctx = templ.InitializeContext(ctx)
-			templ_7745c5c3_Err = AdminNav().Render(ctx, templ_7745c5c3_Buffer)
+			templ_7745c5c3_Err = AdminNav("/admin/webhooks").Render(ctx, templ_7745c5c3_Buffer)
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
@@ -780,7 +780,7 @@ func DeliveriesPage(v DeliveriesView) templ.Component {
 				}()
 			}
 			ctx = templ.InitializeContext(ctx)
-			templ_7745c5c3_Err = AdminNav().Render(ctx, templ_7745c5c3_Buffer)
+			templ_7745c5c3_Err = AdminNav("/admin/webhooks/"+e.ID).Render(ctx, templ_7745c5c3_Buffer)
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
