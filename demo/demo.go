@@ -182,8 +182,11 @@ func (d *Demo) Start(ctx context.Context, st *store.Store, dbURL, limboURL strin
 			return err
 		}
 	}
+	if err := revokeEarlierTraffic(ctx, st); err != nil {
+		return err
+	}
 	for _, tenant := range Tenants[1:] {
-		tok, err := st.CreateToken(ctx, review.Operator("cli:demo"), tenant, "demo traffic")
+		tok, err := st.CreateToken(ctx, review.Operator("cli:demo"), tenant, trafficToken)
 		if err != nil {
 			return err
 		}
@@ -194,6 +197,29 @@ func (d *Demo) Start(ctx context.Context, st *store.Store, dbURL, limboURL strin
 		return err
 	}
 	d.tokens["demo"], d.logins, d.url = token, logins, limboURL
+	return nil
+}
+
+// trafficToken names the tokens the demo's traffic uses, one per tenant.
+const trafficToken = "demo traffic"
+
+// revokeEarlierTraffic revokes the traffic tokens an earlier run of the
+// demo on this database made (audited, by cli:demo): their secrets lived
+// only in that run's memory, so nobody can use them, and each restart
+// left a row per tenant on the admin's tokens page. The printed "demo"
+// token is left alone: its holder may still use it.
+func revokeEarlierTraffic(ctx context.Context, st *store.Store) error {
+	ts, err := st.ListTokens(ctx, review.Operator("cli:demo"))
+	if err != nil {
+		return err
+	}
+	for _, t := range ts {
+		if t.Name == trafficToken && t.RevokedAt == nil && slices.Contains(Tenants, t.Tenant) {
+			if err := st.RevokeToken(ctx, review.Operator("cli:demo"), t.ID); err != nil {
+				return err
+			}
+		}
+	}
 	return nil
 }
 
@@ -600,7 +626,7 @@ func checkDemoDatabase(ctx context.Context, st *store.Store) error {
 		return err
 	}
 	for _, t := range ts {
-		if !slices.Contains(Tenants, t.Tenant) || (t.Name != "demo" && t.Name != "demo traffic") {
+		if !slices.Contains(Tenants, t.Tenant) || (t.Name != "demo" && t.Name != trafficToken) {
 			foreign = append(foreign, fmt.Sprintf("API token %q of tenant %s", t.Name, t.Tenant))
 		}
 	}

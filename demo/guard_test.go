@@ -44,3 +44,47 @@ func TestCheckDemoDatabase(t *testing.T) {
 		}
 	})
 }
+
+// TestRevokeEarlierTraffic: a restarted demo revokes the traffic tokens
+// of its earlier runs (their secrets died with those runs), audited, and
+// leaves the printed demo token alone. Before, each restart added a row
+// per tenant to the admin's tokens page, all of them active.
+func TestRevokeEarlierTraffic(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, engine store.Engine) {
+		ctx := context.Background()
+		st := storetest.Open(t, engine, store.Options{})
+		for _, tenant := range Tenants[1:] {
+			if _, err := st.CreateToken(ctx, review.Operator("cli:demo"), tenant, trafficToken); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := st.CreateToken(ctx, review.Operator("cli:demo"), "demo", "demo"); err != nil {
+			t.Fatal(err)
+		}
+		if err := revokeEarlierTraffic(ctx, st); err != nil {
+			t.Fatal(err)
+		}
+		ts, err := st.ListTokens(ctx, review.Operator("cli:demo"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tok := range ts {
+			if revoked := tok.RevokedAt != nil; revoked != (tok.Name == trafficToken) {
+				t.Errorf("token %q of %s: revoked %v", tok.Name, tok.Tenant, revoked)
+			}
+		}
+		evs, err := st.AuditEvents(ctx, 0, 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, ev := range evs {
+			if ev.Action == "token.revoked" && ev.Actor == "cli:demo" {
+				n++
+			}
+		}
+		if n != len(Tenants)-1 {
+			t.Errorf("%d token.revoked events by cli:demo, want %d", n, len(Tenants)-1)
+		}
+	})
+}
