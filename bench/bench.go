@@ -57,6 +57,13 @@ Measures Limbo on this machine and prints one JSON object:
       (key prefix, source ref, resource ref in capitals, a broad fragment,
       two digits, no match, an exact id with its redirect) and operation
       pages, over the same ledger; browse_kinds has each kind's figures;
+  audit_p50_ms, audit_p99_ms with --queue-ops: the audit page (first, a
+      tenant, an operation, an actor with no events, 20 pages deep, an
+      action nobody took, the day of the oldest events; as a
+      manager of every tenant, of one, and of a tenant with no events) and
+      its export (an operation's, the quiet tenant's), over the trail the
+      bulk load writes beside its ledger (an event per operation); their
+      kinds are in browse_kinds too;
   bulk_ops_per_s, bulk_batch, bulk   with --bulk-batch (default 100,1000):
       registrations per second through POST /operations/batch by
       --concurrency clients, each sending batches of one size, every
@@ -236,13 +243,16 @@ type Report struct {
 	CaseP99Ms  *float64 `json:"case_p99_ms,omitempty"`
 	// The operations browser over the same ledger: its pages, its search,
 	// the operation page, and each kind of request of the three.
-	BrowseP50Ms    *float64               `json:"browse_p50_ms,omitempty"`
-	BrowseP99Ms    *float64               `json:"browse_p99_ms,omitempty"`
-	SearchP50Ms    *float64               `json:"search_p50_ms,omitempty"`
-	SearchP99Ms    *float64               `json:"search_p99_ms,omitempty"`
-	OperationP50Ms *float64               `json:"operation_p50_ms,omitempty"`
-	OperationP99Ms *float64               `json:"operation_p99_ms,omitempty"`
-	BrowseKinds    map[string]KindLatency `json:"browse_kinds,omitempty"`
+	BrowseP50Ms    *float64 `json:"browse_p50_ms,omitempty"`
+	BrowseP99Ms    *float64 `json:"browse_p99_ms,omitempty"`
+	SearchP50Ms    *float64 `json:"search_p50_ms,omitempty"`
+	SearchP99Ms    *float64 `json:"search_p99_ms,omitempty"`
+	OperationP50Ms *float64 `json:"operation_p50_ms,omitempty"`
+	OperationP99Ms *float64 `json:"operation_p99_ms,omitempty"`
+	// The audit page and its export over the bulk ledger's trail.
+	AuditP50Ms  *float64               `json:"audit_p50_ms,omitempty"`
+	AuditP99Ms  *float64               `json:"audit_p99_ms,omitempty"`
+	BrowseKinds map[string]KindLatency `json:"browse_kinds,omitempty"`
 
 	// The bulk intake (POST /operations/batch): bulk_ops_per_s is at the
 	// first batch size, bulk_batch; bulk has every size.
@@ -374,6 +384,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		rep.BrowseP50Ms, rep.BrowseP99Ms = ptr(ms(pct(q.ops.browse, 50))), ptr(ms(pct(q.ops.browse, 99)))
 		rep.SearchP50Ms, rep.SearchP99Ms = ptr(ms(pct(q.ops.search, 50))), ptr(ms(pct(q.ops.search, 99)))
 		rep.OperationP50Ms, rep.OperationP99Ms = ptr(ms(pct(q.ops.operation, 50))), ptr(ms(pct(q.ops.operation, 99)))
+		rep.AuditP50Ms, rep.AuditP99Ms = ptr(ms(pct(q.ops.audit, 50))), ptr(ms(pct(q.ops.audit, 99)))
 		rep.BrowseKinds = map[string]KindLatency{}
 		for k, d := range q.ops.kinds {
 			rep.BrowseKinds[k] = KindLatency{P50Ms: ms(pct(d, 50)), P99Ms: ms(pct(d, 99)), N: len(d)}

@@ -253,7 +253,8 @@ func TestBenchRun(t *testing.T) {
 		for _, f := range []string{"cycle_per_s", "call_p50_ms", "call_p99_ms", "floor_plain_per_s", "floor_min_per_s",
 			"ratio_plain", "ratio_min", "cycle_two_calls_per_s", "call_two_calls_p99_ms", "cpu_ms_per_cycle_two_calls", "queue_p50_ms", "queue_p99_ms", "case_p99_ms", "reconcile_per_min", "rss_mb",
 			"cpu_ms_per_cycle", "floor_plain_cpu_ms_per_cycle", "floor_min_cpu_ms_per_cycle",
-			"case_p50_ms", "browse_p50_ms", "browse_p99_ms", "search_p50_ms", "search_p99_ms", "operation_p50_ms", "operation_p99_ms"} {
+			"case_p50_ms", "browse_p50_ms", "browse_p99_ms", "search_p50_ms", "search_p99_ms", "operation_p50_ms", "operation_p99_ms",
+			"audit_p50_ms", "audit_p99_ms"} {
 			if v, ok := rep[f].(float64); !ok || v <= 0 {
 				t.Errorf("%s = %v, want a positive number", f, rep[f])
 			}
@@ -273,7 +274,10 @@ func TestBenchRun(t *testing.T) {
 		// Every kind of browser, search and operation page was timed.
 		kinds, _ := rep["browse_kinds"].(map[string]any)
 		for _, k := range []string{"browse:first", "browse:state", "browse:tenant", "browse:deep", "search:key-prefix", "search:source-ref",
-			"search:resource-ref", "search:broad", "search:short", "search:none", "search:id", "operation:settled", "operation:open"} {
+			"search:resource-ref", "search:broad", "search:short", "search:none", "search:id", "operation:settled", "operation:open",
+			"audit:first", "audit:tenant", "audit:operation", "audit:actor-none", "audit:deep", "audit:action-none", "audit:day-oldest",
+			"audit:scoped", "audit:scoped-quiet",
+			"audit:export-operation", "audit:export-quiet"} {
 			if fig, _ := kinds[k].(map[string]any); fig == nil || fig["n"].(float64) < 1 || fig["p99_ms"].(float64) <= 0 {
 				t.Errorf("browse_kinds[%s] = %v, want timed requests", k, kinds[k])
 			}

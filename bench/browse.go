@@ -24,7 +24,9 @@ import (
 // the operation page, and of each kind of request within them.
 type browseFigures struct {
 	browse, search, operation []time.Duration
-	kinds                     map[string][]time.Duration
+	// audit: the audit page and its export (benchAudit).
+	audit []time.Duration
+	kinds map[string][]time.Duration
 }
 
 var benchOpsNext = regexp.MustCompile(`href="(/operations\?[^"]*after=[^"]+)" rel="next"`)

@@ -120,6 +120,9 @@ func benchQueue(ctx context.Context, st *store.Store, base string, ops, open, n 
 	if f.ops, err = benchOperations(ctx, br, ops, open, n); err != nil {
 		return nil, err
 	}
+	if err := benchAudit(ctx, st, base, f.ops, ops, n); err != nil {
+		return nil, err
+	}
 	return f, nil
 }
 

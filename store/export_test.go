@@ -100,3 +100,10 @@ func ResignCheckpoint(c *Checkpoint, key ed25519.PrivateKey) { signCheckpoint(c,
 func SealLockForTest(ctx context.Context, s *Store, tx *sqlx.Tx) (bool, error) {
 	return s.sealLock(ctx, tx)
 }
+
+// AuditPageQuery is the query of one page of n events f matches, with its
+// arguments.
+func AuditPageQuery(s *Store, f AuditFilter, n int) (string, []any) {
+	q, args := f.page(n)
+	return s.rebind(q), args
+}
