@@ -940,6 +940,23 @@ func TestReviewersUndoIsRemembered(t *testing.T) {
 			}
 		}
 
+		// doneByHand says on c that fld-2 is undone, and wants op in state
+		// want afterwards, fld-2 remembered as undone.
+		doneByHand := func(t *testing.T, c *store.Case, op *review.Operation, want review.State) *review.Operation {
+			t.Helper()
+			done := decideReq(c, review.DecideCompensationDone, "rita@example.com")
+			done.Ref, done.Reason = "fld-2", "deleted it myself"
+			if _, err := b.s.Decide(b.ctx, done); err != nil {
+				t.Fatal(err)
+			}
+			got := b.get(t, op)
+			wantState(t, got, want)
+			if !slices.Contains(got.Undone, "fld-2") {
+				t.Errorf("undone %v, want fld-2", got.Undone)
+			}
+			return got
+		}
+
 		t.Run("keep one, the other undone by hand", func(t *testing.T) {
 			c := b.reviewCase(t, "doc-remembered-keep")
 			op := &review.Operation{ID: c.OperationID, Tenant: tenantA}
@@ -949,16 +966,7 @@ func TestReviewersUndoIsRemembered(t *testing.T) {
 			}
 			// Deleted by hand before the integrator ran the undo: the word
 			// cancels it.
-			done := decideReq(c, review.DecideCompensationDone, "rita@example.com")
-			done.Ref, done.Reason = "fld-2", "deleted it myself"
-			if _, err := b.s.Decide(b.ctx, done); err != nil {
-				t.Fatal(err)
-			}
-			got := b.get(t, op)
-			wantState(t, got, review.Confirmed)
-			if !slices.Contains(got.Undone, "fld-2") {
-				t.Errorf("undone %v, want fld-2", got.Undone)
-			}
+			got := doneByHand(t, c, op, review.Confirmed)
 			searchAgain(t, got, "fld-1", "fld-2")
 		})
 
@@ -971,16 +979,7 @@ func TestReviewersUndoIsRemembered(t *testing.T) {
 				t.Fatal(err)
 			}
 			wantState(t, b.get(t, op), review.Compensating)
-			done := decideReq(c, review.DecideCompensationDone, "rita@example.com")
-			done.Ref, done.Reason = "fld-2", "deleted it myself"
-			if _, err := b.s.Decide(b.ctx, done); err != nil {
-				t.Fatal(err)
-			}
-			got := b.get(t, op)
-			wantState(t, got, review.Compensated)
-			if !slices.Contains(got.Undone, "fld-2") {
-				t.Errorf("undone %v, want fld-2", got.Undone)
-			}
+			got := doneByHand(t, c, op, review.Compensated)
 			searchAgain(t, got, "fld-2")
 			// Another resource of the operation is an effect nobody
 			// answers for: a person looks.
