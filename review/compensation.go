@@ -132,11 +132,7 @@ func CompensationUndoesJob(op *Operation) bool {
 
 // CompensationParent is the operation compensation op undoes a resource
 // of, as its payload names it ("" for an operation that is not one).
-func CompensationParent(op *Operation) string { return compensationParent(op) }
-
-// compensationParent is the operation compensation op undoes a resource
-// of, as its payload names it ("" for an operation that is not one).
-func compensationParent(op *Operation) string {
+func CompensationParent(op *Operation) string {
 	if !IsCompensation(op.Action) {
 		return ""
 	}

@@ -442,7 +442,7 @@ func checkLeases(r *InvariantReport, l Ledger, t Truth) {
 	// follows (CompensationSettles).
 	undoInReview := map[string]bool{}
 	for _, op := range l.Operations {
-		if p := compensationParent(op); p != "" && op.State == NeedsReview {
+		if p := CompensationParent(op); p != "" && op.State == NeedsReview {
 			undoInReview[p] = true
 		}
 	}
