@@ -11,7 +11,7 @@ import (
 
 // TestBrowserTablesOnAPhone: at 390 px the console's tables of evidence,
 // candidates, compensations, payload differences, API tokens, webhook
-// endpoints, retry budgets and the audit trail scrolled sideways inside
+// endpoints, retry budgets, the audit trail and the review queue scrolled sideways inside
 // their box: a candidate's operation, an evidence row's note, a token's
 // Revoke button, an event's detail lay past the screen's right edge with
 // nothing saying so. Each is now a
@@ -61,7 +61,8 @@ func TestBrowserTablesOnAPhone(t *testing.T) {
 		{"/admin/tokens", 1},
 		{"/admin/webhooks", 1},
 		{"/admin/destinations", 1},
-		{"/audit", 1}, // the trail: a manager reads it on a phone too
+		{"/audit", 1},     // the trail: a manager reads it on a phone too
+		{"/?show=all", 1}, // the review queue: its cases lay past the edge too
 	}
 	for _, lang := range []string{"en", "it"} {
 		if err := st.SetLanguage(ctx, u.Principal(), lang); err != nil {
@@ -92,10 +93,15 @@ func TestBrowserTablesOnAPhone(t *testing.T) {
 				// A label (a verdict, a state, a source) wraps between its
 				// words, never inside one: "Inconclusive" is not
 				// "Inconclusi/ve" beside a long note.
-				broken := evalJS[[]string](adm, `Array.from(document.querySelectorAll("table.cards td span[title], table.cards td .badge")).filter(s =>
+				broken := evalJS[[]string](adm, `Array.from(document.querySelectorAll("table.cards td span[title], table.cards td .badge, table.cards td .unclaimed")).filter(s =>
 					s.getClientRects().length > s.textContent.trim().split(/\s+/).length).slice(0, 5).map(s => s.textContent.trim())`)
 				if len(broken) > 0 {
 					adm.fatalf("%s: labels broken inside a word: %v", name, broken)
+				}
+				// So does a card's own label ("Raccomandato" broke into
+				// "Raccomandat/o" under the cells' wrapping).
+				if wraps := evalJS[[]string](adm, `Array.from(document.querySelectorAll("table.cards td")).map(td => getComputedStyle(td, "::before").overflowWrap).filter(w => w !== "normal")`); w < 700 && len(wraps) > 0 {
+					adm.fatalf("%s: card labels wrap %v, want between words only", name, wraps[:1])
 				}
 				heads := evalJS[bool](adm, `Array.from(document.querySelectorAll("table.cards thead")).every(h => getComputedStyle(h).display !== "none")`)
 				if heads != (w > 700) {
