@@ -275,7 +275,8 @@ func TestBenchRun(t *testing.T) {
 		kinds, _ := rep["browse_kinds"].(map[string]any)
 		for _, k := range []string{"browse:first", "browse:state", "browse:tenant", "browse:deep", "search:key-prefix", "search:source-ref",
 			"search:resource-ref", "search:broad", "search:short", "search:none", "search:id", "operation:settled", "operation:open",
-			"audit:first", "audit:tenant", "audit:operation", "audit:actor-none", "audit:deep", "audit:action-none", "audit:day-oldest",
+			"audit:first", "audit:tenant", "audit:operation", "audit:actor-none", "audit:deep", "audit:action-none", "audit:action-rare", "audit:action-rare-scoped",
+			"audit:day-oldest", "audit:day-oldest-scoped",
 			"audit:scoped", "audit:scoped-quiet",
 			"audit:export-operation", "audit:export-quiet"} {
 			if fig, _ := kinds[k].(map[string]any); fig == nil || fig["n"].(float64) < 1 || fig["p99_ms"].(float64) <= 0 {

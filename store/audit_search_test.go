@@ -39,6 +39,13 @@ func TestSearchAuditPages(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
+		// An instance whose clock is behind: its events are newer than
+		// others by seq, older by time.
+		b.clk.Advance(-15 * time.Second)
+		late := intention("doc-late", review.RiskRead, "plain")
+		late.Tenant = tenantA
+		b.register(t, late)
+		b.clk.Advance(15 * time.Second)
 		all := events(t, b.s)
 		shownTo := map[int64][]string{}
 		rows, err := b.s.DB().Query(`SELECT seq, tenant FROM audit_event_tenants`)
@@ -67,22 +74,41 @@ func TestSearchAuditPages(t *testing.T) {
 			}
 			return slices.ContainsFunc(shownTo[ev.Seq], func(s string) bool { return s == "*" || slices.Contains(tenants, s) })
 		}
+		// Times that cut the trail, both inside the late instance's
+		// events: the fourth event's and the eighteenth's.
+		from, to := all[4].At, all[18].At
+		// want is the filter's meaning, newest first: by time, then seq,
+		// when it bounds the times (AuditFilter.page).
 		want := func(f store.AuditFilter) []int64 {
-			var seqs []int64
-			for seq, ev := range all {
+			var evs []store.AuditEvent
+			for _, ev := range all {
 				if about(ev, f.Scope) && (f.Tenant == "" || about(ev, []string{f.Tenant})) &&
-					(f.Action == "" || strings.HasPrefix(ev.Action, f.Action)) {
-					seqs = append(seqs, seq)
+					(f.Action == "" || strings.HasPrefix(ev.Action, strings.ToLower(f.Action))) &&
+					(f.From.IsZero() || !ev.At.Before(f.From)) && (f.To.IsZero() || ev.At.Before(f.To)) {
+					evs = append(evs, ev)
 				}
 			}
-			slices.Sort(seqs)
-			slices.Reverse(seqs)
+			byTime := !f.From.IsZero() || !f.To.IsZero()
+			slices.SortFunc(evs, func(a, b store.AuditEvent) int {
+				if c := b.At.Compare(a.At); byTime && c != 0 {
+					return c
+				}
+				return int(b.Seq - a.Seq)
+			})
+			var seqs []int64
+			for _, ev := range evs {
+				seqs = append(seqs, ev.Seq)
+			}
 			return seqs
 		}
 		for _, f := range []store.AuditFilter{
 			{}, {Scope: []string{tenantA}}, {Scope: []string{tenantB}}, {Scope: []string{tenantC}}, {Scope: []string{tenantA, tenantB}},
 			{Scope: []string{}}, {Scope: []string{"nobody"}}, {Tenant: tenantA}, {Tenant: tenantC}, {Scope: []string{tenantA, tenantB}, Tenant: tenantB},
 			{Scope: []string{tenantB}, Tenant: tenantA}, {Scope: []string{tenantA}, Action: "user."}, {Tenant: tenantB, Action: "operation."},
+			// Read action by action, and by time.
+			{Action: "o"}, {Action: "OPERATION."}, {Action: "operation_"}, {Action: "user.\x00"}, {Action: "\xff"},
+			{From: from}, {To: to}, {From: from, To: to}, {From: from, To: to, Scope: []string{tenantA}},
+			{From: from, Tenant: tenantB, Action: "operation."}, {To: to, Action: "user."}, {From: to, To: from},
 		} {
 			var got []int64
 			for page := 0; ; page++ {

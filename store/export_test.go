@@ -103,7 +103,8 @@ func SealLockForTest(ctx context.Context, s *Store, tx *sqlx.Tx) (bool, error) {
 
 // AuditPageQuery is the query of one page of n events f matches, with its
 // arguments.
-func AuditPageQuery(s *Store, f AuditFilter, n int) (string, []any) {
-	q, args := f.page(n)
-	return s.rebind(q), args
+func AuditPageQuery(ctx context.Context, s *Store, f AuditFilter, n int) (string, []any, error) {
+	f, err := s.withActions(ctx, f)
+	q, args := f.page(n, s.engine)
+	return s.rebind(q), args, err
 }
