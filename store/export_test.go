@@ -101,6 +101,9 @@ func SealLockForTest(ctx context.Context, s *Store, tx *sqlx.Tx) (bool, error) {
 	return s.sealLock(ctx, tx)
 }
 
+// TrailActionsQuery lists the trail's actions but the cycle's.
+var TrailActionsQuery = trailActions
+
 // AuditPageQuery is the query of one page of n events f matches, with its
 // arguments.
 func AuditPageQuery(ctx context.Context, s *Store, f AuditFilter, n int) (string, []any, error) {
