@@ -22,6 +22,18 @@ func auditPlan(t *testing.T, s *store.Store, e store.Engine, f store.AuditFilter
 	return queryPlan(t, s, e, q, args...)
 }
 
+// bulkTrail is a store holding BulkLoad's 20,000 operations and their
+// trail (operation x registered x seconds ago, about tenant bench-(x%10)),
+// with the planner's statistics.
+func bulkTrail(t *testing.T, e store.Engine) *store.Store {
+	t.Helper()
+	s := storetest.Open(t, e, store.Options{})
+	if err := s.BulkLoad(context.Background(), 20_000, 0); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
 // readsIndex fails t unless the plan of each filter's page reads index,
 // or, reads false, does not.
 func readsIndex(t *testing.T, s *store.Store, e store.Engine, index string, reads bool, fs ...store.AuditFilter) {
@@ -72,10 +84,7 @@ func TestAuditPersonReadsItsIndex(t *testing.T) {
 	t.Parallel()
 	storetest.Each(t, func(t *testing.T, e store.Engine) {
 		ctx := context.Background()
-		s := storetest.Open(t, e, store.Options{})
-		if err := s.BulkLoad(ctx, 20_000, 0); err != nil {
-			t.Fatal(err)
-		}
+		s := bulkTrail(t, e)
 		readsIndex(t, s, e, "audit_events_person", true, store.AuditFilter{Actor: "anna@example.com"}, store.AuditFilter{Actor: "cli:ops"},
 			store.AuditFilter{Actor: "anna@example.com", Scope: []string{"bench-3"}}, store.AuditFilter{Actor: "anna@example.com", Action: "operation."})
 		// A worker's events, which the index leaves out.
@@ -100,10 +109,7 @@ func TestAuditTimeAndActionReadTheirIndexes(t *testing.T) {
 	t.Parallel()
 	storetest.Each(t, func(t *testing.T, e store.Engine) {
 		ctx := context.Background()
-		s := storetest.Open(t, e, store.Options{})
-		if err := s.BulkLoad(ctx, 20_000, 0); err != nil {
-			t.Fatal(err)
-		}
+		s := bulkTrail(t, e)
 		// A few events of another action, newer than the bulk's.
 		for _, email := range []string{"anna@example.com", "bruno@example.com"} {
 			if _, err := s.AddUser(ctx, review.Operator("cli:ops"), store.NewUser{Email: email, Password: "correct horse battery staple",

@@ -198,19 +198,20 @@ const maxTenantBranches = 64
 // audit_event_tenants is tampering, which VerifyAudit reports.)
 func (f AuditFilter) page(n int, e Engine) (string, []any) {
 	own, shown, ok := f.tenants()
+	byTime := f.byTime()
 	// Read by action when not bounded to tenants, and on SQLite when
 	// bounded too: its planner then chooses between the actions' index and
 	// the tenants' (through the one condition's OR), where read tenant by
 	// tenant it read a tenant's every event looking for a rare action (0.15
 	// s at 100,000). PostgreSQL's planner cannot read that OR from an
 	// index, but chooses well tenant by tenant (TestAuditTimeAndActionReadTheirIndexes).
-	if (!ok || e == SQLite) && !f.byTime() && len(f.actions) > 0 && len(f.actions) <= maxActionBranches && len(f.Scope) <= maxTenantBranches {
+	if (!ok || e == SQLite) && !byTime && len(f.actions) > 0 && len(f.actions) <= maxActionBranches && len(f.Scope) <= maxTenantBranches {
 		return f.byAction(n)
 	}
 	// newest is the page's order in a part, and across them (of the
 	// columns as the parts name them).
 	newest, across := "e.seq DESC", "seq DESC"
-	if f.byTime() {
+	if byTime {
 		// By time, from the end of the range down (audit_events_at when
 		// nothing narrower serves): the page reads no event outside the
 		// range. Read by seq, an old day's page read every event since
@@ -232,7 +233,7 @@ func (f AuditFilter) page(n int, e Engine) (string, []any) {
 		all = append(append(append(all, t), args...), n)
 	}
 	shownNewest := newest
-	if !f.byTime() {
+	if !byTime {
 		// CROSS JOIN and s.seq: SQLite then reads s first, in its index's
 		// order (tenant, seq); joined the other way round, it read every
 		// event without a tenant (e.tenant = '') and sorted them.
@@ -252,9 +253,10 @@ const maxActionBranches = 16
 
 // byAction is page's query for a filter by action: each action's events
 // newest first from audit_events_action (a cycle's action from the newest
-// event down), n at most, then the n newest of those. Read newest first across the trail, a page of an action nobody
-// took lately read the whole trail (0.6 s at 10 million events). Each
-// part keeps the filter's other conditions as the one condition (where).
+// event down), n at most, then the n newest of those. Read newest first
+// across the trail, a page of an action nobody took lately read the whole
+// trail (0.6 s at 10 million events). Each part keeps the filter's other
+// conditions as the one condition (where).
 func (f AuditFilter) byAction(n int) (string, []any) {
 	var parts []string
 	var all []any
