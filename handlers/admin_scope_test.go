@@ -244,7 +244,7 @@ var adminProbes = []adminProbe{
 	{"GET", "/audit", tenantTargets, func(w *adminWorld, admin, target string) bool {
 		c, _ := w.st.GetCase(context.Background(), w.caseIn(target), nil)
 		_, body := w.admins[admin].get("/audit?operation=" + c.OperationID)
-		return strings.Contains(body, "operation.registered")
+		return strings.Contains(body, `title="operation.registered"`)
 	}, covers},
 	{"GET", "/audit.csv", tenantTargets, func(w *adminWorld, admin, target string) bool {
 		c, _ := w.st.GetCase(context.Background(), w.caseIn(target), nil)

@@ -22,7 +22,7 @@ func auditFilter(c echo.Context) (store.AuditFilter, web.AuditForm, error) {
 	form := web.AuditForm{Actor: q("actor"), Tenant: q("tenant"), Operation: q("operation"),
 		Action: q("action"), From: q("from"), To: q("to")}
 	f := store.AuditFilter{Scope: session(c).User.Scope().List(), Actor: form.Actor, Tenant: form.Tenant,
-		OperationID: form.Operation, Action: form.Action}
+		OperationID: form.Operation, Action: form.Action, Named: web.AuditActionsNamed(c.Request().Context(), form.Action)}
 	if strings.Contains(f.Actor, "@") {
 		// A person is named by their email, stored in lower case
 		// (store.canonicalEmail): "Anna@Example.com" finds her acts.

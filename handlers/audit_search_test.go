@@ -3,6 +3,7 @@ package handlers_test
 import (
 	"context"
 	"fmt"
+	"html"
 	"io"
 	"net/http"
 	"net/url"
@@ -122,6 +123,64 @@ func TestConsoleAuditUserEventsOfMyTenant(t *testing.T) {
 			code, body := mgr.get(path)
 			if code != http.StatusOK || !strings.Contains(body, "new-at-acme@example.com") || strings.Contains(body, "new-at-beta@example.com") {
 				t.Errorf("%s: %d; want acme's new user and not beta's:\n%s", path, code, body)
+			}
+		}
+	})
+}
+
+// TestConsoleAuditActionByLabel: the audit search's Action field offers
+// every action with its label in the reader's language, and finds an
+// action by its label as well as by its code: an Italian manager who types
+// "utente aggiunto" (User added) or "TOKEN CREATO" finds those events, on
+// the page and in its export, and is told which actions were searched.
+// Before, the field took codes only ("user.added"), and "utente" found
+// nothing. Both engines.
+func TestConsoleAuditActionByLabel(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		srv, st := consoleServer(t, e)
+		ctx := context.Background()
+		if _, err := st.CreateToken(ctx, review.Operator("cli:Mario"), "acme", "ci"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.AddUser(ctx, review.Operator("cli:Mario"), store.NewUser{Email: "nuova@example.com", Password: "a long enough password",
+			Role: review.RoleReviewer, Scope: review.Scope{Tenants: []string{"acme"}}}); err != nil {
+			t.Fatal(err)
+		}
+		mgr := newBrowser(t, srv.URL).withHeader("Accept-Language", "it")
+		mgr.login("manager@example.com")
+		_, page := mgr.get("/audit")
+		for _, want := range []string{`list="audit-actions"`, `<datalist id="audit-actions">`,
+			`<option value="user.added">Utente aggiunto</option>`, `<option value="decision.compensate">Decisione: Compensa</option>`} {
+			if !strings.Contains(page, want) {
+				t.Errorf("/audit: no %s", want)
+			}
+		}
+		for _, c := range []struct{ action, finds, hides, hint string }{
+			{" utente aggiunto ", "user.added", "token.created", "Azioni cercate: Utente aggiunto."},
+			{"TOKEN CREATO", "token.created", "user.added", "Azioni cercate: Token creato."},
+			// In English too, and by code as before.
+			{"user added", "user.added", "token.created", "Azioni cercate: Utente aggiunto."},
+			{"token.cr", "token.created", "user.added", "Azioni cercate: Token creato."},
+			{"nessuna", "", "token.created", "Nessuna azione si chiama “nessuna”"},
+		} {
+			q := url.Values{"action": {c.action}}.Encode()
+			code, body := mgr.get("/audit?" + q)
+			if code != http.StatusOK {
+				t.Fatalf("/audit?%s: %d", q, code)
+			}
+			if c.finds != "" && !strings.Contains(body, `title="`+c.finds+`"`) {
+				t.Errorf("/audit?%s: no %s event", q, c.finds)
+			}
+			if strings.Contains(body, `title="`+c.hides+`"`) {
+				t.Errorf("/audit?%s: shows a %s event", q, c.hides)
+			}
+			if !strings.Contains(body, html.EscapeString(c.hint)) {
+				t.Errorf("/audit?%s: no hint %q", q, c.hint)
+			}
+			_, csv := mgr.get("/audit.csv?" + q)
+			if c.finds != "" && !strings.Contains(csv, ","+c.finds+",") || strings.Contains(csv, ","+c.hides+",") {
+				t.Errorf("/audit.csv?%s: want %s rows only:\n%s", q, c.finds, csv)
 			}
 		}
 	})

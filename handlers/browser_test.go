@@ -521,6 +521,10 @@ func TestBrowserSupportFlow(t *testing.T) {
 		mgr := openBrowserTab(t, browser, srv.URL, "manager")
 		mgr.login("manager@example.com")
 		mgr.open("/audit")
+		// The field offers every action, by its label (AuditActions).
+		if n := evalJS[int](mgr, `document.querySelector('form.filters input[name="action"]').list.options.length`); n < 50 {
+			mgr.fatalf("the action field offers %d actions, want every one", n)
+		}
 		mgr.do("searching the audit", chromedp.SendKeys(chromedp.CSS(`form.filters input[name="action"]`), "decision"))
 		mgr.follow("searching the audit", chromedp.Click(chromedp.CSS(`form.filters button[type="submit"]`)))
 		// Each row's raw action (data-action) beside its text, which names it in words.

@@ -335,7 +335,7 @@ func TestConsoleAudit(t *testing.T) {
 		mgr := newBrowser(t, srv.URL)
 		mgr.login("manager@example.com")
 		code, body := mgr.get("/audit?action=case.")
-		if code != 200 || !strings.Contains(body, "case.opened") || strings.Contains(body, "attempt.started") {
+		if code != 200 || !strings.Contains(body, `title="case.opened"`) || strings.Contains(body, `title="attempt.started"`) {
 			t.Fatalf("audit search: %d", code)
 		}
 		code, body = mgr.get("/audit.csv")
@@ -377,7 +377,7 @@ func TestConsoleAuditDateBounds(t *testing.T) {
 				t.Errorf("/audit.csv?%s: %d, %d lines; want every event, %d lines", q, code, strings.Count(body, "\n"), strings.Count(all, "\n"))
 			}
 			for _, page := range []string{"/audit?", "/audit/verify?"} {
-				if code, body := mgr.get(page + q); code != http.StatusOK || !strings.Contains(body, "case.opened") {
+				if code, body := mgr.get(page + q); code != http.StatusOK || !strings.Contains(body, `title="case.opened"`) {
 					t.Errorf("%s%s: %d, want the events listed", page, q, code)
 				}
 			}

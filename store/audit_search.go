@@ -23,6 +23,10 @@ type AuditFilter struct {
 	OperationID string
 	// Action matches a prefix: "decision" finds decision.confirm, …
 	Action string
+	// Named are actions the person named by their label with Action's
+	// text (web.AuditActionsNamed: "decisione" names decision.confirm,
+	// …), found too; only with Action.
+	Named []string
 	// From and To bound the events' times; a page bounded by either is
 	// read by time, newest first (page).
 	From time.Time
@@ -286,7 +290,7 @@ var trailActions = `WITH RECURSIVE a(action) AS (
 // holds (LIKE minds case on PostgreSQL, not on SQLite, and reads "_" as
 // any character), and the query lists the actions, which their index
 // serves. Actions are lower case; so is the prefix, so "Decision" finds
-// decision.confirm.
+// decision.confirm. The actions f.Named are found too.
 func (s *Store) withActions(ctx context.Context, f AuditFilter) (AuditFilter, error) {
 	if f.Action == "" {
 		return f, nil
@@ -300,7 +304,7 @@ func (s *Store) withActions(ctx context.Context, f AuditFilter) (AuditFilter, er
 	prefix := strings.ToLower(f.Action)
 	f.actions = []string{}
 	for _, a := range all {
-		if strings.HasPrefix(a, prefix) {
+		if strings.HasPrefix(a, prefix) || slices.Contains(f.Named, a) {
 			f.actions = append(f.actions, a)
 		}
 	}

@@ -83,7 +83,7 @@ func TestSearchAuditPages(t *testing.T) {
 			var evs []store.AuditEvent
 			for _, ev := range all {
 				if about(ev, f.Scope) && (f.Tenant == "" || about(ev, []string{f.Tenant})) &&
-					(f.Action == "" || strings.HasPrefix(ev.Action, strings.ToLower(f.Action))) &&
+					(f.Action == "" || strings.HasPrefix(ev.Action, strings.ToLower(f.Action)) || slices.Contains(f.Named, ev.Action)) &&
 					(f.From.IsZero() || !ev.At.Before(f.From)) && (f.To.IsZero() || ev.At.Before(f.To)) {
 					evs = append(evs, ev)
 				}
@@ -109,6 +109,11 @@ func TestSearchAuditPages(t *testing.T) {
 			{Action: "o"}, {Action: "OPERATION."}, {Action: "operation_"}, {Action: "user.\x00"}, {Action: "\xff"},
 			{From: from}, {To: to}, {From: from, To: to}, {From: from, To: to, Scope: []string{tenantA}},
 			{From: from, Tenant: tenantB, Action: "operation."}, {To: to, Action: "user."}, {From: to, To: from},
+			// Actions named by their label (web.AuditActionsNamed), with
+			// those the text begins, and one the trail does not hold.
+			{Action: "utente", Named: []string{"user.added"}}, {Action: "user.", Named: []string{"operation.registered", "case.opened"}},
+			{Action: "x", Named: []string{"operation.registered"}, Scope: []string{tenantB}}, {Action: "x", Named: []string{"nothing.here"}},
+			{Action: "x", Named: []string{"user.added"}, From: from, To: to},
 		} {
 			var got []int64
 			for page := 0; ; page++ {

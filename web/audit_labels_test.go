@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -48,10 +49,18 @@ func TestAuditActionLabels(t *testing.T) {
 	if len(actions) < 20 {
 		t.Fatalf("found only %d audit actions in the code: is the pattern still right?", len(actions))
 	}
-	for _, a := range []string{review.DecideConfirm, review.DecideCompensate, review.DecideApproveRetry, review.DecideFail,
-		review.DecideCompensationDone, review.DecideCompensationFailed, review.DecideApprove, review.DecideRefuse, review.DecideKeepAndUndo,
-		string(review.DecisionFirstApproval), string(review.DecisionRefusedPayload), string(review.DecisionExtraEffect)} {
+	for _, a := range slices.Concat(decidedActions, []string{string(review.DecisionFirstApproval), string(review.DecisionRefusedPayload), string(review.DecisionExtraEffect)}) {
 		actions = append(actions, "decision."+a)
+	}
+	// The list the audit search offers is every one of them.
+	offered := map[string]bool{}
+	for _, a := range AuditActions(context.Background()) {
+		offered[a.Code] = true
+	}
+	for _, a := range actions {
+		if !offered[a] {
+			t.Errorf("audit action %q is not in auditActions", a)
+		}
 	}
 	it := WithLang(context.Background(), "it")
 	for _, a := range actions {
@@ -60,6 +69,42 @@ func TestAuditActionLabels(t *testing.T) {
 		}
 		if AuditActionLabel(it, a) == AuditActionLabel(context.Background(), a) {
 			t.Errorf("audit action %q reads the same in Italian", a)
+		}
+	}
+}
+
+// TestAuditActionsNamed: a label names its action whatever its case and
+// accents, in the reader's language or in English; a text no label holds
+// (NUL bytes and invalid UTF-8 included) names none.
+func TestAuditActionsNamed(t *testing.T) {
+	it := WithLang(context.Background(), "it")
+	for _, c := range []struct {
+		ctx      context.Context
+		text     string
+		has, not []string
+	}{
+		{it, "decisione", []string{"decision.compensate", "decision.confirm", "decision.refused_payload"}, []string{"case.opened"}},
+		{it, " ACCESSO ", []string{"login.succeeded", "login.failed"}, []string{"logout", "decision.confirm"}},
+		{it, "non piu valida", []string{"decision.approval_voided"}, nil},             // più, without its accent
+		{it, "sign-in failed", []string{"login.failed"}, []string{"login.succeeded"}}, // English, read in Italian
+		{context.Background(), "undo", []string{"decision.compensate", "compensation.left_to_person"}, []string{"decision.confirm"}},
+		{context.Background(), "compensa", nil, []string{"decision.compensate"}}, // Italian, read in English
+	} {
+		got := AuditActionsNamed(c.ctx, c.text)
+		for _, a := range c.has {
+			if !slices.Contains(got, a) {
+				t.Errorf("%q (%s): does not name %s (names %v)", c.text, Lang(c.ctx), a, got)
+			}
+		}
+		for _, a := range c.not {
+			if slices.Contains(got, a) {
+				t.Errorf("%q (%s): names %s", c.text, Lang(c.ctx), a)
+			}
+		}
+	}
+	for _, text := range []string{"", "  ", "\x00", "\xff", "zzz"} {
+		if got := AuditActionsNamed(it, text); got != nil {
+			t.Errorf("%q names %v", text, got)
 		}
 	}
 }

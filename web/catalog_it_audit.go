@@ -53,5 +53,8 @@ func init() {
 		"Decision: %s":                        "Decisione: %s",
 		"Outcome reported":                    "Esito comunicato",
 		"Decision on a refused payload":       "Decisione su un payload rifiutato",
+		"No action is called “%s”: pick one from the list, or type the start of its name or of its code.": "Nessuna azione si chiama “%s”: sceglila dall'elenco, o scrivi l'inizio del suo nome o del suo codice.",
+		"Actions searched: %s and %s more.": "Azioni cercate: %s e altre %s.",
+		"Actions searched: %s.":             "Azioni cercate: %s.",
 	})
 }
