@@ -138,8 +138,10 @@ func AuditActionsNamed(ctx context.Context, text string) []string {
 
 // auditActionsHint says which actions the audit search's Action text
 // finds (its code's start or a label), so a person sees what the filter
-// means: "Actions searched: Decision: Undo, …", or that none is so named.
-func auditActionsHint(ctx context.Context, text string) string {
+// means: "Actions searched: Decision: Undo, …", or, when the page is empty,
+// that none is so named ("" when it is not: a trail may hold an action an
+// earlier Limbo wrote, which the text's start still finds).
+func auditActionsHint(ctx context.Context, text string, empty bool) string {
 	prefix, named := strings.ToLower(text), AuditActionsNamed(ctx, text)
 	var found []string
 	for _, a := range AuditActions(ctx) {
@@ -149,6 +151,8 @@ func auditActionsHint(ctx context.Context, text string) string {
 	}
 	const shown = 8
 	switch {
+	case len(found) == 0 && !empty:
+		return ""
 	case len(found) == 0:
 		return Tf(ctx, "No action is called “%s”: pick one from the list, or type the start of its name or of its code.", text)
 	case len(found) > shown:

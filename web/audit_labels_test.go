@@ -108,3 +108,26 @@ func TestAuditActionsNamed(t *testing.T) {
 		}
 	}
 }
+
+// TestAuditActionsHint: the audit page says which actions its Action text
+// searched; that none is so named only when it found no event, since a
+// trail may hold an action an earlier Limbo wrote.
+func TestAuditActionsHint(t *testing.T) {
+	it := WithLang(context.Background(), "it")
+	for _, c := range []struct {
+		text  string
+		empty bool
+		want  string
+	}{
+		{"utente aggiunto", false, "Azioni cercate: Utente aggiunto."},
+		{"case.", false, "Azioni cercate: Caso preso in carico, Caso aperto, Caso rilasciato, Caso risolto, Caso rilevato, Caso aggiornato."},
+		{"decisione", true, " e altre "},
+		{"case.assigned", true, "Nessuna azione si chiama “case.assigned”"},
+		{"case.assigned", false, ""},
+	} {
+		got := auditActionsHint(it, c.text, c.empty)
+		if c.want == "" && got != "" || !strings.Contains(got, c.want) {
+			t.Errorf("%q (empty %v): %q, want %q", c.text, c.empty, got, c.want)
+		}
+	}
+}
