@@ -106,8 +106,11 @@ type Options struct {
 	QueueRequests int
 	// ReuseLedger: the database already holds the ledger of QueueOps
 	// operations an earlier run loaded; the pages are timed over it.
-	ReuseLedger  bool
-	ReconcileOps int
+	ReuseLedger bool
+	// NoPlannerStats times the pages on SQLite without planner
+	// statistics, as a database serve made is (store.ForgetPlannerStatistics).
+	NoPlannerStats bool
+	ReconcileOps   int
 	// NoCycles skips the attempt cycle rounds (API and floors).
 	NoCycles bool
 	// BulkBatches are the batch sizes the bulk intake is timed at (none:
@@ -159,6 +162,7 @@ func (o *Options) RegisterFlags(fs *flag.FlagSet) {
 		return err
 	})
 	fs.BoolVar(&o.ReuseLedger, "reuse-ledger", false, "with --queue-ops and a --db naming a search_path: time the pages over the ledger an earlier run loaded there (10 minutes saved at 10,000,000), not a new one")
+	fs.BoolVar(&o.NoPlannerStats, "no-planner-stats", false, "with --queue-ops on SQLite: time the pages without planner statistics, as a database limbo serve made has none (serve never runs ANALYZE; the bulk load does)")
 	fs.BoolVar(&o.Keep, "keep", false, "keep the database (the temporary SQLite file, or the fresh PostgreSQL schema)")
 }
 
@@ -234,13 +238,16 @@ type Report struct {
 	// FloorMinNote says how floor min was measured on this engine.
 	FloorMinNote string `json:"floor_min_note"`
 
-	QueueOps   *int     `json:"queue_ops,omitempty"`
-	OpenCases  *int     `json:"open_cases,omitempty"`
-	QueueLoadS *float64 `json:"queue_load_s,omitempty"`
-	QueueP50Ms *float64 `json:"queue_p50_ms,omitempty"`
-	QueueP99Ms *float64 `json:"queue_p99_ms,omitempty"`
-	CaseP50Ms  *float64 `json:"case_p50_ms,omitempty"`
-	CaseP99Ms  *float64 `json:"case_p99_ms,omitempty"`
+	QueueOps  *int `json:"queue_ops,omitempty"`
+	OpenCases *int `json:"open_cases,omitempty"`
+	// NoPlannerStats: the pages were timed on SQLite without planner
+	// statistics (--no-planner-stats).
+	NoPlannerStats bool     `json:"no_planner_stats,omitempty"`
+	QueueLoadS     *float64 `json:"queue_load_s,omitempty"`
+	QueueP50Ms     *float64 `json:"queue_p50_ms,omitempty"`
+	QueueP99Ms     *float64 `json:"queue_p99_ms,omitempty"`
+	CaseP50Ms      *float64 `json:"case_p50_ms,omitempty"`
+	CaseP99Ms      *float64 `json:"case_p99_ms,omitempty"`
 	// The operations browser over the same ledger: its pages, its search,
 	// the operation page, and each kind of request of the three.
 	BrowseP50Ms    *float64 `json:"browse_p50_ms,omitempty"`
@@ -374,11 +381,12 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		} else {
 			progress(o.Stderr, "queue: bulk-loading %d operations, %d open cases", o.QueueOps, o.OpenCases)
 		}
-		q, err := benchQueue(ctx, st, srv.url, o.QueueOps, o.OpenCases, o.QueueRequests, o.ReuseLedger)
+		q, err := benchQueue(ctx, st, srv.url, o.QueueOps, o.OpenCases, o.QueueRequests, o.ReuseLedger, o.NoPlannerStats)
 		if err != nil {
 			return nil, err
 		}
 		rep.QueueOps, rep.OpenCases, rep.QueueLoadS = ptr(o.QueueOps), ptr(o.OpenCases), ptr(round(q.load.Seconds(), 1))
+		rep.NoPlannerStats = o.NoPlannerStats && st.Engine() == store.SQLite
 		rep.QueueP50Ms, rep.QueueP99Ms = ptr(ms(pct(q.queue, 50))), ptr(ms(pct(q.queue, 99)))
 		rep.CaseP50Ms, rep.CaseP99Ms = ptr(ms(pct(q.cases, 50))), ptr(ms(pct(q.cases, 99)))
 		rep.BrowseP50Ms, rep.BrowseP99Ms = ptr(ms(pct(q.ops.browse, 50))), ptr(ms(pct(q.ops.browse, 99)))

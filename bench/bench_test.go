@@ -318,8 +318,9 @@ func TestBenchRun(t *testing.T) {
 }
 
 // TestBenchReuseLedger: --reuse-ledger times the pages again over the
-// ledger an earlier run loaded, on each engine; a ledger of another size,
-// or anything else to time with it, is refused.
+// ledger an earlier run loaded, on each engine (here without SQLite's
+// planner statistics, --no-planner-stats); a ledger of another size, or
+// anything else to time with it, is refused.
 func TestBenchReuseLedger(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, e store.Engine) {
 		db := storetest.URL(t, e)
@@ -328,7 +329,25 @@ func TestBenchReuseLedger(t *testing.T) {
 		if code, _, errOut := benchCLI(t, pages...); code != 0 {
 			t.Fatalf("first run: %d %s", code, errOut)
 		}
-		code, out, errOut := benchCLI(t, append(pages, "--reuse-ledger")...)
+		// SQLite's planner statistics: the bulk load gathers them, and
+		// --no-planner-stats drops them before the pages are timed.
+		sqliteStats := func() bool {
+			t.Helper()
+			st, err := store.Open(context.Background(), db, store.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer st.Close()
+			var n int
+			if err := st.DB().Get(&n, `SELECT COUNT(*) FROM sqlite_schema WHERE name = 'sqlite_stat1'`); err != nil {
+				t.Fatal(err)
+			}
+			return n > 0
+		}
+		if e == store.SQLite && !sqliteStats() {
+			t.Error("no planner statistics after the bulk load")
+		}
+		code, out, errOut := benchCLI(t, append(pages, "--reuse-ledger", "--no-planner-stats")...)
 		if code != 0 {
 			t.Fatalf("again with --reuse-ledger: %d %s", code, errOut)
 		}
@@ -338,6 +357,12 @@ func TestBenchReuseLedger(t *testing.T) {
 		}
 		if v, _ := rep["search_p99_ms"].(float64); v <= 0 || rep["queue_ops"] != 300.0 {
 			t.Errorf("reused: search_p99_ms %v, queue_ops %v", rep["search_p99_ms"], rep["queue_ops"])
+		}
+		if got, _ := rep["no_planner_stats"].(bool); got != (e == store.SQLite) {
+			t.Errorf("no_planner_stats %v on %s", rep["no_planner_stats"], e)
+		}
+		if e == store.SQLite && sqliteStats() {
+			t.Error("planner statistics left after --no-planner-stats")
 		}
 		var held int
 		st, err := store.Open(context.Background(), db, store.Options{})

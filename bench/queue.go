@@ -42,8 +42,9 @@ var (
 // page) and n case pages of open cases seen on those pages; then the
 // operations browser, its search and operation pages (benchOperations).
 // reuse: the ledger is already loaded (an earlier run's), and is only
-// checked for its size.
-func benchQueue(ctx context.Context, st *store.Store, base string, ops, open, n int, reuse bool) (*queueFigures, error) {
+// checked for its size. noStats: SQLite's pages are timed without planner
+// statistics, as serve's database is.
+func benchQueue(ctx context.Context, st *store.Store, base string, ops, open, n int, reuse, noStats bool) (*queueFigures, error) {
 	f := &queueFigures{}
 	t0 := time.Now()
 	if reuse {
@@ -58,6 +59,11 @@ func benchQueue(ctx context.Context, st *store.Store, base string, ops, open, n 
 		return nil, err
 	}
 	f.load = time.Since(t0)
+	if noStats {
+		if err := st.ForgetPlannerStatistics(ctx); err != nil {
+			return nil, err
+		}
+	}
 	pw := store.GeneratePassword()
 	// A reviewer of this run's own: a reused ledger holds earlier runs'.
 	email := "bench-reviewer-" + strings.ToLower(pw[:8]) + "@example.com"

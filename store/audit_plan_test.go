@@ -46,13 +46,9 @@ func withAndWithoutStatistics(t *testing.T, s *store.Store, e store.Engine, chec
 	if e != store.SQLite || t.Failed() {
 		return
 	}
-	// The statistics dropped, and the connections opened again so that
-	// none keeps them.
-	if _, err := s.DB().Exec(`DROP TABLE IF EXISTS sqlite_stat1; DROP TABLE IF EXISTS sqlite_stat4`); err != nil {
+	if err := s.ForgetPlannerStatistics(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	s.DB().SetMaxIdleConns(0)
-	s.DB().SetMaxIdleConns(storetest.MaxConns)
 	t.Log("without statistics:")
 	check()
 }

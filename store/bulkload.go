@@ -191,3 +191,22 @@ func caseList(vals []string) string {
 	}
 	return b.String()
 }
+
+// ForgetPlannerStatistics drops SQLite's planner statistics, which
+// BulkLoad gathers, and closes the idle connections so that none plans
+// with them: a database serve made has none, since serve never runs
+// ANALYZE, and limbo bench --no-planner-stats times the pages so.
+// PostgreSQL's statistics are its autovacuum's, there in production too:
+// left as they are.
+func (s *Store) ForgetPlannerStatistics(ctx context.Context) error {
+	if s.engine != SQLite {
+		return nil
+	}
+	if _, err := s.db.ExecContext(ctx, `DROP TABLE IF EXISTS sqlite_stat1; DROP TABLE IF EXISTS sqlite_stat4`); err != nil {
+		return fmt.Errorf("store: dropping the planner's statistics: %w", err)
+	}
+	n := s.db.Stats().MaxOpenConnections
+	s.db.SetMaxIdleConns(0)
+	s.db.SetMaxIdleConns(n)
+	return nil
+}
