@@ -118,7 +118,7 @@ func SeedHistory(ctx context.Context, st *store.Store, clk *Clock, end time.Time
 		return &History{Skipped: true}, nil
 	}
 	s := &seeder{ctx: ctx, st: st, clk: clk, rng: rand.New(rand.NewPCG(7, 42)), holds: map[string][]review.Candidate{},
-		settled: map[string]func(*review.Operation) error{}, mk: mk}
+		settled: map[string]func(*review.Operation) error{}, mk: mk, end: end}
 	s.at(start.Add(time.Second), func() error { return s.attempt(op, success(op, "folder")) })
 	s.week(start, end)
 	s.live(end)
@@ -155,6 +155,8 @@ type seeder struct {
 	// moved it.
 	settled map[string]func(*review.Operation) error
 	mk      MakeResource
+	// end is the history's end: steps after it have not happened yet.
+	end time.Time
 }
 
 // resource is a resource of op's naming opID at version: made at the
@@ -196,6 +198,23 @@ func (s *seeder) at(t time.Time, fn func() error) {
 // after schedules fn d after the clock's now.
 func (s *seeder) after(d time.Duration, fn func() error) { s.at(s.clk.Now().Add(d), fn) }
 
+// following schedules fn d after the clock's now but no later than the
+// history's end: it follows a decision already taken (the undo it
+// registered, the release it let out), which must not be left half done —
+// a step after the end is dropped, and an undo registered but never tried
+// would wait for ever in the demo.
+func (s *seeder) following(d time.Duration, fn func() error) {
+	s.at(s.byEnd(s.clk.Now().Add(d)), fn)
+}
+
+// byEnd is t, or the history's end if t is after it.
+func (s *seeder) byEnd(t time.Time) time.Time {
+	if t.After(s.end) {
+		return s.end
+	}
+	return t
+}
+
 // between is a random duration in [lo, hi).
 func (s *seeder) between(lo, hi time.Duration) time.Duration {
 	return lo + time.Duration(s.rng.Int64N(int64(hi-lo)))
@@ -217,18 +236,28 @@ const (
 // week writes each day's traffic: fewer operations at the weekend and at
 // night, a share of lost answers that reconciliation settles, and the few
 // that reach a person, who decides within minutes or hours.
+//
+// A day here is the 24 hours from d0, which starts at end's time of day,
+// not at midnight: the dashboard counts days back from now. Its working
+// hours are the ones that fall within it, today's or the day before's,
+// and whether it is the weekend is asked of each operation's own time, so
+// that whatever the hour the demo starts, the day just gone is a working
+// day like the others.
 func (s *seeder) week(start, end time.Time) {
 	for day := 0; day < HistoryDays; day++ {
 		d0 := start.Add(time.Duration(day) * 24 * time.Hour)
 		n := 90 + s.rng.IntN(40)
-		if wd := d0.Weekday(); wd == time.Saturday || wd == time.Sunday {
-			n /= 3
-		}
 		for i := 0; i < n; i++ {
 			// Working hours, mostly.
 			t := d0.Add(s.between(0, 24*time.Hour))
 			if s.rng.IntN(4) != 0 {
 				t = d0.Truncate(24 * time.Hour).Add(7*time.Hour + s.between(0, 12*time.Hour))
+				if t.Before(d0) {
+					t = t.Add(24 * time.Hour)
+				}
+			}
+			if wd := t.Weekday(); (wd == time.Saturday || wd == time.Sunday) && s.rng.IntN(3) != 0 {
+				continue
 			}
 			if !t.After(start.Add(time.Minute)) || t.After(end.Add(-3*time.Hour)) {
 				continue
@@ -590,7 +619,8 @@ func (s *seeder) decideLater(op *review.Operation, d time.Duration, reqs func(*s
 		}
 		for i, r := range reqs(c) {
 			if i > 0 {
-				s.clk.set(s.clk.Now().Add(s.between(2*time.Minute, 40*time.Minute)))
+				// The next person decides a little later, by the end.
+				s.clk.set(s.byEnd(s.clk.Now().Add(s.between(2*time.Minute, 40*time.Minute))))
 			}
 			if _, err := s.st.Decide(s.ctx, r); err != nil {
 				return fmt.Errorf("%s on %s (%s): %w", r.Action, op.ID, op.Action, err)
@@ -637,7 +667,7 @@ func (s *seeder) compensate(op *review.Operation) error {
 		if err != nil {
 			return err
 		}
-		s.after(s.between(time.Minute, 20*time.Minute), func() error {
+		s.following(s.between(time.Minute, 20*time.Minute), func() error {
 			return s.attempt(undo, review.Outcome{Result: review.ResultSuccess, Phase: review.PhaseAfterSend, HTTPStatus: 200})
 		})
 	}
@@ -676,7 +706,7 @@ func (s *seeder) approval(t time.Time, approve bool) {
 		// Within the day the approval waits (approval_timeout).
 		return s.decideLater(op, s.between(10*time.Minute, 6*time.Hour), reqs, func(op *review.Operation) error {
 			if op.State == review.Pending {
-				s.after(s.between(30*time.Second, 5*time.Minute), func() error { return s.attempt(op, success(op, "release")) })
+				s.following(s.between(30*time.Second, 5*time.Minute), func() error { return s.attempt(op, success(op, "release")) })
 			}
 			return nil
 		})
