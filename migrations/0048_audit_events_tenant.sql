@@ -1,3 +1,4 @@
+-- limbo: indexes, built concurrently on a large PostgreSQL table
 -- A tenant's audit events, newest first (store.AuditFilter.page): a
 -- manager of one tenant, or a reader filtering by one, read the trail
 -- from the newest event down until a page of that tenant's matched,

@@ -1,3 +1,4 @@
+-- limbo: indexes, built concurrently on a large PostgreSQL table
 -- The acts of one person (or operator), newest first (store.AuditFilter):
 -- a manager asking what a reviewer did read the trail from the newest
 -- event down until a page of theirs matched, which for someone who acts

@@ -1,3 +1,4 @@
+-- limbo: indexes, built concurrently on a large PostgreSQL table
 -- The audit page filtered by a time or by an action (store.AuditFilter.page)
 -- read the trail from the newest event down until a page matched: for an
 -- old day, every event since (1.8 s at 10 million events on PostgreSQL);

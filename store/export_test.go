@@ -111,3 +111,7 @@ func AuditPageQuery(ctx context.Context, s *Store, f AuditFilter, n int) (string
 	q, args := f.page(n, s.engine)
 	return s.rebind(q), args, err
 }
+
+// SetConcurrentRowsForTest sets how many rows a table holds before a
+// concurrentMark migration builds its indexes concurrently.
+func SetConcurrentRowsForTest(s *Store, n int64) { s.concurrentRows = n }

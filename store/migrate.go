@@ -6,9 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/jmoiron/sqlx"
 
 	"github.com/limbo-dev/limbo/migrations"
 )
@@ -18,6 +21,65 @@ type migration struct {
 	version int
 	name    string
 	sql     string
+	// indexes are the indexes a migration marked concurrentMark builds,
+	// nothing else: on PostgreSQL, on a table already holding many rows,
+	// they are built without blocking its writes (buildConcurrently).
+	indexes []indexBuild
+}
+
+// concurrentMark, a migration's first line, says it only builds indexes,
+// each with one "CREATE [UNIQUE] INDEX name ON table …" statement ending
+// in a semicolon at the end of a line.
+//
+// A rolling upgrade migrates while the older instances keep serving
+// (SchemaCurrent). CREATE INDEX holds a lock on its table that stops its
+// writes until the index is built: on audit_events, which every audited
+// call writes, tens of seconds at ten million events, in which no call is
+// answered. CREATE INDEX CONCURRENTLY lets them go on. It waits for every
+// older transaction of the database, though, so it is used only where the
+// lock would be long: a table of more than Store.concurrentRows rows. A
+// new or small table gets the plain statement, in the migration's
+// transaction. SQLite, one process's, always has the plain statement.
+const concurrentMark = "-- limbo: indexes, built concurrently on a large PostgreSQL table"
+
+// indexBuild is one statement of a concurrentMark migration.
+type indexBuild struct {
+	name, table string
+	unique      bool
+	rest        string // from ON to the statement's end, without the semicolon
+}
+
+var createIndexStatement = regexp.MustCompile(`(?is)^CREATE\s+(UNIQUE\s+)?INDEX\s+([a-z_][a-z0-9_]*)\s+(ON\s+([a-z_][a-z0-9_]*)[\s(].*)$`)
+
+// indexBuilds parses the statements of a concurrentMark migration.
+func indexBuilds(body string) ([]indexBuild, error) {
+	var out []indexBuild
+	var stmt strings.Builder
+	for _, line := range strings.Split(body, "\n") {
+		t := strings.TrimSpace(line)
+		if t == "" || strings.HasPrefix(t, "--") {
+			continue
+		}
+		stmt.WriteString(t)
+		stmt.WriteByte(' ')
+		if !strings.HasSuffix(t, ";") {
+			continue
+		}
+		text := strings.TrimSuffix(strings.TrimSpace(stmt.String()), ";")
+		stmt.Reset()
+		m := createIndexStatement.FindStringSubmatch(text)
+		if m == nil || strings.Contains(text, ";") || strings.Contains(text, "--") {
+			return nil, fmt.Errorf("%q: want CREATE [UNIQUE] INDEX name ON table … alone, ending its line with a semicolon", text)
+		}
+		out = append(out, indexBuild{name: strings.ToLower(m[2]), table: strings.ToLower(m[4]), unique: m[1] != "", rest: m[3]})
+	}
+	if strings.TrimSpace(stmt.String()) != "" {
+		return nil, fmt.Errorf("%q: no semicolon at its end", strings.TrimSpace(stmt.String()))
+	}
+	if len(out) == 0 {
+		return nil, errors.New("no index to build")
+	}
+	return out, nil
 }
 
 // migrationsFor lists the embedded migrations that apply to engine, in
@@ -49,7 +111,13 @@ func migrationsFor(engine Engine) ([]migration, error) {
 		if err != nil {
 			return nil, err
 		}
-		byVersion[v] = migration{version: v, name: rest, sql: string(body)}
+		m := migration{version: v, name: rest, sql: string(body)}
+		if strings.HasPrefix(m.sql, concurrentMark+"\n") {
+			if m.indexes, err = indexBuilds(m.sql); err != nil {
+				return nil, fmt.Errorf("store.migrations: %s: %w", f, err)
+			}
+		}
+		byVersion[v] = m
 	}
 	out := make([]migration, 0, len(byVersion))
 	for _, m := range byVersion {
@@ -120,6 +188,16 @@ func (s *Store) MigrateApplied(ctx context.Context) ([]string, error) {
 		if n > 0 {
 			continue
 		}
+		name := strings.TrimSuffix(m.name, "-"+string(s.engine)) // one name on both engines
+		if concurrently, err := s.buildsConcurrently(ctx, conn, m); err != nil {
+			return applied, fmt.Errorf("store.Migrate: %04d_%s: %w", m.version, m.name, err)
+		} else if concurrently {
+			if err := s.buildConcurrently(ctx, conn, m); err != nil {
+				return applied, fmt.Errorf("store.Migrate: %04d_%s: %w", m.version, m.name, err)
+			}
+			applied = append(applied, fmt.Sprintf("%04d_%s", m.version, name))
+			continue
+		}
 		tx, err := conn.BeginTxx(ctx, &sql.TxOptions{})
 		if err != nil {
 			return applied, fmt.Errorf("store.Migrate: %w", err)
@@ -128,7 +206,7 @@ func (s *Store) MigrateApplied(ctx context.Context) ([]string, error) {
 			tx.Rollback()
 			return applied, fmt.Errorf("store.Migrate: %04d_%s: %w", m.version, m.name, err)
 		}
-		if _, err := tx.ExecContext(ctx, s.rebind(`INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)`),
+		if _, err := tx.ExecContext(ctx, s.rebind(insertMigrationVersion),
 			m.version, m.name, s.now()); err != nil {
 			tx.Rollback()
 			return applied, fmt.Errorf("store.Migrate: %04d_%s: %w", m.version, m.name, err)
@@ -136,10 +214,70 @@ func (s *Store) MigrateApplied(ctx context.Context) ([]string, error) {
 		if err := tx.Commit(); err != nil {
 			return applied, fmt.Errorf("store.Migrate: %04d_%s: %w", m.version, m.name, err)
 		}
-		name := strings.TrimSuffix(m.name, "-"+string(s.engine)) // one name on both engines
 		applied = append(applied, fmt.Sprintf("%04d_%s", m.version, name))
 	}
 	return applied, nil
+}
+
+// defaultConcurrentRows is how many rows a table holds before a
+// concurrentMark migration builds its indexes concurrently
+// (Store.concurrentRows): below it, the plain statement's lock lasts a
+// fraction of a second.
+const defaultConcurrentRows = 100_000
+
+// buildsConcurrently reports whether m builds its indexes concurrently: a
+// concurrentMark migration on PostgreSQL whose tables hold more than
+// s.concurrentRows rows between them. Counting stops there.
+func (s *Store) buildsConcurrently(ctx context.Context, conn *sqlx.Conn, m migration) (bool, error) {
+	if s.engine != Postgres || m.indexes == nil {
+		return false, nil
+	}
+	seen := map[string]bool{}
+	for _, ix := range m.indexes {
+		if seen[ix.table] {
+			continue
+		}
+		seen[ix.table] = true
+		var n int64
+		// The table's name is the migration's own, checked by indexBuilds.
+		if err := conn.GetContext(ctx, &n, `SELECT COUNT(*) FROM (SELECT 1 FROM `+ix.table+` LIMIT $1) AS t`, s.concurrentRows+1); err != nil {
+			return false, err
+		}
+		if n > s.concurrentRows {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// buildConcurrently builds m's indexes with CREATE INDEX CONCURRENTLY, one
+// statement at a time outside a transaction (it cannot run in one), then
+// records m as applied. A build that was interrupted (the process stopped,
+// a unique index met a duplicate) leaves an invalid index of that name,
+// which the next run drops and builds again; one built whole before the
+// version row was written is kept.
+func (s *Store) buildConcurrently(ctx context.Context, conn *sqlx.Conn, m migration) error {
+	for _, ix := range m.indexes {
+		var valid []bool
+		if err := conn.SelectContext(ctx, &valid, `SELECT i.indisvalid FROM pg_index i WHERE i.indexrelid = to_regclass($1)`, ix.name); err != nil {
+			return err
+		}
+		if len(valid) == 1 && !valid[0] {
+			if _, err := conn.ExecContext(ctx, `DROP INDEX CONCURRENTLY `+ix.name); err != nil {
+				return fmt.Errorf("dropping the invalid index %s a build left: %w", ix.name, err)
+			}
+		}
+		create := "CREATE INDEX CONCURRENTLY IF NOT EXISTS "
+		if ix.unique {
+			create = "CREATE UNIQUE INDEX CONCURRENTLY IF NOT EXISTS "
+		}
+		if _, err := conn.ExecContext(ctx, create+ix.name+" "+ix.rest); err != nil {
+			return err
+		}
+	}
+	_, err := conn.ExecContext(ctx, s.rebind(insertMigrationVersion),
+		m.version, m.name, s.now())
+	return err
 }
 
 // Errors of a database that this binary cannot work on as it is: Schema's
@@ -227,6 +365,8 @@ func schemaOf(ms []migration, exists bool, applied []int) Schema {
 const (
 	/* Store.Schema, Store.Migrate */
 	selectMigrationVersions = `SELECT version FROM schema_migrations`
+	/* Store.Migrate */
+	insertMigrationVersion = `INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)`
 )
 
 // Schema reads where the database's schema stands; it changes nothing.

@@ -14,6 +14,7 @@ import (
 
 	"github.com/jmoiron/sqlx"
 
+	"github.com/limbo-dev/limbo/review"
 	"github.com/limbo-dev/limbo/store"
 	"github.com/limbo-dev/limbo/store/storetest"
 )
@@ -199,5 +200,116 @@ func TestOpenSQLiteFile(t *testing.T) {
 				st.Close()
 			}
 		}
+	}
+}
+
+// TestMigrateBuildsIndexesConcurrently: on PostgreSQL, a migration that
+// only builds indexes (migrations 0048, 0051, 0052, marked so) builds them
+// with CREATE INDEX CONCURRENTLY on a table holding many rows, so that a
+// rolling upgrade's migration does not stop the serving instances'
+// writes: a registration, which writes its audit event, goes through
+// while the index on audit_events waits for an older transaction. Before,
+// CREATE INDEX's lock queued every write behind it, for as long as the
+// build took (tens of seconds at ten million events). An invalid index an
+// interrupted build left is dropped and built again.
+func TestMigrateBuildsIndexesConcurrently(t *testing.T) {
+	ctx := context.Background()
+	base := storetest.PostgresDatabase(t)
+	st, err := store.Open(ctx, base, store.Options{MaxConns: 4, AuditKey: storetest.AuditKey})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if err := st.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	db := st.DB()
+	for _, src := range []string{"doc-1", "doc-2"} {
+		if _, _, err := st.Register(ctx, intention(src, review.RiskIdempotentWrite, "keyed")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// 0052 as if not applied yet, and a build of audit_events_at that
+	// was interrupted: a unique index meeting duplicates stays invalid.
+	for _, q := range []string{`DROP INDEX audit_events_at`, `DROP INDEX audit_events_action`, `DELETE FROM schema_migrations WHERE version = 52`} {
+		if _, err := db.Exec(q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := db.Exec(`CREATE UNIQUE INDEX CONCURRENTLY audit_events_at ON audit_events ((1))`); err == nil {
+		t.Fatal("the unique index over two events was built")
+	}
+	// Two events are "many" here.
+	store.SetConcurrentRowsForTest(st, 1)
+
+	// An older transaction, which the build waits for.
+	older, err := db.BeginTxx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer older.Rollback()
+	var olderPID int
+	if err := older.Get(&olderPID, `SELECT pg_backend_pid()`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := older.Exec(`LOCK TABLE audit_events IN ROW EXCLUSIVE MODE`); err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		applied []string
+		err     error
+	}
+	done := make(chan result, 1)
+	go func() {
+		applied, err := st.MigrateApplied(ctx)
+		done <- result{applied, err}
+	}()
+	// The migration's statement waits for it.
+	var waiting string
+	for deadline := time.Now().Add(30 * time.Second); waiting == "" && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		var qs []string
+		if err := db.Select(&qs, `SELECT query FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid))`, olderPID); err != nil {
+			t.Fatal(err)
+		}
+		if len(qs) > 0 {
+			waiting = qs[0]
+		}
+	}
+	if waiting == "" {
+		t.Fatal("the migration never waited for the older transaction")
+	}
+	t.Logf("waiting: %s", waiting)
+
+	// Meanwhile an integrator registers: it is answered.
+	wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	_, _, err = st.Register(wctx, intention("doc-3", review.RiskIdempotentWrite, "keyed"))
+	cancel()
+	if err != nil {
+		t.Errorf("a registration while the index was built (%s): %v", waiting, err)
+	}
+
+	if err := older.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case r := <-done:
+		if r.err != nil || len(r.applied) != 1 || r.applied[0] != "0052_audit_events_at_action" {
+			t.Fatalf("MigrateApplied = %v, %v; want 0052_audit_events_at_action", r.applied, r.err)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("the migration did not end once the older transaction had")
+	}
+	var defs []string
+	if err := db.Select(&defs, `SELECT pg_get_indexdef(i.indexrelid) || CASE WHEN i.indisvalid THEN '' ELSE ' INVALID' END
+		FROM pg_index i WHERE i.indexrelid IN (to_regclass('audit_events_at'), to_regclass('audit_events_action')) ORDER BY 1`); err != nil {
+		t.Fatal(err)
+	}
+	if len(defs) != 2 || !strings.Contains(defs[1], "audit_events_at ON public.audit_events USING btree (at, seq)") ||
+		!strings.Contains(defs[0], "audit_events_action ON public.audit_events USING btree (action, seq) WHERE") ||
+		strings.Contains(strings.Join(defs, " "), "INVALID") {
+		t.Errorf("indexes after the migration: %q", defs)
+	}
+	if rep := storetest.Sealed(t, st); !rep.OK {
+		t.Errorf("audit trail: %+v", rep)
 	}
 }

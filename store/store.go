@@ -126,6 +126,9 @@ type Store struct {
 	// fastHits and fastMisses count attempt-cycle calls that took the fast
 	// path and those that fell back to the ordinary one (FastPath).
 	fastHits, fastMisses atomic.Int64
+	// concurrentRows: a table holding more rows has the indexes of a
+	// concurrentMark migration built concurrently (migrate.go).
+	concurrentRows int64
 	// destLocks are the destinations whose destination_locks row this
 	// store has written (ensureDestinationLock).
 	destLocks sync.Map
@@ -141,7 +144,7 @@ func (s *Store) FastPath() (hits, misses int64) { return s.fastHits.Load(), s.fa
 // Open connects to url: "sqlite:PATH" or "postgres://…". It asserts the
 // durability settings Limbo relies on; it does not migrate.
 func Open(ctx context.Context, dbURL string, opt Options) (*Store, error) {
-	s := &Store{cfg: opt.Config, clock: opt.Clock, rand: opt.Rand, resolve: opt.Resolve}
+	s := &Store{cfg: opt.Config, clock: opt.Clock, rand: opt.Rand, resolve: opt.Resolve, concurrentRows: defaultConcurrentRows}
 	s.snaps.off = opt.NoFastPath
 	if s.clock == nil {
 		s.clock = time.Now
