@@ -1074,9 +1074,16 @@ func split(a, b int) int {
 	return a * chartW / (a + b)
 }
 
+// dur is a measured time (how long cases took to resolve): "—" for none,
+// and to the minute from an hour up. A median of "3 h 15 min 55 s" is
+// precise past what it tells; a configured time keeps every second
+// (humanDuration).
 func dur(ctx context.Context, d time.Duration) string {
 	if d == 0 {
 		return "—"
+	}
+	if d >= time.Hour {
+		d = d.Round(time.Minute)
 	}
 	return humanDuration(ctx, d)
 }

@@ -31,3 +31,25 @@ func TestHumanDuration(t *testing.T) {
 		}
 	}
 }
+
+// TestDashboardDuration: the dashboard's measured times are to the minute
+// from an hour up, to the second below it, and "—" when there is none.
+func TestDashboardDuration(t *testing.T) {
+	it := WithLang(context.Background(), "it")
+	for _, tt := range []struct {
+		d    time.Duration
+		want string
+	}{
+		{0, "—"},
+		{45*time.Second + 400*time.Millisecond, "45 s"},
+		{59*time.Minute + 59*time.Second, "59 min 59 s"},
+		{3*time.Hour + 15*time.Minute + 55*time.Second, "3 h 16 min"},
+		{18*time.Hour + 18*time.Minute + 29*time.Second, "18 h 18 min"},
+		{59*time.Minute + 59*time.Second + 700*time.Millisecond, "1 h"},
+		{50*time.Hour + 10*time.Second, "50 h"},
+	} {
+		if got := dur(it, tt.d); got != tt.want {
+			t.Errorf("dur(%v) = %q, want %q", tt.d, got, tt.want)
+		}
+	}
+}
