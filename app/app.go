@@ -163,7 +163,7 @@ func New(ctx context.Context, cfg Config) (a *App, err error) {
 		}
 	}()
 	if a.Store, err = OpenStore(ctx, cfg.DB, store.Options{Config: cfg.Destinations, AuditKey: cfg.AuditKey,
-		AuditSealMax: cfg.SealMax, MaxConns: cfg.MaxConns}); err != nil {
+		AuditSealMax: cfg.SealMax, MaxConns: cfg.MaxConns}, a.log); err != nil {
 		return nil, err
 	}
 	if !cfg.AnyAuditKey {
@@ -441,19 +441,42 @@ func keyID(k ed25519.PrivateKey) string {
 }
 
 // OpenStore opens the database, creating it when new, and migrates it, as
-// serve does at start; a schema a newer Limbo migrated is refused
+// serve does at start, telling log (when not nil) what an upgrade does
+// (migrationLog); a schema a newer Limbo migrated is refused
 // (store.ErrSchemaNewer). Commands that must neither create nor migrate
 // open with store.Options.Existing and check store.Store.CheckSchema.
-func OpenStore(ctx context.Context, dbURL string, opt store.Options) (*store.Store, error) {
+func OpenStore(ctx context.Context, dbURL string, opt store.Options, log *slog.Logger) (*store.Store, error) {
 	s, err := store.Open(ctx, dbURL, opt)
 	if err != nil {
 		return nil, err
 	}
-	if err := s.Migrate(ctx); err != nil {
+	var report func(store.MigrationStep)
+	if log != nil {
+		report = migrationLog(log)
+	}
+	if _, err := s.MigrateReporting(ctx, report); err != nil {
 		s.Close()
 		return nil, err
 	}
 	return s, nil
+}
+
+// migrationLog says what the migrations of an upgrade do, each as it
+// starts and once applied: one may build an index over a large table for
+// minutes, in which this instance does not serve yet. A new database's
+// are not named one by one: they take a moment.
+func migrationLog(log *slog.Logger) func(store.MigrationStep) {
+	return func(m store.MigrationStep) {
+		switch {
+		case !m.Upgrade:
+		case !m.Done && m.Concurrently:
+			log.Info("migrating: building indexes concurrently; the instances already serving go on writing", "migration", m.Name)
+		case !m.Done:
+			log.Info("migrating", "migration", m.Name)
+		default:
+			log.Info("migrated", "migration", m.Name, "took", m.Took.Round(time.Millisecond).String())
+		}
+	}
 }
 
 // HTTPServer is the server the app runs, for tools that tune it (the

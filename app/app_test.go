@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -212,7 +213,7 @@ func TestCheckUnused(t *testing.T) {
 		if err := app.CheckUnused(ctx, db); err != nil {
 			t.Fatalf("a database never migrated: %v", err)
 		}
-		st, err := app.OpenStore(ctx, db, store.Options{MaxConns: storetest.MaxConns})
+		st, err := app.OpenStore(ctx, db, store.Options{MaxConns: storetest.MaxConns}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -243,7 +244,7 @@ func TestNewRefusesAnotherAuditKey(t *testing.T) {
 		ctx := context.Background()
 		db := storetest.URL(t, e)
 		key := auditkey.New()
-		st, err := app.OpenStore(ctx, db, store.Options{AuditKey: key, MaxConns: storetest.MaxConns})
+		st, err := app.OpenStore(ctx, db, store.Options{AuditKey: key, MaxConns: storetest.MaxConns}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -357,4 +358,39 @@ func TestAppExportsAnchorAlarms(t *testing.T) {
 	if got == "limbo_audit_anchor_alarms_total 0" || got == "" {
 		t.Fatalf("after deleting the anchored checkpoints: %q, want an alarm counted", got)
 	}
+}
+
+// TestOpenStoreLogsAnUpgrade: serve's log names each migration of an
+// upgrade as it starts and once applied, with how long it took (one may
+// build an index over a large table for minutes, before the instance
+// serves); a new database's migrations are not listed one by one.
+func TestOpenStoreLogsAnUpgrade(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		ctx := context.Background()
+		db := storetest.URL(t, e)
+		var log testlog.Buffer
+		logger := slog.New(slog.NewTextHandler(&log, nil))
+		st, err := app.OpenStore(ctx, db, store.Options{MaxConns: storetest.MaxConns}, logger)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(log.String(), "migrat") {
+			t.Errorf("a new database's migrations logged:\n%s", log.String())
+		}
+		for _, q := range []string{`DROP INDEX audit_events_at`, `DROP INDEX audit_events_action`, `DELETE FROM schema_migrations WHERE version = 52`} {
+			if _, err := st.DB().Exec(q); err != nil {
+				t.Fatal(err)
+			}
+		}
+		st.Close()
+		st, err = app.OpenStore(ctx, db, store.Options{MaxConns: storetest.MaxConns}, logger)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st.Close()
+		if !regexp.MustCompile(`level=INFO msg=migrating migration=0052_audit_events_at_action\n` +
+			`.* level=INFO msg=migrated migration=0052_audit_events_at_action took=[0-9.]+m?s\n$`).MatchString(log.String()) {
+			t.Errorf("the upgrade's log:\n%s", log.String())
+		}
+	})
 }

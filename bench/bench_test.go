@@ -484,7 +484,7 @@ func TestBenchRefusesUsedDatabase(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, e store.Engine) {
 		ctx := context.Background()
 		db := storetest.URL(t, e)
-		st, err := app.OpenStore(ctx, db, store.Options{MaxConns: storetest.MaxConns})
+		st, err := app.OpenStore(ctx, db, store.Options{MaxConns: storetest.MaxConns}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -328,7 +328,7 @@ func (sc *scene) close() {
 // keeps open have closed — and checks it against the sandbox's truth.
 func judge(ctx context.Context, o Options, sc *scene, lim *limbo, igs []*integrator, settled bool) (*Summary, error) {
 	cfg := sc.app.Destinations
-	st, err := app.OpenStore(ctx, o.DB, store.Options{Config: cfg, AuditKey: sc.app.AuditKey, MaxConns: o.DBMaxConns})
+	st, err := app.OpenStore(ctx, o.DB, store.Options{Config: cfg, AuditKey: sc.app.AuditKey, MaxConns: o.DBMaxConns}, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -96,7 +96,7 @@ type integrator struct {
 // Pairs of intentions share a source at versions 1 and 2: a new version is
 // a new key.
 func newIntegrators(ctx context.Context, cfg app.Config, o Options, limboURL, sbURL string, rng *rand.Rand) ([]*integrator, error) {
-	st, err := app.OpenStore(ctx, cfg.DB, store.Options{Config: cfg.Destinations, MaxConns: cfg.MaxConns})
+	st, err := app.OpenStore(ctx, cfg.DB, store.Options{Config: cfg.Destinations, MaxConns: cfg.MaxConns}, nil)
 	if err != nil {
 		return nil, err
 	}

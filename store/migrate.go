@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/jmoiron/sqlx"
 
@@ -145,6 +146,36 @@ func (s *Store) Migrate(ctx context.Context) error {
 // MigrateApplied is Migrate, and names the migrations it applied
 // ("0032_operation_search"), in order: none when the schema was current.
 func (s *Store) MigrateApplied(ctx context.Context) ([]string, error) {
+	return s.MigrateReporting(ctx, nil)
+}
+
+// MigrationStep is Migrate's account of one migration, given to
+// MigrateReporting's report as the migration starts and once it is
+// applied: one may take minutes (an index over a large table), and the
+// person upgrading should know what the process is doing meanwhile.
+type MigrationStep struct {
+	// Name is the migration's, the same on both engines
+	// ("0052_audit_events_at_action").
+	Name string
+	// Upgrade: the schema had migrations applied before this run (false
+	// for a new database, whose migrations take no time worth reporting
+	// one by one).
+	Upgrade bool
+	// Concurrently: its indexes are built with CREATE INDEX CONCURRENTLY
+	// (a large PostgreSQL table), its table's writes going on meanwhile.
+	Concurrently bool
+	// Done is false as it starts, true once it is applied; Took is then
+	// how long it took.
+	Done bool
+	Took time.Duration
+}
+
+// MigrateReporting is MigrateApplied, calling report (when not nil) as
+// each migration starts and once it is applied.
+func (s *Store) MigrateReporting(ctx context.Context, report func(MigrationStep)) ([]string, error) {
+	if report == nil {
+		report = func(MigrationStep) {}
+	}
 	var applied []string
 	ms, err := migrationsFor(s.engine)
 	if err != nil {
@@ -188,35 +219,43 @@ func (s *Store) MigrateApplied(ctx context.Context) ([]string, error) {
 		if n > 0 {
 			continue
 		}
-		name := strings.TrimSuffix(m.name, "-"+string(s.engine)) // one name on both engines
-		if concurrently, err := s.buildsConcurrently(ctx, conn, m); err != nil {
-			return applied, fmt.Errorf("store.Migrate: %04d_%s: %w", m.version, m.name, err)
-		} else if concurrently {
-			if err := s.buildConcurrently(ctx, conn, m); err != nil {
-				return applied, fmt.Errorf("store.Migrate: %04d_%s: %w", m.version, m.name, err)
-			}
-			applied = append(applied, fmt.Sprintf("%04d_%s", m.version, name))
-			continue
-		}
-		tx, err := conn.BeginTxx(ctx, &sql.TxOptions{})
+		concurrently, err := s.buildsConcurrently(ctx, conn, m)
 		if err != nil {
-			return applied, fmt.Errorf("store.Migrate: %w", err)
-		}
-		if _, err := tx.ExecContext(ctx, m.sql); err != nil {
-			tx.Rollback()
 			return applied, fmt.Errorf("store.Migrate: %04d_%s: %w", m.version, m.name, err)
 		}
-		if _, err := tx.ExecContext(ctx, s.rebind(insertMigrationVersion),
-			m.version, m.name, s.now()); err != nil {
-			tx.Rollback()
+		step := MigrationStep{Name: fmt.Sprintf("%04d_%s", m.version, strings.TrimSuffix(m.name, "-"+string(s.engine))),
+			Upgrade: len(versions) > 0, Concurrently: concurrently}
+		report(step)
+		started := time.Now()
+		if err := s.applyMigration(ctx, conn, m, concurrently); err != nil {
 			return applied, fmt.Errorf("store.Migrate: %04d_%s: %w", m.version, m.name, err)
 		}
-		if err := tx.Commit(); err != nil {
-			return applied, fmt.Errorf("store.Migrate: %04d_%s: %w", m.version, m.name, err)
-		}
-		applied = append(applied, fmt.Sprintf("%04d_%s", m.version, name))
+		step.Done, step.Took = true, time.Since(started)
+		report(step)
+		applied = append(applied, step.Name)
 	}
 	return applied, nil
+}
+
+// applyMigration applies m and records its version: in one transaction,
+// or, building its indexes concurrently, statement by statement.
+func (s *Store) applyMigration(ctx context.Context, conn *sqlx.Conn, m migration, concurrently bool) error {
+	if concurrently {
+		return s.buildConcurrently(ctx, conn, m)
+	}
+	tx, err := conn.BeginTxx(ctx, &sql.TxOptions{})
+	if err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, m.sql); err != nil {
+		tx.Rollback()
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, s.rebind(insertMigrationVersion), m.version, m.name, s.now()); err != nil {
+		tx.Rollback()
+		return err
+	}
+	return tx.Commit()
 }
 
 // defaultConcurrentRows is how many rows a table holds before a

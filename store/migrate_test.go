@@ -260,8 +260,9 @@ func TestMigrateBuildsIndexesConcurrently(t *testing.T) {
 		err     error
 	}
 	done := make(chan result, 1)
+	var steps []store.MigrationStep
 	go func() {
-		applied, err := st.MigrateApplied(ctx)
+		applied, err := st.MigrateReporting(ctx, func(m store.MigrationStep) { steps = append(steps, m) })
 		done <- result{applied, err}
 	}()
 	// The migration's statement waits for it.
@@ -296,6 +297,9 @@ func TestMigrateBuildsIndexesConcurrently(t *testing.T) {
 		if r.err != nil || len(r.applied) != 1 || r.applied[0] != "0052_audit_events_at_action" {
 			t.Fatalf("MigrateApplied = %v, %v; want 0052_audit_events_at_action", r.applied, r.err)
 		}
+		if len(steps) != 2 || !steps[0].Concurrently || !steps[0].Upgrade || !steps[1].Concurrently || !steps[1].Done {
+			t.Errorf("steps reported: %+v, want 0052 started and done, concurrently, as an upgrade", steps)
+		}
 	case <-time.After(60 * time.Second):
 		t.Fatal("the migration did not end once the older transaction had")
 	}
@@ -312,4 +316,52 @@ func TestMigrateBuildsIndexesConcurrently(t *testing.T) {
 	if rep := storetest.Sealed(t, st); !rep.OK {
 		t.Errorf("audit trail: %+v", rep)
 	}
+}
+
+// TestMigrateReports: MigrateReporting tells each migration as it starts
+// and once applied, in order, naming what it returns; a new database's
+// are not an upgrade, and a migration applied to a database migrated
+// before is (serve and limbo migrate name those one by one).
+func TestMigrateReports(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		ctx := context.Background()
+		st, err := store.Open(ctx, storetest.URL(t, e), store.Options{MaxConns: 2, AuditKey: storetest.AuditKey})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer st.Close()
+		var steps []store.MigrationStep
+		record := func(m store.MigrationStep) { steps = append(steps, m) }
+		applied, err := st.MigrateReporting(ctx, record)
+		if err != nil || len(applied) < 40 || len(steps) != 2*len(applied) {
+			t.Fatalf("a new database: %d applied, %d steps, %v", len(applied), len(steps), err)
+		}
+		for i, name := range applied {
+			start, done := steps[2*i], steps[2*i+1]
+			if start.Name != name || done.Name != name || start.Done || !done.Done || start.Upgrade || done.Upgrade ||
+				start.Concurrently || done.Concurrently || start.Took != 0 || done.Took <= 0 {
+				t.Errorf("migration %s: steps %+v then %+v", name, start, done)
+			}
+		}
+
+		// An upgrade: 0052 not yet applied to a database migrated before.
+		for _, q := range []string{`DROP INDEX audit_events_at`, `DROP INDEX audit_events_action`, `DELETE FROM schema_migrations WHERE version = 52`} {
+			if _, err := st.DB().Exec(q); err != nil {
+				t.Fatal(err)
+			}
+		}
+		steps = nil
+		applied, err = st.MigrateReporting(ctx, record)
+		want := []store.MigrationStep{{Name: "0052_audit_events_at_action", Upgrade: true}, {Name: "0052_audit_events_at_action", Upgrade: true, Done: true}}
+		if err != nil || len(applied) != 1 || applied[0] != want[0].Name || len(steps) != 2 || steps[1].Took <= 0 {
+			t.Fatalf("an upgrade: applied %v, %v; steps %+v", applied, err, steps)
+		}
+		steps[1].Took = 0
+		if steps[0] != want[0] || steps[1] != want[1] {
+			t.Errorf("an upgrade's steps: %+v, want %+v", steps, want)
+		}
+		if applied, err := st.MigrateReporting(ctx, record); err != nil || len(applied) != 0 || len(steps) != 2 {
+			t.Errorf("a current schema: applied %v, %v; %d steps", applied, err, len(steps))
+		}
+	})
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"time"
 
 	"github.com/limbo-dev/limbo/buildinfo"
 	"github.com/limbo-dev/limbo/review"
@@ -23,16 +24,30 @@ func cmdMigrate(ctx context.Context, args []string, std stdio) error {
 		return err
 	}
 	defer st.Close()
-	applied, err := st.MigrateApplied(ctx)
-	for _, m := range applied {
-		fmt.Fprintf(stderr, "limbo: applied %s\n", m)
-	}
+	// Each migration as it goes: on an upgrade one may build an index over
+	// a large table for minutes.
+	applied, err := st.MigrateReporting(ctx, func(m store.MigrationStep) {
+		switch {
+		case !m.Upgrade && m.Done:
+			fmt.Fprintf(stderr, "limbo: applied %s\n", m.Name)
+		case !m.Upgrade:
+		case !m.Done && m.Concurrently:
+			fmt.Fprintf(stderr, "limbo: applying %s (building its indexes concurrently: the instances already serving go on writing)\n", m.Name)
+		case !m.Done:
+			fmt.Fprintf(stderr, "limbo: applying %s\n", m.Name)
+		default:
+			fmt.Fprintf(stderr, "limbo: applied %s in %s\n", m.Name, m.Took.Round(time.Millisecond))
+		}
+	})
 	if err != nil {
 		return err
 	}
-	if len(applied) == 0 {
+	switch len(applied) {
+	case 0:
 		fmt.Fprintln(stderr, "limbo: the schema was up to date; nothing applied")
-	} else {
+	case 1:
+		fmt.Fprintln(stderr, "limbo: applied 1 migration; the schema is up to date")
+	default:
 		fmt.Fprintf(stderr, "limbo: applied %d migrations; the schema is up to date\n", len(applied))
 	}
 	return nil
