@@ -152,7 +152,7 @@ func TestBrowserKeepAndUndo(t *testing.T) {
 		rev.waitText("#decision .situation", "which the integrator runs through the API")
 		rev.waitText("section.compensations", "undoes "+drop)
 		rev.waitText("section.compensations details", "Operation registered")
-		rev.waitText("form.decision", "compensation done: the duplicate is undone (→ confirmed with "+keep+")")
+		rev.waitText("form.decision", "Compensation done: the duplicate is undone (→ confirmed with "+keep+")")
 		rev.screenshotWidths("compensating-case")
 
 		runUndo(opID, drop)

@@ -43,10 +43,10 @@ func TestConsoleWebhookClaimsADuplicate(t *testing.T) {
 		for _, lang := range []struct{ code, says, situation, label string }{
 			{"en", "a signed webhook of the destination reports ch-2 for this operation besides the confirmed ch-1: a duplicate, if it is there",
 				"a signed webhook of the destination has since named another resource for it, ch-2: a duplicate, if it is there. No look at the destination has shown it.",
-				"compensation done: the effect is undone, or nothing was there (the case closes; the operation stays confirmed)"},
+				"Compensation done: the effect is undone, or nothing was there (the case closes; the operation stays confirmed)"},
 			{"it", "un webhook firmato della destinazione riporta ch-2 per questa operazione oltre alla ch-1 confermata: un duplicato, se esiste",
 				"un webhook firmato della destinazione ha indicato un'altra risorsa a suo nome, ch-2: un duplicato, se esiste. Nessuna verifica presso la destinazione l'ha ancora mostrata.",
-				"compensazione eseguita: l'effetto è annullato, oppure non c'era nulla (il caso si chiude; l'operazione resta confermata)"},
+				"Compensazione eseguita: l'effetto è annullato, oppure non c'era nulla (il caso si chiude; l'operazione resta confermata)"},
 		} {
 			body := casePageIn(t, st, rev, "reviewer@example.com", lang.code, caseID)
 			for _, want := range []string{lang.says, lang.situation, lang.label} {

@@ -401,20 +401,20 @@ func TestConsoleApproveLabelTrue(t *testing.T) {
 		if err != nil || len(cs) != 1 {
 			t.Fatalf("cases: %v %+v", err, cs)
 		}
-		const mayRun = "approva: l&#39;azione può partire (→ in attesa)"
+		const mayRun = "Approva: l&#39;azione può partire (→ in attesa)"
 		first := newBrowser(t, srv.URL).withHeader("Accept-Language", "it")
 		first.login("reviewer@example.com")
 		if code, body, _ := first.decide(cs[0].ID, url.Values{"action": {"approve"}, "reason": {"the payload is right"}}); code != http.StatusSeeOther {
 			t.Fatalf("first approval: %d\n%s", code, alerts(body))
 		}
 		_, body := first.get("/cases/" + cs[0].ID)
-		if want := "approva (hai già dato un&#39;approvazione: la prossima deve venire da un altro revisore)"; !strings.Contains(body, want) || strings.Contains(body, mayRun) {
+		if want := "Approva (hai già dato un&#39;approvazione: la prossima deve venire da un altro revisore)"; !strings.Contains(body, want) || strings.Contains(body, mayRun) {
 			t.Errorf("the first approver's form: want %q, not %q", want, mayRun)
 		}
 		asker := newBrowser(t, srv.URL).withHeader("Accept-Language", "it")
 		asker.login("asker@example.com")
 		_, body = asker.get("/cases/" + cs[0].ID)
-		if want := "approva (non spetta a te: hai chiesto tu questa operazione, quindi deve approvarla un altro revisore)"; !strings.Contains(body, want) || strings.Contains(body, mayRun) {
+		if want := "Approva (non spetta a te: hai chiesto tu questa operazione, quindi deve approvarla un altro revisore)"; !strings.Contains(body, want) || strings.Contains(body, mayRun) {
 			t.Errorf("the asker's form: want %q, not %q", want, mayRun)
 		}
 		second := newBrowser(t, srv.URL).withHeader("Accept-Language", "it")

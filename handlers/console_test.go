@@ -764,7 +764,7 @@ func TestConsoleDecisionFormFollowsTheSituation(t *testing.T) {
 		if got := radioActions(body); code != 200 || strings.Join(got, ",") != "fail" {
 			t.Fatalf("case page of a payload mismatch on an in-flight operation: %d, offers %v; want fail alone", code, got)
 		}
-		if !strings.Contains(body, "fail the refused payload") || !strings.Contains(body, "does not move the operation") {
+		if !strings.Contains(body, "Fail the refused payload") || !strings.Contains(body, "does not move the operation") {
 			t.Errorf("the form does not say that the decision is about the refused payload only")
 		}
 		if strings.Contains(body, `name="confirm_ref"`) || strings.Contains(body, `name="undo_ref"`) || strings.Contains(body, `name="compensation"`) {

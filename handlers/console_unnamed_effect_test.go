@@ -54,11 +54,11 @@ func TestConsoleUnnamedEffect(t *testing.T) {
 			{"en", "Check again</strong> — the destination reported a success for this operation, which failed, without naming what it made: " +
 				"find the effect at the destination, undo it, then say so (compensation_done) — or say so if nothing is there",
 				"the destination later reported that it happened, without naming what it made",
-				"compensation done: the effect is undone, or nothing was there (the case closes; the operation stays failed)"},
+				"Compensation done: the effect is undone, or nothing was there (the case closes; the operation stays failed)"},
 			{"it", "Riconcilia di nuovo</strong> — la destinazione ha riportato un successo per questa operazione, che è fallita, senza dire cosa ha creato: " +
 				"cerca l'effetto presso la destinazione, annullalo, poi indicalo (compensation_done) — oppure indicalo se non c'è nulla",
 				"la destinazione ha poi riportato che è avvenuto, senza dire cosa ha creato",
-				"compensazione eseguita: l'effetto è annullato, oppure non c'era nulla (il caso si chiude; l'operazione resta fallita)"},
+				"Compensazione eseguita: l'effetto è annullato, oppure non c'era nulla (il caso si chiude; l'operazione resta fallita)"},
 		} {
 			body := casePageIn(t, st, rev, "reviewer@example.com", lang.code, caseID)
 			// The decision's label says what it closes: no resource is named

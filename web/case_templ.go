@@ -2411,8 +2411,14 @@ func heldByOther(v CaseView) bool {
 }
 
 // actionLabel names action a as the case's form offers it: what it does
-// in this case's situation.
+// in this case's situation, beginning with a capital as the plain labels
+// beside it ("Confirm", "Compensate") do.
 func actionLabel(ctx context.Context, v CaseView, a string) string {
+	return capitalFirst(actionInSituation(ctx, v, a))
+}
+
+// actionInSituation is actionLabel's text, as the catalogs hold it.
+func actionInSituation(ctx context.Context, v CaseView, a string) string {
 	switch {
 	case v.DecidesOn == review.OnRefusedPayload && a == review.DecideFail:
 		return T(ctx, "fail the refused payload (it will not run under this key; the operation is not moved)")

@@ -4,6 +4,8 @@ import (
 	"context"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 )
 
 // humanDuration is a duration as a person reads it, in ctx's language
@@ -35,4 +37,15 @@ func humanDuration(ctx context.Context, d time.Duration) string {
 		}
 	}
 	return strings.Join(parts, " ")
+}
+
+// capitalFirst is s with its first letter a capital: a label the catalogs
+// hold as prose ("approve: the action may run") shown among labels that
+// begin with one.
+func capitalFirst(s string) string {
+	r, n := utf8.DecodeRuneInString(s)
+	if n == 0 || r == utf8.RuneError {
+		return s
+	}
+	return string(unicode.ToUpper(r)) + s[n:]
 }

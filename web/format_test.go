@@ -53,3 +53,11 @@ func TestDashboardDuration(t *testing.T) {
 		}
 	}
 }
+
+func TestCapitalFirst(t *testing.T) {
+	for in, want := range map[string]string{"": "", "approve: x": "Approve: x", "èra": "Èra", "Già": "Già", "(x)": "(x)", "\xffx": "\xffx"} {
+		if got := capitalFirst(in); got != want {
+			t.Errorf("capitalFirst(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
