@@ -340,3 +340,50 @@ func TestPropertyLateWriteAtALyingDestination(t *testing.T) {
 		}
 	})
 }
+
+// TestPropertyJobOfAnEarlierAttempt: a reviewer approves a retry while
+// the first attempt's job is queued (its deadline passed); the retry's
+// own job starts at the destination, but its outcome is lost (the lease
+// is swept: ambiguous). The integrator names the first job again, so the
+// operation follows it (accepted), and that job's failure failed the
+// operation with the retry's job live at the destination. The long
+// property test found it from a random seed in CI (shrunk by hand to
+// this). Now the failure sends it back to ambiguous: the retry came
+// after the job, and reconciliation decides.
+func TestPropertyJobOfAnEarlierAttempt(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		cfg := jobConfig()
+		b, rev := consoleBundle(t, e, cfg)
+		op := b.registerAt(t, "doc-1", "plain", review.RiskCompensableWrite, fmt.Sprintf(`"deadline":%q`, t0.Add(time.Minute).Format(time.RFC3339)))
+		g1 := b.attempt(t, op.ID)
+		b.outcome(t, op.ID, g1.N, `{"result":"success","phase":"after_send","http_status":202,"job":{"ref":"job-1","status":"queued"}}`)
+		named := fmt.Sprintf(`{"source":"response","authoritative":true,"candidates":[{"ref":"job-1","kind":"job","version":"v1","operation_id":%q}]}`, op.ID)
+		b.post("/api/v1/operations/"+op.ID+"/evidence", named).want(t, http.StatusOK)
+		b.clock.Advance(2 * time.Minute)
+		if _, err := b.store.ExpireDeadlines(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		cs, err := b.store.CasesForOperation(context.Background(), op.ID)
+		if err != nil || len(cs) != 1 {
+			t.Fatalf("cases after the deadline: %v %+v", err, cs)
+		}
+		if code, body, _ := rev.decide(cs[0].ID, url.Values{"action": {review.DecideApproveRetry}, "reason": {"the job seems stuck"}}); code != http.StatusSeeOther {
+			t.Fatalf("approve_retry: %d %.300s", code, body)
+		}
+		b.attempt(t, op.ID) // job-2 starts at the destination; its answer is lost
+		b.clock.Advance(propLease + time.Second)
+		if _, err := b.store.SweepLeases(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		b.post("/api/v1/operations/"+op.ID+"/evidence", named).want(t, http.StatusOK)
+		if got := b.get("/api/v1/operations/" + op.ID).op(t); got.State != review.Accepted {
+			t.Fatalf("after the evidence: %s, want accepted (following job-1)", got.State)
+		}
+		b.put("/api/v1/operations/"+op.ID+"/jobs/job-1", `{"status":"failed","input_version":"v1"}`).want(t, http.StatusOK)
+		if got := b.get("/api/v1/operations/" + op.ID).op(t); got.State != review.Ambiguous {
+			t.Errorf("job-1 failed after attempt 2 was sent: %s (%s), want ambiguous", got.State, got.StateReason)
+		}
+		wantInvariants(t, b, cfg, effect(op, "job-2"))
+	})
+}

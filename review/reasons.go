@@ -38,6 +38,7 @@ const (
 	WhyOutputIgnored          = "output_invalid ignored: the destination did it, and only a read or a generation is asked again"
 	WhyReturnedOtherVersion   = "destination returned %s for version %s, expected %s"
 	WhyJobEnded               = "job %s ended %s"
+	WhyJobEndedAfterRetry     = "job %s ended %s, but the operation was attempted again after it (attempt %d): reconciliation decides whether that had an effect"
 	WhyConfirmedWhenJobEnds   = "confirmed when the job completes"
 	WhyEarlierNeverFailed     = "an earlier attempt may have had its effect: reconcile, never declare it failed"
 	WhyNeverRepeated          = "%s never repeated before reconciliation"
@@ -246,7 +247,7 @@ func WhyFormats() []string {
 		WhyAcceptedJob, WhyAnsweredSuccess, WhyLeaseExpired, WhyBeforeSend, WhyAfterSend, WhyHTTPForAction,
 		WhyHTTPForDestination, WhyHTTPQuota, WhyHTTPShouldRetry, WhyHTTPShouldNotRetry, WhyHTTPNotProcessed,
 		WhyHTTPKeyInProgress, WhyHTTPConflict, WhyHTTPAfterSend, WhyHTTPRejected, WhyBusinessError, WhyHTTPWithError,
-		WhyOutputRefused, WhyOutputIgnored, WhyReturnedOtherVersion, WhyJobEnded, WhyConfirmedWhenJobEnds,
+		WhyOutputRefused, WhyOutputIgnored, WhyReturnedOtherVersion, WhyJobEnded, WhyJobEndedAfterRetry, WhyConfirmedWhenJobEnds,
 		WhyEarlierNeverFailed, WhyNeverRepeated, WhyKeyGuaranteeNotCovered, WhyRetryAt, WhyPolicyEscalates,
 		WhyModelNotPriced, WhyButEvidence, WhyResponseNote, WhyAttemptBudgetSpent, WhyCostBudgetSpent, WhyWaitTooLong,
 		WhyRetryPastDeadline, WhyAttemptBudgetSpentUnknown, WhyCostBudgetSpentUnknown, WhyWaitTooLongUnknown,

@@ -233,6 +233,7 @@ func settleRound(in SettleInput) Settlement {
 		}
 		cs, clash := uniqueRefs(r.Candidates)
 		m, o, f, anon := sortCandidates(op, cs)
+		m = withoutEndedJobs(op, m)
 		switch {
 		case clash != "":
 			failed++

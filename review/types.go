@@ -342,8 +342,12 @@ type Job struct {
 	Status       JobStatus `json:"status" db:"status"`
 	InputVersion string    `json:"input_version,omitempty" db:"input_version"`
 	OutputRef    string    `json:"output_ref,omitempty" db:"output_ref"`
-	CreatedAt    time.Time `json:"created_at" db:"created_at"`
-	UpdatedAt    time.Time `json:"updated_at" db:"updated_at"`
+	// Attempt is the attempt the job belongs to: the one whose outcome
+	// named it, or the latest when reconciliation found it (0: recorded
+	// before jobs kept it). JobFailureSettles reads it.
+	Attempt   int       `json:"-" db:"attempt_n"`
+	CreatedAt time.Time `json:"created_at" db:"created_at"`
+	UpdatedAt time.Time `json:"updated_at" db:"updated_at"`
 }
 
 // Clock tells the time. Production passes time.Now; tests pass a stub.

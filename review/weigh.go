@@ -98,6 +98,7 @@ func Weigh(op *Operation, d Destination, now time.Time) Weighing {
 		}
 		cands, clash := uniqueRefs(ev.Candidates)
 		m, o, f, anon := sortCandidates(op, cands)
+		m = withoutEndedJobs(op, m)
 		switch {
 		case ev.Source == SourceWebhook:
 			if len(m) > 0 {

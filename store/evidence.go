@@ -100,7 +100,8 @@ func (s *Store) weighMove(ctx context.Context, tx *sqlx.Tx, row *opRow, actor st
 		}
 	}
 	if w.Job != nil {
-		if err := s.upsertJob(ctx, tx, op.ID, *w.Job, s.now()); err != nil {
+		// Found for the attempts so far: the latest's.
+		if err := s.upsertJob(ctx, tx, op.ID, *w.Job, row.AttemptCount, s.now()); err != nil {
 			return false, err
 		}
 	}
@@ -124,7 +125,7 @@ const (
 	/* Store.setNextAttempt: a proven absence may retry at once. */
 	updateOpNextAttempt = `UPDATE operations SET next_attempt_at = ? WHERE id = ?`
 	/* Store.PutJob */
-	selectJob = `SELECT operation_id, ref, status, input_version, output_ref, created_at, updated_at FROM jobs WHERE operation_id = ? AND ref = ?`
+	selectJob = `SELECT operation_id, ref, status, input_version, output_ref, attempt_n, created_at, updated_at FROM jobs WHERE operation_id = ? AND ref = ?`
 	/* Store.putJobTx: the operation's jobs, oldest first (the order
 	   loadDetails lists them in, whose last the reconciler polls). */
 	selectJobRefs = `SELECT ref FROM jobs WHERE operation_id = ? ORDER BY created_at, ref`
@@ -216,7 +217,7 @@ func (s *Store) putJobTx(ctx context.Context, tx *sqlx.Tx, tenant, opID string, 
 		return fmt.Errorf("%w: job %s already ended %s with output %q for input version %q", review.ErrConflict, j.Ref, old.Status, old.OutputRef, old.InputVersion)
 	}
 	now := s.now()
-	if err := s.upsertJob(ctx, tx, opID, j, now); err != nil {
+	if err := s.upsertJob(ctx, tx, opID, j, old.Attempt, now); err != nil { // a known job: its attempt stays
 		return err
 	}
 	detail := map[string]any{"job": j.Ref, "status": j.Status}
@@ -227,6 +228,7 @@ func (s *Store) putJobTx(ctx context.Context, tx *sqlx.Tx, tenant, opID string, 
 	if !j.Status.Done() || !current {
 		return nil // only the current job's end settles the operation
 	}
+	j.Attempt = old.Attempt
 	return s.settleJob(ctx, tx, row, j, old.InputVersion, actor, detail, now)
 }
 
@@ -263,6 +265,9 @@ func (s *Store) settleJob(ctx context.Context, tx *sqlx.Tx, row *opRow, j review
 		return err
 	}
 	switch {
+	case j.Status != review.JobSucceeded && !review.JobFailureSettles(j, row.AttemptCount):
+		return s.transition(ctx, tx, row, review.Ambiguous, fmt.Sprintf(review.WhyJobEndedAfterRetry, j.Ref, j.Status, row.AttemptCount),
+			actor, "job.settled", detail)
 	case j.Status != review.JobSucceeded:
 		return s.transition(ctx, tx, row, review.Failed, fmt.Sprintf(review.WhyJobEnded, j.Ref, j.Status), actor, "job.settled", detail)
 	case version != "" && version != row.LogicalVersion:

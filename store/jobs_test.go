@@ -132,3 +132,73 @@ func TestJobSuccessSettlesAnAmbiguousOperation(t *testing.T) {
 		assertSealed(t, b.s)
 	})
 }
+
+// TestJobFailureAfterALostRetry: a reviewer approved a retry while the
+// first attempt's job was still queued; the retry's outcome was lost
+// (ambiguous). Evidence naming the first job had the operation follow it
+// (accepted), and that job's failure then failed the operation, though
+// the retry — after it, outcome unknown — may have made an effect of its
+// own (the long property test found it from a random seed, its own job
+// live at the destination). Now the failure sends the operation back to
+// ambiguous, for reconciliation, and the ended job is never followed
+// again. The job keeps the attempt that named it.
+func TestJobFailureAfterALostRetry(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		b := setup(t, e, nil)
+		r := intention("doc-lost-retry", review.RiskCompensableWrite, "transform")
+		deadline := b.clk.Now().Add(time.Hour)
+		r.Deadline = &deadline
+		op := b.register(t, r)
+		b.start(t, op)
+		wantState(t, b.report(t, op, 1, accepted("job-1")).Operation, review.Accepted)
+		job1 := review.Candidate{Ref: "job-1", Kind: "job", Version: "v1", OperationID: op.ID}
+		named := review.Evidence{Source: review.SourceResponse, Authoritative: true, Candidates: []review.Candidate{job1}}
+		if _, err := b.s.AddEvidence(b.ctx, tenantA, op.ID, named, "integrator"); err != nil {
+			t.Fatal(err)
+		}
+		b.clk.Advance(2 * time.Hour)
+		if _, err := b.s.ExpireDeadlines(b.ctx); err != nil {
+			t.Fatal(err)
+		}
+		cs, _ := b.s.CasesForOperation(b.ctx, op.ID)
+		if len(cs) != 1 {
+			t.Fatalf("cases after the deadline: %+v", cs)
+		}
+		if _, err := b.s.Decide(b.ctx, decideReq(&cs[0], review.DecideApproveRetry, "alice")); err != nil {
+			t.Fatal(err)
+		}
+		b.start(t, op)
+		b.clk.Advance(time.Hour)
+		if _, err := b.s.SweepLeases(b.ctx); err != nil {
+			t.Fatal(err)
+		}
+		wantState(t, b.get(t, op), review.Ambiguous)
+
+		// The integrator's word again: the operation follows job-1.
+		got, err := b.s.AddEvidence(b.ctx, tenantA, op.ID, named, "integrator")
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantState(t, got, review.Accepted)
+		if len(got.Jobs) != 1 || got.Jobs[0].Attempt != 1 {
+			t.Fatalf("jobs %+v, want job-1 of attempt 1", got.Jobs)
+		}
+
+		got, err = b.s.PutJob(b.ctx, tenantA, op.ID, review.Job{Ref: "job-1", Status: review.JobFailed}, "integrator")
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantState(t, got, review.Ambiguous)
+		if !strings.Contains(got.StateReason, "attempted again after it (attempt 2)") {
+			t.Errorf("reason %q, want it to name attempt 2", got.StateReason)
+		}
+		// Named again, the ended job is no effect to follow.
+		got, err = b.s.AddEvidence(b.ctx, tenantA, op.ID, named, "integrator")
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantState(t, got, review.Ambiguous)
+		assertSealed(t, b.s)
+	})
+}

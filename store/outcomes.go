@@ -53,8 +53,8 @@ WHERE a.operation_id = ? AND o.tenant = ? AND a.n = ?`
 	updateOpDetailVersionPurged = `UPDATE operations SET detail_version = detail_version + 1 WHERE id = ? RETURNING payload_purged_at IS NOT NULL`
 	/* Store.upsertJob */
 	upsertJob = `
-INSERT INTO jobs (operation_id, ref, status, input_version, output_ref, created_at, updated_at)
-VALUES (?, ?, ?, ?, ?, ?, ?)
+INSERT INTO jobs (operation_id, ref, status, input_version, output_ref, attempt_n, created_at, updated_at)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (operation_id, ref) DO UPDATE SET status = excluded.status,
     input_version = CASE WHEN excluded.input_version = '' THEN jobs.input_version ELSE excluded.input_version END,
     output_ref = CASE WHEN excluded.output_ref = '' THEN jobs.output_ref ELSE excluded.output_ref END,
@@ -213,7 +213,7 @@ func (s *Store) applyOutcome(ctx context.Context, tx *sqlx.Tx, row *opRow, att *
 		}
 	}
 	if p.Job != nil {
-		if err := s.upsertJob(ctx, tx, op.ID, *p.Job, now); err != nil {
+		if err := s.upsertJob(ctx, tx, op.ID, *p.Job, att.N, now); err != nil {
 			return nil, err
 		}
 	}
@@ -400,12 +400,14 @@ func (s *Store) bumpDetails(ctx context.Context, tx *sqlx.Tx, opID string) error
 	return nil
 }
 
-func (s *Store) upsertJob(ctx context.Context, tx *sqlx.Tx, opID string, j review.Job, now time.Time) error {
+// upsertJob records job j of operation opID, or its new status. A new job
+// belongs to attempt n (review.Job.Attempt); a known one keeps its own.
+func (s *Store) upsertJob(ctx context.Context, tx *sqlx.Tx, opID string, j review.Job, n int, now time.Time) error {
 	if err := s.bumpDetails(ctx, tx, opID); err != nil {
 		return err
 	}
 	if _, err := s.exec(ctx, tx, upsertJob, opID, j.Ref, string(j.Status), j.InputVersion,
-		j.OutputRef, now, now); err != nil {
+		j.OutputRef, n, now, now); err != nil {
 		return fmt.Errorf("upsert job: %w", err)
 	}
 	return nil

@@ -195,7 +195,8 @@ func (s *Store) ApplySettlement(ctx context.Context, c ProbeClaim, st review.Set
 			}
 		}
 		if st.Job != nil {
-			if err := s.upsertJob(ctx, tx, row.ID, *st.Job, s.now()); err != nil {
+			// Found for the attempts so far: the latest's.
+			if err := s.upsertJob(ctx, tx, row.ID, *st.Job, row.AttemptCount, s.now()); err != nil {
 				return err
 			}
 		}

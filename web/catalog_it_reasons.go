@@ -31,6 +31,7 @@ func init() {
 		review.WhyOutputIgnored:          "output_invalid ignorato: la destinazione ha eseguito l'azione, e si richiede di nuovo solo una lettura o una generazione",
 		review.WhyReturnedOtherVersion:   "la destinazione ha restituito %s per la versione %s, attesa %s",
 		review.WhyJobEnded:               "il job %s è terminato con stato %s",
+		review.WhyJobEndedAfterRetry:     "il job %s è terminato con stato %s, ma l'operazione è stata tentata di nuovo dopo (tentativo %d): la riconciliazione stabilisce se quel tentativo ha avuto effetto",
 		review.WhyConfirmedWhenJobEnds:   "confermata quando il job termina",
 		review.WhyEarlierNeverFailed:     "un tentativo precedente può aver avuto effetto: riconciliare, mai dichiararla fallita",
 		review.WhyNeverRepeated:          "%s: mai ripetuta prima della riconciliazione",
