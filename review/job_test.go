@@ -5,9 +5,9 @@ import (
 	"time"
 )
 
-// TestJobFailureSettles: a job's failure fails the operation following it
-// only when no attempt was sent after the one the job belongs to.
-func TestJobFailureSettles(t *testing.T) {
+// TestJobEndSettles: a job's end settles the operation following it only
+// when no attempt was sent after the one the job belongs to.
+func TestJobEndSettles(t *testing.T) {
 	for _, tt := range []struct {
 		job, attempts int
 		want          bool
@@ -17,7 +17,7 @@ func TestJobFailureSettles(t *testing.T) {
 		{1, 2, false}, // attempt 2, sent after job 1's, may have an effect of its own
 		{0, 3, true},  // recorded before jobs kept their attempt: as before
 	} {
-		if got := JobFailureSettles(Job{Ref: "job-1", Status: JobFailed, Attempt: tt.job}, tt.attempts); got != tt.want {
+		if got := JobEndSettles(Job{Ref: "job-1", Status: JobFailed, Attempt: tt.job}, tt.attempts); got != tt.want {
 			t.Errorf("a job of attempt %d, %d attempts: %v, want %v", tt.job, tt.attempts, got, tt.want)
 		}
 	}

@@ -39,6 +39,7 @@ const (
 	WhyReturnedOtherVersion   = "destination returned %s for version %s, expected %s"
 	WhyJobEnded               = "job %s ended %s"
 	WhyJobEndedAfterRetry     = "job %s ended %s, but the operation was attempted again after it (attempt %d): reconciliation decides whether that had an effect"
+	WhyJobSucceededAfterRetry = "job %s succeeded, but the operation was attempted again after it (attempt %d), which may have made a second effect: look at the destination, then confirm the job's output or undo the other"
 	WhyConfirmedWhenJobEnds   = "confirmed when the job completes"
 	WhyEarlierNeverFailed     = "an earlier attempt may have had its effect: reconcile, never declare it failed"
 	WhyNeverRepeated          = "%s never repeated before reconciliation"
@@ -247,7 +248,7 @@ func WhyFormats() []string {
 		WhyAcceptedJob, WhyAnsweredSuccess, WhyLeaseExpired, WhyBeforeSend, WhyAfterSend, WhyHTTPForAction,
 		WhyHTTPForDestination, WhyHTTPQuota, WhyHTTPShouldRetry, WhyHTTPShouldNotRetry, WhyHTTPNotProcessed,
 		WhyHTTPKeyInProgress, WhyHTTPConflict, WhyHTTPAfterSend, WhyHTTPRejected, WhyBusinessError, WhyHTTPWithError,
-		WhyOutputRefused, WhyOutputIgnored, WhyReturnedOtherVersion, WhyJobEnded, WhyJobEndedAfterRetry, WhyConfirmedWhenJobEnds,
+		WhyOutputRefused, WhyOutputIgnored, WhyReturnedOtherVersion, WhyJobEnded, WhyJobEndedAfterRetry, WhyJobSucceededAfterRetry, WhyConfirmedWhenJobEnds,
 		WhyEarlierNeverFailed, WhyNeverRepeated, WhyKeyGuaranteeNotCovered, WhyRetryAt, WhyPolicyEscalates,
 		WhyModelNotPriced, WhyButEvidence, WhyResponseNote, WhyAttemptBudgetSpent, WhyCostBudgetSpent, WhyWaitTooLong,
 		WhyRetryPastDeadline, WhyAttemptBudgetSpentUnknown, WhyCostBudgetSpentUnknown, WhyWaitTooLongUnknown,

@@ -344,7 +344,7 @@ type Job struct {
 	OutputRef    string    `json:"output_ref,omitempty" db:"output_ref"`
 	// Attempt is the attempt the job belongs to: the one whose outcome
 	// named it, or the latest when reconciliation found it (0: recorded
-	// before jobs kept it). JobFailureSettles reads it.
+	// before jobs kept it). JobEndSettles reads it.
 	Attempt   int       `json:"-" db:"attempt_n"`
 	CreatedAt time.Time `json:"created_at" db:"created_at"`
 	UpdatedAt time.Time `json:"updated_at" db:"updated_at"`

@@ -264,8 +264,9 @@ func (s *Store) settleJob(ctx context.Context, tx *sqlx.Tx, row *opRow, j review
 		_, err := s.weighMove(ctx, tx, row, actor, detail)
 		return err
 	}
+	later := !review.JobEndSettles(j, row.AttemptCount)
 	switch {
-	case j.Status != review.JobSucceeded && !review.JobFailureSettles(j, row.AttemptCount):
+	case j.Status != review.JobSucceeded && later:
 		return s.transition(ctx, tx, row, review.Ambiguous, fmt.Sprintf(review.WhyJobEndedAfterRetry, j.Ref, j.Status, row.AttemptCount),
 			actor, "job.settled", detail)
 	case j.Status != review.JobSucceeded:
@@ -277,6 +278,11 @@ func (s *Store) settleJob(ctx context.Context, tx *sqlx.Tx, row *opRow, j review
 	}
 	if err := s.insertEvidence(ctx, tx, opID, ev); err != nil {
 		return err
+	}
+	if later {
+		detail["escalation"] = []review.Reason{review.ReasonNoDedupEvidence}
+		return s.transition(ctx, tx, row, review.NeedsReview, fmt.Sprintf(review.WhyJobSucceededAfterRetry, j.Ref, row.AttemptCount),
+			actor, "job.settled", detail)
 	}
 	if err := s.setResource(ctx, tx, opID, review.ResourceRef{Ref: ref, Kind: "job_output", Version: version}); err != nil {
 		return err

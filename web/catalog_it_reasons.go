@@ -31,6 +31,7 @@ func init() {
 		review.WhyOutputIgnored:          "output_invalid ignorato: la destinazione ha eseguito l'azione, e si richiede di nuovo solo una lettura o una generazione",
 		review.WhyReturnedOtherVersion:   "la destinazione ha restituito %s per la versione %s, attesa %s",
 		review.WhyJobEnded:               "il job %s è terminato con stato %s",
+		review.WhyJobSucceededAfterRetry: "il job %s è riuscito, ma l'operazione è stata tentata di nuovo dopo (tentativo %d), che può aver prodotto un secondo effetto: controlla la destinazione, poi conferma l'output del job o annulla l'altro",
 		review.WhyJobEndedAfterRetry:     "il job %s è terminato con stato %s, ma l'operazione è stata tentata di nuovo dopo (tentativo %d): la riconciliazione stabilisce se quel tentativo ha avuto effetto",
 		review.WhyConfirmedWhenJobEnds:   "confermata quando il job termina",
 		review.WhyEarlierNeverFailed:     "un tentativo precedente può aver avuto effetto: riconciliare, mai dichiararla fallita",
