@@ -25,6 +25,8 @@ func JobEndSettles(j Job, attempts int) bool {
 // failure would settle nothing (JobEndSettles) and the operation would
 // wait on it for ever; extraEffects leaves them out for the same
 // reason.
+// m is the caller's own (sortCandidates builds it), so it is filtered in
+// place.
 func withoutEndedJobs(op *Operation, m []Candidate) []Candidate {
-	return slices.DeleteFunc(slices.Clone(m), func(c Candidate) bool { return endedJob(op, c.Ref) })
+	return slices.DeleteFunc(m, func(c Candidate) bool { return endedJob(op, c.Ref) })
 }

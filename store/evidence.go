@@ -217,7 +217,8 @@ func (s *Store) putJobTx(ctx context.Context, tx *sqlx.Tx, tenant, opID string, 
 		return fmt.Errorf("%w: job %s already ended %s with output %q for input version %q", review.ErrConflict, j.Ref, old.Status, old.OutputRef, old.InputVersion)
 	}
 	now := s.now()
-	if err := s.upsertJob(ctx, tx, opID, j, old.Attempt, now); err != nil { // a known job: its attempt stays
+	j.Attempt = old.Attempt // a known job: its attempt stays
+	if err := s.upsertJob(ctx, tx, opID, j, j.Attempt, now); err != nil {
 		return err
 	}
 	detail := map[string]any{"job": j.Ref, "status": j.Status}
@@ -228,7 +229,6 @@ func (s *Store) putJobTx(ctx context.Context, tx *sqlx.Tx, tenant, opID string, 
 	if !j.Status.Done() || !current {
 		return nil // only the current job's end settles the operation
 	}
-	j.Attempt = old.Attempt
 	return s.settleJob(ctx, tx, row, j, old.InputVersion, actor, detail, now)
 }
 

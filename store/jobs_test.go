@@ -55,23 +55,7 @@ func TestJobsBelongToTheirOperation(t *testing.T) {
 		})
 
 		t.Run("an earlier job does not settle the current one's operation", func(t *testing.T) {
-			r := intention("doc-two-jobs", review.RiskCompensableWrite, "transform")
-			deadline := b.clk.Now().Add(time.Hour)
-			r.Deadline = &deadline
-			op := b.register(t, r)
-			b.start(t, op)
-			wantState(t, b.report(t, op, 1, accepted("job-1")).Operation, review.Accepted)
-			b.clk.Advance(2 * time.Hour)
-			if _, err := b.s.ExpireDeadlines(b.ctx); err != nil {
-				t.Fatal(err)
-			}
-			cs, _ := b.s.CasesForOperation(b.ctx, op.ID)
-			if len(cs) != 1 {
-				t.Fatalf("cases after the deadline: %+v", cs)
-			}
-			if _, err := b.s.Decide(b.ctx, decideReq(&cs[0], review.DecideApproveRetry, "alice")); err != nil {
-				t.Fatal(err)
-			}
+			op := retryApprovedBesideJob(t, b, "doc-two-jobs", nil)
 			b.start(t, op)
 			op = b.report(t, op, 2, accepted("job-2")).Operation
 			wantState(t, op, review.Accepted)
@@ -146,28 +130,14 @@ func TestJobFailureAfterALostRetry(t *testing.T) {
 	t.Parallel()
 	storetest.Each(t, func(t *testing.T, e store.Engine) {
 		b := setup(t, e, nil)
-		r := intention("doc-lost-retry", review.RiskCompensableWrite, "transform")
-		deadline := b.clk.Now().Add(time.Hour)
-		r.Deadline = &deadline
-		op := b.register(t, r)
-		b.start(t, op)
-		wantState(t, b.report(t, op, 1, accepted("job-1")).Operation, review.Accepted)
-		job1 := review.Candidate{Ref: "job-1", Kind: "job", Version: "v1", OperationID: op.ID}
-		named := review.Evidence{Source: review.SourceResponse, Authoritative: true, Candidates: []review.Candidate{job1}}
-		if _, err := b.s.AddEvidence(b.ctx, tenantA, op.ID, named, "integrator"); err != nil {
-			t.Fatal(err)
-		}
-		b.clk.Advance(2 * time.Hour)
-		if _, err := b.s.ExpireDeadlines(b.ctx); err != nil {
-			t.Fatal(err)
-		}
-		cs, _ := b.s.CasesForOperation(b.ctx, op.ID)
-		if len(cs) != 1 {
-			t.Fatalf("cases after the deadline: %+v", cs)
-		}
-		if _, err := b.s.Decide(b.ctx, decideReq(&cs[0], review.DecideApproveRetry, "alice")); err != nil {
-			t.Fatal(err)
-		}
+		var named review.Evidence
+		op := retryApprovedBesideJob(t, b, "doc-lost-retry", func(op *review.Operation) {
+			job1 := review.Candidate{Ref: "job-1", Kind: "job", Version: "v1", OperationID: op.ID}
+			named = review.Evidence{Source: review.SourceResponse, Authoritative: true, Candidates: []review.Candidate{job1}}
+			if _, err := b.s.AddEvidence(b.ctx, tenantA, op.ID, named, "integrator"); err != nil {
+				t.Fatal(err)
+			}
+		})
 		b.start(t, op)
 		b.clk.Advance(time.Hour)
 		if _, err := b.s.SweepLeases(b.ctx); err != nil {
@@ -201,4 +171,33 @@ func TestJobFailureAfterALostRetry(t *testing.T) {
 		wantState(t, got, review.Ambiguous)
 		assertSealed(t, b.s)
 	})
+}
+
+// retryApprovedBesideJob registers sourceRef with a deadline; attempt 1's
+// destination accepts job-1 (accepted), then, job-1 still queued, the
+// deadline passes and a reviewer approves a retry: the operation waits
+// for attempt 2. whileAccepted, when set, runs while it follows job-1.
+func retryApprovedBesideJob(t *testing.T, b *bundle, sourceRef string, whileAccepted func(*review.Operation)) *review.Operation {
+	t.Helper()
+	r := intention(sourceRef, review.RiskCompensableWrite, "transform")
+	deadline := b.clk.Now().Add(time.Hour)
+	r.Deadline = &deadline
+	op := b.register(t, r)
+	b.start(t, op)
+	wantState(t, b.report(t, op, 1, accepted("job-1")).Operation, review.Accepted)
+	if whileAccepted != nil {
+		whileAccepted(op)
+	}
+	b.clk.Advance(2 * time.Hour)
+	if _, err := b.s.ExpireDeadlines(b.ctx); err != nil {
+		t.Fatal(err)
+	}
+	cs, _ := b.s.CasesForOperation(b.ctx, op.ID)
+	if len(cs) != 1 {
+		t.Fatalf("cases after the deadline: %+v", cs)
+	}
+	if _, err := b.s.Decide(b.ctx, decideReq(&cs[0], review.DecideApproveRetry, "alice")); err != nil {
+		t.Fatal(err)
+	}
+	return op
 }
