@@ -267,6 +267,7 @@ func recommend(op *Operation, set map[Reason]bool, f findings) Recommendation {
 		// the form and refused when sent.
 		f.matching = slices.DeleteFunc(slices.Clone(f.matching), func(r string) bool { return slices.Contains(op.Undoing, r) })
 	}
+	live, running := JobToWaitOn(op, reasonList(set))
 	switch {
 	case settledWithoutEffect(op) && f.reported != "" && !slices.Contains(op.Undoing, f.reported):
 		// Limbo said there is no effect (failed) or that it was undone
@@ -308,12 +309,19 @@ func recommend(op *Operation, set map[Reason]bool, f findings) Recommendation {
 		_, kept := extraRefs(op, nil)
 		return Recommendation{Action: RecommendCompensate, Ref: claimedOnly(op, f),
 			Rationale: fmt.Sprintf(RationaleClaimedDuplicate, claimedOnly(op, f), kept)}
-	case len(f.matching) == 1 && !set[ReasonSourcesDisagree]:
+	case len(f.matching) == 1 && !set[ReasonSourcesDisagree] && !(running && f.matching[0] == live.Ref):
 		return Recommendation{Action: RecommendConfirm, Ref: f.matching[0],
 			Rationale: fmt.Sprintf(RationaleOneResource, f.matching[0], op.LogicalVersion)}
 	case len(f.otherVersion) > 0:
 		return Recommendation{Action: RecommendCompensate, Ref: f.otherVersion[0],
 			Rationale: fmt.Sprintf(RationaleOtherVersion, f.otherVersion[0], op.LogicalVersion)}
+	case running:
+		// The destination accepted a job not known to have ended (a deadline
+		// passed while the operation followed it): neither a retry nor
+		// failing is safe while it may still run, and the job itself is
+		// no effect to confirm yet. A search that finds nothing proves
+		// little either: the job's output may not exist yet.
+		return Recommendation{Action: RecommendReconcileAgain, Rationale: fmt.Sprintf(RationaleJobUnfinished, live.Ref)}
 	case set[ReasonDependencyFailed] && op.AttemptCount == 0:
 		// Nothing was sent, so nothing is there to probe for: the
 		// operation can only be failed (or approved to run once its

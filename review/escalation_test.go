@@ -60,6 +60,7 @@ func assessCases() []assessCase {
 	pending := func(op *Operation) { op.State, op.AttemptCount = Pending, 0 }
 	otherVersion := Candidate{Ref: "fld-2", Kind: "folder", Version: "v2", OperationID: "op-9"}
 	foreign := Candidate{Ref: "fld-3", Kind: "folder", Version: "v3", OperationID: "op-other"}
+	queuedJob := Job{Ref: "job-1", Status: JobQueued, InputVersion: "v3", Attempt: 1}
 
 	return []assessCase{
 		{name: "financial, absence proven",
@@ -171,6 +172,35 @@ func assessCases() []assessCase {
 			op: withEv(caseOp(RiskCompensableWrite), func(op *Operation) { op.AttemptCount = 0 }), extra: []Reason{ReasonDependencyFailed},
 			// Nothing was sent: nothing to probe for, confirm or undo.
 			want: []Reason{ReasonDependencyFailed}, wantAction: RecommendFail, rationale: []string{"no attempt was sent"}},
+		// A job the destination accepted, not known to have ended, may yet make
+		// the effect: not failed on a search that finds nothing yet (its
+		// output may not exist), not retried, and the job itself is no
+		// effect to confirm.
+		{name: "deadline passed beside a queued job, absence proven",
+			op:   withEv(caseOp(RiskCompensableWrite), func(op *Operation) { expired(op); op.Jobs = []Job{queuedJob} }, evRefutes()),
+			want: []Reason{ReasonDeadlineExpired}, wantAction: RecommendReconcileAgain, rationale: []string{"job job-1 is not known to have ended"}},
+		{name: "absence proven beside a running job",
+			op: withEv(caseOp(RiskCompensableWrite), func(op *Operation) {
+				op.Jobs = []Job{{Ref: "job-0", Status: JobFailed}, {Ref: "job-1", Status: JobRunning}}
+			}, evRefutes()),
+			want: nil, wantAction: RecommendReconcileAgain, rationale: []string{"job job-1", "second effect"}},
+		{name: "the evidence names the queued job",
+			op: withEv(caseOp(RiskCompensableWrite), func(op *Operation) { op.Jobs = []Job{queuedJob} },
+				evFound(SourceResponse, Candidate{Ref: "job-1", Kind: "job", Version: "v3", OperationID: "op-9"})),
+			want: nil, wantAction: RecommendReconcileAgain, rationale: []string{"job job-1"}},
+		{name: "a resource found beside a queued job is confirmed",
+			op:   withEv(caseOp(RiskCompensableWrite), func(op *Operation) { op.Jobs = []Job{queuedJob} }, evFound(SourceMetadataSearch, ours("fld-1"))),
+			want: nil, wantAction: RecommendConfirm, wantRef: "fld-1"},
+		{name: "the destination no longer finds the queued job",
+			op:    withEv(caseOp(RiskCompensableWrite), func(op *Operation) { op.Jobs = []Job{queuedJob} }),
+			extra: []Reason{ReasonStateConflict},
+			want:  []Reason{ReasonNoDedupEvidence, ReasonStateConflict}, wantAction: RecommendReconcileAgain, rationale: []string{"no evidence settles"}},
+		{name: "an ended job asks nobody to wait",
+			op: withEv(caseOp(RiskCompensableWrite), func(op *Operation) {
+				expired(op)
+				op.Jobs = []Job{{Ref: "job-1", Status: JobCanceled}}
+			}, evRefutes()),
+			want: []Reason{ReasonDeadlineExpired}, wantAction: RecommendFail},
 		{name: "trigger reasons are kept",
 			op: withEv(caseOp(RiskCompensableWrite), nil, evRefutes()), extra: []Reason{ReasonBudgetExhausted, ReasonBudgetExhausted},
 			want: []Reason{ReasonBudgetExhausted}, wantAction: RecommendFail},

@@ -30,3 +30,24 @@ func JobEndSettles(j Job, attempts int) bool {
 func withoutEndedJobs(op *Operation, m []Candidate) []Candidate {
 	return slices.DeleteFunc(m, func(c Candidate) bool { return endedJob(op, c.Ref) })
 }
+
+// JobToWaitOn is the job a case about op, in review for reasons, waits
+// on rather than retrying or failing, and whether there is one: the
+// newest job of op not known to have ended (queued or running as last
+// reported). The destination may yet make the effect with it, so a retry
+// could make a second one and failing the operation could leave an effect
+// nobody answers for (recommend, RationaleJobUnfinished; the console's
+// case page). Not when the destination contradicted the ledger
+// (state_conflict: it no longer finds the job, say): the job's last
+// report is no longer a word to wait on.
+func JobToWaitOn(op *Operation, reasons []Reason) (Job, bool) {
+	if op.State != NeedsReview || slices.Contains(reasons, ReasonStateConflict) {
+		return Job{}, false
+	}
+	for i := len(op.Jobs) - 1; i >= 0; i-- {
+		if !op.Jobs[i].Status.Done() {
+			return op.Jobs[i], true
+		}
+	}
+	return Job{}, false
+}

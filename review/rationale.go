@@ -37,11 +37,14 @@ const (
 	// RationaleUnnamedEffect: a success reported for a failed operation
 	// without naming a resource (UnnamedEffect).
 	RationaleUnnamedEffect = "the destination reported a success for this operation, which failed, without naming what it made: find the effect at the destination, undo it, then say so (compensation_done) — or say so if nothing is there"
+	// RationaleJobUnfinished: the operation is in review while a job the
+	// destination accepted for it is not known to have ended (JobToWaitOn).
+	RationaleJobUnfinished = "job %s is not known to have ended and may yet make the effect: once it succeeds, confirm its output; once it fails, fail or retry — a retry while it may still run could make a second effect"
 )
 
 // RationaleFormats lists every rationale format.
 func RationaleFormats() []string {
 	return []string{RationaleApproval, RationaleDuplicates, RationaleOneResource, RationaleOtherVersion, RationaleDisagree,
 		RationaleSpent, RationaleSafeRetry, RationalePayloadReused, RationaleRefusedPayload, RationaleDeadlinePassed, RationaleNoEvidence, RationaleDependencyBroken,
-		RationaleUndoUnderWay, RationaleUndoByHand, RationaleEffectOnFailed, RationaleEffectOnCompensated, RationaleClaimedDuplicate, RationaleUnnamedEffect}
+		RationaleUndoUnderWay, RationaleUndoByHand, RationaleEffectOnFailed, RationaleEffectOnCompensated, RationaleClaimedDuplicate, RationaleUnnamedEffect, RationaleJobUnfinished}
 }

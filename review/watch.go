@@ -212,12 +212,15 @@ func ExtraEffectCaseReason(op *Operation) Reason {
 }
 
 // confirmedAs reports whether ref is the effect the ledger confirmed op
-// with: its resource, or the job the resource came out of.
+// with: its resource, or the job the resource came out of. A failed
+// operation was confirmed with nothing: a job of it that succeeded (after
+// a person failed it while the job was queued) made an effect its
+// integrator was told did not happen.
 func confirmedAs(op *Operation, ref string) bool {
 	if op.Resource != nil && op.Resource.Ref == ref {
 		return true
 	}
-	return slices.ContainsFunc(op.Jobs, func(j Job) bool {
+	return op.State != Failed && slices.ContainsFunc(op.Jobs, func(j Job) bool {
 		return j.Status == JobSucceeded && (j.Ref == ref || j.OutputRef == ref)
 	})
 }

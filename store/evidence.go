@@ -76,6 +76,13 @@ func (s *Store) weigh(ctx context.Context, tx *sqlx.Tx, row *opRow, actor string
 	if err != nil || moved {
 		return err
 	}
+	if row.State == string(review.NeedsReview) {
+		// A person decides, on a case that recommends from the evidence:
+		// it now has more.
+		if err := s.reassessOpenCase(ctx, tx, row.ID, row.Tenant, actor); err != nil {
+			return err
+		}
+	}
 	return s.appendEvent(ctx, tx, &AuditEvent{Actor: actor, Tenant: row.Tenant, OperationID: row.ID,
 		Action: "evidence.recorded", Detail: detailJSON(detail)})
 }
@@ -226,16 +233,31 @@ func (s *Store) putJobTx(ctx context.Context, tx *sqlx.Tx, tenant, opID string, 
 		Action: "job.updated", Detail: detailJSON(detail)}); err != nil {
 		return err
 	}
-	if !j.Status.Done() || !current {
-		return nil // only the current job's end settles the operation
+	if !j.Status.Done() {
+		return nil
 	}
-	return s.settleJob(ctx, tx, row, j, old.InputVersion, actor, detail, now)
+	version := row.Version
+	// Only the current job's end settles the operation; once it is
+	// settled, any job's output may be an effect nobody answers for.
+	if current || review.State(row.State).Terminal() {
+		if err := s.settleJob(ctx, tx, row, j, old.InputVersion, actor, detail, now); err != nil {
+			return err
+		}
+	}
+	if row.State == string(review.NeedsReview) && row.Version == version {
+		// Still in review, unmoved: its case recommended waiting on a job
+		// that had not ended (review.LiveJob), and now says what to do.
+		return s.reassessOpenCase(ctx, tx, opID, tenant, actor)
+	}
+	return nil
 }
 
-// settleJob settles the operation row on the end of its current job j
-// (reported for oldVersion when j names no input version): by the job's
-// own word while the operation follows it (accepted), otherwise as
-// evidence weighed with everything else.
+// settleJob settles the operation row on the end of its job j (its
+// current one, or any once it is settled; reported for oldVersion when j
+// names no input version): by the job's own word while the operation
+// follows it (accepted), otherwise as evidence — weighed with everything
+// else, put before the person deciding in review, or read for an effect
+// nobody answers for once settled.
 func (s *Store) settleJob(ctx context.Context, tx *sqlx.Tx, row *opRow, j review.Job, oldVersion, actor string, detail map[string]any, now time.Time) error {
 	opID := row.ID
 	version := j.InputVersion
@@ -251,16 +273,34 @@ func (s *Store) settleJob(ctx context.Context, tx *sqlx.Tx, row *opRow, j review
 		Note:       fmt.Sprintf(review.WhyJobSucceeded, j.Ref)}
 	if row.State != string(review.Accepted) {
 		// Nobody was following the job (the attempt's outcome was lost
-		// after the destination named it): its success is evidence of the
-		// effect, weighed with everything else (issue 12, hole 1); its
-		// failure proves nothing about other attempts, and the reconciler
-		// settles the operation.
-		if j.Status != review.JobSucceeded || !review.Assessed(review.State(row.State)) {
+		// after the destination named it, a deadline passed, a person
+		// decided): its success is evidence of the effect; its failure
+		// proves nothing about other attempts.
+		state := review.State(row.State)
+		if j.Status != review.JobSucceeded || !review.Assessed(state) && !state.Terminal() && state != review.NeedsReview {
 			return nil
 		}
 		if err := s.insertEvidence(ctx, tx, opID, ev); err != nil {
 			return err
 		}
+		switch {
+		case state == review.NeedsReview:
+			return nil // a person decides: putJobTx assesses the case again
+		case state.Terminal():
+			// Settled: an output besides the effect confirmed, or of an
+			// operation its integrator was told did not happen, is an
+			// effect nobody answers for, as by any other path.
+			op, err := s.loadDetails(ctx, tx, row.operation())
+			if err != nil {
+				return err
+			}
+			if extra := review.ExtraEffects(op, ev); len(extra) > 0 {
+				detail["extra"], detail["reason"] = extra, review.ExtraEvidenceReason(op, extra)
+				return s.extraEffect(ctx, tx, row, op, actor, "evidence.extra_effect", detail)
+			}
+			return nil
+		}
+		// Weighed with everything else (issue 12, hole 1).
 		_, err := s.weighMove(ctx, tx, row, actor, detail)
 		return err
 	}

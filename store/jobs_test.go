@@ -201,3 +201,159 @@ func retryApprovedBesideJob(t *testing.T, b *bundle, sourceRef string, whileAcce
 	}
 	return op
 }
+
+// TestCaseWaitsOnAnUnfinishedJob: the deadline passed while the operation
+// followed job-1, still queued. Its case does not recommend failing, nor
+// a retry, even once a search finds nothing (the job's output may not
+// exist yet): it names the job to wait on. When the job ends, the case
+// says what to do now — its recommendation is assessed again, audited —
+// and when it succeeds, its output settles the operation.
+func TestCaseWaitsOnAnUnfinishedJob(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		b := setup(t, e, nil)
+		inReview := func(sourceRef string, searched bool) (*review.Operation, store.Case) {
+			t.Helper()
+			r := intention(sourceRef, review.RiskCompensableWrite, "transform")
+			deadline := b.clk.Now().Add(time.Hour)
+			r.Deadline = &deadline
+			op := b.register(t, r)
+			b.start(t, op)
+			wantState(t, b.report(t, op, 1, accepted("job-"+sourceRef)).Operation, review.Accepted)
+			b.clk.Advance(2 * time.Hour)
+			if _, err := b.s.ExpireDeadlines(b.ctx); err != nil {
+				t.Fatal(err)
+			}
+			if searched {
+				nothing := review.Evidence{Source: review.SourceMetadataSearch, Authoritative: true, Verdict: review.VerdictRefutes}
+				if _, err := b.s.AddEvidence(b.ctx, tenantA, op.ID, nothing, "integrator"); err != nil {
+					t.Fatal(err)
+				}
+			}
+			wantState(t, b.get(t, op), review.NeedsReview)
+			cs, err := b.s.CasesForOperation(b.ctx, op.ID)
+			if err != nil || len(cs) != 1 {
+				t.Fatalf("cases: %v %+v", err, cs)
+			}
+			return op, cs[0]
+		}
+		recommends := func(c store.Case, action, mentions string) {
+			t.Helper()
+			if c.RecommendedAction != action || !strings.Contains(c.Rationale, mentions) {
+				t.Errorf("case recommends %s (%s), want %s mentioning %q", c.RecommendedAction, c.Rationale, action, mentions)
+			}
+		}
+
+		updates := func(op *review.Operation) int {
+			n := 0
+			for _, ev := range b.history(t, op.ID) {
+				if ev.Action == "case.updated" {
+					n++
+				}
+			}
+			return n
+		}
+
+		op, c := inReview("doc-fails", true)
+		recommends(c, review.RecommendReconcileAgain, "job job-doc-fails is not known to have ended")
+		before := updates(op)
+		if _, err := b.s.PutJob(b.ctx, tenantA, op.ID, review.Job{Ref: "job-doc-fails", Status: review.JobRunning}, "integrator"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.s.PutJob(b.ctx, tenantA, op.ID, review.Job{Ref: "job-doc-fails", Status: review.JobFailed}, "integrator"); err != nil {
+			t.Fatal(err)
+		}
+		wantState(t, b.get(t, op), review.NeedsReview)
+		cs, _ := b.s.CasesForOperation(b.ctx, op.ID)
+		if cs[0].RecommendedAction == review.RecommendReconcileAgain && strings.Contains(cs[0].Rationale, "is not known to have ended") {
+			t.Errorf("case recommends %s (%s) after the job ended", cs[0].RecommendedAction, cs[0].Rationale)
+		}
+		if n := updates(op) - before; n != 1 {
+			t.Errorf("%d case.updated events, want 1: the job's end, not its start, changed the recommendation", n)
+		}
+
+		// Its success is for the reviewer to confirm: a person decides in
+		// review, and the case recommends the job's output.
+		op, c = inReview("doc-succeeds", false)
+		recommends(c, review.RecommendReconcileAgain, "job job-doc-succeeds is not known to have ended")
+		got, err := b.s.PutJob(b.ctx, tenantA, op.ID, review.Job{Ref: "job-doc-succeeds", Status: review.JobSucceeded, OutputRef: "file-out"}, "integrator")
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantState(t, got, review.NeedsReview)
+		cs, _ = b.s.CasesForOperation(b.ctx, op.ID)
+		recommends(cs[0], review.RecommendConfirm, "file-out")
+		req := decideReq(&cs[0], review.DecideConfirm, "alice")
+		req.Ref = "file-out"
+		if _, err := b.s.Decide(b.ctx, req); err != nil {
+			t.Fatal(err)
+		}
+		if got = b.get(t, op); got.State != review.Confirmed || got.Resource == nil || got.Resource.Ref != "file-out" {
+			t.Errorf("after the confirm: %s, resource %+v; want confirmed with the job's output", got.State, got.Resource)
+		}
+
+		// Evidence brought while the case is open is weighed into what it
+		// recommends: a lookup finds the job's output.
+		op, _ = inReview("doc-found", false)
+		found := review.Evidence{Source: review.SourceStatusLookup, Authoritative: true,
+			Candidates: []review.Candidate{{Ref: "file-found", Kind: "file", Version: "v1", OperationID: op.ID}}}
+		if got, err = b.s.AddEvidence(b.ctx, tenantA, op.ID, found, "integrator"); err != nil {
+			t.Fatal(err)
+		}
+		wantState(t, got, review.NeedsReview)
+		cs, _ = b.s.CasesForOperation(b.ctx, op.ID)
+		recommends(cs[0], review.RecommendConfirm, "file-found")
+		assertSealed(t, b.s)
+	})
+}
+
+// TestJobSuccessAfterTheOperationFailed: a reviewer failed the operation
+// while its job was still queued; the job then succeeds at the
+// destination. Its integrator was told there is no effect, so its output
+// is an effect nobody answers for: a case asks a person to undo it, as it
+// does for any other evidence of such an effect.
+func TestJobSuccessAfterTheOperationFailed(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		b := setup(t, e, nil)
+		r := intention("doc-failed-beside-job", review.RiskCompensableWrite, "transform")
+		deadline := b.clk.Now().Add(time.Hour)
+		r.Deadline = &deadline
+		op := b.register(t, r)
+		b.start(t, op)
+		wantState(t, b.report(t, op, 1, accepted("job-1")).Operation, review.Accepted)
+		b.clk.Advance(2 * time.Hour)
+		if _, err := b.s.ExpireDeadlines(b.ctx); err != nil {
+			t.Fatal(err)
+		}
+		cs, _ := b.s.CasesForOperation(b.ctx, op.ID)
+		if _, err := b.s.Decide(b.ctx, decideReq(&cs[0], review.DecideFail, "alice")); err != nil {
+			t.Fatal(err)
+		}
+		wantState(t, b.get(t, op), review.Failed)
+
+		got, err := b.s.PutJob(b.ctx, tenantA, op.ID, review.Job{Ref: "job-1", Status: review.JobSucceeded, OutputRef: "file-out"}, "integrator")
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantState(t, got, review.Failed)
+		cs, _ = b.s.CasesForOperation(b.ctx, op.ID)
+		var open *store.Case
+		for i := range cs {
+			if cs[i].Status == store.CaseOpen {
+				open = &cs[i]
+			}
+		}
+		if open == nil || open.RecommendedAction != review.RecommendCompensate || open.RecommendedRef != "file-out" {
+			t.Fatalf("cases %+v, want one open recommending to compensate file-out", cs)
+		}
+		// The same report again opens nothing more.
+		if _, err := b.s.PutJob(b.ctx, tenantA, op.ID, review.Job{Ref: "job-1", Status: review.JobSucceeded, OutputRef: "file-out"}, "integrator"); err != nil {
+			t.Fatal(err)
+		}
+		if again, _ := b.s.CasesForOperation(b.ctx, op.ID); len(again) != len(cs) {
+			t.Errorf("%d cases after the same report again, want %d", len(again), len(cs))
+		}
+		assertSealed(t, b.s)
+	})
+}

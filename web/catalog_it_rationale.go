@@ -22,6 +22,7 @@ func init() {
 		review.RationaleClaimedDuplicate:    "un webhook firmato della destinazione riporta %s per questa operazione oltre alla %s confermata: un duplicato, se esiste; verifica presso la destinazione, poi annullalo (compensa) o di' che è già annullato (compensation_done) — oppure, se non c'è nulla, indicalo",
 		review.RationaleUnnamedEffect:       "la destinazione ha riportato un successo per questa operazione, che è fallita, senza dire cosa ha creato: cerca l'effetto presso la destinazione, annullalo, poi indicalo (compensation_done) — oppure indicalo se non c'è nulla",
 		review.RationaleUndoUnderWay:        "la compensazione di %s è in corso: il suo esito decide; attendilo invece di decidere di nuovo",
+		review.RationaleJobUnfinished:       "il job %s non risulta terminato e può ancora produrre l'effetto: quando riesce, conferma il suo output; quando fallisce, segna come fallita o ritenta — un nuovo tentativo mentre può ancora girare potrebbe produrre un secondo effetto",
 		review.RationaleUndoByHand:          "Limbo non invia l'annullamento di %s, scritta anche da altre operazioni: rimuovi tu stesso la parte di questa operazione presso la destinazione, poi indica che l'annullamento è avvenuto (compensation_done)",
 	})
 }
