@@ -81,6 +81,11 @@ func (r *Reconciler) RunOnce(ctx context.Context) (int, error) {
 		return 0, err
 	}
 	claims = append(claims, jobs...)
+	jobs, err = r.Store.ClaimJobsInReview(ctx, r.Owner, r.Batch, r.Lease)
+	if fatal(err) {
+		return 0, err
+	}
+	claims = append(claims, jobs...)
 	watches, err := r.Store.ClaimWatches(ctx, r.Batch, r.Lease)
 	if fatal(err) {
 		return 0, err
@@ -139,7 +144,7 @@ func (r *Reconciler) watch(ctx context.Context, c store.WatchClaim) {
 
 func (r *Reconciler) round(ctx context.Context, c store.ProbeClaim) {
 	dest := r.Config.Destination(c.Op.Destination)
-	if c.Op.State == review.Accepted {
+	if c.Op.State == review.Accepted || c.Op.State == review.NeedsReview {
 		r.pollJob(ctx, c, dest)
 		return
 	}
@@ -191,8 +196,10 @@ func (r *Reconciler) sem(dest string) chan struct{} {
 }
 
 // pollJob asks the destination how an accepted operation's job is doing
-// and records the answer; a finished job settles the operation. Polls back
-// off from a second to a minute; a webhook brings the next one forward.
+// (or the job the case of one in review waits on) and records the answer;
+// a finished job settles an accepted operation, and is put before the
+// person deciding one in review. Polls back off from a second to a
+// minute; a webhook brings the next one forward.
 func (r *Reconciler) pollJob(ctx context.Context, c store.ProbeClaim, dest review.Destination) {
 	next := r.Store.Now().Add(min(time.Second<<min(c.Round, 6), time.Minute))
 	job, err := r.Prober.Job(ctx, c.Op, dest)

@@ -659,12 +659,18 @@ func TestJobAnswerNamesTheJob(t *testing.T) {
 // was answered with job jobRef queued: the operation is accepted.
 func (b *testBundle) accepted(t *testing.T, ref, dest, jobRef string) *review.Operation {
 	t.Helper()
+	return b.acceptedBy(t, ref, dest, jobRef, nil)
+}
+
+// acceptedBy is accepted with a deadline (nil: none).
+func (b *testBundle) acceptedBy(t *testing.T, ref, dest, jobRef string, deadline *time.Time) *review.Operation {
+	t.Helper()
 	payload, err := review.Canonicalize([]byte(`{"input":"` + ref + `"}`))
 	if err != nil {
 		t.Fatal(err)
 	}
 	op, _, err := b.st.Register(b.ctx, review.Registration{Tenant: tenant, SourceRef: ref, LogicalVersion: "v1",
-		Action: "convert_pdf", Destination: dest, Risk: review.RiskCompensableWrite, Payload: payload, Actor: "test"})
+		Action: "convert_pdf", Destination: dest, Risk: review.RiskCompensableWrite, Payload: payload, Deadline: deadline, Actor: "test"})
 	if err != nil {
 		t.Fatalf("Register(%s): %v", ref, err)
 	}

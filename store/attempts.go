@@ -402,7 +402,8 @@ const (
 	   not apply after it (fencing). */
 	updateOpState = `
 UPDATE operations SET state = ?, state_reason = ?, version = version + 1, updated_at = ?,
-    probe_owner = NULL, probe_until = NULL, probe_generation = probe_generation + 1
+    probe_owner = NULL, probe_until = NULL, probe_generation = probe_generation + 1,
+    next_probe_at = CASE WHEN ? THEN NULL ELSE next_probe_at END
 WHERE id = ? AND state || '' = ? AND version = ?`
 )
 
@@ -414,7 +415,10 @@ func (s *Store) transition(ctx context.Context, tx *sqlx.Tx, row *opRow, to revi
 		return err
 	}
 	now := s.now()
-	res, err := s.exec(ctx, tx, updateOpState, string(to), reason, now, row.ID, row.State, row.Version)
+	// In review, next_probe_at schedules only the polls of a job its case
+	// waits on (ClaimJobsInReview); whoever moves an operation there with
+	// one sets it (ExpireDeadlines).
+	res, err := s.exec(ctx, tx, updateOpState, string(to), reason, now, to == review.NeedsReview, row.ID, row.State, row.Version)
 	if err != nil {
 		return fmt.Errorf("transition: %w", err)
 	}

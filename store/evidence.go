@@ -129,6 +129,10 @@ func (s *Store) weighMove(ctx context.Context, tx *sqlx.Tx, row *opRow, actor st
 const (
 	/* Store.setResource */
 	updateOpResource = `UPDATE operations SET resource_ref = ?, resource_kind = ?, resource_version = ? WHERE id = ?`
+	/* Store.putJobTx: an operation in review no longer waits on a job. */
+	updateOpNoJobPoll = `UPDATE operations SET next_probe_at = NULL WHERE id = ?`
+	/* Store.ExpireDeadlines: an operation in review waits on its job. */
+	updateOpJobPollDue = `UPDATE operations SET next_probe_at = ? WHERE id = ?`
 	/* Store.setNextAttempt: a proven absence may retry at once. */
 	updateOpNextAttempt = `UPDATE operations SET next_attempt_at = ? WHERE id = ?`
 	/* Store.PutJob */
@@ -246,8 +250,20 @@ func (s *Store) putJobTx(ctx context.Context, tx *sqlx.Tx, tenant, opID string, 
 	}
 	if row.State == string(review.NeedsReview) && row.Version == version {
 		// Still in review, unmoved: its case recommended waiting on a job
-		// that had not ended (review.LiveJob), and now says what to do.
-		return s.reassessOpenCase(ctx, tx, opID, tenant, actor)
+		// not known to have ended (review.JobToWaitOn), and now says what
+		// to do; the job's polls stop unless it still waits on one.
+		c, err := s.assessCase(ctx, tx, opID, tenant, nil, actor, false)
+		if err != nil || c == nil {
+			return err
+		}
+		op, err := s.loadDetails(ctx, tx, row.operation())
+		if err != nil {
+			return err
+		}
+		if _, wait := review.JobToWaitOn(op, c.Reasons); !wait {
+			_, err = s.exec(ctx, tx, updateOpNoJobPoll, opID)
+		}
+		return err
 	}
 	return nil
 }

@@ -33,6 +33,15 @@ WHERE state = ? AND (next_probe_at IS NULL OR next_probe_at <= ?)
 ORDER BY next_probe_at LIMIT ?`
 	/* Store.ClaimAmbiguous: PostgreSQL lets several instances claim disjoint sets. */
 	selectDueSkipLocked = selectDue + ` FOR UPDATE SKIP LOCKED`
+	/* Store.ClaimJobsInReview: in review, next_probe_at is set only while
+	   the case waits on a job (review.JobToWaitOn); NULL is never due. */
+	selectDueInReview = `
+SELECT id FROM operations
+WHERE state = 'needs_review' AND next_probe_at <= ?
+  AND (probe_until IS NULL OR probe_until <= ?)
+ORDER BY next_probe_at LIMIT ?`
+	/* Store.ClaimJobsInReview */
+	selectDueInReviewSkipLocked = selectDueInReview + ` FOR UPDATE SKIP LOCKED`
 	/* Store.ClaimAmbiguous */
 	claimOperation = `
 UPDATE operations SET probe_owner = ?, probe_until = ?, probe_generation = probe_generation + 1
@@ -58,9 +67,21 @@ func (s *Store) ClaimAccepted(ctx context.Context, owner string, n int, lease ti
 	return s.claim(ctx, review.Accepted, owner, n, lease)
 }
 
+// ClaimJobsInReview claims up to n operations in review due for a poll of
+// the job their case waits on (review.JobToWaitOn: the deadline passed
+// while they followed it), the same way: the job's end, polled as while
+// accepted, is put before the person deciding (ApplyJobPoll).
+func (s *Store) ClaimJobsInReview(ctx context.Context, owner string, n int, lease time.Duration) ([]ProbeClaim, error) {
+	return s.claim(ctx, review.NeedsReview, owner, n, lease)
+}
+
 func (s *Store) claim(ctx context.Context, state review.State, owner string, n int, lease time.Duration) ([]ProbeClaim, error) {
 	now := s.now()
-	ids, err := s.claimDue(ctx, selectDue, selectDueSkipLocked, []any{string(state), now, now}, n, claimOperation,
+	due, dueSkipLocked, args := selectDue, selectDueSkipLocked, []any{string(state), now, now}
+	if state == review.NeedsReview {
+		due, dueSkipLocked, args = selectDueInReview, selectDueInReviewSkipLocked, []any{now, now}
+	}
+	ids, err := s.claimDue(ctx, due, dueSkipLocked, args, n, claimOperation,
 		func(id string) []any { return []any{owner, now.Add(lease), id, string(state), now} })
 	var skipped *SkippedRows
 	if err != nil && !errors.As(err, &skipped) {
@@ -230,19 +251,25 @@ const (
 	/* Store.ApplyJobPoll: fenced like ApplySettlement. */
 	releaseJobPoll = `
 UPDATE operations SET probe_owner = NULL, probe_until = NULL, probe_round = probe_round + 1, next_probe_at = ?
-WHERE id = ? AND state || '' = 'accepted' AND probe_owner = ? AND probe_generation = ?`
+WHERE id = ? AND state || '' IN ('accepted', 'needs_review') AND probe_owner = ? AND probe_generation = ?`
 )
 
-// ApplyJobPoll completes a job status poll of an accepted operation: the
-// job as the destination reports it (nil when the poll failed) is recorded
-// as PutJob would, which confirms, fails or escalates the operation when
-// the job has finished; otherwise the next poll is scheduled at next.
+// ApplyJobPoll completes a job status poll of an accepted operation, or of
+// one in review whose case waits on its job: the job as the destination
+// reports it (nil when the poll failed) is recorded as PutJob would, which
+// confirms, fails or escalates an accepted operation when the job has
+// finished, and puts the end before the person deciding one in review
+// (putJobTx); otherwise the next poll is scheduled at next.
 func (s *Store) ApplyJobPoll(ctx context.Context, c ProbeClaim, job *review.Job, next time.Time) error {
+	var due any = dbTime(next)
+	if _, wait := review.JobToWaitOn(c.Op, nil); c.Op.State == review.NeedsReview && !wait {
+		due = nil // in review with no job to wait on: nothing to poll again
+	}
 	err := s.WithTx(ctx, func(tx *sqlx.Tx) error {
 		if _, err := s.lockOperation(ctx, tx, c.Op.Tenant, c.Op.ID); err != nil {
 			return err
 		}
-		res, err := tx.ExecContext(ctx, s.rebind(releaseJobPoll), dbTime(next), c.Op.ID, c.Owner, c.Generation)
+		res, err := tx.ExecContext(ctx, s.rebind(releaseJobPoll), due, c.Op.ID, c.Owner, c.Generation)
 		if err != nil {
 			return err
 		}
@@ -264,9 +291,10 @@ func (s *Store) ApplyJobPoll(ctx context.Context, c ProbeClaim, job *review.Job,
 }
 
 // ApplyJobGone completes a job status poll whose answer contradicts the
-// ledger — the destination no longer finds the accepted operation's job:
-// the answer is recorded as ev and the operation goes to a person with
-// state_conflict, in one transaction with its audit event. Polling again
+// ledger — the destination no longer finds the operation's job: the answer
+// is recorded as ev and the operation goes to a person with state_conflict
+// (or, in review already, its case gains that reason and no longer waits
+// on the job), in one transaction with its audit event. Polling again
 // would wait for a job that, by the destination's word, is not there.
 // Fenced like ApplyJobPoll.
 func (s *Store) ApplyJobGone(ctx context.Context, c ProbeClaim, ev review.Evidence, reason string) error {
@@ -285,6 +313,13 @@ func (s *Store) ApplyJobGone(ctx context.Context, c ProbeClaim, ev review.Eviden
 		ev.ObservedAt = s.now()
 		if err := s.insertEvidence(ctx, tx, c.Op.ID, ev); err != nil {
 			return err
+		}
+		if row.State == string(review.NeedsReview) {
+			if _, err := s.assessCase(ctx, tx, row.ID, row.Tenant, []review.Reason{review.ReasonStateConflict}, "system:reconciler", false); err != nil {
+				return err
+			}
+			return s.appendEvent(ctx, tx, &AuditEvent{Actor: "system:reconciler", Tenant: row.Tenant, OperationID: row.ID,
+				Action: "evidence.recorded", Detail: detailJSON(map[string]any{"reason": reason, "probes": 1})})
 		}
 		return s.transition(ctx, tx, row, review.NeedsReview, reason, "system:reconciler", "reconcile.settled",
 			map[string]any{"probes": 1, "escalation": []review.Reason{review.ReasonStateConflict}})

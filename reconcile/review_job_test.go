@@ -1,0 +1,105 @@
+package reconcile_test
+
+import (
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/limbo-dev/limbo/review"
+	"github.com/limbo-dev/limbo/sandbox"
+	"github.com/limbo-dev/limbo/store"
+	"github.com/limbo-dev/limbo/store/storetest"
+)
+
+// TestJobInReviewIsPolled: the deadline passed while an operation followed
+// its job, still queued: a person decides, and the case waits on the job
+// (review.JobToWaitOn). The reconciler goes on polling that job, so its
+// end reaches the person: a success puts its output on the case,
+// recommended to confirm; a destination that no longer finds the job
+// makes the case a state_conflict. Either way the polls stop there, and an
+// operation in review with no job to wait on is never polled.
+func TestJobInReviewIsPolled(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		var mu sync.Mutex
+		answers := map[string]string{} // job ref → the job probe's answer ("": 404)
+		answer := func(ref, body string) {
+			mu.Lock()
+			defer mu.Unlock()
+			answers[ref] = body
+		}
+		s := newScripted(t, func(r *http.Request, _ string) (int, string) {
+			mu.Lock()
+			defer mu.Unlock()
+			body, ok := answers[strings.TrimPrefix(r.URL.Path, "/jobs/")]
+			if !ok || body == "" {
+				return http.StatusNotFound, `{"error":"not_found"}`
+			}
+			return http.StatusOK, body
+		})
+		b := setup(t, e, sandbox.Options{}, map[string]review.Destination{"jobs": scriptedConfig(t, "jobs", s.url, "", "", "")})
+		polls := func(ref string) int {
+			return len(slices.DeleteFunc(s.requests(), func(r *http.Request) bool { return r.URL.Path != "/jobs/"+ref }))
+		}
+		caseOf := func(op *review.Operation) store.Case {
+			t.Helper()
+			cs, err := b.st.CasesForOperation(b.ctx, op.ID)
+			if err != nil || len(cs) != 1 {
+				t.Fatalf("cases of %s: %v %+v; want one", op.SourceRef, err, cs)
+			}
+			return cs[0]
+		}
+
+		deadline := b.clk.Now().Add(time.Hour)
+		succeeds := b.acceptedBy(t, "doc-succeeds", "jobs", "J1", &deadline)
+		gone := b.acceptedBy(t, "doc-gone", "jobs", "J2", &deadline)
+		answer("J1", `{"ref":"J1","status":"queued"}`)
+		answer("J2", `{"ref":"J2","status":"running"}`)
+		b.runOnce(t, 2) // both followed while accepted
+		b.clk.Advance(2 * time.Hour)
+		if n, err := b.st.ExpireDeadlines(b.ctx); err != nil || n != 2 {
+			t.Fatalf("ExpireDeadlines: %d, %v; want both", n, err)
+		}
+		// In review beside nothing to wait on: never polled.
+		other := b.ambiguous(t, "doc-other", "sandbox", nil)
+		if _, err := b.st.AddEvidence(b.ctx, tenant, other.ID, review.Evidence{Source: review.SourceStatusLookup, Authoritative: true,
+			Candidates: []review.Candidate{{Ref: "a", OperationID: other.ID, Version: "v1"}, {Ref: "b", OperationID: other.ID, Version: "v1"}}}, "test"); err != nil {
+			t.Fatal(err)
+		}
+		wantState(t, b.get(t, other), review.NeedsReview)
+		for _, op := range []*review.Operation{succeeds, gone} {
+			wantState(t, b.get(t, op), review.NeedsReview)
+			if c := caseOf(op); c.RecommendedAction != review.RecommendReconcileAgain || !strings.Contains(c.Rationale, "is not known to have ended") {
+				t.Errorf("%s: case recommends %s (%s), want waiting on the job", op.SourceRef, c.RecommendedAction, c.Rationale)
+			}
+		}
+
+		b.runOnce(t, 2) // still queued, still running: the case waits
+		if polls("J1") != 2 || polls("J2") != 2 {
+			t.Fatalf("polls J1 %d, J2 %d; want 2 each", polls("J1"), polls("J2"))
+		}
+		answer("J1", fmt.Sprintf(`{"ref":"J1","status":"succeeded","output_ref":"out-1","operation_id":%q,"logical_version":"v1"}`, succeeds.ID))
+		answer("J2", "")
+		b.clk.Advance(2 * time.Minute)
+		b.runOnce(t, 2)
+		wantState(t, b.get(t, succeeds), review.NeedsReview)
+		if c := caseOf(succeeds); c.RecommendedAction != review.RecommendConfirm || c.RecommendedRef != "out-1" {
+			t.Errorf("after the job succeeded: case recommends %s %s (%s), want confirm out-1", c.RecommendedAction, c.RecommendedRef, c.Rationale)
+		}
+		wantState(t, b.get(t, gone), review.NeedsReview)
+		if c := caseOf(gone); !slices.Contains(c.Reasons, review.ReasonStateConflict) || strings.Contains(c.Rationale, "is not known to have ended") {
+			t.Errorf("after the job was not found: case %v recommends %s (%s), want a state_conflict that no longer waits", c.Reasons, c.RecommendedAction, c.Rationale)
+		}
+
+		b.clk.Advance(time.Hour)
+		b.runOnce(t, 0)
+		if polls("J1") != 3 || polls("J2") != 3 {
+			t.Errorf("polls J1 %d, J2 %d after the job's end; want 3 each, none more", polls("J1"), polls("J2"))
+		}
+		sealed(t, b.st)
+	})
+}
