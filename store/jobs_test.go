@@ -173,18 +173,29 @@ func TestJobFailureAfterALostRetry(t *testing.T) {
 	})
 }
 
-// retryApprovedBesideJob registers sourceRef with a deadline; attempt 1's
-// destination accepts job-1 (accepted), then, job-1 still queued, the
-// deadline passes and a reviewer approves a retry: the operation waits
-// for attempt 2. whileAccepted, when set, runs while it follows job-1.
+// retryApprovedBesideJob is deadlinePassedBesideJob with job-1, then a
+// reviewer approves a retry: the operation waits for attempt 2.
 func retryApprovedBesideJob(t *testing.T, b *bundle, sourceRef string, whileAccepted func(*review.Operation)) *review.Operation {
+	t.Helper()
+	op, c := deadlinePassedBesideJob(t, b, sourceRef, "job-1", whileAccepted)
+	if _, err := b.s.Decide(b.ctx, decideReq(&c, review.DecideApproveRetry, "alice")); err != nil {
+		t.Fatal(err)
+	}
+	return op
+}
+
+// deadlinePassedBesideJob registers sourceRef with a deadline; attempt 1's
+// destination accepts jobRef (accepted), then, the job still queued, the
+// deadline passes: the operation is in review, with its case.
+// whileAccepted, when set, runs while it follows the job.
+func deadlinePassedBesideJob(t *testing.T, b *bundle, sourceRef, jobRef string, whileAccepted func(*review.Operation)) (*review.Operation, store.Case) {
 	t.Helper()
 	r := intention(sourceRef, review.RiskCompensableWrite, "transform")
 	deadline := b.clk.Now().Add(time.Hour)
 	r.Deadline = &deadline
 	op := b.register(t, r)
 	b.start(t, op)
-	wantState(t, b.report(t, op, 1, accepted("job-1")).Operation, review.Accepted)
+	wantState(t, b.report(t, op, 1, accepted(jobRef)).Operation, review.Accepted)
 	if whileAccepted != nil {
 		whileAccepted(op)
 	}
@@ -192,14 +203,12 @@ func retryApprovedBesideJob(t *testing.T, b *bundle, sourceRef string, whileAcce
 	if _, err := b.s.ExpireDeadlines(b.ctx); err != nil {
 		t.Fatal(err)
 	}
+	wantState(t, b.get(t, op), review.NeedsReview)
 	cs, _ := b.s.CasesForOperation(b.ctx, op.ID)
 	if len(cs) != 1 {
 		t.Fatalf("cases after the deadline: %+v", cs)
 	}
-	if _, err := b.s.Decide(b.ctx, decideReq(&cs[0], review.DecideApproveRetry, "alice")); err != nil {
-		t.Fatal(err)
-	}
-	return op
+	return op, cs[0]
 }
 
 // TestCaseWaitsOnAnUnfinishedJob: the deadline passed while the operation
@@ -214,27 +223,16 @@ func TestCaseWaitsOnAnUnfinishedJob(t *testing.T) {
 		b := setup(t, e, nil)
 		inReview := func(sourceRef string, searched bool) (*review.Operation, store.Case) {
 			t.Helper()
-			r := intention(sourceRef, review.RiskCompensableWrite, "transform")
-			deadline := b.clk.Now().Add(time.Hour)
-			r.Deadline = &deadline
-			op := b.register(t, r)
-			b.start(t, op)
-			wantState(t, b.report(t, op, 1, accepted("job-"+sourceRef)).Operation, review.Accepted)
-			b.clk.Advance(2 * time.Hour)
-			if _, err := b.s.ExpireDeadlines(b.ctx); err != nil {
+			op, c := deadlinePassedBesideJob(t, b, sourceRef, "job-"+sourceRef, nil)
+			if !searched {
+				return op, c
+			}
+			nothing := review.Evidence{Source: review.SourceMetadataSearch, Authoritative: true, Verdict: review.VerdictRefutes}
+			if _, err := b.s.AddEvidence(b.ctx, tenantA, op.ID, nothing, "integrator"); err != nil {
 				t.Fatal(err)
 			}
-			if searched {
-				nothing := review.Evidence{Source: review.SourceMetadataSearch, Authoritative: true, Verdict: review.VerdictRefutes}
-				if _, err := b.s.AddEvidence(b.ctx, tenantA, op.ID, nothing, "integrator"); err != nil {
-					t.Fatal(err)
-				}
-			}
 			wantState(t, b.get(t, op), review.NeedsReview)
-			cs, err := b.s.CasesForOperation(b.ctx, op.ID)
-			if err != nil || len(cs) != 1 {
-				t.Fatalf("cases: %v %+v", err, cs)
-			}
+			cs, _ := b.s.CasesForOperation(b.ctx, op.ID)
 			return op, cs[0]
 		}
 		recommends := func(c store.Case, action, mentions string) {
@@ -316,18 +314,8 @@ func TestJobSuccessAfterTheOperationFailed(t *testing.T) {
 	t.Parallel()
 	storetest.Each(t, func(t *testing.T, e store.Engine) {
 		b := setup(t, e, nil)
-		r := intention("doc-failed-beside-job", review.RiskCompensableWrite, "transform")
-		deadline := b.clk.Now().Add(time.Hour)
-		r.Deadline = &deadline
-		op := b.register(t, r)
-		b.start(t, op)
-		wantState(t, b.report(t, op, 1, accepted("job-1")).Operation, review.Accepted)
-		b.clk.Advance(2 * time.Hour)
-		if _, err := b.s.ExpireDeadlines(b.ctx); err != nil {
-			t.Fatal(err)
-		}
-		cs, _ := b.s.CasesForOperation(b.ctx, op.ID)
-		if _, err := b.s.Decide(b.ctx, decideReq(&cs[0], review.DecideFail, "alice")); err != nil {
+		op, c := deadlinePassedBesideJob(t, b, "doc-failed-beside-job", "job-1", nil)
+		if _, err := b.s.Decide(b.ctx, decideReq(&c, review.DecideFail, "alice")); err != nil {
 			t.Fatal(err)
 		}
 		wantState(t, b.get(t, op), review.Failed)
@@ -337,7 +325,7 @@ func TestJobSuccessAfterTheOperationFailed(t *testing.T) {
 			t.Fatal(err)
 		}
 		wantState(t, got, review.Failed)
-		cs, _ = b.s.CasesForOperation(b.ctx, op.ID)
+		cs, _ := b.s.CasesForOperation(b.ctx, op.ID)
 		var open *store.Case
 		for i := range cs {
 			if cs[i].Status == store.CaseOpen {
