@@ -543,6 +543,17 @@ func TestBrowserSupportFlow(t *testing.T) {
 		mgr.open("/dashboard")
 		mgr.waitFor(`document.querySelector("svg.chart") !== null`, "the dashboard's charts")
 		mgr.axe("dashboard")
+		// On a phone the charts are shrunk to half: their words stay
+		// readable (the ambiguity per destination is text beside its bars,
+		// the line chart's labels are drawn larger there).
+		mgr.do("sizing the dashboard to a phone", chromedp.EmulateViewport(390, 900))
+		if h := evalJS[float64](mgr, `Math.min(...Array.from(document.querySelectorAll("svg.chart text, ul.rates li span"), e => e.getBoundingClientRect().height))`); h < 10 {
+			mgr.fatalf("a dashboard label is %.1f px high on a phone, want at least 10", h)
+		}
+		if n := evalJS[int](mgr, `document.querySelectorAll("ul.rates li").length`); n == 0 {
+			mgr.fatalf("the dashboard shows no destination's ambiguity")
+		}
+		mgr.do("restoring the page size", chromedp.EmulateViewport(1280, 900))
 		mgr.noConsoleErrors()
 
 		// The axe check above can see a violation: an unlabelled field is one.

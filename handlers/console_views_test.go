@@ -44,6 +44,9 @@ func TestDashboardPercentInItalian(t *testing.T) {
 		if code != 200 {
 			t.Fatalf("dashboard: %d", code)
 		}
+		if !strings.Contains(body, `<span class="rate-destination">files</span>`) || !strings.Contains(body, `<span class="rate-share">33,3% su 3</span>`) {
+			t.Errorf("the ambiguity of files is not written as text beside its bar")
+		}
 		if strings.Contains(body, "33.3%") || !strings.Contains(body, "33,3") {
 			i := strings.Index(body, "33.3")
 			t.Fatalf("Italian dashboard writes the ambiguity rate with a decimal point: %q", body[max(0, i-80):min(len(body), i+40)])
