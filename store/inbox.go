@@ -27,8 +27,11 @@ const (
 ON CONFLICT (source, event_id) DO NOTHING`
 	/* Store.Inbound */
 	selectOpTenant = `SELECT tenant FROM operations WHERE id = ? AND destination = ?`
-	/* Store.Inbound: a webhook makes the reconciler look now. */
-	triggerProbe = `UPDATE operations SET next_probe_at = ? WHERE id = ? AND state || '' IN ('ambiguous', 'accepted')`
+	/* Store.Inbound: a webhook makes the reconciler look now — in review,
+	   only where the case waits on a job (ClaimJobsInReview). */
+	triggerProbe = `
+UPDATE operations SET next_probe_at = ?
+WHERE id = ? AND (state || '' IN ('ambiguous', 'accepted') OR state || '' = 'needs_review' AND next_probe_at IS NOT NULL)`
 )
 
 // Inbound records a verified webhook once per event id, attaches it to its

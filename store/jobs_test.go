@@ -345,3 +345,42 @@ func TestJobSuccessAfterTheOperationFailed(t *testing.T) {
 		assertSealed(t, b.s)
 	})
 }
+
+// TestWebhookBringsTheJobPollForward: a webhook about an operation in
+// review whose case waits on its job makes the reconciler poll the job now,
+// as it does for an accepted one; one in review with no job to wait on is
+// not polled for it.
+func TestWebhookBringsTheJobPollForward(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		b := setup(t, e, nil)
+		waiting, _ := deadlinePassedBesideJob(t, b, "doc-waiting", "job-1", nil)
+		claims, err := b.s.ClaimJobsInReview(b.ctx, "rec", 10, time.Minute)
+		if err != nil || len(claims) != 1 || claims[0].Op.ID != waiting.ID {
+			t.Fatalf("ClaimJobsInReview: %v, %d claims; want the operation waiting on its job", err, len(claims))
+		}
+		if err := b.s.ApplyJobPoll(b.ctx, claims[0], &review.Job{Ref: "job-1", Status: review.JobRunning}, b.clk.Now().Add(time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+		other := b.ambiguous(t, "doc-other")
+		two := review.Evidence{Source: review.SourceStatusLookup, Authoritative: true, Candidates: []review.Candidate{
+			{Ref: "a", Version: "v1", OperationID: other.ID}, {Ref: "b", Version: "v1", OperationID: other.ID}}}
+		if _, err := b.s.AddEvidence(b.ctx, tenantA, other.ID, two, "integrator"); err != nil {
+			t.Fatal(err)
+		}
+		wantState(t, b.get(t, other), review.NeedsReview)
+		if claims, err := b.s.ClaimJobsInReview(b.ctx, "rec", 10, time.Minute); err != nil || len(claims) != 0 {
+			t.Fatalf("ClaimJobsInReview before any webhook: %v, %d claims; want none", err, len(claims))
+		}
+		for _, op := range []*review.Operation{waiting, other} {
+			if _, err := b.s.Inbound(b.ctx, store.InboundEvent{Source: op.Destination, EventID: "evt-" + op.SourceRef, OperationID: op.ID,
+				Body: `{"type":"job.updated"}`, Note: "job.updated"}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		claims, err = b.s.ClaimJobsInReview(b.ctx, "rec", 10, time.Minute)
+		if err != nil || len(claims) != 1 || claims[0].Op.ID != waiting.ID {
+			t.Fatalf("ClaimJobsInReview after the webhooks: %v, %d claims; want the operation waiting on its job only", err, len(claims))
+		}
+	})
+}
