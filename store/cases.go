@@ -153,6 +153,13 @@ func (s *Store) assessCase(ctx context.Context, tx *sqlx.Tx, opID, tenant string
 	a := review.Assess(op, extra, now)
 	bits := reasonBits(a.Reasons)
 	if found {
+		if reasonBits(existing.Reasons) == bits && existing.Priority == a.Priority && existing.RecommendedAction == a.Recommendation.Action &&
+			existing.RecommendedRef == a.Recommendation.Ref && existing.Rationale == a.Recommendation.Rationale {
+			// Nothing a reader sees changed (a webhook's progress report,
+			// evidence saying again what was known): the case, its version
+			// and the form a reviewer has open stay as they are.
+			return &existing, nil
+		}
 		if old := reasonBits(existing.Reasons); old != bits {
 			if err := s.countOpenCase(ctx, tx, existing.Tenant, existing.Destination, existing.Action, existing.Flags, old, -1); err != nil {
 				return nil, err

@@ -255,6 +255,15 @@ func TestCaseWaitsOnAnUnfinishedJob(t *testing.T) {
 		op, c := inReview("doc-fails", true)
 		recommends(c, review.RecommendReconcileAgain, "job job-doc-fails is not known to have ended")
 		before := updates(op)
+		// The same search again changes nothing a reader sees: the case and
+		// its version (a reviewer's open form) stay as they are.
+		nothing := review.Evidence{Source: review.SourceMetadataSearch, Authoritative: true, Verdict: review.VerdictRefutes}
+		if _, err := b.s.AddEvidence(b.ctx, tenantA, op.ID, nothing, "integrator"); err != nil {
+			t.Fatal(err)
+		}
+		if again, _ := b.s.CasesForOperation(b.ctx, op.ID); again[0].Version != c.Version || updates(op) != before {
+			t.Errorf("the same search again moved the case from version %d to %d", c.Version, again[0].Version)
+		}
 		if _, err := b.s.PutJob(b.ctx, tenantA, op.ID, review.Job{Ref: "job-doc-fails", Status: review.JobRunning}, "integrator"); err != nil {
 			t.Fatal(err)
 		}
