@@ -224,14 +224,19 @@ func nextFor(s State) Next {
 }
 
 // responseEvidence is the evidence a reported success leaves: the response
-// is what a confirmation rests on (I7).
+// is what a confirmation rests on (I7). A job accepted, naming no
+// resource, is the destination's word that it took the job, not that the
+// effect happened: inconclusive. Read as confirming, it made an empty
+// search while the job ran, or after it failed, look like sources
+// disagreeing, and a reviewer read "confirms" beside "confirmed when the
+// job completes". The job's own end is the evidence (settleJob).
 func responseEvidence(opID string, n int, o Outcome, d Decision, now time.Time) *Evidence {
 	ev := &Evidence{OperationID: opID, Source: SourceResponse, Authoritative: true, ObservedAt: now,
 		Candidates: []Candidate{}, Verdict: VerdictConfirms, Note: fmt.Sprintf(WhyResponseNote, n, d.Reason)}
 	if o.Resource != nil {
 		ev.Candidates = []Candidate{{Ref: o.Resource.Ref, Kind: o.Resource.Kind, Version: o.Resource.Version, OperationID: opID}}
 	}
-	if d.State != Confirmed && d.State != Accepted {
+	if d.State != Confirmed && (d.State != Accepted || o.Resource == nil) {
 		ev.Verdict = VerdictInconclusive
 	}
 	return ev

@@ -155,6 +155,11 @@ func TestPlanOutcome(t *testing.T) {
 		if p.Decision.State != Accepted || p.Job == nil || *p.Job != (Job{Ref: "job-1", Status: JobQueued, InputVersion: "v7"}) {
 			t.Errorf("plan %+v (job %+v), want accepted, following job-1", p.Decision, p.Job)
 		}
+		// Taking the job is no word that its effect happened: the
+		// response is kept, but confirms nothing until the job ends.
+		if ev := p.Evidence; ev == nil || ev.Source != SourceResponse || !ev.Authoritative || ev.Verdict != VerdictInconclusive {
+			t.Errorf("evidence %+v, want the response, inconclusive", p.Evidence)
+		}
 	})
 }
 

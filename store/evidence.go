@@ -293,6 +293,16 @@ func (s *Store) settleJob(ctx context.Context, tx *sqlx.Tx, row *opRow, j review
 		// decided): its success is evidence of the effect; its failure
 		// proves nothing about other attempts.
 		state := review.State(row.State)
+		if state == review.NeedsReview && j.Status != review.JobSucceeded && review.JobEndSettles(j, row.AttemptCount) {
+			// In review, the end of the job of the last attempt is the
+			// destination's word that no effect was made, as it would
+			// have failed the operation had it been followed: the case
+			// weighs it (a retry is safe, or failing) rather than
+			// asking for another search. putJobTx assesses it again.
+			return s.insertEvidence(ctx, tx, opID, review.Evidence{Source: review.SourceStatusLookup, Authoritative: true,
+				Verdict: review.VerdictRefutes, ObservedAt: now, Candidates: []review.Candidate{},
+				Note: fmt.Sprintf(review.WhyJobEnded, j.Ref, j.Status)})
+		}
 		if j.Status != review.JobSucceeded || !review.Assessed(state) && !state.Terminal() && state != review.NeedsReview {
 			return nil
 		}

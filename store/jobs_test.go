@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -254,6 +255,11 @@ func TestCaseWaitsOnAnUnfinishedJob(t *testing.T) {
 
 		op, c := inReview("doc-fails", true)
 		recommends(c, review.RecommendReconcileAgain, "job job-doc-fails is not known to have ended")
+		// The destination accepting the job said nothing of its output: an
+		// empty search beside it is no disagreement.
+		if slices.Contains(c.Reasons, review.ReasonSourcesDisagree) {
+			t.Errorf("case reasons %v: the accepted job read as confirming the effect", c.Reasons)
+		}
 		before := updates(op)
 		// The same search again changes nothing a reader sees: the case and
 		// its version (a reviewer's open form) stay as they are.
@@ -271,9 +277,13 @@ func TestCaseWaitsOnAnUnfinishedJob(t *testing.T) {
 			t.Fatal(err)
 		}
 		wantState(t, b.get(t, op), review.NeedsReview)
+		// Its failure is the destination's word that no effect was made,
+		// recorded; with the deadline spent, the case recommends failing.
 		cs, _ := b.s.CasesForOperation(b.ctx, op.ID)
-		if cs[0].RecommendedAction == review.RecommendReconcileAgain && strings.Contains(cs[0].Rationale, "is not known to have ended") {
-			t.Errorf("case recommends %s (%s) after the job ended", cs[0].RecommendedAction, cs[0].Rationale)
+		recommends(cs[0], review.RecommendFail, "holds no effect")
+		if last := b.get(t, op).Evidence; len(last) == 0 || last[len(last)-1].Verdict != review.VerdictRefutes ||
+			last[len(last)-1].Note != "job job-doc-fails ended failed" {
+			t.Errorf("evidence after the job failed: %+v", last)
 		}
 		if n := updates(op) - before; n != 1 {
 			t.Errorf("%d case.updated events, want 1: the job's end, not its start, changed the recommendation", n)

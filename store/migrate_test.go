@@ -365,3 +365,36 @@ func TestMigrateReports(t *testing.T) {
 		}
 	})
 }
+
+// TestMigrateReadsAcceptedJobsAgain: evidence recorded before 0057 took a
+// job accepted for an effect confirmed. The migration reads such rows as
+// the store writes them now (inconclusive), and leaves a success that
+// named its resource confirming.
+func TestMigrateReadsAcceptedJobsAgain(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		b := setup(t, e, nil)
+		job := b.register(t, intention("doc-job", review.RiskCompensableWrite, "transform"))
+		b.start(t, job)
+		b.report(t, job, 1, accepted("job-1"))
+		done := b.register(t, intention("doc-done", review.RiskCompensableWrite, "transform"))
+		b.start(t, done)
+		b.report(t, done, 1, success("file-1"))
+
+		db := b.s.DB()
+		for _, q := range []string{`UPDATE evidence SET verdict = 'confirms' WHERE source = 'response'`,
+			`DELETE FROM schema_migrations WHERE version = 57`} {
+			if _, err := db.Exec(q); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := b.s.Migrate(b.ctx); err != nil {
+			t.Fatal(err)
+		}
+		for op, want := range map[*review.Operation]review.Verdict{job: review.VerdictInconclusive, done: review.VerdictConfirms} {
+			got := b.get(t, op).Evidence
+			if len(got) != 1 || got[0].Verdict != want {
+				t.Errorf("%s: evidence %+v, want one response that %s", op.SourceRef, got, want)
+			}
+		}
+	})
+}
