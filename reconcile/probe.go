@@ -120,8 +120,8 @@ func fieldsWith(op *review.Operation, esc func(string) string) probeFields {
 	if op.Resource != nil {
 		f.ResourceRef = esc(op.Resource.Ref)
 	}
-	if n := len(op.Jobs); n > 0 {
-		f.JobRef = esc(op.Jobs[n-1].Ref)
+	if j, ok := review.JobToPoll(op); ok {
+		f.JobRef = esc(j.Ref)
 	}
 	if ref := review.CompensationResource(op); ref != "" {
 		f.ResourceRef = esc(ref) // an undo is settled by looking up what it undoes
@@ -538,18 +538,20 @@ func jobCandidate(v any, ref string, op *review.Operation) ([]review.Candidate, 
 	return []review.Candidate{c}, nil
 }
 
-// Job polls the accepted operation's latest job with the destination's job
-// probe; see readJob for what the answer must say. No probe, no job known,
+// Job polls the job of op the destination is asked about
+// (review.JobToPoll: an accepted operation's latest, the one the case of
+// one in review waits on) with the destination's job probe; see readJob for what the answer must say. No probe, no job known,
 // a missing credential or an unreadable answer is an error; a job the
 // destination does not find (404 or 410) is one wrapping ErrGone.
 func (p *Prober) Job(ctx context.Context, op *review.Operation, d review.Destination) (job *review.Job, err error) {
 	// A panic here is a failed poll, as in guardedSend.
 	defer loop.RecoverWith(ctx, p.log, "reconcile job probe of "+op.ID, func(e error) { job, err = nil, e })
 	pr := d.Probes.Job
-	if pr == nil || len(op.Jobs) == 0 || op.Jobs[len(op.Jobs)-1].Ref == "" {
+	polled, ok := review.JobToPoll(op)
+	if pr == nil || !ok || polled.Ref == "" {
 		return nil, errors.New("no job probe or no job ref")
 	}
-	ref := op.Jobs[len(op.Jobs)-1].Ref
+	ref := polled.Ref
 	if miss := d.MissingCredentials(p.getenv); len(miss) > 0 {
 		return nil, fmt.Errorf("credential %s is not set: this destination's probes are not sent", strings.Join(miss, ", "))
 	}

@@ -207,7 +207,8 @@ func (r *Reconciler) pollJob(ctx context.Context, c store.ProbeClaim, dest revie
 	case errors.Is(err, ErrGone):
 		// The ledger holds this job; the destination says it does not
 		// exist. A person decides what that means.
-		reason := fmt.Sprintf(review.WhyJobGone, c.Op.Jobs[len(c.Op.Jobs)-1].Ref, err.Error())
+		polled, _ := review.JobToPoll(c.Op)
+		reason := fmt.Sprintf(review.WhyJobGone, polled.Ref, err.Error())
 		ev := review.Evidence{Source: review.SourceStatusLookup, Authoritative: true, Verdict: review.VerdictInconclusive,
 			Candidates: []review.Candidate{}, Note: reason}
 		err = r.Store.ApplyJobGone(ctx, c, ev, reason)

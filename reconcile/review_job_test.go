@@ -103,3 +103,86 @@ func TestJobInReviewIsPolled(t *testing.T) {
 		sealed(t, b.st)
 	})
 }
+
+// TestPollFollowsTheJobTheCaseWaitsOn: a retry was let go while the first
+// attempt's job J1 was still queued; the retry's job J2 then failed. The
+// operation is in review waiting on J1 (store: TestRetryBesideALiveJob),
+// and it is J1 the reconciler polls — not J2, the newest, which has
+// ended — so that J1's success reaches the case.
+func TestPollFollowsTheJobTheCaseWaitsOn(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		var mu sync.Mutex
+		j1 := `{"ref":"J1","status":"queued"}`
+		s := newScripted(t, func(r *http.Request, _ string) (int, string) {
+			mu.Lock()
+			defer mu.Unlock()
+			switch r.URL.Path {
+			case "/jobs/J1":
+				return http.StatusOK, j1
+			case "/jobs/J2":
+				return http.StatusOK, `{"ref":"J2","status":"failed"}`
+			}
+			return http.StatusNotFound, `{"error":"not_found"}`
+		})
+		b := setup(t, e, sandbox.Options{}, map[string]review.Destination{"jobs": scriptedConfig(t, "jobs", s.url, "", "", "")})
+		polls := func(ref string) int {
+			return len(slices.DeleteFunc(s.requests(), func(r *http.Request) bool { return r.URL.Path != "/jobs/"+ref }))
+		}
+		openCase := func(op *review.Operation) store.Case {
+			t.Helper()
+			cs, err := b.st.CasesForOperation(b.ctx, op.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, c := range cs {
+				if c.Status == store.CaseOpen {
+					return c
+				}
+			}
+			t.Fatalf("no open case for %s: %+v", op.SourceRef, cs)
+			return store.Case{}
+		}
+
+		deadline := b.clk.Now().Add(time.Hour)
+		op := b.acceptedBy(t, "doc-retried", "jobs", "J1", &deadline)
+		b.clk.Advance(2 * time.Hour)
+		if _, err := b.st.ExpireDeadlines(b.ctx); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.st.Decide(b.ctx, store.DecisionRequest{CaseID: openCase(op).ID, Action: review.DecideApproveRetry,
+			Reason: "the job seems stuck", Actor: "reviewer"}); err != nil {
+			t.Fatal(err)
+		}
+		g, err := b.st.StartAttempt(b.ctx, store.AttemptRequest{Tenant: tenant, OperationID: op.ID, Actor: "test"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.st.RecordOutcome(b.ctx, tenant, op.ID, g.N, review.Outcome{Result: review.ResultSuccess, Phase: review.PhaseAfterSend,
+			HTTPStatus: http.StatusAccepted, Job: &review.JobRef{Ref: "J2", Status: string(review.JobQueued)}}, "test"); err != nil {
+			t.Fatal(err)
+		}
+		b.runOnce(t, 1) // J2 polled, failed: J1 may still make the effect
+		wantState(t, b.get(t, op), review.NeedsReview)
+		if c := openCase(op); !strings.Contains(c.Rationale, "job J1 is not known to have ended") {
+			t.Errorf("case recommends %s (%s), want waiting on J1", c.RecommendedAction, c.Rationale)
+		}
+
+		b.clk.Advance(time.Minute)
+		b.runOnce(t, 1) // J1, still queued
+		mu.Lock()
+		j1 = fmt.Sprintf(`{"ref":"J1","status":"succeeded","output_ref":"out-1","operation_id":%q,"logical_version":"v1"}`, op.ID)
+		mu.Unlock()
+		b.clk.Advance(time.Minute)
+		b.runOnce(t, 1)
+		if c := openCase(op); c.RecommendedAction != review.RecommendConfirm || c.RecommendedRef != "out-1" {
+			t.Errorf("after J1 succeeded: case recommends %s %s (%s), want confirm out-1", c.RecommendedAction, c.RecommendedRef, c.Rationale)
+		}
+		if polls("J1") != 2 || polls("J2") != 1 {
+			t.Errorf("polls J1 %d, J2 %d; want J1 twice in review, J2 once while followed", polls("J1"), polls("J2"))
+		}
+		b.clk.Advance(time.Hour)
+		b.runOnce(t, 0)
+		sealed(t, b.st)
+	})
+}

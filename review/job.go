@@ -51,3 +51,54 @@ func JobToWaitOn(op *Operation, reasons []Reason) (Job, bool) {
 	}
 	return Job{}, false
 }
+
+// JobToPoll is the job a poll of op asks the destination about, and
+// whether there is one: in review, the one its case waits on
+// (JobToWaitOn), which need not be the newest — a retry's job may have
+// ended while an earlier attempt's has not; otherwise the newest, the one
+// an accepted operation follows.
+func JobToPoll(op *Operation) (Job, bool) {
+	if j, ok := JobToWaitOn(op, nil); ok {
+		return j, true
+	}
+	if n := len(op.Jobs); n > 0 {
+		return op.Jobs[n-1], true
+	}
+	return Job{}, false
+}
+
+// LiveJobBeside is a job of op other than the one named ref that is not
+// known to have ended, and whether there is one. A retry let go while an
+// earlier attempt's job was still queued (a person approved it against the
+// case's warning) leaves two jobs that may each make the effect: the end
+// without output of the one the operation follows then fails nothing
+// (WhyJobEndedBesideLive), and the other's success while it is followed
+// is a possible duplicate (WhyEarlierJobSucceeded).
+func LiveJobBeside(op *Operation, ref string) (Job, bool) {
+	for i := len(op.Jobs) - 1; i >= 0; i-- {
+		if j := op.Jobs[i]; j.Ref != ref && !j.Status.Done() {
+			return j, true
+		}
+	}
+	return Job{}, false
+}
+
+// NoJobLeft reports whether every job of op ended without output, the
+// newest being the last attempt's (JobEndSettles): the destination's word
+// that no job made the effect, as the end of the job an accepted
+// operation follows is. In review it is recorded as evidence that refutes
+// (store.settleJob), so the case recommends a retry, or failing, rather
+// than another search. One job's end alone says nothing of the others':
+// while another may still run, or made an output, it is no such word.
+func NoJobLeft(op *Operation) bool {
+	n := len(op.Jobs)
+	if n == 0 || !JobEndSettles(op.Jobs[n-1], op.AttemptCount) {
+		return false
+	}
+	for _, j := range op.Jobs {
+		if !j.Status.Done() || j.Status == JobSucceeded {
+			return false
+		}
+	}
+	return true
+}

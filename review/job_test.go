@@ -51,3 +51,40 @@ func TestWeighLeavesEndedJobs(t *testing.T) {
 		}
 	}
 }
+
+// TestJobsBesideARetry: a retry let go while the first attempt's job was
+// still queued leaves two jobs. In review the poll asks about the one the
+// case waits on, not the newest; the live one beside the followed job is
+// found; no job is left only once both ended without output and the
+// newest is the last attempt's.
+func TestJobsBesideARetry(t *testing.T) {
+	j1 := Job{Ref: "J1", Status: JobQueued, Attempt: 1}
+	j2 := Job{Ref: "J2", Status: JobFailed, Attempt: 2}
+	op := &Operation{State: NeedsReview, AttemptCount: 2, Jobs: []Job{j1, j2}}
+	if got, ok := JobToPoll(op); !ok || got.Ref != "J1" {
+		t.Errorf("in review: polls %+v, want J1 (the case waits on it)", got)
+	}
+	if got, ok := LiveJobBeside(op, "J2"); !ok || got.Ref != "J1" {
+		t.Errorf("beside J2: %+v %v, want J1", got, ok)
+	}
+	if NoJobLeft(op) {
+		t.Error("no job left while J1 is queued")
+	}
+	op.State = Accepted
+	op.Jobs[1].Status = JobQueued
+	if got, _ := JobToPoll(op); got.Ref != "J2" {
+		t.Errorf("accepted: polls %s, want J2, the job it follows", got.Ref)
+	}
+	op.State, op.Jobs[0].Status, op.Jobs[1].Status = NeedsReview, JobFailed, JobCanceled
+	if _, ok := LiveJobBeside(op, "J2"); ok || !NoJobLeft(op) {
+		t.Errorf("both ended: live %v, no job left %v; want none live, none left", ok, NoJobLeft(op))
+	}
+	op.Jobs[0].Status = JobSucceeded
+	if NoJobLeft(op) {
+		t.Error("no job left though J1 made an output")
+	}
+	op.Jobs[0].Status, op.AttemptCount = JobFailed, 3
+	if NoJobLeft(op) {
+		t.Error("no job left though attempt 3 was sent after J2's")
+	}
+}

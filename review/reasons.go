@@ -40,6 +40,9 @@ const (
 	WhyJobEnded               = "job %s ended %s"
 	WhyJobEndedAfterRetry     = "job %s ended %s, but the operation was attempted again after it (attempt %d): reconciliation decides whether that had an effect"
 	WhyJobSucceededAfterRetry = "job %s succeeded, but the operation was attempted again after it (attempt %d), which may have made a second effect: look at the destination, then confirm the job's output or undo the other"
+	WhyJobEndedBesideLive     = "job %s ended %s, but job %s of an earlier attempt is not known to have ended and may yet make the effect: a person decides"
+	WhyNoJobLeft              = "job %s ended %s: none of the operation's %d jobs is still running, and none made an output"
+	WhyEarlierJobSucceeded    = "job %s of an earlier attempt succeeded while the operation followed job %s, which may make a second effect: look at the destination, then confirm one output and undo any other"
 	WhyConfirmedWhenJobEnds   = "confirmed when the job completes"
 	WhyEarlierNeverFailed     = "an earlier attempt may have had its effect: reconcile, never declare it failed"
 	WhyNeverRepeated          = "%s never repeated before reconciliation"
@@ -248,7 +251,7 @@ func WhyFormats() []string {
 		WhyAcceptedJob, WhyAnsweredSuccess, WhyLeaseExpired, WhyBeforeSend, WhyAfterSend, WhyHTTPForAction,
 		WhyHTTPForDestination, WhyHTTPQuota, WhyHTTPShouldRetry, WhyHTTPShouldNotRetry, WhyHTTPNotProcessed,
 		WhyHTTPKeyInProgress, WhyHTTPConflict, WhyHTTPAfterSend, WhyHTTPRejected, WhyBusinessError, WhyHTTPWithError,
-		WhyOutputRefused, WhyOutputIgnored, WhyReturnedOtherVersion, WhyJobEnded, WhyJobEndedAfterRetry, WhyJobSucceededAfterRetry, WhyConfirmedWhenJobEnds,
+		WhyOutputRefused, WhyOutputIgnored, WhyReturnedOtherVersion, WhyJobEnded, WhyJobEndedAfterRetry, WhyJobSucceededAfterRetry, WhyJobEndedBesideLive, WhyNoJobLeft, WhyEarlierJobSucceeded, WhyConfirmedWhenJobEnds,
 		WhyEarlierNeverFailed, WhyNeverRepeated, WhyKeyGuaranteeNotCovered, WhyRetryAt, WhyPolicyEscalates,
 		WhyModelNotPriced, WhyButEvidence, WhyResponseNote, WhyAttemptBudgetSpent, WhyCostBudgetSpent, WhyWaitTooLong,
 		WhyRetryPastDeadline, WhyAttemptBudgetSpentUnknown, WhyCostBudgetSpentUnknown, WhyWaitTooLongUnknown,

@@ -131,7 +131,7 @@ const (
 	updateOpResource = `UPDATE operations SET resource_ref = ?, resource_kind = ?, resource_version = ? WHERE id = ?`
 	/* Store.putJobTx: an operation in review no longer waits on a job. */
 	updateOpNoJobPoll = `UPDATE operations SET next_probe_at = NULL WHERE id = ?`
-	/* Store.ExpireDeadlines: an operation in review waits on its job. */
+	/* Store.ExpireDeadlines, Store.toReviewBesideJob: an operation in review waits on its job. */
 	updateOpJobPollDue = `UPDATE operations SET next_probe_at = ? WHERE id = ?`
 	/* Store.setNextAttempt: a proven absence may retry at once. */
 	updateOpNextAttempt = `UPDATE operations SET next_attempt_at = ? WHERE id = ?`
@@ -243,8 +243,11 @@ func (s *Store) putJobTx(ctx context.Context, tx *sqlx.Tx, tenant, opID string, 
 	version := row.Version
 	// Only the current job's end settles the operation; once it is
 	// settled, any job's output may be an effect nobody answers for.
-	if current || review.State(row.State).Terminal() {
-		if err := s.settleJob(ctx, tx, row, j, old.InputVersion, actor, detail, now); err != nil {
+	// An earlier attempt's job that succeeded made an effect whatever the
+	// operation follows now: that is evidence too; and in review, any
+	// job's end is for the person deciding.
+	if current || review.State(row.State).Terminal() || row.State == string(review.NeedsReview) || j.Status == review.JobSucceeded {
+		if err := s.settleJob(ctx, tx, row, j, refs[len(refs)-1], old.InputVersion, actor, detail, now); err != nil {
 			return err
 		}
 	}
@@ -269,12 +272,13 @@ func (s *Store) putJobTx(ctx context.Context, tx *sqlx.Tx, tenant, opID string, 
 }
 
 // settleJob settles the operation row on the end of its job j (its
-// current one, or any once it is settled; reported for oldVersion when j
-// names no input version): by the job's own word while the operation
-// follows it (accepted), otherwise as evidence — weighed with everything
-// else, put before the person deciding in review, or read for an effect
-// nobody answers for once settled.
-func (s *Store) settleJob(ctx context.Context, tx *sqlx.Tx, row *opRow, j review.Job, oldVersion, actor string, detail map[string]any, now time.Time) error {
+// newest one, followed; any once it is settled; or the success of an
+// earlier one), reported for oldVersion when j names no input version: by
+// the job's own word while the operation follows it (accepted), otherwise
+// as evidence — weighed with everything else, put before the person
+// deciding in review, or read for an effect nobody answers for once
+// settled.
+func (s *Store) settleJob(ctx context.Context, tx *sqlx.Tx, row *opRow, j review.Job, followed, oldVersion, actor string, detail map[string]any, now time.Time) error {
 	opID := row.ID
 	version := j.InputVersion
 	if version == "" {
@@ -287,23 +291,26 @@ func (s *Store) settleJob(ctx context.Context, tx *sqlx.Tx, row *opRow, j review
 	ev := review.Evidence{Source: review.SourceStatusLookup, Authoritative: true, Verdict: review.VerdictConfirms, ObservedAt: now,
 		Candidates: []review.Candidate{{Ref: ref, Kind: "job_output", Version: version, OperationID: opID}},
 		Note:       fmt.Sprintf(review.WhyJobSucceeded, j.Ref)}
-	if row.State != string(review.Accepted) {
+	if row.State != string(review.Accepted) || j.Ref != followed {
 		// Nobody was following the job (the attempt's outcome was lost
 		// after the destination named it, a deadline passed, a person
-		// decided): its success is evidence of the effect; its failure
-		// proves nothing about other attempts.
+		// decided, the operation follows a later attempt's job): its
+		// success is evidence of the effect; its failure proves nothing
+		// about other attempts.
 		state := review.State(row.State)
-		if state == review.NeedsReview && j.Status != review.JobSucceeded && review.JobEndSettles(j, row.AttemptCount) {
-			// In review, the end of the job of the last attempt is the
-			// destination's word that no effect was made, as it would
-			// have failed the operation had it been followed: the case
-			// weighs it (a retry is safe, or failing) rather than
-			// asking for another search. putJobTx assesses it again.
-			return s.insertEvidence(ctx, tx, opID, review.Evidence{Source: review.SourceStatusLookup, Authoritative: true,
-				Verdict: review.VerdictRefutes, ObservedAt: now, Candidates: []review.Candidate{},
-				Note: fmt.Sprintf(review.WhyJobEnded, j.Ref, j.Status)})
+		if state == review.NeedsReview && j.Status != review.JobSucceeded {
+			// In review, no job left to make the effect is the
+			// destination's word that none was made, as it would have
+			// failed the operation had it been followed: the case weighs
+			// it (a retry is safe, or failing) rather than asking for
+			// another search. putJobTx assesses it again.
+			op, err := s.loadDetails(ctx, tx, row.operation())
+			if err != nil || !review.NoJobLeft(op) {
+				return err
+			}
+			return s.insertEvidence(ctx, tx, opID, jobEndedEvidence(op, j, now))
 		}
-		if j.Status != review.JobSucceeded || !review.Assessed(state) && !state.Terminal() && state != review.NeedsReview {
+		if j.Status != review.JobSucceeded || !review.Assessed(state) && !state.Terminal() && state != review.NeedsReview && state != review.Accepted {
 			return nil
 		}
 		if err := s.insertEvidence(ctx, tx, opID, ev); err != nil {
@@ -312,6 +319,11 @@ func (s *Store) settleJob(ctx context.Context, tx *sqlx.Tx, row *opRow, j review
 		switch {
 		case state == review.NeedsReview:
 			return nil // a person decides: putJobTx assesses the case again
+		case state == review.Accepted:
+			// An earlier attempt's job made the effect while the
+			// operation follows a later one, which may make a second.
+			detail["escalation"] = []review.Reason{review.ReasonNoDedupEvidence}
+			return s.toReviewBesideJob(ctx, tx, row, fmt.Sprintf(review.WhyEarlierJobSucceeded, j.Ref, followed), actor, detail, now)
 		case state.Terminal():
 			// Settled: an output besides the effect confirmed, or of an
 			// operation its integrator was told did not happen, is an
@@ -336,6 +348,16 @@ func (s *Store) settleJob(ctx context.Context, tx *sqlx.Tx, row *opRow, j review
 		return s.transition(ctx, tx, row, review.Ambiguous, fmt.Sprintf(review.WhyJobEndedAfterRetry, j.Ref, j.Status, row.AttemptCount),
 			actor, "job.settled", detail)
 	case j.Status != review.JobSucceeded:
+		op, err := s.loadDetails(ctx, tx, row.operation())
+		if err != nil {
+			return err
+		}
+		if live, ok := review.LiveJobBeside(op, j.Ref); ok {
+			// An earlier attempt's job may yet make the effect: nothing
+			// is failed on this one's word (review.LiveJobBeside).
+			detail["escalation"] = []review.Reason{review.ReasonNoDedupEvidence}
+			return s.toReviewBesideJob(ctx, tx, row, fmt.Sprintf(review.WhyJobEndedBesideLive, j.Ref, j.Status, live.Ref), actor, detail, now)
+		}
 		return s.transition(ctx, tx, row, review.Failed, fmt.Sprintf(review.WhyJobEnded, j.Ref, j.Status), actor, "job.settled", detail)
 	case version != "" && version != row.LogicalVersion:
 		detail["escalation"] = []review.Reason{review.ReasonVersionMismatch}
@@ -354,4 +376,27 @@ func (s *Store) settleJob(ctx context.Context, tx *sqlx.Tx, row *opRow, j review
 		return err
 	}
 	return s.transition(ctx, tx, row, review.Confirmed, fmt.Sprintf(review.WhyJobSucceeded, j.Ref), actor, "job.settled", detail)
+}
+
+// jobEndedEvidence is the end without output of j, with no job of op left
+// to make the effect (review.NoJobLeft): the destination's word that none
+// was made.
+func jobEndedEvidence(op *review.Operation, j review.Job, now time.Time) review.Evidence {
+	note := fmt.Sprintf(review.WhyJobEnded, j.Ref, j.Status)
+	if len(op.Jobs) > 1 {
+		note = fmt.Sprintf(review.WhyNoJobLeft, j.Ref, j.Status, len(op.Jobs))
+	}
+	return review.Evidence{Source: review.SourceStatusLookup, Authoritative: true, Verdict: review.VerdictRefutes,
+		ObservedAt: now, Candidates: []review.Candidate{}, Note: note}
+}
+
+// toReviewBesideJob sends row, accepted, to a person while one of its jobs
+// may still make the effect: the case waits on it (review.JobToWaitOn),
+// and the reconciler polls it (store.ClaimJobsInReview).
+func (s *Store) toReviewBesideJob(ctx context.Context, tx *sqlx.Tx, row *opRow, reason, actor string, detail map[string]any, now time.Time) error {
+	if err := s.transition(ctx, tx, row, review.NeedsReview, reason, actor, "job.settled", detail); err != nil {
+		return err
+	}
+	_, err := s.exec(ctx, tx, updateOpJobPollDue, dbTime(now), row.ID)
+	return err
 }

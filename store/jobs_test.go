@@ -403,3 +403,71 @@ func TestWebhookBringsTheJobPollForward(t *testing.T) {
 		}
 	})
 }
+
+// TestRetryBesideALiveJob: a person approved a retry while the first
+// attempt's job was still queued (the case warned against it), and the
+// retry's destination accepted a second job. Either job may make the
+// effect. The second job's failure fails nothing while the first may yet
+// succeed: a person decides, the case waiting on the first job. The first
+// job's success while the second is followed is an effect, and the second
+// may make another: a person looks, with the first job's output on the
+// case.
+func TestRetryBesideALiveJob(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		b := setup(t, e, nil)
+		retried := func(sourceRef string) *review.Operation {
+			t.Helper()
+			op, c := deadlinePassedBesideJob(t, b, sourceRef, "job-1-"+sourceRef, nil)
+			if _, err := b.s.Decide(b.ctx, decideReq(&c, review.DecideApproveRetry, "alice")); err != nil {
+				t.Fatal(err)
+			}
+			b.start(t, op)
+			wantState(t, b.report(t, op, 2, accepted("job-2-"+sourceRef)).Operation, review.Accepted)
+			return op
+		}
+		openCase := func(op *review.Operation) store.Case {
+			t.Helper()
+			cs, _ := b.s.CasesForOperation(b.ctx, op.ID)
+			for _, c := range cs {
+				if c.Status == store.CaseOpen {
+					return c
+				}
+			}
+			t.Fatalf("%s: no open case in %+v", op.SourceRef, cs)
+			return store.Case{}
+		}
+		put := func(op *review.Operation, j review.Job) *review.Operation {
+			t.Helper()
+			got, err := b.s.PutJob(b.ctx, tenantA, op.ID, j, "integrator")
+			if err != nil {
+				t.Fatal(err)
+			}
+			return got
+		}
+
+		op := retried("doc-second-fails")
+		wantState(t, put(op, review.Job{Ref: "job-2-doc-second-fails", Status: review.JobFailed}), review.NeedsReview)
+		c := openCase(op)
+		if c.RecommendedAction != review.RecommendReconcileAgain || !strings.Contains(c.Rationale, "job job-1-doc-second-fails is not known to have ended") {
+			t.Errorf("case recommends %s (%s), want waiting on job-1", c.RecommendedAction, c.Rationale)
+		}
+		// The first job fails too: nothing was made, and a retry is safe.
+		wantState(t, put(op, review.Job{Ref: "job-1-doc-second-fails", Status: review.JobFailed}), review.NeedsReview)
+		if c = openCase(op); c.RecommendedAction != review.RecommendApproveRetry || !strings.Contains(c.Rationale, "holds no effect") {
+			t.Errorf("after both jobs failed: case recommends %s (%s), want a retry", c.RecommendedAction, c.Rationale)
+		}
+
+		op = retried("doc-first-succeeds")
+		wantState(t, put(op, review.Job{Ref: "job-1-doc-first-succeeds", Status: review.JobSucceeded, OutputRef: "file-1"}), review.NeedsReview)
+		if c = openCase(op); c.RecommendedAction != review.RecommendConfirm || c.RecommendedRef != "file-1" {
+			t.Errorf("after the first job succeeded: case recommends %s %s (%s), want confirm file-1", c.RecommendedAction, c.RecommendedRef, c.Rationale)
+		}
+		// The second succeeds as well: two outputs, one to undo.
+		wantState(t, put(op, review.Job{Ref: "job-2-doc-first-succeeds", Status: review.JobSucceeded, OutputRef: "file-2"}), review.NeedsReview)
+		if c = openCase(op); c.RecommendedAction != review.RecommendCompensate || c.RecommendedRef == "" {
+			t.Errorf("after both jobs succeeded: case recommends %s %s (%s), want the undo of one", c.RecommendedAction, c.RecommendedRef, c.Rationale)
+		}
+		assertSealed(t, b.s)
+	})
+}
