@@ -630,6 +630,11 @@ func (p *DecisionPlan) planMove(in DecisionInput) {
 			b.CostBudget = &budget
 		}
 		p.Retry = b
+		// The reviewer weighed the evidence so far and judged a retry
+		// safe: Weigh no longer counts it (candidates they set aside
+		// would send the retry back to them). Proves nothing itself.
+		p.Evidence = &Evidence{Source: SourceReviewer, Verdict: VerdictInconclusive, ObservedAt: now,
+			Candidates: []Candidate{}, Note: fmt.Sprintf(WhyReviewerRetry, in.Actor, in.Reason)}
 	}
 	if f, ok := whyDecided[in.Action]; ok {
 		p.MoveReason = fmt.Sprintf(f, in.Actor, in.Reason)

@@ -161,6 +161,12 @@ func TestWeighAllEvidence(t *testing.T) {
 		{"a reviewer's decision settles what came before it", RetryWait, Destination{},
 			[]Evidence{lookup(at(time.Second), match), search(at(2*time.Second), other), {Source: SourceReviewer, Authoritative: true, ObservedAt: at(3 * time.Second)}},
 			"", nil},
+		{"what was recorded before a decision at the same instant was weighed", RetryWait, Destination{},
+			[]Evidence{lookup(at(time.Second), match), search(at(time.Second), other), {Source: SourceReviewer, ObservedAt: at(time.Second)}},
+			"", nil},
+		{"what was recorded after a decision counts, whenever it was observed", RetryWait, Destination{},
+			[]Evidence{{Source: SourceReviewer, ObservedAt: at(3 * time.Second)}, lookup(at(time.Second), match)},
+			Confirmed, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

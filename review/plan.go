@@ -2,6 +2,7 @@ package review
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 )
@@ -169,8 +170,10 @@ func (p *OutcomePlan) OpensCase() bool { return p.Decision.State == NeedsReview 
 // the earlier attempts (PriorMayHaveEffect is computed here); then, unless
 // the destination answered success, the evidence that landed while the
 // attempt was in flight is weighed (Weigh) — an effect it names, or a
-// webhook's claim of one, outweighs a retry or a failure the report alone
-// would have planned.
+// webhook's claim of one, outweighs a retry, a failure or an unknown
+// outcome the report alone would have planned (an effect already named
+// needs no reconciling: an earlier attempt's job that succeeded while a
+// retry was in flight, say).
 func PlanOutcome(in DecideInput) OutcomePlan {
 	op, o, now := in.Op, in.Outcome, in.Now
 	in.PriorMayHaveEffect = PriorMayHaveEffect(op.Attempts, in.N, in.Destination, op.Action, now)
@@ -181,7 +184,7 @@ func PlanOutcome(in DecideInput) OutcomePlan {
 	if !priced {
 		d.Reason += "; " + fmt.Sprintf(WhyModelNotPriced, strconv.Quote(o.Usage.Model))
 	}
-	if o.Result != ResultSuccess && (d.State == RetryWait || d.State == Failed) {
+	if o.Result != ResultSuccess && (d.State == RetryWait || d.State == Failed || d.State == Ambiguous) {
 		asked := *op
 		asked.State = RetryWait // as though the report were in: what does the evidence say?
 		if w := Weigh(&asked, in.Destination, now); w.State != "" {
@@ -195,6 +198,22 @@ func PlanOutcome(in DecideInput) OutcomePlan {
 	}
 	if o.Result == ResultSuccess && !OutputRefused(o, op) {
 		p.Evidence = responseEvidence(op.ID, in.N, o, *d, now)
+		if d.State == Confirmed && o.Resource != nil {
+			// Evidence already naming another effect of this operation
+			// and version (a retry after an absence that was not one, an
+			// earlier attempt's job): weighed with the response, two
+			// resources — a person keeps one and undoes the other, as
+			// when the same evidence lands after the confirm
+			// (ExtraEffects). The order they came in decides nothing.
+			asked := *op
+			asked.State = RetryWait
+			asked.Evidence = append(slices.Clone(op.Evidence), *p.Evidence)
+			if w := Weigh(&asked, in.Destination, now); w.State == NeedsReview && slices.Contains(w.Reasons, ReasonMultipleCands) {
+				*d = Decision{Next: NextReview, State: NeedsReview, Escalation: w.Reasons,
+					Reason: d.Reason + "; " + fmt.Sprintf(WhyButEvidence, w.Reason)}
+				p.Resource = nil
+			}
+		}
 	}
 	if o.Job != nil {
 		status := JobStatus(o.Job.Status)

@@ -88,6 +88,7 @@ func TestPlanOutcome(t *testing.T) {
 	open := Attempt{N: 2, StartedAt: classifyNow.Add(-time.Second), LeaseExpiresAt: classifyNow.Add(time.Minute)}
 	match := Candidate{Ref: "fld-1", Kind: "folder", Version: "v7", OperationID: "op-1"}
 	claim := Evidence{Source: SourceWebhook, Candidates: []Candidate{match}, Verdict: VerdictInconclusive, ObservedAt: classifyNow.Add(-time.Millisecond)}
+	timeoutSent := Outcome{Result: ResultTimeout, Phase: PhaseAfterSend}
 	found := Evidence{Source: SourceStatusLookup, Authoritative: true, Candidates: []Candidate{match}, Verdict: VerdictConfirms, ObservedAt: claim.ObservedAt}
 	tests := []struct {
 		name     string
@@ -107,6 +108,12 @@ func TestPlanOutcome(t *testing.T) {
 		{"a transient error while a lookup found the effect", RiskIdempotentWrite, []Attempt{refused, open}, []Evidence{found}, httpErr(503), Confirmed, NextDone, "fld-1"},
 		{"a refusal while a lookup found the effect", RiskCompensableWrite, []Attempt{refused, open}, []Evidence{found}, quota, Confirmed, NextDone, "fld-1"},
 		{"a transient error and nothing else", RiskIdempotentWrite, []Attempt{refused, open}, nil, httpErr(503), RetryWait, NextRetryAt, ""},
+		// An unknown outcome needs no reconciling once the effect is named:
+		// an earlier attempt's job that succeeded while the retry was in
+		// flight, say.
+		{"a timeout while a lookup found the effect", RiskCompensableWrite, []Attempt{unknown, open}, []Evidence{found}, timeoutSent, Confirmed, NextDone, "fld-1"},
+		{"a timeout while a webhook claims the effect", RiskCompensableWrite, []Attempt{unknown, open}, []Evidence{claim}, timeoutSent, Ambiguous, NextReconcile, ""},
+		{"a timeout and nothing else", RiskCompensableWrite, []Attempt{unknown, open}, nil, timeoutSent, Ambiguous, NextReconcile, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -127,7 +134,10 @@ func TestPlanOutcome(t *testing.T) {
 				t.Errorf("a failed attempt plans evidence %+v, job %+v, case %v", p.Evidence, p.Job, p.OpensCase())
 			}
 			want := PlannedEvent{Action: "attempt.outcome", From: InFlight, To: d.State,
-				Detail: map[string]any{"n": 2, "result": tt.outcome.Result, "phase": tt.outcome.Phase, "next": d.Next, "reason": d.Reason, "http_status": tt.outcome.HTTPStatus}}
+				Detail: map[string]any{"n": 2, "result": tt.outcome.Result, "phase": tt.outcome.Phase, "next": d.Next, "reason": d.Reason}}
+			if tt.outcome.HTTPStatus != 0 {
+				want.Detail["http_status"] = tt.outcome.HTTPStatus
+			}
 			if !reflect.DeepEqual(p.Event, want) {
 				t.Errorf("event %+v, want %+v", p.Event, want)
 			}
@@ -145,6 +155,23 @@ func TestPlanOutcome(t *testing.T) {
 		if ev := p.Evidence; ev == nil || ev.Source != SourceResponse || !ev.Authoritative || ev.Verdict != VerdictConfirms ||
 			len(ev.Candidates) != 1 || ev.Candidates[0].Ref != "fld-9" || ev.Candidates[0].OperationID != op.ID {
 			t.Errorf("evidence %+v, want the response naming fld-9", p.Evidence)
+		}
+	})
+	t.Run("a success beside another effect already named goes to a person", func(t *testing.T) {
+		op := testOp(RiskCompensableWrite)
+		op.Attempts, op.AttemptCount = []Attempt{open}, 1
+		op.Evidence = []Evidence{found} // fld-1
+		o := Outcome{Result: ResultSuccess, Resource: &ResourceRef{Ref: "fld-9", Kind: "folder", Version: "v7"}}
+		p := PlanOutcome(decideIn(op, Destination{}, o))
+		if p.Decision.State != NeedsReview || !slices.Contains(p.Decision.Escalation, ReasonMultipleCands) || p.Resource != nil {
+			t.Errorf("plan %+v (resource %+v), want review for multiple candidates", p.Decision, p.Resource)
+		}
+		if ev := p.Evidence; ev == nil || ev.Verdict != VerdictConfirms || len(ev.Candidates) != 1 || ev.Candidates[0].Ref != "fld-9" {
+			t.Errorf("evidence %+v, want the response naming fld-9", p.Evidence)
+		}
+		o.Resource.Ref = "fld-1" // the same effect: confirmed
+		if p = PlanOutcome(decideIn(op, Destination{}, o)); p.Decision.State != Confirmed {
+			t.Errorf("plan %+v, want confirmed on fld-1", p.Decision)
 		}
 	})
 	t.Run("an accepted job is followed", func(t *testing.T) {

@@ -220,6 +220,7 @@ const (
 	// A reviewer's decision: the evidence it is (the reviewer, what, and
 	// the reason they gave) and the reason of the operation's move.
 	WhyReviewerKeep              = "%s: keep %s, undo %s: %s"
+	WhyReviewerRetry             = "%s approved a retry, having weighed the evidence so far: %s"
 	WhyReviewerDuplicateUndone   = "%s: the duplicate is undone, %s kept: %s"
 	WhyCompensationDone          = "compensation done — %s: %s"
 	WhyCompensationDoneOf        = "compensation done of %s — %s: %s"
@@ -273,7 +274,7 @@ func WhyFormats() []string {
 		WhyHistoryNoOwnVersion, WhyUndoes, WhyUndoByHand, WhyApproverDisabled, WhyApproverOffTenant, WhyApproverRole, WhyApprovalOtherPayload, WhyDuplicateUndone, WhyCompensationConfirmed, WhyCompensationOutcomeUnknown,
 		WhyCompensationFailed, WhyCompensationInReview, WhyCompensationCanceled, WhyUndoLookupFailed, WhyUndoNotFound,
 		WhyReconciledNotFound, WhyUndoStatus, WhyReconciledStatus, WhyUndoStatusNotUndone, WhyUndoDidNotHappen, WhyUndoJobRanThrough,
-		WhyUndoNoStatus, WhyUndoStatusUnknown, WhyUndoStatusTooSoon, WhyUndoAgainOnlyIfStillShown, WhyUndoToReviewerOnlyIfStillShown, WhyUndoNeedsReviewer, WhyUndoPastDeadline, WhyUndoRoundsSpent, WhyUndoProbing, WhyReviewerKeep,
+		WhyUndoNoStatus, WhyUndoStatusUnknown, WhyUndoStatusTooSoon, WhyUndoAgainOnlyIfStillShown, WhyUndoToReviewerOnlyIfStillShown, WhyUndoNeedsReviewer, WhyUndoPastDeadline, WhyUndoRoundsSpent, WhyUndoProbing, WhyReviewerKeep, WhyReviewerRetry,
 		WhyReviewerDuplicateUndone, WhyCompensationDone, WhyCompensationDoneOf, WhyCompensationDoneHow,
 		WhyCompensationDoneOfHow, WhyDecidedConfirm, WhyDecidedCompensate, WhyDecidedApproveRetry, WhyDecidedFail,
 		WhyDecidedCompensationDone, WhyDecidedCompensationFailed, WhyDecidedApprove, WhyDecidedRefuse, WhyDecidedKeepAndUndo,

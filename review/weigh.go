@@ -69,17 +69,20 @@ func Assessed(s State) bool { return s == Pending || s == RetryWait || s == Ambi
 //     or retry_wait operation is reconciled before anything is repeated.
 //   - Only an ambiguous operation settles on absence or escalates on
 //     candidates of another version or of no operation.
-//   - Evidence observed before the newest reviewer decision was weighed by
-//     that person and is not counted again.
+//   - Evidence recorded before the newest reviewer decision (a confirm, an
+//     undo said done, a retry approved) was weighed by that person and is
+//     not counted again. Recorded, not observed: what the reviewer could
+//     not have seen counts, whenever it was observed; and the order rows
+//     were written in decides, not clocks that may read the same.
 func Weigh(op *Operation, d Destination, now time.Time) Weighing {
 	if !Assessed(op.State) {
 		return Weighing{}
 	}
 	lastWrite := LastWriteAt(op.Attempts)
-	var decided time.Time
-	for _, ev := range op.Evidence {
-		if ev.Source == SourceReviewer && ev.ObservedAt.After(decided) {
-			decided = ev.ObservedAt
+	decided := -1 // op.Evidence is in the order it was recorded
+	for i, ev := range op.Evidence {
+		if ev.Source == SourceReviewer {
+			decided = i
 		}
 	}
 	effects := map[string]Candidate{} // by ref
@@ -92,8 +95,8 @@ func Weigh(op *Operation, d Destination, now time.Time) Weighing {
 	// and the effect stands.
 	var sureAbsent bool
 	var otherVersion, foreign []Candidate
-	for _, ev := range op.Evidence {
-		if ev.ObservedAt.Before(decided) || ev.Source == SourceReviewer {
+	for i, ev := range op.Evidence {
+		if i <= decided || ev.Source == SourceReviewer {
 			continue // a person weighed it when they decided
 		}
 		cands, clash := uniqueRefs(ev.Candidates)

@@ -294,9 +294,10 @@ func (s *Store) settleJob(ctx context.Context, tx *sqlx.Tx, row *opRow, j review
 	if row.State != string(review.Accepted) || j.Ref != followed {
 		// Nobody was following the job (the attempt's outcome was lost
 		// after the destination named it, a deadline passed, a person
-		// decided, the operation follows a later attempt's job): its
-		// success is evidence of the effect; its failure proves nothing
-		// about other attempts.
+		// decided, the operation follows a later attempt's job, or a
+		// retry is in flight — whose outcome weighs it, PlanOutcome):
+		// its success is evidence of the effect; its failure proves
+		// nothing about other attempts.
 		state := review.State(row.State)
 		if state == review.NeedsReview && j.Status != review.JobSucceeded {
 			// In review, no job left to make the effect is the
@@ -310,7 +311,10 @@ func (s *Store) settleJob(ctx context.Context, tx *sqlx.Tx, row *opRow, j review
 			}
 			return s.insertEvidence(ctx, tx, opID, jobEndedEvidence(op, j, now))
 		}
-		if j.Status != review.JobSucceeded || !review.Assessed(state) && !state.Terminal() && state != review.NeedsReview && state != review.Accepted {
+		if j.Status != review.JobSucceeded || !review.Assessed(state) && !state.Terminal() && state != review.NeedsReview &&
+			state != review.Accepted && state != review.InFlight {
+			// Awaiting approval nothing was sent since; compensating,
+			// the undo's own outcome settles.
 			return nil
 		}
 		if err := s.insertEvidence(ctx, tx, opID, ev); err != nil {

@@ -468,6 +468,19 @@ func TestRetryBesideALiveJob(t *testing.T) {
 		if c = openCase(op); c.RecommendedAction != review.RecommendCompensate || c.RecommendedRef == "" {
 			t.Errorf("after both jobs succeeded: case recommends %s %s (%s), want the undo of one", c.RecommendedAction, c.RecommendedRef, c.Rationale)
 		}
+
+		// The first job succeeds while the retry is in flight: its output is
+		// evidence, and the retry's lost outcome is weighed with it.
+		op, c = deadlinePassedBesideJob(t, b, "doc-during-retry", "job-1-doc-during-retry", nil)
+		if _, err := b.s.Decide(b.ctx, decideReq(&c, review.DecideApproveRetry, "alice")); err != nil {
+			t.Fatal(err)
+		}
+		b.start(t, op)
+		wantState(t, put(op, review.Job{Ref: "job-1-doc-during-retry", Status: review.JobSucceeded, OutputRef: "file-1"}), review.InFlight)
+		got := b.report(t, op, 2, timeoutAfterSend).Operation
+		if got.State != review.Confirmed || got.Resource == nil || got.Resource.Ref != "file-1" {
+			t.Errorf("after the retry timed out: %s (%s), resource %+v; want confirmed with the first job's output", got.State, got.StateReason, got.Resource)
+		}
 		assertSealed(t, b.s)
 	})
 }

@@ -184,6 +184,7 @@ func init() {
 
 		// A reviewer's decision.
 		review.WhyReviewerKeep:              "%s: tieni %s, compensa %s: %s",
+		review.WhyReviewerRetry:             "%s ha approvato un nuovo tentativo, dopo aver valutato le prove raccolte finora: %s",
 		review.WhyReviewerDuplicateUndone:   "%s: il duplicato è compensato, %s è tenuta: %s",
 		review.WhyCompensationDone:          "compensazione avvenuta — %s: %s",
 		review.WhyCompensationDoneOf:        "compensazione di %s avvenuta — %s: %s",
