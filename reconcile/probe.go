@@ -538,11 +538,12 @@ func jobCandidate(v any, ref string, op *review.Operation) ([]review.Candidate, 
 	return []review.Candidate{c}, nil
 }
 
-// Job polls the job of op the destination is asked about
-// (review.JobToPoll: an accepted operation's latest, the one the case of
-// one in review waits on) with the destination's job probe; see readJob for what the answer must say. No probe, no job known,
-// a missing credential or an unreadable answer is an error; a job the
-// destination does not find (404 or 410) is one wrapping ErrGone.
+// Job polls op's job with the destination's job probe: the one
+// review.JobToPoll names (an accepted operation's latest, the one the case
+// of one in review waits on); see readJob for what the answer must say.
+// No probe, no job known, a missing credential or an unreadable answer is
+// an error; a job the destination does not find (404 or 410) is one
+// wrapping ErrGone.
 func (p *Prober) Job(ctx context.Context, op *review.Operation, d review.Destination) (job *review.Job, err error) {
 	// A panic here is a failed poll, as in guardedSend.
 	defer loop.RecoverWith(ctx, p.log, "reconcile job probe of "+op.ID, func(e error) { job, err = nil, e })

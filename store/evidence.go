@@ -311,8 +311,7 @@ func (s *Store) settleJob(ctx context.Context, tx *sqlx.Tx, row *opRow, j review
 			}
 			return s.insertEvidence(ctx, tx, opID, jobEndedEvidence(op, j, now))
 		}
-		if j.Status != review.JobSucceeded || !review.Assessed(state) && !state.Terminal() && state != review.NeedsReview &&
-			state != review.Accepted && state != review.InFlight {
+		if j.Status != review.JobSucceeded || state == review.AwaitingApproval || state == review.Compensating {
 			// Awaiting approval nothing was sent since; compensating,
 			// the undo's own outcome settles.
 			return nil

@@ -232,6 +232,7 @@ func init() {
 		"Queued":                                        "In coda",
 		"Running":                                       "In esecuzione",
 		"Succeeded":                                     "Riuscito",
+		"Ended in failure":                              "Terminato con errore",
 		"Canceled":                                      "Annullato",
 		"applied":                                       "applicata",
 		"first approval: a second, different reviewer must approve": "prima approvazione: deve approvare un secondo revisore, diverso dal primo",
