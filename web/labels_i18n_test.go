@@ -26,6 +26,8 @@ func TestLabelsTranslated(t *testing.T) {
 	add(slices.Collect(maps.Values(decisionStatusLabels))...)
 	add(slices.Collect(maps.Values(evidenceLabels))...)
 	add(slices.Collect(maps.Values(roleLabels))...)
+	add(slices.Collect(maps.Values(jobEndLabels))...)
+	add(slices.Collect(maps.Values(probeLabels))...)
 	for _, v := range all {
 		if _, ok := italian[v]; !ok {
 			t.Errorf("label %q has no Italian translation (add it to a catalog_it*.go)", v)

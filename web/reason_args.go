@@ -22,6 +22,13 @@ const (
 	// argWriters: the operations that wrote a resource, joined by ", ",
 	// another tenant's as review.AnotherTenantsOperation.
 	argWriters
+	// argJobEnd: how a job ended (review.JobStatus), in a sentence.
+	argJobEnd
+	// argProbe: which probe asked the destination (review.ProbeKind).
+	argProbe
+	// argFailure: the class of a failed request (netguard's).
+	argFailure
+	argRole
 )
 
 // reasonArgKinds are the codes review writes into its reasons, by format
@@ -42,6 +49,34 @@ var reasonArgKinds = map[string][]argKind{
 	review.WhyLateSuccessAnotherAttempt: {argAsWritten, argAsWritten, argState},
 	review.WhyCompensationCanceled:      {argAsWritten, argAction},
 	review.WhyUndoByHand:                {argAsWritten, argWriters},
+	review.WhyJobEnded:                  {argAsWritten, argJobEnd},
+	review.WhyJobEndedAfterRetry:        {argAsWritten, argJobEnd},
+	review.WhyJobEndedBesideLive:        {argAsWritten, argJobEnd},
+	review.WhyNoJobLeft:                 {argAsWritten, argJobEnd},
+	review.WhyProbeFailed:               {argProbe},
+	review.WhyProbeFailedClass:          {argProbe, argFailure},
+	review.WhyAnswerClash:               {argProbe},
+	review.WhyAnonymousCandidate:        {argProbe},
+	review.WhyFoundCandidates:           {argProbe},
+	review.WhyFoundOneCandidate:         {argProbe},
+	review.WhyConfirmWindowFound:        {argProbe},
+	review.WhyApproverRole:              {argRole},
+}
+
+// jobEndLabels say how a job ended within a sentence ("job j1 ended: it
+// failed"); its status column says it as jobStatusLabels do.
+var jobEndLabels = map[review.JobStatus]string{
+	review.JobSucceeded: "it succeeded",
+	review.JobFailed:    "it failed",
+	review.JobCanceled:  "it was canceled",
+}
+
+// probeLabels name a probe within a sentence ("the search found 2
+// candidates").
+var probeLabels = map[review.ProbeKind]string{
+	review.ProbeStatus:  "status lookup",
+	review.ProbeSearch:  "search",
+	review.ProbeHistory: "history lookup",
 }
 
 // argInLang is a reason's argument, written by review as the i-th verb of
@@ -63,6 +98,14 @@ func argInLang(ctx context.Context, format string, i int, arg string) string {
 			return ActionLabel(ctx, arg)
 		case argWriters:
 			return strings.ReplaceAll(arg, review.AnotherTenantsOperation, T(ctx, review.AnotherTenantsOperation))
+		case argJobEnd:
+			return label(ctx, jobEndLabels, review.JobStatus(arg))
+		case argProbe:
+			return label(ctx, probeLabels, review.ProbeKind(arg))
+		case argFailure:
+			return failureClass(ctx, arg)
+		case argRole:
+			return roleLabel(ctx, arg)
 		}
 	}
 	if t, err := time.Parse(time.RFC3339Nano, arg); err == nil && len(arg) >= len("2006-01-02T15:04:05Z") {

@@ -63,8 +63,13 @@ func TestReasonInEnglish(t *testing.T) {
 	for stored, want := range map[string]string{
 		fmt.Sprintf(review.WhyAfterSend, review.ResultTimeout) + "; " + fmt.Sprintf(review.WhyNeverRepeated, review.RiskCompensableWrite): "timed out after the request was sent: outcome unknown; Write that can be undone: never repeated before reconciliation",
 		fmt.Sprintf(review.WhyDependencyWaiting, "op_1", review.NeedsReview):                                                              "waiting for dependency op_1 to be confirmed (state: Needs review)",
+		fmt.Sprintf(review.WhyJobEnded, "job-1", review.JobCanceled):                                                                      "job job-1 ended: it was canceled",
+		fmt.Sprintf(review.WhyNoJobLeft, "job-2", review.JobFailed, 2):                                                                    "job job-2 ended (it failed): none of the operation's 2 jobs is still running, and none made an output",
+		fmt.Sprintf(review.WhyFoundCandidates, review.ProbeSearch, 2):                                                                     "the search found 2 candidates",
+		fmt.Sprintf(review.WhyProbeFailedClass, review.ProbeStatus, "timeout", "no answer"):                                               "the status lookup failed (timeout): no answer",
+		fmt.Sprintf(review.WhyApproverRole, "support"):                                                                                    "the approver's role (Support) no longer decides this case",
 		fmt.Sprintf(review.WhyRetryAt, "2026-12-04T10:00:00Z"):                                                                            fmt.Sprintf(review.WhyRetryAt, FormatTime(en, time.Date(2026, 12, 4, 10, 0, 0, 0, time.UTC))),
-		"a person's words, as written": "a person's words, as written",
+		"a person's words, as written":                                                                                                    "a person's words, as written",
 	} {
 		if got := Reason(en, stored); got != want {
 			t.Errorf("Reason(en, %q)\n = %q\nwant %q", stored, got, want)
@@ -161,6 +166,18 @@ func TestReasonCodesInItalian(t *testing.T) {
 		{fmt.Sprintf(review.WhyUndoByHand, "fld-2", "op_1, "+review.AnotherTenantsOperation), "fld-2 è stata scritta anche da op_1, un'operazione di un altro tenant,", review.AnotherTenantsOperation},
 		{fmt.Sprintf(review.WhyRetryAt, "2026-12-04T10:00:00.123456Z"), "nuovo tentativo non prima del 4 dic 2026, 10:00 UTC", "2026-12-04T"},
 		{fmt.Sprintf(review.WhyFailedOnlyIfNothingShows, "2026-12-04T10:00:00Z"), "finestra di conferma, il 4 dic 2026, 10:00 UTC", "2026-12-04T"},
+		{fmt.Sprintf(review.WhyJobEnded, "job-1", review.JobFailed), "il job job-1 è terminato: non è riuscito", "failed"},
+		{fmt.Sprintf(review.WhyJobEndedAfterRetry, "job-1", review.JobCanceled, 2), "il job job-1 è terminato (è stato annullato), ma", "canceled"},
+		{fmt.Sprintf(review.WhyJobEndedBesideLive, "job-2", review.JobFailed, "job-1"), "il job job-2 è terminato (non è riuscito), ma il job job-1", "failed"},
+		{fmt.Sprintf(review.WhyNoJobLeft, "job-2", review.JobFailed, 2), "il job job-2 è terminato (non è riuscito): nessuno dei 2 job", "failed"},
+		{fmt.Sprintf(review.WhyFoundCandidates, review.ProbeSearch, 2), "la ricerca ha trovato 2 candidati", "search"},
+		{fmt.Sprintf(review.WhyFoundOneCandidate, review.ProbeStatus), "la verifica dello stato ha trovato 1 candidato", "status"},
+		{fmt.Sprintf(review.WhyConfirmWindowFound, review.ProbeHistory, 3), "la consultazione della cronologia ha trovato 3 candidati", "history"},
+		{fmt.Sprintf(review.WhyProbeFailed, review.ProbeSearch, "HTTP 503"), "la ricerca è fallita: HTTP 503", "search"},
+		{fmt.Sprintf(review.WhyProbeFailedClass, review.ProbeStatus, "credential", "credential X is not set"), "la verifica dello stato è fallita (credenziale non impostata): ", "(credential)"},
+		{fmt.Sprintf(review.WhyAnswerClash, review.ProbeStatus, "r1"), "la risposta della verifica dello stato elenca r1", "status"},
+		{fmt.Sprintf(review.WhyAnonymousCandidate, review.ProbeSearch, "r1"), "la ricerca ha trovato r1, che", "search"},
+		{fmt.Sprintf(review.WhyApproverRole, "support"), "il ruolo di chi ha approvato (Supporto)", "support"},
 	} {
 		got := Reason(it, c.stored)
 		if !strings.Contains(got, c.want) || strings.Contains(got, c.code) {
