@@ -173,6 +173,29 @@ func ExtraEffects(op *Operation, ev Evidence) []Candidate {
 	return extraEffects(op, m)
 }
 
+// ExtraEffectsSince is what the evidence recorded for op after since
+// shows the destination holds for it that nobody answers for
+// (ExtraEffects), each ref once. The parent of an undo asks it once the
+// undo settles it (store.settleParent): an operation being undone moves
+// on no evidence, so what came while the undo ran (an earlier attempt's
+// job that succeeded, a webhook, an integrator's look) was weighed by
+// nothing; what came before the decision to undo is what the reviewer
+// decided on.
+func ExtraEffectsSince(op *Operation, since time.Time) []Candidate {
+	var extra []Candidate
+	for _, ev := range op.Evidence {
+		if !ev.ObservedAt.After(since) {
+			continue
+		}
+		for _, c := range ExtraEffects(op, ev) {
+			if !slices.ContainsFunc(extra, func(e Candidate) bool { return e.Ref == c.Ref }) {
+				extra = append(extra, c)
+			}
+		}
+	}
+	return extra
+}
+
 // UnnamedEffect reports whether ev, a success the destination reported
 // for op, says the effect happened without naming it while op is failed:
 // its integrator was told it did not happen, and no resource says what to
@@ -215,12 +238,14 @@ func ExtraEffectCaseReason(op *Operation) Reason {
 // with: its resource, or the job the resource came out of. A failed
 // operation was confirmed with nothing: a job of it that succeeded (after
 // a person failed it while the job was queued) made an effect its
-// integrator was told did not happen.
+// integrator was told did not happen. Nor does a compensated one stand on
+// a job's output: what was undone is in Undone, and an output that was
+// not is an effect made beside the one undone.
 func confirmedAs(op *Operation, ref string) bool {
 	if op.Resource != nil && op.Resource.Ref == ref {
 		return true
 	}
-	return op.State != Failed && slices.ContainsFunc(op.Jobs, func(j Job) bool {
+	return op.State != Failed && op.State != Compensated && slices.ContainsFunc(op.Jobs, func(j Job) bool {
 		return j.Status == JobSucceeded && (j.Ref == ref || j.OutputRef == ref)
 	})
 }

@@ -1,6 +1,7 @@
 package review
 
 import (
+	"slices"
 	"testing"
 	"time"
 )
@@ -146,5 +147,40 @@ func TestSettleWaitsOutAClaim(t *testing.T) {
 	st = Settle(SettleInput{Op: with(response), Destination: d, LastWrite: sent, Results: search(classifyNow), Now: classifyNow})
 	if st.State != Confirmed || st.Resource == nil || st.Resource.Ref != "file-1" || st.Watch {
 		t.Errorf("response, search inside the window: %q %+v watch %v; want confirmed with file-1, unwatched", st.State, st.Resource, st.Watch)
+	}
+}
+
+// TestExtraEffectsSince: what an undo's parent holds beside what was
+// undone, from the evidence recorded after the undo was decided only; a
+// compensated operation does not stand on a job's output, a confirmed one
+// does.
+func TestExtraEffectsSince(t *testing.T) {
+	decided := classifyNow
+	seen := func(at time.Time, refs ...string) Evidence {
+		ev := Evidence{Source: SourceMetadataSearch, Authoritative: true, ObservedAt: at}
+		for _, r := range refs {
+			ev.Candidates = append(ev.Candidates, Candidate{Ref: r, OperationID: "op_1", Version: "v1"})
+		}
+		return ev
+	}
+	later := decided.Add(time.Second)
+	op := &Operation{ID: "op_1", LogicalVersion: "v1", State: Compensated, Undone: []string{"fld-1"},
+		Jobs: []Job{{Ref: "job-1", Status: JobSucceeded, OutputRef: "out-1"}},
+		Evidence: []Evidence{
+			seen(decided, "fld-9"),                         // before the decision: the reviewer's to weigh
+			seen(later, "fld-1", "out-1"),                  // undone; a job's output beside it
+			seen(later, "fld-3"),                           // a resource nobody answers for
+			seen(later.Add(time.Second), "fld-3", "out-1"), // the same again
+		}}
+	var got []string
+	for _, c := range ExtraEffectsSince(op, decided) {
+		got = append(got, c.Ref)
+	}
+	if want := []string{"out-1", "fld-3"}; !slices.Equal(got, want) {
+		t.Errorf("compensated: extra %v, want %v", got, want)
+	}
+	op.State, op.Undone, op.Resource = Confirmed, []string{"fld-1", "fld-3"}, &ResourceRef{Ref: "out-1"}
+	if extra := ExtraEffectsSince(op, decided); len(extra) != 0 {
+		t.Errorf("confirmed with the job's output, fld-3 undone: extra %+v, want none", extra)
 	}
 }

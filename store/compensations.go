@@ -18,7 +18,7 @@ const (
 	insertCompensation = `
 INSERT INTO compensations (operation_id, parent_id, case_id, decision_id, resource_ref, keep_ref, by_hand, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`
 	/* Store.settleParent */
-	selectCompensationLink = `SELECT parent_id, case_id, resource_ref, keep_ref FROM compensations WHERE operation_id = ?`
+	selectCompensationLink = `SELECT parent_id, case_id, resource_ref, keep_ref, created_at FROM compensations WHERE operation_id = ?`
 	/* Store.undoLeftToPerson */
 	selectCompensationByHand = `SELECT parent_id, resource_ref, by_hand FROM compensations WHERE operation_id = ?`
 	updateCompensationByHand = `UPDATE compensations SET by_hand = 1 WHERE operation_id = ?`
@@ -98,7 +98,8 @@ func (s *Store) settleParent(ctx context.Context, tx *sqlx.Tx, tenant, child str
 		ParentID    string `db:"parent_id"`
 		CaseID      string `db:"case_id"`
 		ResourceRef string `db:"resource_ref"`
-		KeepRef     string `db:"keep_ref"`
+		KeepRef     string    `db:"keep_ref"`
+		DecidedAt   time.Time `db:"created_at"`
 	}
 	err := s.get(ctx, tx, &link, selectCompensationLink, child)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -141,6 +142,9 @@ func (s *Store) settleParent(ctx context.Context, tx *sqlx.Tx, tenant, child str
 		if err := s.resolveBySystem(ctx, tx, link.CaseID, "compensation_done", compensationActor); err != nil {
 			return err
 		}
+		if err := s.extraSinceUndo(ctx, tx, parent, link.DecidedAt); err != nil {
+			return err
+		}
 		if to == review.Confirmed {
 			return s.watchAgain(ctx, tx, parent)
 		}
@@ -179,6 +183,22 @@ func (s *Store) settleParent(ctx context.Context, tx *sqlx.Tx, tenant, child str
 	// A reviewer settled the undo by hand meanwhile: the parent has moved
 	// on, and what became of this compensation changes nothing.
 	return nil
+}
+
+// extraSinceUndo opens a case on parent, settled by its undo, for an
+// effect the evidence recorded since the undo was decided (at) shows and
+// nobody answers for (review.ExtraEffectsSince).
+func (s *Store) extraSinceUndo(ctx context.Context, tx *sqlx.Tx, parent *opRow, at time.Time) error {
+	op, err := s.loadDetails(ctx, tx, parent.operation())
+	if err != nil {
+		return err
+	}
+	extra := review.ExtraEffectsSince(op, at)
+	if len(extra) == 0 {
+		return nil
+	}
+	detail := map[string]any{"extra": extra, "reason": review.ExtraEvidenceReason(op, extra)}
+	return s.extraEffect(ctx, tx, parent, op, compensationActor, "evidence.extra_effect", detail)
 }
 
 // openCompensations are parent's compensation operations not yet settled,

@@ -993,3 +993,122 @@ func TestReviewersUndoIsRemembered(t *testing.T) {
 		})
 	})
 }
+
+// TestEvidenceWhileUndoing: an operation being undone moves on no
+// evidence, so an effect shown while the undo runs — by an integrator's
+// look, or by an earlier attempt's job that succeeds — is put to a person
+// once the undo settles it: the operation is compensated, yet the
+// destination holds an effect nobody answers for. What was on the record
+// when the undo was decided (the candidate the reviewer left) opens
+// nothing.
+func TestEvidenceWhileUndoing(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		b := setup(t, e, nil)
+		undo := func(t *testing.T, c *store.Case, ref string) *review.Operation {
+			t.Helper()
+			req := decideReq(c, review.DecideCompensate, "rita@example.com")
+			req.Ref = ref
+			if _, err := b.s.Decide(b.ctx, req); err != nil {
+				t.Fatal(err)
+			}
+			parent := b.get(t, &review.Operation{ID: c.OperationID, Tenant: tenantA})
+			wantState(t, parent, review.Compensating)
+			return parent
+		}
+		runUndo := func(t *testing.T, parent *review.Operation, ref string) {
+			t.Helper()
+			cs, err := b.s.Compensations(b.ctx, parent.ID)
+			if err != nil || len(cs) != 1 {
+				t.Fatalf("compensations %+v, %v", cs, err)
+			}
+			child := &review.Operation{ID: cs[0].OperationID, Tenant: tenantA}
+			b.start(t, child)
+			b.report(t, child, 1, success(ref))
+			wantState(t, b.get(t, parent), review.Compensated)
+		}
+		openCases := func(t *testing.T, opID string) []store.Case {
+			t.Helper()
+			cs, err := b.s.CasesForOperation(b.ctx, opID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return slices.DeleteFunc(cs, func(c store.Case) bool { return c.Status != store.CaseOpen })
+		}
+		wantExtra := func(t *testing.T, parent *review.Operation, ref string) {
+			t.Helper()
+			open := openCases(t, parent.ID)
+			if len(open) != 1 || !slices.Contains(open[0].Reasons, review.ReasonMultipleCands) {
+				t.Fatalf("open cases after the undo: %+v, want one about %s", open, ref)
+			}
+			if open[0].RecommendedAction != review.RecommendCompensate || open[0].RecommendedRef != ref {
+				t.Errorf("the case recommends %s %s (%s), want the undo of %s", open[0].RecommendedAction, open[0].RecommendedRef, open[0].Rationale, ref)
+			}
+			if acts := countActions(b.history(t, parent.ID)); acts["evidence.extra_effect"] != 1 {
+				t.Errorf("parent's audit = %v", acts)
+			}
+		}
+
+		t.Run("nothing new: the undo settles it", func(t *testing.T) {
+			c := b.reviewCase(t, "doc-undo-quiet")
+			parent := undo(t, c, "fld-2")
+			b.clk.Advance(time.Minute)
+			runUndo(t, parent, "fld-2")
+			if open := openCases(t, parent.ID); len(open) != 0 {
+				t.Errorf("open cases %+v: fld-1 was on the record when the undo was decided", open)
+			}
+		})
+
+		t.Run("an integrator's look names another resource", func(t *testing.T) {
+			c := b.reviewCase(t, "doc-undo-look")
+			parent := undo(t, c, "fld-2")
+			b.clk.Advance(time.Minute)
+			ev := review.Evidence{Source: review.SourceMetadataSearch, Authoritative: true, Candidates: []review.Candidate{
+				{Ref: "fld-3", Kind: "folder", Version: parent.LogicalVersion, OperationID: parent.ID}}}
+			got, err := b.s.AddEvidence(b.ctx, tenantA, parent.ID, ev, "integrator")
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantState(t, got, review.Compensating)
+			runUndo(t, parent, "fld-2")
+			wantExtra(t, parent, "fld-3")
+		})
+
+		t.Run("a reviewer's word settles the undo", func(t *testing.T) {
+			c := b.reviewCase(t, "doc-undo-word")
+			parent := undo(t, c, "fld-2")
+			b.clk.Advance(time.Minute)
+			ev := review.Evidence{Source: review.SourceMetadataSearch, Authoritative: true, Candidates: []review.Candidate{
+				{Ref: "fld-3", Kind: "folder", Version: parent.LogicalVersion, OperationID: parent.ID}}}
+			if _, err := b.s.AddEvidence(b.ctx, tenantA, parent.ID, ev, "integrator"); err != nil {
+				t.Fatal(err)
+			}
+			b.clk.Advance(time.Minute)
+			if _, err := b.s.Decide(b.ctx, store.DecisionRequest{CaseID: c.ID, Action: review.DecideCompensationDone, Actor: "rita@example.com",
+				Reason: "deleted fld-2 in the provider's console"}); err != nil {
+				t.Fatal(err)
+			}
+			wantState(t, b.get(t, parent), review.Compensated)
+			wantExtra(t, parent, "fld-3")
+		})
+
+		t.Run("an earlier attempt's job succeeds", func(t *testing.T) {
+			op, c := deadlinePassedBesideJob(t, b, "doc-undo-job", "job-1-doc-undo-job", nil)
+			ev := review.Evidence{Source: review.SourceMetadataSearch, Authoritative: true, Candidates: []review.Candidate{
+				{Ref: "fld-1", Kind: "folder", Version: op.LogicalVersion, OperationID: op.ID}}}
+			if _, err := b.s.AddEvidence(b.ctx, tenantA, op.ID, ev, "integrator"); err != nil {
+				t.Fatal(err)
+			}
+			parent := undo(t, &c, "fld-1")
+			b.clk.Advance(time.Minute)
+			got, err := b.s.PutJob(b.ctx, tenantA, op.ID, review.Job{Ref: "job-1-doc-undo-job", Status: review.JobSucceeded, OutputRef: "file-1"}, "integrator")
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantState(t, got, review.Compensating)
+			runUndo(t, parent, "fld-1")
+			wantExtra(t, parent, "file-1")
+		})
+		assertSealed(t, b.s)
+	})
+}

@@ -282,7 +282,17 @@ func (s *Store) decideTx(ctx context.Context, tx *sqlx.Tx, req DecisionRequest) 
 			d.VoidedApprovals = append(d.VoidedApprovals, a.ID)
 		}
 	}
-	return d, s.persistDecision(ctx, tx, c, row, p, d)
+	if err := s.persistDecision(ctx, tx, c, row, p, d); err != nil {
+		return nil, err
+	}
+	if p.From == review.Compensating && p.Move != nil && last != nil && review.State(row.State).Terminal() {
+		// A person's word settled the undo: what evidence showed while it
+		// ran is weighed now, as when the undo itself settles it.
+		if err := s.extraSinceUndo(ctx, tx, row, last.DecidedAt); err != nil {
+			return nil, err
+		}
+	}
+	return d, nil
 }
 
 // persistDecision writes plan p of decision d on case c, in tx: the

@@ -311,15 +311,18 @@ func (s *Store) settleJob(ctx context.Context, tx *sqlx.Tx, row *opRow, j review
 			}
 			return s.insertEvidence(ctx, tx, opID, jobEndedEvidence(op, j, now))
 		}
-		if j.Status != review.JobSucceeded || state == review.AwaitingApproval || state == review.Compensating {
-			// Awaiting approval nothing was sent since; compensating,
-			// the undo's own outcome settles.
+		if j.Status != review.JobSucceeded {
 			return nil
 		}
 		if err := s.insertEvidence(ctx, tx, opID, ev); err != nil {
 			return err
 		}
 		switch {
+		case state == review.Compensating:
+			// The undo's own outcome settles the operation; then this
+			// output, if nobody answers for it, is put to a person
+			// (settleParent).
+			return nil
 		case state == review.NeedsReview:
 			return nil // a person decides: putJobTx assesses the case again
 		case state == review.Accepted:
