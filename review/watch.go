@@ -174,21 +174,29 @@ func ExtraEffects(op *Operation, ev Evidence) []Candidate {
 }
 
 // ExtraEffectsSince is what the evidence recorded for op after since
-// shows the destination holds for it that nobody answers for
+// first shows the destination holds for it that nobody answers for
 // (ExtraEffects), each ref once. The parent of an undo asks it once the
 // undo settles it (store.settleParent): an operation being undone moves
 // on no evidence, so what came while the undo ran (an earlier attempt's
 // job that succeeded, a webhook, an integrator's look) was weighed by
-// nothing; what came before the decision to undo is what the reviewer
-// decided on.
+// nothing. A resource the record named when the undo was decided is not
+// news, even named again: the reviewer decided knowing of it.
 func ExtraEffectsSince(op *Operation, since time.Time) []Candidate {
+	var known []string
+	for _, ev := range op.Evidence {
+		if !ev.ObservedAt.After(since) {
+			for _, c := range ev.Candidates {
+				known = append(known, c.Ref)
+			}
+		}
+	}
 	var extra []Candidate
 	for _, ev := range op.Evidence {
 		if !ev.ObservedAt.After(since) {
 			continue
 		}
 		for _, c := range ExtraEffects(op, ev) {
-			if !slices.ContainsFunc(extra, func(e Candidate) bool { return e.Ref == c.Ref }) {
+			if !slices.Contains(known, c.Ref) && !slices.ContainsFunc(extra, func(e Candidate) bool { return e.Ref == c.Ref }) {
 				extra = append(extra, c)
 			}
 		}

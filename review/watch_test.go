@@ -169,7 +169,7 @@ func TestExtraEffectsSince(t *testing.T) {
 		Evidence: []Evidence{
 			seen(decided, "fld-9"),                         // before the decision: the reviewer's to weigh
 			seen(later, "fld-1", "out-1"),                  // undone; a job's output beside it
-			seen(later, "fld-3"),                           // a resource nobody answers for
+			seen(later, "fld-9", "fld-3"),                  // known to the reviewer; a resource nobody answers for
 			seen(later.Add(time.Second), "fld-3", "out-1"), // the same again
 		}}
 	var got []string

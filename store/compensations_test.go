@@ -1053,6 +1053,12 @@ func TestEvidenceWhileUndoing(t *testing.T) {
 			c := b.reviewCase(t, "doc-undo-quiet")
 			parent := undo(t, c, "fld-2")
 			b.clk.Advance(time.Minute)
+			// fld-1 again: the reviewer decided knowing of it.
+			ev := review.Evidence{Source: review.SourceMetadataSearch, Authoritative: true, Candidates: []review.Candidate{
+				{Ref: "fld-1", Kind: "folder", Version: parent.LogicalVersion, OperationID: parent.ID}}}
+			if _, err := b.s.AddEvidence(b.ctx, tenantA, parent.ID, ev, "integrator"); err != nil {
+				t.Fatal(err)
+			}
 			runUndo(t, parent, "fld-2")
 			if open := openCases(t, parent.ID); len(open) != 0 {
 				t.Errorf("open cases %+v: fld-1 was on the record when the undo was decided", open)
