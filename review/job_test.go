@@ -50,6 +50,17 @@ func TestWeighLeavesEndedJobs(t *testing.T) {
 			t.Errorf("a job %s: Weigh = %q (%s), want %q", tt.status, w.State, w.Reason, tt.want)
 		}
 	}
+	// A sure absence from a search beside a live job: what a search shows
+	// is the job's output, not there before the job ends; the job is
+	// followed, not a disagreement.
+	op := weighOp(Ambiguous)
+	op.Jobs = []Job{{Ref: "job-2", Status: JobQueued, Attempt: 1}}
+	op.Evidence = append(op.Evidence,
+		Evidence{Source: SourceResponse, Authoritative: true, Verdict: VerdictInconclusive, Candidates: []Candidate{job}, ObservedAt: classifyNow},
+		Evidence{Source: SourceMetadataSearch, Authoritative: true, Verdict: VerdictRefutes, Candidates: []Candidate{}, ObservedAt: classifyNow})
+	if w := Weigh(op, Destination{}, classifyNow); w.State != Accepted {
+		t.Errorf("a job beside an empty search: Weigh = %q (%s), want accepted", w.State, w.Reason)
+	}
 }
 
 // TestJobsBesideARetry: a retry let go while the first attempt's job was

@@ -9,13 +9,22 @@ import "fmt"
 // authoritative as the same report on time, and confirms its resource
 // (unless the resource is for another logical version); any other result
 // speaks for attempt n alone, while other attempts may have had their
-// effect, so it is inconclusive and not authoritative. why says how the
-// report came late (WhyLateAfterClosed, WhyLateAfterOutcome,
-// WhyLateAfterMovedOn).
+// effect, so it is inconclusive and not authoritative. A job accepted and
+// not known to have ended is no word that its effect happened (it may
+// fail), as on time (responseEvidence), but the destination's word that
+// it holds the job for this operation: named as a job, it is followed
+// where the operation may still move (Weigh), and on a settled operation
+// it is an effect nobody answers for (ExtraEffects) — a retry must not go
+// out blind beside it. why says how the report came late
+// (WhyLateAfterClosed, WhyLateAfterOutcome, WhyLateAfterMovedOn).
 func LateEvidence(op *Operation, n int, o Outcome, why string) Evidence {
 	ev := Evidence{OperationID: op.ID, Source: SourceResponse, Verdict: VerdictInconclusive, Candidates: []Candidate{}}
-	if o.Resource != nil {
+	liveJob := o.Resource == nil && o.Job != nil && !JobStatus(o.Job.Status).Done()
+	switch {
+	case o.Resource != nil:
 		ev.Candidates = []Candidate{{Ref: o.Resource.Ref, Kind: o.Resource.Kind, Version: o.Resource.Version, OperationID: op.ID}}
+	case liveJob:
+		ev.Candidates = []Candidate{{Ref: o.Job.Ref, Kind: "job", OperationID: op.ID}}
 	}
 	what := string(o.Result)
 	if o.HTTPStatus != 0 {
@@ -30,7 +39,7 @@ func LateEvidence(op *Operation, n int, o Outcome, why string) Evidence {
 	ev.Note = fmt.Sprintf(WhyLateReport, n, why, what)
 	if o.Result == ResultSuccess {
 		ev.Authoritative = true
-		if o.Resource == nil || o.Resource.Version == "" || o.Resource.Version == op.LogicalVersion {
+		if !liveJob && (o.Resource == nil || o.Resource.Version == "" || o.Resource.Version == op.LogicalVersion) {
 			ev.Verdict = VerdictConfirms
 		}
 	}

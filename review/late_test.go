@@ -18,7 +18,10 @@ func TestLateEvidence(t *testing.T) {
 	}{
 		{"success with its resource", Outcome{Result: ResultSuccess, Phase: PhaseAfterSend, Resource: res("f-1", "v1")}, true, VerdictConfirms, 1},
 		{"success, unversioned", Outcome{Result: ResultSuccess, Phase: PhaseAfterSend, Resource: res("f-1", "")}, true, VerdictConfirms, 1},
-		{"success with a job", Outcome{Result: ResultSuccess, Phase: PhaseAfterSend, Job: &JobRef{Ref: "job-1"}}, true, VerdictConfirms, 0},
+		{"a job accepted", Outcome{Result: ResultSuccess, Phase: PhaseAfterSend, Job: &JobRef{Ref: "job-1"}}, true, VerdictInconclusive, 1},
+		{"a job queued", Outcome{Result: ResultSuccess, Phase: PhaseAfterSend, Job: &JobRef{Ref: "job-1", Status: "queued"}}, true, VerdictInconclusive, 1},
+		{"a job ended, its output named", Outcome{Result: ResultSuccess, Phase: PhaseAfterSend, Job: &JobRef{Ref: "job-1", Status: "succeeded"},
+			Resource: res("f-1", "v1")}, true, VerdictConfirms, 1},
 		{"success for another version", Outcome{Result: ResultSuccess, Phase: PhaseAfterSend, Resource: res("f-0", "v0")}, true, VerdictInconclusive, 1},
 		{"error", Outcome{Result: ResultError, Phase: PhaseAfterSend, HTTPStatus: 500}, false, VerdictInconclusive, 0},
 		{"before send", Outcome{Result: ResultConnectionError, Phase: PhaseBeforeSend}, false, VerdictInconclusive, 0},

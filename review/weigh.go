@@ -142,18 +142,20 @@ func Weigh(op *Operation, d Destination, now time.Time) Weighing {
 	case several:
 		return Weighing{State: NeedsReview, Reasons: []Reason{ReasonMultipleCands},
 			Reason: WhySeveralCandidates}
-	case len(effects) == 1 && sureAbsent:
-		return Weighing{State: NeedsReview, Reasons: []Reason{ReasonSourcesDisagree},
-			Reason: fmt.Sprintf(WhyEvidenceThenAbsence, order[0])}
 	case len(effects) == 1 && effects[order[0]].Kind == "job":
 		// The destination holds a job for this operation: not an effect
 		// until it succeeds (it may still fail). Follow it, as Settle does.
+		// An empty search does not contradict it: what a search finds is
+		// the job's output, which does not exist before the job ends.
 		c := effects[order[0]]
 		w := Weighing{State: Accepted, Reason: fmt.Sprintf(WhyEvidenceNamesJob, c.Ref)}
 		if !slices.ContainsFunc(op.Jobs, func(j Job) bool { return j.Ref == c.Ref }) {
 			w.Job = &Job{Ref: c.Ref, Status: JobQueued, InputVersion: c.Version}
 		}
 		return w
+	case len(effects) == 1 && sureAbsent:
+		return Weighing{State: NeedsReview, Reasons: []Reason{ReasonSourcesDisagree},
+			Reason: fmt.Sprintf(WhyEvidenceThenAbsence, order[0])}
 	case len(effects) == 1:
 		c := effects[order[0]]
 		return Weighing{State: Confirmed, Resource: &ResourceRef{Ref: c.Ref, Kind: c.Kind, Version: c.Version},

@@ -133,3 +133,64 @@ func TestLateOutcomesAreKept(t *testing.T) {
 		assertSealed(t, b.s)
 	})
 }
+
+// TestLateJobIsFollowed: a report that comes late saying the destination
+// accepted a job is the destination's word that it holds the job for this
+// operation. Waiting to retry, the operation follows the job instead of
+// sending the retry beside it (an empty search earlier does not
+// contradict a job, whose output does not exist yet); once confirmed by a
+// later attempt, the job is a second effect nobody answers for, and a
+// person is asked to cancel it.
+func TestLateJobIsFollowed(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		b := setup(t, e, nil)
+		retrying := func(t *testing.T, ref string) *review.Operation {
+			t.Helper()
+			op := b.ambiguous(t, ref)
+			got, err := b.s.AddEvidence(b.ctx, tenantA, op.ID, review.Evidence{Source: review.SourceMetadataSearch, Authoritative: true}, "integrator")
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantState(t, got, review.RetryWait)
+			return got
+		}
+
+		t.Run("waiting to retry: the job is followed, no retry goes out", func(t *testing.T) {
+			op := retrying(t, "doc-late-job")
+			_, err := b.s.RecordOutcome(b.ctx, tenantA, op.ID, 1, accepted("job-late"), "integrator")
+			errAs[*review.OutcomeConflictError](t, err)
+			got := b.get(t, op)
+			wantState(t, got, review.Accepted)
+			if len(got.Jobs) != 1 || got.Jobs[0].Ref != "job-late" || got.Jobs[0].Attempt != 1 {
+				t.Errorf("jobs %+v, want job-late of attempt 1", got.Jobs)
+			}
+			if ev := got.Evidence[len(got.Evidence)-1]; ev.Verdict != review.VerdictInconclusive {
+				t.Errorf("the late report %+v: a job accepted is no word its effect happened", ev)
+			}
+			_, err = b.tryStart(op, "", "")
+			errAs[*review.NotAttemptableError](t, err)
+			got, err = b.s.PutJob(b.ctx, tenantA, op.ID, review.Job{Ref: "job-late", Status: review.JobSucceeded, OutputRef: "file-1"}, "integrator")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.State != review.Confirmed || got.Resource == nil || got.Resource.Ref != "file-1" {
+				t.Errorf("after the job succeeded: %s, resource %+v; want confirmed with file-1", got.State, got.Resource)
+			}
+		})
+
+		t.Run("confirmed by a later attempt: the job is for a person", func(t *testing.T) {
+			op := retrying(t, "doc-late-job-dup")
+			b.start(t, op)
+			wantState(t, b.report(t, op, 2, success("fld-2")).Operation, review.Confirmed)
+			_, err := b.s.RecordOutcome(b.ctx, tenantA, op.ID, 1, accepted("job-1-dup"), "integrator")
+			errAs[*review.OutcomeConflictError](t, err)
+			wantState(t, b.get(t, op), review.Confirmed)
+			cs, _ := b.s.CasesForOperation(b.ctx, op.ID)
+			if len(cs) != 1 || cs[0].Status != store.CaseOpen || cs[0].RecommendedAction != review.RecommendCompensate || cs[0].RecommendedRef != "job-1-dup" {
+				t.Fatalf("cases %+v, want one open recommending to cancel job-1-dup", cs)
+			}
+		})
+		assertSealed(t, b.s)
+	})
+}
