@@ -95,9 +95,9 @@ func (s *Store) registerCompensation(ctx context.Context, tx *sqlx.Tx, c *Case, 
 // alone.
 func (s *Store) settleParent(ctx context.Context, tx *sqlx.Tx, tenant, child string, state review.State) error {
 	var link struct {
-		ParentID    string `db:"parent_id"`
-		CaseID      string `db:"case_id"`
-		ResourceRef string `db:"resource_ref"`
+		ParentID    string    `db:"parent_id"`
+		CaseID      string    `db:"case_id"`
+		ResourceRef string    `db:"resource_ref"`
 		KeepRef     string    `db:"keep_ref"`
 		DecidedAt   time.Time `db:"created_at"`
 	}

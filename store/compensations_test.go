@@ -1027,6 +1027,17 @@ func TestEvidenceWhileUndoing(t *testing.T) {
 			b.report(t, child, 1, success(ref))
 			wantState(t, b.get(t, parent), review.Compensated)
 		}
+		// look submits a search naming ref for op, as an integrator's look.
+		look := func(t *testing.T, op *review.Operation, ref string) *review.Operation {
+			t.Helper()
+			ev := review.Evidence{Source: review.SourceMetadataSearch, Authoritative: true, Candidates: []review.Candidate{
+				{Ref: ref, Kind: "folder", Version: op.LogicalVersion, OperationID: op.ID}}}
+			got, err := b.s.AddEvidence(b.ctx, tenantA, op.ID, ev, "integrator")
+			if err != nil {
+				t.Fatal(err)
+			}
+			return got
+		}
 		openCases := func(t *testing.T, opID string) []store.Case {
 			t.Helper()
 			cs, err := b.s.CasesForOperation(b.ctx, opID)
@@ -1054,11 +1065,7 @@ func TestEvidenceWhileUndoing(t *testing.T) {
 			parent := undo(t, c, "fld-2")
 			b.clk.Advance(time.Minute)
 			// fld-1 again: the reviewer decided knowing of it.
-			ev := review.Evidence{Source: review.SourceMetadataSearch, Authoritative: true, Candidates: []review.Candidate{
-				{Ref: "fld-1", Kind: "folder", Version: parent.LogicalVersion, OperationID: parent.ID}}}
-			if _, err := b.s.AddEvidence(b.ctx, tenantA, parent.ID, ev, "integrator"); err != nil {
-				t.Fatal(err)
-			}
+			look(t, parent, "fld-1")
 			runUndo(t, parent, "fld-2")
 			if open := openCases(t, parent.ID); len(open) != 0 {
 				t.Errorf("open cases %+v: fld-1 was on the record when the undo was decided", open)
@@ -1069,12 +1076,7 @@ func TestEvidenceWhileUndoing(t *testing.T) {
 			c := b.reviewCase(t, "doc-undo-look")
 			parent := undo(t, c, "fld-2")
 			b.clk.Advance(time.Minute)
-			ev := review.Evidence{Source: review.SourceMetadataSearch, Authoritative: true, Candidates: []review.Candidate{
-				{Ref: "fld-3", Kind: "folder", Version: parent.LogicalVersion, OperationID: parent.ID}}}
-			got, err := b.s.AddEvidence(b.ctx, tenantA, parent.ID, ev, "integrator")
-			if err != nil {
-				t.Fatal(err)
-			}
+			got := look(t, parent, "fld-3")
 			wantState(t, got, review.Compensating)
 			runUndo(t, parent, "fld-2")
 			wantExtra(t, parent, "fld-3")
@@ -1084,11 +1086,7 @@ func TestEvidenceWhileUndoing(t *testing.T) {
 			c := b.reviewCase(t, "doc-undo-word")
 			parent := undo(t, c, "fld-2")
 			b.clk.Advance(time.Minute)
-			ev := review.Evidence{Source: review.SourceMetadataSearch, Authoritative: true, Candidates: []review.Candidate{
-				{Ref: "fld-3", Kind: "folder", Version: parent.LogicalVersion, OperationID: parent.ID}}}
-			if _, err := b.s.AddEvidence(b.ctx, tenantA, parent.ID, ev, "integrator"); err != nil {
-				t.Fatal(err)
-			}
+			look(t, parent, "fld-3")
 			b.clk.Advance(time.Minute)
 			if _, err := b.s.Decide(b.ctx, store.DecisionRequest{CaseID: c.ID, Action: review.DecideCompensationDone, Actor: "rita@example.com",
 				Reason: "deleted fld-2 in the provider's console"}); err != nil {
@@ -1100,11 +1098,7 @@ func TestEvidenceWhileUndoing(t *testing.T) {
 
 		t.Run("an earlier attempt's job succeeds", func(t *testing.T) {
 			op, c := deadlinePassedBesideJob(t, b, "doc-undo-job", "job-1-doc-undo-job", nil)
-			ev := review.Evidence{Source: review.SourceMetadataSearch, Authoritative: true, Candidates: []review.Candidate{
-				{Ref: "fld-1", Kind: "folder", Version: op.LogicalVersion, OperationID: op.ID}}}
-			if _, err := b.s.AddEvidence(b.ctx, tenantA, op.ID, ev, "integrator"); err != nil {
-				t.Fatal(err)
-			}
+			look(t, op, "fld-1")
 			parent := undo(t, &c, "fld-1")
 			b.clk.Advance(time.Minute)
 			got, err := b.s.PutJob(b.ctx, tenantA, op.ID, review.Job{Ref: "job-1-doc-undo-job", Status: review.JobSucceeded, OutputRef: "file-1"}, "integrator")

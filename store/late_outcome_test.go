@@ -10,6 +10,19 @@ import (
 	"github.com/limbo-dev/limbo/store/storetest"
 )
 
+// retrying leaves a compensable write in retry_wait: attempt 1 timed
+// out, then the destination authoritatively held nothing.
+func (b *bundle) retrying(t *testing.T, ref string) *review.Operation {
+	t.Helper()
+	op := b.ambiguous(t, ref)
+	got, err := b.s.AddEvidence(b.ctx, tenantA, op.ID, review.Evidence{Source: review.SourceMetadataSearch, Authoritative: true}, "integrator")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantState(t, got, review.RetryWait)
+	return got
+}
+
 // lateKept requires the newest evidence of op to be attempt n's late
 // report of ref: source response, kept as the report says.
 func lateKept(t *testing.T, op *review.Operation, n int, ref string, authoritative bool, verdict review.Verdict) {
@@ -33,21 +46,9 @@ func TestLateOutcomesAreKept(t *testing.T) {
 	t.Parallel()
 	storetest.Each(t, func(t *testing.T, e store.Engine) {
 		b := setup(t, e, nil)
-		// retrying leaves a compensable write in retry_wait: attempt 1
-		// timed out, then the destination authoritatively held nothing.
-		retrying := func(t *testing.T, ref string) *review.Operation {
-			t.Helper()
-			op := b.ambiguous(t, ref)
-			got, err := b.s.AddEvidence(b.ctx, tenantA, op.ID, review.Evidence{Source: review.SourceMetadataSearch, Authoritative: true}, "integrator")
-			if err != nil {
-				t.Fatal(err)
-			}
-			wantState(t, got, review.RetryWait)
-			return got
-		}
 
 		t.Run("a different report while a retry is due", func(t *testing.T) {
-			op := retrying(t, "doc-retry")
+			op := b.retrying(t, "doc-retry")
 			_, err := b.s.RecordOutcome(b.ctx, tenantA, op.ID, 1, success("fld-late"), "integrator")
 			oc := errAs[*review.OutcomeConflictError](t, err)
 			if !strings.Contains(oc.Reason, "kept as evidence") {
@@ -72,7 +73,7 @@ func TestLateOutcomesAreKept(t *testing.T) {
 		})
 
 		t.Run("a late success while attempt 2 is in flight", func(t *testing.T) {
-			op := retrying(t, "doc-flight")
+			op := b.retrying(t, "doc-flight")
 			b.start(t, op)
 			_, err := b.s.RecordOutcome(b.ctx, tenantA, op.ID, 1, success("fld-1"), "integrator")
 			errAs[*review.OutcomeConflictError](t, err)
@@ -94,7 +95,7 @@ func TestLateOutcomesAreKept(t *testing.T) {
 		})
 
 		t.Run("a failure reported late says nothing about the operation", func(t *testing.T) {
-			op := retrying(t, "doc-error")
+			op := b.retrying(t, "doc-error")
 			_, err := b.s.RecordOutcome(b.ctx, tenantA, op.ID, 1, review.Outcome{Result: review.ResultError, Phase: review.PhaseAfterSend, HTTPStatus: 500,
 				Resource: &review.ResourceRef{Ref: "fld-err"}}, "integrator")
 			errAs[*review.OutcomeConflictError](t, err)
@@ -145,19 +146,9 @@ func TestLateJobIsFollowed(t *testing.T) {
 	t.Parallel()
 	storetest.Each(t, func(t *testing.T, e store.Engine) {
 		b := setup(t, e, nil)
-		retrying := func(t *testing.T, ref string) *review.Operation {
-			t.Helper()
-			op := b.ambiguous(t, ref)
-			got, err := b.s.AddEvidence(b.ctx, tenantA, op.ID, review.Evidence{Source: review.SourceMetadataSearch, Authoritative: true}, "integrator")
-			if err != nil {
-				t.Fatal(err)
-			}
-			wantState(t, got, review.RetryWait)
-			return got
-		}
 
 		t.Run("waiting to retry: the job is followed, no retry goes out", func(t *testing.T) {
-			op := retrying(t, "doc-late-job")
+			op := b.retrying(t, "doc-late-job")
 			_, err := b.s.RecordOutcome(b.ctx, tenantA, op.ID, 1, accepted("job-late"), "integrator")
 			errAs[*review.OutcomeConflictError](t, err)
 			got := b.get(t, op)
@@ -180,7 +171,7 @@ func TestLateJobIsFollowed(t *testing.T) {
 		})
 
 		t.Run("confirmed by a later attempt: the job is for a person", func(t *testing.T) {
-			op := retrying(t, "doc-late-job-dup")
+			op := b.retrying(t, "doc-late-job-dup")
 			b.start(t, op)
 			wantState(t, b.report(t, op, 2, success("fld-2")).Operation, review.Confirmed)
 			_, err := b.s.RecordOutcome(b.ctx, tenantA, op.ID, 1, accepted("job-1-dup"), "integrator")
