@@ -185,9 +185,7 @@ func PlanOutcome(in DecideInput) OutcomePlan {
 		d.Reason += "; " + fmt.Sprintf(WhyModelNotPriced, strconv.Quote(o.Usage.Model))
 	}
 	if o.Result != ResultSuccess && (d.State == RetryWait || d.State == Failed || d.State == Ambiguous) {
-		asked := *op
-		asked.State = RetryWait // as though the report were in: what does the evidence say?
-		if w := Weigh(&asked, in.Destination, now); w.State != "" {
+		if w := weighReported(op, in.Destination, now); w.State != "" {
 			*d = Decision{Next: nextFor(w.State), State: w.State, Escalation: w.Reasons,
 				Reason: d.Reason + "; " + fmt.Sprintf(WhyButEvidence, w.Reason)}
 			p.Resource, p.Job = w.Resource, w.Job
@@ -205,10 +203,7 @@ func PlanOutcome(in DecideInput) OutcomePlan {
 			// resources — a person keeps one and undoes the other, as
 			// when the same evidence lands after the confirm
 			// (ExtraEffects). The order they came in decides nothing.
-			asked := *op
-			asked.State = RetryWait
-			asked.Evidence = append(slices.Clone(op.Evidence), *p.Evidence)
-			if w := Weigh(&asked, in.Destination, now); w.State == NeedsReview && slices.Contains(w.Reasons, ReasonMultipleCands) {
+			if w := weighReported(op, in.Destination, now, *p.Evidence); w.State == NeedsReview && slices.Contains(w.Reasons, ReasonMultipleCands) {
 				*d = Decision{Next: NextReview, State: NeedsReview, Escalation: w.Reasons,
 					Reason: d.Reason + "; " + fmt.Sprintf(WhyButEvidence, w.Reason)}
 				p.Resource = nil
@@ -240,6 +235,18 @@ func nextFor(s State) Next {
 		return NextRetryAt
 	}
 	return NextReconcile
+}
+
+// weighReported is what all of op's evidence says, with also (the report's
+// own) among it, as though the attempt's report were in: op is weighed
+// as waiting to retry, a state Weigh assesses.
+func weighReported(op *Operation, d Destination, now time.Time, also ...Evidence) Weighing {
+	asked := *op
+	asked.State = RetryWait
+	if len(also) > 0 {
+		asked.Evidence = append(slices.Clone(op.Evidence), also...)
+	}
+	return Weigh(&asked, d, now)
 }
 
 // responseEvidence is the evidence a reported success leaves: the response

@@ -318,13 +318,12 @@ func (s *Store) settleJob(ctx context.Context, tx *sqlx.Tx, row *opRow, j review
 			return err
 		}
 		switch {
-		case state == review.Compensating:
-			// The undo's own outcome settles the operation; then this
-			// output, if nobody answers for it, is put to a person
+		case state == review.NeedsReview, state == review.Compensating:
+			// A person decides: putJobTx assesses the case again. Being
+			// undone, the undo's outcome settles the operation, and then
+			// this output, if nobody answers for it, is put to a person
 			// (settleParent).
 			return nil
-		case state == review.NeedsReview:
-			return nil // a person decides: putJobTx assesses the case again
 		case state == review.Accepted:
 			// An earlier attempt's job made the effect while the
 			// operation follows a later one, which may make a second.
