@@ -98,9 +98,14 @@ func DependencyReady(after Dependency, dep *Operation) (Readiness, string) {
 	return DependencyPending, fmt.Sprintf(WhyDependencyWaiting, dep.ID, dep.State)
 }
 
+// NotGiven stands in a reason for what the record does not hold (a
+// dependency's version or state reason, a history entry's version or
+// writer); the console words it for its place.
+const NotGiven = "none"
+
 func orNone(s string) string {
 	if s == "" {
-		return "none"
+		return NotGiven
 	}
 	return s
 }

@@ -171,6 +171,12 @@ const (
 	WhyHistoryVersion      = "%s: version %s by %s"
 	WhyHistoryOwnVersion   = "this operation's version %s existed: a later version replaced it"
 	WhyHistoryNoOwnVersion = "no version by this operation"
+	// A history's note and what it means, joined by " — " (HistoryOf
+	// splits them): written as these formats so that the console reads
+	// the whole note back, what it means too.
+	WhyHistoryMine              = WhyHistory + " — " + WhyHistoryOwnVersion
+	WhyHistoryNotMine           = WhyHistory + " — " + WhyHistoryNoOwnVersion
+	WhyHistoryNoVersionsNotMine = WhyHistoryNoVersions + " — " + WhyHistoryNoOwnVersion
 
 	// Compensations, their undo and their parent.
 	WhyUndoes = "undoes %s of %s, as %s decided"
@@ -271,7 +277,7 @@ func WhyFormats() []string {
 		WhyReconciledOne, WhyNoEffectShown, WhyAbsencePastDeadline, WhyReviewerOnlyIfNothingShows,
 		WhyFailedOnlyIfNothingShows, WhyOutcomePastDeadline, WhyRoundsSettledNothing, WhyNoProbesNoEvidence, WhyInconclusive,
 		WhyConfirmWindowFound, WhyHistory, WhyHistoryNoVersions, WhyHistoryVersion, WhyHistoryOwnVersion,
-		WhyHistoryNoOwnVersion, WhyUndoes, WhyUndoByHand, WhyApproverDisabled, WhyApproverOffTenant, WhyApproverRole, WhyApprovalOtherPayload, WhyDuplicateUndone, WhyCompensationConfirmed, WhyCompensationOutcomeUnknown,
+		WhyHistoryNoOwnVersion, WhyHistoryMine, WhyHistoryNotMine, WhyHistoryNoVersionsNotMine, WhyUndoes, WhyUndoByHand, WhyApproverDisabled, WhyApproverOffTenant, WhyApproverRole, WhyApprovalOtherPayload, WhyDuplicateUndone, WhyCompensationConfirmed, WhyCompensationOutcomeUnknown,
 		WhyCompensationFailed, WhyCompensationInReview, WhyCompensationCanceled, WhyUndoLookupFailed, WhyUndoNotFound,
 		WhyReconciledNotFound, WhyUndoStatus, WhyReconciledStatus, WhyUndoStatusNotUndone, WhyUndoDidNotHappen, WhyUndoJobRanThrough,
 		WhyUndoNoStatus, WhyUndoStatusUnknown, WhyUndoStatusTooSoon, WhyUndoAgainOnlyIfStillShown, WhyUndoToReviewerOnlyIfStillShown, WhyUndoNeedsReviewer, WhyUndoPastDeadline, WhyUndoRoundsSpent, WhyUndoProbing, WhyReviewerKeep, WhyReviewerRetry,

@@ -481,23 +481,24 @@ func HistoryEvidence(op *Operation, r ProbeResult, found []Candidate) (ev Eviden
 			mine = mine || c.Version == op.LogicalVersion
 		}
 	}
-	note := fmt.Sprintf(WhyHistory, r.Ref, strings.Join(lines, "; "))
-	if len(lines) == 0 {
-		note = fmt.Sprintf(WhyHistoryNoVersions, r.Ref)
-	}
+	versions := strings.Join(lines, "; ")
 	switch {
 	case mine:
 		return r.evidenceWith(op, VerdictConfirms, []Candidate{{Ref: r.Ref, Kind: kind, Version: op.LogicalVersion, OperationID: op.ID}},
-			note+" — "+fmt.Sprintf(WhyHistoryOwnVersion, op.LogicalVersion)), true
+			fmt.Sprintf(WhyHistoryMine, r.Ref, versions, op.LogicalVersion)), true
 	case len(own) == 0:
-		ev := r.evidenceWith(op, VerdictInconclusive, []Candidate{}, note+" — "+WhyHistoryNoOwnVersion)
+		note := fmt.Sprintf(WhyHistoryNotMine, r.Ref, versions)
+		if len(lines) == 0 {
+			note = fmt.Sprintf(WhyHistoryNoVersionsNotMine, r.Ref)
+		}
+		ev := r.evidenceWith(op, VerdictInconclusive, []Candidate{}, note)
 		ev.Authoritative = false
 		return ev, false
 	}
 	// Its own entries at other versions: the resource is the operation's,
 	// not for its version — a person decides.
 	own, _ = uniqueRefs(own)
-	return r.evidenceWith(op, VerdictInconclusive, own[:1], note), false
+	return r.evidenceWith(op, VerdictInconclusive, own[:1], fmt.Sprintf(WhyHistory, r.Ref, versions)), false
 }
 
 // evidenceWith is Evidence with its candidates replaced.

@@ -25,4 +25,6 @@ var english = map[string]string{
 	review.WhyFoundCandidates:        "the %s found %d candidates",
 	review.WhyFoundOneCandidate:      "the %s found 1 candidate",
 	review.WhyConfirmWindowFound:     "confirm window: the %s found %d candidates for this operation",
+	review.WhyDependencyOtherVersion: "dependency %s was confirmed %s, not for version %s",
+	review.WhyHistoryVersion:         "%s: %s by %s",
 }

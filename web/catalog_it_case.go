@@ -201,6 +201,7 @@ func init() {
 		"Version history of":                 "Cronologia delle versioni di",
 		"The destination lists no versions.": "La destinazione non elenca alcuna versione.",
 		"version %s by":                      "versione %s da",
+		"no version, by":                     "nessuna versione, da",
 		"No version by this operation.":      "Nessuna versione di questa operazione.",
 		"This operation's version %s existed: a later version replaced it.": "La versione %s di questa operazione è esistita: una versione successiva l'ha sostituita.",
 

@@ -84,7 +84,7 @@ func init() {
 		review.WhyLateSaidJob:               "%s, job %s",
 
 		// Dependencies.
-		review.WhyDependencyOtherVersion: "la dipendenza %s è stata confermata per la versione %s, non %s",
+		review.WhyDependencyOtherVersion: "la dipendenza %s è stata confermata %s, non per la versione %s",
 		review.WhyDependencyConfirmed:    "la dipendenza %s è confermata",
 		review.WhyDependencyFailed:       "la dipendenza %s è fallita: %s",
 		review.WhyDependencyCompensated:  "la dipendenza %s è stata compensata: %s",
@@ -146,9 +146,12 @@ func init() {
 		review.WhyConfirmWindowFound:         "finestra di conferma: la %s ha trovato %d candidati per questa operazione",
 		review.WhyHistory:                    "cronologia di %s: %s",
 		review.WhyHistoryNoVersions:          "cronologia di %s: nessuna versione",
-		review.WhyHistoryVersion:             "%s: versione %s di %s",
+		review.WhyHistoryVersion:             "%s: %s di %s",
 		review.WhyHistoryOwnVersion:          "la versione %s di questa operazione esisteva: una versione successiva l'ha sostituita",
 		review.WhyHistoryNoOwnVersion:        "nessuna versione di questa operazione",
+		review.WhyHistoryMine:                "cronologia di %s: %s — la versione %s di questa operazione esisteva: una versione successiva l'ha sostituita",
+		review.WhyHistoryNotMine:             "cronologia di %s: %s — nessuna versione di questa operazione",
+		review.WhyHistoryNoVersionsNotMine:   "cronologia di %s: nessuna versione — nessuna versione di questa operazione",
 
 		// Compensations, their undo and their parent.
 		review.WhyUndoes:                         "compensa %s di %s, come deciso da %s",
@@ -209,5 +212,11 @@ func init() {
 		"search":             "ricerca",
 		"history lookup":     "consultazione della cronologia",
 		"credential not set": "credenziale non impostata",
+
+		// review.NotGiven in its place (notGivenLabels).
+		"without a version":  "senza versione",
+		"no version":         "nessuna versione",
+		"no known operation": "nessuna operazione nota",
+		"no reason recorded": "nessun motivo registrato",
 	})
 }

@@ -193,10 +193,22 @@ func parseHistoryLine(s string) (historyLine, bool) {
 	if !ok {
 		return historyLine{}, false
 	}
-	if op == "none" {
+	if op == review.NotGiven {
 		op = ""
 	}
+	if v == review.NotGiven {
+		v = ""
+	}
 	return historyLine{Ref: ref, Version: v, OperationID: op}, true
+}
+
+// historyVersionBy opens a version history's line: "version v1 by", or
+// "no version, by" for an entry the destination gave no version.
+func historyVersionBy(ctx context.Context, version string) string {
+	if version == "" {
+		return T(ctx, "no version, by")
+	}
+	return Tf(ctx, "version %s by", version)
 }
 
 // historyMeans is what a version history means, in the reader's language

@@ -29,6 +29,15 @@ const (
 	// argFailure: the class of a failed request (netguard's).
 	argFailure
 	argRole
+	// argVersionFor: the version a dependency was confirmed for, or
+	// review.NotGiven ("for version v1", "without a version").
+	argVersionFor
+	// argVersion: a version in a history, or review.NotGiven.
+	argVersion
+	// argWriter: the operation that wrote a version, or review.NotGiven.
+	argWriter
+	// argStateReason: a dependency's state reason, or review.NotGiven.
+	argStateReason
 )
 
 // reasonArgKinds are the codes review writes into its reasons, by format
@@ -61,6 +70,19 @@ var reasonArgKinds = map[string][]argKind{
 	review.WhyFoundOneCandidate:         {argProbe},
 	review.WhyConfirmWindowFound:        {argProbe},
 	review.WhyApproverRole:              {argRole},
+	review.WhyDependencyOtherVersion:    {argAsWritten, argVersionFor},
+	review.WhyDependencyFailed:          {argAsWritten, argStateReason},
+	review.WhyDependencyCompensated:     {argAsWritten, argStateReason},
+	review.WhyHistoryVersion:            {argAsWritten, argVersion, argWriter},
+}
+
+// notGivenLabels word review.NotGiven in each place it stands ("dependency
+// op_1 failed: no reason recorded"), where review writes "none".
+var notGivenLabels = map[argKind]string{
+	argVersionFor:  "without a version",
+	argVersion:     "no version",
+	argWriter:      "no known operation",
+	argStateReason: "no reason recorded",
 }
 
 // jobEndLabels say how a job ended within a sentence ("job j1 ended: it
@@ -106,6 +128,15 @@ func argInLang(ctx context.Context, format string, i int, arg string) string {
 			return failureClass(ctx, arg)
 		case argRole:
 			return roleLabel(ctx, arg)
+		case argVersionFor, argVersion, argWriter, argStateReason:
+			switch {
+			case arg == review.NotGiven:
+				return T(ctx, notGivenLabels[kinds[i]])
+			case kinds[i] == argVersionFor:
+				return Tf(ctx, "for version %s", arg)
+			case kinds[i] == argVersion:
+				return Tf(ctx, "version %s", arg)
+			}
 		}
 	}
 	if t, err := time.Parse(time.RFC3339Nano, arg); err == nil && len(arg) >= len("2006-01-02T15:04:05Z") {

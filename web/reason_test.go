@@ -40,19 +40,32 @@ func TestReasonFormats(t *testing.T) {
 		stored := fmt.Sprintf(f, args...)
 		want := T(it, f)
 		if len(args) > 0 {
-			want = Tf(it, f, args...)
+			want = Tf(it, f, inLang(it, f, args)...)
 		}
 		if got := Reason(it, stored); got != want {
 			t.Errorf("Reason(it, %q) = %q, want %q", stored, got, want)
 		}
 		want = stored
 		if w, ok := english[f]; ok {
-			want = fmt.Sprintf(w, args...)
+			want = fmt.Sprintf(w, inLang(en, f, args)...)
 		}
 		if got := Reason(en, stored); got != want {
 			t.Errorf("Reason(en, %q) = %q, want %q", stored, got, want)
 		}
 	}
+}
+
+// inLang is format's sample arguments as the console words them: a
+// version as "version ref-1" (argVersion), any other as written.
+func inLang(ctx context.Context, format string, args []any) []any {
+	out := make([]any, len(args))
+	for i, a := range args {
+		out[i] = a
+		if s, ok := a.(string); ok {
+			out[i] = argInLang(ctx, format, i, s)
+		}
+	}
+	return out
 }
 
 // TestReasonInEnglish: a code review writes into a reason reads as its
@@ -187,5 +200,46 @@ func TestReasonCodesInItalian(t *testing.T) {
 	// Not a code of the kind its place holds: as written.
 	if got := Reason(it, fmt.Sprintf(review.WhyNeverRepeated, "ref-1")); got != "ref-1: mai ripetuta prima della riconciliazione" {
 		t.Errorf("an unknown risk: %q", got)
+	}
+}
+
+// TestNothingGivenReadsAsWords: where the record holds no value (a
+// dependency's version or reason, a history entry's version or writer),
+// review writes review.NotGiven; the console words it for its place in
+// either language, and reads a history's note back whole, what it means
+// too.
+func TestNothingGivenReadsAsWords(t *testing.T) {
+	op := &review.Operation{ID: "op-a", LogicalVersion: "7"}
+	found := []review.Candidate{{Ref: "file-1", Kind: "file", Version: "8", OperationID: "op-a"}}
+	hist := func(entries ...review.Candidate) string {
+		ev, _ := review.HistoryEvidence(op, review.ProbeResult{Kind: review.ProbeHistory, Ref: "file-1", Candidates: entries}, found)
+		return ev.Note
+	}
+	bare := review.Candidate{Ref: "file-1@1"}
+	mine := review.Candidate{Ref: "file-1@2", Version: "7", OperationID: "op-a"}
+	dep := func(state review.State, resource *review.ResourceRef) string {
+		_, why := review.DependencyReady(review.Dependency{OperationID: "op-d", ResourceVersion: "2"}, &review.Operation{ID: "op-d", State: state, Resource: resource})
+		return why
+	}
+	for _, c := range []struct{ stored, en, it string }{
+		{hist(bare), "history of file-1: file-1@1: no version by no known operation — no version by this operation",
+			"cronologia di file-1: file-1@1: nessuna versione di nessuna operazione nota — nessuna versione di questa operazione"},
+		{hist(bare, mine), "history of file-1: file-1@1: no version by no known operation; file-1@2: version 7 by op-a — this operation's version 7 existed: a later version replaced it",
+			"cronologia di file-1: file-1@1: nessuna versione di nessuna operazione nota; file-1@2: versione 7 di op-a — la versione 7 di questa operazione esisteva: una versione successiva l'ha sostituita"},
+		{hist(), "history of file-1: no versions — no version by this operation",
+			"cronologia di file-1: nessuna versione — nessuna versione di questa operazione"},
+		{dep(review.Failed, nil), "dependency op-d failed: no reason recorded", "la dipendenza op-d è fallita: nessun motivo registrato"},
+		{dep(review.Compensated, nil), "dependency op-d compensated: no reason recorded", "la dipendenza op-d è stata compensata: nessun motivo registrato"},
+		{dep(review.Confirmed, &review.ResourceRef{Ref: "r1"}), "dependency op-d was confirmed without a version, not for version 2",
+			"la dipendenza op-d è stata confermata senza versione, non per la versione 2"},
+		{dep(review.Confirmed, &review.ResourceRef{Ref: "r1", Version: "1"}), "dependency op-d was confirmed for version 1, not for version 2",
+			"la dipendenza op-d è stata confermata per la versione 1, non per la versione 2"},
+	} {
+		if got := Reason(context.Background(), c.stored); got != c.en {
+			t.Errorf("Reason(en, %q)\n = %q\nwant %q", c.stored, got, c.en)
+		}
+		if got := Reason(WithLang(context.Background(), "it"), c.stored); got != c.it {
+			t.Errorf("Reason(it, %q)\n = %q\nwant %q", c.stored, got, c.it)
+		}
 	}
 }
