@@ -216,6 +216,7 @@ func (a *App) buildServer(ctx context.Context) error {
 	a.rec = reconcile.New(a.Store, a.cfg.Destinations, a.cfg.Owner, a.log)
 	a.rec.Metrics = h.Metrics
 	h.Warnings = probeWarnings(a.rec.Prober, a.log)
+	h.Checker = a.rec
 	a.hooks = outbox.New(a.Store, a.cfg.Owner, a.log, nil)
 	a.hooks.OnDelivered = h.Metrics.ObserveDelivery
 	var err error

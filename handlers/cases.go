@@ -54,6 +54,9 @@ func (h *Handlers) caseViewRevealed(c echo.Context, id string, reveal bool) (*we
 	}
 	fields := h.redactFields(op)
 	v := &web.CaseView{Nav: nav(c), OperationDetail: detail, Case: cs, Decisions: ds, Me: s.User.Email, Now: h.Store.Now(),
+		CanCheck: h.Checker != nil && review.Checkable(op, h.Store.Config().Destination(op.Destination)) &&
+			s.User.Role.Can(review.PermClaim) && s.User.Role.MayClaim(cs.Reasons),
+		LastAsked:   review.LastAsked(op),
 		UndoByLimbo: h.Store.Config().Destination(op.Destination).Undo != nil, UndoRunning: running, Claimed: review.ClaimedDuplicate(op)}
 	for _, k := range children {
 		if k.ID == running && k.State == review.NeedsReview {
@@ -232,6 +235,28 @@ func (h *Handlers) ClaimCase(c echo.Context) error {
 	return h.afterCaseAction(c, err)
 }
 
+// CheckDestination asks the case's destination about its operation now,
+// at the signed-in user's word (review.Checkable): the store says first
+// whether they may, the probes are sent, and what they answer is
+// recorded, the case recommending again from it. The case page shows the
+// answers; a refusal (decided meanwhile, held by another, asked a moment
+// ago) is said on it.
+func (h *Handlers) CheckDestination(c echo.Context) error {
+	ctx := c.Request().Context()
+	s := session(c)
+	if h.Checker == nil {
+		return h.afterCaseAction(c, fmt.Errorf("%w: this instance does not ask destinations", review.ErrConflict))
+	}
+	op, err := h.Store.CheckCase(ctx, c.Param("id"), s.User.Principal(), s.User.Scope().List())
+	if err == nil {
+		var evs []review.Evidence
+		if evs, err = h.Checker.Check(ctx, op); err == nil {
+			err = h.Store.RecordCheck(ctx, c.Param("id"), s.User.Principal(), s.User.Scope().List(), evs)
+		}
+	}
+	return h.afterCaseAction(c, err)
+}
+
 // ReleaseCase gives the claim up.
 func (h *Handlers) ReleaseCase(c echo.Context) error {
 	s := session(c)
@@ -277,10 +302,11 @@ var reasonMissing = web.Msg("reason: every decision needs a reason, in a few wor
 // person can act on, re-renders it with the reason.
 func (h *Handlers) afterCaseAction(c echo.Context, err error) error {
 	var already *review.AlreadyDecidedError
+	var held *review.ClaimHeldError
 	switch {
 	case err == nil:
 		return c.Redirect(http.StatusSeeOther, "/cases/"+c.Param("id"))
-	case errors.As(err, &already), errors.Is(err, review.ErrConflict):
+	case errors.As(err, &already), errors.As(err, &held), errors.Is(err, review.ErrConflict):
 		v, verr := h.caseView(c, c.Param("id"))
 		if verr != nil {
 			return verr

@@ -29,6 +29,7 @@ var consoleRoutes = []struct {
 	{"POST", "/cases/{case}/release", review.PermClaim},
 	{"POST", "/cases/{case}/takeover", review.PermClaim},
 	{"POST", "/cases/{case}/reveal", review.PermClaim},
+	{"POST", "/cases/{case}/check", review.PermClaim},
 	{"POST", "/cases/{case}/decision", review.PermDecide},
 	{"POST", "/bulk", review.PermDecide},
 	{"GET", "/dashboard", review.PermRead},

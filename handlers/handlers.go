@@ -5,6 +5,7 @@
 package handlers
 
 import (
+	"context"
 	"log/slog"
 	"net"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"golang.org/x/sync/semaphore"
 
 	"github.com/limbo-dev/limbo/metrics"
+	"github.com/limbo-dev/limbo/review"
 	"github.com/limbo-dev/limbo/store"
 )
 
@@ -40,6 +42,11 @@ type Handlers struct {
 	// zero is DefaultBodyTimeout.
 	BodyTimeout time.Duration
 
+	// Checker asks a destination about an operation at a person's word
+	// (a check from the case page; the reconciler's Check); nil: the
+	// console offers none.
+	Checker Checker
+
 	// live ends the console's event streams at shutdown (live.go).
 	live liveStreams
 	// batches admits POST /operations/batch, batchLimit registrations at
@@ -49,6 +56,12 @@ type Handlers struct {
 	// batchWait bounds the bytes of registrations the batches waiting for
 	// their turn hold (batchWaitBytes).
 	batchWait *semaphore.Weighted
+}
+
+// Checker sends a destination's probes for op now and returns the
+// evidence to record (reconcile.Reconciler.Check).
+type Checker interface {
+	Check(ctx context.Context, op *review.Operation) ([]review.Evidence, error)
 }
 
 // New returns Handlers over s, logging to log.

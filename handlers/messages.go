@@ -99,6 +99,10 @@ var domainMessages = []web.Message{
 	web.Msg("%s is an undo, and an undo is not undone: say whether it happened (confirm or fail), or approve sending it again (approve_retry)"),
 	web.Msg("case %s changed meanwhile; reload it"),
 	web.Msg("case is claimed by %s until %s"),
+	// store.CheckCase and RecordCheck: a check of the destination refused.
+	web.Msg("the destination cannot be asked about this operation from here: it is %s, and only an operation in needs_review whose destination has a status lookup or a search is asked"),
+	web.Msg("the destination was asked about this operation less than %s seconds ago: its answers are under Attempts and evidence"),
+	web.Msg("this instance does not ask destinations"),
 	// review.PlanBulk and Bulk: why a case is skipped.
 	web.Msg("no single resource is recommended to confirm"),
 	web.Msg("no resource is recommended to undo"),
@@ -204,6 +208,8 @@ var labelledArgs = map[string][]labelledArg{
 	"an undo of %s is already under way (compensation %s is %s): wait for its outcome, or settle it on its case, before undoing it again":                                        {{2, stateLabel}},
 	"its recommendation (%s) is not a decision yet": {{0, web.ActionLabel}},
 	"%s is decided one case at a time":              {{0, web.ActionLabel}},
+
+	"the destination cannot be asked about this operation from here: it is %s, and only an operation in needs_review whose destination has a status lookup or a search is asked": {{0, stateLabel}},
 }
 
 type labelledArg struct {

@@ -120,6 +120,7 @@ func (h *Handlers) Routes(e *echo.Echo) {
 	ui(http.MethodPost, "/cases/:id/takeover", h.TakeOverCase, review.PermClaim)
 	ui(http.MethodPost, "/cases/:id/decision", h.Decide, review.PermDecide)
 	ui(http.MethodPost, "/cases/:id/reveal", h.RevealPayload, review.PermClaim)
+	ui(http.MethodPost, "/cases/:id/check", h.CheckDestination, review.PermClaim)
 	ui(http.MethodPost, "/bulk", h.Bulk, review.PermDecide)
 	ui(http.MethodGet, "/dashboard", h.Dashboard, review.PermRead)
 	ui(http.MethodGet, "/audit", h.AuditPage, review.PermReadAudit)

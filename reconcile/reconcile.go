@@ -233,3 +233,27 @@ func (r *Reconciler) pollJob(ctx context.Context, c store.ProbeClaim, dest revie
 		r.Log.Warn("reconcile: job poll not applied", "op_id", c.Op.ID, "err", err)
 	}
 }
+
+// Check asks op's destination about it now, at a person's word (a check,
+// review.Checkable): the probes a round sends, within the destination's
+// reserved probe concurrency, read as a round reads them. It returns the
+// evidence to record (review.CheckEvidence) and settles nothing; the
+// caller records it (store.RecordCheck). It ends early, with ctx's error,
+// when ctx ends while waiting for room.
+func (r *Reconciler) Check(ctx context.Context, op *review.Operation) ([]review.Evidence, error) {
+	sem := r.sem(op.Destination)
+	select {
+	case sem <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	defer func() { <-sem }()
+	dest := r.Config.Destination(op.Destination)
+	results := r.Prober.Probe(ctx, op, dest)
+	if m := r.Metrics; m != nil {
+		for _, res := range results {
+			m.ProbeSeconds.WithLabelValues(m.Destination(op.Destination), string(res.Kind)).Observe(res.Took.Seconds())
+		}
+	}
+	return review.CheckEvidence(op, dest, results, r.Store.Now()), nil
+}

@@ -1,0 +1,184 @@
+package handlers_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/limbo-dev/limbo/handlers"
+	"github.com/limbo-dev/limbo/reconcile"
+	"github.com/limbo-dev/limbo/review"
+	"github.com/limbo-dev/limbo/sandbox"
+	"github.com/limbo-dev/limbo/store"
+	"github.com/limbo-dev/limbo/store/storetest"
+)
+
+// caseToCheck is a case the reconciler left to a person with nothing
+// settled: a timed-out upload to the sandbox whose search named only
+// another operation's folder. Since then the upload's folder has shown
+// up at the sandbox (a search that lagged). The console asks through a
+// real reconciler, over loopback HTTP.
+func caseToCheck(t *testing.T, e store.Engine) (srv *httptest.Server, st *store.Store, clk *storetest.Clock, op *review.Operation, caseID, folder string) {
+	t.Helper()
+	sb := sandbox.New(sandbox.Options{Seed: 1})
+	files := httptest.NewServer(sb.Handler())
+	t.Cleanup(func() {
+		files.Close()
+		sb.Close()
+	})
+	cfg, err := sandbox.LimboConfig(sandbox.LimboOptions{Base: files.URL, Lease: 30 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk = storetest.NewClock(time.Now().UTC().Truncate(time.Second))
+	srv, st = consoleServerWith(t, e, consoleSetup{clock: clk, cfg: cfg, with: []func(*handlers.Handlers){func(h *handlers.Handlers) {
+		h.Checker = reconcile.New(h.Store, cfg, "test", nil)
+	}}})
+	ctx := context.Background()
+	op = reported(t, st, review.Registration{Tenant: "acme", SourceRef: "scan-9", LogicalVersion: "v1", Action: "create_folder",
+		Destination: sandbox.DestinationName, Risk: review.RiskCompensableWrite, Payload: []byte(`{}`), Actor: "test"},
+		review.Outcome{Result: review.ResultTimeout, Phase: review.PhaseAfterSend})
+	foreign := review.Evidence{Source: review.SourceMetadataSearch, Authoritative: true, Candidates: []review.Candidate{
+		{Ref: "fld-other", Kind: "folder", Version: "v1", OperationID: "op_other"}}}
+	if got, err := st.AddEvidence(ctx, "acme", op.ID, foreign, "system:reconciler"); err != nil || got.State != review.NeedsReview {
+		t.Fatalf("the search naming another operation's folder: %+v, %v", got, err)
+	}
+	body, _ := json.Marshal(map[string]any{"name": "scan-9", "metadata": map[string]any{"operation_id": op.ID, "logical_version": "v1"}})
+	resp, err := http.Post(files.URL+"/folders", "application/json", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var made struct {
+		Ref string `json:"ref"`
+	}
+	err = json.NewDecoder(resp.Body).Decode(&made)
+	resp.Body.Close()
+	if err != nil || made.Ref == "" {
+		t.Fatalf("POST /folders: %v", err)
+	}
+	cs, err := st.CasesForOperation(ctx, op.ID)
+	if err != nil || len(cs) != 1 || cs[0].RecommendedAction != review.RecommendReconcileAgain {
+		t.Fatalf("cases %+v, %v; want one recommending a look at the destination", cs, err)
+	}
+	return srv, st, clk, op, cs[0].ID, made.Ref
+}
+
+// TestConsoleChecksTheDestination: a case that recommends a look at the
+// destination offers one. Pressed, the destination's probes are sent
+// (the sandbox's search, over loopback), what it answers is recorded, and
+// the case now recommends confirming the folder it found — preselected
+// in the decision form; the operation stays in review until a person
+// decides. Pressed again at once, it is refused with a reason and asks
+// nothing. A manager, who does not work cases, is offered none.
+func TestConsoleChecksTheDestination(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		ctx := context.Background()
+		srv, st, clk, op, caseID, folder := caseToCheck(t, e)
+		rev := newBrowser(t, srv.URL)
+		rev.login("reviewer@example.com")
+		checkForm := `action="/cases/` + caseID + `/check"`
+
+		// Just after the reconciler's search: refused, nothing sent.
+		if _, page := rev.get("/cases/" + caseID); !strings.Contains(page, checkForm) {
+			t.Fatalf("the case page offers no check:\n%s", page)
+		}
+		code, page, _ := rev.post("/cases/"+caseID+"/check", url.Values{"csrf": {rev.csrf}})
+		if code != http.StatusConflict || !strings.Contains(page, "less than 10 seconds ago") {
+			t.Fatalf("a check just after the reconciler's search: %d, want 409 saying why", code)
+		}
+
+		clk.Advance(review.CheckInterval)
+		before := len(mustOp(t, st, op).Evidence)
+		if code, _, hdr := rev.post("/cases/"+caseID+"/check", url.Values{"csrf": {rev.csrf}}); code != http.StatusSeeOther || hdr.Get("Location") != "/cases/"+caseID {
+			t.Fatalf("check: %d to %q, want 303 to the case", code, hdr.Get("Location"))
+		}
+		got := mustOp(t, st, op)
+		if got.State != review.NeedsReview || len(got.Evidence) != before+1 {
+			t.Fatalf("after the check: %s with %d evidence rows, want needs_review with %d", got.State, len(got.Evidence), before+1)
+		}
+		if ev := got.Evidence[len(got.Evidence)-1]; ev.Source != review.SourceMetadataSearch || len(ev.Candidates) != 1 || ev.Candidates[0].Ref != folder {
+			t.Fatalf("the check's evidence: %+v, want the search finding %s", ev, folder)
+		}
+		c, err := st.GetCase(ctx, caseID, nil)
+		if err != nil || c.RecommendedAction != review.RecommendConfirm || c.RecommendedRef != folder {
+			t.Fatalf("the case after the check: %+v, %v; want it to recommend confirming %s", c, err, folder)
+		}
+		_, page = rev.get("/cases/" + caseID)
+		for _, want := range []string{`value="confirm" checked`, `<option value="` + folder + `" selected>`} {
+			if !strings.Contains(page, want) {
+				t.Errorf("the decision form after the check lacks %s", want)
+			}
+		}
+		code, page, _ = rev.post("/cases/"+caseID+"/check", url.Values{"csrf": {rev.csrf}})
+		if code != http.StatusConflict || !strings.Contains(page, "less than 10 seconds ago") {
+			t.Errorf("a second check at once: %d, want 409 saying why", code)
+		}
+		if n := len(mustOp(t, st, op).Evidence); n != before+1 {
+			t.Errorf("the refused check recorded evidence: %d rows", n)
+		}
+		if it := casePageIn(t, st, rev, "reviewer@example.com", "it", caseID); !strings.Contains(it, "Interroga ora la destinazione") {
+			t.Errorf("the Italian case page has no check button")
+		}
+
+		mgr := newBrowser(t, srv.URL)
+		mgr.login("manager@example.com")
+		if _, page := mgr.get("/cases/" + caseID); strings.Contains(page, checkForm) {
+			t.Errorf("a manager is offered a check")
+		}
+	})
+}
+
+func mustOp(t *testing.T, st *store.Store, op *review.Operation) *review.Operation {
+	t.Helper()
+	got, err := st.GetOperation(context.Background(), op.Tenant, op.ID, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got
+}
+
+// TestBrowserChecksTheDestination: in a real browser, the reviewer
+// presses the check on a case that recommends one; the page is swapped in
+// place with the search's answer among the evidence and the decision
+// form preselecting the folder it found, which the reviewer confirms.
+func TestBrowserChecksTheDestination(t *testing.T) {
+	t.Parallel()
+	chromiumPath(t)
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		srv, st, clk, op, caseID, folder := caseToCheck(t, e)
+		clk.Advance(review.CheckInterval)
+		rev := openBrowserTab(t, startChromium(t), srv.URL, "reviewer")
+		rev.login("reviewer@example.com")
+		rev.open("/cases/" + caseID)
+		if evalJS[bool](rev, `document.querySelector('form.decision input[name="action"]:checked') !== null`) {
+			rev.fatalf("the form preselects a decision before anything was found")
+		}
+		rev.screenshotWidths("check-before")
+		rev.do("checking the destination", chromedp.Click(chromedp.CSS(`form.check button[type="submit"]`)))
+		rev.waitFor(`document.getElementById("confirm_ref") && document.getElementById("confirm_ref").value === `+jsString(folder),
+			"the folder the search found, preselected")
+		if !evalJS[bool](rev, `document.querySelector('form.decision input[value="confirm"]').checked`) {
+			rev.fatalf("after the check the form does not preselect confirm")
+		}
+		rev.waitText("#attempts-h + *, main", folder)
+		rev.noConsoleErrors()
+		rev.screenshotWidths("check-after")
+		rev.axe("case after a check")
+		rev.do("confirming with the form's defaults",
+			chromedp.SendKeys(chromedp.ID("reason"), "the search found it"),
+			chromedp.Click(chromedp.CSS(`form.decision button[type="submit"]`)))
+		rev.waitText("#decision .decided", "by reviewer@example.com")
+		if got := mustOp(t, st, op); got.State != review.Confirmed || got.Resource == nil || got.Resource.Ref != folder {
+			rev.fatalf("after the confirm: %+v; want confirmed with %s", got, folder)
+		}
+	})
+}

@@ -1,0 +1,44 @@
+package review
+
+import "time"
+
+// A person may ask the destination again, now, about an operation in
+// review (a check): the reconciler's probes, sent at their word, recorded
+// as evidence, and the case recommends again from all of it. A check
+// settles nothing — the operation stays in review and a person decides —
+// but it is how a case that recommends a look at the destination
+// (RecommendReconcileAgain) is acted on from the console: the reconciler
+// no longer probes an operation in review of its own accord.
+
+// CheckInterval is how soon after the destination was last asked about an
+// operation a check is refused: a second click, or two people at once,
+// ask it once.
+const CheckInterval = 10 * time.Second
+
+// Checkable reports whether the destination may be asked about op at a
+// person's word: op is in review and not an undo (whose outcome its
+// status lookup and the undo's own rounds settle), and d has a status
+// lookup or a search to ask with.
+func Checkable(op *Operation, d Destination) bool {
+	return op.State == NeedsReview && !IsCompensation(op.Action) && (d.Probes.Status != nil || d.Probes.Search != nil)
+}
+
+// LastAsked is when the destination was last asked about op (the newest
+// status lookup, search or history lookup recorded); zero when never.
+func LastAsked(op *Operation) time.Time {
+	var at time.Time
+	for _, ev := range op.Evidence {
+		if (ev.Source == SourceStatusLookup || ev.Source == SourceMetadataSearch) && ev.ObservedAt.After(at) {
+			at = ev.ObservedAt
+		}
+	}
+	return at
+}
+
+// CheckEvidence is what the answers of a check (results, the destination's
+// probes for op sent at now) record: one evidence row each, as a
+// reconciliation round writes them (Settle), with nothing settled.
+func CheckEvidence(op *Operation, d Destination, results []ProbeResult, now time.Time) []Evidence {
+	st := Settle(SettleInput{Op: op, Destination: d, LastWrite: LastWriteAt(op.Attempts), Results: results, Now: now})
+	return st.Evidence
+}

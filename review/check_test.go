@@ -1,0 +1,47 @@
+package review
+
+import (
+	"testing"
+	"time"
+)
+
+// A check is offered for an operation in review whose destination has a
+// status lookup or a search, and not for an undo; the last look is the
+// newest status lookup's or search's evidence, whoever sent it.
+func TestCheckable(t *testing.T) {
+	search := Destination{Probes: Probes{Search: &Probe{URL: "http://127.0.0.1:9/s"}}}
+	status := Destination{Probes: Probes{Status: &Probe{URL: "http://127.0.0.1:9/r"}}}
+	jobOnly := Destination{Probes: Probes{Job: &Probe{URL: "http://127.0.0.1:9/j"}}}
+	for _, c := range []struct {
+		name string
+		op   Operation
+		d    Destination
+		want bool
+	}{
+		{"in review, a search", Operation{State: NeedsReview, Action: "upload"}, search, true},
+		{"in review, a status lookup", Operation{State: NeedsReview, Action: "upload"}, status, true},
+		{"in review, only a job probe", Operation{State: NeedsReview, Action: "upload"}, jobOnly, false},
+		{"in review, no probes", Operation{State: NeedsReview, Action: "upload"}, Destination{}, false},
+		{"ambiguous: the reconciler asks", Operation{State: Ambiguous, Action: "upload"}, search, false},
+		{"confirmed", Operation{State: Confirmed, Action: "upload"}, search, false},
+		{"an undo in review", Operation{State: NeedsReview, Action: CompensationPrefix + "upload"}, status, false},
+	} {
+		if got := Checkable(&c.op, c.d); got != c.want {
+			t.Errorf("%s: Checkable = %t, want %t", c.name, got, c.want)
+		}
+	}
+	at := time.Date(2030, 3, 4, 9, 0, 0, 0, time.UTC)
+	op := &Operation{Evidence: []Evidence{
+		{Source: SourceStatusLookup, ObservedAt: at},
+		{Source: SourceMetadataSearch, ObservedAt: at.Add(time.Minute)},
+		{Source: SourceWebhook, ObservedAt: at.Add(2 * time.Minute)},
+		{Source: SourceResponse, ObservedAt: at.Add(3 * time.Minute)},
+		{Source: SourceReviewer, ObservedAt: at.Add(4 * time.Minute)},
+	}}
+	if got := LastAsked(op); !got.Equal(at.Add(time.Minute)) {
+		t.Errorf("LastAsked = %s, want the search's %s", got, at.Add(time.Minute))
+	}
+	if got := LastAsked(&Operation{}); !got.IsZero() {
+		t.Errorf("LastAsked of an operation never asked about = %s", got)
+	}
+}

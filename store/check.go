@@ -1,0 +1,121 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/limbo-dev/limbo/review"
+)
+
+// A check (review.Checkable) asks the destination about an operation in
+// review at a person's word. Its probes are HTTP requests, sent outside
+// any transaction: CheckCase says, before they are sent, whether the
+// person may ask; RecordCheck says it again under the locks, records what
+// the destination answered, and has the case recommend again.
+
+// CheckCase is the operation of case id, with its details, when by may
+// ask its destination about it now; otherwise why not: out of by's scope
+// (ErrNotFound), decided already (*review.AlreadyDecidedError), held by
+// another (*review.ClaimHeldError), a role that does not work the case
+// (ErrForbidden), nothing to ask about or with, or asked a moment ago
+// (ErrConflict).
+func (s *Store) CheckCase(ctx context.Context, id string, by review.Principal, scope []string) (*review.Operation, error) {
+	var op *review.Operation
+	err := s.WithTx(ctx, func(tx *sqlx.Tx) error {
+		var err error
+		op, _, err = s.checkable(ctx, tx, id, by, scope)
+		return err
+	})
+	return op, err
+}
+
+// RecordCheck records evs, what the destination answered a check of case
+// id's operation (review.CheckEvidence), once CheckCase's conditions
+// still hold under the locks, and weighs the operation's record again:
+// it stays in review and its case recommends from all the evidence, a
+// person still deciding. Audited as evidence.recorded by by, in the same
+// transaction.
+func (s *Store) RecordCheck(ctx context.Context, id string, by review.Principal, scope []string, evs []review.Evidence) error {
+	err := s.WithTx(ctx, func(tx *sqlx.Tx) error {
+		op, row, err := s.checkable(ctx, tx, id, by, scope)
+		if err != nil {
+			return err
+		}
+		verdicts := make([]review.Verdict, 0, len(evs))
+		for _, ev := range evs {
+			ev.ObservedAt = s.now()
+			if err := s.insertEvidence(ctx, tx, op.ID, ev); err != nil {
+				return err
+			}
+			verdicts = append(verdicts, ev.Verdict)
+		}
+		return s.weigh(ctx, tx, row, by.Name, map[string]any{"check": true, "probes": len(evs), "verdicts": verdicts})
+	})
+	var already *review.AlreadyDecidedError
+	var held *review.ClaimHeldError
+	switch {
+	case err == nil, errors.Is(err, review.ErrNotFound), errors.Is(err, review.ErrConflict), errors.Is(err, review.ErrForbidden),
+		errors.As(err, &already), errors.As(err, &held):
+		return err // the person's answer, as CheckCase gives it
+	}
+	return fmt.Errorf("store.RecordCheck: %w", err)
+}
+
+// checkable is CheckCase's judgement in tx, under the operation's lock
+// and then the case's (the order a decision takes them in); it returns
+// the operation's row too.
+func (s *Store) checkable(ctx context.Context, tx *sqlx.Tx, id string, by review.Principal, scope []string) (*review.Operation, *opRow, error) {
+	var owner struct {
+		Tenant      string `db:"tenant"`
+		OperationID string `db:"operation_id"`
+	}
+	if err := s.get(ctx, tx, &owner, selectCaseOperation, id); errors.Is(err, sql.ErrNoRows) {
+		return nil, nil, review.ErrNotFound
+	} else if err != nil {
+		return nil, nil, err
+	}
+	if scope != nil && !slices.Contains(scope, owner.Tenant) {
+		return nil, nil, review.ErrNotFound
+	}
+	row, err := s.lockOperation(ctx, tx, owner.Tenant, owner.OperationID)
+	if err != nil {
+		return nil, nil, err
+	}
+	c, err := s.lockCase(ctx, tx, id)
+	if err != nil {
+		return nil, nil, err
+	}
+	// The grant as it is now: a person disabled, demoted or moved off the
+	// tenant meanwhile asks nothing; one whose role does not work this
+	// case (review.Role.MayClaim) neither.
+	name, err := s.claimant(ctx, tx, by, c, true)
+	if err != nil {
+		return nil, nil, err
+	}
+	now := s.now()
+	if c.Status != CaseOpen {
+		return nil, nil, &review.AlreadyDecidedError{CaseID: c.ID, By: c.ResolvedBy, Action: c.Resolution, At: deref(c.ResolvedAt)}
+	}
+	if err := review.CheckClaim(c.ID, c.ClaimedBy, c.ClaimUntil, name, now); err != nil {
+		return nil, nil, err
+	}
+	op, err := s.loadDetails(ctx, tx, row.operation())
+	if err != nil {
+		return nil, nil, err
+	}
+	if !review.Checkable(op, s.cfg.Destination(op.Destination)) {
+		return nil, nil, fmt.Errorf("%w: the destination cannot be asked about this operation from here: it is %s, and only an operation in needs_review whose destination has a status lookup or a search is asked",
+			review.ErrConflict, op.State)
+	}
+	if now.Sub(review.LastAsked(op)) < review.CheckInterval {
+		return nil, nil, fmt.Errorf("%w: the destination was asked about this operation less than %d seconds ago: its answers are under Attempts and evidence",
+			review.ErrConflict, int(review.CheckInterval/time.Second))
+	}
+	return op, row, nil
+}

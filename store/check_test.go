@@ -1,0 +1,100 @@
+package store_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/limbo-dev/limbo/review"
+	"github.com/limbo-dev/limbo/store"
+	"github.com/limbo-dev/limbo/store/storetest"
+)
+
+// TestCheckAtAPersonsWord: a case whose recommendation is a look at the
+// destination ("Check again") is acted on by asking it (a check). What it
+// answers is recorded as the reconciler records a round's answers, and
+// the case recommends again from all the evidence — here, to confirm
+// the resource the search found — while the operation stays in review
+// for a person to decide. Audited in the same transaction, by the person.
+// Refused, before anything is sent and again when the answers are
+// recorded: a moment after the last look, while another holds the case,
+// outside the person's tenants, once the case is decided.
+func TestCheckAtAPersonsWord(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		probe := &review.Probe{URL: "http://127.0.0.1:9/never-sent"}
+		cfg := &review.Config{Destinations: map[string]review.Destination{"files": {Probes: review.Probes{Search: probe}}}}
+		b := setup(t, e, cfg)
+		op := b.register(t, intention("doc-check", review.RiskCompensableWrite, "files"))
+		b.start(t, op)
+		wantState(t, b.report(t, op, 1, timeoutAfterSend).Operation, review.Ambiguous)
+		// The search found a resource naming another operation: nothing
+		// settles it, and nobody asks again.
+		foreign := mine(op, "file-0")
+		foreign.OperationID = "op_other"
+		op = b.escalate(t, op, found(foreign))
+		cs, err := b.s.CasesForOperation(b.ctx, op.ID)
+		if err != nil || len(cs) != 1 || cs[0].RecommendedAction != review.RecommendReconcileAgain {
+			t.Fatalf("the case before the check: %+v, %v; want one recommending a look", cs, err)
+		}
+		c := cs[0]
+		sara := review.Principal{Name: "sara@example.com"}
+
+		if _, err := b.s.CheckCase(b.ctx, c.ID, sara, nil); !errors.Is(err, review.ErrConflict) {
+			t.Errorf("a check just after the reconciler's search: %v", err)
+		}
+		b.clk.Advance(review.CheckInterval)
+		got, err := b.s.CheckCase(b.ctx, c.ID, sara, []string{tenantA})
+		if err != nil || got.ID != op.ID {
+			t.Fatalf("CheckCase: %+v, %v", got, err)
+		}
+		evs := review.CheckEvidence(got, cfg.Destination("files"), []review.ProbeResult{found(mine(op, "file-1"))}, b.clk.Now())
+		if err := b.s.RecordCheck(b.ctx, c.ID, sara, []string{tenantA}, evs); err != nil {
+			t.Fatal(err)
+		}
+		op = b.get(t, op)
+		wantState(t, op, review.NeedsReview)
+		if n := len(op.Evidence); n == 0 || op.Evidence[n-1].Source != review.SourceMetadataSearch || op.Evidence[n-1].Candidates[0].Ref != "file-1" {
+			t.Fatalf("the check's answer is not the newest evidence: %+v", op.Evidence)
+		}
+		after, err := b.s.GetCase(b.ctx, c.ID, nil)
+		if err != nil || after.Status != store.CaseOpen || after.RecommendedAction != review.RecommendConfirm || after.RecommendedRef != "file-1" {
+			t.Fatalf("the case after the check: %+v, %v; want it open, recommending to confirm file-1", after, err)
+		}
+		hist := b.history(t, op.ID)
+		if last := hist[len(hist)-1]; last.Action != "evidence.recorded" || last.Actor != sara.Name || !strings.Contains(string(last.Detail), `"check":true`) {
+			t.Errorf("the check's audit event: %+v", last)
+		}
+
+		// A moment later: the destination was just asked.
+		if _, err := b.s.CheckCase(b.ctx, c.ID, sara, nil); !errors.Is(err, review.ErrConflict) || !strings.Contains(err.Error(), "less than 10 seconds ago") {
+			t.Errorf("a second check at once: %v", err)
+		}
+		if err := b.s.RecordCheck(b.ctx, c.ID, sara, nil, evs); !errors.Is(err, review.ErrConflict) {
+			t.Errorf("a second check's answers recorded at once: %v", err)
+		}
+		b.clk.Advance(review.CheckInterval)
+		if _, err := b.s.CheckCase(b.ctx, c.ID, review.Principal{Name: "rita@example.com"}, []string{tenantB}); !errors.Is(err, review.ErrNotFound) {
+			t.Errorf("a check from outside the tenant: %v", err)
+		}
+		if _, err := b.s.ClaimCase(b.ctx, c.ID, sara, nil); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.s.CheckCase(b.ctx, c.ID, review.Principal{Name: "rita@example.com"}, nil); errAs[*review.ClaimHeldError](t, err).By != sara.Name {
+			t.Errorf("a check of a case sara holds, by rita: %v", err)
+		}
+		errAs[*review.ClaimHeldError](t, b.s.RecordCheck(b.ctx, c.ID, review.Principal{Name: "rita@example.com"}, nil, evs)) // rita's answers on sara's case
+		if _, err := b.s.CheckCase(b.ctx, c.ID, sara, nil); err != nil {
+			t.Errorf("the holder's check: %v", err)
+		}
+		req := store.DecisionRequest{CaseID: c.ID, Action: review.DecideConfirm, Ref: "file-1", Actor: sara.Name, Reason: "the search found it"}
+		if _, err := b.s.Decide(b.ctx, req); err != nil {
+			t.Fatal(err)
+		}
+		wantState(t, b.get(t, op), review.Confirmed)
+		errAs[*review.AlreadyDecidedError](t, b.s.RecordCheck(b.ctx, c.ID, sara, nil, evs)) // answers on a decided case
+		if n := len(b.get(t, op).Evidence); n != len(op.Evidence)+1 {                       // the decision's own
+			t.Errorf("evidence after the refusals: %d rows, want %d", n, len(op.Evidence)+1)
+		}
+	})
+}
