@@ -77,7 +77,7 @@ func TestPropertyCentralPromise(t *testing.T) {
 	t.Parallel()
 	propertyBudget(t)
 	storetest.Each(t, func(t *testing.T, e store.Engine) {
-		var cases, steps int
+		var cases, steps, checked int
 		var took time.Duration
 		rapid.Check(t, func(rt *rapid.T) {
 			began := time.Now()
@@ -85,9 +85,9 @@ func TestPropertyCentralPromise(t *testing.T) {
 			defer h.close()
 			rt.Repeat(h.actions())
 			h.settle()
-			cases, steps, took = cases+1, steps+h.steps, took+time.Since(began)
+			cases, steps, checked, took = cases+1, steps+h.steps, checked+h.checked, took+time.Since(began)
 		})
-		t.Logf("%d cases, %d steps, %s", cases, steps, took.Round(time.Millisecond))
+		t.Logf("%d cases, %d steps (%d checks of a destination recorded), %s", cases, steps, checked, took.Round(time.Millisecond))
 	})
 }
 
@@ -114,6 +114,7 @@ type harness struct {
 	users    map[string]*console
 	hooks    int // webhook event ids drawn
 	steps    int // steps checked
+	checked  int // checks of a destination recorded (checkDestination)
 }
 
 // propOp is one intention of the integrator and what it knows about it.
@@ -203,15 +204,16 @@ func newHarness(t *testing.T, rt *rapid.T, e store.Engine) *harness {
 	seed := rapid.Uint64().Draw(rt, "jitter seed")
 	h.st, h.done = storetest.OpenTemp(t, e, store.Options{Config: h.cfg, Clock: h.clock.Now,
 		Rand: rand.New(rand.NewPCG(seed, 0x5eed))})
+	h.rec = reconcile.New(h.st, h.cfg, "property", slog.New(slog.DiscardHandler))
 	hd := handlers.New(h.st, nil)
 	hd.Console = handlers.NewConsole(make([]byte, 64), make([]byte, 32), false, store.SessionPolicy{})
+	hd.Checker = h.rec // a reviewer's check asks the world as the reconciler does
 	h.srv = httptest.NewServer(handlers.NewServer(hd))
 	tok, err := h.st.CreateToken(h.ctx, review.Operator("test"), "acme", "property")
 	if err != nil {
 		rt.Fatalf("CreateToken: %v", err)
 	}
 	h.token = tok
-	h.rec = reconcile.New(h.st, h.cfg, "property", slog.New(slog.DiscardHandler))
 	return h
 }
 
@@ -234,6 +236,7 @@ func (h *harness) actions() map[string]func(*rapid.T) {
 		"jobRuns":    h.jobRuns,
 		"webhook":    h.webhook,
 		"decide":     h.decide,
+		"check":      h.checkDestination,
 		"advance":    h.advance,
 		"sweep":      h.sweep,
 		"reconcile":  h.reconcileRound,
@@ -945,6 +948,52 @@ func (h *harness) decide(t *rapid.T) {
 	t.Logf("decide %s case %s as %s: %v → %d", o, c.ID, who, form, status)
 	if status >= 500 {
 		t.Fatalf("decision: %d: %s", status, body)
+	}
+}
+
+// checkDestination is a reviewer pressing "Check the destination now" on
+// an open case: the world's probes are asked at once and their answers
+// recorded. Refused (409) when the operation is not in review, or was
+// asked a moment ago; it never moves an operation, so every invariant
+// must hold after it as before.
+func (h *harness) checkDestination(t *rapid.T) {
+	o := h.pickWhere(t, "an operation in review at a destination with probes", func(o *propOp) bool {
+		d := h.cfg.Destination(o.dest)
+		return o.state == review.NeedsReview && (d.Probes.Status != nil || d.Probes.Search != nil)
+	})
+	if rapid.Bool().Draw(t, "the reviewer reads the case first") {
+		h.clock.Advance(review.CheckInterval) // past the last look, most often
+	}
+	cases, err := h.st.CasesForOperation(h.ctx, o.id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := slices.IndexFunc(cases, func(c store.Case) bool { return c.Status == store.CaseOpen })
+	if i < 0 {
+		t.Skip("no open case")
+	}
+	before, err := h.st.GetOperation(h.ctx, "acme", o.id, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs := h.consoleAs(rapid.SampledFrom([]string{"reviewer@example.com", "reviewer2@example.com"}).Draw(t, "reviewer"))
+	if code, body := cs.get("/cases/" + cases[i].ID); code != http.StatusOK {
+		t.Fatalf("case page: %d %.300s", code, body)
+	}
+	status, body := cs.post("/cases/"+cases[i].ID+"/check", url.Values{"csrf": {cs.csrf}})
+	t.Logf("check %s case %s: %d", o, cases[i].ID, status)
+	if status != http.StatusSeeOther && status != http.StatusConflict {
+		t.Fatalf("check: %d, want 303 or 409: %.500s", status, body)
+	}
+	if status == http.StatusSeeOther {
+		h.checked++
+	}
+	after, err := h.st.GetOperation(h.ctx, "acme", o.id, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.State != before.State {
+		t.Fatalf("a check moved %s from %s to %s", o, before.State, after.State)
 	}
 }
 
