@@ -195,6 +195,9 @@ func weigh(op *Operation) findings {
 		}
 		for _, c := range e.Candidates {
 			switch {
+			case endedJob(op, c.Ref), outputStandsFor(op, c.Ref):
+				// A job that made nothing is no effect; one whose output
+				// is known has the output, found on its own, for effect.
 			case c.OperationID == op.ID && (c.Version == "" || c.Version == op.LogicalVersion):
 				add(&f.matching, c.Ref)
 			case c.OperationID == op.ID:

@@ -31,6 +31,16 @@ func withoutEndedJobs(op *Operation, m []Candidate) []Candidate {
 	return slices.DeleteFunc(m, func(c Candidate) bool { return endedJob(op, c.Ref) })
 }
 
+// outputStandsFor reports whether ref is a job of op that succeeded with
+// an output: the output is the effect, named by its own evidence, and the
+// job is no second one beside it — to keep or to undo, it is the output
+// a person acts on.
+func outputStandsFor(op *Operation, ref string) bool {
+	return slices.ContainsFunc(op.Jobs, func(j Job) bool {
+		return j.Ref == ref && j.Status == JobSucceeded && j.OutputRef != "" && j.OutputRef != ref
+	})
+}
+
 // JobToWaitOn is the job a case about op, in review for reasons, waits
 // on rather than retrying or failing, and whether there is one: the
 // newest job of op not known to have ended (queued or running as last

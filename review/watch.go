@@ -121,7 +121,7 @@ func extraEffects(op *Operation, found []Candidate) []Candidate {
 	found, _ = uniqueRefs(found)
 	var extra []Candidate
 	for _, c := range found {
-		if !confirmedAs(op, c.Ref) && !slices.Contains(op.Undone, c.Ref) && !endedJob(op, c.Ref) {
+		if !confirmedAs(op, c.Ref) && !slices.Contains(op.Undone, c.Ref) && !endedJob(op, c.Ref) && !outputStandsFor(op, c.Ref) {
 			extra = append(extra, c)
 		}
 	}
@@ -172,6 +172,17 @@ func ExtraEffects(op *Operation, ev Evidence) []Candidate {
 	m, _, _, _ := sortCandidates(op, cands)
 	return extraEffects(op, m)
 }
+
+// ExtraEffectsOf is what all of op's evidence shows the destination
+// holds for it that nobody answers for (ExtraEffects), each ref once.
+func ExtraEffectsOf(op *Operation) []Candidate {
+	return ExtraEffectsSince(op, time.Time{})
+}
+
+// ResolvedJobEnded is how a case about a job of a settled operation that
+// nobody answered for is resolved when the job ends having made nothing,
+// and nothing else is left for the case (store.putJobTx).
+const ResolvedJobEnded = "job_ended"
 
 // ExtraEffectsSince is what the evidence recorded for op after since
 // first shows the destination holds for it that nobody answers for
@@ -250,11 +261,17 @@ func ExtraEffectCaseReason(op *Operation) Reason {
 // a job's output: what was undone is in Undone, and an output that was
 // not is an effect made beside the one undone.
 func confirmedAs(op *Operation, ref string) bool {
-	if op.Resource != nil && op.Resource.Ref == ref {
+	if op.Resource == nil {
+		return false
+	}
+	if op.Resource.Ref == ref {
 		return true
 	}
+	// Only the job its resource came out of: another job of the operation
+	// that succeeded (an earlier attempt's, reported late) made an effect
+	// beside it.
 	return op.State != Failed && op.State != Compensated && slices.ContainsFunc(op.Jobs, func(j Job) bool {
-		return j.Status == JobSucceeded && (j.Ref == ref || j.OutputRef == ref)
+		return j.Status == JobSucceeded && (j.OutputRef == op.Resource.Ref || j.Ref == op.Resource.Ref) && (j.Ref == ref || j.OutputRef == ref)
 	})
 }
 

@@ -184,3 +184,32 @@ func TestExtraEffectsSince(t *testing.T) {
 		t.Errorf("confirmed with the job's output, fld-3 undone: extra %+v, want none", extra)
 	}
 }
+
+// TestJobsBesideTheConfirmedOne: a confirmed operation stands on its
+// resource and the job it came out of only. Another job of it that
+// succeeded (an earlier attempt's, reported late) made an effect beside
+// it: its output, which stands for the job — the job itself is no second
+// thing to undo. A job that failed made nothing.
+func TestJobsBesideTheConfirmedOne(t *testing.T) {
+	op := &Operation{ID: "op_1", LogicalVersion: "v1", State: Confirmed, Resource: &ResourceRef{Ref: "out-2"},
+		Jobs: []Job{
+			{Ref: "job-1", Status: JobSucceeded, OutputRef: "out-1", Attempt: 1},
+			{Ref: "job-2", Status: JobSucceeded, OutputRef: "out-2", Attempt: 2},
+			{Ref: "job-3", Status: JobFailed, Attempt: 1},
+		}}
+	ev := Evidence{Source: SourceStatusLookup, Authoritative: true}
+	for _, r := range []string{"job-1", "out-1", "job-2", "out-2", "job-3"} {
+		ev.Candidates = append(ev.Candidates, Candidate{Ref: r, OperationID: "op_1", Version: "v1"})
+	}
+	var got []string
+	for _, c := range ExtraEffects(op, ev) {
+		got = append(got, c.Ref)
+	}
+	if want := []string{"out-1"}; !slices.Equal(got, want) {
+		t.Errorf("extra %v, want %v", got, want)
+	}
+	op.Evidence = []Evidence{ev}
+	if f := weigh(op); !slices.Equal(f.matching, []string{"out-1", "out-2"}) {
+		t.Errorf("the case weighs %v, want the two outputs", f.matching)
+	}
+}

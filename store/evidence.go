@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"slices"
@@ -250,6 +251,26 @@ func (s *Store) putJobTx(ctx context.Context, tx *sqlx.Tx, tenant, opID string, 
 		if err := s.settleJob(ctx, tx, row, j, refs[len(refs)-1], old.InputVersion, actor, detail, now); err != nil {
 			return err
 		}
+	}
+	if review.State(row.State).Terminal() {
+		// Settled: a case about an effect nobody answers for (a late
+		// job's) says what the job's end leaves of it — nothing, when the
+		// job it was about made nothing and no other effect is left.
+		var c Case
+		switch err := tx.GetContext(ctx, &c, s.rebind(selectOpenCase), opID); {
+		case errors.Is(err, sql.ErrNoRows):
+			return nil
+		case err != nil:
+			return fmt.Errorf("open case: %w", err)
+		}
+		op, err := s.loadDetails(ctx, tx, row.operation())
+		if err != nil {
+			return err
+		}
+		if c.RecommendedRef == j.Ref && (j.Status == review.JobFailed || j.Status == review.JobCanceled) && len(review.ExtraEffectsOf(op)) == 0 {
+			return s.resolveBySystem(ctx, tx, c.ID, review.ResolvedJobEnded, actor)
+		}
+		return s.reassessOpenCase(ctx, tx, opID, tenant, actor)
 	}
 	if row.State == string(review.NeedsReview) && row.Version == version {
 		// Still in review, unmoved: its case recommended waiting on a job

@@ -141,7 +141,10 @@ func TestLateOutcomesAreKept(t *testing.T) {
 // sending the retry beside it (an empty search earlier does not
 // contradict a job, whose output does not exist yet); once confirmed by a
 // later attempt, the job is a second effect nobody answers for, and a
-// person is asked to cancel it.
+// person is asked to cancel it. The job is the operation's then: its end
+// is taken (not refused as a job never reported) — its output is the
+// effect the case asks to undo, and a job that made nothing leaves the
+// case nothing to ask, which resolves it.
 func TestLateJobIsFollowed(t *testing.T) {
 	t.Parallel()
 	storetest.Each(t, func(t *testing.T, e store.Engine) {
@@ -180,6 +183,38 @@ func TestLateJobIsFollowed(t *testing.T) {
 			cs, _ := b.s.CasesForOperation(b.ctx, op.ID)
 			if len(cs) != 1 || cs[0].Status != store.CaseOpen || cs[0].RecommendedAction != review.RecommendCompensate || cs[0].RecommendedRef != "job-1-dup" {
 				t.Fatalf("cases %+v, want one open recommending to cancel job-1-dup", cs)
+			}
+			// The job is the operation's now: its end is taken, and the
+			// case asks about what it made.
+			got, err := b.s.PutJob(b.ctx, tenantA, op.ID, review.Job{Ref: "job-1-dup", Status: review.JobSucceeded, OutputRef: "fld-9"}, "integrator")
+			if err != nil {
+				t.Fatalf("the late job's end: %v", err)
+			}
+			wantState(t, got, review.Confirmed)
+			if got.Resource == nil || got.Resource.Ref != "fld-2" {
+				t.Errorf("the confirmed resource is now %+v, want fld-2 still", got.Resource)
+			}
+			cs, _ = b.s.CasesForOperation(b.ctx, op.ID)
+			if len(cs) != 1 || cs[0].Status != store.CaseOpen || cs[0].RecommendedAction != review.RecommendCompensate || cs[0].RecommendedRef != "fld-9" {
+				t.Errorf("cases %+v, want one open recommending to undo fld-9, the job's output", cs)
+			}
+		})
+
+		t.Run("confirmed by a later attempt: the job fails", func(t *testing.T) {
+			op := b.retrying(t, "doc-late-job-fails")
+			b.start(t, op)
+			wantState(t, b.report(t, op, 2, success("fld-2")).Operation, review.Confirmed)
+			_, err := b.s.RecordOutcome(b.ctx, tenantA, op.ID, 1, accepted("job-1-fails"), "integrator")
+			errAs[*review.OutcomeConflictError](t, err)
+			got, err := b.s.PutJob(b.ctx, tenantA, op.ID, review.Job{Ref: "job-1-fails", Status: review.JobFailed}, "integrator")
+			if err != nil {
+				t.Fatalf("the late job's end: %v", err)
+			}
+			wantState(t, got, review.Confirmed)
+			// It made nothing: the case about it has nothing left to ask.
+			cs, _ := b.s.CasesForOperation(b.ctx, op.ID)
+			if len(cs) != 1 || cs[0].Status == store.CaseOpen || cs[0].Resolution != review.ResolvedJobEnded || cs[0].ResolvedBy != "integrator" {
+				t.Errorf("cases %+v, want the one about job-1-fails resolved as %s", cs, review.ResolvedJobEnded)
 			}
 		})
 		assertSealed(t, b.s)

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jmoiron/sqlx"
@@ -276,8 +277,18 @@ func (s *Store) keepLateReport(ctx context.Context, tx *sqlx.Tx, row *opRow, n i
 			return err
 		}
 		if extra := review.ExtraEffects(op, ev); len(extra) > 0 {
-			return s.extraEffect(ctx, tx, row, op, actor, "evidence.extra_effect", map[string]any{"n": n, "late": true,
-				"extra": extra, "reason": review.ExtraEvidenceReason(op, extra)})
+			if err := s.extraEffect(ctx, tx, row, op, actor, "evidence.extra_effect", map[string]any{"n": n, "late": true,
+				"extra": extra, "reason": review.ExtraEvidenceReason(op, extra)}); err != nil {
+				return err
+			}
+			// The job the report names is the operation's, of attempt
+			// n: its end, reported as any job's (PutJob), is then taken
+			// — put before the person the case asks — not refused as a
+			// job never reported.
+			if j := lateJob(op, n, o); j != nil {
+				return s.upsertJob(ctx, tx, row.ID, *j, n, s.now())
+			}
+			return nil
 		}
 		if review.UnnamedEffect(op, ev) {
 			// The effect happened, says the destination, and nothing
@@ -294,6 +305,19 @@ func (s *Store) keepLateReport(ctx context.Context, tx *sqlx.Tx, row *opRow, n i
 	// other evidence contradicts it).
 	_, err := s.weighMove(ctx, tx, row, actor, map[string]any{"n": n, "late": true})
 	return err
+}
+
+// lateJob is the job a late report o for attempt n names, when op does
+// not know it yet: nil otherwise.
+func lateJob(op *review.Operation, n int, o review.Outcome) *review.Job {
+	if o.Job == nil || slices.ContainsFunc(op.Jobs, func(j review.Job) bool { return j.Ref == o.Job.Ref }) {
+		return nil
+	}
+	status := review.JobStatus(o.Job.Status)
+	if status == "" {
+		status = review.JobQueued
+	}
+	return &review.Job{Ref: o.Job.Ref, Status: status, InputVersion: op.LogicalVersion, Attempt: n}
 }
 
 // escalateLateSuccess sends the operation to review when a success

@@ -205,6 +205,9 @@ func init() {
 		"No version by this operation.":      "Nessuna versione di questa operazione.",
 		"This operation's version %s existed: a later version replaced it.": "La versione %s di questa operazione è esistita: una versione successiva l'ha sostituita.",
 
+		// A case resolved when the late job it was about made nothing.
+		"Job ended without an effect": "Job terminato senza effetto",
+
 		// The check of the destination (CheckPanel).
 		"Check the destination now": "Interroga ora la destinazione",
 		"Sends its status lookup and search now and records what they answer under Attempts and evidence; the recommendation is made again from all the evidence. Nothing is decided.": "Invia ora la verifica dello stato e la ricerca della destinazione e ne registra le risposte in Tentativi ed evidenze; la raccomandazione viene rifatta da tutte le evidenze. Non si decide nulla.",

@@ -112,6 +112,9 @@ func ResolutionLabel(ctx context.Context, r string) string {
 	if r == "expired" {
 		return T(ctx, "Expired")
 	}
+	if r == review.ResolvedJobEnded {
+		return T(ctx, "Job ended without an effect")
+	}
 	if r == string(review.ReasonDependencyFailed) {
 		return ReasonLabel(ctx, review.ReasonDependencyFailed)
 	}
