@@ -331,9 +331,7 @@ func TestDo(t *testing.T) {
 		})
 
 		t.Run("a failure before send is retried", func(t *testing.T) {
-			ln, _ := net.Listen("tcp", "127.0.0.1:0")
-			closed := "http://" + ln.Addr().String()
-			ln.Close()
+			closed := closedURL(t)
 			srv := httptest.NewServer(&script{steps: []func(http.ResponseWriter){status(201, `{"ref":"fld-8"}`)}})
 			defer srv.Close()
 			op := l.register(t, "before-send", client.RiskIrreversible)

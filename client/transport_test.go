@@ -35,17 +35,6 @@ type wrapRT struct{ next http.RoundTripper }
 
 func (w wrapRT) RoundTrip(r *http.Request) (*http.Response, error) { return w.next.RoundTrip(r) }
 
-// closedURL is an address nothing listens on: a dial there is refused.
-func closedURL(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln.Close()
-	return "http://" + ln.Addr().String()
-}
-
 // TestOpaqueTransportMayHaveSent: a send whose transport cannot show that
 // nothing left is not before_send. An irreversible write delivered through
 // a transport that reports no progress, its answer lost, was reported

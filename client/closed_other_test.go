@@ -1,0 +1,21 @@
+//go:build !unix
+
+package client_test
+
+import (
+	"net"
+	"testing"
+)
+
+// closedURL is an address nothing listens on: a dial there is refused
+// (unless another server takes the port meanwhile; closed_unix_test.go
+// holds it).
+func closedURL(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln.Close()
+	return "http://" + ln.Addr().String()
+}
