@@ -18,6 +18,7 @@ import (
 
 	"github.com/limbo-dev/limbo/client"
 	"github.com/limbo-dev/limbo/handlers"
+	"github.com/limbo-dev/limbo/internal/testnet"
 	"github.com/limbo-dev/limbo/review"
 	"github.com/limbo-dev/limbo/sandbox"
 	"github.com/limbo-dev/limbo/store"
@@ -331,7 +332,7 @@ func TestDo(t *testing.T) {
 		})
 
 		t.Run("a failure before send is retried", func(t *testing.T) {
-			closed := closedURL(t)
+			closed := testnet.ClosedURL(t)
 			srv := httptest.NewServer(&script{steps: []func(http.ResponseWriter){status(201, `{"ref":"fld-8"}`)}})
 			defer srv.Close()
 			op := l.register(t, "before-send", client.RiskIrreversible)

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/limbo-dev/limbo/client"
+	"github.com/limbo-dev/limbo/internal/testnet"
 )
 
 // fakeLimbo answers the i-th request with answers[i] (the last one again
@@ -133,7 +134,7 @@ func TestRetryBudget(t *testing.T) {
 	t.Run("a POST refused before it was sent is sent again", func(t *testing.T) {
 		t.Parallel()
 		// Nothing listens there: the dial is refused, nothing was sent.
-		addr := strings.TrimPrefix(closedURL(t), "http://")
+		addr := strings.TrimPrefix(testnet.ClosedURL(t), "http://")
 		var dials atomic.Int32
 		hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
 			dials.Add(1)

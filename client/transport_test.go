@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/limbo-dev/limbo/client"
+	"github.com/limbo-dev/limbo/internal/testnet"
 	"github.com/limbo-dev/limbo/store"
 	"github.com/limbo-dev/limbo/store/storetest"
 )
@@ -80,7 +81,7 @@ func TestOpaqueTransportMayHaveSent(t *testing.T) {
 			t.Errorf("the destination acted %d times, want 1", n)
 		}
 
-		req, err := client.NewAttemptRequest(ctx, nil, http.MethodPost, closedURL(t), []byte(`{}`))
+		req, err := client.NewAttemptRequest(ctx, nil, http.MethodPost, testnet.ClosedURL(t), []byte(`{}`))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -111,7 +112,7 @@ func TestRetryBudgetOpaqueTransport(t *testing.T) {
 
 	// A wrapper of net/http's Transport shows a refused dial: sent again.
 	var dials atomic.Int32
-	addr := closedURL(t)[len("http://"):]
+	addr := testnet.ClosedURL(t)[len("http://"):]
 	inner := &http.Transport{DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
 		dials.Add(1)
 		return (&net.Dialer{}).DialContext(ctx, network, addr)

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -16,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/limbo-dev/limbo/internal/testnet"
 	"github.com/limbo-dev/limbo/loop"
 	"github.com/limbo-dev/limbo/metrics"
 	"github.com/limbo-dev/limbo/outbox"
@@ -296,12 +296,7 @@ func TestReceiverDown(t *testing.T) {
 	t.Parallel()
 	storetest.Each(t, func(t *testing.T, e store.Engine) {
 		v := setup(t, e)
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		addr := ln.Addr().String()
-		ln.Close()
+		addr := strings.TrimPrefix(testnet.ClosedURL(t), "http://")
 		ep := v.endpoint(t, "http://"+addr+"/hooks", "")
 		v.decide(t)
 		w := outbox.New(v.s, "w1", quiet, nil)

@@ -1,16 +1,16 @@
 //go:build !unix
 
-package client_test
+package testnet
 
 import (
 	"net"
 	"testing"
 )
 
-// closedURL is an address nothing listens on: a dial there is refused
+// ClosedURL is an address nothing listens on: a dial there is refused
 // (unless another server takes the port meanwhile; closed_unix_test.go
 // holds it).
-func closedURL(t *testing.T) string {
+func ClosedURL(t testing.TB) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

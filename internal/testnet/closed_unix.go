@@ -1,6 +1,7 @@
 //go:build unix
 
-package client_test
+// Package testnet holds what tests need of the network on loopback.
+package testnet
 
 import (
 	"fmt"
@@ -8,12 +9,12 @@ import (
 	"testing"
 )
 
-// closedURL is an address on loopback where a dial is refused, for the
+// ClosedURL is an address on loopback where a dial is refused, for the
 // whole test: a TCP socket bound there and never listening, so the kernel
 // answers a connection with a reset and no other test's server can take
 // the port meanwhile (a listener closed at once left the port free, and a
 // parallel test's server once took it: the "refused" send then reached it).
-func closedURL(t *testing.T) string {
+func ClosedURL(t testing.TB) string {
 	t.Helper()
 	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM, 0)
 	if err != nil {
