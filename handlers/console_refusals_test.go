@@ -599,8 +599,8 @@ func TestRefusalStatesInItalian(t *testing.T) {
 		{fmt.Errorf("%w: the compensation op_1 is %s: the undo may be happening right now, and its outcome settles this case (or sends it back to review); wait for it rather than saying how it went",
 			review.ErrInvalidTransition, review.Ambiguous), "la compensazione op_1 è “Esito ambiguo”"},
 		{fmt.Errorf("%w: the operation moved on since (it is %s now); reload the case and decide again", review.ErrStale, review.Confirmed), "(ora è “Confermata”)"},
-		{fmt.Errorf("%w: the destination cannot be asked about this operation from here: it is %s, and only an operation in needs_review whose destination has a status lookup or a search is asked",
-			review.ErrConflict, review.Confirmed), "è nello stato “Confermata”"},
+		{fmt.Errorf("%w: the destination cannot be asked about this operation from here: it is %s, and only an operation in review or settled, whose destination has a status lookup or a search, is asked",
+			review.ErrConflict, review.Compensating), "è nello stato “In compensazione”"},
 	} {
 		if got := handlers.ErrorMessage(it, c.err); !strings.Contains(got, c.want) {
 			t.Errorf("%v\n in Italian: %q\n want it to hold %q", c.err, got, c.want)

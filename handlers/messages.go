@@ -100,7 +100,7 @@ var domainMessages = []web.Message{
 	web.Msg("case %s changed meanwhile; reload it"),
 	web.Msg("case is claimed by %s until %s"),
 	// store.CheckCase and RecordCheck: a check of the destination refused.
-	web.Msg("the destination cannot be asked about this operation from here: it is %s, and only an operation in needs_review whose destination has a status lookup or a search is asked"),
+	web.Msg("the destination cannot be asked about this operation from here: it is %s, and only an operation in review or settled, whose destination has a status lookup or a search, is asked"),
 	web.Msg("the destination was asked about this operation less than %s seconds ago: its answers are under Attempts and evidence"),
 	web.Msg("this instance does not ask destinations"),
 	// review.PlanBulk and Bulk: why a case is skipped.
@@ -209,7 +209,7 @@ var labelledArgs = map[string][]labelledArg{
 	"its recommendation (%s) is not a decision yet": {{0, web.ActionLabel}},
 	"%s is decided one case at a time":              {{0, web.ActionLabel}},
 
-	"the destination cannot be asked about this operation from here: it is %s, and only an operation in needs_review whose destination has a status lookup or a search is asked": {{0, stateLabel}},
+	"the destination cannot be asked about this operation from here: it is %s, and only an operation in review or settled, whose destination has a status lookup or a search, is asked": {{0, stateLabel}},
 }
 
 type labelledArg struct {

@@ -15,12 +15,16 @@ import "time"
 // ask it once.
 const CheckInterval = 10 * time.Second
 
-// Checkable reports whether the destination may be asked about op at a
-// person's word: op is in review and not an undo (whose outcome its
-// status lookup and the undo's own rounds settle), and d has a status
-// lookup or a search to ask with.
+// Checkable reports whether the destination may be asked about op, whose
+// case is open, at a person's word: op is in review, or settled with an
+// effect nobody answers for (a duplicate a webhook named, a success
+// reported for a failed operation), not an undo (whose outcome its status
+// lookup and the undo's own rounds settle), and d has a status lookup or
+// a search to ask with. Not while it waits for approval (nothing was
+// sent) or is being undone (the undo's outcome settles it).
 func Checkable(op *Operation, d Destination) bool {
-	return op.State == NeedsReview && !IsCompensation(op.Action) && (d.Probes.Status != nil || d.Probes.Search != nil)
+	return (op.State == NeedsReview || op.State.Terminal()) && !IsCompensation(op.Action) &&
+		(d.Probes.Status != nil || d.Probes.Search != nil)
 }
 
 // LastAsked is when the destination was last asked about op (the newest

@@ -5,8 +5,9 @@ import (
 	"time"
 )
 
-// A check is offered for an operation in review whose destination has a
-// status lookup or a search, and not for an undo; the last look is the
+// A check is offered for an operation in review, or settled (its case
+// open), whose destination has a status lookup or a search, and not for
+// an undo; the last look is the
 // newest status lookup's or search's evidence, whoever sent it.
 func TestCheckable(t *testing.T) {
 	search := Destination{Probes: Probes{Search: &Probe{URL: "http://127.0.0.1:9/s"}}}
@@ -23,7 +24,10 @@ func TestCheckable(t *testing.T) {
 		{"in review, only a job probe", Operation{State: NeedsReview, Action: "upload"}, jobOnly, false},
 		{"in review, no probes", Operation{State: NeedsReview, Action: "upload"}, Destination{}, false},
 		{"ambiguous: the reconciler asks", Operation{State: Ambiguous, Action: "upload"}, search, false},
-		{"confirmed", Operation{State: Confirmed, Action: "upload"}, search, false},
+		{"confirmed, its case open", Operation{State: Confirmed, Action: "upload"}, search, true},
+		{"failed, its case open", Operation{State: Failed, Action: "upload"}, status, true},
+		{"awaiting approval: nothing was sent", Operation{State: AwaitingApproval, Action: "upload"}, search, false},
+		{"being undone: the undo settles it", Operation{State: Compensating, Action: "upload"}, search, false},
 		{"an undo in review", Operation{State: NeedsReview, Action: CompensationPrefix + "upload"}, status, false},
 	} {
 		if got := Checkable(&c.op, c.d); got != c.want {

@@ -55,7 +55,30 @@ func (s *Store) RecordCheck(ctx context.Context, id string, by review.Principal,
 			}
 			verdicts = append(verdicts, ev.Verdict)
 		}
-		return s.weigh(ctx, tx, row, by.Name, map[string]any{"check": true, "probes": len(evs), "verdicts": verdicts})
+		detail := map[string]any{"check": true, "probes": len(evs), "verdicts": verdicts}
+		if !op.State.Terminal() {
+			return s.weigh(ctx, tx, row, by.Name, detail)
+		}
+		// Settled: what the destination shows that nobody answers for is
+		// put to the case, as by any path (AddEvidence); otherwise the case
+		// recommends from all of it.
+		var extra []review.Candidate
+		for _, ev := range evs {
+			for _, c := range review.ExtraEffects(op, ev) {
+				if !slices.ContainsFunc(extra, func(e review.Candidate) bool { return e.Ref == c.Ref }) {
+					extra = append(extra, c)
+				}
+			}
+		}
+		if len(extra) > 0 {
+			detail["extra"], detail["reason"] = extra, review.ExtraEvidenceReason(op, extra)
+			return s.extraEffect(ctx, tx, row, op, by.Name, "evidence.extra_effect", detail)
+		}
+		if err := s.reassessOpenCase(ctx, tx, op.ID, op.Tenant, by.Name); err != nil {
+			return err
+		}
+		return s.appendEvent(ctx, tx, &AuditEvent{Actor: by.Name, Tenant: op.Tenant, OperationID: op.ID,
+			Action: "evidence.recorded", Detail: detailJSON(detail)})
 	})
 	var already *review.AlreadyDecidedError
 	var held *review.ClaimHeldError
@@ -110,7 +133,7 @@ func (s *Store) checkable(ctx context.Context, tx *sqlx.Tx, id string, by review
 		return nil, nil, err
 	}
 	if !review.Checkable(op, s.cfg.Destination(op.Destination)) {
-		return nil, nil, fmt.Errorf("%w: the destination cannot be asked about this operation from here: it is %s, and only an operation in needs_review whose destination has a status lookup or a search is asked",
+		return nil, nil, fmt.Errorf("%w: the destination cannot be asked about this operation from here: it is %s, and only an operation in review or settled, whose destination has a status lookup or a search, is asked",
 			review.ErrConflict, op.State)
 	}
 	if now.Sub(review.LastAsked(op)) < review.CheckInterval {

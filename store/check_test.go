@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -95,6 +96,55 @@ func TestCheckAtAPersonsWord(t *testing.T) {
 		errAs[*review.AlreadyDecidedError](t, b.s.RecordCheck(b.ctx, c.ID, sara, nil, evs)) // answers on a decided case
 		if n := len(b.get(t, op).Evidence); n != len(op.Evidence)+1 {                       // the decision's own
 			t.Errorf("evidence after the refusals: %d rows, want %d", n, len(op.Evidence)+1)
+		}
+	})
+}
+
+// TestCheckASettledOperation: a confirmed operation whose case is about a
+// duplicate only a webhook named (no look has shown it) is checked at a
+// person's word. The search shows both resources: the case now says the
+// destination holds the duplicate, as any evidence naming it would
+// (evidence.extra_effect, by the person); the operation stays confirmed.
+func TestCheckASettledOperation(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		probe := &review.Probe{URL: "http://127.0.0.1:9/never-sent"}
+		cfg := &review.Config{Destinations: map[string]review.Destination{"plain": {Probes: review.Probes{Search: probe}}}}
+		b := setup(t, e, cfg)
+		op := b.newOp(t, "doc-check-dup", review.RiskCompensableWrite, "plain")
+		b.start(t, op)
+		wantState(t, b.report(t, op, 1, success("file-1")).Operation, review.Confirmed)
+		ev := webhookFor(op, "evt-dup")
+		ev.Candidates = []review.Candidate{{Ref: "file-2", Version: op.LogicalVersion, OperationID: op.ID}}
+		if _, err := b.s.Inbound(b.ctx, ev); err != nil {
+			t.Fatal(err)
+		}
+		cs, err := b.s.CasesForOperation(b.ctx, op.ID)
+		if err != nil || len(cs) != 1 || cs[0].Rationale != fmt.Sprintf(review.RationaleClaimedDuplicate, "file-2", "file-1") {
+			t.Fatalf("the case before the check: %+v, %v; want one about the claimed file-2", cs, err)
+		}
+		sara := review.Principal{Name: "sara@example.com"}
+		got, err := b.s.CheckCase(b.ctx, cs[0].ID, sara, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		evs := review.CheckEvidence(got, cfg.Destination("plain"), []review.ProbeResult{found(mine(op, "file-1"), mine(op, "file-2"))}, b.clk.Now())
+		if err := b.s.RecordCheck(b.ctx, cs[0].ID, sara, nil, evs); err != nil {
+			t.Fatal(err)
+		}
+		wantState(t, b.get(t, op), review.Confirmed)
+		after, err := b.s.GetCase(b.ctx, cs[0].ID, nil)
+		if err != nil || after.Status != store.CaseOpen || after.RecommendedAction != review.RecommendCompensate || after.RecommendedRef != "file-2" ||
+			after.Rationale == cs[0].Rationale {
+			t.Errorf("the case after the check: %+v, %v; want it to recommend undoing file-2, no longer on the webhook's word alone", after, err)
+		}
+		hist := b.history(t, op.ID)
+		var audited bool
+		for _, h := range hist {
+			audited = audited || h.Action == "evidence.extra_effect" && h.Actor == sara.Name && strings.Contains(string(h.Detail), `"check":true`)
+		}
+		if !audited {
+			t.Errorf("no evidence.extra_effect by the person for the check")
 		}
 	})
 }
