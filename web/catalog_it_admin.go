@@ -359,7 +359,7 @@ func init() {
 
 		// store.CheckCase and RecordCheck: a check of the destination refused.
 		"the destination cannot be asked about this operation from here: it is %s, and only an operation in review or settled, whose destination has a status lookup or a search, is asked": "da qui non si può interrogare la destinazione su questa operazione: è nello stato “%s”, e si interroga solo per un'operazione da rivedere o conclusa, la cui destinazione ha una verifica dello stato o una ricerca",
-		"the destination was asked about this operation less than %s seconds ago: its answers are under Attempts and evidence":                                                       "la destinazione è stata interrogata su questa operazione meno di %s secondi fa: le risposte sono in Tentativi ed evidenze",
+		"the destination was asked about this operation less than %s seconds ago: its answers are under Attempts and evidence":                                                              "la destinazione è stata interrogata su questa operazione meno di %s secondi fa: le risposte sono in Tentativi ed evidenze",
 		"this instance does not ask destinations": "questa istanza non interroga le destinazioni",
 	})
 }
