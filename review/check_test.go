@@ -7,8 +7,8 @@ import (
 
 // A check is offered for an operation in review, or settled (its case
 // open), whose destination has a status lookup or a search, and not for
-// an undo; the last look is the
-// newest status lookup's or search's evidence, whoever sent it.
+// an undo; the last look is the newest status lookup's or search's
+// evidence, whoever sent it.
 func TestCheckable(t *testing.T) {
 	search := Destination{Probes: Probes{Search: &Probe{URL: "http://127.0.0.1:9/s"}}}
 	status := Destination{Probes: Probes{Status: &Probe{URL: "http://127.0.0.1:9/r"}}}

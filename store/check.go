@@ -13,8 +13,8 @@ import (
 	"github.com/limbo-dev/limbo/review"
 )
 
-// A check (review.Checkable) asks the destination about an operation in
-// review at a person's word. Its probes are HTTP requests, sent outside
+// A check (review.Checkable) asks the destination about an operation
+// whose case is open — in review, or settled — at a person's word. Its probes are HTTP requests, sent outside
 // any transaction: CheckCase says, before they are sent, whether the
 // person may ask; RecordCheck says it again under the locks, records what
 // the destination answered, and has the case recommend again.
@@ -37,10 +37,11 @@ func (s *Store) CheckCase(ctx context.Context, id string, by review.Principal, s
 
 // RecordCheck records evs, what the destination answered a check of case
 // id's operation (review.CheckEvidence), once CheckCase's conditions
-// still hold under the locks, and weighs the operation's record again:
-// it stays in review and its case recommends from all the evidence, a
-// person still deciding. Audited as evidence.recorded by by, in the same
-// transaction.
+// still hold under the locks, and weighs the operation's record again: it
+// stays where it is and its case recommends from all the evidence, a
+// person still deciding; on a settled operation what the answers show
+// that nobody answers for is put to the case. Audited by by
+// (evidence.recorded, or evidence.extra_effect), in the same transaction.
 func (s *Store) RecordCheck(ctx context.Context, id string, by review.Principal, scope []string, evs []review.Evidence) error {
 	err := s.WithTx(ctx, func(tx *sqlx.Tx) error {
 		op, row, err := s.checkable(ctx, tx, id, by, scope)
