@@ -210,13 +210,7 @@ func PlanOutcome(in DecideInput) OutcomePlan {
 			}
 		}
 	}
-	if o.Job != nil {
-		status := JobStatus(o.Job.Status)
-		if status == "" {
-			status = JobQueued
-		}
-		p.Job = &Job{Ref: o.Job.Ref, Status: status, InputVersion: op.LogicalVersion}
-	}
+	p.Job = OutcomeJob(op, o)
 	p.Event = PlannedEvent{Action: "attempt.outcome", From: op.State, To: d.State, Detail: outcomeDetail(in.N, in.Outcome, *d)}
 	return p
 }
@@ -298,4 +292,17 @@ func ApprovalLapsed(expires *time.Time, deadline, now time.Time) (bool, string) 
 		return true, WhyApprovalDeadline
 	}
 	return false, ""
+}
+
+// OutcomeJob is the job an outcome o for op names (nil: none), queued
+// unless the outcome says how it is, for op's version.
+func OutcomeJob(op *Operation, o Outcome) *Job {
+	if o.Job == nil {
+		return nil
+	}
+	status := JobStatus(o.Job.Status)
+	if status == "" {
+		status = JobQueued
+	}
+	return &Job{Ref: o.Job.Ref, Status: status, InputVersion: op.LogicalVersion}
 }

@@ -310,14 +310,12 @@ func (s *Store) keepLateReport(ctx context.Context, tx *sqlx.Tx, row *opRow, n i
 // lateJob is the job a late report o for attempt n names, when op does
 // not know it yet: nil otherwise.
 func lateJob(op *review.Operation, n int, o review.Outcome) *review.Job {
-	if o.Job == nil || slices.ContainsFunc(op.Jobs, func(j review.Job) bool { return j.Ref == o.Job.Ref }) {
+	j := review.OutcomeJob(op, o)
+	if j == nil || slices.ContainsFunc(op.Jobs, func(k review.Job) bool { return k.Ref == j.Ref }) {
 		return nil
 	}
-	status := review.JobStatus(o.Job.Status)
-	if status == "" {
-		status = review.JobQueued
-	}
-	return &review.Job{Ref: o.Job.Ref, Status: status, InputVersion: op.LogicalVersion, Attempt: n}
+	j.Attempt = n
+	return j
 }
 
 // escalateLateSuccess sends the operation to review when a success
