@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"slices"
@@ -91,27 +90,11 @@ func (s *Store) RecordCheck(ctx context.Context, id string, by review.Principal,
 	return fmt.Errorf("store.RecordCheck: %w", err)
 }
 
-// checkable is CheckCase's judgement in tx, under the operation's lock
-// and then the case's (the order a decision takes them in); it returns
-// the operation's row too.
+// checkable is CheckCase's judgement in tx, under the operation's and
+// the case's locks (lockCaseAndOperation); it returns the operation's row
+// too.
 func (s *Store) checkable(ctx context.Context, tx *sqlx.Tx, id string, by review.Principal, scope []string) (*review.Operation, *opRow, error) {
-	var owner struct {
-		Tenant      string `db:"tenant"`
-		OperationID string `db:"operation_id"`
-	}
-	if err := s.get(ctx, tx, &owner, selectCaseOperation, id); errors.Is(err, sql.ErrNoRows) {
-		return nil, nil, review.ErrNotFound
-	} else if err != nil {
-		return nil, nil, err
-	}
-	if scope != nil && !slices.Contains(scope, owner.Tenant) {
-		return nil, nil, review.ErrNotFound
-	}
-	row, err := s.lockOperation(ctx, tx, owner.Tenant, owner.OperationID)
-	if err != nil {
-		return nil, nil, err
-	}
-	c, err := s.lockCase(ctx, tx, id)
+	row, c, err := s.lockCaseAndOperation(ctx, tx, id, scope)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -164,31 +164,9 @@ func (s *Store) Decide(ctx context.Context, req DecisionRequest) (*Decision, err
 // operation and the case's earlier decisions under the locks, has review
 // plan the decision (review.PlanDecision), and persists the plan.
 func (s *Store) decideTx(ctx context.Context, tx *sqlx.Tx, req DecisionRequest) (*Decision, error) {
-	// The operation's lock before its case's, as every path that moves an
-	// operation and then writes its case takes them (an outcome, evidence,
-	// an undo's report): the other way round, a decision and the undo's
-	// report on the same case each held the lock the other waited for
-	// (TestDecisionBesideUndo). A case's operation never changes, so it
-	// is read without a lock first.
-	var owner struct {
-		Tenant      string `db:"tenant"`
-		OperationID string `db:"operation_id"`
-	}
-	if err := s.get(ctx, tx, &owner, selectCaseOperation, req.CaseID); errors.Is(err, sql.ErrNoRows) {
-		return nil, review.ErrNotFound
-	} else if err != nil {
-		return nil, err
-	}
-	row, err := s.lockOperation(ctx, tx, owner.Tenant, owner.OperationID)
+	row, c, err := s.lockCaseAndOperation(ctx, tx, req.CaseID, req.Scope)
 	if err != nil {
 		return nil, err
-	}
-	c, err := s.lockCase(ctx, tx, req.CaseID)
-	if err != nil {
-		return nil, err
-	}
-	if req.Scope != nil && !slices.Contains(req.Scope, c.Tenant) {
-		return nil, review.ErrNotFound
 	}
 	if req.UserID != "" {
 		// The grant as it is now, not as the session read it when the
@@ -420,6 +398,38 @@ func (s *Store) closeCase(ctx context.Context, tx *sqlx.Tx, c *Case, d *Decision
 		return nil
 	}
 	return s.countOpenCase(ctx, tx, c.Tenant, c.Destination, c.Action, c.Flags, reasonBits(c.Reasons), -1)
+}
+
+// lockCaseAndOperation reads case id and its operation in tx, both
+// locked, the operation's lock first, as every path that moves an
+// operation and then writes its case takes them (an outcome, evidence,
+// an undo's report): the other way round, a decision and the undo's
+// report on the same case each held the lock the other waited for
+// (TestDecisionBesideUndo). A case's operation never changes, so it is
+// read without a lock first. A case outside scope (nil: any) is not
+// found.
+func (s *Store) lockCaseAndOperation(ctx context.Context, tx *sqlx.Tx, id string, scope []string) (*opRow, *Case, error) {
+	var owner struct {
+		Tenant      string `db:"tenant"`
+		OperationID string `db:"operation_id"`
+	}
+	if err := s.get(ctx, tx, &owner, selectCaseOperation, id); errors.Is(err, sql.ErrNoRows) {
+		return nil, nil, review.ErrNotFound
+	} else if err != nil {
+		return nil, nil, err
+	}
+	if scope != nil && !slices.Contains(scope, owner.Tenant) {
+		return nil, nil, review.ErrNotFound
+	}
+	row, err := s.lockOperation(ctx, tx, owner.Tenant, owner.OperationID)
+	if err != nil {
+		return nil, nil, err
+	}
+	c, err := s.lockCase(ctx, tx, id)
+	if err != nil {
+		return nil, nil, err
+	}
+	return row, c, nil
 }
 
 func (s *Store) lockCase(ctx context.Context, tx *sqlx.Tx, id string) (*Case, error) {
