@@ -650,7 +650,7 @@ func TestConsoleBulkSkipInItalian(t *testing.T) {
 		sup := newBrowser(t, srv.URL).withHeader("Accept-Language", "it")
 		sup.login("support@example.com")
 		code, body, _ := sup.post("/bulk", url.Values{"csrf": {sup.csrf}, "action": {review.BulkRecommended}, "reason": {"as recommended"}})
-		want := "la sua raccomandazione (“Riconcilia di nuovo”) non è ancora una decisione"
+		want := "la sua raccomandazione (“Interroga di nuovo”) non è ancora una decisione"
 		if code != http.StatusOK || !strings.Contains(body, want) || strings.Contains(body, "reconcile_again)") {
 			t.Errorf("bulk dry run on a case recommending to look again: %d, want %q:\n%s", code, want, alerts(body))
 		}

@@ -55,7 +55,7 @@ func TestConsoleUnnamedEffect(t *testing.T) {
 				"find the effect at the destination, undo it, then say so (compensation_done) — or say so if nothing is there",
 				"the destination later reported that it happened, without naming what it made",
 				"Compensation done: the effect is undone, or nothing was there (the case closes; the operation stays failed)"},
-			{"it", "Riconcilia di nuovo</strong> — la destinazione ha riportato un successo per questa operazione, che è fallita, senza dire cosa ha creato: " +
+			{"it", "Interroga di nuovo</strong> — la destinazione ha riportato un successo per questa operazione, che è fallita, senza dire cosa ha creato: " +
 				"cerca l'effetto presso la destinazione, annullalo, poi indicalo (compensation_done) — oppure indicalo se non c'è nulla",
 				"la destinazione ha poi riportato che è avvenuto, senza dire cosa ha creato",
 				"Compensazione eseguita: l'effetto è annullato, oppure non c'era nulla (il caso si chiude; l'operazione resta fallita)"},

@@ -206,7 +206,10 @@ type Operation struct {
 
 	Attempts []Attempt  `json:"attempts"`
 	Evidence []Evidence `json:"evidence"`
-	Jobs     []Job      `json:"jobs"`
+	// Jobs are in the order of their attempts, then as recorded: the last
+	// is the latest attempt's, even when an earlier attempt's job was
+	// reported late.
+	Jobs []Job `json:"jobs"`
 	// Undone are the resources whose undo (a compensation operation) is
 	// confirmed, or that a reviewer said are undone (compensation_done
 	// naming one): no longer the operation's effects, whatever the

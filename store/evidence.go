@@ -140,7 +140,7 @@ const (
 	selectJob = `SELECT operation_id, ref, status, input_version, output_ref, attempt_n, created_at, updated_at FROM jobs WHERE operation_id = ? AND ref = ?`
 	/* Store.putJobTx: the operation's jobs, oldest first (the order
 	   loadDetails lists them in, whose last the reconciler polls). */
-	selectJobRefs = `SELECT ref FROM jobs WHERE operation_id = ? ORDER BY created_at, ref`
+	selectJobRefs = `SELECT ref FROM jobs WHERE operation_id = ? ORDER BY attempt_n, created_at, ref`
 )
 
 func (s *Store) setResource(ctx context.Context, tx *sqlx.Tx, opID string, r review.ResourceRef) error {

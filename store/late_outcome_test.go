@@ -1,9 +1,11 @@
 package store_test
 
 import (
+	"errors"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/limbo-dev/limbo/review"
 	"github.com/limbo-dev/limbo/store"
@@ -215,6 +217,80 @@ func TestLateJobIsFollowed(t *testing.T) {
 			cs, _ := b.s.CasesForOperation(b.ctx, op.ID)
 			if len(cs) != 1 || cs[0].Status == store.CaseOpen || cs[0].Resolution != review.ResolvedJobEnded || cs[0].ResolvedBy != "integrator" {
 				t.Errorf("cases %+v, want the one about job-1-fails resolved as %s", cs, review.ResolvedJobEnded)
+			}
+		})
+
+		t.Run("in review: the case waits on the job, its end is taken", func(t *testing.T) {
+			// An irreversible write the destination held nothing of: the
+			// case recommends approving a retry. Then the destination's
+			// late word that it accepted a job for attempt 1.
+			op, before := b.inReview(t, intention("charge-late-job", review.RiskIrreversible, "plain"), true)
+			if before.RecommendedAction != review.RecommendApproveRetry {
+				t.Fatalf("before the report the case recommends %s, want %s", before.RecommendedAction, review.RecommendApproveRetry)
+			}
+			_, err := b.s.RecordOutcome(b.ctx, tenantA, op.ID, 1, accepted("job-in-review"), "integrator")
+			errAs[*review.OutcomeConflictError](t, err)
+			got := b.get(t, op)
+			wantState(t, got, review.NeedsReview)
+			if len(got.Jobs) != 1 || got.Jobs[0].Ref != "job-in-review" || got.Jobs[0].Attempt != 1 {
+				t.Errorf("jobs %+v, want job-in-review of attempt 1", got.Jobs)
+			}
+			if !slices.ContainsFunc(b.history(t, op.ID), func(e store.AuditEvent) bool {
+				return e.Action == "evidence.recorded" && strings.Contains(string(e.Detail), `"job":"job-in-review"`)
+			}) {
+				t.Error("no evidence.recorded event names the job it recorded")
+			}
+			// A retry while the job may run could charge twice: the case
+			// now waits on the job, and a form read before the report is
+			// stale.
+			cs, _ := b.s.CasesForOperation(b.ctx, op.ID)
+			if len(cs) != 1 || cs[0].RecommendedAction != review.RecommendReconcileAgain || !strings.Contains(cs[0].Rationale, "job-in-review") {
+				t.Errorf("cases %+v, want the open one waiting on job-in-review", cs)
+			}
+			if _, err := b.s.Decide(b.ctx, seen(decideReq(before, review.DecideApproveRetry, "alice@example.com"), before)); !errors.Is(err, review.ErrStale) {
+				t.Errorf("approving a retry on the form read before the report: %v, want ErrStale", err)
+			}
+			// The reconciler polls the job, as an accepted operation's.
+			claims, err := b.s.ClaimJobsInReview(b.ctx, "reconciler-late", 10, time.Minute)
+			if err != nil || !slices.ContainsFunc(claims, func(c store.ProbeClaim) bool { return c.Op.ID == op.ID }) {
+				t.Errorf("jobs in review due for a poll: %d, %v; want this operation's", len(claims), err)
+			}
+			// The integrator's word of its end is taken.
+			if _, err := b.s.PutJob(b.ctx, tenantA, op.ID, review.Job{Ref: "job-in-review", Status: review.JobSucceeded, OutputRef: "rcpt-9"}, "integrator"); err != nil {
+				t.Fatalf("the late job's end: %v", err)
+			}
+			if got := b.get(t, op); got.Jobs[0].Status != review.JobSucceeded || got.Jobs[0].OutputRef != "rcpt-9" {
+				t.Errorf("jobs %+v, want job-in-review succeeded with rcpt-9", got.Jobs)
+			}
+		})
+
+		t.Run("a late report of a success in review is weighed", func(t *testing.T) {
+			op, before := b.inReview(t, intention("charge-late-success", review.RiskIrreversible, "plain"), true)
+			_, err := b.s.RecordOutcome(b.ctx, tenantA, op.ID, 1, success("rcpt-late"), "integrator")
+			errAs[*review.OutcomeConflictError](t, err)
+			cs, _ := b.s.CasesForOperation(b.ctx, op.ID)
+			if len(cs) != 1 || cs[0].RecommendedAction == review.RecommendApproveRetry || !slices.Contains(cs[0].Reasons, review.ReasonSourcesDisagree) {
+				t.Errorf("cases %+v: the destination said it charged; want no retry recommended, the sources disagreeing", cs)
+			}
+			if _, err := b.s.Decide(b.ctx, seen(decideReq(before, review.DecideApproveRetry, "alice@example.com"), before)); !errors.Is(err, review.ErrStale) {
+				t.Errorf("approving a retry on the form read before the report: %v, want ErrStale", err)
+			}
+		})
+
+		t.Run("a late job of an earlier attempt is not the newest", func(t *testing.T) {
+			op := b.retrying(t, "doc-late-job-order")
+			b.start(t, op)
+			b.report(t, op, 2, accepted("job-a-2"))
+			// Named so that, recorded at the same moment, the ref alone
+			// would put attempt 1's job last.
+			_, err := b.s.RecordOutcome(b.ctx, tenantA, op.ID, 1, accepted("job-z-1"), "integrator")
+			errAs[*review.OutcomeConflictError](t, err)
+			got := b.get(t, op)
+			if len(got.Jobs) != 2 || got.Jobs[0].Ref != "job-z-1" || got.Jobs[0].Attempt != 1 || got.Jobs[1].Ref != "job-a-2" {
+				t.Fatalf("jobs %+v, want job-z-1 (attempt 1) then job-a-2 (attempt 2)", got.Jobs)
+			}
+			if ref, job := review.LookupRef(got); ref != "job-a-2" || !job {
+				t.Errorf("a status lookup asks about %q (job %v), want job-a-2, the latest attempt's", ref, job)
 			}
 		})
 		assertSealed(t, b.s)

@@ -306,7 +306,7 @@ FROM evidence WHERE operation_id IN (?) ORDER BY operation_id, id`
 	/* Store.loadDetails */
 	selectJobs = `
 SELECT operation_id, ref, status, input_version, output_ref, attempt_n, created_at, updated_at
-FROM jobs WHERE operation_id IN (?) ORDER BY operation_id, created_at, ref`
+FROM jobs WHERE operation_id IN (?) ORDER BY operation_id, attempt_n, created_at, ref`
 	/* Store.loadDetails: the resources whose undo is confirmed, or not settled yet;
 	   and those a reviewer said are undone (compensation_done naming one,
 	   with or without a compensation: keep_and_undo's names it in undo_ref),

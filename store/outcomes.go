@@ -259,6 +259,16 @@ func (s *Store) keepLateReport(ctx context.Context, tx *sqlx.Tx, row *opRow, n i
 		row.CostSpent += cost
 		detail["cost"], detail["cost_spent"] = cost, row.CostSpent
 	}
+	var job *review.Job
+	if o.Result == review.ResultSuccess {
+		var err error
+		if job, err = s.keepLateJob(ctx, tx, row, n, o); err != nil {
+			return err
+		}
+		if job != nil {
+			detail["job"] = job.Ref
+		}
+	}
 	if err := s.appendEvent(ctx, tx, &AuditEvent{Actor: actor, Tenant: row.Tenant, OperationID: row.ID,
 		Action: "evidence.recorded", Detail: detailJSON(detail)}); err != nil {
 		return err
@@ -281,13 +291,6 @@ func (s *Store) keepLateReport(ctx context.Context, tx *sqlx.Tx, row *opRow, n i
 				"extra": extra, "reason": review.ExtraEvidenceReason(op, extra)}); err != nil {
 				return err
 			}
-			// The job the report names is the operation's, of attempt
-			// n: its end, reported as any job's (PutJob), is then taken
-			// — put before the person the case asks — not refused as a
-			// job never reported.
-			if j := lateJob(op, n, o); j != nil {
-				return s.upsertJob(ctx, tx, row.ID, *j, n, s.now())
-			}
 			return nil
 		}
 		if review.UnnamedEffect(op, ev) {
@@ -297,25 +300,47 @@ func (s *Store) keepLateReport(ctx context.Context, tx *sqlx.Tx, row *opRow, n i
 				"extra": []review.Candidate{}, "reason": review.RationaleUnnamedEffect})
 		}
 	}
-	if moved, err := s.escalateLateSuccess(ctx, tx, row, n, actor); err != nil || moved {
+	moved, err := s.escalateLateSuccess(ctx, tx, row, n, actor)
+	if err == nil && !moved {
+		// Otherwise all the evidence, this report included, says where
+		// the operation goes (a late success proves the effect:
+		// confirmed, unless other evidence contradicts it).
+		moved, err = s.weighMove(ctx, tx, row, actor, map[string]any{"n": n, "late": true})
+	}
+	if err == nil && !moved && row.State == string(review.NeedsReview) {
+		// A person decides, on a case that recommends from all the
+		// evidence: it now has the report, and maybe its job.
+		err = s.reassessOpenCase(ctx, tx, row.ID, row.Tenant, actor)
+	}
+	if err != nil || job == nil || job.Status.Done() || row.State != string(review.NeedsReview) {
 		return err
 	}
-	// Otherwise all the evidence, this report included, says where the
-	// operation goes (a late success proves the effect: confirmed, unless
-	// other evidence contradicts it).
-	_, err := s.weighMove(ctx, tx, row, actor, map[string]any{"n": n, "late": true})
+	// In review, the case waits on the job (review.JobToWaitOn): the
+	// reconciler polls it as it polls an accepted operation's, and its
+	// end is put before the person deciding.
+	_, err = s.exec(ctx, tx, updateOpJobPollDue, dbTime(s.now()), row.ID)
 	return err
 }
 
-// lateJob is the job a late report o for attempt n names, when op does
-// not know it yet: nil otherwise.
-func lateJob(op *review.Operation, n int, o review.Outcome) *review.Job {
+// keepLateJob records the job a late success o for attempt n names, when
+// the operation does not know it yet, as attempt n's, and returns it (nil:
+// no new job). The destination holds it for the operation: its end,
+// reported as any job's (PutJob), is then taken — followed, or put before
+// the person a case asks — not refused as a job never reported.
+func (s *Store) keepLateJob(ctx context.Context, tx *sqlx.Tx, row *opRow, n int, o review.Outcome) (*review.Job, error) {
+	if o.Job == nil {
+		return nil, nil
+	}
+	op, err := s.loadDetails(ctx, tx, row.operation())
+	if err != nil {
+		return nil, err
+	}
 	j := review.OutcomeJob(op, o)
-	if j == nil || slices.ContainsFunc(op.Jobs, func(k review.Job) bool { return k.Ref == j.Ref }) {
-		return nil
+	if slices.ContainsFunc(op.Jobs, func(k review.Job) bool { return k.Ref == j.Ref }) {
+		return nil, nil
 	}
 	j.Attempt = n
-	return j
+	return j, s.upsertJob(ctx, tx, row.ID, *j, n, s.now())
 }
 
 // escalateLateSuccess sends the operation to review when a success

@@ -47,7 +47,7 @@ func init() {
 		"Approve":                  "Approva",
 		"Refuse":                   "Rifiuta",
 		"Keep one, undo the other": "Tieni una, compensa l'altra",
-		"Check again":              "Riconcilia di nuovo",
+		"Check again":              "Interroga di nuovo",
 		"Review the payload":       "Rivedi il payload",
 		"Undo by hand":             "Compensa a mano",
 		// Components.
