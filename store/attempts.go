@@ -416,8 +416,8 @@ func (s *Store) transition(ctx context.Context, tx *sqlx.Tx, row *opRow, to revi
 	}
 	now := s.now()
 	// In review, next_probe_at schedules only the polls of a job its case
-	// waits on (ClaimJobsInReview); whoever moves an operation there with
-	// one sets it (ExpireDeadlines).
+	// waits on (ClaimJobsInReview): cleared here, set again when the case
+	// opened below waits on one (pollJobWaitedOn).
 	res, err := s.exec(ctx, tx, updateOpState, string(to), reason, now, to == review.NeedsReview, row.ID, row.State, row.Version)
 	if err != nil {
 		return fmt.Errorf("transition: %w", err)

@@ -151,6 +151,9 @@ func (s *Store) assessCase(ctx context.Context, tx *sqlx.Tx, opID, tenant string
 	}
 	now := s.now()
 	a := review.Assess(op, extra, now)
+	if err := s.pollJobWaitedOn(ctx, tx, op, a.Reasons, now); err != nil {
+		return nil, err
+	}
 	bits := reasonBits(a.Reasons)
 	if found {
 		if reasonBits(existing.Reasons) == bits && existing.Priority == a.Priority && existing.RecommendedAction == a.Recommendation.Action &&
@@ -200,6 +203,37 @@ func (s *Store) assessCase(ctx context.Context, tx *sqlx.Tx, opID, tenant string
 		return nil, err
 	}
 	return s.caseByID(ctx, tx, id)
+}
+
+const (
+	/* Store.pollJobWaitedOn: due now, unless a poll is scheduled already. */
+	startJobPoll = `UPDATE operations SET next_probe_at = ? WHERE id = ? AND next_probe_at IS NULL`
+	/* Store.pollJobWaitedOn */
+	stopJobPoll = `UPDATE operations SET next_probe_at = NULL WHERE id = ? AND next_probe_at IS NOT NULL`
+)
+
+// pollJobWaitedOn keeps the job polls of op, in review, as its case is
+// (its reasons): in review, next_probe_at schedules only the polls of the
+// job the case waits on (review.JobToWaitOn; ClaimJobsInReview), due at
+// once when the case starts waiting, stopped once it no longer does. The
+// one rule for every path that puts an operation or a job there — a
+// deadline passed while it followed the job, a late success beside it,
+// a job named late, a job's end — so none leaves a case waiting on a job
+// nobody asks about. An operation in another state is left as it is.
+func (s *Store) pollJobWaitedOn(ctx context.Context, tx *sqlx.Tx, op *review.Operation, reasons []review.Reason, now time.Time) error {
+	if op.State != review.NeedsReview {
+		return nil
+	}
+	var err error
+	if _, wait := review.JobToWaitOn(op, reasons); wait {
+		_, err = s.exec(ctx, tx, startJobPoll, dbTime(now), op.ID)
+	} else {
+		_, err = s.exec(ctx, tx, stopJobPoll, op.ID)
+	}
+	if err != nil {
+		return fmt.Errorf("job poll: %w", err)
+	}
+	return nil
 }
 
 /* Store.resolveBySystem */

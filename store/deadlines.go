@@ -61,7 +61,7 @@ func (s *Store) ExpireDeadlines(ctx context.Context) (int, error) {
 				return false, nil
 			}
 			op := row.operation()
-			to, reason, poll := review.Failed, review.WhyDeadlineBeforeRun, false
+			to, reason := review.Failed, review.WhyDeadlineBeforeRun
 			detail := map[string]any{"escalation": []review.Reason{review.ReasonDeadlineExpired}}
 			switch op.State {
 			case review.RetryWait:
@@ -75,18 +75,13 @@ func (s *Store) ExpireDeadlines(ctx context.Context) (int, error) {
 				}
 			case review.Accepted:
 				// Its job is still polled: its end is put before the person
-				// deciding (ClaimJobsInReview).
+				// deciding (pollJobWaitedOn, ClaimJobsInReview).
 				to, reason = review.NeedsReview, review.WhyDeadlineBeforeJobFinished
-				poll = true
 			case review.Pending:
 			default:
 				return false, nil // moved on meanwhile
 			}
-			if err := s.transition(ctx, tx, row, to, reason, deadlineSweeper, "operation.deadline_expired", detail); err != nil || !poll {
-				return true, err
-			}
-			_, err = s.exec(ctx, tx, updateOpJobPollDue, dbTime(s.now()), row.ID)
-			return true, err
+			return true, s.transition(ctx, tx, row, to, reason, deadlineSweeper, "operation.deadline_expired", detail)
 		})
 	})
 }

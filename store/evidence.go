@@ -130,10 +130,6 @@ func (s *Store) weighMove(ctx context.Context, tx *sqlx.Tx, row *opRow, actor st
 const (
 	/* Store.setResource */
 	updateOpResource = `UPDATE operations SET resource_ref = ?, resource_kind = ?, resource_version = ? WHERE id = ?`
-	/* Store.putJobTx: an operation in review no longer waits on a job. */
-	updateOpNoJobPoll = `UPDATE operations SET next_probe_at = NULL WHERE id = ?`
-	/* Store.ExpireDeadlines, Store.toReviewBesideJob: an operation in review waits on its job. */
-	updateOpJobPollDue = `UPDATE operations SET next_probe_at = ? WHERE id = ?`
 	/* Store.setNextAttempt: a proven absence may retry at once. */
 	updateOpNextAttempt = `UPDATE operations SET next_attempt_at = ? WHERE id = ?`
 	/* Store.PutJob */
@@ -275,19 +271,9 @@ func (s *Store) putJobTx(ctx context.Context, tx *sqlx.Tx, tenant, opID string, 
 	if row.State == string(review.NeedsReview) && row.Version == version {
 		// Still in review, unmoved: its case recommended waiting on a job
 		// not known to have ended (review.JobToWaitOn), and now says what
-		// to do; the job's polls stop unless it still waits on one.
-		c, err := s.assessCase(ctx, tx, opID, tenant, nil, actor, false)
-		if err != nil || c == nil {
-			return err
-		}
-		op, err := s.loadDetails(ctx, tx, row.operation())
-		if err != nil {
-			return err
-		}
-		if _, wait := review.JobToWaitOn(op, c.Reasons); !wait {
-			_, err = s.exec(ctx, tx, updateOpNoJobPoll, opID)
-		}
-		return err
+		// to do; the job's polls stop unless it still waits on one
+		// (pollJobWaitedOn).
+		return s.reassessOpenCase(ctx, tx, opID, tenant, actor)
 	}
 	return nil
 }
@@ -349,7 +335,7 @@ func (s *Store) settleJob(ctx context.Context, tx *sqlx.Tx, row *opRow, j review
 			// An earlier attempt's job made the effect while the
 			// operation follows a later one, which may make a second.
 			detail["escalation"] = []review.Reason{review.ReasonNoDedupEvidence}
-			return s.toReviewBesideJob(ctx, tx, row, fmt.Sprintf(review.WhyEarlierJobSucceeded, j.Ref, followed), actor, detail, now)
+			return s.toReviewBesideJob(ctx, tx, row, fmt.Sprintf(review.WhyEarlierJobSucceeded, j.Ref, followed), actor, detail)
 		case state.Terminal():
 			// Settled: an output besides the effect confirmed, or of an
 			// operation its integrator was told did not happen, is an
@@ -382,7 +368,7 @@ func (s *Store) settleJob(ctx context.Context, tx *sqlx.Tx, row *opRow, j review
 			// An earlier attempt's job may yet make the effect: nothing
 			// is failed on this one's word (review.LiveJobBeside).
 			detail["escalation"] = []review.Reason{review.ReasonNoDedupEvidence}
-			return s.toReviewBesideJob(ctx, tx, row, fmt.Sprintf(review.WhyJobEndedBesideLive, j.Ref, j.Status, live.Ref), actor, detail, now)
+			return s.toReviewBesideJob(ctx, tx, row, fmt.Sprintf(review.WhyJobEndedBesideLive, j.Ref, j.Status, live.Ref), actor, detail)
 		}
 		return s.transition(ctx, tx, row, review.Failed, fmt.Sprintf(review.WhyJobEnded, j.Ref, j.Status), actor, "job.settled", detail)
 	case version != "" && version != row.LogicalVersion:
@@ -418,11 +404,7 @@ func jobEndedEvidence(op *review.Operation, j review.Job, now time.Time) review.
 
 // toReviewBesideJob sends row, accepted, to a person while one of its jobs
 // may still make the effect: the case waits on it (review.JobToWaitOn),
-// and the reconciler polls it (store.ClaimJobsInReview).
-func (s *Store) toReviewBesideJob(ctx context.Context, tx *sqlx.Tx, row *opRow, reason, actor string, detail map[string]any, now time.Time) error {
-	if err := s.transition(ctx, tx, row, review.NeedsReview, reason, actor, "job.settled", detail); err != nil {
-		return err
-	}
-	_, err := s.exec(ctx, tx, updateOpJobPollDue, dbTime(now), row.ID)
-	return err
+// and the reconciler polls it (pollJobWaitedOn, ClaimJobsInReview).
+func (s *Store) toReviewBesideJob(ctx context.Context, tx *sqlx.Tx, row *opRow, reason, actor string, detail map[string]any) error {
+	return s.transition(ctx, tx, row, review.NeedsReview, reason, actor, "job.settled", detail)
 }

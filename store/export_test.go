@@ -55,6 +55,8 @@ func GuardQueries(s *Store) map[string][]any {
 	q[s.rebind(claimOperation)] = []any{"me", now, "op_x", "ambiguous", now}
 	q[s.rebind(releaseProbe)] = []any{now, "op_x", "me", int64(1)}
 	q[s.rebind(releaseJobPoll)] = []any{now, "op_x", "me", int64(1)}
+	q[s.rebind(startJobPoll)] = []any{now, "op_x"}
+	q[s.rebind(stopJobPoll)] = []any{"op_x"}
 	return q
 }
 

@@ -277,6 +277,23 @@ func TestLateJobIsFollowed(t *testing.T) {
 			}
 		})
 
+		t.Run("following a job, a late success: the job is still polled in review", func(t *testing.T) {
+			op := b.retrying(t, "doc-late-beside-job")
+			b.start(t, op)
+			wantState(t, b.report(t, op, 2, accepted("job-followed")).Operation, review.Accepted)
+			_, err := b.s.RecordOutcome(b.ctx, tenantA, op.ID, 1, success("fld-1"), "integrator")
+			errAs[*review.OutcomeConflictError](t, err)
+			wantState(t, b.get(t, op), review.NeedsReview)
+			cs, _ := b.s.CasesForOperation(b.ctx, op.ID)
+			if len(cs) != 1 || !strings.Contains(cs[0].Rationale, "job-followed") {
+				t.Errorf("cases %+v, want the open one waiting on job-followed", cs)
+			}
+			claims, err := b.s.ClaimJobsInReview(b.ctx, "reconciler-beside", 10, time.Minute)
+			if err != nil || !slices.ContainsFunc(claims, func(c store.ProbeClaim) bool { return c.Op.ID == op.ID }) {
+				t.Errorf("jobs in review due for a poll: %d, %v; want this operation's", len(claims), err)
+			}
+		})
+
 		t.Run("a late job of an earlier attempt is not the newest", func(t *testing.T) {
 			op := b.retrying(t, "doc-late-job-order")
 			b.start(t, op)

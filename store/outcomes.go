@@ -259,10 +259,9 @@ func (s *Store) keepLateReport(ctx context.Context, tx *sqlx.Tx, row *opRow, n i
 		row.CostSpent += cost
 		detail["cost"], detail["cost_spent"] = cost, row.CostSpent
 	}
-	var job *review.Job
 	if o.Result == review.ResultSuccess {
-		var err error
-		if job, err = s.keepLateJob(ctx, tx, row, n, o); err != nil {
+		job, err := s.keepLateJob(ctx, tx, row, n, o)
+		if err != nil {
 			return err
 		}
 		if job != nil {
@@ -309,16 +308,10 @@ func (s *Store) keepLateReport(ctx context.Context, tx *sqlx.Tx, row *opRow, n i
 	}
 	if err == nil && !moved && row.State == string(review.NeedsReview) {
 		// A person decides, on a case that recommends from all the
-		// evidence: it now has the report, and maybe its job.
+		// evidence: it now has the report, and maybe a job to wait on,
+		// which the reconciler then polls (pollJobWaitedOn).
 		err = s.reassessOpenCase(ctx, tx, row.ID, row.Tenant, actor)
 	}
-	if err != nil || job == nil || job.Status.Done() || row.State != string(review.NeedsReview) {
-		return err
-	}
-	// In review, the case waits on the job (review.JobToWaitOn): the
-	// reconciler polls it as it polls an accepted operation's, and its
-	// end is put before the person deciding.
-	_, err = s.exec(ctx, tx, updateOpJobPollDue, dbTime(s.now()), row.ID)
 	return err
 }
 
