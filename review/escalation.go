@@ -175,7 +175,7 @@ func weigh(op *Operation) findings {
 	for _, e := range op.Evidence {
 		if e.Authoritative && e.Source != SourceWebhook {
 			f.confirms = f.confirms || e.Verdict == VerdictConfirms
-			f.refutes = f.refutes || e.Verdict == VerdictRefutes
+			f.refutes = f.refutes || e.Verdict == VerdictRefutes && !absenceBeforeJobEnded(op, e)
 		}
 		if e.Source == SourceWebhook || e.Authoritative {
 			for _, c := range e.Candidates {
@@ -217,6 +217,19 @@ func weigh(op *Operation) findings {
 		}
 	}
 	return f
+}
+
+// absenceBeforeJobEnded reports whether e, a look that found nothing,
+// was taken before a job of op was known to have succeeded: what the job
+// made may not have existed yet, so the absence does not contradict it —
+// as an empty search does not contradict a job still running (Weigh).
+// Before, an empty search made while a job named late was still queued,
+// and the job's success after it, read as sources disagreeing for ever:
+// the case recommended looking again, and every look found the output.
+func absenceBeforeJobEnded(op *Operation, e Evidence) bool {
+	return len(e.Candidates) == 0 && slices.ContainsFunc(op.Jobs, func(j Job) bool {
+		return j.Status == JobSucceeded && e.ObservedAt.Before(j.UpdatedAt)
+	})
 }
 
 // priority: higher is more urgent. Flags weigh most, then the deadline,

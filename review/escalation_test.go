@@ -364,3 +364,29 @@ func TestAssessIgnoresUnvouchedCandidates(t *testing.T) {
 		t.Errorf("reasons %v: two authoritative resources, want multiple_candidates", a.Reasons)
 	}
 }
+
+// TestAssessAbsenceBeforeAJobEnded: a look that found nothing, taken
+// before a job of the operation was known to have succeeded, does not
+// contradict what the job made (it may not have existed yet); one taken
+// since does.
+func TestAssessAbsenceBeforeAJobEnded(t *testing.T) {
+	op := testOp(RiskIrreversible)
+	op.State = NeedsReview
+	op.AttemptCount = 1
+	searched, ended := classifyNow.Add(-2*time.Minute), classifyNow.Add(-time.Minute)
+	op.Jobs = []Job{{Ref: "job-1", Status: JobSucceeded, OutputRef: "rcpt-9", InputVersion: op.LogicalVersion, Attempt: 1, UpdatedAt: ended}}
+	op.Evidence = []Evidence{
+		{Source: SourceMetadataSearch, Authoritative: true, Verdict: VerdictRefutes, ObservedAt: searched, Candidates: []Candidate{}},
+		{Source: SourceStatusLookup, Authoritative: true, Verdict: VerdictConfirms, ObservedAt: ended,
+			Candidates: []Candidate{{Ref: "rcpt-9", Kind: "job_output", Version: op.LogicalVersion, OperationID: op.ID}}},
+	}
+	a := Assess(op, nil, classifyNow)
+	if slices.Contains(a.Reasons, ReasonSourcesDisagree) || a.Recommendation.Action != RecommendConfirm || a.Recommendation.Ref != "rcpt-9" {
+		t.Errorf("an empty search before the job ended: %v, %s; want confirm rcpt-9, no disagreement", a.Reasons, a.Recommendation)
+	}
+	op.Evidence = append(op.Evidence, Evidence{Source: SourceMetadataSearch, Authoritative: true, Verdict: VerdictRefutes,
+		ObservedAt: classifyNow, Candidates: []Candidate{}})
+	if a := Assess(op, nil, classifyNow); !slices.Contains(a.Reasons, ReasonSourcesDisagree) {
+		t.Errorf("an empty search since the job ended: %v, want sources_disagree", a.Reasons)
+	}
+}

@@ -255,12 +255,29 @@ func TestLateJobIsFollowed(t *testing.T) {
 			if err != nil || !slices.ContainsFunc(claims, func(c store.ProbeClaim) bool { return c.Op.ID == op.ID }) {
 				t.Errorf("jobs in review due for a poll: %d, %v; want this operation's", len(claims), err)
 			}
-			// The integrator's word of its end is taken.
+			// The integrator's word of its end is taken. The search that
+			// found nothing was made before the job ended: it does not
+			// contradict the output, which the case recommends confirming.
+			b.clk.Advance(time.Minute)
 			if _, err := b.s.PutJob(b.ctx, tenantA, op.ID, review.Job{Ref: "job-in-review", Status: review.JobSucceeded, OutputRef: "rcpt-9"}, "integrator"); err != nil {
 				t.Fatalf("the late job's end: %v", err)
 			}
 			if got := b.get(t, op); got.Jobs[0].Status != review.JobSucceeded || got.Jobs[0].OutputRef != "rcpt-9" {
 				t.Errorf("jobs %+v, want job-in-review succeeded with rcpt-9", got.Jobs)
+			}
+			cs, _ = b.s.CasesForOperation(b.ctx, op.ID)
+			if len(cs) != 1 || cs[0].RecommendedAction != review.RecommendConfirm || cs[0].RecommendedRef != "rcpt-9" ||
+				slices.Contains(cs[0].Reasons, review.ReasonSourcesDisagree) {
+				t.Errorf("cases %+v, want the open one recommending to confirm rcpt-9, no sources disagreeing", cs)
+			}
+			// A look since the job ended that finds nothing does disagree.
+			b.clk.Advance(time.Minute)
+			if _, err := b.s.AddEvidence(b.ctx, tenantA, op.ID, review.Evidence{Source: review.SourceMetadataSearch, Authoritative: true}, "integrator"); err != nil {
+				t.Fatal(err)
+			}
+			cs, _ = b.s.CasesForOperation(b.ctx, op.ID)
+			if len(cs) != 1 || cs[0].RecommendedAction != review.RecommendReconcileAgain || !slices.Contains(cs[0].Reasons, review.ReasonSourcesDisagree) {
+				t.Errorf("cases %+v, want the open one: sources disagree, look again", cs)
 			}
 		})
 
