@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/jmoiron/sqlx"
@@ -62,17 +61,8 @@ func (s *Store) RecordCheck(ctx context.Context, id string, by review.Principal,
 		// Settled: what the destination shows that nobody answers for is
 		// put to the case, as by any path (AddEvidence); otherwise the case
 		// recommends from all of it.
-		var extra []review.Candidate
-		for _, ev := range evs {
-			for _, c := range review.ExtraEffects(op, ev) {
-				if !slices.ContainsFunc(extra, func(e review.Candidate) bool { return e.Ref == c.Ref }) {
-					extra = append(extra, c)
-				}
-			}
-		}
-		if len(extra) > 0 {
-			detail["extra"], detail["reason"] = extra, review.ExtraEvidenceReason(op, extra)
-			return s.extraEffect(ctx, tx, row, op, by.Name, "evidence.extra_effect", detail)
+		if found, err := s.extraEvidence(ctx, tx, row, op, by.Name, detail, evs...); err != nil || found {
+			return err
 		}
 		if err := s.reassessOpenCase(ctx, tx, op.ID, op.Tenant, by.Name); err != nil {
 			return err

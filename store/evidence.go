@@ -51,9 +51,8 @@ func (s *Store) AddEvidence(ctx context.Context, tenant, opID string, ev review.
 			if op, err = s.loadDetails(ctx, tx, op); err != nil {
 				return err
 			}
-			if extra := review.ExtraEffects(op, ev); len(extra) > 0 {
-				detail["extra"], detail["reason"] = extra, review.ExtraEvidenceReason(op, extra)
-				return s.extraEffect(ctx, tx, row, op, actor, "evidence.extra_effect", detail)
+			if found, err := s.extraEvidence(ctx, tx, row, op, actor, detail, ev); err != nil || found {
+				return err
 			}
 		}
 		return s.weigh(ctx, tx, row, actor, detail)
@@ -344,11 +343,8 @@ func (s *Store) settleJob(ctx context.Context, tx *sqlx.Tx, row *opRow, j review
 			if err != nil {
 				return err
 			}
-			if extra := review.ExtraEffects(op, ev); len(extra) > 0 {
-				detail["extra"], detail["reason"] = extra, review.ExtraEvidenceReason(op, extra)
-				return s.extraEffect(ctx, tx, row, op, actor, "evidence.extra_effect", detail)
-			}
-			return nil
+			_, err = s.extraEvidence(ctx, tx, row, op, actor, detail, ev)
+			return err
 		}
 		// Weighed with everything else (issue 12, hole 1).
 		_, err := s.weighMove(ctx, tx, row, actor, detail)

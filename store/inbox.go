@@ -75,11 +75,11 @@ func (s *Store) Inbound(ctx context.Context, ev InboundEvent) (duplicate bool, e
 			if err != nil {
 				return false, err
 			}
-			if extra := review.ExtraEffects(op, e); len(extra) > 0 {
-				detail["extra"], detail["reason"] = extra, review.ExtraEvidenceReason(op, extra)
-				if err := s.extraEffect(ctx, tx, row, op, actor, "evidence.extra_effect", detail); err != nil {
-					return false, err
-				}
+			found, err := s.extraEvidence(ctx, tx, row, op, actor, detail, e)
+			if err != nil {
+				return false, err
+			}
+			if found {
 				// Only the destination's word names it so far: where it can
 				// be searched, the reconciler looks (the confirm window's
 				// watch, review.Watch), and what it finds goes on the case.

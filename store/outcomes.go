@@ -285,12 +285,8 @@ func (s *Store) keepLateReport(ctx context.Context, tx *sqlx.Tx, row *opRow, n i
 		if err != nil {
 			return err
 		}
-		if extra := review.ExtraEffects(op, ev); len(extra) > 0 {
-			if err := s.extraEffect(ctx, tx, row, op, actor, "evidence.extra_effect", map[string]any{"n": n, "late": true,
-				"extra": extra, "reason": review.ExtraEvidenceReason(op, extra)}); err != nil {
-				return err
-			}
-			return nil
+		if found, err := s.extraEvidence(ctx, tx, row, op, actor, map[string]any{"n": n, "late": true}, ev); err != nil || found {
+			return err
 		}
 		if review.UnnamedEffect(op, ev) {
 			// The effect happened, says the destination, and nothing

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jmoiron/sqlx"
@@ -78,6 +79,31 @@ func (s *Store) ClaimWatches(ctx context.Context, n int, lease time.Duration) ([
 		}
 		return WatchClaim{Op: op, Generation: r.Generation, Until: r.Until.Time.UTC()}, nil
 	})
+}
+
+// extraEvidence puts to a person what evs, just recorded for op (the
+// settled operation of the locked row, its details loaded), show the
+// destination holds for it that nobody answers for — a duplicate beside
+// the confirmed effect, any effect of a failed or compensated operation
+// (review.ExtraEffects, each ref once) — audited as evidence.extra_effect
+// with detail, the extra and the case's text added. It reports whether
+// there was any. Every path that lands evidence on a settled operation
+// asks it: an integrator's, a late report, a job's end, a webhook, a
+// person's check.
+func (s *Store) extraEvidence(ctx context.Context, tx *sqlx.Tx, row *opRow, op *review.Operation, actor string, detail map[string]any, evs ...review.Evidence) (bool, error) {
+	var extra []review.Candidate
+	for _, ev := range evs {
+		for _, c := range review.ExtraEffects(op, ev) {
+			if !slices.ContainsFunc(extra, func(e review.Candidate) bool { return e.Ref == c.Ref }) {
+				extra = append(extra, c)
+			}
+		}
+	}
+	if len(extra) == 0 {
+		return false, nil
+	}
+	detail["extra"], detail["reason"] = extra, review.ExtraEvidenceReason(op, extra)
+	return true, s.extraEffect(ctx, tx, row, op, actor, "evidence.extra_effect", detail)
 }
 
 // extraEffect opens a case on op, the settled operation of the locked row,
