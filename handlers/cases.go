@@ -249,9 +249,9 @@ func (h *Handlers) CheckDestination(c echo.Context) error {
 	}
 	op, err := h.Store.CheckCase(ctx, c.Param("id"), s.User.Principal(), s.User.Scope().List())
 	if err == nil {
-		var evs []review.Evidence
-		if evs, err = h.Checker.Check(ctx, op); err == nil {
-			err = h.Store.RecordCheck(ctx, c.Param("id"), s.User.Principal(), s.User.Scope().List(), evs)
+		var a review.CheckAnswers
+		if a, err = h.Checker.Check(ctx, op); err == nil {
+			err = h.Store.RecordCheck(ctx, c.Param("id"), s.User.Principal(), s.User.Scope().List(), a)
 		}
 	}
 	return h.afterCaseAction(c, err)

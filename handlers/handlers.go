@@ -59,9 +59,9 @@ type Handlers struct {
 }
 
 // Checker sends a destination's probes for op now and returns the
-// evidence to record (reconcile.Reconciler.Check).
+// answers to record (reconcile.Reconciler.Check).
 type Checker interface {
-	Check(ctx context.Context, op *review.Operation) ([]review.Evidence, error)
+	Check(ctx context.Context, op *review.Operation) (review.CheckAnswers, error)
 }
 
 // New returns Handlers over s, logging to log.

@@ -236,16 +236,17 @@ func (r *Reconciler) pollJob(ctx context.Context, c store.ProbeClaim, dest revie
 
 // Check asks op's destination about it now, at a person's word (a check,
 // review.Checkable): the probes a round sends, within the destination's
-// reserved probe concurrency, read as a round reads them. It returns the
-// evidence to record (review.CheckEvidence) and settles nothing; the
-// caller records it (store.RecordCheck). It ends early, with ctx's error,
-// when ctx ends while waiting for room.
-func (r *Reconciler) Check(ctx context.Context, op *review.Operation) ([]review.Evidence, error) {
+// reserved probe concurrency, read as a round reads them, and — when the
+// case waits on a job (review.JobToWaitOn) — the job probe, as a poll
+// asks it. It returns the answers to record (review.CheckAnswers) and
+// settles nothing; the caller records them (store.RecordCheck). It ends
+// early, with ctx's error, when ctx ends while waiting for room.
+func (r *Reconciler) Check(ctx context.Context, op *review.Operation) (review.CheckAnswers, error) {
 	sem := r.sem(op.Destination)
 	select {
 	case sem <- struct{}{}:
 	case <-ctx.Done():
-		return nil, ctx.Err()
+		return review.CheckAnswers{}, ctx.Err()
 	}
 	defer func() { <-sem }()
 	dest := r.Config.Destination(op.Destination)
@@ -255,5 +256,15 @@ func (r *Reconciler) Check(ctx context.Context, op *review.Operation) ([]review.
 			m.ProbeSeconds.WithLabelValues(m.Destination(op.Destination), string(res.Kind)).Observe(res.Took.Seconds())
 		}
 	}
-	return review.CheckEvidence(op, dest, results, r.Store.Now()), nil
+	a := review.CheckAnswers{Evidence: review.CheckEvidence(op, dest, results, r.Store.Now())}
+	if _, wait := review.JobToWaitOn(op, nil); wait && dest.Probes.Job != nil {
+		// The job the case waits on: a person asking the destination now
+		// means about it too, not only in a minute, at the next poll. An
+		// answer that fails or does not find the job is left to the
+		// polls (pollJob, ApplyJobGone).
+		if j, err := r.Prober.Job(ctx, op, dest); err == nil {
+			a.Job = j
+		}
+	}
+	return a, nil
 }

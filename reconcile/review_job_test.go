@@ -186,3 +186,71 @@ func TestPollFollowsTheJobTheCaseWaitsOn(t *testing.T) {
 		sealed(t, b.st)
 	})
 }
+
+// TestCheckTakesTheJobsEnd: a person asks the destination now about an
+// operation in review whose case waits on its job (review.JobToWaitOn):
+// the check asks the job probe too, as a poll would, and the job's end
+// it brings is taken — the job recorded as ended, its output on the case,
+// recommended to confirm — rather than left to the next poll, a minute
+// later.
+func TestCheckTakesTheJobsEnd(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		var mu sync.Mutex
+		job, found := `{"ref":"J1","status":"queued"}`, `[]`
+		s := newScripted(t, func(r *http.Request, opID string) (int, string) {
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case r.URL.Path == "/jobs/J1", r.URL.Path == "/lookup/J1":
+				return http.StatusOK, job
+			case r.URL.Path == "/search":
+				return http.StatusOK, `{"results":` + found + `}`
+			}
+			return http.StatusNotFound, `{"error":"not_found"}`
+		})
+		b := setup(t, e, sandbox.Options{}, map[string]review.Destination{"jobs": scriptedConfig(t, "jobs", s.url, "", "", "")})
+		deadline := b.clk.Now().Add(time.Hour)
+		op := b.acceptedBy(t, "doc-check-job", "jobs", "J1", &deadline)
+		b.clk.Advance(2 * time.Hour)
+		if n, err := b.st.ExpireDeadlines(b.ctx); err != nil || n != 1 {
+			t.Fatalf("ExpireDeadlines: %d, %v", n, err)
+		}
+		cs, err := b.st.CasesForOperation(b.ctx, op.ID)
+		if err != nil || len(cs) != 1 || !strings.Contains(cs[0].Rationale, "J1 is not known to have ended") {
+			t.Fatalf("cases %+v, %v; want one waiting on J1", cs, err)
+		}
+
+		mu.Lock()
+		job = fmt.Sprintf(`{"ref":"J1","status":"succeeded","output_ref":"out-1","operation_id":%q,"logical_version":"v1"}`, op.ID)
+		found = `[` + candidate("out-1", op.ID, "v1") + `]`
+		mu.Unlock()
+		a, err := b.rec.Check(b.ctx, b.get(t, op))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a.Job == nil || a.Job.Ref != "J1" || a.Job.Status != review.JobSucceeded || a.Job.OutputRef != "out-1" {
+			t.Fatalf("the check's job: %+v, want J1 succeeded with out-1", a.Job)
+		}
+		if err := b.st.RecordCheck(b.ctx, cs[0].ID, review.Principal{Name: "sara@example.com"}, nil, a); err != nil {
+			t.Fatal(err)
+		}
+		got := b.get(t, op)
+		wantState(t, got, review.NeedsReview)
+		if len(got.Jobs) != 1 || got.Jobs[0].Status != review.JobSucceeded || got.Jobs[0].OutputRef != "out-1" {
+			t.Errorf("jobs %+v, want J1 succeeded with out-1", got.Jobs)
+		}
+		cs, _ = b.st.CasesForOperation(b.ctx, op.ID)
+		if len(cs) != 1 || cs[0].RecommendedAction != review.RecommendConfirm || cs[0].RecommendedRef != "out-1" {
+			t.Errorf("cases %+v, want the open one recommending to confirm out-1", cs)
+		}
+		// Its polls stop: the case waits on nothing.
+		b.clk.Advance(time.Hour)
+		polls := len(s.requests())
+		b.runOnce(t, 0)
+		if n := len(s.requests()); n != polls {
+			t.Errorf("%d more requests after the job's end, want none", n-polls)
+		}
+		sealed(t, b.st)
+	})
+}

@@ -39,6 +39,16 @@ func LastAsked(op *Operation) time.Time {
 	return at
 }
 
+// CheckAnswers is what a check brought back: the evidence its probes'
+// answers record (CheckEvidence), and Job, when the case waits on a job
+// (JobToWaitOn), that job as the destination's job probe answers — its
+// end, if it came, is taken as a poll's is (nil: not asked, or no
+// readable answer; the reconciler's polls go on).
+type CheckAnswers struct {
+	Evidence []Evidence
+	Job      *Job
+}
+
 // CheckEvidence is what the answers of a check (results, the destination's
 // probes for op sent at now) record: one evidence row each, as a
 // reconciliation round writes them (Settle), with nothing settled.

@@ -33,14 +33,17 @@ func (s *Store) CheckCase(ctx context.Context, id string, by review.Principal, s
 	return op, err
 }
 
-// RecordCheck records evs, what the destination answered a check of case
-// id's operation (review.CheckEvidence), once CheckCase's conditions
-// still hold under the locks, and weighs the operation's record again: it
-// stays where it is and its case recommends from all the evidence, a
-// person still deciding; on a settled operation what the answers show
-// that nobody answers for is put to the case. Audited by by
-// (evidence.recorded, or evidence.extra_effect), in the same transaction.
-func (s *Store) RecordCheck(ctx context.Context, id string, by review.Principal, scope []string, evs []review.Evidence) error {
+// RecordCheck records a, what the destination answered a check of case
+// id's operation (review.CheckAnswers), once CheckCase's conditions still
+// hold under the locks, and weighs the operation's record again: it stays
+// where it is and its case recommends from all the evidence, a person
+// still deciding; the job the case waits on, as the job probe answered,
+// is taken as a poll's answer is (its end put before the person); on a
+// settled operation what the answers show that nobody answers for is put
+// to the case. Audited by by (evidence.recorded, or
+// evidence.extra_effect; job.updated), in the same transaction.
+func (s *Store) RecordCheck(ctx context.Context, id string, by review.Principal, scope []string, a review.CheckAnswers) error {
+	evs := a.Evidence
 	err := s.WithTx(ctx, func(tx *sqlx.Tx) error {
 		op, row, err := s.checkable(ctx, tx, id, by, scope)
 		if err != nil {
@@ -55,6 +58,20 @@ func (s *Store) RecordCheck(ctx context.Context, id string, by review.Principal,
 			verdicts = append(verdicts, ev.Verdict)
 		}
 		detail := map[string]any{"check": true, "probes": len(evs), "verdicts": verdicts}
+		if j := a.Job; j != nil && op.State == review.NeedsReview {
+			detail["job"], detail["job_status"] = j.Ref, j.Status
+			switch err := s.putJobTx(ctx, tx, op.Tenant, op.ID, *j, by.Name); {
+			case errors.Is(err, review.ErrConflict):
+				// Not the ledger's job, or one it knows ended otherwise:
+				// the ledger keeps its record, and the audit says why.
+				detail["job_refused"] = err.Error()
+			case err != nil:
+				return err
+			}
+			if row, err = s.lockOperation(ctx, tx, op.Tenant, op.ID); err != nil {
+				return err
+			}
+		}
 		if !op.State.Terminal() {
 			return s.weigh(ctx, tx, row, by.Name, detail)
 		}

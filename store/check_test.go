@@ -50,7 +50,7 @@ func TestCheckAtAPersonsWord(t *testing.T) {
 			t.Fatalf("CheckCase: %+v, %v", got, err)
 		}
 		evs := review.CheckEvidence(got, cfg.Destination("files"), []review.ProbeResult{found(mine(op, "file-1"))}, b.clk.Now())
-		if err := b.s.RecordCheck(b.ctx, c.ID, sara, []string{tenantA}, evs); err != nil {
+		if err := b.s.RecordCheck(b.ctx, c.ID, sara, []string{tenantA}, review.CheckAnswers{Evidence: evs}); err != nil {
 			t.Fatal(err)
 		}
 		op = b.get(t, op)
@@ -71,7 +71,7 @@ func TestCheckAtAPersonsWord(t *testing.T) {
 		if _, err := b.s.CheckCase(b.ctx, c.ID, sara, nil); !errors.Is(err, review.ErrConflict) || !strings.Contains(err.Error(), "less than 10 seconds ago") {
 			t.Errorf("a second check at once: %v", err)
 		}
-		if err := b.s.RecordCheck(b.ctx, c.ID, sara, nil, evs); !errors.Is(err, review.ErrConflict) {
+		if err := b.s.RecordCheck(b.ctx, c.ID, sara, nil, review.CheckAnswers{Evidence: evs}); !errors.Is(err, review.ErrConflict) {
 			t.Errorf("a second check's answers recorded at once: %v", err)
 		}
 		b.clk.Advance(review.CheckInterval)
@@ -84,7 +84,7 @@ func TestCheckAtAPersonsWord(t *testing.T) {
 		if _, err := b.s.CheckCase(b.ctx, c.ID, review.Principal{Name: "rita@example.com"}, nil); errAs[*review.ClaimHeldError](t, err).By != sara.Name {
 			t.Errorf("a check of a case sara holds, by rita: %v", err)
 		}
-		errAs[*review.ClaimHeldError](t, b.s.RecordCheck(b.ctx, c.ID, review.Principal{Name: "rita@example.com"}, nil, evs)) // rita's answers on sara's case
+		errAs[*review.ClaimHeldError](t, b.s.RecordCheck(b.ctx, c.ID, review.Principal{Name: "rita@example.com"}, nil, review.CheckAnswers{Evidence: evs})) // rita's answers on sara's case
 		if _, err := b.s.CheckCase(b.ctx, c.ID, sara, nil); err != nil {
 			t.Errorf("the holder's check: %v", err)
 		}
@@ -93,8 +93,8 @@ func TestCheckAtAPersonsWord(t *testing.T) {
 			t.Fatal(err)
 		}
 		wantState(t, b.get(t, op), review.Confirmed)
-		errAs[*review.AlreadyDecidedError](t, b.s.RecordCheck(b.ctx, c.ID, sara, nil, evs)) // answers on a decided case
-		if n := len(b.get(t, op).Evidence); n != len(op.Evidence)+1 {                       // the decision's own
+		errAs[*review.AlreadyDecidedError](t, b.s.RecordCheck(b.ctx, c.ID, sara, nil, review.CheckAnswers{Evidence: evs})) // answers on a decided case
+		if n := len(b.get(t, op).Evidence); n != len(op.Evidence)+1 {                                                      // the decision's own
 			t.Errorf("evidence after the refusals: %d rows, want %d", n, len(op.Evidence)+1)
 		}
 	})
@@ -129,7 +129,7 @@ func TestCheckASettledOperation(t *testing.T) {
 			t.Fatal(err)
 		}
 		evs := review.CheckEvidence(got, cfg.Destination("plain"), []review.ProbeResult{found(mine(op, "file-1"), mine(op, "file-2"))}, b.clk.Now())
-		if err := b.s.RecordCheck(b.ctx, cs[0].ID, sara, nil, evs); err != nil {
+		if err := b.s.RecordCheck(b.ctx, cs[0].ID, sara, nil, review.CheckAnswers{Evidence: evs}); err != nil {
 			t.Fatal(err)
 		}
 		wantState(t, b.get(t, op), review.Confirmed)
