@@ -133,7 +133,7 @@ const (
 	updateOpNextAttempt = `UPDATE operations SET next_attempt_at = ? WHERE id = ?`
 	/* Store.PutJob */
 	selectJob = `SELECT operation_id, ref, status, input_version, output_ref, attempt_n, created_at, updated_at FROM jobs WHERE operation_id = ? AND ref = ?`
-	/* Store.putJobTx: the operation's jobs, oldest first (the order
+	/* Store.putJobTx, Store.keepLateJob: the operation's jobs, oldest first (the order
 	   loadDetails lists them in, whose last the reconciler polls). */
 	selectJobRefs = `SELECT ref FROM jobs WHERE operation_id = ? ORDER BY attempt_n, created_at, ref`
 )

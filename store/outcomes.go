@@ -320,12 +320,12 @@ func (s *Store) keepLateJob(ctx context.Context, tx *sqlx.Tx, row *opRow, n int,
 	if o.Job == nil {
 		return nil, nil
 	}
-	op, err := s.loadDetails(ctx, tx, row.operation())
-	if err != nil {
-		return nil, err
+	var refs []string // the refs alone, as putJobTx reads them: not the whole record
+	if err := tx.SelectContext(ctx, &refs, s.rebind(selectJobRefs), row.ID); err != nil {
+		return nil, fmt.Errorf("jobs: %w", err)
 	}
-	j := review.OutcomeJob(op, o)
-	if slices.ContainsFunc(op.Jobs, func(k review.Job) bool { return k.Ref == j.Ref }) {
+	j := review.OutcomeJob(row.operation(), o)
+	if slices.Contains(refs, j.Ref) {
 		return nil, nil
 	}
 	j.Attempt = n
