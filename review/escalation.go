@@ -129,7 +129,13 @@ type findings struct {
 	otherVersion []string // name this operation, another version
 	foreign      []string // do not name this operation
 	confirms     bool     // some authoritative source confirmed
-	refutes      bool     // some authoritative source proved absence
+	refutes      bool     // some authoritative source proved absence no later look outlived
+	// foundSince: a look at the destination (a search, a status lookup)
+	// showed the effect after every authoritative word of another kind
+	// (a response, an integrator's report): it answers what a case asked
+	// a look for. A look that finds nothing does not: absence never wins
+	// against an effect or a webhook's claim of one on its own.
+	foundSince bool
 	// reported is the resource naming this operation and its version that
 	// the newest evidence reported, a webhook's claim included (undone
 	// ones, and jobs that ended without output, left out): on a failed or
@@ -172,10 +178,30 @@ func weigh(op *Operation) findings {
 			*list = append(*list, ref)
 		}
 	}
+	// When the destination last said the effect happened (lastConfirm),
+	// last showed it to a look (lastFound), and last said anything other
+	// than what a look shows (lastOther).
+	var lastConfirm, lastFound, lastOther time.Time
+	for _, e := range op.Evidence {
+		if !e.Authoritative || e.Source == SourceWebhook || e.Source == SourceReviewer {
+			continue
+		}
+		look := e.Source == SourceMetadataSearch || e.Source == SourceStatusLookup
+		if e.Verdict == VerdictConfirms {
+			lastConfirm = later(lastConfirm, e.ObservedAt)
+			if look {
+				lastFound = later(lastFound, e.ObservedAt)
+			}
+		}
+		if !look {
+			lastOther = later(lastOther, e.ObservedAt)
+		}
+	}
+	f.foundSince = lastFound.After(lastOther)
 	for _, e := range op.Evidence {
 		if e.Authoritative && e.Source != SourceWebhook {
 			f.confirms = f.confirms || e.Verdict == VerdictConfirms
-			f.refutes = f.refutes || e.Verdict == VerdictRefutes && !absenceBeforeJobEnded(op, e)
+			f.refutes = f.refutes || e.Verdict == VerdictRefutes && !absenceOutlived(op, e, lastConfirm)
 		}
 		if e.Source == SourceWebhook || e.Authoritative {
 			for _, c := range e.Candidates {
@@ -219,17 +245,31 @@ func weigh(op *Operation) findings {
 	return f
 }
 
-// absenceBeforeJobEnded reports whether e, a look that found nothing,
-// was taken before a job of op was known to have succeeded: what the job
-// made may not have existed yet, so the absence does not contradict it —
-// as an empty search does not contradict a job still running (Weigh).
-// Before, an empty search made while a job named late was still queued,
-// and the job's success after it, read as sources disagreeing for ever:
-// the case recommended looking again, and every look found the output.
-func absenceBeforeJobEnded(op *Operation, e Evidence) bool {
-	return len(e.Candidates) == 0 && slices.ContainsFunc(op.Jobs, func(j Job) bool {
+// absenceOutlived reports whether e, a look that found nothing, was
+// taken before the destination showed the effect — before an
+// authoritative word that it happened (lastConfirm), or before a job of
+// op was known to have succeeded. What was found later may not have
+// existed yet, or the search lagged: resources appear, they do not
+// vanish, so that absence contradicts nothing (as an empty search does
+// not contradict a job still running, Weigh). A look that finds nothing
+// after the effect was shown still contradicts it. Before, an absence
+// and any later look that found the effect read as sources disagreeing
+// for ever: the case recommended looking again, and every look found the
+// effect.
+func absenceOutlived(op *Operation, e Evidence, lastConfirm time.Time) bool {
+	if len(e.Candidates) > 0 {
+		return false
+	}
+	return e.ObservedAt.Before(lastConfirm) || slices.ContainsFunc(op.Jobs, func(j Job) bool {
 		return j.Status == JobSucceeded && e.ObservedAt.Before(j.UpdatedAt)
 	})
+}
+
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }
 
 // priority: higher is more urgent. Flags weigh most, then the deadline,
@@ -284,6 +324,13 @@ func recommend(op *Operation, set map[Reason]bool, f findings) Recommendation {
 		f.matching = slices.DeleteFunc(slices.Clone(f.matching), func(r string) bool { return slices.Contains(op.Undoing, r) })
 	}
 	live, running := JobToWaitOn(op, reasonList(set))
+	// The sources disagree now, or disagreed when the case was opened (a
+	// reason kept with it) and no look at the destination has shown the
+	// effect since: once one has, the case recommends from all the
+	// evidence (an absence that look outlived contradicts nothing). Before,
+	// a case with the reason recommended looking again for ever, whatever
+	// every look found.
+	disagree := f.confirms && f.refutes || set[ReasonSourcesDisagree] && !f.foundSince
 	switch {
 	case settledWithoutEffect(op) && f.reported != "" && !slices.Contains(op.Undoing, f.reported):
 		// Limbo said there is no effect (failed) or that it was undone
@@ -325,7 +372,7 @@ func recommend(op *Operation, set map[Reason]bool, f findings) Recommendation {
 		_, kept := extraRefs(op, nil)
 		return Recommendation{Action: RecommendCompensate, Ref: claimedOnly(op, f),
 			Rationale: fmt.Sprintf(RationaleClaimedDuplicate, claimedOnly(op, f), kept)}
-	case len(f.matching) == 1 && !set[ReasonSourcesDisagree] && !(running && f.matching[0] == live.Ref):
+	case len(f.matching) == 1 && !disagree && !(running && f.matching[0] == live.Ref):
 		return Recommendation{Action: RecommendConfirm, Ref: f.matching[0],
 			Rationale: fmt.Sprintf(RationaleOneResource, f.matching[0], op.LogicalVersion)}
 	case len(f.otherVersion) > 0:
@@ -343,7 +390,7 @@ func recommend(op *Operation, set map[Reason]bool, f findings) Recommendation {
 		// operation can only be failed (or approved to run once its
 		// dependency is redone).
 		return Recommendation{Action: RecommendFail, Rationale: RationaleDependencyBroken}
-	case set[ReasonSourcesDisagree]:
+	case disagree:
 		return Recommendation{Action: RecommendReconcileAgain, Rationale: RationaleDisagree}
 	case f.refutes && (set[ReasonDeadlineExpired] || set[ReasonBudgetExhausted]):
 		return Recommendation{Action: RecommendFail, Rationale: RationaleSpent}

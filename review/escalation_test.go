@@ -1,6 +1,7 @@
 package review
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -388,5 +389,61 @@ func TestAssessAbsenceBeforeAJobEnded(t *testing.T) {
 		ObservedAt: classifyNow, Candidates: []Candidate{}})
 	if a := Assess(op, nil, classifyNow); !slices.Contains(a.Reasons, ReasonSourcesDisagree) {
 		t.Errorf("an empty search since the job ended: %v, want sources_disagree", a.Reasons)
+	}
+}
+
+// TestAssessALookAnswersADisagreement: the sources disagreeing is for a
+// look at the destination to settle, and once a look has shown the effect
+// the case recommends from all the evidence. An empty search before the
+// effect was shown contradicts nothing (resources appear, they do not
+// vanish); one after it still does, until a later look shows the effect
+// again. A case opened because sources disagreed (the reason kept with
+// it) asks for a look until one shows the effect after every other kind
+// of word — a look that finds nothing does not answer it, nor does a
+// webhook. Before, an absence and any later look that found the effect,
+// or the reason alone, recommended looking again for ever.
+func TestAssessALookAnswersADisagreement(t *testing.T) {
+	at := func(m int) time.Time { return classifyNow.Add(time.Duration(m-10) * time.Minute) }
+	look := func(m int, src EvidenceSource, refs ...string) Evidence {
+		ev := Evidence{Source: src, Authoritative: true, Verdict: VerdictRefutes, ObservedAt: at(m), Candidates: []Candidate{}}
+		for _, ref := range refs {
+			ev.Verdict = VerdictConfirms
+			ev.Candidates = append(ev.Candidates, Candidate{Ref: ref, Version: "v7", OperationID: "op-1"})
+		}
+		return ev
+	}
+	inReview := func(evs ...Evidence) *Operation {
+		op := testOp(RiskIrreversible)
+		op.State, op.AttemptCount, op.Evidence = NeedsReview, 1, evs
+		return op
+	}
+	confirm := Recommendation{Action: RecommendConfirm, Ref: "file-1", Rationale: fmt.Sprintf(RationaleOneResource, "file-1", "v7")}
+	again := Recommendation{Action: RecommendReconcileAgain, Rationale: RationaleDisagree}
+	for _, tc := range []struct {
+		name     string
+		extra    []Reason
+		evidence []Evidence
+		want     Recommendation
+		disagree bool // sources_disagree among the reasons
+	}{
+		{"nothing, then the effect", nil, []Evidence{look(1, SourceMetadataSearch), look(2, SourceMetadataSearch, "file-1")}, confirm, false},
+		{"nothing and the effect at once", nil, []Evidence{look(2, SourceMetadataSearch), look(2, SourceStatusLookup, "file-1")}, again, true},
+		{"the effect, then nothing", nil, []Evidence{look(1, SourceStatusLookup, "file-1"), look(2, SourceMetadataSearch)}, again, true},
+		{"the effect, nothing, the effect again", nil,
+			[]Evidence{look(1, SourceStatusLookup, "file-1"), look(2, SourceMetadataSearch), look(3, SourceMetadataSearch, "file-1")}, confirm, false},
+		{"opened on a disagreement, no look since the late report", []Reason{ReasonSourcesDisagree},
+			[]Evidence{look(1, SourceMetadataSearch, "file-1"), look(2, SourceResponse, "file-1")}, again, true},
+		{"opened on a disagreement, a look since found the effect", []Reason{ReasonSourcesDisagree},
+			[]Evidence{look(1, SourceResponse, "file-1"), look(2, SourceMetadataSearch, "file-1")}, confirm, true},
+		{"opened on a disagreement, a look since found nothing", []Reason{ReasonSourcesDisagree},
+			[]Evidence{look(1, SourceResponse, "file-1"), look(2, SourceMetadataSearch)}, again, true},
+		{"opened on a webhook's claim, every look found nothing", []Reason{ReasonSourcesDisagree},
+			[]Evidence{look(1, SourceMetadataSearch), {Source: SourceWebhook, Verdict: VerdictConfirms, ObservedAt: at(2),
+				Candidates: []Candidate{{Ref: "file-1", Version: "v7", OperationID: "op-1"}}}, look(3, SourceMetadataSearch)}, again, true},
+	} {
+		a := Assess(inReview(tc.evidence...), tc.extra, classifyNow)
+		if a.Recommendation != tc.want || slices.Contains(a.Reasons, ReasonSourcesDisagree) != tc.disagree {
+			t.Errorf("%s: %v, %s; want %s, sources_disagree %v", tc.name, a.Reasons, a.Recommendation, tc.want, tc.disagree)
+		}
 	}
 }

@@ -3,6 +3,7 @@ package store_test
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -146,5 +147,77 @@ func TestCheckASettledOperation(t *testing.T) {
 		if !audited {
 			t.Errorf("no evidence.extra_effect by the person for the check")
 		}
+	})
+}
+
+// TestCheckAnswersADisagreement: a check that shows the effect settles
+// what the case asked a look for. An irreversible write in review on an
+// empty search (a retry recommended), then a check that finds its
+// resource: the case recommends confirming it, not sources disagreeing —
+// the absence was before the effect showed — and a form read before is
+// stale. A compensable write whose late success arrived while a retry
+// was due (sources_disagree, look again), then a check that finds the
+// reported resource: confirm it. Before, both recommended looking again
+// for ever, whatever every look found.
+func TestCheckAnswersADisagreement(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		probe := &review.Probe{URL: "http://127.0.0.1:9/never-sent"}
+		cfg := &review.Config{Destinations: map[string]review.Destination{"plain": {Probes: review.Probes{Search: probe}}}}
+		b := setup(t, e, cfg)
+		sara := review.Principal{Name: "sara@example.com"}
+		check := func(t *testing.T, c *store.Case, op *review.Operation, refs ...string) *store.Case {
+			t.Helper()
+			b.clk.Advance(review.CheckInterval)
+			got, err := b.s.CheckCase(b.ctx, c.ID, sara, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var cands []review.Candidate
+			for _, ref := range refs {
+				cands = append(cands, mine(op, ref))
+			}
+			evs := review.CheckEvidence(got, cfg.Destination("plain"), []review.ProbeResult{found(cands...)}, b.clk.Now())
+			if err := b.s.RecordCheck(b.ctx, c.ID, sara, nil, review.CheckAnswers{Evidence: evs}); err != nil {
+				t.Fatal(err)
+			}
+			after, err := b.s.GetCase(b.ctx, c.ID, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return after
+		}
+
+		t.Run("nothing, then the effect", func(t *testing.T) {
+			op, c := b.inReview(t, intention("doc-appeared", review.RiskIrreversible, "plain"), true)
+			if c.RecommendedAction != review.RecommendApproveRetry {
+				t.Fatalf("the case before the check: %+v; want a retry recommended", c)
+			}
+			for range 2 { // the same answer again says the same
+				after := check(t, c, op, "fld-1")
+				if after.RecommendedAction != review.RecommendConfirm || after.RecommendedRef != "fld-1" || slices.Contains(after.Reasons, review.ReasonSourcesDisagree) {
+					t.Fatalf("the case after the check: %+v; want confirm fld-1, no disagreement", after)
+				}
+			}
+			if _, err := b.s.Decide(b.ctx, seen(decideReq(c, review.DecideApproveRetry, sara.Name), c)); !errors.Is(err, review.ErrStale) {
+				t.Errorf("a retry approved on the form read before the check: %v, want it refused as stale", err)
+			}
+			wantState(t, b.get(t, op), review.NeedsReview)
+		})
+
+		t.Run("a late success while a retry was due, then a look", func(t *testing.T) {
+			op := b.retrying(t, "doc-late-look")
+			if _, err := b.s.RecordOutcome(b.ctx, tenantA, op.ID, 1, success("fld-late"), "integrator"); err == nil {
+				t.Fatal("the late report was taken as on time")
+			}
+			cs, err := b.s.CasesForOperation(b.ctx, op.ID)
+			if err != nil || len(cs) != 1 || cs[0].RecommendedAction != review.RecommendReconcileAgain {
+				t.Fatalf("cases = %+v, %v; want one asking for a look", cs, err)
+			}
+			after := check(t, &cs[0], op, "fld-late")
+			if after.RecommendedAction != review.RecommendConfirm || after.RecommendedRef != "fld-late" {
+				t.Errorf("the case after a look found the reported resource: %+v; want confirm fld-late", after)
+			}
+		})
 	})
 }
