@@ -118,6 +118,11 @@ func TestConsoleChecksTheDestination(t *testing.T) {
 				t.Errorf("the decision form after the check lacks %s", want)
 			}
 		}
+		// What it answered is said beside the button that asked.
+		if i := strings.Index(page, checkForm); i < 0 || !strings.Contains(page[i:], "It answered:") ||
+			!strings.Contains(page[i:], `Confirms the effect</span> — search found `+folder) {
+			t.Errorf("the check panel does not say what the destination answered")
+		}
 		code, page, _ = rev.post("/cases/"+caseID+"/check", url.Values{"csrf": {rev.csrf}})
 		if code != http.StatusConflict || !strings.Contains(page, "less than 10 seconds ago") {
 			t.Errorf("a second check at once: %d, want 409 saying why", code)
@@ -125,8 +130,8 @@ func TestConsoleChecksTheDestination(t *testing.T) {
 		if n := len(mustOp(t, st, op).Evidence); n != before+1 {
 			t.Errorf("the refused check recorded evidence: %d rows", n)
 		}
-		if it := casePageIn(t, st, rev, "reviewer@example.com", "it", caseID); !strings.Contains(it, "Interroga ora la destinazione") {
-			t.Errorf("the Italian case page has no check button")
+		if it := casePageIn(t, st, rev, "reviewer@example.com", "it", caseID); !strings.Contains(it, "Interroga ora la destinazione") || !strings.Contains(it, "Ha risposto:") {
+			t.Errorf("the Italian case page has no check button, or does not say what the destination answered")
 		}
 
 		mgr := newBrowser(t, srv.URL)

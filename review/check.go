@@ -39,6 +39,20 @@ func LastAsked(op *Operation) time.Time {
 	return at
 }
 
+// LastAnswers are what the destination answered when it was last asked
+// about op (LastAsked): the status lookup and search recorded then, in the
+// order they were recorded; none when it was never asked.
+func LastAnswers(op *Operation) []Evidence {
+	at := LastAsked(op)
+	var evs []Evidence
+	for _, ev := range op.Evidence {
+		if (ev.Source == SourceStatusLookup || ev.Source == SourceMetadataSearch) && !at.IsZero() && ev.ObservedAt.Equal(at) {
+			evs = append(evs, ev)
+		}
+	}
+	return evs
+}
+
 // CheckAnswers is what a check brought back: the evidence its probes'
 // answers record (CheckEvidence), and Job, when the case waits on a job
 // (JobToWaitOn), that job as the destination's job probe answers — its

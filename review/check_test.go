@@ -48,4 +48,12 @@ func TestCheckable(t *testing.T) {
 	if got := LastAsked(&Operation{}); !got.IsZero() {
 		t.Errorf("LastAsked of an operation never asked about = %s", got)
 	}
+	// What it answered then: the looks of that moment, in the order recorded.
+	op.Evidence = append(op.Evidence, Evidence{Source: SourceStatusLookup, ObservedAt: at.Add(time.Minute), Note: "lookup"})
+	if got := LastAnswers(op); len(got) != 2 || got[0].Source != SourceMetadataSearch || got[1].Note != "lookup" {
+		t.Errorf("LastAnswers = %+v, want the search and the lookup of %s", got, at.Add(time.Minute))
+	}
+	if got := LastAnswers(&Operation{}); len(got) != 0 {
+		t.Errorf("LastAnswers of an operation never asked about = %+v", got)
+	}
 }
