@@ -77,7 +77,7 @@ func TestPropertyCentralPromise(t *testing.T) {
 	t.Parallel()
 	propertyBudget(t)
 	storetest.Each(t, func(t *testing.T, e store.Engine) {
-		var cases, steps, checked int
+		var cases, steps, checked, answered int
 		var took time.Duration
 		rapid.Check(t, func(rt *rapid.T) {
 			began := time.Now()
@@ -85,9 +85,10 @@ func TestPropertyCentralPromise(t *testing.T) {
 			defer h.close()
 			rt.Repeat(h.actions())
 			h.settle()
-			cases, steps, checked, took = cases+1, steps+h.steps, checked+h.checked, took+time.Since(began)
+			cases, steps, checked, answered, took = cases+1, steps+h.steps, checked+h.checked, answered+h.answered, took+time.Since(began)
 		})
-		t.Logf("%d cases, %d steps (%d checks of a destination recorded), %s", cases, steps, checked, took.Round(time.Millisecond))
+		t.Logf("%d cases, %d steps (%d checks of a destination recorded, %d of them a look a case recommended once the run settled), %s",
+			cases, steps, checked, answered, took.Round(time.Millisecond))
 	})
 }
 
@@ -114,7 +115,8 @@ type harness struct {
 	users    map[string]*console
 	hooks    int // webhook event ids drawn
 	steps    int // steps checked
-	checked  int // checks of a destination recorded (checkDestination)
+	checked  int // checks of a destination recorded (checkDestination, looksAnswer)
+	answered int // of them, looks a case recommended, at the end of a run (looksAnswer)
 }
 
 // propOp is one intention of the integrator and what it knows about it.
@@ -1144,6 +1146,78 @@ func (h *harness) settle() {
 	}
 	h.rt.Logf("settled at %s", h.clock.Now().Format(time.DateTime))
 	h.check(true)
+	h.looksAnswer()
+}
+
+// looksAnswer: a case that recommends a look at the destination is
+// answered by one. Once the run has settled, every case that recommends
+// looking again, about an operation in review at a destination that
+// answers probes cleanly, is checked from the console as its holder
+// would, when the destination's truth about it is plain: its one effect
+// is a resource of its version, or a job of it that succeeded with an
+// output (the job's end, which the check takes, names it), or it has
+// none. The case must then recommend confirming that resource, or that
+// output — or, with no effect, a retry or failing it. Before, an empty
+// search and every later look finding the resource, or a case opened
+// because sources disagreed, recommended looking again for ever: a
+// recommended path with no way out.
+func (h *harness) looksAnswer() {
+	for _, op := range h.ledger().Operations {
+		d := h.cfg.Destination(op.Destination)
+		if op.State != review.NeedsReview || h.w.styleOf(op.Destination) != styleClean || d.Probes.Status == nil && d.Probes.Search == nil {
+			continue
+		}
+		var want []string // what the case may recommend after the look: "action ref"
+		switch effects := h.w.of(op.ID); {
+		case len(effects) == 0 && !slices.ContainsFunc(op.Evidence, func(e review.Evidence) bool { return e.Source == review.SourceWebhook }):
+			// A webhook's claim of an effect is not outweighed by looks
+			// that find nothing (review.Weigh): a person judges it.
+			want = []string{review.RecommendApproveRetry, review.RecommendFail}
+		case len(effects) == 0:
+			continue
+		case len(effects) > 1, effects[0].Undone, effects[0].Version != op.LogicalVersion, !h.w.visible(effects[0]):
+			continue
+		case effects[0].Kind != "job":
+			want = []string{review.RecommendConfirm + " " + effects[0].Ref}
+		case effects[0].JobStatus == review.JobSucceeded && effects[0].Output != "":
+			want = []string{review.RecommendConfirm + " " + effects[0].Output}
+		default:
+			continue
+		}
+		cases, err := h.st.CasesForOperation(h.ctx, op.ID)
+		if err != nil {
+			h.rt.Fatal(err)
+		}
+		i := slices.IndexFunc(cases, func(c store.Case) bool { return c.Status == store.CaseOpen })
+		if i < 0 || cases[i].RecommendedAction != review.RecommendReconcileAgain {
+			continue
+		}
+		c := cases[i]
+		who := "reviewer@example.com"
+		if c.ClaimedBy != "" && c.ClaimUntil != nil && h.clock.Now().Before(*c.ClaimUntil) {
+			who = c.ClaimedBy
+		}
+		h.clock.Advance(review.CheckInterval)
+		cs := h.consoleAs(who)
+		if code, body := cs.get("/cases/" + c.ID); code != http.StatusOK {
+			h.rt.Fatalf("case page: %d %.300s", code, body)
+		}
+		if code, body := cs.post("/cases/"+c.ID+"/check", url.Values{"csrf": {cs.csrf}}); code != http.StatusSeeOther {
+			h.rt.Fatalf("the check of case %s (%s: %s): %d %.500s", c.ID, c.RecommendedAction, c.Rationale, code, body)
+		}
+		after, err := h.st.GetCase(h.ctx, c.ID, nil)
+		if err != nil {
+			h.rt.Fatal(err)
+		}
+		h.checked++
+		h.answered++
+		got := strings.TrimSpace(after.RecommendedAction + " " + after.RecommendedRef)
+		if !slices.Contains(want, got) {
+			o, _ := h.st.GetOperation(h.ctx, op.Tenant, op.ID, "")
+			h.rt.Fatalf("case %s of %s recommended a look (%s); after a look it recommends %q (%s), reasons %v; want one of %q\nevidence: %+v\njobs: %+v",
+				c.ID, op.ID, c.Rationale, got, after.Rationale, after.Reasons, want, o.Evidence, o.Jobs)
+		}
+	}
 }
 
 func maxTime(a, b time.Time) time.Time {

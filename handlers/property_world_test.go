@@ -330,7 +330,7 @@ func (w *world) truth() []review.TrueEffect {
 //
 //	GET /{dest}/search?op=ID        {"results": [candidates past the lag]}
 //	GET /{dest}/status?ref=R&job=J  the resource R (or job J), 404 when unknown
-//	GET /{dest}/jobs/J              {"status", "output_ref", "logical_version"}, 404 when unknown
+//	GET /{dest}/jobs/J              {"ref", "operation_id", "status", "output_ref", "logical_version"}, 404 when unknown
 func (w *world) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	var dest, rest string
 	if _, err := fmt.Sscanf(r.URL.Path, "/%s", &rest); err != nil {
@@ -376,7 +376,9 @@ func (w *world) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 			http.Error(rw, "job store unavailable", http.StatusInternalServerError)
 		default:
 			w.mu.Lock()
-			ans := map[string]any{"status": res.JobStatus, "output_ref": res.Output, "logical_version": res.Version}
+			// The job by name and whose it is, as a real destination's
+			// answer says them (the prober refuses one that does not).
+			ans := map[string]any{"ref": res.Ref, "operation_id": res.OpID, "status": res.JobStatus, "output_ref": res.Output, "logical_version": res.Version}
 			w.mu.Unlock()
 			answer(ans)
 		}
