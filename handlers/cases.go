@@ -56,7 +56,7 @@ func (h *Handlers) caseViewRevealed(c echo.Context, id string, reveal bool) (*we
 	v := &web.CaseView{Nav: nav(c), OperationDetail: detail, Case: cs, Decisions: ds, Me: s.User.Email, Now: h.Store.Now(),
 		CanCheck: h.Checker != nil && review.Checkable(op, h.Store.Config().Destination(op.Destination)) &&
 			s.User.Role.Can(review.PermClaim) && s.User.Role.MayClaim(cs.Reasons),
-		LastAsked:   review.LastAsked(op), LastAnswers: review.LastAnswers(op),
+		LastAsked: review.LastAsked(op), LastAnswers: review.LastAnswers(op),
 		UndoByLimbo: h.Store.Config().Destination(op.Destination).Undo != nil, UndoRunning: running, Claimed: review.ClaimedDuplicate(op)}
 	for _, k := range children {
 		if k.ID == running && k.State == review.NeedsReview {
