@@ -1168,11 +1168,23 @@ func (h *harness) looksAnswer() {
 			continue
 		}
 		var want []string // what the case may recommend after the look: "action ref"
+		byHand := ""      // and the rationale it must give, when one is
+		hooked := ""      // a resource of it, of its version, a webhook claimed
+		for _, e := range op.Evidence {
+			for _, c := range e.Candidates {
+				if e.Source == review.SourceWebhook && c.OperationID == op.ID && c.Version == op.LogicalVersion {
+					hooked = c.Ref
+				}
+			}
+		}
 		switch effects := h.w.of(op.ID); {
 		case len(effects) == 0 && !slices.ContainsFunc(op.Evidence, func(e review.Evidence) bool { return e.Source == review.SourceWebhook }):
-			// A webhook's claim of an effect is not outweighed by looks
-			// that find nothing (review.Weigh): a person judges it.
 			want = []string{review.RecommendApproveRetry, review.RecommendFail}
+		case len(effects) == 0 && hooked != "" && len(op.Undone) == 0:
+			// A webhook's claim of an effect is not outweighed by looks
+			// that find nothing (review.Weigh): the case says what a
+			// person does.
+			want, byHand = []string{review.RecommendReconcileAgain}, fmt.Sprintf(review.RationaleClaimUnseen, hooked)
 		case len(effects) == 0:
 			continue
 		case len(effects) > 1, effects[0].Undone, effects[0].Version != op.LogicalVersion, !h.w.visible(effects[0]):
@@ -1212,7 +1224,7 @@ func (h *harness) looksAnswer() {
 		h.checked++
 		h.answered++
 		got := strings.TrimSpace(after.RecommendedAction + " " + after.RecommendedRef)
-		if !slices.Contains(want, got) {
+		if !slices.Contains(want, got) || byHand != "" && after.Rationale != byHand {
 			o, _ := h.st.GetOperation(h.ctx, op.Tenant, op.ID, "")
 			h.rt.Fatalf("case %s of %s recommended a look (%s); after a look it recommends %q (%s), reasons %v; want one of %q\nevidence: %+v\njobs: %+v",
 				c.ID, op.ID, c.Rationale, got, after.Rationale, after.Reasons, want, o.Evidence, o.Jobs)

@@ -130,12 +130,19 @@ type findings struct {
 	foreign      []string // do not name this operation
 	confirms     bool     // some authoritative source confirmed
 	refutes      bool     // some authoritative source proved absence no later look outlived
+	// hooked is the resource naming this operation and its version that
+	// the newest webhook claimed (undone ones, and jobs that ended without
+	// output, left out).
+	hooked string
 	// foundSince: a look at the destination (a search, a status lookup)
 	// showed the effect after every authoritative word of another kind
 	// (a response, an integrator's report): it answers what a case asked
 	// a look for. A look that finds nothing does not: absence never wins
 	// against an effect or a webhook's claim of one on its own.
 	foundSince bool
+	// goneSince: a look found nothing after the destination last said
+	// the effect happened — the newest word is that it is not there.
+	goneSince bool
 	// reported is the resource naming this operation and its version that
 	// the newest evidence reported, a webhook's claim included (undone
 	// ones, and jobs that ended without output, left out): on a failed or
@@ -181,23 +188,27 @@ func weigh(op *Operation) findings {
 	// When the destination last said the effect happened (lastConfirm),
 	// last showed it to a look (lastFound), and last said anything other
 	// than what a look shows (lastOther).
-	var lastConfirm, lastFound, lastOther time.Time
+	var lastConfirm, lastFound, lastOther, lastAbsent time.Time
 	for _, e := range op.Evidence {
 		if !e.Authoritative || e.Source == SourceWebhook || e.Source == SourceReviewer {
 			continue
 		}
 		look := e.Source == SourceMetadataSearch || e.Source == SourceStatusLookup
-		if e.Verdict == VerdictConfirms {
+		switch {
+		case e.Verdict == VerdictConfirms:
 			lastConfirm = later(lastConfirm, e.ObservedAt)
 			if look {
 				lastFound = later(lastFound, e.ObservedAt)
 			}
+		case e.Verdict == VerdictRefutes && look && len(e.Candidates) == 0:
+			lastAbsent = later(lastAbsent, e.ObservedAt)
 		}
 		if !look {
 			lastOther = later(lastOther, e.ObservedAt)
 		}
 	}
 	f.foundSince = lastFound.After(lastOther)
+	f.goneSince = !lastConfirm.IsZero() && lastAbsent.After(lastConfirm)
 	for _, e := range op.Evidence {
 		if e.Authoritative && e.Source != SourceWebhook {
 			f.confirms = f.confirms || e.Verdict == VerdictConfirms
@@ -210,6 +221,9 @@ func weigh(op *Operation) findings {
 					f.reported = c.Ref
 					if op.State == Confirmed && e.Source == SourceWebhook && !confirmedAs(op, c.Ref) {
 						f.claimed = c.Ref
+					}
+					if e.Source == SourceWebhook {
+						f.hooked = c.Ref
 					}
 				}
 			}
@@ -385,11 +399,26 @@ func recommend(op *Operation, set map[Reason]bool, f findings) Recommendation {
 		// no effect to confirm yet. A search that finds nothing proves
 		// little either: the job's output may not exist yet.
 		return Recommendation{Action: RecommendReconcileAgain, Rationale: fmt.Sprintf(RationaleJobUnfinished, live.Ref)}
+	case !op.State.Terminal() && len(f.matching) == 0 && f.hooked != "":
+		// A webhook's claim of an effect no look has shown: absence does
+		// not outweigh it (Weigh), so neither a retry nor failing is
+		// recommended — either could be wrong if the effect is there —
+		// and looks that keep finding nothing cannot settle it: the
+		// rationale says what a person does then. Before, such a case
+		// recommended failing (a search found nothing, the deadline
+		// spent), preselected, or looking again for ever.
+		return Recommendation{Action: RecommendReconcileAgain, Rationale: fmt.Sprintf(RationaleClaimUnseen, f.hooked)}
 	case set[ReasonDependencyFailed] && op.AttemptCount == 0:
 		// Nothing was sent, so nothing is there to probe for: the
 		// operation can only be failed (or approved to run once its
 		// dependency is redone).
 		return Recommendation{Action: RecommendFail, Rationale: RationaleDependencyBroken}
+	case disagree && f.goneSince && len(f.matching) == 1 && !op.State.Terminal():
+		// The effect was shown, and the newest look finds nothing: a
+		// search failing, or the resource removed at the destination.
+		// Looking again may settle the first; only a person the second.
+		// Before, the case recommended looking again for ever.
+		return Recommendation{Action: RecommendReconcileAgain, Rationale: fmt.Sprintf(RationaleEffectGone, f.matching[0])}
 	case disagree:
 		return Recommendation{Action: RecommendReconcileAgain, Rationale: RationaleDisagree}
 	case f.refutes && (set[ReasonDeadlineExpired] || set[ReasonBudgetExhausted]):

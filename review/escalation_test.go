@@ -397,11 +397,16 @@ func TestAssessAbsenceBeforeAJobEnded(t *testing.T) {
 // the case recommends from all the evidence. An empty search before the
 // effect was shown contradicts nothing (resources appear, they do not
 // vanish); one after it still does, until a later look shows the effect
-// again. A case opened because sources disagreed (the reason kept with
+// again — and the case says what a person does if looks keep finding
+// nothing (the resource may have been removed there). A case opened because sources disagreed (the reason kept with
 // it) asks for a look until one shows the effect after every other kind
 // of word — a look that finds nothing does not answer it, nor does a
-// webhook. Before, an absence and any later look that found the effect,
-// or the reason alone, recommended looking again for ever.
+// webhook. A webhook's claim no look has shown is outweighed by no
+// absence: the case says what a person does when looks keep finding
+// nothing, and recommends neither a retry nor failing. Before, an absence
+// and any later look that found the effect, or the reason alone,
+// recommended looking again for ever, and a claim beside an empty search
+// once the deadline passed recommended failing.
 func TestAssessALookAnswersADisagreement(t *testing.T) {
 	at := func(m int) time.Time { return classifyNow.Add(time.Duration(m-10) * time.Minute) }
 	look := func(m int, src EvidenceSource, refs ...string) Evidence {
@@ -419,6 +424,16 @@ func TestAssessALookAnswersADisagreement(t *testing.T) {
 	}
 	confirm := Recommendation{Action: RecommendConfirm, Ref: "file-1", Rationale: fmt.Sprintf(RationaleOneResource, "file-1", "v7")}
 	again := Recommendation{Action: RecommendReconcileAgain, Rationale: RationaleDisagree}
+	// A webhook's claim no look has shown: neither a retry nor failing,
+	// whatever the looks found, and what a person does when they keep
+	// finding nothing.
+	hook := func(m int) Evidence {
+		return Evidence{Source: SourceWebhook, Verdict: VerdictConfirms, ObservedAt: at(m), Candidates: []Candidate{{Ref: "file-1", Version: "v7", OperationID: "op-1"}}}
+	}
+	// The effect shown, then looks that find nothing: a person's, once
+	// looking again does not settle it.
+	gone := Recommendation{Action: RecommendReconcileAgain, Rationale: fmt.Sprintf(RationaleEffectGone, "file-1")}
+	byHand := Recommendation{Action: RecommendReconcileAgain, Rationale: fmt.Sprintf(RationaleClaimUnseen, "file-1")}
 	for _, tc := range []struct {
 		name     string
 		extra    []Reason
@@ -428,7 +443,9 @@ func TestAssessALookAnswersADisagreement(t *testing.T) {
 	}{
 		{"nothing, then the effect", nil, []Evidence{look(1, SourceMetadataSearch), look(2, SourceMetadataSearch, "file-1")}, confirm, false},
 		{"nothing and the effect at once", nil, []Evidence{look(2, SourceMetadataSearch), look(2, SourceStatusLookup, "file-1")}, again, true},
-		{"the effect, then nothing", nil, []Evidence{look(1, SourceStatusLookup, "file-1"), look(2, SourceMetadataSearch)}, again, true},
+		{"the effect, then nothing", nil, []Evidence{look(1, SourceStatusLookup, "file-1"), look(2, SourceMetadataSearch)}, gone, true},
+		{"the effect, then nothing twice", nil,
+			[]Evidence{look(1, SourceStatusLookup, "file-1"), look(2, SourceMetadataSearch), look(3, SourceStatusLookup)}, gone, true},
 		{"the effect, nothing, the effect again", nil,
 			[]Evidence{look(1, SourceStatusLookup, "file-1"), look(2, SourceMetadataSearch), look(3, SourceMetadataSearch, "file-1")}, confirm, false},
 		{"opened on a disagreement, no look since the late report", []Reason{ReasonSourcesDisagree},
@@ -436,10 +453,13 @@ func TestAssessALookAnswersADisagreement(t *testing.T) {
 		{"opened on a disagreement, a look since found the effect", []Reason{ReasonSourcesDisagree},
 			[]Evidence{look(1, SourceResponse, "file-1"), look(2, SourceMetadataSearch, "file-1")}, confirm, true},
 		{"opened on a disagreement, a look since found nothing", []Reason{ReasonSourcesDisagree},
-			[]Evidence{look(1, SourceResponse, "file-1"), look(2, SourceMetadataSearch)}, again, true},
+			[]Evidence{look(1, SourceResponse, "file-1"), look(2, SourceMetadataSearch)}, gone, true},
 		{"opened on a webhook's claim, every look found nothing", []Reason{ReasonSourcesDisagree},
-			[]Evidence{look(1, SourceMetadataSearch), {Source: SourceWebhook, Verdict: VerdictConfirms, ObservedAt: at(2),
-				Candidates: []Candidate{{Ref: "file-1", Version: "v7", OperationID: "op-1"}}}, look(3, SourceMetadataSearch)}, again, true},
+			[]Evidence{look(1, SourceMetadataSearch), hook(2), look(3, SourceMetadataSearch)}, byHand, true},
+		{"a webhook's claim, the deadline spent, a look found nothing", []Reason{ReasonDeadlineExpired},
+			[]Evidence{hook(1), look(2, SourceMetadataSearch)}, byHand, false},
+		{"a webhook's claim, then a look found it", []Reason{ReasonSourcesDisagree},
+			[]Evidence{look(1, SourceMetadataSearch), hook(2), look(3, SourceMetadataSearch, "file-1")}, confirm, true},
 	} {
 		a := Assess(inReview(tc.evidence...), tc.extra, classifyNow)
 		if a.Recommendation != tc.want || slices.Contains(a.Reasons, ReasonSourcesDisagree) != tc.disagree {

@@ -40,11 +40,17 @@ const (
 	// RationaleJobUnfinished: the operation is in review while a job the
 	// destination accepted for it is not known to have ended (JobToWaitOn).
 	RationaleJobUnfinished = "job %s is not known to have ended and may yet make the effect: once it succeeds, confirm its output; once it fails, fail or retry — a retry while it may still run could make a second effect"
+	// RationaleClaimUnseen: a webhook claims an effect of an operation in
+	// review that no look at the destination has shown.
+	RationaleClaimUnseen = "a webhook of the destination reports %s for this operation, which no look at the destination has shown: check the destination again; if it still shows nothing, look for it there yourself — confirm it if it is there, otherwise fail the operation or approve a retry"
+	// RationaleEffectGone: the destination showed an effect, and the
+	// newest look there finds nothing.
+	RationaleEffectGone = "the destination reported %s for this operation, and the newest look there finds nothing: check the destination again; if it still shows nothing, look for it there yourself — confirm it if it is there; if it was removed, approve a retry to make it again, or fail the operation"
 )
 
 // RationaleFormats lists every rationale format.
 func RationaleFormats() []string {
 	return []string{RationaleApproval, RationaleDuplicates, RationaleOneResource, RationaleOtherVersion, RationaleDisagree,
 		RationaleSpent, RationaleSafeRetry, RationalePayloadReused, RationaleRefusedPayload, RationaleDeadlinePassed, RationaleNoEvidence, RationaleDependencyBroken,
-		RationaleUndoUnderWay, RationaleUndoByHand, RationaleEffectOnFailed, RationaleEffectOnCompensated, RationaleClaimedDuplicate, RationaleUnnamedEffect, RationaleJobUnfinished}
+		RationaleUndoUnderWay, RationaleUndoByHand, RationaleEffectOnFailed, RationaleEffectOnCompensated, RationaleClaimedDuplicate, RationaleUnnamedEffect, RationaleJobUnfinished, RationaleClaimUnseen, RationaleEffectGone}
 }

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/limbo-dev/limbo/review"
 	"github.com/limbo-dev/limbo/store"
@@ -155,7 +156,8 @@ func TestCheckASettledOperation(t *testing.T) {
 // empty search (a retry recommended), then a check that finds its
 // resource: the case recommends confirming it, not sources disagreeing —
 // the absence was before the effect showed — and a form read before is
-// stale. A compensable write whose late success arrived while a retry
+// stale; a look that then finds nothing says what a person does if the
+// resource was removed. A compensable write whose late success arrived while a retry
 // was due (sources_disagree, look again), then a check that finds the
 // reported resource: confirm it. Before, both recommended looking again
 // for ever, whatever every look found.
@@ -203,6 +205,16 @@ func TestCheckAnswersADisagreement(t *testing.T) {
 				t.Errorf("a retry approved on the form read before the check: %v, want it refused as stale", err)
 			}
 			wantState(t, b.get(t, op), review.NeedsReview)
+			// Then a look finds nothing: the resource may have been
+			// removed; the case says what a person does. A look that
+			// shows it again: confirm it.
+			gone := fmt.Sprintf(review.RationaleEffectGone, "fld-1")
+			if after := check(t, c, op); after.RecommendedAction != review.RecommendReconcileAgain || after.Rationale != gone {
+				t.Errorf("after a look that no longer finds fld-1: %s (%s); want a look, then a person's", after.RecommendedAction, after.Rationale)
+			}
+			if after := check(t, c, op, "fld-1"); after.RecommendedAction != review.RecommendConfirm || after.RecommendedRef != "fld-1" {
+				t.Errorf("after a look that finds fld-1 again: %s %s; want to confirm it", after.RecommendedAction, after.RecommendedRef)
+			}
 		})
 
 		t.Run("a late success while a retry was due, then a look", func(t *testing.T) {
@@ -219,5 +231,69 @@ func TestCheckAnswersADisagreement(t *testing.T) {
 				t.Errorf("the case after a look found the reported resource: %+v; want confirm fld-late", after)
 			}
 		})
+	})
+}
+
+// TestAWebhookClaimNoLookShowed: an irreversible write whose attempt timed
+// out, a signed webhook saying it made file-7, a search past the search
+// lag (but inside the confirm window) finding nothing, then the deadline.
+// The case recommends neither failing it nor a retry — either could be
+// wrong if file-7 is there — but a look, and what a person does when
+// looks keep finding nothing; a check that finds nothing says the same,
+// one that finds file-7 recommends confirming it. Before, the case
+// recommended failing the operation, preselected.
+func TestAWebhookClaimNoLookShowed(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		probe := &review.Probe{URL: "http://127.0.0.1:9/never-sent"}
+		cfg := &review.Config{Destinations: map[string]review.Destination{"plain": {SearchLag: time.Minute, Probes: review.Probes{Search: probe}}}}
+		b := setup(t, e, cfg)
+		r := intention("doc-claim", review.RiskIrreversible, "plain")
+		deadline := b.clk.Now().Add(2 * time.Minute)
+		r.Deadline = &deadline
+		op := b.register(t, r)
+		b.start(t, op)
+		wantState(t, b.report(t, op, 1, timeoutAfterSend).Operation, review.Ambiguous)
+		if _, err := b.s.Inbound(b.ctx, webhookFor(op, "evt-claim")); err != nil {
+			t.Fatal(err)
+		}
+		b.clk.Advance(deadline.Sub(b.clk.Now()) + time.Second)
+		wantState(t, b.escalate(t, op, found()), review.NeedsReview)
+		cs, err := b.s.CasesForOperation(b.ctx, op.ID)
+		if err != nil || len(cs) != 1 {
+			t.Fatalf("cases = %+v, %v; want one", cs, err)
+		}
+		byHand := fmt.Sprintf(review.RationaleClaimUnseen, "file-7")
+		if c := cs[0]; c.RecommendedAction != review.RecommendReconcileAgain || c.Rationale != byHand {
+			t.Fatalf("the case: %s (%s); want a look, then a person's, for file-7", c.RecommendedAction, c.Rationale)
+		}
+		sara := review.Principal{Name: "sara@example.com"}
+		check := func(refs ...string) *store.Case {
+			t.Helper()
+			b.clk.Advance(review.CheckInterval)
+			got, err := b.s.CheckCase(b.ctx, cs[0].ID, sara, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var cands []review.Candidate
+			for _, ref := range refs {
+				cands = append(cands, mine(got, ref))
+			}
+			evs := review.CheckEvidence(got, cfg.Destination("plain"), []review.ProbeResult{found(cands...)}, b.clk.Now())
+			if err := b.s.RecordCheck(b.ctx, cs[0].ID, sara, nil, review.CheckAnswers{Evidence: evs}); err != nil {
+				t.Fatal(err)
+			}
+			after, err := b.s.GetCase(b.ctx, cs[0].ID, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return after
+		}
+		if c := check(); c.RecommendedAction != review.RecommendReconcileAgain || c.Rationale != byHand {
+			t.Errorf("after a check that found nothing: %s (%s); want the same", c.RecommendedAction, c.Rationale)
+		}
+		if c := check("file-7"); c.RecommendedAction != review.RecommendConfirm || c.RecommendedRef != "file-7" {
+			t.Errorf("after a check that found file-7: %s %s (%s); want to confirm it", c.RecommendedAction, c.RecommendedRef, c.Rationale)
+		}
 	})
 }

@@ -23,6 +23,8 @@ func init() {
 		review.RationaleUnnamedEffect:       "la destinazione ha riportato un successo per questa operazione, che è fallita, senza dire cosa ha creato: cerca l'effetto presso la destinazione, annullalo, poi indicalo (compensation_done) — oppure indicalo se non c'è nulla",
 		review.RationaleUndoUnderWay:        "la compensazione di %s è in corso: il suo esito decide; attendilo invece di decidere di nuovo",
 		review.RationaleJobUnfinished:       "il job %s non risulta terminato e può ancora produrre l'effetto: quando riesce, conferma il suo output; quando fallisce, segna come fallita o ritenta — un nuovo tentativo mentre può ancora girare potrebbe produrre un secondo effetto",
+		review.RationaleClaimUnseen:         "un webhook della destinazione riporta %s per questa operazione, ma nessuna interrogazione della destinazione l'ha mostrato: interroga di nuovo la destinazione; se ancora non mostra nulla, cercalo tu stesso presso la destinazione — confermalo se c'è, altrimenti segna l'operazione come fallita o approva un nuovo tentativo",
+		review.RationaleEffectGone:          "la destinazione ha riportato %s per questa operazione, ma l'ultima interrogazione non trova nulla: interroga di nuovo la destinazione; se ancora non mostra nulla, cerca tu stesso la risorsa presso la destinazione — confermala se c'è; se è stata rimossa, approva un nuovo tentativo per crearla di nuovo, oppure segna l'operazione come fallita",
 		review.RationaleUndoByHand:          "Limbo non invia l'annullamento di %s, scritta anche da altre operazioni: rimuovi tu stesso la parte di questa operazione presso la destinazione, poi indica che l'annullamento è avvenuto (compensation_done)",
 	})
 }
