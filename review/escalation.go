@@ -186,8 +186,9 @@ func weigh(op *Operation) findings {
 		}
 	}
 	// When the destination last said the effect happened (lastConfirm),
-	// last showed it to a look (lastFound), and last said anything other
-	// than what a look shows (lastOther).
+	// last showed it to a look (lastFound), last showed a look nothing
+	// (lastAbsent), and last said anything other than what a look shows
+	// (lastOther).
 	var lastConfirm, lastFound, lastOther, lastAbsent time.Time
 	for _, e := range op.Evidence {
 		if !e.Authoritative || e.Source == SourceWebhook || e.Source == SourceReviewer {
@@ -279,6 +280,7 @@ func absenceOutlived(op *Operation, e Evidence, lastConfirm time.Time) bool {
 	})
 }
 
+// later is the later of a and b.
 func later(a, b time.Time) time.Time {
 	if b.After(a) {
 		return b
