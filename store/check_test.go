@@ -167,41 +167,18 @@ func TestCheckAnswersADisagreement(t *testing.T) {
 		probe := &review.Probe{URL: "http://127.0.0.1:9/never-sent"}
 		cfg := &review.Config{Destinations: map[string]review.Destination{"plain": {Probes: review.Probes{Search: probe}}}}
 		b := setup(t, e, cfg)
-		sara := review.Principal{Name: "sara@example.com"}
-		check := func(t *testing.T, c *store.Case, op *review.Operation, refs ...string) *store.Case {
-			t.Helper()
-			b.clk.Advance(review.CheckInterval)
-			got, err := b.s.CheckCase(b.ctx, c.ID, sara, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var cands []review.Candidate
-			for _, ref := range refs {
-				cands = append(cands, mine(op, ref))
-			}
-			evs := review.CheckEvidence(got, cfg.Destination("plain"), []review.ProbeResult{found(cands...)}, b.clk.Now())
-			if err := b.s.RecordCheck(b.ctx, c.ID, sara, nil, review.CheckAnswers{Evidence: evs}); err != nil {
-				t.Fatal(err)
-			}
-			after, err := b.s.GetCase(b.ctx, c.ID, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return after
-		}
-
 		t.Run("nothing, then the effect", func(t *testing.T) {
 			op, c := b.inReview(t, intention("doc-appeared", review.RiskIrreversible, "plain"), true)
 			if c.RecommendedAction != review.RecommendApproveRetry {
 				t.Fatalf("the case before the check: %+v; want a retry recommended", c)
 			}
 			for range 2 { // the same answer again says the same
-				after := check(t, c, op, "fld-1")
+				after := b.checked(t, cfg, c.ID, "fld-1")
 				if after.RecommendedAction != review.RecommendConfirm || after.RecommendedRef != "fld-1" || slices.Contains(after.Reasons, review.ReasonSourcesDisagree) {
 					t.Fatalf("the case after the check: %+v; want confirm fld-1, no disagreement", after)
 				}
 			}
-			if _, err := b.s.Decide(b.ctx, seen(decideReq(c, review.DecideApproveRetry, sara.Name), c)); !errors.Is(err, review.ErrStale) {
+			if _, err := b.s.Decide(b.ctx, seen(decideReq(c, review.DecideApproveRetry, "sara@example.com"), c)); !errors.Is(err, review.ErrStale) {
 				t.Errorf("a retry approved on the form read before the check: %v, want it refused as stale", err)
 			}
 			wantState(t, b.get(t, op), review.NeedsReview)
@@ -209,10 +186,10 @@ func TestCheckAnswersADisagreement(t *testing.T) {
 			// removed; the case says what a person does. A look that
 			// shows it again: confirm it.
 			gone := fmt.Sprintf(review.RationaleEffectGone, "fld-1")
-			if after := check(t, c, op); after.RecommendedAction != review.RecommendReconcileAgain || after.Rationale != gone {
+			if after := b.checked(t, cfg, c.ID); after.RecommendedAction != review.RecommendReconcileAgain || after.Rationale != gone {
 				t.Errorf("after a look that no longer finds fld-1: %s (%s); want a look, then a person's", after.RecommendedAction, after.Rationale)
 			}
-			if after := check(t, c, op, "fld-1"); after.RecommendedAction != review.RecommendConfirm || after.RecommendedRef != "fld-1" {
+			if after := b.checked(t, cfg, c.ID, "fld-1"); after.RecommendedAction != review.RecommendConfirm || after.RecommendedRef != "fld-1" {
 				t.Errorf("after a look that finds fld-1 again: %s %s; want to confirm it", after.RecommendedAction, after.RecommendedRef)
 			}
 		})
@@ -226,7 +203,7 @@ func TestCheckAnswersADisagreement(t *testing.T) {
 			if err != nil || len(cs) != 1 || cs[0].RecommendedAction != review.RecommendReconcileAgain {
 				t.Fatalf("cases = %+v, %v; want one asking for a look", cs, err)
 			}
-			after := check(t, &cs[0], op, "fld-late")
+			after := b.checked(t, cfg, cs[0].ID, "fld-late")
 			if after.RecommendedAction != review.RecommendConfirm || after.RecommendedRef != "fld-late" {
 				t.Errorf("the case after a look found the reported resource: %+v; want confirm fld-late", after)
 			}
@@ -267,33 +244,38 @@ func TestAWebhookClaimNoLookShowed(t *testing.T) {
 		if c := cs[0]; c.RecommendedAction != review.RecommendReconcileAgain || c.Rationale != byHand {
 			t.Fatalf("the case: %s (%s); want a look, then a person's, for file-7", c.RecommendedAction, c.Rationale)
 		}
-		sara := review.Principal{Name: "sara@example.com"}
-		check := func(refs ...string) *store.Case {
-			t.Helper()
-			b.clk.Advance(review.CheckInterval)
-			got, err := b.s.CheckCase(b.ctx, cs[0].ID, sara, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var cands []review.Candidate
-			for _, ref := range refs {
-				cands = append(cands, mine(got, ref))
-			}
-			evs := review.CheckEvidence(got, cfg.Destination("plain"), []review.ProbeResult{found(cands...)}, b.clk.Now())
-			if err := b.s.RecordCheck(b.ctx, cs[0].ID, sara, nil, review.CheckAnswers{Evidence: evs}); err != nil {
-				t.Fatal(err)
-			}
-			after, err := b.s.GetCase(b.ctx, cs[0].ID, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return after
-		}
-		if c := check(); c.RecommendedAction != review.RecommendReconcileAgain || c.Rationale != byHand {
+		if c := b.checked(t, cfg, cs[0].ID); c.RecommendedAction != review.RecommendReconcileAgain || c.Rationale != byHand {
 			t.Errorf("after a check that found nothing: %s (%s); want the same", c.RecommendedAction, c.Rationale)
 		}
-		if c := check("file-7"); c.RecommendedAction != review.RecommendConfirm || c.RecommendedRef != "file-7" {
+		if c := b.checked(t, cfg, cs[0].ID, "file-7"); c.RecommendedAction != review.RecommendConfirm || c.RecommendedRef != "file-7" {
 			t.Errorf("after a check that found file-7: %s %s (%s); want to confirm it", c.RecommendedAction, c.RecommendedRef, c.Rationale)
 		}
 	})
+}
+
+// checked is a check of case id by sara, a check interval after the last
+// look, whose search finds refs (each naming the operation and its
+// version) — asked of cfg's destination "plain" — recorded; it returns
+// the case after it.
+func (b *bundle) checked(t *testing.T, cfg *review.Config, id string, refs ...string) *store.Case {
+	t.Helper()
+	sara := review.Principal{Name: "sara@example.com"}
+	b.clk.Advance(review.CheckInterval)
+	op, err := b.s.CheckCase(b.ctx, id, sara, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cands []review.Candidate
+	for _, ref := range refs {
+		cands = append(cands, mine(op, ref))
+	}
+	evs := review.CheckEvidence(op, cfg.Destination("plain"), []review.ProbeResult{found(cands...)}, b.clk.Now())
+	if err := b.s.RecordCheck(b.ctx, id, sara, nil, review.CheckAnswers{Evidence: evs}); err != nil {
+		t.Fatal(err)
+	}
+	after, err := b.s.GetCase(b.ctx, id, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return after
 }
