@@ -156,11 +156,16 @@ func (s *Store) assessCase(ctx context.Context, tx *sqlx.Tx, opID, tenant string
 	}
 	bits := reasonBits(a.Reasons)
 	if found {
-		if reasonBits(existing.Reasons) == bits && existing.Priority == a.Priority && existing.RecommendedAction == a.Recommendation.Action &&
+		if reasonBits(existing.Reasons) == bits && existing.RecommendedAction == a.Recommendation.Action &&
 			existing.RecommendedRef == a.Recommendation.Ref && existing.Rationale == a.Recommendation.Rationale {
-			// Nothing a reader sees changed (a webhook's progress report,
-			// evidence saying again what was known): the case, its version
-			// and the form a reviewer has open stay as they are.
+			// Nothing a reader decides on changed (a webhook's progress
+			// report, evidence saying again what was known): the case, its
+			// version and the form a reviewer has open stay as they are.
+			// Priority alone is no such change: it moves with the clock
+			// (age, a nearing deadline), and the case keeps the one of its
+			// last change, as when nothing arrives at all. Before, any
+			// evidence an hour later raised it, and the form a reviewer had
+			// open was refused as stale for nothing they could see.
 			return &existing, nil
 		}
 		if old := reasonBits(existing.Reasons); old != bits {

@@ -215,3 +215,52 @@ func TestInboundTriggersProbe(t *testing.T) {
 		}
 	})
 }
+
+// TestNothingNewLeavesAnOpenFormAsItIs: a webhook that says nothing new,
+// two hours after the case was assessed, leaves the case as it was — its
+// version, so the form a reviewer has open is not refused as stale, and
+// no case.updated — although its priority would have risen with age.
+// Evidence that changes what the case recommends moves it, priority
+// included. Before, the webhook alone made the open form stale.
+func TestNothingNewLeavesAnOpenFormAsItIs(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		b := setup(t, e, nil)
+		op, c := b.inReview(t, intention("doc-age", review.RiskIrreversible, "plain"), true)
+		updated := countActions(b.history(t, op.ID))["case.updated"]
+		b.clk.Advance(2 * time.Hour)
+		progress := webhookFor(op, "evt-progress")
+		progress.Candidates, progress.Body, progress.Note = nil, `{"type":"job.progress"}`, "job.progress"
+		if _, err := b.s.Inbound(b.ctx, progress); err != nil {
+			t.Fatal(err)
+		}
+		after, err := b.s.GetCase(b.ctx, c.ID, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if after.Version != c.Version || after.Priority != c.Priority || countActions(b.history(t, op.ID))["case.updated"] != updated {
+			t.Errorf("a webhook with nothing new moved the case: version %d → %d, priority %d → %d", c.Version, after.Version, c.Priority, after.Priority)
+		}
+		if _, err := b.s.Decide(b.ctx, seen(decideReq(c, review.DecideFail, "alice"), c)); err != nil {
+			t.Errorf("a decision on the form read before the webhook: %v", err)
+		}
+		wantState(t, b.get(t, op), review.Failed)
+
+		// Evidence that changes the recommendation: the case moves, its
+		// priority with it (two hours older).
+		op, c = b.inReview(t, intention("doc-age-2", review.RiskIrreversible, "plain"), true)
+		b.clk.Advance(2 * time.Hour)
+		if _, err := b.s.AddEvidence(b.ctx, tenantA, op.ID, review.Evidence{Source: review.SourceMetadataSearch, Authoritative: true,
+			Candidates: []review.Candidate{mine(op, "fld-1")}}, "integrator"); err != nil {
+			t.Fatal(err)
+		}
+		after, err = b.s.GetCase(b.ctx, c.ID, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if after.Version == c.Version || after.Priority != c.Priority+2 || after.RecommendedAction != review.RecommendConfirm {
+			t.Errorf("the case after a search found fld-1: version %d → %d, priority %d → %d, %s; want it moved, two points older, to confirm",
+				c.Version, after.Version, c.Priority, after.Priority, after.RecommendedAction)
+		}
+	})
+}
