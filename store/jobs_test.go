@@ -484,3 +484,32 @@ func TestRetryBesideALiveJob(t *testing.T) {
 		assertSealed(t, b.s)
 	})
 }
+
+// TestAJobPollAfterTheJobEndedElsewhere: the reconciler claims the poll of
+// a job a case waits on; meanwhile the integrator reports the job's end,
+// so the case waits on nothing and the polls stop. The poll then fails
+// (no answer): it schedules nothing — whether to poll again is decided
+// as every assessment of the case decides it (pollJobWaitedOn), from the
+// operation as it is now. Before, it was decided from the claim's
+// snapshot, which still waited on the job, and the job was polled again.
+func TestAJobPollAfterTheJobEndedElsewhere(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		b := setup(t, e, nil)
+		op, _ := deadlinePassedBesideJob(t, b, "doc-ended-elsewhere", "job-1", nil)
+		claims, err := b.s.ClaimJobsInReview(b.ctx, "rec", 10, time.Minute)
+		if err != nil || len(claims) != 1 || claims[0].Op.ID != op.ID {
+			t.Fatalf("ClaimJobsInReview: %v, %d claims; want the operation waiting on its job", err, len(claims))
+		}
+		if _, err := b.s.PutJob(b.ctx, tenantA, op.ID, review.Job{Ref: "job-1", Status: review.JobSucceeded, OutputRef: "file-out"}, "integrator"); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.s.ApplyJobPoll(b.ctx, claims[0], nil, b.clk.Now().Add(time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+		b.clk.Advance(2 * time.Minute)
+		if claims, err := b.s.ClaimJobsInReview(b.ctx, "rec", 10, time.Minute); err != nil || len(claims) != 0 {
+			t.Errorf("ClaimJobsInReview after the job ended: %v, %d claims; want none", err, len(claims))
+		}
+	})
+}

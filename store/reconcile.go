@@ -260,26 +260,35 @@ WHERE id = ? AND state || '' IN ('accepted', 'needs_review') AND probe_owner = ?
 // confirms, fails or escalates an accepted operation when the job has
 // finished, and puts the end before the person deciding one in review
 // (putJobTx); otherwise the next poll is scheduled at next.
+//
+// In review, whether the job is polled again is decided as every
+// assessment of the case decides it (pollJobWaitedOn), from the operation
+// as it is now: the next poll stays at next while the case waits on the
+// job, and none is left once it does not. Before, it was decided here from
+// the claim's snapshot, and a job whose end the integrator reported during
+// the poll was polled again.
 func (s *Store) ApplyJobPoll(ctx context.Context, c ProbeClaim, job *review.Job, next time.Time) error {
-	var due any = dbTime(next)
-	if _, wait := review.JobToWaitOn(c.Op, nil); c.Op.State == review.NeedsReview && !wait {
-		due = nil // in review with no job to wait on: nothing to poll again
-	}
 	err := s.WithTx(ctx, func(tx *sqlx.Tx) error {
-		if _, err := s.lockOperation(ctx, tx, c.Op.Tenant, c.Op.ID); err != nil {
+		row, err := s.lockOperation(ctx, tx, c.Op.Tenant, c.Op.ID)
+		if err != nil {
 			return err
 		}
-		res, err := tx.ExecContext(ctx, s.rebind(releaseJobPoll), due, c.Op.ID, c.Owner, c.Generation)
+		res, err := tx.ExecContext(ctx, s.rebind(releaseJobPoll), dbTime(next), c.Op.ID, c.Owner, c.Generation)
 		if err != nil {
 			return err
 		}
 		if k, _ := res.RowsAffected(); k != 1 {
 			return ErrFenced
 		}
-		if job == nil {
+		if job != nil {
+			if err := s.putJobTx(ctx, tx, c.Op.Tenant, c.Op.ID, *job, "system:reconciler"); err != nil {
+				return err
+			}
+		}
+		if row.State != string(review.NeedsReview) {
 			return nil
 		}
-		return s.putJobTx(ctx, tx, c.Op.Tenant, c.Op.ID, *job, "system:reconciler")
+		return s.reassessOpenCase(ctx, tx, row.ID, row.Tenant, "system:reconciler")
 	})
 	if err != nil {
 		if errors.Is(err, ErrFenced) || errors.Is(err, review.ErrConflict) {
