@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -21,20 +22,18 @@ import (
 	"github.com/limbo-dev/limbo/store/storetest"
 )
 
-// caseToCheck is a case the reconciler left to a person with nothing
-// settled: a timed-out upload to the sandbox whose search named only
-// another operation's folder. Since then the upload's folder has shown
-// up at the sandbox (a search that lagged). The console asks through a
-// real reconciler, over loopback HTTP.
-func caseToCheck(t *testing.T, e store.Engine) (srv *httptest.Server, st *store.Store, clk *storetest.Clock, op *review.Operation, caseID, folder string) {
+// checkingConsole is a console whose checks ask the sandbox's file
+// service through a real reconciler, over loopback HTTP, and the
+// sandbox's address.
+func checkingConsole(t *testing.T, e store.Engine) (srv *httptest.Server, st *store.Store, clk *storetest.Clock, files string) {
 	t.Helper()
 	sb := sandbox.New(sandbox.Options{Seed: 1})
-	files := httptest.NewServer(sb.Handler())
+	fs := httptest.NewServer(sb.Handler())
 	t.Cleanup(func() {
-		files.Close()
+		fs.Close()
 		sb.Close()
 	})
-	cfg, err := sandbox.LimboConfig(sandbox.LimboOptions{Base: files.URL, Lease: 30 * time.Second})
+	cfg, err := sandbox.LimboConfig(sandbox.LimboOptions{Base: fs.URL, Lease: 30 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,17 +41,15 @@ func caseToCheck(t *testing.T, e store.Engine) (srv *httptest.Server, st *store.
 	srv, st = consoleServerWith(t, e, consoleSetup{clock: clk, cfg: cfg, with: []func(*handlers.Handlers){func(h *handlers.Handlers) {
 		h.Checker = reconcile.New(h.Store, cfg, "test", nil)
 	}}})
-	ctx := context.Background()
-	op = reported(t, st, review.Registration{Tenant: "acme", SourceRef: "scan-9", LogicalVersion: "v1", Action: "create_folder",
-		Destination: sandbox.DestinationName, Risk: review.RiskCompensableWrite, Payload: []byte(`{}`), Actor: "test"},
-		review.Outcome{Result: review.ResultTimeout, Phase: review.PhaseAfterSend})
-	foreign := review.Evidence{Source: review.SourceMetadataSearch, Authoritative: true, Candidates: []review.Candidate{
-		{Ref: "fld-other", Kind: "folder", Version: "v1", OperationID: "op_other"}}}
-	if got, err := st.AddEvidence(ctx, "acme", op.ID, foreign, "system:reconciler"); err != nil || got.State != review.NeedsReview {
-		t.Fatalf("the search naming another operation's folder: %+v, %v", got, err)
-	}
-	body, _ := json.Marshal(map[string]any{"name": "scan-9", "metadata": map[string]any{"operation_id": op.ID, "logical_version": "v1"}})
-	resp, err := http.Post(files.URL+"/folders", "application/json", bytes.NewReader(body))
+	return srv, st, clk, fs.URL
+}
+
+// folderFor makes, at the sandbox, the folder op's upload would have
+// made, and returns its ref.
+func folderFor(t *testing.T, files string, op *review.Operation) string {
+	t.Helper()
+	body, _ := json.Marshal(map[string]any{"name": op.SourceRef, "metadata": map[string]any{"operation_id": op.ID, "logical_version": op.LogicalVersion}})
+	resp, err := http.Post(files+"/folders", "application/json", bytes.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,11 +61,94 @@ func caseToCheck(t *testing.T, e store.Engine) (srv *httptest.Server, st *store.
 	if err != nil || made.Ref == "" {
 		t.Fatalf("POST /folders: %v", err)
 	}
+	return made.Ref
+}
+
+// scanUpload is a timed-out upload of source to the sandbox.
+func scanUpload(t *testing.T, st *store.Store, source string) *review.Operation {
+	t.Helper()
+	return reported(t, st, review.Registration{Tenant: "acme", SourceRef: source, LogicalVersion: "v1", Action: "create_folder",
+		Destination: sandbox.DestinationName, Risk: review.RiskCompensableWrite, Payload: []byte(`{}`), Actor: "test"},
+		review.Outcome{Result: review.ResultTimeout, Phase: review.PhaseAfterSend})
+}
+
+// caseToCheck is a case the reconciler left to a person with nothing
+// settled: a timed-out upload to the sandbox whose search named only
+// another operation's folder. Since then the upload's folder has shown
+// up at the sandbox (a search that lagged). The console asks through a
+// real reconciler, over loopback HTTP.
+func caseToCheck(t *testing.T, e store.Engine) (srv *httptest.Server, st *store.Store, clk *storetest.Clock, op *review.Operation, caseID, folder string) {
+	t.Helper()
+	srv, st, clk, files := checkingConsole(t, e)
+	ctx := context.Background()
+	op = scanUpload(t, st, "scan-9")
+	foreign := review.Evidence{Source: review.SourceMetadataSearch, Authoritative: true, Candidates: []review.Candidate{
+		{Ref: "fld-other", Kind: "folder", Version: "v1", OperationID: "op_other"}}}
+	if got, err := st.AddEvidence(ctx, "acme", op.ID, foreign, "system:reconciler"); err != nil || got.State != review.NeedsReview {
+		t.Fatalf("the search naming another operation's folder: %+v, %v", got, err)
+	}
+	folder = folderFor(t, files, op)
 	cs, err := st.CasesForOperation(ctx, op.ID)
 	if err != nil || len(cs) != 1 || cs[0].RecommendedAction != review.RecommendReconcileAgain {
 		t.Fatalf("cases %+v, %v; want one recommending a look at the destination", cs, err)
 	}
-	return srv, st, clk, op, cs[0].ID, made.Ref
+	return srv, st, clk, op, cs[0].ID, folder
+}
+
+// TestConsoleShowsAnAnsweredDisagreement: an upload's search found
+// nothing and a retry was due when the upload's late success named its
+// folder: the sources disagree, and the case asks for a look. A check
+// from the console finds the folder: the case recommends confirming it
+// and no longer says the sources disagree — in the queue ("None now")
+// nor on its page, which shows the reason it was opened for struck
+// through, as answered, in English and Italian. Before, the badge stayed
+// beside the recommendation to confirm.
+func TestConsoleShowsAnAnsweredDisagreement(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		ctx := context.Background()
+		srv, st, clk, files := checkingConsole(t, e)
+		op := scanUpload(t, st, "scan-late")
+		if got, err := st.AddEvidence(ctx, "acme", op.ID, review.Evidence{Source: review.SourceMetadataSearch, Authoritative: true}, "system:reconciler"); err != nil || got.State != review.RetryWait {
+			t.Fatalf("the empty search: %+v, %v; want a retry due", got, err)
+		}
+		folder := folderFor(t, files, op)
+		late := review.Outcome{Result: review.ResultSuccess, Phase: review.PhaseAfterSend, Resource: &review.ResourceRef{Ref: folder, Kind: "folder", Version: "v1"}}
+		if _, err := st.RecordOutcome(ctx, "acme", op.ID, 1, late, "test"); err == nil {
+			t.Fatal("the late report was taken as on time") // it is kept as evidence, and refused
+		}
+		cs, err := st.CasesForOperation(ctx, op.ID)
+		if err != nil || len(cs) != 1 || !slices.Equal(cs[0].Reasons, []review.Reason{review.ReasonSourcesDisagree}) {
+			t.Fatalf("cases %+v, %v; want one for sources_disagree", cs, err)
+		}
+		caseID := cs[0].ID
+		rev := newBrowser(t, srv.URL)
+		rev.login("reviewer@example.com")
+		clk.Advance(review.CheckInterval)
+		if code, _, _ := rev.post("/cases/"+caseID+"/check", url.Values{"csrf": {rev.csrf}}); code != http.StatusSeeOther {
+			t.Fatalf("check: %d, want 303", code)
+		}
+		c, err := st.GetCase(ctx, caseID, nil)
+		if err != nil || c.RecommendedAction != review.RecommendConfirm || c.RecommendedRef != folder || len(c.Reasons) != 0 {
+			t.Fatalf("the case after the check: %+v, %v; want confirm %s, no reasons left", c, err, folder)
+		}
+		_, page := rev.get("/cases/" + caseID)
+		if i := strings.Index(page, "Earlier, since answered by the evidence:"); i < 0 || !strings.Contains(page[i:], "<s>Sources disagree</s>") {
+			t.Errorf("the case page does not show sources_disagree as answered")
+		}
+		if strings.Contains(page, `badge tone-attention" title="sources_disagree"`) {
+			t.Errorf("the case page still shows sources_disagree as a reason")
+		}
+		if _, q := rev.get("/"); !strings.Contains(q, caseID) || !strings.Contains(q, "None now") {
+			t.Errorf("the queue does not list the case with no reasons now")
+		}
+		if _, q := rev.get("/?reason=sources_disagree"); strings.Contains(q, caseID) {
+			t.Errorf("the queue filtered by sources_disagree still lists the case")
+		}
+		if it := casePageIn(t, st, rev, "reviewer@example.com", "it", caseID); !strings.Contains(it, "In precedenza, poi chiarito dalle prove:") || !strings.Contains(it, "Nessuno al momento") {
+			t.Errorf("the Italian case page does not show the answered reason")
+		}
+	})
 }
 
 // TestConsoleChecksTheDestination: a case that recommends a look at the

@@ -103,8 +103,18 @@ func Assess(op *Operation, extra []Reason, now time.Time) Assessment {
 	if len(f.foreign) > 0 && len(f.matching) == 0 {
 		set[ReasonNoDedupEvidence] = true
 	}
-	if f.confirms && f.refutes {
+	switch {
+	case f.confirms && f.refutes:
 		set[ReasonSourcesDisagree] = true
+	case f.foundSince:
+		// A disagreement the case was opened for (a reason kept with it, or
+		// one the trigger knows) that a look at the destination has since
+		// answered: the sources no longer disagree, and the case stops
+		// saying so — its badge, its queue filter and its priority. What
+		// it was opened for stays in its history (case.opened). Before, the
+		// reason stayed for good, and a case recommending to confirm the
+		// one resource a look found still read "Sources disagree".
+		delete(set, ReasonSourcesDisagree)
 	}
 	if op.State.Terminal() && op.State != Confirmed && len(f.matching) > 0 {
 		set[ReasonStateConflict] = true
@@ -143,6 +153,10 @@ type findings struct {
 	// goneSince: a look found nothing after the destination last said
 	// the effect happened — the newest word is that it is not there.
 	goneSince bool
+	// splitSince: the newest look is split — a probe found nothing at the
+	// instant another showed the effect (a person's check records its
+	// status lookup and its search at one time).
+	splitSince bool
 	// reported is the resource naming this operation and its version that
 	// the newest evidence reported, a webhook's claim included (undone
 	// ones, and jobs that ended without output, left out): on a failed or
@@ -210,6 +224,7 @@ func weigh(op *Operation) findings {
 	}
 	f.foundSince = lastFound.After(lastOther)
 	f.goneSince = !lastConfirm.IsZero() && lastAbsent.After(lastConfirm)
+	f.splitSince = !lastConfirm.IsZero() && lastAbsent.Equal(lastConfirm)
 	for _, e := range op.Evidence {
 		if e.Authoritative && e.Source != SourceWebhook {
 			f.confirms = f.confirms || e.Verdict == VerdictConfirms
@@ -340,13 +355,13 @@ func recommend(op *Operation, set map[Reason]bool, f findings) Recommendation {
 		f.matching = slices.DeleteFunc(slices.Clone(f.matching), func(r string) bool { return slices.Contains(op.Undoing, r) })
 	}
 	live, running := JobToWaitOn(op, reasonList(set))
-	// The sources disagree now, or disagreed when the case was opened (a
-	// reason kept with it) and no look at the destination has shown the
-	// effect since: once one has, the case recommends from all the
-	// evidence (an absence that look outlived contradicts nothing). Before,
-	// a case with the reason recommended looking again for ever, whatever
-	// every look found.
-	disagree := f.confirms && f.refutes || set[ReasonSourcesDisagree] && !f.foundSince
+	// The sources disagree now, or disagreed when the case was opened and
+	// no look at the destination has shown the effect since (Assess keeps
+	// the reason until one has): once one has, the case recommends from all
+	// the evidence (an absence that look outlived contradicts nothing).
+	// Before, a case with the reason recommended looking again for ever,
+	// whatever every look found.
+	disagree := set[ReasonSourcesDisagree]
 	switch {
 	case settledWithoutEffect(op) && f.reported != "" && !slices.Contains(op.Undoing, f.reported):
 		// Limbo said there is no effect (failed) or that it was undone
@@ -421,6 +436,13 @@ func recommend(op *Operation, set map[Reason]bool, f findings) Recommendation {
 		// Looking again may settle the first; only a person the second.
 		// Before, the case recommended looking again for ever.
 		return Recommendation{Action: RecommendReconcileAgain, Rationale: fmt.Sprintf(RationaleEffectGone, f.matching[0])}
+	case disagree && f.splitSince && len(f.matching) == 1 && !op.State.Terminal():
+		// The newest look is split: the status lookup finds the effect,
+		// the search does not (a lagging or failing search, or a lookup
+		// answering from a stale record). Looking again may settle it, and
+		// when every check says the same, only a person can. Before, the
+		// case recommended probing again, and every check said the same.
+		return Recommendation{Action: RecommendReconcileAgain, Rationale: fmt.Sprintf(RationaleLooksSplit, f.matching[0])}
 	case disagree:
 		return Recommendation{Action: RecommendReconcileAgain, Rationale: RationaleDisagree}
 	case f.refutes && (set[ReasonDeadlineExpired] || set[ReasonBudgetExhausted]):

@@ -433,16 +433,23 @@ func TestAssessALookAnswersADisagreement(t *testing.T) {
 	// The effect shown, then looks that find nothing: a person's, once
 	// looking again does not settle it.
 	gone := Recommendation{Action: RecommendReconcileAgain, Rationale: fmt.Sprintf(RationaleEffectGone, "file-1")}
+	// A look split between a lookup that finds it and a search that does
+	// not, as a person's check records them: the same way out.
+	split := Recommendation{Action: RecommendReconcileAgain, Rationale: fmt.Sprintf(RationaleLooksSplit, "file-1")}
 	byHand := Recommendation{Action: RecommendReconcileAgain, Rationale: fmt.Sprintf(RationaleClaimUnseen, "file-1")}
 	for _, tc := range []struct {
 		name     string
 		extra    []Reason
 		evidence []Evidence
 		want     Recommendation
-		disagree bool // sources_disagree among the reasons
+		disagree bool // sources_disagree among the reasons: a look that answered it takes it away
 	}{
 		{"nothing, then the effect", nil, []Evidence{look(1, SourceMetadataSearch), look(2, SourceMetadataSearch, "file-1")}, confirm, false},
-		{"nothing and the effect at once", nil, []Evidence{look(2, SourceMetadataSearch), look(2, SourceStatusLookup, "file-1")}, again, true},
+		{"nothing and the effect at once", nil, []Evidence{look(2, SourceMetadataSearch), look(2, SourceStatusLookup, "file-1")}, split, true},
+		{"the effect and nothing at once, twice", nil, []Evidence{look(2, SourceStatusLookup, "file-1"), look(2, SourceMetadataSearch),
+			look(3, SourceStatusLookup, "file-1"), look(3, SourceMetadataSearch)}, split, true},
+		{"the effect and nothing at once, then the effect alone", nil, []Evidence{look(2, SourceStatusLookup, "file-1"), look(2, SourceMetadataSearch),
+			look(3, SourceStatusLookup, "file-1"), look(3, SourceMetadataSearch, "file-1")}, confirm, false},
 		{"the effect, then nothing", nil, []Evidence{look(1, SourceStatusLookup, "file-1"), look(2, SourceMetadataSearch)}, gone, true},
 		{"the effect, then nothing twice", nil,
 			[]Evidence{look(1, SourceStatusLookup, "file-1"), look(2, SourceMetadataSearch), look(3, SourceStatusLookup)}, gone, true},
@@ -451,7 +458,7 @@ func TestAssessALookAnswersADisagreement(t *testing.T) {
 		{"opened on a disagreement, no look since the late report", []Reason{ReasonSourcesDisagree},
 			[]Evidence{look(1, SourceMetadataSearch, "file-1"), look(2, SourceResponse, "file-1")}, again, true},
 		{"opened on a disagreement, a look since found the effect", []Reason{ReasonSourcesDisagree},
-			[]Evidence{look(1, SourceResponse, "file-1"), look(2, SourceMetadataSearch, "file-1")}, confirm, true},
+			[]Evidence{look(1, SourceResponse, "file-1"), look(2, SourceMetadataSearch, "file-1")}, confirm, false},
 		{"opened on a disagreement, a look since found nothing", []Reason{ReasonSourcesDisagree},
 			[]Evidence{look(1, SourceResponse, "file-1"), look(2, SourceMetadataSearch)}, gone, true},
 		{"opened on a webhook's claim, every look found nothing", []Reason{ReasonSourcesDisagree},
@@ -459,7 +466,7 @@ func TestAssessALookAnswersADisagreement(t *testing.T) {
 		{"a webhook's claim, the deadline spent, a look found nothing", []Reason{ReasonDeadlineExpired},
 			[]Evidence{hook(1), look(2, SourceMetadataSearch)}, byHand, false},
 		{"a webhook's claim, then a look found it", []Reason{ReasonSourcesDisagree},
-			[]Evidence{look(1, SourceMetadataSearch), hook(2), look(3, SourceMetadataSearch, "file-1")}, confirm, true},
+			[]Evidence{look(1, SourceMetadataSearch), hook(2), look(3, SourceMetadataSearch, "file-1")}, confirm, false},
 	} {
 		a := Assess(inReview(tc.evidence...), tc.extra, classifyNow)
 		if a.Recommendation != tc.want || slices.Contains(a.Reasons, ReasonSourcesDisagree) != tc.disagree {

@@ -46,11 +46,15 @@ const (
 	// RationaleEffectGone: the destination showed an effect, and the
 	// newest look there finds nothing.
 	RationaleEffectGone = "the destination reported %s for this operation, and the newest look there finds nothing: check the destination again; if it still shows nothing, look for it there yourself — confirm it if it is there; if it was removed, approve a retry to make it again, or fail the operation"
+	// RationaleLooksSplit: in the newest look at the destination, one
+	// probe (a status lookup) found the effect and another (a search)
+	// found nothing.
+	RationaleLooksSplit = "the destination's status lookup finds %s for this operation and its search finds nothing: check the destination again; if they still disagree, look for it there yourself — confirm it if it is there; if it is not, approve a retry to make it, or fail the operation"
 )
 
 // RationaleFormats lists every rationale format.
 func RationaleFormats() []string {
 	return []string{RationaleApproval, RationaleDuplicates, RationaleOneResource, RationaleOtherVersion, RationaleDisagree,
 		RationaleSpent, RationaleSafeRetry, RationalePayloadReused, RationaleRefusedPayload, RationaleDeadlinePassed, RationaleNoEvidence, RationaleDependencyBroken,
-		RationaleUndoUnderWay, RationaleUndoByHand, RationaleEffectOnFailed, RationaleEffectOnCompensated, RationaleClaimedDuplicate, RationaleUnnamedEffect, RationaleJobUnfinished, RationaleClaimUnseen, RationaleEffectGone}
+		RationaleUndoUnderWay, RationaleUndoByHand, RationaleEffectOnFailed, RationaleEffectOnCompensated, RationaleClaimedDuplicate, RationaleUnnamedEffect, RationaleJobUnfinished, RationaleClaimUnseen, RationaleEffectGone, RationaleLooksSplit}
 }

@@ -165,7 +165,7 @@ func TestCheckAnswersADisagreement(t *testing.T) {
 	t.Parallel()
 	storetest.Each(t, func(t *testing.T, e store.Engine) {
 		probe := &review.Probe{URL: "http://127.0.0.1:9/never-sent"}
-		cfg := &review.Config{Destinations: map[string]review.Destination{"plain": {Probes: review.Probes{Search: probe}}}}
+		cfg := &review.Config{Destinations: map[string]review.Destination{"plain": {Probes: review.Probes{Status: probe, Search: probe}}}}
 		b := setup(t, e, cfg)
 		t.Run("nothing, then the effect", func(t *testing.T) {
 			op, c := b.inReview(t, intention("doc-appeared", review.RiskIrreversible, "plain"), true)
@@ -203,9 +203,64 @@ func TestCheckAnswersADisagreement(t *testing.T) {
 			if err != nil || len(cs) != 1 || cs[0].RecommendedAction != review.RecommendReconcileAgain {
 				t.Fatalf("cases = %+v, %v; want one asking for a look", cs, err)
 			}
+			if !slices.Contains(cs[0].Reasons, review.ReasonSourcesDisagree) {
+				t.Fatalf("the case before the look: %v; want sources_disagree", cs[0].Reasons)
+			}
+			disagreeing := func() (listed bool, counted int) {
+				t.Helper()
+				q, err := b.s.Queue(b.ctx, store.QueueFilter{Reason: string(review.ReasonSourcesDisagree)}, 50)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return slices.ContainsFunc(q.Cases, func(c store.Case) bool { return c.ID == cs[0].ID }), q.Counts[string(review.ReasonSourcesDisagree)]
+			}
+			listed, before := disagreeing()
+			if !listed {
+				t.Fatal("the queue filtered by sources_disagree does not list the case before the look")
+			}
 			after := b.checked(t, cfg, cs[0].ID, "fld-late")
 			if after.RecommendedAction != review.RecommendConfirm || after.RecommendedRef != "fld-late" {
 				t.Errorf("the case after a look found the reported resource: %+v; want confirm fld-late", after)
+			}
+			// The look answered the disagreement: the case no longer says
+			// the sources disagree (its badge, the queue's filter and
+			// count, its priority); its history keeps why it was opened.
+			if slices.Contains(after.Reasons, review.ReasonSourcesDisagree) || after.Priority >= cs[0].Priority {
+				t.Errorf("the case after the look: reasons %v, priority %d (was %d); want no sources_disagree, a lower priority", after.Reasons, after.Priority, cs[0].Priority)
+			}
+			if listed, now := disagreeing(); listed || now != before-1 {
+				t.Errorf("the queue filtered by sources_disagree after the look: listed %v, counted %d (was %d)", listed, now, before)
+			}
+		})
+
+		t.Run("a late success, then checks split between the lookup and the search", func(t *testing.T) {
+			op := b.retrying(t, "doc-split")
+			if _, err := b.s.RecordOutcome(b.ctx, tenantA, op.ID, 1, success("fld-split"), "integrator"); err == nil {
+				t.Fatal("the late report was taken as on time")
+			}
+			cs, err := b.s.CasesForOperation(b.ctx, op.ID)
+			if err != nil || len(cs) != 1 {
+				t.Fatalf("cases = %+v, %v; want one", cs, err)
+			}
+			// The status lookup finds fld-split, the search nothing, in
+			// one check and in the next: the case says what a person does
+			// when they keep disagreeing, not only to look again.
+			split := func(op *review.Operation) []review.ProbeResult {
+				return []review.ProbeResult{{Kind: review.ProbeStatus, Ref: "fld-split", Candidates: []review.Candidate{mine(op, "fld-split")}}, found()}
+			}
+			want := fmt.Sprintf(review.RationaleLooksSplit, "fld-split")
+			for i := range 2 {
+				after := b.checkedWith(t, cfg, cs[0].ID, split)
+				if after.RecommendedAction != review.RecommendReconcileAgain || after.Rationale != want ||
+					!slices.Contains(after.Reasons, review.ReasonSourcesDisagree) {
+					t.Fatalf("after split check %d: %s (%s) %v; want a look, then a person's, sources_disagree", i+1, after.RecommendedAction, after.Rationale, after.Reasons)
+				}
+			}
+			after := b.checkedWith(t, cfg, cs[0].ID, func(op *review.Operation) []review.ProbeResult {
+				return []review.ProbeResult{{Kind: review.ProbeStatus, Ref: "fld-split", Candidates: []review.Candidate{mine(op, "fld-split")}}, found(mine(op, "fld-split"))}
+			})
+			if after.RecommendedAction != review.RecommendConfirm || after.RecommendedRef != "fld-split" || slices.Contains(after.Reasons, review.ReasonSourcesDisagree) {
+				t.Errorf("after a check where both find fld-split: %s %s %v; want to confirm it, no disagreement", after.RecommendedAction, after.RecommendedRef, after.Reasons)
 			}
 		})
 	})
@@ -259,17 +314,26 @@ func TestAWebhookClaimNoLookShowed(t *testing.T) {
 // the case after it.
 func (b *bundle) checked(t *testing.T, cfg *review.Config, id string, refs ...string) *store.Case {
 	t.Helper()
+	return b.checkedWith(t, cfg, id, func(op *review.Operation) []review.ProbeResult {
+		var cands []review.Candidate
+		for _, ref := range refs {
+			cands = append(cands, mine(op, ref))
+		}
+		return []review.ProbeResult{found(cands...)}
+	})
+}
+
+// checkedWith is checked with the probes' answers answers makes for the
+// operation.
+func (b *bundle) checkedWith(t *testing.T, cfg *review.Config, id string, answers func(*review.Operation) []review.ProbeResult) *store.Case {
+	t.Helper()
 	sara := review.Principal{Name: "sara@example.com"}
 	b.clk.Advance(review.CheckInterval)
 	op, err := b.s.CheckCase(b.ctx, id, sara, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var cands []review.Candidate
-	for _, ref := range refs {
-		cands = append(cands, mine(op, ref))
-	}
-	evs := review.CheckEvidence(op, cfg.Destination("plain"), []review.ProbeResult{found(cands...)}, b.clk.Now())
+	evs := review.CheckEvidence(op, cfg.Destination("plain"), answers(op), b.clk.Now())
 	if err := b.s.RecordCheck(b.ctx, id, sara, nil, review.CheckAnswers{Evidence: evs}); err != nil {
 		t.Fatal(err)
 	}

@@ -13,11 +13,13 @@ func init() {
 		"%d s":    "%d s",
 
 		// Case page.
-		"Case %s":     "Caso %s",
-		"Summary":     "Riepilogo",
-		"Case":        "Caso",
-		"Opened":      "Aperto",
-		"Reasons":     "Motivi",
+		"Case %s":  "Caso %s",
+		"Summary":  "Riepilogo",
+		"Case":     "Caso",
+		"Opened":   "Aperto",
+		"Reasons":  "Motivi",
+		"None now": "Nessuno al momento",
+		"Earlier, since answered by the evidence:": "In precedenza, poi chiarito dalle prove:",
 		"Recommended": "Raccomandato",
 		"Payload mismatch: stored payload against the one refused under the same key": "Payload diverso: il payload registrato a confronto con quello rifiutato con la stessa chiave",
 		"Field":                               "Campo",
