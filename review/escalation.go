@@ -70,6 +70,13 @@ type Assessment struct {
 	Reasons        []Reason
 	Priority       int
 	Recommendation Recommendation
+	// ChangesAt is when the clock alone next changes the reasons or the
+	// recommendation (the operation's deadline, not yet passed): the case
+	// is assessed again then, as if evidence had arrived. Zero: nothing
+	// but new evidence or a decision changes them. Priority is left out:
+	// it moves every hour, and alone it changes nothing a reader decides
+	// on.
+	ChangesAt time.Time
 }
 
 // Assess derives a case's reasons, priority and recommended action from
@@ -130,6 +137,9 @@ func Assess(op *Operation, extra []Reason, now time.Time) Assessment {
 	slices.Sort(a.Reasons)
 	a.Priority = priority(op, set, now)
 	a.Recommendation = recommend(op, set, f)
+	if !set[ReasonDeadlineExpired] && !op.Deadline.IsZero() {
+		a.ChangesAt = op.Deadline
+	}
 	return a
 }
 

@@ -40,6 +40,9 @@ type Case struct {
 	// operation (and may not approve it), and when the request lapses.
 	RequestedBy string     `json:"requested_by,omitempty" db:"requested_by"`
 	ExpiresAt   *time.Time `json:"expires_at,omitempty" db:"expires_at"`
+	// ReassessAt is when the deadline sweeper assesses the case again
+	// (review.Assessment.ChangesAt; nil: never on the clock alone).
+	ReassessAt *time.Time `json:"-" db:"reassess_at"`
 }
 
 // Case statuses.
@@ -74,7 +77,7 @@ func joinReasons(rs []review.Reason) string {
 
 const caseColumns = `id, tenant, operation_id, status, reasons, priority, recommended_action, recommended_ref,
 rationale, destination, action, flags, claimed_by, claim_until, opened_at, resolved_at, resolved_by, resolution, version,
-requested_by, expires_at`
+requested_by, expires_at, reassess_at`
 
 const (
 	/* Store.openCase */
@@ -82,13 +85,34 @@ const (
 	/* Store.openCase */
 	insertCase = `
 INSERT INTO cases (id, tenant, operation_id, status, reasons, reason_bits, priority, recommended_action, recommended_ref,
-    rationale, destination, action, flags, opened_at, version)
-VALUES (?, ?, ?, 'open', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1)`
+    rationale, destination, action, flags, opened_at, reassess_at, version)
+VALUES (?, ?, ?, 'open', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1)`
 	/* Store.openCase: new findings join an open case rather than opening a second one. */
 	updateCaseAssessment = `
-UPDATE cases SET reasons = ?, reason_bits = ?, priority = ?, recommended_action = ?, recommended_ref = ?, rationale = ?, version = version + 1
+UPDATE cases SET reasons = ?, reason_bits = ?, priority = ?, recommended_action = ?, recommended_ref = ?, rationale = ?,
+    reassess_at = ?, version = version + 1
 WHERE id = ? AND version = ?`
+	/* Store.openCase: an assessment that changed nothing a reader decides on, due again at another time. */
+	rescheduleCase = `UPDATE cases SET reassess_at = ? WHERE id = ?`
 )
+
+// sameTime reports whether a and b are both nil or the same instant.
+func sameTime(a, b *time.Time) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.Equal(*b)
+}
+
+// reassessAt is the column value of an assessment's ChangesAt: NULL when
+// zero.
+func reassessAt(a review.Assessment) *time.Time {
+	if a.ChangesAt.IsZero() {
+		return nil
+	}
+	t := dbTime(a.ChangesAt)
+	return &t
+}
 
 const (
 	/* Store.countOpenCase: delta is +1 or -1. */
@@ -166,6 +190,15 @@ func (s *Store) assessCase(ctx context.Context, tx *sqlx.Tx, opID, tenant string
 			// last change, as when nothing arrives at all. Before, any
 			// evidence an hour later raised it, and the form a reviewer had
 			// open was refused as stale for nothing they could see.
+			if at := reassessAt(a); !sameTime(existing.ReassessAt, at) {
+				// Due again at another time, or no longer (the sweeper's
+				// visit once the deadline passed): scheduling, not a change
+				// of the case.
+				if _, err := s.exec(ctx, tx, rescheduleCase, at, existing.ID); err != nil {
+					return nil, fmt.Errorf("update case: %w", err)
+				}
+				existing.ReassessAt = at
+			}
 			return &existing, nil
 		}
 		if old := reasonBits(existing.Reasons); old != bits {
@@ -177,7 +210,7 @@ func (s *Store) assessCase(ctx context.Context, tx *sqlx.Tx, opID, tenant string
 			}
 		}
 		if _, err := tx.ExecContext(ctx, s.rebind(updateCaseAssessment), joinReasons(a.Reasons), bits, a.Priority,
-			a.Recommendation.Action, a.Recommendation.Ref, a.Recommendation.Rationale, existing.ID, existing.Version); err != nil {
+			a.Recommendation.Action, a.Recommendation.Ref, a.Recommendation.Rationale, reassessAt(a), existing.ID, existing.Version); err != nil {
 			return nil, fmt.Errorf("update case: %w", err)
 		}
 		if err := s.caseChanged(ctx, tx, existing.changed(ChangeUpdated, actor)); err != nil {
@@ -193,7 +226,7 @@ func (s *Store) assessCase(ctx context.Context, tx *sqlx.Tx, opID, tenant string
 	id := newID("case_", now)
 	if _, err := tx.ExecContext(ctx, s.rebind(insertCase), id, tenant, opID, joinReasons(a.Reasons), bits, a.Priority,
 		a.Recommendation.Action, a.Recommendation.Ref, a.Recommendation.Rationale, op.Destination, op.Action,
-		joinFlags(op.Flags), now); err != nil {
+		joinFlags(op.Flags), now, reassessAt(a)); err != nil {
 		return nil, fmt.Errorf("insert case: %w", err)
 	}
 	if err := s.caseChanged(ctx, tx, CaseEvent{CaseID: id, OperationID: opID, Tenant: tenant, Kind: ChangeOpened, Actor: actor, Version: 1}); err != nil {

@@ -23,6 +23,11 @@ ORDER BY deadline LIMIT ?`
 SELECT o.id, o.tenant FROM cases c JOIN operations o ON o.id = c.operation_id
 WHERE c.status = 'open' AND c.expires_at IS NOT NULL AND c.expires_at <= ?
 ORDER BY c.expires_at LIMIT ?`
+	/* Store.ExpireDeadlines: open cases the clock alone changes now (cases_reassess). */
+	selectCasesToReassess = `
+SELECT operation_id AS id, tenant FROM cases
+WHERE status = 'open' AND reassess_at IS NOT NULL AND reassess_at <= ?
+ORDER BY reassess_at LIMIT ?`
 )
 
 const deadlineSweeper = "system:deadline-sweeper"
@@ -36,19 +41,53 @@ const deadlineSweeper = "system:deadline-sweeper"
 // expired (review.ApprovalLapsed). Ambiguous operations are the
 // reconciler's, in-flight ones the lease sweeper's. An operation that
 // cannot be ended is skipped (*SkippedRows) and the rest are.
+//
+// Then it assesses again the open cases whose operation's deadline has
+// passed since they were last assessed (Case.ReassessAt): a deadline
+// passing in review changes a case as evidence would — deadline_expired,
+// a recommendation to fail rather than retry where nothing was made, a
+// higher priority — and the form a reviewer has open is refused as stale.
+// Before, such a case went on recommending a retry, preselected, where a
+// case opened a minute later recommended failing. Those are not counted:
+// the count is of operations ended.
 func (s *Store) ExpireDeadlines(ctx context.Context) (int, error) {
-	type dueOp = struct {
-		ID     string `db:"id"`
-		Tenant string `db:"tenant"`
-	}
-	var due, lapsed []dueOp
+	var due, lapsed, changed []dueOp
 	if err := s.db.SelectContext(ctx, &due, s.rebind(selectPastDeadline), s.now(), 500); err != nil {
 		return 0, fmt.Errorf("store.ExpireDeadlines: %w", err)
 	}
 	if err := s.db.SelectContext(ctx, &lapsed, s.rebind(selectLapsedApprovals), s.now(), 500); err != nil {
 		return 0, fmt.Errorf("store.ExpireDeadlines: %w", err)
 	}
-	return eachRow(ctx, "store.ExpireDeadlines", nil, append(due, lapsed...), func(d dueOp) string { return d.ID }, movedOn, func(d dueOp) (bool, error) {
+	if err := s.db.SelectContext(ctx, &changed, s.rebind(selectCasesToReassess), s.now(), 500); err != nil {
+		return 0, fmt.Errorf("store.ExpireDeadlines: %w", err)
+	}
+	n, err := s.expireDeadlines(ctx, append(due, lapsed...))
+	var skipped *SkippedRows
+	if err != nil && !errors.As(err, &skipped) {
+		return n, err // the database is out of reach, or ctx ended
+	}
+	// After the operations ended above: an approval case expired there is
+	// resolved, not updated first.
+	_, err = eachRow(ctx, "store.ExpireDeadlines", skipped, changed, func(d dueOp) string { return d.ID }, movedOn, func(d dueOp) (bool, error) {
+		return false, s.WithTx(ctx, func(tx *sqlx.Tx) error {
+			if _, err := s.lockOperation(ctx, tx, d.Tenant, d.ID); err != nil {
+				return err
+			}
+			return s.reassessOpenCase(ctx, tx, d.ID, d.Tenant, deadlineSweeper)
+		})
+	})
+	return n, err
+}
+
+// dueOp is an operation a deadline sweep visits.
+type dueOp = struct {
+	ID     string `db:"id"`
+	Tenant string `db:"tenant"`
+}
+
+// expireDeadlines ends the operations due (ExpireDeadlines).
+func (s *Store) expireDeadlines(ctx context.Context, due []dueOp) (int, error) {
+	return eachRow(ctx, "store.ExpireDeadlines", nil, due, func(d dueOp) string { return d.ID }, movedOn, func(d dueOp) (bool, error) {
 		return inTx(ctx, s, func(tx *sqlx.Tx) (bool, error) {
 			row, err := s.lockOperation(ctx, tx, d.Tenant, d.ID)
 			if err != nil {

@@ -2,6 +2,9 @@ package store_test
 
 import (
 	"context"
+	"errors"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -64,5 +67,75 @@ func TestExpireDeadlines(t *testing.T) {
 		if rep := storetest.Sealed(t, s); !rep.OK {
 			t.Fatalf("audit: %+v", rep)
 		}
+	})
+}
+
+// TestADeadlinePassingInReview: an irreversible write in review, whose
+// search found nothing, recommends a retry (safe: nothing was made). Its
+// deadline then passes while the case waits. The deadline sweeper assesses
+// the case again, as evidence would: deadline_expired, a recommendation to
+// fail it, a higher priority, audited; the form a reviewer read before is
+// refused as stale; a sweep after that changes nothing, and a case whose
+// deadline is still ahead is left alone. Before, the case went on
+// recommending the retry, preselected, where a case opened a minute later
+// recommended failing.
+func TestADeadlinePassingInReview(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		probe := &review.Probe{URL: "http://127.0.0.1:9/never-sent"}
+		cfg := &review.Config{Destinations: map[string]review.Destination{"plain": {Probes: review.Probes{Search: probe}}}}
+		b := setup(t, e, cfg)
+		inReview := func(ref string, deadline time.Time) (*review.Operation, *store.Case) {
+			r := intention(ref, review.RiskIrreversible, "plain")
+			r.Deadline = &deadline
+			op, c := b.inReview(t, r, true)
+			if c.RecommendedAction != review.RecommendApproveRetry || slices.Contains(c.Reasons, review.ReasonDeadlineExpired) {
+				t.Fatalf("%s before its deadline: %s %v; want a retry recommended", ref, c.RecommendedAction, c.Reasons)
+			}
+			return op, c
+		}
+		op, before := inReview("doc-due", b.clk.Now().Add(time.Hour))
+		_, later := inReview("doc-later", b.clk.Now().Add(48*time.Hour))
+
+		b.clk.Advance(2 * time.Hour)
+		if n, err := b.s.ExpireDeadlines(b.ctx); err != nil || n != 0 {
+			t.Fatalf("ExpireDeadlines: %d, %v; want no operation ended", n, err)
+		}
+		after, err := b.s.GetCase(b.ctx, before.ID, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Contains(after.Reasons, review.ReasonDeadlineExpired) || after.RecommendedAction != review.RecommendFail ||
+			after.Rationale != review.RationaleSpent || after.Priority <= before.Priority || after.Version != before.Version+1 {
+			t.Errorf("the case once its deadline passed: %v, %s (%s), priority %d (was %d), version %d (was %d); want deadline_expired, fail, higher, one on",
+				after.Reasons, after.RecommendedAction, after.Rationale, after.Priority, before.Priority, after.Version, before.Version)
+		}
+		if got := b.get(t, op); got.State != review.NeedsReview {
+			t.Errorf("the operation: %s, want it still in review", got.State)
+		}
+		updated := slices.ContainsFunc(b.history(t, op.ID), func(ev store.AuditEvent) bool {
+			return ev.Action == "case.updated" && ev.Actor == "system:deadline-sweeper" && strings.Contains(ev.Detail, "deadline_expired")
+		})
+		if !updated {
+			t.Error("no case.updated by the deadline sweeper in the operation's history")
+		}
+		if _, err := b.s.Decide(b.ctx, seen(decideReq(before, review.DecideApproveRetry, "sara@example.com"), before)); !errors.Is(err, review.ErrStale) {
+			t.Errorf("a retry approved on the form read before the deadline passed: %v, want it refused as stale", err)
+		}
+
+		if n, err := b.s.ExpireDeadlines(b.ctx); err != nil || n != 0 {
+			t.Fatalf("ExpireDeadlines again: %d, %v", n, err)
+		}
+		if again, err := b.s.GetCase(b.ctx, before.ID, nil); err != nil || again.Version != after.Version {
+			t.Errorf("a second sweep: version %d, %v; want %d, nothing new", again.Version, err, after.Version)
+		}
+		if still, err := b.s.GetCase(b.ctx, later.ID, nil); err != nil || still.Version != later.Version || still.RecommendedAction != review.RecommendApproveRetry {
+			t.Errorf("the case whose deadline is ahead: %+v, %v; want it as it was", still, err)
+		}
+		if _, err := b.s.Decide(b.ctx, seen(decideReq(after, review.DecideFail, "sara@example.com"), after)); err != nil {
+			t.Errorf("failing it on the form read after: %v", err)
+		}
+		wantState(t, b.get(t, op), review.Failed)
+		assertSealed(t, b.s)
 	})
 }

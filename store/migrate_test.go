@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -395,6 +396,58 @@ func TestMigrateReadsAcceptedJobsAgain(t *testing.T) {
 			if len(got) != 1 || got[0].Verdict != want {
 				t.Errorf("%s: evidence %+v, want one response that %s", op.SourceRef, got, want)
 			}
+		}
+	})
+}
+
+// TestMigrateSchedulesOpenCases: cases open before 0058 had no time to be
+// assessed again. The migration schedules each one not yet told its
+// deadline passed, at that deadline: one whose deadline passed before the
+// upgrade gets deadline_expired at the next sweep, one whose deadline is
+// ahead when it passes.
+func TestMigrateSchedulesOpenCases(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		probe := &review.Probe{URL: "http://127.0.0.1:9/never-sent"}
+		cfg := &review.Config{Destinations: map[string]review.Destination{"plain": {Probes: review.Probes{Search: probe}}}}
+		b := setup(t, e, cfg)
+		inReview := func(ref string, deadline time.Time) *store.Case {
+			r := intention(ref, review.RiskIrreversible, "plain")
+			r.Deadline = &deadline
+			_, c := b.inReview(t, r, true)
+			return c
+		}
+		passed := inReview("doc-passed", b.clk.Now().Add(time.Hour))
+		ahead := inReview("doc-ahead", b.clk.Now().Add(5*time.Hour))
+		b.clk.Advance(2 * time.Hour)
+
+		// The schema as it was before 0058.
+		for _, q := range []string{`DROP INDEX cases_reassess`, `ALTER TABLE cases DROP COLUMN reassess_at`,
+			`DELETE FROM schema_migrations WHERE version IN (58, 59)`} {
+			exec(t, b.s, q)
+		}
+		if err := b.s.Migrate(b.ctx); err != nil {
+			t.Fatal(err)
+		}
+		expired := func(c *store.Case) bool {
+			t.Helper()
+			got, err := b.s.GetCase(b.ctx, c.ID, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return slices.Contains(got.Reasons, review.ReasonDeadlineExpired) && got.RecommendedAction == review.RecommendFail
+		}
+		if _, err := b.s.ExpireDeadlines(b.ctx); err != nil {
+			t.Fatal(err)
+		}
+		if !expired(passed) || expired(ahead) {
+			t.Errorf("the first sweep after the upgrade: passed %v, ahead %v; want only the case whose deadline passed told so", expired(passed), expired(ahead))
+		}
+		b.clk.Advance(4 * time.Hour)
+		if _, err := b.s.ExpireDeadlines(b.ctx); err != nil {
+			t.Fatal(err)
+		}
+		if !expired(ahead) {
+			t.Error("the case whose deadline passed after the upgrade was not told so")
 		}
 	})
 }
