@@ -50,8 +50,13 @@ func (s *Store) RecordCheck(ctx context.Context, id string, by review.Principal,
 			return err
 		}
 		verdicts := make([]review.Verdict, 0, len(evs))
+		// One check, one instant: what its probes answered is read
+		// together (review.LastAnswers, a lookup and a search that
+		// disagree). Before, each row took the clock as it was written,
+		// microseconds apart, and the newest alone read as the answer.
+		now := s.now()
 		for _, ev := range evs {
-			ev.ObservedAt = s.now()
+			ev.ObservedAt = now
 			if err := s.insertEvidence(ctx, tx, op.ID, ev); err != nil {
 				return err
 			}

@@ -1,6 +1,7 @@
 package store_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -342,4 +343,48 @@ func (b *bundle) checkedWith(t *testing.T, cfg *review.Config, id string, answer
 		t.Fatal(err)
 	}
 	return after
+}
+
+// TestACheckIsOneInstant: on a clock that moves with every reading, as a
+// real one does, what one check's probes answered is recorded at one
+// instant: the check panel lists every answer (review.LastAnswers), and a
+// status lookup that finds the resource beside a search that does not is
+// read as the split it is. Before, each row took the clock as it was
+// written: the panel showed the newest answer alone, and which probe was
+// written last decided what the case recommended.
+func TestACheckIsOneInstant(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		probe := &review.Probe{URL: "http://127.0.0.1:9/never-sent"}
+		cfg := &review.Config{Destinations: map[string]review.Destination{"plain": {Probes: review.Probes{Status: probe, Search: probe}}}}
+		clk := storetest.NewClock(t0)
+		ticking := func() time.Time {
+			clk.Advance(time.Millisecond)
+			return clk.Now()
+		}
+		b := &bundle{ctx: context.Background(), s: storetest.Open(t, e, store.Options{Config: cfg, Clock: ticking, Rand: fixedRand(0.5)}), clk: clk}
+		op := b.retrying(t, "doc-instant")
+		if _, err := b.s.RecordOutcome(b.ctx, tenantA, op.ID, 1, success("fld-instant"), "integrator"); err == nil {
+			t.Fatal("the late report was taken as on time")
+		}
+		cs, err := b.s.CasesForOperation(b.ctx, op.ID)
+		if err != nil || len(cs) != 1 {
+			t.Fatalf("cases = %+v, %v; want one", cs, err)
+		}
+		after := b.checkedWith(t, cfg, cs[0].ID, func(op *review.Operation) []review.ProbeResult {
+			return []review.ProbeResult{{Kind: review.ProbeStatus, Ref: "fld-instant", Candidates: []review.Candidate{mine(op, "fld-instant")}}, found()}
+		})
+		if answers := review.LastAnswers(b.get(t, op)); len(answers) != 2 {
+			t.Errorf("the check's answers as the panel lists them: %+v; want the lookup's and the search's", answers)
+		}
+		if want := fmt.Sprintf(review.RationaleLooksSplit, "fld-instant"); after.Rationale != want {
+			t.Errorf("after a check split between lookup and search: %s (%s); want %q", after.RecommendedAction, after.Rationale, want)
+		}
+		// A reconciler's round likewise.
+		round := b.ambiguous(t, "doc-round")
+		got := b.escalate(t, round, found(mine(round, "fld-a")), found(mine(round, "fld-b")))
+		if answers := review.LastAnswers(got); len(answers) != 2 {
+			t.Errorf("a round's answers: %+v; want both searches'", answers)
+		}
+	})
 }

@@ -199,8 +199,9 @@ func (s *Store) ApplySettlement(ctx context.Context, c ProbeClaim, st review.Set
 		if k, _ := res.RowsAffected(); k != 1 {
 			return ErrFenced
 		}
+		now := s.now() // one round, one instant, as a check's (RecordCheck)
 		for _, ev := range st.Evidence {
-			ev.ObservedAt = s.now()
+			ev.ObservedAt = now
 			if err := s.insertEvidence(ctx, tx, c.Op.ID, ev); err != nil {
 				return err
 			}

@@ -142,8 +142,9 @@ func (s *Store) ApplyWatch(ctx context.Context, c WatchClaim, w review.Watching)
 		if row.State != string(c.Op.State) {
 			return nil // moved meanwhile: the next look reads it afresh
 		}
+		now := s.now() // one look, one instant, as a check's (RecordCheck)
 		for _, ev := range w.Evidence {
-			ev.ObservedAt = s.now()
+			ev.ObservedAt = now
 			if err := s.insertEvidence(ctx, tx, c.Op.ID, ev); err != nil {
 				return err
 			}
