@@ -196,16 +196,9 @@ func TestCheckAnswersADisagreement(t *testing.T) {
 		})
 
 		t.Run("a late success while a retry was due, then a look", func(t *testing.T) {
-			op := b.retrying(t, "doc-late-look")
-			if _, err := b.s.RecordOutcome(b.ctx, tenantA, op.ID, 1, success("fld-late"), "integrator"); err == nil {
-				t.Fatal("the late report was taken as on time")
-			}
-			cs, err := b.s.CasesForOperation(b.ctx, op.ID)
-			if err != nil || len(cs) != 1 || cs[0].RecommendedAction != review.RecommendReconcileAgain {
-				t.Fatalf("cases = %+v, %v; want one asking for a look", cs, err)
-			}
-			if !slices.Contains(cs[0].Reasons, review.ReasonSourcesDisagree) {
-				t.Fatalf("the case before the look: %v; want sources_disagree", cs[0].Reasons)
+			_, c := b.lateSuccessCase(t, "doc-late-look", "fld-late")
+			if c.RecommendedAction != review.RecommendReconcileAgain {
+				t.Fatalf("the case: %+v; want it asking for a look", c)
 			}
 			disagreeing := func() (listed bool, counted int) {
 				t.Helper()
@@ -213,21 +206,21 @@ func TestCheckAnswersADisagreement(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				return slices.ContainsFunc(q.Cases, func(c store.Case) bool { return c.ID == cs[0].ID }), q.Counts[string(review.ReasonSourcesDisagree)]
+				return slices.ContainsFunc(q.Cases, func(q store.Case) bool { return q.ID == c.ID }), q.Counts[string(review.ReasonSourcesDisagree)]
 			}
 			listed, before := disagreeing()
 			if !listed {
 				t.Fatal("the queue filtered by sources_disagree does not list the case before the look")
 			}
-			after := b.checked(t, cfg, cs[0].ID, "fld-late")
+			after := b.checked(t, cfg, c.ID, "fld-late")
 			if after.RecommendedAction != review.RecommendConfirm || after.RecommendedRef != "fld-late" {
 				t.Errorf("the case after a look found the reported resource: %+v; want confirm fld-late", after)
 			}
 			// The look answered the disagreement: the case no longer says
 			// the sources disagree (its badge, the queue's filter and
 			// count, its priority); its history keeps why it was opened.
-			if slices.Contains(after.Reasons, review.ReasonSourcesDisagree) || after.Priority >= cs[0].Priority {
-				t.Errorf("the case after the look: reasons %v, priority %d (was %d); want no sources_disagree, a lower priority", after.Reasons, after.Priority, cs[0].Priority)
+			if slices.Contains(after.Reasons, review.ReasonSourcesDisagree) || after.Priority >= c.Priority {
+				t.Errorf("the case after the look: reasons %v, priority %d (was %d); want no sources_disagree, a lower priority", after.Reasons, after.Priority, c.Priority)
 			}
 			if listed, now := disagreeing(); listed || now != before-1 {
 				t.Errorf("the queue filtered by sources_disagree after the look: listed %v, counted %d (was %d)", listed, now, before)
@@ -235,14 +228,7 @@ func TestCheckAnswersADisagreement(t *testing.T) {
 		})
 
 		t.Run("a late success, then checks split between the lookup and the search", func(t *testing.T) {
-			op := b.retrying(t, "doc-split")
-			if _, err := b.s.RecordOutcome(b.ctx, tenantA, op.ID, 1, success("fld-split"), "integrator"); err == nil {
-				t.Fatal("the late report was taken as on time")
-			}
-			cs, err := b.s.CasesForOperation(b.ctx, op.ID)
-			if err != nil || len(cs) != 1 {
-				t.Fatalf("cases = %+v, %v; want one", cs, err)
-			}
+			_, c := b.lateSuccessCase(t, "doc-split", "fld-split")
 			// The status lookup finds fld-split, the search nothing, in
 			// one check and in the next: the case says what a person does
 			// when they keep disagreeing, not only to look again.
@@ -251,13 +237,13 @@ func TestCheckAnswersADisagreement(t *testing.T) {
 			}
 			want := fmt.Sprintf(review.RationaleLooksSplit, "fld-split")
 			for i := range 2 {
-				after := b.checkedWith(t, cfg, cs[0].ID, split)
+				after := b.checkedWith(t, cfg, c.ID, split)
 				if after.RecommendedAction != review.RecommendReconcileAgain || after.Rationale != want ||
 					!slices.Contains(after.Reasons, review.ReasonSourcesDisagree) {
 					t.Fatalf("after split check %d: %s (%s) %v; want a look, then a person's, sources_disagree", i+1, after.RecommendedAction, after.Rationale, after.Reasons)
 				}
 			}
-			after := b.checkedWith(t, cfg, cs[0].ID, func(op *review.Operation) []review.ProbeResult {
+			after := b.checkedWith(t, cfg, c.ID, func(op *review.Operation) []review.ProbeResult {
 				return []review.ProbeResult{{Kind: review.ProbeStatus, Ref: "fld-split", Candidates: []review.Candidate{mine(op, "fld-split")}}, found(mine(op, "fld-split"))}
 			})
 			if after.RecommendedAction != review.RecommendConfirm || after.RecommendedRef != "fld-split" || slices.Contains(after.Reasons, review.ReasonSourcesDisagree) {
@@ -307,6 +293,22 @@ func TestAWebhookClaimNoLookShowed(t *testing.T) {
 			t.Errorf("after a check that found file-7: %s %s (%s); want to confirm it", c.RecommendedAction, c.RecommendedRef, c.Rationale)
 		}
 	})
+}
+
+// lateSuccessCase is the case of a compensable write whose search found
+// nothing, a retry due, when attempt 1's success naming ref arrived late:
+// the sources disagree.
+func (b *bundle) lateSuccessCase(t *testing.T, source, ref string) (*review.Operation, *store.Case) {
+	t.Helper()
+	op := b.retrying(t, source)
+	if _, err := b.s.RecordOutcome(b.ctx, tenantA, op.ID, 1, success(ref), "integrator"); err == nil {
+		t.Fatal("the late report was taken as on time")
+	}
+	cs, err := b.s.CasesForOperation(b.ctx, op.ID)
+	if err != nil || len(cs) != 1 || !slices.Contains(cs[0].Reasons, review.ReasonSourcesDisagree) {
+		t.Fatalf("cases = %+v, %v; want one for sources_disagree", cs, err)
+	}
+	return op, &cs[0]
 }
 
 // checked is a check of case id by sara, a check interval after the last
@@ -363,15 +365,8 @@ func TestACheckIsOneInstant(t *testing.T) {
 			return clk.Now()
 		}
 		b := &bundle{ctx: context.Background(), s: storetest.Open(t, e, store.Options{Config: cfg, Clock: ticking, Rand: fixedRand(0.5)}), clk: clk}
-		op := b.retrying(t, "doc-instant")
-		if _, err := b.s.RecordOutcome(b.ctx, tenantA, op.ID, 1, success("fld-instant"), "integrator"); err == nil {
-			t.Fatal("the late report was taken as on time")
-		}
-		cs, err := b.s.CasesForOperation(b.ctx, op.ID)
-		if err != nil || len(cs) != 1 {
-			t.Fatalf("cases = %+v, %v; want one", cs, err)
-		}
-		after := b.checkedWith(t, cfg, cs[0].ID, func(op *review.Operation) []review.ProbeResult {
+		op, c := b.lateSuccessCase(t, "doc-instant", "fld-instant")
+		after := b.checkedWith(t, cfg, c.ID, func(op *review.Operation) []review.ProbeResult {
 			return []review.ProbeResult{{Kind: review.ProbeStatus, Ref: "fld-instant", Candidates: []review.Candidate{mine(op, "fld-instant")}}, found()}
 		})
 		if answers := review.LastAnswers(b.get(t, op)); len(answers) != 2 {
