@@ -70,12 +70,13 @@ type Assessment struct {
 	Reasons        []Reason
 	Priority       int
 	Recommendation Recommendation
-	// ChangesAt is when the clock alone next changes the reasons or the
-	// recommendation (the operation's deadline, not yet passed): the case
-	// is assessed again then, as if evidence had arrived. Zero: nothing
-	// but new evidence or a decision changes them. Priority is left out:
-	// it moves every hour, and alone it changes nothing a reader decides
-	// on.
+	// ChangesAt is when the clock alone next changes the assessment other
+	// than by age: the operation's deadline coming within six hours or
+	// within one (priority), or passing (deadline_expired, and what it
+	// recommends). The case is assessed again then, as if evidence had
+	// arrived. Zero: nothing but new evidence or a decision changes it.
+	// Age is left out: it adds a point every hour, and a queue ranked by
+	// the hour would assess every open case every hour.
 	ChangesAt time.Time
 }
 
@@ -137,8 +138,8 @@ func Assess(op *Operation, extra []Reason, now time.Time) Assessment {
 	slices.Sort(a.Reasons)
 	a.Priority = priority(op, set, now)
 	a.Recommendation = recommend(op, set, f)
-	if !set[ReasonDeadlineExpired] && !op.Deadline.IsZero() {
-		a.ChangesAt = op.Deadline
+	if !set[ReasonDeadlineExpired] {
+		a.ChangesAt = nextDeadlineStep(op.Deadline, now)
 	}
 	return a
 }
@@ -313,6 +314,30 @@ func later(a, b time.Time) time.Time {
 	return a
 }
 
+// deadlineWeights is what a nearing deadline adds to a case's priority:
+// add, once at most within is left (0: the deadline has passed); the
+// first that holds counts.
+var deadlineWeights = []struct {
+	within time.Duration
+	add    int
+}{{0, 30}, {time.Hour, 20}, {6 * time.Hour, 10}}
+
+// nextDeadlineStep is the first instant after now at which a deadline
+// changes a case's priority or its reasons (deadlineWeights); zero when
+// none is ahead.
+func nextDeadlineStep(deadline, now time.Time) time.Time {
+	var next time.Time
+	if deadline.IsZero() {
+		return next
+	}
+	for _, w := range deadlineWeights {
+		if at := deadline.Add(-w.within); at.After(now) && (next.IsZero() || at.Before(next)) {
+			next = at
+		}
+	}
+	return next
+}
+
 // priority: higher is more urgent. Flags weigh most, then the deadline,
 // then age (a point per hour waiting, up to 24).
 func priority(op *Operation, set map[Reason]bool, now time.Time) int {
@@ -329,14 +354,14 @@ func priority(op *Operation, set map[Reason]bool, now time.Time) int {
 	if set[ReasonMultipleCands] || set[ReasonStateConflict] || set[ReasonSourcesDisagree] {
 		p += 15
 	}
-	switch left := op.Deadline.Sub(now); {
-	case op.Deadline.IsZero():
-	case left <= 0:
-		p += 30
-	case left < time.Hour:
-		p += 20
-	case left < 6*time.Hour:
-		p += 10
+	if !op.Deadline.IsZero() {
+		left := op.Deadline.Sub(now)
+		for _, w := range deadlineWeights {
+			if left <= w.within {
+				p += w.add
+				break
+			}
+		}
 	}
 	if age := now.Sub(op.CreatedAt); age > 0 {
 		p += min(int(age/time.Hour), 24)

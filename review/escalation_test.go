@@ -474,3 +474,37 @@ func TestAssessALookAnswersADisagreement(t *testing.T) {
 		}
 	}
 }
+
+// TestAssessSaysWhenTheClockChangesIt: an irreversible write in review
+// whose search found nothing, its deadline eight hours ahead. Its
+// assessment says when the clock alone next changes it — six hours before
+// the deadline, one hour before, at the deadline — and each of those
+// instants changes it: the priority rises, then deadline_expired turns
+// the recommended retry into failing it, and nothing is ahead any more.
+func TestAssessSaysWhenTheClockChangesIt(t *testing.T) {
+	op := testOp(RiskIrreversible)
+	op.State, op.AttemptCount, op.CreatedAt = NeedsReview, 1, classifyNow
+	op.Evidence = []Evidence{{Source: SourceMetadataSearch, Authoritative: true, Verdict: VerdictRefutes, ObservedAt: classifyNow, Candidates: []Candidate{}}}
+	op.Deadline = classifyNow.Add(8 * time.Hour)
+	now := classifyNow
+	a := Assess(op, nil, now)
+	for _, step := range []struct {
+		at     time.Time
+		action string
+	}{{op.Deadline.Add(-6 * time.Hour), RecommendApproveRetry}, {op.Deadline.Add(-time.Hour), RecommendApproveRetry}, {op.Deadline, RecommendFail}} {
+		if !a.ChangesAt.Equal(step.at) {
+			t.Fatalf("at %s: changes at %s, want %s", now, a.ChangesAt, step.at)
+		}
+		before := Assess(op, nil, step.at.Add(-time.Nanosecond))
+		if age := int(step.at.Add(-time.Nanosecond).Sub(now) / time.Hour); before.Priority > a.Priority+age+1 || before.Recommendation != a.Recommendation {
+			t.Errorf("just before %s: priority %d → %d, %s → %s; want only age to have moved it", step.at, a.Priority, before.Priority, a.Recommendation, before.Recommendation)
+		}
+		now, a = step.at, Assess(op, nil, step.at)
+		if a.Priority <= before.Priority || a.Recommendation.Action != step.action {
+			t.Errorf("at %s: priority %d (just before %d), %s; want it higher, %s", now, a.Priority, before.Priority, a.Recommendation.Action, step.action)
+		}
+	}
+	if !slices.Contains(a.Reasons, ReasonDeadlineExpired) || !a.ChangesAt.IsZero() {
+		t.Errorf("at the deadline: %v, changes at %s; want deadline_expired, nothing ahead", a.Reasons, a.ChangesAt)
+	}
+}

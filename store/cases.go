@@ -92,8 +92,8 @@ VALUES (?, ?, ?, 'open', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1)`
 UPDATE cases SET reasons = ?, reason_bits = ?, priority = ?, recommended_action = ?, recommended_ref = ?, rationale = ?,
     reassess_at = ?, version = version + 1
 WHERE id = ? AND version = ?`
-	/* Store.openCase: an assessment that changed nothing a reader decides on, due again at another time. */
-	rescheduleCase = `UPDATE cases SET reassess_at = ? WHERE id = ?`
+	/* Store.openCase: an assessment that changed nothing a reader decides on: the queue's rank and the next visit. */
+	rankCase = `UPDATE cases SET priority = ?, reassess_at = ? WHERE id = ?`
 )
 
 // sameTime reports whether a and b are both nil or the same instant.
@@ -183,21 +183,20 @@ func (s *Store) assessCase(ctx context.Context, tx *sqlx.Tx, opID, tenant string
 		if reasonBits(existing.Reasons) == bits && existing.RecommendedAction == a.Recommendation.Action &&
 			existing.RecommendedRef == a.Recommendation.Ref && existing.Rationale == a.Recommendation.Rationale {
 			// Nothing a reader decides on changed (a webhook's progress
-			// report, evidence saying again what was known): the case, its
-			// version and the form a reviewer has open stay as they are.
-			// Priority alone is no such change: it moves with the clock
-			// (age, a nearing deadline), and the case keeps the one of its
-			// last change, as when nothing arrives at all. Before, any
-			// evidence an hour later raised it, and the form a reviewer had
-			// open was refused as stale for nothing they could see.
-			if at := reassessAt(a); !sameTime(existing.ReassessAt, at) {
-				// Due again at another time, or no longer (the sweeper's
-				// visit once the deadline passed): scheduling, not a change
-				// of the case.
-				if _, err := s.exec(ctx, tx, rescheduleCase, at, existing.ID); err != nil {
+			// report, evidence saying again what was known, the sweeper's
+			// visit as the deadline nears): the case's version and the form
+			// a reviewer has open stay as they are. Priority alone is no
+			// such change: it moves with the clock (age, a nearing
+			// deadline), so it only ranks the case afresh in the queue,
+			// with when the clock next changes it — no version, no
+			// case.updated. Before, any evidence an hour later bumped the
+			// version, and the form a reviewer had open was refused as
+			// stale for nothing they could see.
+			if at := reassessAt(a); existing.Priority != a.Priority || !sameTime(existing.ReassessAt, at) {
+				if _, err := s.exec(ctx, tx, rankCase, a.Priority, at, existing.ID); err != nil {
 					return nil, fmt.Errorf("update case: %w", err)
 				}
-				existing.ReassessAt = at
+				existing.Priority, existing.ReassessAt = a.Priority, at
 			}
 			return &existing, nil
 		}

@@ -72,11 +72,12 @@ func TestExpireDeadlines(t *testing.T) {
 
 // TestADeadlinePassingInReview: an irreversible write in review, whose
 // search found nothing, recommends a retry (safe: nothing was made). Its
-// deadline then passes while the case waits. The deadline sweeper assesses
-// the case again, as evidence would: deadline_expired, a recommendation to
-// fail it, a higher priority, audited; the form a reviewer read before is
-// refused as stale; a sweep after that changes nothing, and a case whose
-// deadline is still ahead is left alone. Before, the case went on
+// deadline nears while the case waits: the sweeper ranks it first in the
+// queue, and nothing else changes. Then the deadline passes. The sweeper
+// assesses the case again, as evidence would: deadline_expired, a
+// recommendation to fail it, a higher priority, audited; the form a
+// reviewer read before is refused as stale; a sweep after that changes
+// nothing, and a case whose deadline is still ahead is left alone. Before, the case went on
 // recommending the retry, preselected, where a case opened a minute later
 // recommended failing.
 func TestADeadlinePassingInReview(t *testing.T) {
@@ -85,19 +86,38 @@ func TestADeadlinePassingInReview(t *testing.T) {
 		probe := &review.Probe{URL: "http://127.0.0.1:9/never-sent"}
 		cfg := &review.Config{Destinations: map[string]review.Destination{"plain": {Probes: review.Probes{Search: probe}}}}
 		b := setup(t, e, cfg)
-		inReview := func(ref string, deadline time.Time) (*review.Operation, *store.Case) {
+		inReview := func(ref string, deadline time.Time, flags ...review.Flag) (*review.Operation, *store.Case) {
 			r := intention(ref, review.RiskIrreversible, "plain")
-			r.Deadline = &deadline
+			r.Deadline, r.Flags = &deadline, flags
 			op, c := b.inReview(t, r, true)
 			if c.RecommendedAction != review.RecommendApproveRetry || slices.Contains(c.Reasons, review.ReasonDeadlineExpired) {
 				t.Fatalf("%s before its deadline: %s %v; want a retry recommended", ref, c.RecommendedAction, c.Reasons)
 			}
 			return op, c
 		}
-		op, before := inReview("doc-due", b.clk.Now().Add(time.Hour))
-		_, later := inReview("doc-later", b.clk.Now().Add(48*time.Hour))
+		op, before := inReview("doc-due", b.clk.Now().Add(3*time.Hour))
+		// Regulated, so ranked above the other until its deadline nears.
+		_, later := inReview("doc-later", b.clk.Now().Add(48*time.Hour), review.FlagRegulated)
+		if later.Priority <= before.Priority {
+			t.Fatalf("priorities %d and %d; want the regulated case first at first", later.Priority, before.Priority)
+		}
 
-		b.clk.Advance(2 * time.Hour)
+		// Less than an hour left: the sweeper ranks the case higher in the
+		// queue, and that alone changes nothing a reader decides on.
+		b.clk.Advance(2*time.Hour + 30*time.Minute)
+		if _, err := b.s.ExpireDeadlines(b.ctx); err != nil {
+			t.Fatal(err)
+		}
+		if near, err := b.s.GetCase(b.ctx, before.ID, nil); err != nil || near.Priority != before.Priority+10+2 || near.Version != before.Version ||
+			near.RecommendedAction != review.RecommendApproveRetry {
+			t.Errorf("the case half an hour before its deadline: %+v, %v; want priority %d (ten for the nearer deadline, two for age), the version and the recommendation as they were",
+				near, err, before.Priority+12)
+		}
+		if page, err := b.s.Queue(b.ctx, store.QueueFilter{}, 10); err != nil || len(page.Cases) < 2 || page.Cases[0].ID != before.ID {
+			t.Errorf("the queue: %+v, %v; want the case whose deadline is near first", page, err)
+		}
+
+		b.clk.Advance(time.Hour)
 		if n, err := b.s.ExpireDeadlines(b.ctx); err != nil || n != 0 {
 			t.Fatalf("ExpireDeadlines: %d, %v; want no operation ended", n, err)
 		}

@@ -217,11 +217,11 @@ func TestInboundTriggersProbe(t *testing.T) {
 }
 
 // TestNothingNewLeavesAnOpenFormAsItIs: a webhook that says nothing new,
-// two hours after the case was assessed, leaves the case as it was — its
-// version, so the form a reviewer has open is not refused as stale, and
-// no case.updated — although its priority would have risen with age.
-// Evidence that changes what the case recommends moves it, priority
-// included. Before, the webhook alone made the open form stale.
+// two hours after the case was assessed, leaves the case's version as it
+// was, so the form a reviewer has open is not refused as stale, and writes
+// no case.updated; it only ranks the case afresh in the queue (two hours
+// older, two points more). Evidence that changes what the case recommends
+// moves it. Before, the webhook alone made the open form stale.
 func TestNothingNewLeavesAnOpenFormAsItIs(t *testing.T) {
 	t.Parallel()
 	storetest.Each(t, func(t *testing.T, e store.Engine) {
@@ -238,8 +238,8 @@ func TestNothingNewLeavesAnOpenFormAsItIs(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if after.Version != c.Version || after.Priority != c.Priority || countActions(b.history(t, op.ID))["case.updated"] != updated {
-			t.Errorf("a webhook with nothing new moved the case: version %d → %d, priority %d → %d", c.Version, after.Version, c.Priority, after.Priority)
+		if after.Version != c.Version || after.Priority != c.Priority+2 || countActions(b.history(t, op.ID))["case.updated"] != updated {
+			t.Errorf("a webhook with nothing new: version %d → %d, priority %d → %d; want the version as it was, two points older", c.Version, after.Version, c.Priority, after.Priority)
 		}
 		if _, err := b.s.Decide(b.ctx, seen(decideReq(c, review.DecideFail, "alice"), c)); err != nil {
 			t.Errorf("a decision on the form read before the webhook: %v", err)
