@@ -1146,7 +1146,36 @@ func (h *harness) settle() {
 	}
 	h.rt.Logf("settled at %s", h.clock.Now().Format(time.DateTime))
 	h.check(true)
+	h.casesCurrent()
 	h.looksAnswer()
+}
+
+// casesCurrent: every open case says what review.Assess says of its
+// operation now — its reasons, its recommendation and its rationale — as
+// if assessed afresh from all the persisted evidence and the time, whatever
+// order the run's calls came in (priority aside: age counts only when a
+// case is assessed). Settling has passed every deadline, so a case opened
+// before its deadline must have been told it passed. Before, such a case
+// went on recommending a retry where a case opened a minute later
+// recommended failing.
+func (h *harness) casesCurrent() {
+	cases, err := h.st.OpenCases(h.ctx, 1<<20)
+	if err != nil {
+		h.rt.Fatal(err)
+	}
+	for _, c := range cases {
+		op, err := h.st.GetOperation(h.ctx, c.Tenant, c.OperationID, "")
+		if err != nil {
+			h.rt.Fatal(err)
+		}
+		a := review.Assess(op, c.Reasons, h.clock.Now())
+		stored := review.Recommendation{Action: c.RecommendedAction, Ref: c.RecommendedRef, Rationale: c.Rationale}
+		if !slices.Equal(a.Reasons, c.Reasons) || a.Recommendation.Action != stored.Action || a.Recommendation.Ref != stored.Ref ||
+			a.Recommendation.Rationale != stored.Rationale {
+			h.rt.Fatalf("case %s of %s (%s) is stale: it says %v, %s (%s); assessed now: %v, %s (%s)\nevidence: %+v\njobs: %+v",
+				c.ID, op.ID, op.State, c.Reasons, stored, stored.Rationale, a.Reasons, a.Recommendation, a.Recommendation.Rationale, op.Evidence, op.Jobs)
+		}
+	}
 }
 
 // looksAnswer: a case that recommends a look at the destination is
