@@ -27,7 +27,13 @@ import (
 // sandbox's address.
 func checkingConsole(t *testing.T, e store.Engine) (srv *httptest.Server, st *store.Store, clk *storetest.Clock, files string) {
 	t.Helper()
-	sb := sandbox.New(sandbox.Options{Seed: 1})
+	return checkingConsoleWith(t, e, sandbox.Options{Seed: 1})
+}
+
+// checkingConsoleWith is checkingConsole with a sandbox made with opts.
+func checkingConsoleWith(t *testing.T, e store.Engine, opts sandbox.Options) (srv *httptest.Server, st *store.Store, clk *storetest.Clock, files string) {
+	t.Helper()
+	sb := sandbox.New(opts)
 	fs := httptest.NewServer(sb.Handler())
 	t.Cleanup(func() {
 		fs.Close()
@@ -93,6 +99,99 @@ func caseToCheck(t *testing.T, e store.Engine) (srv *httptest.Server, st *store.
 		t.Fatalf("cases %+v, %v; want one recommending a look at the destination", cs, err)
 	}
 	return srv, st, clk, op, cs[0].ID, folder
+}
+
+// TestConsoleCheckTakesTheJobsEnd: a conversion the sandbox accepted as a
+// job, whose deadline passed while it ran: its case waits on the job. The
+// job ends at the sandbox; a check from the console asks about it too, as
+// a poll would, and takes its end: the case recommends confirming the
+// job's output, and the check panel says what the destination answered of
+// the job beside what its looks answered, in English and Italian.
+func TestConsoleCheckTakesTheJobsEnd(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		ctx := context.Background()
+		srv, st, clk, files := checkingConsoleWith(t, e, sandbox.Options{Seed: 1, JobDuration: 20 * time.Millisecond})
+		r := review.Registration{Tenant: "acme", SourceRef: "scan-job", LogicalVersion: "v1", Action: "convert",
+			Destination: sandbox.DestinationName, Risk: review.RiskCompensableWrite, Payload: []byte(`{}`), Actor: "test"}
+		deadline := clk.Now().Add(time.Hour)
+		r.Deadline = &deadline
+		op, _, err := st.Register(ctx, r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		g, err := st.StartAttempt(ctx, store.AttemptRequest{Tenant: "acme", OperationID: op.ID, Actor: "test"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := json.Marshal(map[string]any{"input_ref": "file-in", "format": "pdf", "metadata": map[string]any{"operation_id": op.ID, "logical_version": "v1"}})
+		resp, err := http.Post(files+"/jobs", "application/json", bytes.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var job struct {
+			Ref string `json:"ref"`
+		}
+		err = json.NewDecoder(resp.Body).Decode(&job)
+		resp.Body.Close()
+		if err != nil || job.Ref == "" {
+			t.Fatalf("POST /jobs: %v", err)
+		}
+		accepted := review.Outcome{Result: review.ResultSuccess, Phase: review.PhaseAfterSend, HTTPStatus: 202, Job: &review.JobRef{Ref: job.Ref, Status: "queued"}}
+		if _, err := st.RecordOutcome(ctx, "acme", op.ID, g.N, accepted, "test"); err != nil {
+			t.Fatal(err)
+		}
+		clk.Advance(2 * time.Hour)
+		if _, err := st.ExpireDeadlines(ctx); err != nil {
+			t.Fatal(err)
+		}
+		cs, err := st.CasesForOperation(ctx, op.ID)
+		if err != nil || len(cs) != 1 || cs[0].RecommendedAction != review.RecommendReconcileAgain {
+			t.Fatalf("cases %+v, %v; want one waiting on the job", cs, err)
+		}
+		// The job ends at the sandbox (its output made).
+		var output string
+		for range 200 {
+			resp, err := http.Get(files + "/jobs/" + job.Ref)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var j struct {
+				Status    string `json:"status"`
+				OutputRef string `json:"output_ref"`
+			}
+			err = json.NewDecoder(resp.Body).Decode(&j)
+			resp.Body.Close()
+			if err == nil && j.Status == string(review.JobSucceeded) && j.OutputRef != "" {
+				output = j.OutputRef
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		if output == "" {
+			t.Fatal("the sandbox's job did not end")
+		}
+		rev := newBrowser(t, srv.URL)
+		rev.login("reviewer@example.com")
+		if _, page := rev.get("/cases/" + cs[0].ID); !strings.Contains(page, "asks about the job the case waits on") {
+			t.Errorf("the check button does not say it asks about the job")
+		}
+		clk.Advance(review.CheckInterval)
+		if code, _, _ := rev.post("/cases/"+cs[0].ID+"/check", url.Values{"csrf": {rev.csrf}}); code != http.StatusSeeOther {
+			t.Fatalf("check: %d, want 303", code)
+		}
+		c, err := st.GetCase(ctx, cs[0].ID, nil)
+		if err != nil || c.RecommendedAction != review.RecommendConfirm || c.RecommendedRef != output {
+			t.Fatalf("the case after the check: %+v, %v; want confirm %s", c, err, output)
+		}
+		_, page := rev.get("/cases/" + c.ID)
+		if i := strings.Index(page, "It answered:"); i < 0 || !strings.Contains(page[i:], "Job <code>"+job.Ref+`</code>: <span title="succeeded">Succeeded</span>`) {
+			t.Errorf("the check panel does not say what the destination answered of %s", job.Ref)
+		}
+		if it := casePageIn(t, st, rev, "reviewer@example.com", "it", c.ID); !strings.Contains(it, "Job <code>"+job.Ref+"</code>:") {
+			t.Errorf("the Italian check panel does not say what the destination answered of the job")
+		}
+	})
 }
 
 // TestConsoleShowsAnAnsweredDisagreement: an upload's search found

@@ -50,10 +50,11 @@ func (s *Store) RecordCheck(ctx context.Context, id string, by review.Principal,
 			return err
 		}
 		verdicts := make([]review.Verdict, 0, len(evs))
-		// One check, one instant: what its probes answered is read
-		// together (review.LastAnswers, a lookup and a search that
-		// disagree). Before, each row took the clock as it was written,
-		// microseconds apart, and the newest alone read as the answer.
+		// One check, one instant: what its probes answered — the job's
+		// end too — is read together (review.LastAnswers, a lookup and a
+		// search that disagree). Before, each row took the clock as it
+		// was written, microseconds apart, and the newest alone read as
+		// the answer.
 		now := s.now()
 		for _, ev := range evs {
 			ev.ObservedAt = now
@@ -65,7 +66,7 @@ func (s *Store) RecordCheck(ctx context.Context, id string, by review.Principal,
 		detail := map[string]any{"check": true, "probes": len(evs), "verdicts": verdicts}
 		if j := a.Job; j != nil && op.State == review.NeedsReview {
 			detail["job"], detail["job_status"] = j.Ref, j.Status
-			switch err := s.putJobTx(ctx, tx, op.Tenant, op.ID, *j, by.Name); {
+			switch err := s.putJobAt(ctx, tx, op.Tenant, op.ID, *j, by.Name, now); {
 			case errors.Is(err, review.ErrConflict):
 				// Not the ledger's job, or one it knows ended otherwise:
 				// the ledger keeps its record, and the audit says why.

@@ -358,7 +358,8 @@ func TestACheckIsOneInstant(t *testing.T) {
 	t.Parallel()
 	storetest.Each(t, func(t *testing.T, e store.Engine) {
 		probe := &review.Probe{URL: "http://127.0.0.1:9/never-sent"}
-		cfg := &review.Config{Destinations: map[string]review.Destination{"plain": {Probes: review.Probes{Status: probe, Search: probe}}}}
+		cfg := &review.Config{Destinations: map[string]review.Destination{"plain": {Probes: review.Probes{Status: probe, Search: probe}},
+			"transform": {Probes: review.Probes{Search: probe, Job: probe}}}}
 		clk := storetest.NewClock(t0)
 		ticking := func() time.Time {
 			clk.Advance(time.Millisecond)
@@ -380,6 +381,22 @@ func TestACheckIsOneInstant(t *testing.T) {
 		got := b.escalate(t, round, found(mine(round, "fld-a")), found(mine(round, "fld-b")))
 		if answers := review.LastAnswers(got); len(answers) != 2 {
 			t.Errorf("a round's answers: %+v; want both searches'", answers)
+		}
+		// A check that takes the end of the job a case waits on: the
+		// job's end is of that instant too.
+		jobOp, jc := deadlinePassedBesideJob(t, b, "doc-instant-job", "job-9", nil)
+		b.clk.Advance(review.CheckInterval)
+		sara := review.Principal{Name: "sara@example.com"}
+		if _, err := b.s.CheckCase(b.ctx, jc.ID, sara, nil); err != nil {
+			t.Fatal(err)
+		}
+		evs := review.CheckEvidence(jobOp, cfg.Destination("transform"), []review.ProbeResult{found(mine(jobOp, "file-out"))}, b.clk.Now())
+		ended := &review.Job{Ref: "job-9", Status: review.JobSucceeded, OutputRef: "file-out"}
+		if err := b.s.RecordCheck(b.ctx, jc.ID, sara, nil, review.CheckAnswers{Evidence: evs, Job: ended}); err != nil {
+			t.Fatal(err)
+		}
+		if answers := review.LastAnswers(b.get(t, jobOp)); len(answers) != 2 {
+			t.Errorf("the answers of a check that took the job's end: %+v; want the search's and the job's end", answers)
 		}
 	})
 }

@@ -191,6 +191,13 @@ func (s *Store) PutJob(ctx context.Context, tenant, opID string, j review.Job, a
 
 // putJobTx is PutJob inside an open transaction.
 func (s *Store) putJobTx(ctx context.Context, tx *sqlx.Tx, tenant, opID string, j review.Job, actor string) error {
+	return s.putJobAt(ctx, tx, tenant, opID, j, actor, s.now())
+}
+
+// putJobAt is putJobTx for a job's state as the destination answered it
+// at now: a check's job answer is recorded at the instant of its looks
+// (RecordCheck).
+func (s *Store) putJobAt(ctx context.Context, tx *sqlx.Tx, tenant, opID string, j review.Job, actor string, now time.Time) error {
 	row, err := s.lockOperation(ctx, tx, tenant, opID)
 	if err != nil {
 		return err
@@ -223,7 +230,6 @@ func (s *Store) putJobTx(ctx context.Context, tx *sqlx.Tx, tenant, opID string, 
 		// on what was reported first.
 		return fmt.Errorf("%w: job %s already ended %s with output %q for input version %q", review.ErrConflict, j.Ref, old.Status, old.OutputRef, old.InputVersion)
 	}
-	now := s.now()
 	j.Attempt = old.Attempt // a known job: its attempt stays
 	if err := s.upsertJob(ctx, tx, opID, j, j.Attempt, now); err != nil {
 		return err

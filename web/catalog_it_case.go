@@ -212,7 +212,8 @@ func init() {
 
 		// The check of the destination (CheckPanel).
 		"Check the destination now": "Interroga ora la destinazione",
-		"Sends its status lookup and search now and records what they answer under Attempts and evidence; the recommendation is made again from all the evidence. Nothing is decided.": "Invia ora la verifica dello stato e la ricerca della destinazione e ne registra le risposte in Tentativi ed evidenze; la raccomandazione viene rifatta da tutte le evidenze. Non si decide nulla.",
+		"Sends its status lookup and search now and records what they answer under Attempts and evidence; the recommendation is made again from all the evidence. Nothing is decided.":                                        "Invia ora la verifica dello stato e la ricerca della destinazione e ne registra le risposte in Tentativi ed evidenze; la raccomandazione viene rifatta da tutte le evidenze. Non si decide nulla.",
+		"Sends its status lookup and search now, asks about the job the case waits on, and records what they answer under Attempts and evidence; the recommendation is made again from all the evidence. Nothing is decided.": "Invia ora la verifica dello stato e la ricerca della destinazione, chiede del job su cui il caso è in attesa e ne registra le risposte in Tentativi ed evidenze; la raccomandazione viene rifatta da tutte le evidenze. Non si decide nulla.",
 		"The destination was last asked": "L'ultima interrogazione della destinazione risale al",
 		"It answered:":                   "Ha risposto:",
 
