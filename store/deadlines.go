@@ -42,14 +42,14 @@ const deadlineSweeper = "system:deadline-sweeper"
 // reconciler's, in-flight ones the lease sweeper's. An operation that
 // cannot be ended is skipped (*SkippedRows) and the rest are.
 //
-// Then it assesses again the open cases whose operation's deadline has
-// passed since they were last assessed (Case.ReassessAt): a deadline
-// passing in review changes a case as evidence would — deadline_expired,
-// a recommendation to fail rather than retry where nothing was made, a
-// higher priority — and the form a reviewer has open is refused as stale.
-// Before, such a case went on recommending a retry, preselected, where a
-// case opened a minute later recommended failing. Those are not counted:
-// the count is of operations ended.
+// Then it assesses again the open cases the clock has changed since they
+// were last assessed (Case.ReassessAt): a deadline nearing ranks a case
+// higher in the queue; a deadline passing in review changes it as
+// evidence would — deadline_expired, a recommendation to fail rather than
+// retry where nothing was made — and the form a reviewer has open is
+// refused as stale. Before, such a case went on recommending a retry,
+// preselected, where a case opened a minute later recommended failing.
+// Those are not counted: the count is of operations ended.
 func (s *Store) ExpireDeadlines(ctx context.Context) (int, error) {
 	var due, lapsed, changed []dueOp
 	if err := s.db.SelectContext(ctx, &due, s.rebind(selectPastDeadline), s.now(), 500); err != nil {
