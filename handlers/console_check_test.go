@@ -54,8 +54,16 @@ func checkingConsoleWith(t *testing.T, e store.Engine, opts sandbox.Options) (sr
 // made, and returns its ref.
 func folderFor(t *testing.T, files string, op *review.Operation) string {
 	t.Helper()
-	body, _ := json.Marshal(map[string]any{"name": op.SourceRef, "metadata": map[string]any{"operation_id": op.ID, "logical_version": op.LogicalVersion}})
-	resp, err := http.Post(files+"/folders", "application/json", bytes.NewReader(body))
+	return sandboxMade(t, files+"/folders", map[string]any{"name": op.SourceRef,
+		"metadata": map[string]any{"operation_id": op.ID, "logical_version": op.LogicalVersion}})
+}
+
+// sandboxMade posts body to the sandbox at url and returns the ref of
+// what it made.
+func sandboxMade(t *testing.T, url string, body map[string]any) string {
+	t.Helper()
+	b, _ := json.Marshal(body)
+	resp, err := http.Post(url, "application/json", bytes.NewReader(b))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,9 +73,55 @@ func folderFor(t *testing.T, files string, op *review.Operation) string {
 	err = json.NewDecoder(resp.Body).Decode(&made)
 	resp.Body.Close()
 	if err != nil || made.Ref == "" {
-		t.Fatalf("POST /folders: %v", err)
+		t.Fatalf("POST %s: %d, %v", url, resp.StatusCode, err)
 	}
 	return made.Ref
+}
+
+// jobCase is the case of a conversion the sandbox accepted as a job,
+// whose deadline passed while it ran: the case waits on the job
+// (returned with the operation).
+func jobCase(t *testing.T, st *store.Store, clk *storetest.Clock, files, source string) (*review.Operation, string, store.Case) {
+	t.Helper()
+	ctx := context.Background()
+	r := review.Registration{Tenant: "acme", SourceRef: source, LogicalVersion: "v1", Action: "convert",
+		Destination: sandbox.DestinationName, Risk: review.RiskCompensableWrite, Payload: []byte(`{}`), Actor: "test"}
+	deadline := clk.Now().Add(time.Hour)
+	r.Deadline = &deadline
+	op, _, err := st.Register(ctx, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := st.StartAttempt(ctx, store.AttemptRequest{Tenant: "acme", OperationID: op.ID, Actor: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	job := sandboxMade(t, files+"/jobs", map[string]any{"input_ref": "file-in", "format": "pdf",
+		"metadata": map[string]any{"operation_id": op.ID, "logical_version": "v1"}})
+	accepted := review.Outcome{Result: review.ResultSuccess, Phase: review.PhaseAfterSend, HTTPStatus: 202, Job: &review.JobRef{Ref: job, Status: "queued"}}
+	if _, err := st.RecordOutcome(ctx, "acme", op.ID, g.N, accepted, "test"); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(2 * time.Hour)
+	if _, err := st.ExpireDeadlines(ctx); err != nil {
+		t.Fatal(err)
+	}
+	cs, err := st.CasesForOperation(ctx, op.ID)
+	if err != nil || len(cs) != 1 || cs[0].RecommendedAction != review.RecommendReconcileAgain {
+		t.Fatalf("cases %+v, %v; want one waiting on the job", cs, err)
+	}
+	return op, job, cs[0]
+}
+
+// answers is the check panel's list of what the destination answered.
+func answers(t *testing.T, page string) string {
+	t.Helper()
+	i := strings.Index(page, `<ul class="answers">`)
+	if i < 0 {
+		t.Fatal("the page lists no answers of the destination")
+	}
+	j := strings.Index(page[i:], "</ul>")
+	return page[i : i+j]
 }
 
 // scanUpload is a timed-out upload of source to the sandbox.
@@ -112,47 +166,11 @@ func TestConsoleCheckTakesTheJobsEnd(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, e store.Engine) {
 		ctx := context.Background()
 		srv, st, clk, files := checkingConsoleWith(t, e, sandbox.Options{Seed: 1, JobDuration: 20 * time.Millisecond})
-		r := review.Registration{Tenant: "acme", SourceRef: "scan-job", LogicalVersion: "v1", Action: "convert",
-			Destination: sandbox.DestinationName, Risk: review.RiskCompensableWrite, Payload: []byte(`{}`), Actor: "test"}
-		deadline := clk.Now().Add(time.Hour)
-		r.Deadline = &deadline
-		op, _, err := st.Register(ctx, r)
-		if err != nil {
-			t.Fatal(err)
-		}
-		g, err := st.StartAttempt(ctx, store.AttemptRequest{Tenant: "acme", OperationID: op.ID, Actor: "test"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		body, _ := json.Marshal(map[string]any{"input_ref": "file-in", "format": "pdf", "metadata": map[string]any{"operation_id": op.ID, "logical_version": "v1"}})
-		resp, err := http.Post(files+"/jobs", "application/json", bytes.NewReader(body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		var job struct {
-			Ref string `json:"ref"`
-		}
-		err = json.NewDecoder(resp.Body).Decode(&job)
-		resp.Body.Close()
-		if err != nil || job.Ref == "" {
-			t.Fatalf("POST /jobs: %v", err)
-		}
-		accepted := review.Outcome{Result: review.ResultSuccess, Phase: review.PhaseAfterSend, HTTPStatus: 202, Job: &review.JobRef{Ref: job.Ref, Status: "queued"}}
-		if _, err := st.RecordOutcome(ctx, "acme", op.ID, g.N, accepted, "test"); err != nil {
-			t.Fatal(err)
-		}
-		clk.Advance(2 * time.Hour)
-		if _, err := st.ExpireDeadlines(ctx); err != nil {
-			t.Fatal(err)
-		}
-		cs, err := st.CasesForOperation(ctx, op.ID)
-		if err != nil || len(cs) != 1 || cs[0].RecommendedAction != review.RecommendReconcileAgain {
-			t.Fatalf("cases %+v, %v; want one waiting on the job", cs, err)
-		}
+		_, job, c := jobCase(t, st, clk, files, "scan-job")
 		// The job ends at the sandbox (its output made).
 		var output string
 		for range 200 {
-			resp, err := http.Get(files + "/jobs/" + job.Ref)
+			resp, err := http.Get(files + "/jobs/" + job)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -173,23 +191,57 @@ func TestConsoleCheckTakesTheJobsEnd(t *testing.T) {
 		}
 		rev := newBrowser(t, srv.URL)
 		rev.login("reviewer@example.com")
-		if _, page := rev.get("/cases/" + cs[0].ID); !strings.Contains(page, "asks about the job the case waits on") {
+		if _, page := rev.get("/cases/" + c.ID); !strings.Contains(page, "asks about the job the case waits on") {
 			t.Errorf("the check button does not say it asks about the job")
 		}
 		clk.Advance(review.CheckInterval)
-		if code, _, _ := rev.post("/cases/"+cs[0].ID+"/check", url.Values{"csrf": {rev.csrf}}); code != http.StatusSeeOther {
+		if code, _, _ := rev.post("/cases/"+c.ID+"/check", url.Values{"csrf": {rev.csrf}}); code != http.StatusSeeOther {
 			t.Fatalf("check: %d, want 303", code)
 		}
-		c, err := st.GetCase(ctx, cs[0].ID, nil)
-		if err != nil || c.RecommendedAction != review.RecommendConfirm || c.RecommendedRef != output {
-			t.Fatalf("the case after the check: %+v, %v; want confirm %s", c, err, output)
+		after, err := st.GetCase(ctx, c.ID, nil)
+		if err != nil || after.RecommendedAction != review.RecommendConfirm || after.RecommendedRef != output {
+			t.Fatalf("the case after the check: %+v, %v; want confirm %s", after, err, output)
+		}
+		// The job's success is evidence the check recorded, listed once
+		// among the answers: not again on a line of its own.
+		_, page := rev.get("/cases/" + c.ID)
+		if list := answers(t, page); strings.Count(list, "job "+job+" succeeded") != 1 || strings.Contains(list, "Job <code>") {
+			t.Errorf("the check panel's answers say %s succeeded %d times and on a line of its own %v; want once, as evidence: %s",
+				job, strings.Count(list, "job "+job+" succeeded"), strings.Contains(list, "Job <code>"), list)
+		}
+		if list := answers(t, casePageIn(t, st, rev, "reviewer@example.com", "it", c.ID)); strings.Count(list, "il job "+job+" è riuscito") != 1 || strings.Contains(list, "<code>"+job+"</code>") {
+			t.Errorf("the Italian check panel's answers do not say once, as evidence, that %s succeeded: %s", job, list)
+		}
+	})
+}
+
+// TestConsoleCheckSaysTheJobRuns: a check of a case waiting on a job the
+// destination has not finished (still queued) asks about the job, and the panel says
+// what the destination answered of it beside what its looks answered, in
+// English and Italian: a job not ended is no evidence, so nothing else
+// says it. The case still waits on the job.
+func TestConsoleCheckSaysTheJobRuns(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		ctx := context.Background()
+		srv, st, clk, files := checkingConsoleWith(t, e, sandbox.Options{Seed: 1, JobDuration: time.Hour})
+		_, job, c := jobCase(t, st, clk, files, "scan-running")
+		rev := newBrowser(t, srv.URL)
+		rev.login("reviewer@example.com")
+		clk.Advance(review.CheckInterval)
+		if code, _, _ := rev.post("/cases/"+c.ID+"/check", url.Values{"csrf": {rev.csrf}}); code != http.StatusSeeOther {
+			t.Fatalf("check: %d, want 303", code)
+		}
+		after, err := st.GetCase(ctx, c.ID, nil)
+		if err != nil || after.RecommendedAction != review.RecommendReconcileAgain || after.Rationale != c.Rationale {
+			t.Fatalf("the case after the check: %+v, %v; want it still waiting on %s", after, err, job)
 		}
 		_, page := rev.get("/cases/" + c.ID)
-		if i := strings.Index(page, "It answered:"); i < 0 || !strings.Contains(page[i:], "Job <code>"+job.Ref+`</code>: <span title="succeeded">Succeeded</span>`) {
-			t.Errorf("the check panel does not say what the destination answered of %s", job.Ref)
+		if list := answers(t, page); !strings.Contains(list, "Job <code>"+job+"</code>: <span title=\"queued\">Queued</span>") {
+			t.Errorf("the check panel does not say the destination has %s queued: %s", job, list)
 		}
-		if it := casePageIn(t, st, rev, "reviewer@example.com", "it", c.ID); !strings.Contains(it, "Job <code>"+job.Ref+"</code>:") {
-			t.Errorf("the Italian check panel does not say what the destination answered of the job")
+		if list := answers(t, casePageIn(t, st, rev, "reviewer@example.com", "it", c.ID)); !strings.Contains(list, "Job <code>"+job+"</code>: <span title=\"queued\">In coda</span>") {
+			t.Errorf("the Italian check panel does not say, in Italian, that the destination has %s queued: %s", job, list)
 		}
 	})
 }
