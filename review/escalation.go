@@ -130,6 +130,18 @@ func Assess(op *Operation, extra []Reason, now time.Time) Assessment {
 	if op.AttemptCount > 0 && len(f.matching) == 0 && len(f.otherVersion) == 0 && len(f.foreign) == 0 && !f.refutes {
 		set[ReasonNoDedupEvidence] = true
 	}
+	if len(f.matching) > 0 && len(op.Undoing) == 0 && len(op.UndoingByHand) == 0 {
+		// Nothing showed whether the effect is there (a reason kept with
+		// the case, or one the trigger knows), and the destination has
+		// since named a resource for this operation and version: the
+		// evidence is there now, and the case stops saying there is none
+		// (its badge, the queue's filter). Before, a case recommending to
+		// confirm the one resource a check found still read "No way to
+		// check for duplicates". While an undo is under way the reason is
+		// about the undo — whether it happened — which a look finding the
+		// resource does not answer, so it stays.
+		delete(set, ReasonNoDedupEvidence)
+	}
 
 	a := Assessment{}
 	for r := range set {

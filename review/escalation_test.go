@@ -508,3 +508,43 @@ func TestAssessSaysWhenTheClockChangesIt(t *testing.T) {
 		t.Errorf("at the deadline: %v, changes at %s; want deadline_expired, nothing ahead", a.Reasons, a.ChangesAt)
 	}
 }
+
+// TestAssessEvidenceAnswersNoDedupEvidence: a case opened because nothing
+// showed whether the effect is there (no_dedup_evidence, kept with it)
+// stops saying so once the destination names a resource for the
+// operation and its version, and recommends confirming it. A resource of
+// another operation answers nothing, and while an undo is under way the
+// reason is the undo's: a look finding the resource does not answer it.
+// Before, the case read "No way to check for duplicates" beside "Confirm
+// file-1".
+func TestAssessEvidenceAnswersNoDedupEvidence(t *testing.T) {
+	look := func(cands ...Candidate) Evidence {
+		return Evidence{Source: SourceMetadataSearch, Authoritative: true, Verdict: VerdictConfirms, ObservedAt: classifyNow, Candidates: cands}
+	}
+	ours := Candidate{Ref: "file-1", Version: "v7", OperationID: "op-1"}
+	theirs := Candidate{Ref: "file-9", Version: "v2", OperationID: "op-other"}
+	for _, tc := range []struct {
+		name    string
+		setup   func(op *Operation)
+		ev      []Evidence
+		kept    bool
+		action  string
+		confirm string
+	}{
+		{"a look finds the operation's resource", nil, []Evidence{look(ours)}, false, RecommendConfirm, "file-1"},
+		{"a look finds another operation's resource", nil, []Evidence{look(theirs)}, true, RecommendReconcileAgain, ""},
+		{"a look finds both", nil, []Evidence{look(theirs), look(ours)}, false, RecommendConfirm, "file-1"},
+		{"a look finds the resource an undo is under way for", func(op *Operation) { op.State, op.Undoing = Compensating, []string{"file-1"} },
+			[]Evidence{look(ours)}, true, RecommendReconcileAgain, ""},
+	} {
+		op := testOp(RiskIrreversible)
+		op.State, op.AttemptCount, op.Evidence = NeedsReview, 1, tc.ev
+		if tc.setup != nil {
+			tc.setup(op)
+		}
+		a := Assess(op, []Reason{ReasonNoDedupEvidence}, classifyNow)
+		if slices.Contains(a.Reasons, ReasonNoDedupEvidence) != tc.kept || a.Recommendation.Action != tc.action || a.Recommendation.Ref != tc.confirm {
+			t.Errorf("%s: %v, %s; want no_dedup_evidence %v, %s %s", tc.name, a.Reasons, a.Recommendation, tc.kept, tc.action, tc.confirm)
+		}
+	}
+}

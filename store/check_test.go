@@ -253,6 +253,49 @@ func TestCheckAnswersADisagreement(t *testing.T) {
 	})
 }
 
+// TestCheckAnswersNoDedupEvidence: an irreversible write whose attempt
+// timed out, its search finding only another operation's resource: the
+// case says nothing shows whether the effect is there. A check whose
+// search finds the operation's own resource answers that: the case
+// recommends confirming it and no longer says there is no evidence (its
+// badge, the queue's filter and count). Before, "No way to check for
+// duplicates" stayed beside "Confirm fld-1".
+func TestCheckAnswersNoDedupEvidence(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		probe := &review.Probe{URL: "http://127.0.0.1:9/never-sent"}
+		cfg := &review.Config{Destinations: map[string]review.Destination{"plain": {Probes: review.Probes{Search: probe}}}}
+		b := setup(t, e, cfg)
+		op := b.register(t, intention("doc-nodedup", review.RiskIrreversible, "plain"))
+		b.start(t, op)
+		wantState(t, b.report(t, op, 1, timeoutAfterSend).Operation, review.Ambiguous)
+		b.escalate(t, op, found(review.Candidate{Ref: "fld-other", Kind: "folder", Version: "v1", OperationID: "op-other"}))
+		cs, err := b.s.CasesForOperation(b.ctx, op.ID)
+		if err != nil || len(cs) != 1 || !slices.Contains(cs[0].Reasons, review.ReasonNoDedupEvidence) {
+			t.Fatalf("cases = %+v, %v; want one for no_dedup_evidence", cs, err)
+		}
+		listed := func() (bool, int) {
+			t.Helper()
+			q, err := b.s.Queue(b.ctx, store.QueueFilter{Reason: string(review.ReasonNoDedupEvidence)}, 50)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return slices.ContainsFunc(q.Cases, func(q store.Case) bool { return q.ID == cs[0].ID }), q.Counts[string(review.ReasonNoDedupEvidence)]
+		}
+		in, before := listed()
+		if !in {
+			t.Fatal("the queue filtered by no_dedup_evidence does not list the case before the check")
+		}
+		after := b.checked(t, cfg, cs[0].ID, "fld-1")
+		if after.RecommendedAction != review.RecommendConfirm || after.RecommendedRef != "fld-1" || slices.Contains(after.Reasons, review.ReasonNoDedupEvidence) {
+			t.Errorf("the case after a check found fld-1: %s %s %v; want confirm fld-1, no no_dedup_evidence", after.RecommendedAction, after.RecommendedRef, after.Reasons)
+		}
+		if in, now := listed(); in || now != before-1 {
+			t.Errorf("the queue filtered by no_dedup_evidence after the check: listed %v, counted %d (was %d)", in, now, before)
+		}
+	})
+}
+
 // TestAWebhookClaimNoLookShowed: an irreversible write whose attempt timed
 // out, a signed webhook saying it made file-7, a search past the search
 // lag (but inside the confirm window) finding nothing, then the deadline.
