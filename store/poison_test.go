@@ -1,11 +1,16 @@
 package store_test
 
 import (
+	"context"
+	"database/sql"
 	"errors"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"modernc.org/sqlite"
 
 	"github.com/limbo-dev/limbo/review"
 	"github.com/limbo-dev/limbo/store"
@@ -132,32 +137,18 @@ func TestSweepsGoPastAPoisonRow(t *testing.T) {
 // in limbo_loop_rows_skipped_total and its log line. The next round,
 // the database back, handles them all.
 //
-// PostgreSQL only: the outage is a trigger raising admin_shutdown
-// (57P01), what a server going down answers; SQLite, a file in the
-// process, has no such answer to fake.
+// On PostgreSQL the outage is a trigger raising admin_shutdown (57P01),
+// what a server going down answers, at the first row of each sweep. On
+// SQLite, a file in the process, it is what an outage is there: another
+// process holding the one write lock past the busy timeout (SQLITE_BUSY).
 func TestSweepsStopAtAnUnreachableDatabase(t *testing.T) {
 	t.Parallel()
 	storetest.Each(t, func(t *testing.T, e store.Engine) {
-		if e != store.Postgres {
-			return
-		}
 		b := setup(t, e, retentionConfig())
 		rows := b.sweepable(t)
 		leaseA, leaseB, deadlineA, deadlineB, purgeA, purgeB := rows.leaseA, rows.leaseB, rows.deadlineA, rows.deadlineB, rows.purgeA, rows.purgeB
 		b.clk.Advance(2 * 24 * time.Hour)
-
-		// The database "goes down" at the first row of each sweep.
-		first := "'" + leaseA.ID + "', '" + deadlineA.ID + "', '" + purgeA.ID + "'"
-		exec := func(q string) {
-			t.Helper()
-			if _, err := b.s.DB().Exec(q); err != nil {
-				t.Fatal(err)
-			}
-		}
-		exec(`CREATE FUNCTION down_at_first() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN IF NEW.operation_id IN (` + first + `) THEN RAISE EXCEPTION 'the server is shutting down' USING ERRCODE = 'admin_shutdown'; END IF; RETURN NEW; END $$`)
-		exec(`CREATE TRIGGER down_at_first BEFORE INSERT ON audit_events FOR EACH ROW EXECUTE FUNCTION down_at_first()`)
-
+		back := b.outage(t, leaseA.ID, deadlineA.ID, purgeA.ID)
 		ended := func(what string, n int, err error) {
 			t.Helper()
 			var sk *store.SkippedRows
@@ -178,7 +169,7 @@ BEGIN IF NEW.operation_id IN (` + first + `) THEN RAISE EXCEPTION 'the server is
 		}
 
 		// Back: the next rounds handle every row.
-		exec(`DROP TRIGGER down_at_first ON audit_events`)
+		back()
 		if n, err := b.s.SweepLeases(b.ctx); err != nil || n != 2 {
 			t.Errorf("SweepLeases once back: %d, %v; want 2", n, err)
 		}
@@ -191,6 +182,74 @@ BEGIN IF NEW.operation_id IN (` + first + `) THEN RAISE EXCEPTION 'the server is
 		if rep := storetest.Sealed(t, b.s); !rep.OK {
 			t.Fatalf("audit: %+v", rep)
 		}
+	})
+}
+
+// outage makes b's database unreachable for writes of the operations
+// ids (PostgreSQL: they fail with admin_shutdown, what a server going
+// down answers), or of any (SQLite: another process holds the write lock,
+// so each waits out the busy timeout and fails with SQLITE_BUSY); back
+// ends it.
+func (b *bundle) outage(t *testing.T, ids ...string) (back func()) {
+	t.Helper()
+	if b.s.Engine() == store.Postgres {
+		exec := func(q string) {
+			t.Helper()
+			if _, err := b.s.DB().Exec(q); err != nil {
+				t.Fatal(err)
+			}
+		}
+		exec(`CREATE FUNCTION down_at_first() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN IF NEW.operation_id IN ('` + strings.Join(ids, "', '") + `') THEN RAISE EXCEPTION 'the server is shutting down' USING ERRCODE = 'admin_shutdown'; END IF; RETURN NEW; END $$`)
+		exec(`CREATE TRIGGER down_at_first BEFORE INSERT ON audit_events FOR EACH ROW EXECUTE FUNCTION down_at_first()`)
+		return func() { exec(`DROP TRIGGER down_at_first ON audit_events`) }
+	}
+	var file string
+	if err := b.s.DB().QueryRow(`SELECT file FROM pragma_database_list WHERE name = 'main'`).Scan(&file); err != nil || file == "" {
+		t.Fatalf("the SQLite file: %q, %v", file, err)
+	}
+	// The store's 10 s busy timeout, waited out before each of a
+	// transaction's five retries, would make this test take minutes:
+	// its connections wait 50 ms instead (quickBusy), and are opened
+	// afresh so that each does.
+	quickBusy.Store(file, true)
+	b.s.DB().SetMaxIdleConns(0)
+	other, err := sql.Open("sqlite", "file:"+file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := other.Conn(b.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.ExecContext(b.ctx, "BEGIN IMMEDIATE"); err != nil {
+		t.Fatalf("the other process's write lock: %v", err)
+	}
+	return func() {
+		if _, err := conn.ExecContext(b.ctx, "ROLLBACK"); err != nil {
+			t.Fatal(err)
+		}
+		conn.Close()
+		other.Close()
+	}
+}
+
+// quickBusy holds the SQLite files whose connections wait 50 ms for
+// another process's write lock rather than the store's 10 s (outage).
+var quickBusy sync.Map
+
+func init() {
+	sqlite.RegisterConnectionHook(func(c sqlite.ExecQuerierContext, dsn string) error {
+		var quick bool
+		quickBusy.Range(func(file, _ any) bool {
+			quick = strings.Contains(dsn, file.(string))
+			return !quick
+		})
+		if quick {
+			_, err := c.ExecContext(context.Background(), "PRAGMA busy_timeout = 50", nil)
+			return err
+		}
+		return nil
 	})
 }
 
