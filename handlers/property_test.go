@@ -1151,8 +1151,7 @@ func (h *harness) settle() {
 }
 
 // casesCurrent: every open case says what review.Assess says of its
-// operation now — its reasons (but on a refused payload's case), its
-// recommendation and its rationale — as
+// operation now — its reasons, its recommendation and its rationale — as
 // if assessed afresh from all the persisted evidence and the time, whatever
 // order the run's calls came in (priority aside: age counts only when a
 // case is assessed). Settling has passed every deadline, so a case opened
@@ -1171,12 +1170,7 @@ func (h *harness) casesCurrent() {
 		}
 		a := review.Assess(op, c.Reasons, h.clock.Now())
 		stored := review.Recommendation{Action: c.RecommendedAction, Ref: c.RecommendedRef, Rationale: c.Rationale}
-		// A case about a refused payload alone is not the operation's: an
-		// outcome that settles the operation does not assess it again, so
-		// reasons drawn from the operation's evidence (no_dedup_evidence)
-		// may be missing from it. What it recommends must still hold.
-		sameReasons := slices.Equal(a.Reasons, c.Reasons) || review.DecidesOn(op.State, c.Reasons) == review.OnRefusedPayload
-		if !sameReasons || a.Recommendation.Action != stored.Action || a.Recommendation.Ref != stored.Ref ||
+		if !slices.Equal(a.Reasons, c.Reasons) || a.Recommendation.Action != stored.Action || a.Recommendation.Ref != stored.Ref ||
 			a.Recommendation.Rationale != stored.Rationale {
 			h.rt.Fatalf("case %s of %s (%s) is stale: it says %v, %s (%s); assessed now: %v, %s (%s)\nevidence: %+v\njobs: %+v",
 				c.ID, op.ID, op.State, c.Reasons, stored, stored.Rationale, a.Reasons, a.Recommendation, a.Recommendation.Rationale, op.Evidence, op.Jobs)

@@ -142,6 +142,18 @@ func Assess(op *Operation, extra []Reason, now time.Time) Assessment {
 		// resource does not answer, so it stays.
 		delete(set, ReasonNoDedupEvidence)
 	}
+	if set[ReasonPayloadMismatch] && DecidesOn(op.State, reasonList(set)) == OnRefusedPayload {
+		// The case is about a refused payload alone, its operation going
+		// its own way: what the operation's attempts and the destination's
+		// answers say (evidenceReasons) is not this case's, and it changes
+		// on paths that do not assess the case again (an attempt, an
+		// outcome). Before, a refused payload's case read "No way to check
+		// for duplicates" or not, depending on whether evidence for the
+		// operation had come in since, and its priority moved with it.
+		for _, r := range evidenceReasons {
+			delete(set, r)
+		}
+	}
 
 	a := Assessment{}
 	for r := range set {
@@ -155,6 +167,16 @@ func Assess(op *Operation, extra []Reason, now time.Time) Assessment {
 	}
 	return a
 }
+
+// evidenceReasons are the reasons Assess draws from the operation's
+// attempts, evidence and jobs — not from its action (flags, risk), its
+// deadline, or what the trigger knows. Taking them from a refused
+// payload's case leaves it the refused payload's (DecidesOn):
+// multiple_candidates and state_conflict make a case about an extra
+// effect only in states where, with them, it was not the refused
+// payload's in the first place.
+var evidenceReasons = []Reason{ReasonNoDedupEvidence, ReasonSourcesDisagree, ReasonMultipleCands,
+	ReasonVersionMismatch, ReasonStateConflict, ReasonBudgetExhausted}
 
 // findings sorts every candidate seen in the evidence and jobs.
 type findings struct {

@@ -548,3 +548,48 @@ func TestAssessEvidenceAnswersNoDedupEvidence(t *testing.T) {
 		}
 	}
 }
+
+// TestAssessARefusedPayloadsCaseKeepsToIt: a case about a refused payload
+// alone (its operation going its own way) carries the refused payload's
+// reasons — payload_mismatch, the action's flags and risk — and none drawn
+// from what the operation's attempts and the destination said, whatever
+// evidence has come in: those change on paths that do not assess the case
+// again (an attempt, an outcome), so a case read "No way to check for
+// duplicates" or not depending on the path. Once the operation itself is
+// in review, the case is the operation's and says what its evidence says.
+func TestAssessARefusedPayloadsCaseKeepsToIt(t *testing.T) {
+	refused := []Reason{ReasonPayloadMismatch}
+	ours := func(ref string) Candidate { return Candidate{Ref: ref, Version: "v7", OperationID: "op-1"} }
+	for _, tc := range []struct {
+		name  string
+		setup func(op *Operation)
+		want  []Reason
+		on    DecisionScope
+	}{
+		{"in flight, nothing known", func(op *Operation) { op.State = InFlight }, []Reason{ReasonIrreversible, ReasonPayloadMismatch}, OnRefusedPayload},
+		{"waiting for a retry, its attempts spent", func(op *Operation) { op.State, op.MaxAttempts = RetryWait, 1 },
+			[]Reason{ReasonIrreversible, ReasonPayloadMismatch}, OnRefusedPayload},
+		{"confirmed, a search past it found nothing", func(op *Operation) {
+			op.State, op.Resource = Confirmed, &ResourceRef{Ref: "file-1", Version: "v7"}
+			op.Evidence = []Evidence{{Source: SourceResponse, Authoritative: true, Verdict: VerdictConfirms, ObservedAt: classifyNow.Add(-time.Minute), Candidates: []Candidate{ours("file-1")}},
+				{Source: SourceMetadataSearch, Authoritative: true, Verdict: VerdictRefutes, ObservedAt: classifyNow, Candidates: []Candidate{}}}
+		}, []Reason{ReasonIrreversible, ReasonPayloadMismatch}, OnRefusedPayload},
+		{"confirmed, two resources: an extra effect's case", func(op *Operation) {
+			op.State, op.Resource = Confirmed, &ResourceRef{Ref: "file-1", Version: "v7"}
+			op.Evidence = []Evidence{{Source: SourceMetadataSearch, Authoritative: true, Verdict: VerdictConfirms, ObservedAt: classifyNow, Candidates: []Candidate{ours("file-1"), ours("file-2")}}}
+		}, []Reason{ReasonIrreversible, ReasonMultipleCands, ReasonPayloadMismatch}, OnExtraEffect},
+		{"in review: the operation's case", func(op *Operation) { op.State = NeedsReview },
+			[]Reason{ReasonIrreversible, ReasonNoDedupEvidence, ReasonPayloadMismatch}, OnOperation},
+	} {
+		op := testOp(RiskIrreversible)
+		op.AttemptCount = 1
+		tc.setup(op)
+		a := Assess(op, refused, classifyNow)
+		if !slices.Equal(a.Reasons, tc.want) || DecidesOn(op.State, a.Reasons) != tc.on {
+			t.Errorf("%s: %v, deciding on %q; want %v, on %q", tc.name, a.Reasons, DecidesOn(op.State, a.Reasons), tc.want, tc.on)
+		}
+		if tc.on == OnRefusedPayload && a.Recommendation.Action != RecommendFail {
+			t.Errorf("%s: recommends %s, want fail (the refused payload's one decision)", tc.name, a.Recommendation)
+		}
+	}
+}

@@ -444,6 +444,61 @@ func TestPayloadMismatchOpensCase(t *testing.T) {
 	})
 }
 
+// TestARefusedPayloadsCaseKeepsToIt: a refused payload's case, its
+// operation going its own way, says the same whichever order things came
+// in: a payload refused before the operation's attempt, or while it is in
+// flight. Both cases are the refused payload's alone: [payload_mismatch],
+// fail recommended, the same priority, and they stay so once the
+// operations are confirmed. Before, the payload refused in flight opened
+// its case with no_dedup_evidence (nothing yet showed the attempt's
+// effect), and the one refused before the attempt never had it.
+func TestARefusedPayloadsCaseKeepsToIt(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		b := setup(t, e, nil)
+		refuse := func(op *review.Operation) {
+			t.Helper()
+			changed := intention(op.SourceRef, review.RiskCompensableWrite, "plain")
+			changed.Payload = []byte(`{"source":"` + op.SourceRef + `","pages":2}`)
+			if _, _, err := b.s.Register(b.ctx, changed); err == nil {
+				t.Fatal("the changed payload was taken")
+			}
+		}
+		caseOf := func(op *review.Operation) store.Case {
+			t.Helper()
+			cs, err := b.s.CasesForOperation(b.ctx, op.ID)
+			if err != nil || len(cs) != 1 {
+				t.Fatalf("cases = %+v, %v; want one", cs, err)
+			}
+			return cs[0]
+		}
+		before := b.newOp(t, "doc-refused-before", review.RiskCompensableWrite, "plain")
+		refuse(before)
+		b.start(t, before)
+		inFlight := b.newOp(t, "doc-refused-in-flight", review.RiskCompensableWrite, "plain")
+		b.start(t, inFlight)
+		refuse(inFlight)
+		want := func(when string) {
+			t.Helper()
+			a, c := caseOf(before), caseOf(inFlight)
+			for _, c := range []store.Case{a, c} {
+				if !slices.Equal(c.Reasons, []review.Reason{review.ReasonPayloadMismatch}) || c.RecommendedAction != review.RecommendFail {
+					t.Errorf("%s, the case of %s: %v, %s; want [payload_mismatch], fail", when, c.OperationID, c.Reasons, c.RecommendedAction)
+				}
+			}
+			if a.Priority != c.Priority {
+				t.Errorf("%s: priorities %d and %d; want the same", when, a.Priority, c.Priority)
+			}
+		}
+		want("in flight")
+		wantState(t, b.report(t, before, 1, success("fld-1")).Operation, review.Confirmed)
+		wantState(t, b.report(t, inFlight, 1, success("fld-2")).Operation, review.Confirmed)
+		refuse(before) // a repeat assesses the case again
+		refuse(inFlight)
+		want("confirmed")
+	})
+}
+
 // TestFinancialAbsenceNeedsReviewer: proven absence for a financial or
 // irreversible operation never retries on its own — whether the
 // reconciler proved it or the integrator submitted the evidence.
