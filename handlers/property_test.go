@@ -1151,11 +1151,11 @@ func (h *harness) settle() {
 }
 
 // casesCurrent: every open case says what review.Assess says of its
-// operation now — its reasons, its recommendation and its rationale — as
-// if assessed afresh from all the persisted evidence and the time, whatever
-// order the run's calls came in (priority aside: age counts only when a
-// case is assessed). Settling has passed every deadline, so a case opened
-// before its deadline must have been told it passed. Before, such a case
+// operation now — its reasons, its recommendation, its rationale and its
+// priority — as if assessed afresh from all the persisted evidence and the
+// time, whatever order the run's calls came in. Settling has passed every
+// deadline, so a case opened before its deadline must have been told it
+// passed, and ranked by its operation's wait. Before, such a case
 // went on recommending a retry where a case opened a minute later
 // recommended failing.
 func (h *harness) casesCurrent() {
@@ -1170,10 +1170,10 @@ func (h *harness) casesCurrent() {
 		}
 		a := review.Assess(op, c.Reasons, h.clock.Now())
 		stored := review.Recommendation{Action: c.RecommendedAction, Ref: c.RecommendedRef, Rationale: c.Rationale}
-		if !slices.Equal(a.Reasons, c.Reasons) || a.Recommendation.Action != stored.Action || a.Recommendation.Ref != stored.Ref ||
+		if !slices.Equal(a.Reasons, c.Reasons) || a.Priority != c.Priority || a.Recommendation.Action != stored.Action || a.Recommendation.Ref != stored.Ref ||
 			a.Recommendation.Rationale != stored.Rationale {
-			h.rt.Fatalf("case %s of %s (%s) is stale: it says %v, %s (%s); assessed now: %v, %s (%s)\nevidence: %+v\njobs: %+v",
-				c.ID, op.ID, op.State, c.Reasons, stored, stored.Rationale, a.Reasons, a.Recommendation, a.Recommendation.Rationale, op.Evidence, op.Jobs)
+			h.rt.Fatalf("case %s of %s (%s) is stale: it says %v, %s (%s), priority %d; assessed now: %v, %s (%s), priority %d\nevidence: %+v\njobs: %+v",
+				c.ID, op.ID, op.State, c.Reasons, stored, stored.Rationale, c.Priority, a.Reasons, a.Recommendation, a.Recommendation.Rationale, a.Priority, op.Evidence, op.Jobs)
 		}
 	}
 }

@@ -70,13 +70,12 @@ type Assessment struct {
 	Reasons        []Reason
 	Priority       int
 	Recommendation Recommendation
-	// ChangesAt is when the clock alone next changes the assessment other
-	// than by age: the operation's deadline coming within six hours or
-	// within one (priority), or passing (deadline_expired, and what it
-	// recommends). The case is assessed again then, as if evidence had
+	// ChangesAt is when the clock alone next changes the assessment: the
+	// operation's deadline coming within six hours or within one
+	// (priority), or passing (deadline_expired, and what it recommends);
+	// the operation having waited an hour, four, twelve, a day (priority,
+	// ageSteps). The case is assessed again then, as if evidence had
 	// arrived. Zero: nothing but new evidence or a decision changes it.
-	// Age is left out: it adds a point every hour, and a queue ranked by
-	// the hour would assess every open case every hour.
 	ChangesAt time.Time
 }
 
@@ -164,6 +163,9 @@ func Assess(op *Operation, extra []Reason, now time.Time) Assessment {
 	a.Recommendation = recommend(op, set, f)
 	if !set[ReasonDeadlineExpired] {
 		a.ChangesAt = nextDeadlineStep(op.Deadline, now)
+	}
+	if at := nextAgeStep(op.CreatedAt, now); !at.IsZero() && (a.ChangesAt.IsZero() || at.Before(a.ChangesAt)) {
+		a.ChangesAt = at
 	}
 	return a
 }
@@ -372,8 +374,29 @@ func nextDeadlineStep(deadline, now time.Time) time.Time {
 	return next
 }
 
+// ageSteps are the waits at which age adds to a case's priority: a point
+// per hour the operation has waited, counted at these steps (the first
+// that holds counts), up to a day. The clock then changes a case's rank
+// at four instants (Assessment.ChangesAt), where a point every hour would
+// assess every open case every hour. Before, age counted only when
+// something else assessed a case, so a case nobody touched kept the rank
+// it had when it came in: one waiting a day ranked as if just opened.
+var ageSteps = []time.Duration{24 * time.Hour, 12 * time.Hour, 4 * time.Hour, time.Hour}
+
+// nextAgeStep is the first instant after now at which an operation
+// created at created has waited an ageSteps step; zero when none is ahead.
+func nextAgeStep(created, now time.Time) time.Time {
+	var next time.Time
+	for _, step := range ageSteps {
+		if at := created.Add(step); at.After(now) {
+			next = at // ageSteps runs from the longest: the last one ahead is the nearest
+		}
+	}
+	return next
+}
+
 // priority: higher is more urgent. Flags weigh most, then the deadline,
-// then age (a point per hour waiting, up to 24).
+// then age (ageSteps).
 func priority(op *Operation, set map[Reason]bool, now time.Time) int {
 	p := 10
 	if set[ReasonFinancial] {
@@ -397,8 +420,11 @@ func priority(op *Operation, set map[Reason]bool, now time.Time) int {
 			}
 		}
 	}
-	if age := now.Sub(op.CreatedAt); age > 0 {
-		p += min(int(age/time.Hour), 24)
+	for _, step := range ageSteps {
+		if now.Sub(op.CreatedAt) >= step {
+			p += int(step / time.Hour)
+			break
+		}
 	}
 	return p
 }

@@ -477,10 +477,14 @@ func TestAssessALookAnswersADisagreement(t *testing.T) {
 
 // TestAssessSaysWhenTheClockChangesIt: an irreversible write in review
 // whose search found nothing, its deadline eight hours ahead. Its
-// assessment says when the clock alone next changes it — six hours before
-// the deadline, one hour before, at the deadline — and each of those
-// instants changes it: the priority rises, then deadline_expired turns
-// the recommended retry into failing it, and nothing is ahead any more.
+// assessment says when the clock alone next changes it — when the
+// operation has waited an hour, six hours before the deadline, at four
+// hours' wait, one hour before the deadline, at the deadline, at twelve
+// hours' wait and at a day — and each of those instants changes it: the
+// priority rises (deadline_expired turning the recommended retry into
+// failing it at the deadline), and nothing changes between them. After a
+// day, nothing is ahead. Before, age counted only when something else
+// assessed the case, so one nobody touched kept the rank it came in with.
 func TestAssessSaysWhenTheClockChangesIt(t *testing.T) {
 	op := testOp(RiskIrreversible)
 	op.State, op.AttemptCount, op.CreatedAt = NeedsReview, 1, classifyNow
@@ -489,23 +493,25 @@ func TestAssessSaysWhenTheClockChangesIt(t *testing.T) {
 	now := classifyNow
 	a := Assess(op, nil, now)
 	for _, step := range []struct {
-		at     time.Time
+		after  time.Duration // since the operation was created
 		action string
-	}{{op.Deadline.Add(-6 * time.Hour), RecommendApproveRetry}, {op.Deadline.Add(-time.Hour), RecommendApproveRetry}, {op.Deadline, RecommendFail}} {
-		if !a.ChangesAt.Equal(step.at) {
-			t.Fatalf("at %s: changes at %s, want %s", now, a.ChangesAt, step.at)
+	}{{time.Hour, RecommendApproveRetry}, {2 * time.Hour, RecommendApproveRetry}, {4 * time.Hour, RecommendApproveRetry},
+		{7 * time.Hour, RecommendApproveRetry}, {8 * time.Hour, RecommendFail}, {12 * time.Hour, RecommendFail}, {24 * time.Hour, RecommendFail}} {
+		at := classifyNow.Add(step.after)
+		if !a.ChangesAt.Equal(at) {
+			t.Fatalf("at %s: changes at %s, want %s", now, a.ChangesAt, at)
 		}
-		before := Assess(op, nil, step.at.Add(-time.Nanosecond))
-		if age := int(step.at.Add(-time.Nanosecond).Sub(now) / time.Hour); before.Priority > a.Priority+age+1 || before.Recommendation != a.Recommendation {
-			t.Errorf("just before %s: priority %d → %d, %s → %s; want only age to have moved it", step.at, a.Priority, before.Priority, a.Recommendation, before.Recommendation)
+		if before := Assess(op, nil, at.Add(-time.Nanosecond)); before.Priority != a.Priority || before.Recommendation != a.Recommendation {
+			t.Errorf("just before %s: priority %d → %d, %s → %s; want nothing moved", at, a.Priority, before.Priority, a.Recommendation, before.Recommendation)
 		}
-		now, a = step.at, Assess(op, nil, step.at)
-		if a.Priority <= before.Priority || a.Recommendation.Action != step.action {
-			t.Errorf("at %s: priority %d (just before %d), %s; want it higher, %s", now, a.Priority, before.Priority, a.Recommendation.Action, step.action)
+		prev := a
+		now, a = at, Assess(op, nil, at)
+		if a.Priority <= prev.Priority || a.Recommendation.Action != step.action {
+			t.Errorf("at %s: priority %d (before %d), %s; want it higher, %s", now, a.Priority, prev.Priority, a.Recommendation.Action, step.action)
 		}
 	}
 	if !slices.Contains(a.Reasons, ReasonDeadlineExpired) || !a.ChangesAt.IsZero() {
-		t.Errorf("at the deadline: %v, changes at %s; want deadline_expired, nothing ahead", a.Reasons, a.ChangesAt)
+		t.Errorf("after a day: %v, changes at %s; want deadline_expired, nothing ahead", a.Reasons, a.ChangesAt)
 	}
 }
 

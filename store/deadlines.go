@@ -43,8 +43,9 @@ const deadlineSweeper = "system:deadline-sweeper"
 // cannot be ended is skipped (*SkippedRows) and the rest are.
 //
 // Then it assesses again the open cases the clock has changed since they
-// were last assessed (Case.ReassessAt): a deadline nearing ranks a case
-// higher in the queue; a deadline passing in review changes it as
+// were last assessed (Case.ReassessAt): a deadline nearing, or the
+// operation's wait reaching a step of age, ranks a case higher in the
+// queue; a deadline passing in review changes it as
 // evidence would — deadline_expired, a recommendation to fail rather than
 // retry where nothing was made — and the form a reviewer has open is
 // refused as stale. Before, such a case went on recommending a retry,

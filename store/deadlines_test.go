@@ -72,8 +72,8 @@ func TestExpireDeadlines(t *testing.T) {
 
 // TestADeadlinePassingInReview: an irreversible write in review, whose
 // search found nothing, recommends a retry (safe: nothing was made). Its
-// deadline nears while the case waits: the sweeper ranks it first in the
-// queue, and nothing else changes. Then the deadline passes. The sweeper
+// deadline nears while the case waits: the sweeper ranks it above a
+// younger regulated case in the queue, and nothing else changes. Then the deadline passes. The sweeper
 // assesses the case again, as evidence would: deadline_expired, a
 // recommendation to fail it, a higher priority, audited; the form a
 // reviewer read before is refused as stale; a sweep after that changes
@@ -96,7 +96,17 @@ func TestADeadlinePassingInReview(t *testing.T) {
 			return op, c
 		}
 		op, before := inReview("doc-due", b.clk.Now().Add(3*time.Hour))
-		// Regulated, so ranked above the other until its deadline nears.
+		// Regulated, so ranked above the other until its deadline nears;
+		// an hour and a half younger, so its wait adds nothing yet when
+		// that happens.
+		b.clk.Advance(90 * time.Minute)
+		if _, err := b.s.ExpireDeadlines(b.ctx); err != nil {
+			t.Fatal(err)
+		}
+		before, err := b.s.GetCase(b.ctx, before.ID, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
 		_, later := inReview("doc-later", b.clk.Now().Add(48*time.Hour), review.FlagRegulated)
 		if later.Priority <= before.Priority {
 			t.Fatalf("priorities %d and %d; want the regulated case first at first", later.Priority, before.Priority)
@@ -104,14 +114,14 @@ func TestADeadlinePassingInReview(t *testing.T) {
 
 		// Less than an hour left: the sweeper ranks the case higher in the
 		// queue, and that alone changes nothing a reader decides on.
-		b.clk.Advance(2*time.Hour + 30*time.Minute)
+		b.clk.Advance(45 * time.Minute)
 		if _, err := b.s.ExpireDeadlines(b.ctx); err != nil {
 			t.Fatal(err)
 		}
-		if near, err := b.s.GetCase(b.ctx, before.ID, nil); err != nil || near.Priority != before.Priority+10+2 || near.Version != before.Version ||
+		if near, err := b.s.GetCase(b.ctx, before.ID, nil); err != nil || near.Priority != before.Priority+10 || near.Version != before.Version ||
 			near.RecommendedAction != review.RecommendApproveRetry {
-			t.Errorf("the case half an hour before its deadline: %+v, %v; want priority %d (ten for the nearer deadline, two for age), the version and the recommendation as they were",
-				near, err, before.Priority+12)
+			t.Errorf("the case three quarters of an hour before its deadline: %+v, %v; want priority %d (ten for the nearer deadline), the version and the recommendation as they were",
+				near, err, before.Priority+10)
 		}
 		if page, err := b.s.Queue(b.ctx, store.QueueFilter{}, 10); err != nil || len(page.Cases) < 2 || page.Cases[0].ID != before.ID {
 			t.Errorf("the queue: %+v, %v; want the case whose deadline is near first", page, err)
@@ -157,5 +167,55 @@ func TestADeadlinePassingInReview(t *testing.T) {
 		}
 		wantState(t, b.get(t, op), review.Failed)
 		assertSealed(t, b.s)
+	})
+}
+
+// TestAWaitingCaseRisesInTheQueue: a case nobody touches rises in the
+// queue as its operation waits (review's ageSteps: an hour, four, twelve,
+// a day), ranked afresh by the deadline sweeper with no new version and
+// no case.updated — a form open on it stays good. Here an irreversible
+// write's case, come in a day before a financial one, ranks above it once
+// it has waited a day. Before, age counted only when something else
+// assessed a case, and the older case stayed below for good.
+func TestAWaitingCaseRisesInTheQueue(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		probe := &review.Probe{URL: "http://127.0.0.1:9/never-sent"}
+		cfg := &review.Config{Destinations: map[string]review.Destination{"plain": {Probes: review.Probes{Search: probe}}}}
+		b := setup(t, e, cfg)
+		far := b.clk.Now().Add(7 * 24 * time.Hour) // no deadline near in this test
+		w := intention("doc-waiting", review.RiskIrreversible, "plain")
+		w.Deadline = &far
+		_, old := b.inReview(t, w, true)
+		b.clk.Advance(23 * time.Hour)
+		r := intention("doc-financial", review.RiskCompensableWrite, "plain")
+		r.Flags, r.Deadline = []review.Flag{review.FlagFinancial}, &far
+		_, fresh := b.inReview(t, r, true)
+		if fresh.Priority <= old.Priority {
+			t.Fatalf("priorities %d (financial) and %d (irreversible); want the financial case first when it comes in", fresh.Priority, old.Priority)
+		}
+		b.clk.Advance(time.Hour)
+		if _, err := b.s.ExpireDeadlines(b.ctx); err != nil {
+			t.Fatal(err)
+		}
+		got, err := b.s.GetCase(b.ctx, old.ID, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Priority != old.Priority+24 || got.Version != old.Version || got.RecommendedAction != old.RecommendedAction {
+			t.Errorf("the case after a day's wait: priority %d, version %d, %s; want %d, %d, %s",
+				got.Priority, got.Version, got.RecommendedAction, old.Priority+24, old.Version, old.RecommendedAction)
+		}
+		if page, err := b.s.Queue(b.ctx, store.QueueFilter{}, 10); err != nil || len(page.Cases) != 2 || page.Cases[0].ID != old.ID {
+			t.Errorf("the queue: %+v, %v; want the case that waited a day first", page, err)
+		}
+		if n := countActions(b.history(t, old.OperationID))["case.updated"]; n != 0 {
+			t.Errorf("%d case.updated events; want none: a rank is not a change a reader decides on", n)
+		}
+		// A day is the last step of age: what is scheduled next is the
+		// deadline's first.
+		if step := far.Add(-6 * time.Hour); got.ReassessAt == nil || !got.ReassessAt.Equal(step) {
+			t.Errorf("the case after a day's wait is scheduled again at %v; want %s, six hours before its deadline", got.ReassessAt, step)
+		}
 	})
 }

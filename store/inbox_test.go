@@ -220,7 +220,7 @@ func TestInboundTriggersProbe(t *testing.T) {
 // two hours after the case was assessed, leaves the case's version as it
 // was, so the form a reviewer has open is not refused as stale, and writes
 // no case.updated; it only ranks the case afresh in the queue (two hours
-// older, two points more). Evidence that changes what the case recommends
+// older: a point for its first hour, review's ageSteps). Evidence that changes what the case recommends
 // moves it. Before, the webhook alone made the open form stale.
 func TestNothingNewLeavesAnOpenFormAsItIs(t *testing.T) {
 	t.Parallel()
@@ -238,8 +238,8 @@ func TestNothingNewLeavesAnOpenFormAsItIs(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if after.Version != c.Version || after.Priority != c.Priority+2 || countActions(b.history(t, op.ID))["case.updated"] != updated {
-			t.Errorf("a webhook with nothing new: version %d → %d, priority %d → %d; want the version as it was, two points older", c.Version, after.Version, c.Priority, after.Priority)
+		if after.Version != c.Version || after.Priority != c.Priority+1 || countActions(b.history(t, op.ID))["case.updated"] != updated {
+			t.Errorf("a webhook with nothing new: version %d → %d, priority %d → %d; want the version as it was, a point older", c.Version, after.Version, c.Priority, after.Priority)
 		}
 		if _, err := b.s.Decide(b.ctx, seen(decideReq(c, review.DecideFail, "alice"), c)); err != nil {
 			t.Errorf("a decision on the form read before the webhook: %v", err)
@@ -258,8 +258,8 @@ func TestNothingNewLeavesAnOpenFormAsItIs(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if after.Version == c.Version || after.Priority != c.Priority+2 || after.RecommendedAction != review.RecommendConfirm {
-			t.Errorf("the case after a search found fld-1: version %d → %d, priority %d → %d, %s; want it moved, two points older, to confirm",
+		if after.Version == c.Version || after.Priority != c.Priority+1 || after.RecommendedAction != review.RecommendConfirm {
+			t.Errorf("the case after a search found fld-1: version %d → %d, priority %d → %d, %s; want it moved, a point older, to confirm",
 				c.Version, after.Version, c.Priority, after.Priority, after.RecommendedAction)
 		}
 	})

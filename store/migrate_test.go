@@ -451,3 +451,41 @@ func TestMigrateSchedulesOpenCases(t *testing.T) {
 		}
 	})
 }
+
+// TestMigrateRanksOpenCasesByAge: a case open at the upgrade to 0060 (its
+// operation far from any deadline, so nothing scheduled) is ranked by its
+// age at the first sweep after it, with no new version, and scheduled for
+// the next step of age. Before 0060, age counted only when something else
+// assessed a case.
+func TestMigrateRanksOpenCasesByAge(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		probe := &review.Probe{URL: "http://127.0.0.1:9/never-sent"}
+		cfg := &review.Config{Destinations: map[string]review.Destination{"plain": {Probes: review.Probes{Search: probe}}}}
+		b := setup(t, e, cfg)
+		r := intention("doc-old", review.RiskIrreversible, "plain")
+		far := b.clk.Now().Add(7 * 24 * time.Hour)
+		r.Deadline = &far
+		_, c := b.inReview(t, r, true)
+		created := c.OpenedAt
+		b.clk.Advance(5 * time.Hour)
+
+		// As the case was before 0060: nothing scheduled for its age.
+		exec(t, b.s, `UPDATE cases SET reassess_at = NULL`)
+		exec(t, b.s, `DELETE FROM schema_migrations WHERE version = 60`)
+		if err := b.s.Migrate(b.ctx); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.s.ExpireDeadlines(b.ctx); err != nil {
+			t.Fatal(err)
+		}
+		got, err := b.s.GetCase(b.ctx, c.ID, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		next := created.Add(12 * time.Hour)
+		if got.Priority != c.Priority+4 || got.Version != c.Version || got.ReassessAt == nil || !got.ReassessAt.Equal(next) {
+			t.Errorf("the case after the first sweep: priority %d, version %d, next at %v; want %d (four hours' wait), %d, %s",
+				got.Priority, got.Version, got.ReassessAt, c.Priority+4, c.Version, next)
+		}
+	})
+}
