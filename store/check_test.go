@@ -26,9 +26,7 @@ import (
 func TestCheckAtAPersonsWord(t *testing.T) {
 	t.Parallel()
 	storetest.Each(t, func(t *testing.T, e store.Engine) {
-		probe := &review.Probe{URL: "http://127.0.0.1:9/never-sent"}
-		cfg := &review.Config{Destinations: map[string]review.Destination{"files": {Probes: review.Probes{Search: probe}}}}
-		b := setup(t, e, cfg)
+		b, cfg := searchable(t, e, "files")
 		op := b.register(t, intention("doc-check", review.RiskCompensableWrite, "files"))
 		b.start(t, op)
 		wantState(t, b.report(t, op, 1, timeoutAfterSend).Operation, review.Ambiguous)
@@ -111,9 +109,7 @@ func TestCheckAtAPersonsWord(t *testing.T) {
 func TestCheckASettledOperation(t *testing.T) {
 	t.Parallel()
 	storetest.Each(t, func(t *testing.T, e store.Engine) {
-		probe := &review.Probe{URL: "http://127.0.0.1:9/never-sent"}
-		cfg := &review.Config{Destinations: map[string]review.Destination{"plain": {Probes: review.Probes{Search: probe}}}}
-		b := setup(t, e, cfg)
+		b, cfg := searchable(t, e, "plain")
 		op := b.newOp(t, "doc-check-dup", review.RiskCompensableWrite, "plain")
 		b.start(t, op)
 		wantState(t, b.report(t, op, 1, success("file-1")).Operation, review.Confirmed)
@@ -263,9 +259,7 @@ func TestCheckAnswersADisagreement(t *testing.T) {
 func TestCheckAnswersNoDedupEvidence(t *testing.T) {
 	t.Parallel()
 	storetest.Each(t, func(t *testing.T, e store.Engine) {
-		probe := &review.Probe{URL: "http://127.0.0.1:9/never-sent"}
-		cfg := &review.Config{Destinations: map[string]review.Destination{"plain": {Probes: review.Probes{Search: probe}}}}
-		b := setup(t, e, cfg)
+		b, cfg := searchable(t, e, "plain")
 		op := b.register(t, intention("doc-nodedup", review.RiskIrreversible, "plain"))
 		b.start(t, op)
 		wantState(t, b.report(t, op, 1, timeoutAfterSend).Operation, review.Ambiguous)

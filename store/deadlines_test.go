@@ -83,9 +83,7 @@ func TestExpireDeadlines(t *testing.T) {
 func TestADeadlinePassingInReview(t *testing.T) {
 	t.Parallel()
 	storetest.Each(t, func(t *testing.T, e store.Engine) {
-		probe := &review.Probe{URL: "http://127.0.0.1:9/never-sent"}
-		cfg := &review.Config{Destinations: map[string]review.Destination{"plain": {Probes: review.Probes{Search: probe}}}}
-		b := setup(t, e, cfg)
+		b, _ := searchable(t, e, "plain")
 		inReview := func(ref string, deadline time.Time, flags ...review.Flag) (*review.Operation, *store.Case) {
 			r := intention(ref, review.RiskIrreversible, "plain")
 			r.Deadline, r.Flags = &deadline, flags
@@ -180,9 +178,7 @@ func TestADeadlinePassingInReview(t *testing.T) {
 func TestAWaitingCaseRisesInTheQueue(t *testing.T) {
 	t.Parallel()
 	storetest.Each(t, func(t *testing.T, e store.Engine) {
-		probe := &review.Probe{URL: "http://127.0.0.1:9/never-sent"}
-		cfg := &review.Config{Destinations: map[string]review.Destination{"plain": {Probes: review.Probes{Search: probe}}}}
-		b := setup(t, e, cfg)
+		b, _ := searchable(t, e, "plain")
 		far := b.clk.Now().Add(7 * 24 * time.Hour) // no deadline near in this test
 		w := intention("doc-waiting", review.RiskIrreversible, "plain")
 		w.Deadline = &far

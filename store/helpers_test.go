@@ -47,6 +47,16 @@ func setup(t *testing.T, e store.Engine, cfg *review.Config) *bundle {
 	return &bundle{ctx: context.Background(), s: s, clk: clk}
 }
 
+// searchable is a bundle whose destination dest has a search probe, and
+// its config. The probe is never sent: the tests hand in its answers
+// (settleClaim, checkedWith), or ask a check of cfg's destination.
+func searchable(t *testing.T, e store.Engine, dest string) (*bundle, *review.Config) {
+	t.Helper()
+	probe := &review.Probe{URL: "http://127.0.0.1:9/never-sent"}
+	cfg := &review.Config{Destinations: map[string]review.Destination{dest: {Probes: review.Probes{Search: probe}}}}
+	return setup(t, e, cfg), cfg
+}
+
 // canonical returns raw as RFC 8785 bytes, the only form Register accepts.
 func canonical(t testing.TB, raw string) json.RawMessage {
 	t.Helper()

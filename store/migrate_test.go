@@ -407,9 +407,7 @@ func TestMigrateReadsAcceptedJobsAgain(t *testing.T) {
 // ahead when it passes.
 func TestMigrateSchedulesOpenCases(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, e store.Engine) {
-		probe := &review.Probe{URL: "http://127.0.0.1:9/never-sent"}
-		cfg := &review.Config{Destinations: map[string]review.Destination{"plain": {Probes: review.Probes{Search: probe}}}}
-		b := setup(t, e, cfg)
+		b, _ := searchable(t, e, "plain")
 		inReview := func(ref string, deadline time.Time) *store.Case {
 			r := intention(ref, review.RiskIrreversible, "plain")
 			r.Deadline = &deadline
@@ -459,9 +457,7 @@ func TestMigrateSchedulesOpenCases(t *testing.T) {
 // assessed a case.
 func TestMigrateRanksOpenCasesByAge(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, e store.Engine) {
-		probe := &review.Probe{URL: "http://127.0.0.1:9/never-sent"}
-		cfg := &review.Config{Destinations: map[string]review.Destination{"plain": {Probes: review.Probes{Search: probe}}}}
-		b := setup(t, e, cfg)
+		b, _ := searchable(t, e, "plain")
 		r := intention("doc-old", review.RiskIrreversible, "plain")
 		far := b.clk.Now().Add(7 * 24 * time.Hour)
 		r.Deadline = &far
