@@ -121,6 +121,9 @@ func answers(t *testing.T, page string) string {
 		t.Fatal("the page lists no answers of the destination")
 	}
 	j := strings.Index(page[i:], "</ul>")
+	if j < 0 {
+		t.Fatal("the list of the destination's answers does not end")
+	}
 	return page[i : i+j]
 }
 
