@@ -249,9 +249,9 @@ func TestCheckAnswersADisagreement(t *testing.T) {
 	})
 }
 
-// TestCheckAnswersNoDedupEvidence: an irreversible write whose attempt
-// timed out, its search finding only another operation's resource: the
-// case says nothing shows whether the effect is there. A check whose
+// TestCheckAnswersNoDedupEvidence: a write whose attempt timed out, its
+// search finding only another operation's resource: the case says
+// nothing shows whether the effect is there. A check whose
 // search finds the operation's own resource answers that: the case
 // recommends confirming it and no longer says there is no evidence (its
 // badge, the queue's filter and count). Before, "No way to check for
@@ -260,9 +260,7 @@ func TestCheckAnswersNoDedupEvidence(t *testing.T) {
 	t.Parallel()
 	storetest.Each(t, func(t *testing.T, e store.Engine) {
 		b, cfg := searchable(t, e, "plain")
-		op := b.register(t, intention("doc-nodedup", review.RiskIrreversible, "plain"))
-		b.start(t, op)
-		wantState(t, b.report(t, op, 1, timeoutAfterSend).Operation, review.Ambiguous)
+		op := b.ambiguous(t, "doc-nodedup")
 		b.escalate(t, op, found(review.Candidate{Ref: "fld-other", Kind: "folder", Version: "v1", OperationID: "op-other"}))
 		cs, err := b.s.CasesForOperation(b.ctx, op.ID)
 		if err != nil || len(cs) != 1 || !slices.Contains(cs[0].Reasons, review.ReasonNoDedupEvidence) {
