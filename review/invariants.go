@@ -3,6 +3,7 @@ package review
 import (
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 )
 
@@ -411,6 +412,31 @@ func deadlineOwned(s State) bool {
 	return s == Pending || s == AwaitingApproval || s == RetryWait || s == Accepted
 }
 
+// unsettled says what an operation left unsettled at the end of a run
+// was waiting on, so that a failed fault run can be read without a
+// replay (which takes other timings): when it last moved, its attempts
+// and jobs, how many reconciliation rounds settled nothing, and what its
+// latest evidence says.
+func unsettled(op *Operation, trail []TrailEvent) string {
+	rounds := 0
+	for _, e := range trail {
+		if e.OperationID == op.ID && e.Action == "reconcile.inconclusive" {
+			rounds++
+		}
+	}
+	parts := []string{fmt.Sprintf("since %s", op.UpdatedAt.UTC().Format(time.RFC3339Nano)),
+		fmt.Sprintf("%d attempts", len(op.Attempts)), fmt.Sprintf("%d inconclusive rounds", rounds)}
+	for _, j := range op.Jobs {
+		parts = append(parts, fmt.Sprintf("job %s of attempt %d %s", j.Ref, j.Attempt, j.Status))
+	}
+	if n := len(op.Evidence); n > 0 {
+		ev := op.Evidence[n-1]
+		parts = append(parts, fmt.Sprintf("%d evidence rows, the latest %s %s at %s: %s", n, ev.Source, ev.Verdict,
+			ev.ObservedAt.UTC().Format(time.RFC3339Nano), ev.Note))
+	}
+	return strings.Join(parts, "; ")
+}
+
 // checkLeases: I4, no attempt stays open past its lease plus one sweep —
 // the first sweep round that starts after an attempt's lease expired must
 // close it, and rounds come at the sweep interval (or right after a round
@@ -450,7 +476,7 @@ func checkLeases(r *InvariantReport, l Ledger, t Truth) {
 	for _, op := range l.Operations {
 		switch {
 		case t.Settled && !op.State.Terminal() && op.State != NeedsReview && !(op.State == Compensating && undoInReview[op.ID]):
-			r.violate(InvLeases, op.ID, "operation %s (%s %s) ended %s: %s", op.ID, op.Risk, op.Action, op.State, op.StateReason)
+			r.violate(InvLeases, op.ID, "operation %s (%s %s) ended %s: %s (%s)", op.ID, op.Risk, op.Action, op.State, op.StateReason, unsettled(op, l.Trail))
 		case !t.DeadlineSweep.IsZero() && deadlineOwned(op.State) && !op.Deadline.IsZero() && !op.Deadline.After(t.DeadlineSweep):
 			r.violate(InvLeases, op.ID, "operation %s (%s %s) is still %s after the deadline sweep of %s, its deadline %s",
 				op.ID, op.Risk, op.Action, op.State, t.DeadlineSweep.Format(time.RFC3339Nano), op.Deadline.Format(time.RFC3339Nano))

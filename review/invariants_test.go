@@ -1,6 +1,7 @@
 package review_test
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -229,6 +230,27 @@ func TestCheckInvariantsCatchViolations(t *testing.T) {
 		undo.State = review.Ambiguous
 		if rep := checkLeasesOnly(ledgerOf(parent, undo), truth); len(rep) != 2 {
 			t.Errorf("I4 violations with the undo ambiguous at the end: %v, want the parent's and the undo's", rep)
+		}
+	})
+	t.Run("I4 an operation left unsettled names what it waited on", func(t *testing.T) {
+		o := op("a", review.RiskCompensableWrite, review.Ambiguous)
+		o.UpdatedAt = t0
+		o.Attempts = []review.Attempt{{N: 1}, {N: 2}}
+		o.Jobs = []review.Job{{Ref: "job-1", Attempt: 1, Status: review.JobFailed}}
+		o.Evidence = []review.Evidence{{Source: review.SourceMetadataSearch, Verdict: review.VerdictInconclusive,
+			Note: "search inside the lag", ObservedAt: t0.Add(time.Second)}}
+		l := ledgerOf(o)
+		l.Trail = []review.TrailEvent{{OperationID: "a", Action: "reconcile.inconclusive"},
+			{OperationID: "a", Action: "reconcile.inconclusive"}, {OperationID: "b", Action: "reconcile.inconclusive"}}
+		rep := checkLeasesOnly(l, review.Truth{Config: cfg, Settled: true})
+		if len(rep) != 1 {
+			t.Fatalf("I4 violations: %v", rep)
+		}
+		for _, want := range []string{"since " + t0.Format(time.RFC3339Nano), "2 attempts", "2 inconclusive rounds",
+			"job job-1 of attempt 1 failed", "1 evidence rows, the latest metadata_search inconclusive at", "search inside the lag"} {
+			if !strings.Contains(rep[0].Detail, want) {
+				t.Errorf("violation %q does not say %q", rep[0].Detail, want)
+			}
 		}
 	})
 	t.Run("I4 a stalled sweeper", func(t *testing.T) {
