@@ -509,6 +509,48 @@ func jobLookup(status int, body string) func(r *http.Request, opID string) (int,
 	}
 }
 
+// TestAJobThatFailedIsNoEffect: attempt 1 was accepted as job J1 and the
+// connection dropped; J1 then failed, as its report said. A search that
+// lists J1 (a destination listing failed jobs) and nothing else shows that
+// no effect is there, as an empty one does: the operation is retried, and
+// J1 is not looked up — the ledger knows its end, and a destination that
+// has purged it would read as a contradiction. Before, every round was
+// inconclusive, backing off, until a person was asked after eight.
+func TestAJobThatFailedIsNoEffect(t *testing.T) {
+	t.Parallel()
+	withJob := &review.Outcome{Result: review.ResultTimeout, Phase: review.PhaseAfterSend,
+		Job: &review.JobRef{Ref: "J1", Status: string(review.JobQueued)}}
+	failed := func(t *testing.T, b *testBundle, op *review.Operation) {
+		got, err := b.st.PutJob(b.ctx, tenant, op.ID, review.Job{Ref: "J1", Status: review.JobFailed}, "integrator")
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantState(t, got, review.Ambiguous)
+	}
+	listsJ1 := func(r *http.Request, opID string) (int, string) {
+		if r.URL.Path == "/search" {
+			return http.StatusOK, fmt.Sprintf(`{"results":[{"ref":"J1","kind":"job","version":"v1","operation_id":%q}]}`, opID)
+		}
+		return http.StatusNotFound, `{"error":"not_found"}`
+	}
+	retried := func(t *testing.T, b *testBundle, s *scripted, got *review.Operation) {
+		t.Helper()
+		wantState(t, got, review.RetryWait)
+		if ev := lastEvidence(t, got, review.SourceMetadataSearch); ev.Verdict != review.VerdictRefutes {
+			t.Errorf("search evidence %+v, want refutes", ev)
+		}
+		for _, r := range s.requests() {
+			if r.URL.Path != "/search" {
+				t.Errorf("asked %s: only the search was to be sent", r.URL)
+			}
+		}
+	}
+	runCases(t, []scriptCase{
+		{name: "the search lists the failed job", timeout: withJob, setup: failed, script: listsJ1, check: retried},
+		{name: "the search lists nothing", timeout: withJob, setup: failed, script: jobLookup(http.StatusNotFound, ""), check: retried},
+	})
+}
+
 // TestKnownJobNotFound (hole 15): the ledger holds job J1 for the
 // ambiguous operation. The destination no longer finding it contradicts
 // the ledger (state_conflict, a person decides); a lookup that fails

@@ -257,12 +257,12 @@ func weigh(op *Operation) findings {
 		}
 		look := e.Source == SourceMetadataSearch || e.Source == SourceStatusLookup
 		switch {
-		case e.Verdict == VerdictConfirms:
+		case confirmsEffect(op, e):
 			lastConfirm = later(lastConfirm, e.ObservedAt)
 			if look {
 				lastFound = later(lastFound, e.ObservedAt)
 			}
-		case e.Verdict == VerdictRefutes && look && len(e.Candidates) == 0:
+		case e.Verdict == VerdictRefutes && look && noEffectShown(op, e.Candidates):
 			lastAbsent = later(lastAbsent, e.ObservedAt)
 		}
 		if !look {
@@ -274,7 +274,7 @@ func weigh(op *Operation) findings {
 	f.splitSince = !lastConfirm.IsZero() && lastAbsent.Equal(lastConfirm)
 	for _, e := range op.Evidence {
 		if e.Authoritative && e.Source != SourceWebhook {
-			f.confirms = f.confirms || e.Verdict == VerdictConfirms
+			f.confirms = f.confirms || confirmsEffect(op, e)
 			f.refutes = f.refutes || e.Verdict == VerdictRefutes && !absenceOutlived(op, e, lastConfirm)
 		}
 		if e.Source == SourceWebhook || e.Authoritative {
@@ -322,6 +322,15 @@ func weigh(op *Operation) findings {
 	return f
 }
 
+// confirmsEffect reports whether e said op's effect happened and still
+// does: its verdict confirmed, and it named more than jobs the ledger has
+// since learned ended without an effect. A response naming a queued job
+// confirmed when it came; once the job failed, it no longer says an
+// effect is there, and an empty search beside it is no disagreement.
+func confirmsEffect(op *Operation, e Evidence) bool {
+	return e.Verdict == VerdictConfirms && (len(e.Candidates) == 0 || !noEffectShown(op, e.Candidates))
+}
+
 // absenceOutlived reports whether e, a look that found nothing, was
 // taken before the destination showed the effect — before an
 // authoritative word that it happened (lastConfirm), or before a job of
@@ -334,7 +343,7 @@ func weigh(op *Operation) findings {
 // for ever: the case recommended looking again, and every look found the
 // effect.
 func absenceOutlived(op *Operation, e Evidence, lastConfirm time.Time) bool {
-	if len(e.Candidates) > 0 {
+	if !noEffectShown(op, e.Candidates) {
 		return false
 	}
 	return e.ObservedAt.Before(lastConfirm) || slices.ContainsFunc(op.Jobs, func(j Job) bool {

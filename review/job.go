@@ -31,6 +31,16 @@ func withoutEndedJobs(op *Operation, m []Candidate) []Candidate {
 	return slices.DeleteFunc(m, func(c Candidate) bool { return endedJob(op, c.Ref) })
 }
 
+// noEffectShown reports whether a look's candidates show nothing of op's
+// effect: none at all, or only jobs of op the ledger knows ended without
+// one. A search that lists an earlier attempt's failed job, and nothing
+// of the retry's, shows absence as an empty one does; read as a
+// candidate, it left every round inconclusive until the rounds ran out
+// and a person was asked what the destination had already said.
+func noEffectShown(op *Operation, cands []Candidate) bool {
+	return !slices.ContainsFunc(cands, func(c Candidate) bool { return !endedJob(op, c.Ref) })
+}
+
 // outputStandsFor reports whether ref is a job of op that succeeded with
 // an output: the output is the effect, named by its own evidence, and the
 // job is no second one beside it — to keep or to undo, it is the output

@@ -1,6 +1,7 @@
 package review
 
 import (
+	"slices"
 	"testing"
 	"time"
 )
@@ -97,5 +98,51 @@ func TestJobsBesideARetry(t *testing.T) {
 	op.Jobs[0].Status, op.AttemptCount = JobFailed, 3
 	if NoJobLeft(op) {
 		t.Error("no job left though attempt 3 was sent after J2's")
+	}
+}
+
+// TestAJobThatFailedShowsNoEffect: a job the ledger knows failed is no
+// effect to look for or to weigh. The status lookup asks about the newest
+// job still live, or about none; a look listing only failed jobs refutes
+// as an empty one does; and a response that named the job while it was
+// queued no longer says an effect is there, so an empty search beside it
+// is no disagreement. Before, a search listing an earlier attempt's
+// failed job left every reconciliation round inconclusive until the
+// rounds ran out, and the case read "Sources disagree".
+func TestAJobThatFailedShowsNoEffect(t *testing.T) {
+	j1 := Candidate{Ref: "J1", Kind: "job", Version: "v7", OperationID: "op-1"}
+	op := weighOp(Ambiguous)
+	op.Jobs = []Job{{Ref: "J1", Status: JobQueued, Attempt: 1}, {Ref: "J2", Status: JobFailed, Attempt: 2}}
+	if ref, job := LookupRef(op); ref != "J1" || !job {
+		t.Errorf("LookupRef = %q %v, want J1, the newest job still live", ref, job)
+	}
+	op.Jobs[0].Status = JobCanceled
+	if ref, _ := LookupRef(op); ref != "" {
+		t.Errorf("LookupRef = %q with every job ended, want none", ref)
+	}
+
+	op = weighOp(NeedsReview)
+	op.Jobs = []Job{{Ref: "J1", Status: JobFailed, Attempt: 1}}
+	search := Evidence{Source: SourceMetadataSearch, Authoritative: true, Candidates: []Candidate{j1}, ObservedAt: classifyNow}
+	if v := EvidenceVerdict(op, search); v != VerdictRefutes {
+		t.Errorf("a search listing only J1, failed: %s, want refutes", v)
+	}
+	search.Verdict = VerdictRefutes
+	named := Evidence{Source: SourceResponse, Authoritative: true, Verdict: VerdictConfirms, Candidates: []Candidate{j1},
+		ObservedAt: classifyNow.Add(-2 * time.Minute)}
+	for _, look := range []Evidence{search, {Source: SourceMetadataSearch, Authoritative: true, Verdict: VerdictRefutes,
+		Candidates: []Candidate{}, ObservedAt: classifyNow}} {
+		op.Evidence = []Evidence{named, look}
+		a := Assess(op, nil, classifyNow)
+		if slices.Contains(a.Reasons, ReasonSourcesDisagree) || a.Recommendation.Action != RecommendApproveRetry {
+			t.Errorf("J1 named, then failed, then a look with %d candidates: %v, %s; want no disagreement, approve a retry",
+				len(look.Candidates), a.Reasons, a.Recommendation)
+		}
+	}
+	// A job still queued, named by the response, and an empty search
+	// after the lag do disagree, as before.
+	op.Jobs[0].Status = JobQueued
+	if a := Assess(op, nil, classifyNow); !slices.Contains(a.Reasons, ReasonSourcesDisagree) {
+		t.Errorf("J1 queued, named, and an empty search: %v, want sources_disagree", a.Reasons)
 	}
 }

@@ -101,8 +101,12 @@ type SettleInput struct {
 }
 
 // LookupRef is the ref a status lookup asks the destination about: the
-// operation's resource when the ledger knows one, else its latest job (job
-// is then true); "" when the ledger knows neither.
+// operation's resource when the ledger knows one, else its latest job not
+// known to have ended without an effect (job is then true); "" when the
+// ledger knows neither. A failed or canceled job is no effect to look
+// for: asked about, a destination that has purged it would read as a
+// contradiction, and left unanswered it would keep every empty search
+// from proving absence.
 func LookupRef(op *Operation) (ref string, job bool) {
 	if ref := CompensationResource(op); ref != "" {
 		// An undo is settled by looking its resource up: a job with the
@@ -112,8 +116,10 @@ func LookupRef(op *Operation) (ref string, job bool) {
 	if op.Resource != nil && op.Resource.Ref != "" {
 		return op.Resource.Ref, false
 	}
-	if n := len(op.Jobs); n > 0 && op.Jobs[n-1].Ref != "" {
-		return op.Jobs[n-1].Ref, true
+	for i := len(op.Jobs) - 1; i >= 0; i-- {
+		if j := op.Jobs[i]; j.Ref != "" && !endedJob(op, j.Ref) {
+			return j.Ref, true
+		}
 	}
 	return "", false
 }
@@ -256,7 +262,7 @@ func settleRound(in SettleInput) Settlement {
 			// Candidates naming another operation are not this one's
 			// effect: the one matching is the only candidate that counts.
 			st.Evidence = append(st.Evidence, r.Evidence(op, VerdictConfirms, foundNote(r.Kind, m[0].Ref)))
-		case r.Kind == ProbeSearch && len(cs) == 0:
+		case r.Kind == ProbeSearch && noEffectShown(op, cs):
 			fresh := in.LastWrite.IsZero() || now.Sub(in.LastWrite) >= in.Destination.SearchLag
 			switch {
 			case !fresh:

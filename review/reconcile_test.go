@@ -60,6 +60,13 @@ func TestSettle(t *testing.T) {
 	}
 	lookupFailed := func(ref, why string) ProbeResult { r := probeFailed(ProbeStatus, why); r.Ref = ref; return r }
 	ourJob := Candidate{Ref: "job-1", Kind: "job", Version: "v3", OperationID: "op-9"}
+	// The ledger knows job-1 of attempt 1 failed; attempt 2's outcome was
+	// lost. A search listing job-1 shows nothing of attempt 2.
+	withFailedJob := func(op *Operation) *Operation {
+		op.AttemptCount, op.Jobs = 2, []Job{{Ref: "job-1", Status: JobFailed, Attempt: 1}}
+		return op
+	}
+	liveJob := Candidate{Ref: "job-2", Kind: "job", Version: "v3", OperationID: "op-9"}
 
 	tests := []struct {
 		name    string
@@ -195,6 +202,18 @@ func TestSettle(t *testing.T) {
 		{name: "the known job found: accepted", op: withJob(ambiguousOp(RiskCompensableWrite)), lag: lag, sentAgo: time.Minute,
 			results: []ProbeResult{lookup("job-1", ourJob), searchFound(ourJob)},
 			want:    Accepted, wantVerdicts: []Verdict{VerdictConfirms, VerdictConfirms}},
+		{name: "a search listing only a job that failed is absence", op: withFailedJob(ambiguousOp(RiskCompensableWrite)), lag: lag, sentAgo: time.Minute,
+			results: []ProbeResult{searchFound(ourJob)},
+			want:    RetryWait, wantVerdicts: []Verdict{VerdictRefutes}},
+		{name: "a search listing only a job that failed, inside the lag, is no absence", op: withFailedJob(ambiguousOp(RiskCompensableWrite)), lag: lag, sentAgo: time.Second,
+			results: []ProbeResult{searchFound(ourJob)},
+			want:    "", wantVerdicts: []Verdict{VerdictInconclusive}},
+		{name: "a job that failed beside a live one: the live one is followed", op: withFailedJob(ambiguousOp(RiskCompensableWrite)), lag: lag, sentAgo: time.Minute,
+			results: []ProbeResult{searchFound(ourJob, liveJob)},
+			want:    Accepted, wantVerdicts: []Verdict{VerdictConfirms}},
+		{name: "a job that failed beside a foreign resource", op: withFailedJob(ambiguousOp(RiskCompensableWrite)), lag: lag, sentAgo: time.Minute,
+			results: []ProbeResult{searchFound(ourJob, foreign)},
+			want:    NeedsReview, wantReasons: []Reason{ReasonNoDedupEvidence}, wantVerdicts: []Verdict{VerdictInconclusive}},
 		{name: "the known resource found, named by the search too", op: withResource(ambiguousOp(RiskCompensableWrite)), lag: lag, sentAgo: time.Minute,
 			results: []ProbeResult{lookup("fld-1", ours("fld-1")), searchFound(ours("fld-1"))},
 			want:    Confirmed, wantResource: "fld-1", wantVerdicts: []Verdict{VerdictConfirms, VerdictConfirms}},

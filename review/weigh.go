@@ -8,12 +8,14 @@ import (
 
 // EvidenceVerdict is what one piece of evidence says about op's effect, on
 // its own: exactly one candidate naming the operation and its logical
-// version confirms; an authoritative answer with no candidates at all
-// refutes; anything else is inconclusive. It is the verdict stored with the
+// version (jobs the ledger knows ended without an effect left out)
+// confirms; an authoritative answer with no candidates, or only such
+// jobs, refutes; anything else is inconclusive. It is the verdict stored with the
 // evidence; where the operation goes is decided by Weigh, from all of it.
 func EvidenceVerdict(op *Operation, ev Evidence) Verdict {
 	cands, clash := uniqueRefs(ev.Candidates) // a ref listed twice is one candidate
 	m, o, _, anon := sortCandidates(op, cands)
+	m = withoutEndedJobs(op, m)
 	switch {
 	case clash != "" || len(anon) > 0:
 		// It contradicts itself, or names a resource that may be this
@@ -22,7 +24,7 @@ func EvidenceVerdict(op *Operation, ev Evidence) Verdict {
 	case len(m) == 1 && len(o) == 0:
 		// A candidate naming another operation is not this one's effect.
 		return VerdictConfirms
-	case len(cands) == 0 && ev.Authoritative:
+	case noEffectShown(op, cands) && ev.Authoritative:
 		return VerdictRefutes
 	}
 	return VerdictInconclusive
@@ -109,7 +111,7 @@ func Weigh(op *Operation, d Destination, now time.Time) Weighing {
 			}
 		case !ev.Authoritative, clash != "", len(anon) > 0:
 			// Proves nothing (EvidenceVerdict).
-		case len(cands) == 0:
+		case noEffectShown(op, cands):
 			// Only a look at what the destination holds proves absence (an
 			// error answer never does), and only as its verdict recorded it
 			// (a lookup that no longer finds a known ref is a conflict, not
