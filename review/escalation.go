@@ -161,9 +161,12 @@ func Assess(op *Operation, extra []Reason, now time.Time) Assessment {
 	slices.Sort(a.Reasons)
 	a.Priority = priority(op, set, now)
 	a.Recommendation = recommend(op, set, f)
-	if !set[ReasonDeadlineExpired] {
-		a.ChangesAt = nextDeadlineStep(op.Deadline, now)
-	}
+	// The deadline's steps count even when the case already says
+	// deadline_expired: the reconciler names it ahead of the deadline
+	// when the confirm window would end after it, and the deadline
+	// passing still adds to the priority. Before, such a case kept the
+	// rank of "within the hour" past its deadline.
+	a.ChangesAt = nextDeadlineStep(op.Deadline, now)
 	if at := nextAgeStep(op.CreatedAt, now); !at.IsZero() && (a.ChangesAt.IsZero() || at.Before(a.ChangesAt)) {
 		a.ChangesAt = at
 	}

@@ -515,6 +515,24 @@ func TestAssessSaysWhenTheClockChangesIt(t *testing.T) {
 	}
 }
 
+// TestAssessCountsTheDeadlineItWasOpenedFor: the reconciler names
+// deadline_expired ahead of the deadline (a confirm window ending after
+// it). The deadline passing still ranks the case higher, and the case is
+// assessed again then. The property test found one ranked as "within
+// the hour" past its deadline.
+func TestAssessCountsTheDeadlineItWasOpenedFor(t *testing.T) {
+	op := testOp(RiskIrreversible)
+	op.State, op.AttemptCount, op.CreatedAt = NeedsReview, 1, classifyNow
+	op.Deadline = classifyNow.Add(30 * time.Minute)
+	a := Assess(op, []Reason{ReasonDeadlineExpired}, classifyNow)
+	if !a.ChangesAt.Equal(op.Deadline) {
+		t.Fatalf("changes at %s, want the deadline %s", a.ChangesAt, op.Deadline)
+	}
+	if after := Assess(op, []Reason{ReasonDeadlineExpired}, op.Deadline); after.Priority <= a.Priority {
+		t.Errorf("priority %d before the deadline, %d after; want it higher", a.Priority, after.Priority)
+	}
+}
+
 // TestAssessEvidenceAnswersNoDedupEvidence: a case opened because nothing
 // showed whether the effect is there (no_dedup_evidence, kept with it)
 // stops saying so once the destination names a resource for the
