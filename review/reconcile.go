@@ -84,6 +84,10 @@ type Settlement struct {
 	NextProbe time.Time
 	// Evidence are the rows to record, one per probe.
 	Evidence []Evidence
+	// Uncounted: the round settled nothing only because the search could
+	// not show the attempt yet (inside the search lag). It counts toward
+	// neither MaxProbeRounds nor the backoff of the rounds after it.
+	Uncounted bool
 }
 
 // SettleInput is one reconciliation round's facts.
@@ -352,7 +356,7 @@ func settleRound(in SettleInput) Settlement {
 	case len(in.Results) == 0 && now.Sub(in.LastWrite) >= EvidenceWait:
 		return st.escalate(ReasonNoDedupEvidence, WhyNoProbesNoEvidence)
 	}
-	st.NextProbe = next
+	st.NextProbe, st.Uncounted = next, withinLag
 	st.Reason = fmt.Sprintf(WhyInconclusive, failed, len(in.Results))
 	return st
 }

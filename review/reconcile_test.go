@@ -358,6 +358,9 @@ func TestSettleSearchDuringLagNeverCountsAsAbsence(t *testing.T) {
 							t.Errorf("%s: evidence %+v, want inconclusive and not authoritative", what, e)
 						}
 					}
+					if got.State == "" && !got.Uncounted {
+						t.Errorf("%s: the round counts toward the limit and the backoff", what)
+					}
 				}
 			}
 		}
@@ -407,8 +410,8 @@ func TestSettleBackoff(t *testing.T) {
 	for round := 0; round < MaxProbeRounds-1; round++ {
 		got := Settle(SettleInput{Op: ambiguousOp(RiskCompensableWrite), Destination: Destination{}, LastWrite: settleNow.Add(-time.Hour),
 			Results: []ProbeResult{probeFailed(ProbeSearch, "HTTP 500")}, Round: round, Now: settleNow})
-		if got.State != "" {
-			t.Fatalf("round %d: %s (%s), want another round", round, got.State, got.Reason)
+		if got.State != "" || got.Uncounted {
+			t.Fatalf("round %d: %s (%s), uncounted %v; want another round, counted", round, got.State, got.Reason, got.Uncounted)
 		}
 		wait := got.NextProbe.Sub(settleNow)
 		if wait < prev || wait > ProbeBackoffCap || wait < ProbeBackoffBase {

@@ -53,7 +53,7 @@ func GuardQueries(s *Store) map[string][]any {
 	q[s.rebind(closeOpenAttempt)] = []any{now, "r", "op_x", 1}
 	q[s.rebind(triggerProbe)] = []any{now, "op_x"}
 	q[s.rebind(claimOperation)] = []any{"me", now, "op_x", "ambiguous", now}
-	q[s.rebind(releaseProbe)] = []any{now, "op_x", "me", int64(1)}
+	q[s.rebind(releaseProbe)] = []any{1, now, "op_x", "me", int64(1)}
 	q[s.rebind(releaseJobPoll)] = []any{now, "op_x", "me", int64(1)}
 	q[s.rebind(startJobPoll)] = []any{now, "op_x"}
 	q[s.rebind(stopJobPoll)] = []any{"op_x"}

@@ -51,7 +51,7 @@ WHERE id = ? AND state || '' = ? AND (probe_until IS NULL OR probe_until <= ?)`
 	/* Store.ClaimAmbiguous */
 	/* Store.ApplySettlement: fenced — only the current claim may complete the round. */
 	releaseProbe = `
-UPDATE operations SET probe_owner = NULL, probe_until = NULL, probe_round = probe_round + 1, next_probe_at = ?
+UPDATE operations SET probe_owner = NULL, probe_until = NULL, probe_round = probe_round + ?, next_probe_at = ?
 WHERE id = ? AND state || '' = 'ambiguous' AND probe_owner = ? AND probe_generation = ?`
 )
 
@@ -192,7 +192,11 @@ func (s *Store) ApplySettlement(ctx context.Context, c ProbeClaim, st review.Set
 		if !st.NextProbe.IsZero() {
 			next = dbTime(st.NextProbe)
 		}
-		res, err := tx.ExecContext(ctx, s.rebind(releaseProbe), next, c.Op.ID, c.Owner, c.Generation)
+		counted := 1
+		if st.Uncounted {
+			counted = 0 // a search inside the lag proved nothing yet
+		}
+		res, err := tx.ExecContext(ctx, s.rebind(releaseProbe), counted, next, c.Op.ID, c.Owner, c.Generation)
 		if err != nil {
 			return err
 		}

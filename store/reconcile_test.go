@@ -158,6 +158,47 @@ func TestClaimAmbiguousClaimsOnlyDue(t *testing.T) {
 	})
 }
 
+// TestARoundInsideTheLagIsNotCounted: a round whose search came inside
+// the destination's search lag proved nothing, as review.Settle says, and
+// counts toward neither the round limit nor the backoff of the rounds
+// after it. Before, the store counted it all the same: a destination with
+// a long lag reached the limit, and waited longer between rounds, one
+// round early for each look inside it.
+func TestARoundInsideTheLagIsNotCounted(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		probe := &review.Probe{URL: "http://127.0.0.1:9/never-sent"}
+		cfg := &review.Config{Destinations: map[string]review.Destination{
+			"plain": {SearchLag: time.Minute, Probes: review.Probes{Search: probe}}}}
+		b := setup(t, e, cfg)
+		op := b.ambiguous(t, "doc-lag")
+		round := func(want int, results ...review.ProbeResult) review.Settlement {
+			t.Helper()
+			c := b.claimOne(t, "r1", op)
+			if c.Round != want {
+				t.Fatalf("claimed at round %d, want %d", c.Round, want)
+			}
+			st := b.settleClaim(c, results...)
+			if st.State != "" {
+				t.Fatalf("settlement = %s (%s), want another round", st.State, st.Reason)
+			}
+			if err := b.s.ApplySettlement(b.ctx, c, st); err != nil {
+				t.Fatal(err)
+			}
+			b.clk.Advance(st.NextProbe.Sub(b.clk.Now()))
+			return st
+		}
+		if st := round(0, found()); !st.Uncounted {
+			t.Fatalf("a search inside the lag: %+v, want uncounted", st)
+		}
+		round(0, failedProbe("HTTP 503")) // past the lag: counted
+		round(1, failedProbe("HTTP 503"))
+		if !storetest.Sealed(t, b.s).OK {
+			t.Error("audit trail does not verify")
+		}
+	})
+}
+
 // TestReconcilersRaceFencing: two reconcilers on one operation. The first
 // claim's lease expires, the second claims it (newer generation); the
 // first reconciler, waking late, is fenced and writes nothing; the second
