@@ -399,10 +399,12 @@ func (s *Store) checkLimits(ctx context.Context, tx *sqlx.Tx, op *review.Operati
 const (
 	/* Store.transition: every state change checks the state and version it
 	   read, and ends any probe claim: a round probed before the change must
-	   not apply after it (fencing). */
+	   not apply after it (fencing). The rounds count afresh in the new
+	   state (the round limit and the backoff are the state's own), as
+	   they do after an outcome (updateOpOutcome). */
 	updateOpState = `
 UPDATE operations SET state = ?, state_reason = ?, version = version + 1, updated_at = ?,
-    probe_owner = NULL, probe_until = NULL, probe_generation = probe_generation + 1,
+    probe_owner = NULL, probe_until = NULL, probe_generation = probe_generation + 1, probe_round = 0,
     next_probe_at = CASE WHEN ? THEN NULL ELSE next_probe_at END
 WHERE id = ? AND state || '' = ? AND version = ?`
 )

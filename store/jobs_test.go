@@ -174,6 +174,53 @@ func TestJobFailureAfterALostRetry(t *testing.T) {
 	})
 }
 
+// TestProbeRoundsStartAfreshInEachState: the rounds a reconciler counts
+// (the round limit, the backoff) are those of the state the operation is
+// in now. An operation whose job was polled many times while accepted,
+// then sent back to ambiguous by the job's failure after a retry, starts
+// its reconciliation at round 0. Before, it kept the polls' count: its
+// first inconclusive round was past review.MaxProbeRounds and handed it
+// to a person ("20 rounds settled nothing") after one look.
+func TestProbeRoundsStartAfreshInEachState(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		b := setup(t, e, nil)
+		var named review.Evidence
+		op := retryApprovedBesideJob(t, b, "doc-polled", func(op *review.Operation) {
+			job1 := review.Candidate{Ref: "job-1", Kind: "job", Version: "v1", OperationID: op.ID}
+			named = review.Evidence{Source: review.SourceResponse, Authoritative: true, Candidates: []review.Candidate{job1}}
+		})
+		b.start(t, op)
+		b.clk.Advance(time.Hour)
+		if _, err := b.s.SweepLeases(b.ctx); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.s.AddEvidence(b.ctx, tenantA, op.ID, named, "integrator"); err != nil {
+			t.Fatal(err)
+		}
+		wantState(t, b.get(t, op), review.Accepted)
+		queued := &review.Job{Ref: "job-1", Status: review.JobQueued}
+		for i := range review.MaxProbeRounds + 2 {
+			cs, err := b.s.ClaimAccepted(b.ctx, "poller", 10, probeLease)
+			if err != nil || len(cs) != 1 {
+				t.Fatalf("poll %d: claimed %d, %v; want the operation", i, len(cs), err)
+			}
+			if err := b.s.ApplyJobPoll(b.ctx, cs[0], queued, b.clk.Now()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		got, err := b.s.PutJob(b.ctx, tenantA, op.ID, review.Job{Ref: "job-1", Status: review.JobFailed}, "integrator")
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantState(t, got, review.Ambiguous)
+		c := b.claimOne(t, "r1", got)
+		if c.Round != 0 {
+			t.Fatalf("reconciliation claimed at round %d, want 0", c.Round)
+		}
+	})
+}
+
 // retryApprovedBesideJob is deadlinePassedBesideJob with job-1, then a
 // reviewer approves a retry: the operation waits for attempt 2.
 func retryApprovedBesideJob(t *testing.T, b *bundle, sourceRef string, whileAccepted func(*review.Operation)) *review.Operation {
