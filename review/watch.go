@@ -82,6 +82,7 @@ func Watch(op *Operation, d Destination, results []ProbeResult, until, now time.
 		}
 		cands, clash := uniqueRefs(r.Candidates)
 		m, _, _, anon := sortCandidates(op, cands)
+		m = withoutEndedJobs(op, m) // no effect, as a round reads them
 		// Never refutes: an empty search here is no absence — the
 		// operation has moved on since.
 		verdict := VerdictInconclusive

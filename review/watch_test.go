@@ -114,6 +114,21 @@ func TestWatch(t *testing.T) {
 	}
 }
 
+// TestWatchReadsAFailedJobAsNoEffect: a look in the confirm window that
+// lists only a job the ledger knows failed records no confirmation of
+// the effect, as a reconciliation round reads it (noEffectShown). Before,
+// it was recorded as confirming, and the console showed it so.
+func TestWatchReadsAFailedJobAsNoEffect(t *testing.T) {
+	d := Destination{SearchLag: 2 * time.Second}
+	op := weighOp(RetryWait)
+	op.Jobs = []Job{{Ref: "job-1", Status: JobFailed, Attempt: 1}}
+	job := Candidate{Ref: "job-1", Kind: "job", Version: "v7", OperationID: "op-1"}
+	w := Watch(op, d, []ProbeResult{{Kind: ProbeSearch, Candidates: []Candidate{job}, At: classifyNow}}, classifyNow.Add(time.Minute), classifyNow)
+	if len(w.Evidence) != 1 || w.Evidence[0].Verdict != VerdictInconclusive || len(w.Extra) != 0 {
+		t.Errorf("evidence %+v, extra %v; want one inconclusive row, nothing extra", w.Evidence, w.Extra)
+	}
+}
+
 // TestSettleWaitsOutAClaim: a webhook claimed an effect; the round's
 // search, past the configured lag but inside the confirm window, shows
 // nothing. That is a lagging search, not absence: no retry, no case —
