@@ -399,13 +399,16 @@ func (s *Store) checkLimits(ctx context.Context, tx *sqlx.Tx, op *review.Operati
 const (
 	/* Store.transition: every state change checks the state and version it
 	   read, and ends any probe claim: a round probed before the change must
-	   not apply after it (fencing). The rounds count afresh in the new
-	   state (the round limit and the backoff are the state's own), as
-	   they do after an outcome (updateOpOutcome). */
+	   not apply after it (fencing). Probing starts afresh in the new
+	   state, as after an outcome (updateOpOutcome): due at once, its rounds
+	   (the round limit, the backoff) counted from 0. In review,
+	   next_probe_at schedules only the polls of a job its case waits on
+	   (ClaimJobsInReview), set again when the case opened waits on one
+	   (pollJobWaitedOn). */
 	updateOpState = `
 UPDATE operations SET state = ?, state_reason = ?, version = version + 1, updated_at = ?,
     probe_owner = NULL, probe_until = NULL, probe_generation = probe_generation + 1, probe_round = 0,
-    next_probe_at = CASE WHEN ? THEN NULL ELSE next_probe_at END
+    next_probe_at = NULL
 WHERE id = ? AND state || '' = ? AND version = ?`
 )
 
@@ -417,10 +420,7 @@ func (s *Store) transition(ctx context.Context, tx *sqlx.Tx, row *opRow, to revi
 		return err
 	}
 	now := s.now()
-	// In review, next_probe_at schedules only the polls of a job its case
-	// waits on (ClaimJobsInReview): cleared here, set again when the case
-	// opened below waits on one (pollJobWaitedOn).
-	res, err := s.exec(ctx, tx, updateOpState, string(to), reason, now, to == review.NeedsReview, row.ID, row.State, row.Version)
+	res, err := s.exec(ctx, tx, updateOpState, string(to), reason, now, row.ID, row.State, row.Version)
 	if err != nil {
 		return fmt.Errorf("transition: %w", err)
 	}

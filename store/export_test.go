@@ -49,7 +49,7 @@ func GuardQueries(s *Store) map[string][]any {
 	for _, w := range []*write{updateOpInFlight, updateOpOutcome, finishAttempt} {
 		q[s.rebind(w.query)] = w.bind(&a)
 	}
-	q[s.rebind(updateOpState)] = []any{"failed", "r", now, false, "op_x", "pending", int64(1)}
+	q[s.rebind(updateOpState)] = []any{"failed", "r", now, "op_x", "pending", int64(1)}
 	q[s.rebind(closeOpenAttempt)] = []any{now, "r", "op_x", 1}
 	q[s.rebind(triggerProbe)] = []any{now, "op_x"}
 	q[s.rebind(claimOperation)] = []any{"me", now, "op_x", "ambiguous", now}

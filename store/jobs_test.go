@@ -175,12 +175,13 @@ func TestJobFailureAfterALostRetry(t *testing.T) {
 }
 
 // TestProbeRoundsStartAfreshInEachState: the rounds a reconciler counts
-// (the round limit, the backoff) are those of the state the operation is
-// in now. An operation whose job was polled many times while accepted,
-// then sent back to ambiguous by the job's failure after a retry, starts
-// its reconciliation at round 0. Before, it kept the polls' count: its
-// first inconclusive round was past review.MaxProbeRounds and handed it
-// to a person ("20 rounds settled nothing") after one look.
+// (the round limit, the backoff) and when it looks next are those of the
+// state the operation is in now. An operation whose job was polled many
+// times while accepted, then sent back to ambiguous by the job's failure
+// after a retry, is due at once, at round 0. Before, it kept the polls'
+// count — its first inconclusive round was past review.MaxProbeRounds
+// and handed it to a person ("20 rounds settled nothing") after one look
+// — and waited for the next poll's time.
 func TestProbeRoundsStartAfreshInEachState(t *testing.T) {
 	t.Parallel()
 	storetest.Each(t, func(t *testing.T, e store.Engine) {
@@ -208,6 +209,14 @@ func TestProbeRoundsStartAfreshInEachState(t *testing.T) {
 			if err := b.s.ApplyJobPoll(b.ctx, cs[0], queued, b.clk.Now()); err != nil {
 				t.Fatal(err)
 			}
+		}
+		// The last poll set the next one a minute ahead.
+		cs, err := b.s.ClaimAccepted(b.ctx, "poller", 10, probeLease)
+		if err != nil || len(cs) != 1 {
+			t.Fatalf("last poll: claimed %d, %v; want the operation", len(cs), err)
+		}
+		if err := b.s.ApplyJobPoll(b.ctx, cs[0], queued, b.clk.Now().Add(time.Minute)); err != nil {
+			t.Fatal(err)
 		}
 		got, err := b.s.PutJob(b.ctx, tenantA, op.ID, review.Job{Ref: "job-1", Status: review.JobFailed}, "integrator")
 		if err != nil {
