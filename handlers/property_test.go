@@ -1147,7 +1147,25 @@ func (h *harness) settle() {
 	h.rt.Logf("settled at %s", h.clock.Now().Format(time.DateTime))
 	h.check(true)
 	h.casesCurrent()
+	h.roundsConclude()
 	h.looksAnswer()
+}
+
+// roundsConclude: at a destination that answers every probe readably
+// (the clean style), every reconciliation round past the search lag
+// concludes something, so no operation there waits in review because the
+// rounds ran out (review.WhyRoundsSettledNothing). Before, a search
+// listing a job the ledger knew had failed left every round inconclusive
+// until a person was asked.
+func (h *harness) roundsConclude() {
+	spent := strings.TrimPrefix(review.WhyRoundsSettledNothing, "%d ")
+	for _, op := range h.ledger().Operations {
+		if op.State == review.NeedsReview && h.w.styleOf(op.Destination) == styleClean &&
+			h.cfg.Destination(op.Destination).Probes.Search != nil && strings.HasSuffix(op.StateReason, spent) {
+			h.rt.Fatalf("%s at %s, a destination answering every probe, is in review: %s\nevidence: %+v\njobs: %+v",
+				op.ID, op.Destination, op.StateReason, op.Evidence, op.Jobs)
+		}
+	}
 }
 
 // casesCurrent: every open case says what review.Assess says of its
@@ -1206,7 +1224,14 @@ func (h *harness) looksAnswer() {
 				}
 			}
 		}
-		switch effects := h.w.of(op.ID); {
+		// A job the ledger knows ended without an effect is none
+		// (review.noEffectShown), whatever the search lists.
+		effects := slices.DeleteFunc(h.w.of(op.ID), func(r *resource) bool {
+			return slices.ContainsFunc(op.Jobs, func(j review.Job) bool {
+				return j.Ref == r.Ref && (j.Status == review.JobFailed || j.Status == review.JobCanceled)
+			})
+		})
+		switch {
 		case len(effects) == 0 && !slices.ContainsFunc(op.Evidence, func(e review.Evidence) bool { return e.Source == review.SourceWebhook }):
 			want = []string{review.RecommendApproveRetry, review.RecommendFail}
 		case len(effects) == 0 && hooked != "" && len(op.Undone) == 0:
