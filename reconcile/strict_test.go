@@ -536,8 +536,13 @@ func TestAJobThatFailedIsNoEffect(t *testing.T) {
 	retried := func(t *testing.T, b *testBundle, s *scripted, got *review.Operation) {
 		t.Helper()
 		wantState(t, got, review.RetryWait)
-		if ev := lastEvidence(t, got, review.SourceMetadataSearch); ev.Verdict != review.VerdictRefutes {
-			t.Errorf("search evidence %+v, want refutes", ev)
+		ev := lastEvidence(t, got, review.SourceMetadataSearch)
+		want := review.WhySearchNothing
+		if len(ev.Candidates) > 0 {
+			want = fmt.Sprintf(review.WhySearchOnlyEnded, "J1")
+		}
+		if ev.Verdict != review.VerdictRefutes || ev.Note != want {
+			t.Errorf("search evidence %+v, want refutes, noting %q", ev, want)
 		}
 		for _, r := range s.requests() {
 			if r.URL.Path != "/search" {

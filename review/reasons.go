@@ -146,6 +146,11 @@ const (
 	WhySearchWithinLag    = "search found nothing, but within the %s search lag: not proof of absence"
 	WhySearchLedgerHolds  = "search found nothing, but the ledger holds %s and no status lookup found it this round: not proof of absence"
 	WhySearchNothing      = "search found nothing, after the search lag"
+	// WhySearchOnlyEnded and WhySearchOnlyEndedWithinLag: the search
+	// listed only jobs the ledger knows ended without an effect
+	// (noEffectShown), named.
+	WhySearchOnlyEnded          = "search found only %s, which ended without an effect, after the search lag"
+	WhySearchOnlyEndedWithinLag = "search found only %s, which ended without an effect, but within the %s search lag: not proof of absence"
 	WhyFoundCandidates    = "%s found %d candidates"
 	WhyFoundOneCandidate  = "%s found 1 candidate"
 	WhyResourcesNamed     = "%d resources name this operation and version"
@@ -273,7 +278,7 @@ func WhyFormats() []string {
 		WhySeveralCandidates, WhyEvidenceThenAbsence, WhyEvidenceNamesJob, WhyEvidenceNamesOne, WhyWebhookThenAbsence,
 		WhyWebhookClaim, WhyClaimPastDeadline, WhyClaimProbing, WhyProbeFailed, WhyProbeFailedClass, WhyLedgerRefNotFound,
 		WhyLedgerRefAnswers, WhyAnswerClash, WhyAnonymousCandidate, WhyStatusFound, WhySearchFound, WhySearchWithinLag,
-		WhySearchLedgerHolds, WhySearchNothing, WhyFoundCandidates, WhyFoundOneCandidate, WhyResourcesNamed, WhySourcesDisagree, WhyReconciledJob,
+		WhySearchLedgerHolds, WhySearchNothing, WhySearchOnlyEnded, WhySearchOnlyEndedWithinLag, WhyFoundCandidates, WhyFoundOneCandidate, WhyResourcesNamed, WhySourcesDisagree, WhyReconciledJob,
 		WhyReconciledOne, WhyNoEffectShown, WhyAbsencePastDeadline, WhyReviewerOnlyIfNothingShows,
 		WhyFailedOnlyIfNothingShows, WhyOutcomePastDeadline, WhyRoundsSettledNothing, WhyNoProbesNoEvidence, WhyInconclusive,
 		WhyConfirmWindowFound, WhyHistory, WhyHistoryNoVersions, WhyHistoryVersion, WhyHistoryOwnVersion,

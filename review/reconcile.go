@@ -271,7 +271,11 @@ func settleRound(in SettleInput) Settlement {
 			switch {
 			case !fresh:
 				withinLag = true
-				ev := r.Evidence(op, VerdictInconclusive, fmt.Sprintf(WhySearchWithinLag, in.Destination.SearchLag))
+				note := fmt.Sprintf(WhySearchWithinLag, in.Destination.SearchLag)
+				if len(cs) > 0 {
+					note = fmt.Sprintf(WhySearchOnlyEndedWithinLag, refList(cs), in.Destination.SearchLag)
+				}
+				ev := r.Evidence(op, VerdictInconclusive, note)
 				ev.Authoritative = false
 				st.Evidence = append(st.Evidence, ev)
 			case known != "" && !lookedUp:
@@ -280,7 +284,11 @@ func settleRound(in SettleInput) Settlement {
 				st.Evidence = append(st.Evidence, ev)
 			default:
 				absent = true
-				st.Evidence = append(st.Evidence, r.Evidence(op, VerdictRefutes, WhySearchNothing))
+				note := WhySearchNothing
+				if len(cs) > 0 {
+					note = fmt.Sprintf(WhySearchOnlyEnded, refList(cs))
+				}
+				st.Evidence = append(st.Evidence, r.Evidence(op, VerdictRefutes, note))
 			}
 		default:
 			note := fmt.Sprintf(WhyFoundCandidates, r.Kind, len(cs))
@@ -376,6 +384,15 @@ func (st Settlement) waitOutWindow(in SettleInput, why, then string) Settlement 
 	st.NextProbe = sure.Add(10 * time.Millisecond)
 	st.Reason = why + "; " + fmt.Sprintf(then, sure.UTC().Format(time.RFC3339))
 	return st
+}
+
+// refList names the candidates' refs, comma-separated.
+func refList(cs []Candidate) string {
+	refs := make([]string, len(cs))
+	for i, c := range cs {
+		refs[i] = c.Ref
+	}
+	return strings.Join(refs, ", ")
 }
 
 // foundNote is the note of a probe of kind that found ref, this

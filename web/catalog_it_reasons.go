@@ -129,6 +129,8 @@ func init() {
 		review.WhySearchWithinLag:            "la ricerca non ha trovato nulla, ma entro il ritardo della ricerca di %s: non è una prova di assenza",
 		review.WhySearchLedgerHolds:          "la ricerca non ha trovato nulla, ma il registro contiene %s e nessuna verifica dello stato lo ha trovato in questo giro: non è una prova di assenza",
 		review.WhySearchNothing:              "la ricerca non ha trovato nulla, dopo il ritardo della ricerca",
+		review.WhySearchOnlyEnded:            "la ricerca ha trovato solo %s, terminato senza effetto, dopo il ritardo della ricerca",
+		review.WhySearchOnlyEndedWithinLag:   "la ricerca ha trovato solo %s, terminato senza effetto, ma entro il ritardo della ricerca di %s: non è una prova di assenza",
 		review.WhyFoundCandidates:            "la %s ha trovato %d candidati",
 		review.WhyFoundOneCandidate:          "la %s ha trovato 1 candidato",
 		review.WhyResourcesNamed:             "%d risorse indicano questa operazione e versione",
