@@ -146,11 +146,6 @@ const (
 	WhySearchWithinLag    = "search found nothing, but within the %s search lag: not proof of absence"
 	WhySearchLedgerHolds  = "search found nothing, but the ledger holds %s and no status lookup found it this round: not proof of absence"
 	WhySearchNothing      = "search found nothing, after the search lag"
-	// WhySearchOnlyEnded and WhySearchOnlyEndedWithinLag: the search
-	// listed only jobs the ledger knows ended without an effect
-	// (noEffectShown), named.
-	WhySearchOnlyEnded          = "search found only %s, which ended without an effect, after the search lag"
-	WhySearchOnlyEndedWithinLag = "search found only %s, which ended without an effect, but within the %s search lag: not proof of absence"
 	WhyFoundCandidates    = "%s found %d candidates"
 	WhyFoundOneCandidate  = "%s found 1 candidate"
 	WhyResourcesNamed     = "%d resources name this operation and version"
@@ -158,6 +153,13 @@ const (
 	WhyReconciledJob      = "reconciled: the destination holds job %s for this operation; confirmed when it completes"
 	WhyReconciledOne      = "reconciled: exactly one resource %s names this operation and version"
 	WhyNoEffectShown      = "the destination shows no effect"
+
+	// WhySearchOnlyEnded and WhySearchOnlyEndedWithinLag: the search
+	// listed only jobs the ledger knows ended without an effect
+	// (noEffectShown), named.
+	WhySearchOnlyEnded          = "search found only %s, which ended without an effect, after the search lag"
+	WhySearchOnlyEndedWithinLag = "search found only %s, which ended without an effect, but within the %s search lag: not proof of absence"
+
 	// WhyAbsencePastDeadline quotes the absence the confirm window would
 	// have made sure (WhyNoEffectShown, or AfterAbsence's).
 	WhyAbsencePastDeadline        = "%s, but absence is sure only once the confirm window passes at %s, after the deadline"
