@@ -326,12 +326,21 @@ func weigh(op *Operation) findings {
 }
 
 // confirmsEffect reports whether e said op's effect happened and still
-// does: its verdict confirmed, and it named more than jobs the ledger has
-// since learned ended without an effect. A response naming a queued job
-// confirmed when it came; once the job failed, it no longer says an
-// effect is there, and an empty search beside it is no disagreement.
+// does: its verdict confirmed, and what it named for op and its version
+// is more than jobs the ledger has since learned ended without an effect
+// (another operation's resources beside them confirm nothing of op's). A
+// response naming a queued job confirmed when it came; once the job
+// failed, it no longer says an effect is there, and an empty search
+// beside it is no disagreement.
 func confirmsEffect(op *Operation, e Evidence) bool {
-	return e.Verdict == VerdictConfirms && (len(e.Candidates) == 0 || !noEffectShown(op, e.Candidates))
+	if e.Verdict != VerdictConfirms {
+		return false
+	}
+	if len(e.Candidates) == 0 {
+		return true // a success that named nothing (unnamedSuccess)
+	}
+	m, _, _, _ := sortCandidates(op, e.Candidates)
+	return len(withoutEndedJobs(op, m)) > 0
 }
 
 // absenceOutlived reports whether e, a look that found nothing, was

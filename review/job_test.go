@@ -130,9 +130,13 @@ func TestAJobThatFailedShowsNoEffect(t *testing.T) {
 	search.Verdict = VerdictRefutes
 	named := Evidence{Source: SourceResponse, Authoritative: true, Verdict: VerdictConfirms, Candidates: []Candidate{j1},
 		ObservedAt: classifyNow.Add(-2 * time.Minute)}
+	// A look an integrator submitted, which named J1 beside another
+	// operation's resource, confirmed only J1.
+	submitted := Evidence{Source: SourceMetadataSearch, Authoritative: true, Verdict: VerdictConfirms,
+		Candidates: []Candidate{j1, {Ref: "J9", Kind: "job", Version: "v7", OperationID: "op-9"}}, ObservedAt: classifyNow.Add(-time.Minute)}
 	for _, look := range []Evidence{search, {Source: SourceMetadataSearch, Authoritative: true, Verdict: VerdictRefutes,
 		Candidates: []Candidate{}, ObservedAt: classifyNow}} {
-		op.Evidence = []Evidence{named, look}
+		op.Evidence = []Evidence{named, submitted, look}
 		a := Assess(op, nil, classifyNow)
 		if slices.Contains(a.Reasons, ReasonSourcesDisagree) || a.Recommendation.Action != RecommendApproveRetry {
 			t.Errorf("J1 named, then failed, then a look with %d candidates: %v, %s; want no disagreement, approve a retry",
