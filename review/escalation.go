@@ -283,7 +283,7 @@ func weigh(op *Operation) findings {
 		if e.Source == SourceWebhook || e.Authoritative {
 			for _, c := range e.Candidates {
 				if c.OperationID == op.ID && (c.Version == "" || c.Version == op.LogicalVersion) &&
-					!slices.Contains(op.Undone, c.Ref) && !endedJob(op, c.Ref) {
+					!slices.Contains(op.Undone, c.Ref) && !EndedJob(op, c.Ref) {
 					f.reported = c.Ref
 					if op.State == Confirmed && e.Source == SourceWebhook && !confirmedAs(op, c.Ref) {
 						f.claimed = c.Ref
@@ -301,7 +301,7 @@ func weigh(op *Operation) findings {
 		}
 		for _, c := range e.Candidates {
 			switch {
-			case endedJob(op, c.Ref), outputStandsFor(op, c.Ref):
+			case EndedJob(op, c.Ref), outputStandsFor(op, c.Ref):
 				// A job that made nothing is no effect; one whose output
 				// is known has the output, found on its own, for effect.
 			case c.OperationID == op.ID && (c.Version == "" || c.Version == op.LogicalVersion):

@@ -28,7 +28,7 @@ func JobEndSettles(j Job, attempts int) bool {
 // m is the caller's own (sortCandidates builds it), so it is filtered in
 // place.
 func withoutEndedJobs(op *Operation, m []Candidate) []Candidate {
-	return slices.DeleteFunc(m, func(c Candidate) bool { return endedJob(op, c.Ref) })
+	return slices.DeleteFunc(m, func(c Candidate) bool { return EndedJob(op, c.Ref) })
 }
 
 // noEffectShown reports whether a look's candidates show nothing of op's
@@ -38,7 +38,7 @@ func withoutEndedJobs(op *Operation, m []Candidate) []Candidate {
 // candidate, it left every round inconclusive until the rounds ran out
 // and a person was asked what the destination had already said.
 func noEffectShown(op *Operation, cands []Candidate) bool {
-	return !slices.ContainsFunc(cands, func(c Candidate) bool { return !endedJob(op, c.Ref) })
+	return !slices.ContainsFunc(cands, func(c Candidate) bool { return !EndedJob(op, c.Ref) })
 }
 
 // outputStandsFor reports whether ref is a job of op that succeeded with

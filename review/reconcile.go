@@ -121,7 +121,7 @@ func LookupRef(op *Operation) (ref string, job bool) {
 		return op.Resource.Ref, false
 	}
 	for i := len(op.Jobs) - 1; i >= 0; i-- {
-		if j := op.Jobs[i]; j.Ref != "" && !endedJob(op, j.Ref) {
+		if j := op.Jobs[i]; j.Ref != "" && !EndedJob(op, j.Ref) {
 			return j.Ref, true
 		}
 	}

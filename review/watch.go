@@ -122,7 +122,7 @@ func extraEffects(op *Operation, found []Candidate) []Candidate {
 	found, _ = uniqueRefs(found)
 	var extra []Candidate
 	for _, c := range found {
-		if !confirmedAs(op, c.Ref) && !slices.Contains(op.Undone, c.Ref) && !endedJob(op, c.Ref) && !outputStandsFor(op, c.Ref) {
+		if !confirmedAs(op, c.Ref) && !slices.Contains(op.Undone, c.Ref) && !EndedJob(op, c.Ref) && !outputStandsFor(op, c.Ref) {
 			extra = append(extra, c)
 		}
 	}
@@ -138,9 +138,9 @@ func settledWithoutEffect(op *Operation) bool {
 	return (op.State == Failed || op.State == Compensated) && !IsCompensation(op.Action)
 }
 
-// endedJob reports whether ref is a job of op that failed or was
+// EndedJob reports whether ref is a job of op that failed or was
 // canceled: no effect of it remains to find.
-func endedJob(op *Operation, ref string) bool {
+func EndedJob(op *Operation, ref string) bool {
 	return slices.ContainsFunc(op.Jobs, func(j Job) bool {
 		return j.Ref == ref && (j.Status == JobFailed || j.Status == JobCanceled)
 	})

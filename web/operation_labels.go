@@ -236,6 +236,10 @@ type candidate struct {
 	// Undone: its undo is confirmed (review.Operation.Undone); the form
 	// offers it for nothing.
 	Undone bool
+	// Ended: a job the ledger knows failed or was canceled
+	// (review.EndedJob): no effect to confirm or to undo, so the form
+	// offers it for nothing either.
+	Ended bool
 }
 
 func candidates(op *review.Operation) []candidate {
@@ -250,19 +254,21 @@ func candidates(op *review.Operation) []candidate {
 				continue
 			}
 			seen[c.Ref] = len(out)
-			out = append(out, candidate{Candidate: c, Sources: []review.EvidenceSource{e.Source}, Undone: slices.Contains(op.Undone, c.Ref)})
+			out = append(out, candidate{Candidate: c, Sources: []review.EvidenceSource{e.Source}, Undone: slices.Contains(op.Undone, c.Ref),
+				Ended: review.EndedJob(op, c.Ref)})
 		}
 	}
 	return out
 }
 
 // offered are the candidates the decision form offers: not those
-// already undone, which neither confirm nor need undoing. A compensation
+// already undone, nor jobs that ended without an effect, which neither
+// confirm nor need undoing. A compensation
 // is offered the resource it undoes even when no lookup has named it
 // (they all failed): confirming that is a reviewer's word that the undo
 // happened, and without it the form could not say so.
 func offered(op *review.Operation) []candidate {
-	out := slices.DeleteFunc(candidates(op), func(c candidate) bool { return c.Undone })
+	out := slices.DeleteFunc(candidates(op), func(c candidate) bool { return c.Undone || c.Ended })
 	if ref := review.CompensationResource(op); ref != "" && !slices.ContainsFunc(out, func(c candidate) bool { return c.Ref == ref }) {
 		out = append(out, candidate{Candidate: review.Candidate{Ref: ref}})
 	}
