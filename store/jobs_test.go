@@ -180,8 +180,8 @@ func TestJobFailureAfterALostRetry(t *testing.T) {
 // times while accepted, then sent back to ambiguous by the job's failure
 // after a retry, is due at once, at round 0. Before, it kept the polls'
 // count — its first inconclusive round was past review.MaxProbeRounds
-// and handed it to a person ("20 rounds settled nothing") after one look
-// — and waited for the next poll's time.
+// and handed it to a person ("… reconciliation rounds settled nothing")
+// after one look — and waited for the next poll's time.
 func TestProbeRoundsStartAfreshInEachState(t *testing.T) {
 	t.Parallel()
 	storetest.Each(t, func(t *testing.T, e store.Engine) {
