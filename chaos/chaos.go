@@ -385,12 +385,13 @@ type truthItem struct {
 	ResourceRef    string `json:"resource_ref"`
 	Kind           string `json:"kind"`
 	Compensated    bool   `json:"compensated"`
+	Failed         bool   `json:"failed,omitempty"`
 }
 
 func writeTruth(path string, truth []sandbox.Effect) error {
 	items := make([]truthItem, len(truth))
 	for i, e := range truth {
-		items[i] = truthItem{OperationID: e.OperationID, LogicalVersion: e.LogicalVersion, ResourceRef: e.ResourceRef, Kind: e.Kind, Compensated: e.Compensated}
+		items[i] = truthItem{OperationID: e.OperationID, LogicalVersion: e.LogicalVersion, ResourceRef: e.ResourceRef, Kind: e.Kind, Compensated: e.Compensated, Failed: e.Failed}
 	}
 	data, err := json.MarshalIndent(items, "", "  ")
 	if err != nil {

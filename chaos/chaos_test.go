@@ -46,15 +46,16 @@ func TestChaos(t *testing.T) {
 		t.Run(string(engine), func(t *testing.T) {
 			o := Options{
 				Sandbox: sandbox.Options{Loss: 0.30, RateLimited: 0.10, Unavailable: 0.05, ErrorAfterCommit: 0.05,
-					SearchLag: 2 * time.Second, Seed: seed},
+					SearchLag: 2 * time.Second, JobFailures: 0.4, Seed: seed},
 				Ops: ops, Integrators: 4, Workers: 8, Kills: 2,
 				DB: storetest.URL(t, engine), Settle: budget / 2,
 			}
 			sum, logs := runChaosChecked(t, o, budget)
-			t.Logf("settled without a person: %.1f %% (target ≥ 95 %%; asserted ≥ %.0f %%)", 100*sum.SettledWithoutPerson, 100*minShare)
+			t.Logf("settled without a person: %.1f %% (target ≥ 95 %%; asserted ≥ %.0f %%); %d jobs failed", 100*sum.SettledWithoutPerson, 100*minShare, sum.FailedJobs)
 			if sum.SettledWithoutPerson < minShare {
 				t.Errorf("settled without a person: %.3f, want ≥ %.2f", sum.SettledWithoutPerson, minShare)
 			}
+			wantFailedJobs(t, sum)
 			if t.Failed() {
 				t.Logf("logs:\n%s", tail(logs, 40))
 			}
@@ -95,15 +96,15 @@ func TestChaosLyingLag(t *testing.T) {
 			for run := int64(0); run < 3; run++ {
 				o := Options{
 					Sandbox: sandbox.Options{Loss: 0.30, RateLimited: 0.10, Unavailable: 0.05, ErrorAfterCommit: 0.05,
-						SearchLag: 3 * time.Second, NoKeySupport: true, Seed: seed + run},
+						SearchLag: 3 * time.Second, NoKeySupport: true, JobFailures: 0.4, Seed: seed + run},
 					ConfiguredLag: time.Second,
 					Ops:           ops, Integrators: 4, Workers: 8, Kills: 2,
 					DB: storetest.URL(t, engine), Settle: settle,
 				}
 				sum, logs := runChaosChecked(t, o, budget)
-				t.Logf("lying lag (real %s, configured %s, seed %d): %d operations with several effects, %d late duplicates caught by the confirm window, %d open cases %v, %d undone by the reviewer (compensations %v), settled without a person %.1f %%",
+				t.Logf("lying lag (real %s, configured %s, seed %d): %d operations with several effects, %d late duplicates caught by the confirm window, %d open cases %v, %d undone by the reviewer (compensations %v), settled without a person %.1f %%, %d jobs failed",
 					o.Sandbox.SearchLag, o.ConfiguredLag, o.Sandbox.Seed, sum.SeveralEffects, sum.LateDuplicatesCaught, sum.OpenCases, sum.CaseReasons,
-					sum.ReviewerDecisions, sum.Compensations, 100*sum.SettledWithoutPerson)
+					sum.ReviewerDecisions, sum.Compensations, 100*sum.SettledWithoutPerson, sum.FailedJobs)
 				// Each caught duplicate is in an open case or was undone by
 				// the reviewer, whose undos the check holds to the truth.
 				if sum.LateDuplicatesCaught > 0 && sum.CaseReasons[string(review.ReasonMultipleCands)] == 0 && sum.ReviewerDecisions == 0 {
@@ -150,7 +151,7 @@ func TestChaosAttacksLimbo(t *testing.T) {
 		t.Run(string(engine), func(t *testing.T) {
 			o := Options{
 				Sandbox: sandbox.Options{Loss: 0.30, RateLimited: 0.10, Unavailable: 0.05, ErrorAfterCommit: 0.05,
-					SearchLag: 2 * time.Second, ProbeErrors: 0.10, Seed: seed},
+					SearchLag: 2 * time.Second, ProbeErrors: 0.10, JobFailures: 0.4, Seed: seed},
 				Ops: ops, Integrators: 4, Workers: 8, Kills: 2, ServerBinary: bin, ServerKills: kills,
 				DB: storetest.URL(t, engine), Settle: budget / 2,
 			}
@@ -161,12 +162,13 @@ func TestChaosAttacksLimbo(t *testing.T) {
 				}
 			}
 			sum, logs := runChaosChecked(t, o, budget)
-			t.Logf("%d server kills, %d database restarts: settled without a person %.1f %% (asserted ≥ %.0f %%), recommendations correct %.1f %% of %d (%d undecided), max sweep lateness %s",
+			t.Logf("%d server kills, %d database restarts: settled without a person %.1f %% (asserted ≥ %.0f %%), recommendations correct %.1f %% of %d (%d undecided), max sweep lateness %s, %d jobs failed",
 				sum.ServerKills, sum.DBRestarts, 100*sum.SettledWithoutPerson, 100*minShare, 100*sum.RecommendationsCorrect,
-				sum.RecommendationsScored, sum.RecommendationsUndecided, sum.MaxSweepLateness)
+				sum.RecommendationsScored, sum.RecommendationsUndecided, sum.MaxSweepLateness, sum.FailedJobs)
 			if sum.SettledWithoutPerson < minShare {
 				t.Errorf("settled without a person: %.3f, want ≥ %.2f", sum.SettledWithoutPerson, minShare)
 			}
+			wantFailedJobs(t, sum)
 			if sum.ProbeAnswersFaulted == 0 {
 				t.Errorf("none of %d probe answers was faulted", sum.ProbeAnswers)
 			}
@@ -181,6 +183,19 @@ func TestChaosAttacksLimbo(t *testing.T) {
 }
 
 func TestMain(m *testing.M) { limbobin.Main(m) }
+
+// wantFailedJobs fails t when no transformation job of the run failed:
+// the run then walked none of the ways a failed job takes (the
+// operation failed or retried, its dependent share stopped, a search
+// listing the failed job read as no effect) and proved nothing of them.
+// With a share of 0.4 and a dozen jobs or more in a run, none failing
+// is under one run in a thousand; a short run has fewer, and is spared.
+func wantFailedJobs(t *testing.T, sum *Summary) {
+	t.Helper()
+	if sum.FailedJobs == 0 && !testing.Short() {
+		t.Errorf("no transformation job failed (--job-failures): the run walked no failed job")
+	}
+}
 
 // chaosSeed is a fresh seed for the sandbox's fault draws, or
 // LIMBO_CHAOS_SEED's.

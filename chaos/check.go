@@ -44,7 +44,10 @@ type Summary struct {
 	Invariants           map[string]bool `json:"invariants"`
 	DB                   string          `json:"db"`
 
-	Effects       int            `json:"effects"`
+	Effects int `json:"effects"`
+	// FailedJobs counts the transformation jobs that ended failed
+	// (--job-failures): effects that made nothing.
+	FailedJobs    int            `json:"failed_jobs"`
 	Attempts      int            `json:"attempts"`
 	Registrations int            `json:"registrations"`
 	Kills         int            `json:"kills"`
@@ -156,17 +159,26 @@ func checkChaos(ctx context.Context, st *store.Store, anchors *anchor.Writer, ig
 	}
 	t := review.Truth{Config: cfg, SweepEvery: app.SweepEvery, SweepSlack: sweepSlack, Slop: sweepSlop,
 		Settled: true, StoppedAt: stoppedAt, Sweeps: lim.sweeps.all(), Outages: lim.outages.all()}
+	failed := map[string]bool{}
 	for _, e := range truth {
+		failed[e.ResourceRef] = e.Failed
+		// A job that failed made nothing: like an undone effect, it no
+		// longer counts.
 		t.Effects = append(t.Effects, review.TrueEffect{OperationID: e.OperationID, LogicalVersion: e.LogicalVersion,
-			Ref: e.ResourceRef, Compensated: e.Compensated})
+			Ref: e.ResourceRef, Compensated: e.Compensated || e.Failed})
 	}
 	sum := summarise(*l, review.CheckInvariants(*l, t))
-	countDuplicates(sum, *l, t)
+	countDuplicates(sum, *l, t, failed)
 	score := review.ScoreRecommendations(*l, l.Recommendations, t)
 	sum.RecommendationsCorrect, sum.RecommendationsScored = score.Share(), score.Scored
 	sum.RecommendationsUndecided, sum.WrongRecommendations = score.Undecided, score.Wrong
 	sum.Registrations = registrations
 	sum.Effects = len(truth)
+	for _, f := range failed {
+		if f {
+			sum.FailedJobs++
+		}
+	}
 	cases, err := st.OpenCases(ctx, 1<<30)
 	if err != nil {
 		return nil, err
@@ -230,16 +242,18 @@ func summarise(l review.Ledger, rep review.InvariantReport) *Summary {
 }
 
 // countDuplicates fills the summary's duplicate figures from the truth
-// (several effects for one write's version) and the trail (the confirm
-// window's cases).
-func countDuplicates(sum *Summary, l review.Ledger, t review.Truth) {
+// (several effects for one write's version, a job that failed not among
+// them: it made nothing) and the trail (the confirm window's cases).
+func countDuplicates(sum *Summary, l review.Ledger, t review.Truth, failed map[string]bool) {
 	byID := map[string]*review.Operation{}
 	for _, op := range l.Operations {
 		byID[op.ID] = op
 	}
 	effects := map[[2]string]int{}
 	for _, e := range t.Effects {
-		effects[[2]string{e.OperationID, e.LogicalVersion}]++
+		if !failed[e.Ref] {
+			effects[[2]string{e.OperationID, e.LogicalVersion}]++
+		}
 	}
 	for k, n := range effects {
 		op := byID[k[0]]

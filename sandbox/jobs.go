@@ -38,8 +38,9 @@ func (s *Sandbox) runJob(ref string) {
 	}
 }
 
-// completeJob marks a queued job succeeded and creates its output file,
-// whose metadata names the job's operation and logical version.
+// completeJob ends a queued job: succeeded, with an output file whose
+// metadata names the job's operation and logical version, or — a share
+// Options.JobFailures of them — failed, with none, its effect no effect.
 func (s *Sandbox) completeJob(ref string) (jobEvent, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -47,14 +48,18 @@ func (s *Sandbox) completeJob(ref string) (jobEvent, bool) {
 	if r == nil || r.job == nil || r.job.status != JobQueued {
 		return jobEvent{}, false // canceled by a compensation
 	}
+	ev := jobEvent{Type: "job.completed", JobRef: r.ref, OperationID: r.operationID, LogicalVersion: r.logicalVersion}
+	if s.opts.JobFailures > 0 && s.jobRng.Float64() < s.opts.JobFailures {
+		r.job.status, ev.Status = JobFailed, JobFailed
+		s.effects[r.effect].Failed = true
+		return ev, true
+	}
 	md := map[string]any{"operation_id": r.operationID, "logical_version": r.logicalVersion, "job_ref": r.ref}
 	name := fmt.Sprintf("%s.%s", r.job.inputRef, r.job.format)
 	out := s.add(KindFile, md, map[string]any{"name": name, "job_ref": r.ref}, r.ref)
 	r.job.status, r.job.outputRef = JobSucceeded, out.ref
-	return jobEvent{
-		Type: "job.completed", JobRef: r.ref, Status: JobSucceeded, OutputRef: out.ref,
-		OperationID: r.operationID, LogicalVersion: r.logicalVersion,
-	}, true
+	ev.Status, ev.OutputRef = JobSucceeded, out.ref
+	return ev, true
 }
 
 // deliver POSTs a signed event to the webhook URL, retrying a few times with

@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -121,5 +122,71 @@ func TestCloseStopsJobs(t *testing.T) {
 	time.Sleep(100 * time.Millisecond)
 	if st := b.must(t, 200, "GET", "/jobs/"+j["ref"].(string), "", nil); st["status"] != "queued" {
 		t.Errorf("job after Close: %v", st)
+	}
+}
+
+// TestJobFails: with JobFailures, a job can end failed. It has no output,
+// its webhook and lookup say "failed", search still lists it (a provider's
+// does), and the truth records it as no effect. A share of one fails every
+// job; a share of a half fails some and not others, the same ones from the
+// same seed.
+func TestJobFails(t *testing.T) {
+	t.Parallel()
+	rc := &receiver{ready: make(chan struct{})}
+	hook := httptest.NewServer(rc)
+	t.Cleanup(hook.Close)
+	secret, err := webhook.NewSecret()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := setup(t, Options{JobDuration: 10 * time.Millisecond, JobFailures: 1, WebhookURL: hook.URL, WebhookSecret: secret})
+	j := b.must(t, 202, "POST", "/jobs", "", map[string]any{"input_ref": "contract-9", "format": "pdf", "metadata": map[string]any{"operation_id": "op-f", "logical_version": "v1"}})
+	jobRef := j["ref"].(string)
+	select {
+	case <-rc.ready:
+	case <-time.After(5 * time.Second):
+		t.Fatal("no webhook delivered")
+	}
+	var ev map[string]any
+	if err := json.Unmarshal(rc.got[0].body, &ev); err != nil {
+		t.Fatal(err)
+	}
+	if ev["job_ref"] != jobRef || ev["status"] != "failed" || ev["output_ref"] != "" || ev["operation_id"] != "op-f" {
+		t.Errorf("event %v", ev)
+	}
+	if st := b.must(t, 200, "GET", "/jobs/"+jobRef, "", nil); st["status"] != "failed" || st["output_ref"] != nil && st["output_ref"] != "" {
+		t.Errorf("job status %v", st)
+	}
+	if items := b.must(t, 200, "GET", "/search?operation_id=op-f&include_outputs=true", "", nil)["items"].([]any); len(items) != 1 || items[0].(map[string]any)["ref"] != jobRef {
+		t.Errorf("search %v", items)
+	}
+	if truth := b.sb.Truth(); len(truth) != 1 || truth[0].ResourceRef != jobRef || !truth[0].Failed || truth[0].Compensated {
+		t.Errorf("truth %+v", truth)
+	}
+
+	outcomes := func() []bool {
+		b := setup(t, Options{JobDuration: time.Hour, JobFailures: 0.5, Seed: 7})
+		var failed []bool
+		for range 40 {
+			j := b.must(t, 202, "POST", "/jobs", "", map[string]any{"input_ref": "x", "format": "pdf"})
+			b.sb.completeJob(j["ref"].(string))
+		}
+		for _, e := range b.sb.Truth() {
+			failed = append(failed, e.Failed)
+		}
+		return failed
+	}
+	first := outcomes()
+	n := 0
+	for _, f := range first {
+		if f {
+			n++
+		}
+	}
+	if n == 0 || n == len(first) {
+		t.Errorf("with a share of a half, %d of %d jobs failed", n, len(first))
+	}
+	if again := outcomes(); !slices.Equal(first, again) {
+		t.Errorf("the same seed failed other jobs: %v, then %v", first, again)
 	}
 }

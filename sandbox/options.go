@@ -27,8 +27,8 @@ const DefaultProbeHang = 6 * time.Second
 // Unavailable are drawn before any effect and together are at most 1;
 // ErrorAfterCommit and Loss are drawn after the effect committed and
 // together are at most 1 too (one draw decides which, if either, applies).
-// ProbeErrors is a probability per probe request, drawn from a stream of
-// its own.
+// ProbeErrors is a probability per probe request, and JobFailures one per
+// transformation job, each drawn from a stream of its own.
 type Options struct {
 	// Loss is the share of committed (or replayed) requests whose answer is
 	// dropped: the connection closes without a byte of answer.
@@ -58,6 +58,11 @@ type Options struct {
 	SearchLag time.Duration
 	// JobDuration is how long a transformation job takes (DefaultJobDuration when 0).
 	JobDuration time.Duration
+	// JobFailures is the share of transformation jobs that fail when they
+	// finish: the job ends "failed" with no output, so it made nothing
+	// (Effect.Failed), though searches and lookups still list it, as a
+	// real provider's do. The job's webhook says "failed".
+	JobFailures float64
 	// NoKeySupport ignores Idempotency-Key: a repeated create really creates a duplicate.
 	NoKeySupport bool
 	// Seed seeds the fault draws, for reproducible runs; 0 picks one at random
@@ -93,7 +98,8 @@ func (o *Options) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.SearchLag, "search-lag", o.SearchLag, "how long a new resource stays invisible to metadata search, e.g. 2s")
 	fs.BoolVar(&o.NoKeySupport, "no-key-support", o.NoKeySupport, "ignore Idempotency-Key: a repeated create really creates a duplicate")
 	fs.Int64Var(&o.Seed, "seed", o.Seed, "randomness seed for the fault draws, for reproducible runs (0: pick one at random)")
-	fs.DurationVar(&o.JobDuration, "job-duration", o.JobDuration, "how long a transformation job takes before it succeeds")
+	fs.DurationVar(&o.JobDuration, "job-duration", o.JobDuration, "how long a transformation job takes before it ends")
+	fs.Float64Var(&o.JobFailures, "job-failures", o.JobFailures, "share of transformation jobs that end failed, with no output, 0–1")
 	fs.StringVar(&o.WebhookURL, "webhook-url", o.WebhookURL, "URL that receives a signed job.completed webhook per finished job")
 	fs.StringVar(&o.WebhookSecret, "webhook-secret", o.WebhookSecret, "Standard Webhooks secret (whsec_…) that signs those webhooks")
 }
@@ -104,7 +110,7 @@ func (o *Options) Validate() error {
 	shares := []struct {
 		name string
 		v    float64
-	}{{"loss", o.Loss}, {"rate-limited", o.RateLimited}, {"unavailable", o.Unavailable}, {"error-after-commit", o.ErrorAfterCommit}, {"probe-errors", o.ProbeErrors}}
+	}{{"loss", o.Loss}, {"rate-limited", o.RateLimited}, {"unavailable", o.Unavailable}, {"error-after-commit", o.ErrorAfterCommit}, {"probe-errors", o.ProbeErrors}, {"job-failures", o.JobFailures}}
 	for _, s := range shares {
 		if math.IsNaN(s.v) || s.v < 0 || s.v > 1 {
 			errs = append(errs, fmt.Errorf("--%s %v: a share must lie in [0, 1]", s.name, s.v))

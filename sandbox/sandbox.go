@@ -35,7 +35,10 @@ type Effect struct {
 	Kind           string
 	// Compensated is set once DELETE /resources/{ref} undid the effect.
 	Compensated bool
-	At          time.Time
+	// Failed is set when the effect is a job that ended failed: it made
+	// nothing, so it is no effect, though the job is still listed.
+	Failed bool
+	At     time.Time
 }
 
 // Resource kinds.
@@ -52,6 +55,7 @@ const (
 const (
 	JobQueued    = "queued"
 	JobSucceeded = "succeeded"
+	JobFailed    = "failed"
 	JobCanceled  = "canceled"
 )
 
@@ -111,6 +115,9 @@ type Sandbox struct {
 	// probeRng draws the probes' faults: a stream of its own, so that the
 	// number of probes does not shift the mutating requests' draws.
 	probeRng *rand.Rand
+	// jobRng draws which jobs fail (Options.JobFailures), a stream of its
+	// own for the same reason; under mu.
+	jobRng *rand.Rand
 	// probeErrors is Options.ProbeErrors, changed by SetProbeErrors; under rngMu.
 	probeErrors float64
 	probeCount  probeCounters
@@ -161,6 +168,7 @@ func New(opts Options) *Sandbox {
 		client:      &http.Client{Timeout: 5 * time.Second},
 		rng:         rand.New(rand.NewPCG(uint64(seed), uint64(seed)^0x9e3779b97f4a7c15)),
 		probeRng:    rand.New(rand.NewPCG(uint64(seed)^0x5bd1e9955bd1e995, uint64(seed))),
+		jobRng:      rand.New(rand.NewPCG(uint64(seed)^0x2545f4914f6cdd1d, uint64(seed)^0x5bd1e995)),
 		probeErrors: opts.ProbeErrors,
 		resources:   make(map[string]*resource),
 		keys:        make(map[string]*keyEntry),

@@ -57,7 +57,7 @@ func cmdSandbox(ctx context.Context, args []string, std stdio) error {
 		"loss", opts.Loss, "rate_limited", opts.RateLimited, "unavailable", opts.Unavailable,
 		"error_after_commit", opts.ErrorAfterCommit, "delay", opts.Delay, "search_lag", opts.SearchLag,
 		"no_key_support", opts.NoKeySupport, "seed", sb.Seed(), "job_duration", opts.JobDuration,
-		"webhook_url", opts.WebhookURL)
+		"job_failures", opts.JobFailures, "webhook_url", opts.WebhookURL)
 
 	select {
 	case err := <-serveErr:

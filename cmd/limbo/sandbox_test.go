@@ -18,7 +18,7 @@ func TestSandboxHelp(t *testing.T) {
 		t.Fatalf("--help: %v (stderr %q)", err, errb.String())
 	}
 	for _, name := range []string{"addr", "loss", "rate-limited", "unavailable", "error-after-commit", "delay",
-		"search-lag", "no-key-support", "seed", "job-duration", "webhook-url", "webhook-secret"} {
+		"search-lag", "no-key-support", "seed", "job-duration", "job-failures", "webhook-url", "webhook-secret"} {
 		if !strings.Contains(out.String(), "-"+name+" ") && !strings.Contains(out.String(), "-"+name+"\n") {
 			t.Errorf("--help does not document --%s:\n%s", name, out.String())
 		}
@@ -30,7 +30,7 @@ func TestSandboxHelp(t *testing.T) {
 
 func TestSandboxBadFlags(t *testing.T) {
 	t.Parallel()
-	for _, args := range [][]string{{"--loss", "2"}, {"--rate-limited", "0.7", "--unavailable", "0.7"}, {"--frobnicate"}, {"extra"}} {
+	for _, args := range [][]string{{"--loss", "2"}, {"--job-failures", "1.5"}, {"--rate-limited", "0.7", "--unavailable", "0.7"}, {"--frobnicate"}, {"extra"}} {
 		var out, errb bytes.Buffer
 		if err := cmdSandbox(context.Background(), args, stdio{out: &out, err: &errb}); err == nil {
 			t.Errorf("%v: accepted", args)
