@@ -19,6 +19,14 @@ func JobEndSettles(j Job, attempts int) bool {
 	return j.Attempt == 0 || j.Attempt >= attempts
 }
 
+// EndedJob reports whether ref is a job of op that failed or was
+// canceled: no effect of it remains to find.
+func EndedJob(op *Operation, ref string) bool {
+	return slices.ContainsFunc(op.Jobs, func(j Job) bool {
+		return j.Ref == ref && (j.Status == JobFailed || j.Status == JobCanceled)
+	})
+}
+
 // withoutEndedJobs is the candidates of op's effect in m without the jobs
 // the ledger knows ended without one (failed or canceled): such a job is
 // no effect to confirm or to follow (accepted). Followed again, its known

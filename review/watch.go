@@ -138,14 +138,6 @@ func settledWithoutEffect(op *Operation) bool {
 	return (op.State == Failed || op.State == Compensated) && !IsCompensation(op.Action)
 }
 
-// EndedJob reports whether ref is a job of op that failed or was
-// canceled: no effect of it remains to find.
-func EndedJob(op *Operation, ref string) bool {
-	return slices.ContainsFunc(op.Jobs, func(j Job) bool {
-		return j.Ref == ref && (j.Status == JobFailed || j.Status == JobCanceled)
-	})
-}
-
 // ExtraEffects is what one piece of evidence about a settled operation
 // shows the destination holds for it that nobody answers for, whatever
 // path the evidence came by (the confirm window's probes, an integrator's
