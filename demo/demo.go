@@ -37,8 +37,11 @@ import (
 var Tenants = []string{"demo", "acme", "globex"}
 
 // demoFaults are the sandbox's faults in the demo: enough to see lost
-// answers reconciled and 503s retried, few enough to read the console.
-var demoFaults = sandbox.Options{Loss: 0.10, Unavailable: 0.05, RateLimited: 0.03, ErrorAfterCommit: 0.02, SearchLag: 2 * time.Second}
+// answers reconciled, 503s retried and now and then a transformation
+// that fails (and the share link waiting on it failed with it), few
+// enough to read the console.
+var demoFaults = sandbox.Options{Loss: 0.10, Unavailable: 0.05, RateLimited: 0.03, ErrorAfterCommit: 0.02, SearchLag: 2 * time.Second,
+	JobFailures: 0.05}
 
 // demoLease is the attempt lease of the demo's sandbox destination.
 const demoLease = 15 * time.Second
@@ -301,9 +304,9 @@ func (d *Demo) seedHistory(ctx context.Context, st *store.Store, dbURL string) e
 func (d *Demo) Welcome(stdout io.Writer, logFile string) {
 	opts := demoFaults
 	fmt.Fprintf(stdout, `
-Sandbox destination at %s (faults: %.0f %% lost answers, %.0f %% 503, %.0f %% 429, %.0f %% 500 after commit, %s search lag).
+Sandbox destination at %s (faults: %.0f %% lost answers, %.0f %% 503, %.0f %% 429, %.0f %% 500 after commit, %s search lag, %.0f %% of transformations failing).
 Demo traffic runs for tenants %v: upload, transform to PDF, share link, send email, charge.
-`, d.sbURL, 100*opts.Loss, 100*opts.Unavailable, 100*opts.RateLimited, 100*opts.ErrorAfterCommit, opts.SearchLag, Tenants)
+`, d.sbURL, 100*opts.Loss, 100*opts.Unavailable, 100*opts.RateLimited, 100*opts.ErrorAfterCommit, opts.SearchLag, 100*opts.JobFailures, Tenants)
 	if !d.configured {
 		fmt.Fprintf(stdout, "The configuration names its own %q destination: its probes are used as configured.\n", sandbox.DestinationName)
 	}
