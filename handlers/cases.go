@@ -164,6 +164,12 @@ func (h *Handlers) operationDetail(c echo.Context, op *review.Operation, reveal 
 	if d.History, err = h.Store.OperationHistory(ctx, op.ID); err != nil {
 		return d, nil, "", err
 	}
+	if d.Dependents, err = h.Store.Dependents(ctx, session(c).User.Scope().List(), op.ID, store.MaxDependentsShown+1); err != nil {
+		return d, nil, "", err
+	}
+	if len(d.Dependents) > store.MaxDependentsShown {
+		d.Dependents, d.MoreDependents = d.Dependents[:store.MaxDependentsShown], true
+	}
 	redact := h.redactFields(op)
 	kept, err := h.Store.AttemptOutputs(ctx, op.ID)
 	if err != nil {

@@ -62,3 +62,84 @@ func TestConsoleShowsTheDependency(t *testing.T) {
 		}
 	})
 }
+
+// A case on an operation that others wait for says so: its page lists
+// them (Waited on by), and the decision panel says what a decision means
+// for them — those waiting end with the operation if it fails or is
+// undone; those that already ran on what it made are not undone with
+// it. In English and Italian, both engines.
+func TestConsoleCaseNamesWhatWaitsForIt(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		srv, st := consoleServer(t, e)
+		ctx := context.Background()
+		reg := func(source string, after *review.Dependency) *review.Operation {
+			op, _, err := st.Register(ctx, review.Registration{Tenant: "acme", SourceRef: source, LogicalVersion: "7", Action: "share",
+				Destination: "files", Risk: review.RiskCompensableWrite, Payload: json.RawMessage(`{}`), After: after})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return op
+		}
+		b := newBrowser(t, srv.URL)
+		b.login("support@example.com")
+
+		// A render in review (its result is for another version), and two
+		// links waiting for it.
+		caseID := needsReview(t, st, "contract-7")
+		c, err := st.GetCase(ctx, caseID, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		first := reg("contract-7-link", &review.Dependency{OperationID: c.OperationID, ResourceVersion: "7"})
+		second := reg("contract-7-mail", &review.Dependency{OperationID: c.OperationID})
+		page := casePageIn(t, st, b, "support@example.com", "en", caseID)
+		for _, want := range []string{"Waited on by", first.ID, second.ID, "for version 7",
+			"2 operations wait for this one (Waited on by, above): if this one fails or is undone, they fail too"} {
+			if !strings.Contains(page, want) {
+				t.Errorf("the case page lacks %q:\n%s", want, page)
+			}
+		}
+		if strings.Contains(page, "already run") {
+			t.Errorf("the case page says an operation already ran on it, none has")
+		}
+		page = casePageIn(t, st, b, "support@example.com", "it", caseID)
+		for _, want := range []string{"Attesa da", "per la versione 7", "2 operazioni attendono questa"} {
+			if !strings.Contains(page, want) {
+				t.Errorf("the Italian case page lacks %q:\n%s", want, page)
+			}
+		}
+
+		// A render confirmed, a link that ran on its file, and then the
+		// destination shows a second file for the render: a case about
+		// the extra file, where an undo may reach what the link used.
+		pdf := reported(t, st, review.Registration{Tenant: "acme", SourceRef: "contract-8", LogicalVersion: "7", Action: "render",
+			Destination: "files", Risk: review.RiskCompensableWrite, Payload: json.RawMessage(`{}`), Actor: "test"},
+			review.Outcome{Result: review.ResultSuccess, Phase: review.PhaseAfterSend, Resource: &review.ResourceRef{Ref: "file-8", Kind: "file", Version: "7"}})
+		link := reg("contract-8-link", &review.Dependency{OperationID: pdf.ID, ResourceVersion: "7"})
+		if _, err := st.StartAttempt(ctx, store.AttemptRequest{Tenant: "acme", OperationID: link.ID, Actor: "test"}); err != nil {
+			t.Fatal(err)
+		}
+		ev := review.Evidence{Source: review.SourceMetadataSearch, Authoritative: true, Candidates: []review.Candidate{
+			{Ref: "file-8", Kind: "file", Version: "7", OperationID: pdf.ID}, {Ref: "file-8b", Kind: "file", Version: "7", OperationID: pdf.ID}}}
+		if _, err := st.AddEvidence(ctx, "acme", pdf.ID, ev, "integrator"); err != nil {
+			t.Fatal(err)
+		}
+		cs, err := st.CasesForOperation(ctx, pdf.ID)
+		if err != nil || len(cs) != 1 {
+			t.Fatalf("cases of %s: %+v, %v; want the extra file's", pdf.ID, cs, err)
+		}
+		page = casePageIn(t, st, b, "support@example.com", "en", cs[0].ID)
+		for _, want := range []string{"Waited on by", link.ID, "One operation has already run on what this one made: undoing this one does not undo it."} {
+			if !strings.Contains(page, want) {
+				t.Errorf("the extra-effect case page lacks %q:\n%s", want, page)
+			}
+		}
+		if strings.Contains(page, "wait for this one") || strings.Contains(page, "waits for this one") {
+			t.Errorf("the extra-effect case page says an operation waits for it; the one that did has run")
+		}
+		if page := casePageIn(t, st, b, "support@example.com", "it", cs[0].ID); !strings.Contains(page, "Un'operazione è già stata eseguita su ciò che questa ha prodotto") {
+			t.Errorf("the Italian extra-effect case page lacks the note:\n%s", page)
+		}
+	})
+}

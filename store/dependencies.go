@@ -239,3 +239,41 @@ func (s *Store) SweepDependencies(ctx context.Context) (int, error) {
 		})
 	})
 }
+
+/* Store.Dependents: the operations registered to wait for one (after). */
+const selectDependents = `
+SELECT o.id, o.action, o.state, o.source_ref, o.logical_version, o.attempt_count, d.after_version
+FROM operation_dependencies d JOIN operations o ON o.id = d.operation_id
+WHERE d.after_id = ? AND ` + scopeCond + `
+ORDER BY d.created_at, o.id LIMIT ?`
+
+// MaxDependentsShown bounds the dependents an operation's pages list.
+const MaxDependentsShown = 50
+
+// Dependent is an operation registered to wait for another (after): what
+// an operation's pages show of the operations that wait for it, or ran
+// on what it made, so that a reviewer about to fail or undo it knows what
+// follows from that.
+type Dependent struct {
+	ID             string       `db:"id"`
+	Action         string       `db:"action"`
+	State          review.State `db:"state"`
+	SourceRef      string       `db:"source_ref"`
+	LogicalVersion string       `db:"logical_version"`
+	AttemptCount   int          `db:"attempt_count"`
+	// AfterVersion is the version it asked the dependency's resource to
+	// have ("": any).
+	AfterVersion string `db:"after_version"`
+}
+
+// Dependents returns the operations that wait for operation id, in the
+// order they were registered, of the tenants in scope (nil: all), at most
+// limit of them.
+func (s *Store) Dependents(ctx context.Context, scope []string, id string, limit int) ([]Dependent, error) {
+	q, args := s.scoped(selectDependents, "d.tenant", scope, id)
+	var ds []Dependent
+	if err := s.db.SelectContext(ctx, &ds, q, append(args, limit)...); err != nil {
+		return nil, fmt.Errorf("store.Dependents: %w", err)
+	}
+	return ds, nil
+}

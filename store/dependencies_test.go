@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/limbo-dev/limbo/review"
 	"github.com/limbo-dev/limbo/store"
@@ -253,5 +254,43 @@ destinations:
 		}
 		wantState(t, b.get(t, asked), review.Failed)
 		assertSealed(t, b.s)
+	})
+}
+
+// Dependents lists the operations that wait for one, in the order they
+// were registered, with what each has done so far; only within the
+// reader's scope, and at most as many as asked. Both engines.
+func TestDependents(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		b := setup(t, e, nil)
+		pdf := b.newOp(t, "contract-8", review.RiskCompensableWrite, "plain")
+		other := b.newOp(t, "contract-9", review.RiskCompensableWrite, "plain")
+		link := b.dependent(t, "contract-8-link", pdf, "v1")
+		b.clk.Advance(time.Second) // registered later, listed later
+		mail := b.dependent(t, "contract-8-mail", pdf, "")
+		b.dependent(t, "contract-9-link", other, "")
+		if ds, err := b.s.Dependents(b.ctx, nil, other.ID, 10); err != nil || len(ds) != 1 {
+			t.Fatalf("Dependents of %s = %+v, %v; want its one", other.ID, ds, err)
+		}
+		ds, err := b.s.Dependents(b.ctx, []string{tenantA}, pdf.ID, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := []store.Dependent{{ID: link.ID, Action: "share_link", State: review.Pending, SourceRef: "contract-8-link", LogicalVersion: "v1", AfterVersion: "v1"},
+			{ID: mail.ID, Action: "share_link", State: review.Pending, SourceRef: "contract-8-mail", LogicalVersion: "v1"}}
+		if !slices.Equal(ds, got) {
+			t.Errorf("Dependents = %+v, want %+v", ds, got)
+		}
+		b.start(t, pdf)
+		b.report(t, pdf, 1, success("pdf-8"))
+		b.start(t, link)
+		if ds, _ := b.s.Dependents(b.ctx, nil, pdf.ID, 1); len(ds) != 1 || ds[0].ID != link.ID || ds[0].State != review.InFlight || ds[0].AttemptCount != 1 {
+			t.Errorf("Dependents at most 1 = %+v, want %s in flight after its attempt", ds, link.ID)
+		}
+		for _, scope := range [][]string{{tenantB}, {}} {
+			if ds, err := b.s.Dependents(b.ctx, scope, pdf.ID, 10); err != nil || len(ds) != 0 {
+				t.Errorf("Dependents in scope %v = %+v, %v; want none", scope, ds, err)
+			}
+		}
 	})
 }

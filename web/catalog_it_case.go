@@ -125,6 +125,13 @@ func init() {
 		"for version %s": "per la versione %s",
 		"now":            "ora",
 		"with":           "con",
+		// The operations that wait for this one (dependentsRow, DecisionPanel).
+		"Waited on by":                  "Attesa da",
+		"Only the first %d are listed.": "Sono elencate solo le prime %d.",
+		"One operation waits for this one (Waited on by, above): if this one fails or is undone, it fails too, or goes to a reviewer where its policy says so.": "Un'operazione attende questa (Attesa da, sopra): se questa fallisce o viene annullata, fallisce anche lei, o passa a un revisore se la sua policy lo prevede.",
+		"%d operations wait for this one (Waited on by, above): if this one fails or is undone, they fail too, or go to a reviewer where their policy says so.": "%d operazioni attendono questa (Attesa da, sopra): se questa fallisce o viene annullata, falliscono anche loro, o passano a un revisore se la loro policy lo prevede.",
+		"One operation has already run on what this one made: undoing this one does not undo it. Look at it too.":                                               "Un'operazione è già stata eseguita su ciò che questa ha prodotto: annullare questa non annulla lei. Controlla anche quella.",
+		"%d operations have already run on what this one made: undoing this one does not undo them. Look at them too.":                                          "%d operazioni sono già state eseguite su ciò che questa ha prodotto: annullare questa non annulla loro. Controlla anche quelle.",
 
 		// What both pages show (operation_detail.templ).
 		"State":                               "Stato",
