@@ -77,7 +77,7 @@ func TestPropertyCentralPromise(t *testing.T) {
 	t.Parallel()
 	propertyBudget(t)
 	storetest.Each(t, func(t *testing.T, e store.Engine) {
-		var cases, steps, checked, answered int
+		var cases, steps, checked, answered, depGrants, depWaits int
 		var took time.Duration
 		rapid.Check(t, func(rt *rapid.T) {
 			began := time.Now()
@@ -86,9 +86,10 @@ func TestPropertyCentralPromise(t *testing.T) {
 			rt.Repeat(h.actions())
 			h.settle()
 			cases, steps, checked, answered, took = cases+1, steps+h.steps, checked+h.checked, answered+h.answered, took+time.Since(began)
+			depGrants, depWaits = depGrants+h.depGrants, depWaits+h.depWaits
 		})
-		t.Logf("%d cases, %d steps (%d checks of a destination recorded, %d of them a look a case recommended once the run settled), %s",
-			cases, steps, checked, answered, took.Round(time.Millisecond))
+		t.Logf("%d cases, %d steps (%d checks of a destination recorded, %d of them a look a case recommended once the run settled; %d attempts of a dependent granted, %d refused to wait), %s",
+			cases, steps, checked, answered, depGrants, depWaits, took.Round(time.Millisecond))
 	})
 }
 
@@ -117,6 +118,9 @@ type harness struct {
 	steps    int // steps checked
 	checked  int // checks of a destination recorded (checkDestination, looksAnswer)
 	answered int // of them, looks a case recommended, at the end of a run (looksAnswer)
+	// depGrants and depWaits: attempts of a dependent granted, and
+	// refused to wait for its dependency.
+	depGrants, depWaits int
 }
 
 // propOp is one intention of the integrator and what it knows about it.
@@ -134,6 +138,10 @@ type propOp struct {
 	hooks []delivery
 	// undo is the resource a reviewer decided to compensate.
 	undo string
+	// after is the operation this one waits for (nil: none), and
+	// afterVersion the version its resource must have ("": any).
+	after        *propOp
+	afterVersion string
 }
 
 func (o *propOp) String() string { return fmt.Sprintf("op#%d(%s %s %s)", o.i, o.dest, o.risk, o.state) }
@@ -333,6 +341,15 @@ func (h *harness) register(t *rapid.T) {
 	if len(o.flags) > 0 {
 		fields = append(fields, `"flags":["financial"]`)
 	}
+	// Now and then it waits for an operation registered before: no
+	// attempt until that one is confirmed (with the version named, when
+	// one is: v1 as every resource has, or v2, which no confirmation can
+	// meet), and it ends once that one can never be.
+	if len(h.ops) > 0 && rapid.IntRange(0, 3).Draw(t, "dependent") == 0 {
+		o.after = h.ops[rapid.IntRange(0, len(h.ops)-1).Draw(t, "after")]
+		o.afterVersion = rapid.SampledFrom([]string{"", "v1", "v1", "v2"}).Draw(t, "after version")
+		fields = append(fields, `"after":{"operation_id":`+strconv.Quote(o.after.id)+`,"resource_version":`+strconv.Quote(o.afterVersion)+`}`)
+	}
 	if d := rapid.SampledFrom([]time.Duration{0, 2 * time.Minute, 10 * time.Minute}).Draw(t, "deadline"); d > 0 {
 		fields = append(fields, `"deadline":`+strconv.Quote(h.clock.Now().Add(d).Format(time.RFC3339)))
 	}
@@ -343,6 +360,7 @@ func (h *harness) register(t *rapid.T) {
 	route := rapid.SampledFrom([]string{"alone", "alone", "with attempt", "batch"}).Draw(t, "route")
 	var op review.Operation
 	var g *propGrant
+	var waits *handlers.Problem
 	switch route {
 	case "alone", "with attempt":
 		body := o.body
@@ -359,7 +377,7 @@ func (h *harness) register(t *rapid.T) {
 			AttemptProblem *handlers.Problem `json:"attempt_problem"`
 		}
 		h.decode(a, &ans)
-		op, g = ans.Operation, ans.Attempt
+		op, g, waits = ans.Operation, ans.Attempt, ans.AttemptProblem
 		if route == "with attempt" && (g == nil) == (ans.AttemptProblem == nil) {
 			t.Fatalf("%s with attempt: the grant %+v and the problem %+v, want one of them", a.what, g, ans.AttemptProblem)
 		}
@@ -385,6 +403,9 @@ func (h *harness) register(t *rapid.T) {
 	}
 	o.id, o.key, o.hash, o.state = op.ID, op.Key, op.PayloadHash, op.State
 	h.ops = append(h.ops, o)
+	if waits != nil && strings.HasSuffix(waits.Type, "waiting-for-dependency") {
+		h.waiting(t, o, "register with attempt", []byte(waits.Detail))
+	}
 	h.acks = append(h.acks, review.Ack{Intention: o.ref, ID: op.ID, Key: op.Key, PayloadHash: op.PayloadHash})
 	t.Logf("register %s (%s): %s", o, route, o.body)
 	if g != nil {
@@ -516,6 +537,7 @@ func (h *harness) attempt(t *rapid.T) {
 	a := h.call(http.MethodPost, "/api/v1/operations/"+o.id+"/attempts", "", nil)
 	t.Logf("attempt %s: %d", o, a.status)
 	if a.status != http.StatusCreated {
+		h.refusedWaiting(t, o, a)
 		return
 	}
 	var g propGrant
@@ -525,9 +547,45 @@ func (h *harness) attempt(t *rapid.T) {
 
 // propGrant is a granted attempt's answer.
 type propGrant struct {
-	N              int       `json:"n"`
-	Key            string    `json:"key"`
-	LeaseExpiresAt time.Time `json:"lease_expires_at"`
+	N              int                `json:"n"`
+	Key            string             `json:"key"`
+	LeaseExpiresAt time.Time          `json:"lease_expires_at"`
+	After          *review.Dependency `json:"after"`
+}
+
+// dependencyMet reports whether o's dependency, as the ledger holds it
+// now, lets o run (review.DependencyReady), and what it is.
+func (h *harness) dependencyMet(o *propOp) (review.Readiness, *review.Operation) {
+	dep, err := h.st.GetOperation(h.ctx, "acme", o.after.id, "")
+	if err != nil {
+		h.rt.Fatalf("GetOperation %s: %v", o.after.id, err)
+	}
+	ready, _ := review.DependencyReady(review.Dependency{OperationID: dep.ID, ResourceVersion: o.afterVersion}, dep)
+	return ready, dep
+}
+
+// refusedWaiting checks an attempt of o refused as waiting for its
+// dependency: the dependency, as the ledger holds it, is not settled yet.
+// Refused to wait for one that is confirmed as asked, the operation
+// would wait for nothing; for one that can never be, for ever.
+func (h *harness) refusedWaiting(t *rapid.T, o *propOp, a answer) {
+	var p handlers.Problem
+	if json.Unmarshal(a.body, &p) != nil || !strings.HasSuffix(p.Type, "waiting-for-dependency") {
+		return
+	}
+	h.waiting(t, o, a.what, a.body)
+}
+
+// waiting checks that o waits for a dependency that is not settled yet
+// (answer is the refusal's, what its request).
+func (h *harness) waiting(t *rapid.T, o *propOp, what string, answer []byte) {
+	if o.after == nil {
+		t.Fatalf("%s: refused as waiting for a dependency, but it has none: %s", what, answer)
+	}
+	if ready, dep := h.dependencyMet(o); ready != review.DependencyPending {
+		t.Fatalf("%s: refused as waiting for %s, which is %s (resource %+v, version asked %q): %s", what, o.after, dep.State, dep.Resource, o.afterVersion, answer)
+	}
+	h.depWaits++
 }
 
 // granted records attempt g of o, granted while o was before, and mostly
@@ -538,6 +596,18 @@ func (h *harness) granted(t *rapid.T, o *propOp, before review.State, g *propGra
 	}
 	if g.Key != o.key {
 		t.Fatalf("attempt %d of %s granted with key %s, the operation's is %s", g.N, o, g.Key, o.key)
+	}
+	if o.after != nil {
+		// No attempt before the dependency is confirmed as asked, and the
+		// grant hands over what it was confirmed with.
+		ready, dep := h.dependencyMet(o)
+		if ready != review.DependencyMet {
+			t.Fatalf("attempt %d of %s granted while its dependency %s is %s (resource %+v, version asked %q)", g.N, o, o.after, dep.State, dep.Resource, o.afterVersion)
+		}
+		if g.After == nil || g.After.OperationID != dep.ID || g.After.Resource == nil || dep.Resource == nil || g.After.Resource.Ref != dep.Resource.Ref {
+			t.Fatalf("attempt %d of %s granted with the dependency %+v, want %s confirmed with %+v", g.N, o, g.After, dep.ID, dep.Resource)
+		}
+		h.depGrants++
 	}
 	pa := &propAttempt{n: g.N, at: h.clock.Now(), lease: g.LeaseExpiresAt}
 	o.attempts = append(o.attempts, pa)
@@ -1096,6 +1166,9 @@ func (h *harness) sweepOnce() {
 		h.rt.Fatalf("ExpireDeadlines: %v", err)
 	}
 	h.deadline = now
+	if _, err := h.st.SweepDependencies(h.ctx); err != nil {
+		h.rt.Fatalf("SweepDependencies: %v", err)
+	}
 }
 
 // reconcileRound is one round of the reconciler against the world's probes.
