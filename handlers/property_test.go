@@ -604,7 +604,10 @@ func (h *harness) granted(t *rapid.T, o *propOp, before review.State, g *propGra
 		if ready != review.DependencyMet {
 			t.Fatalf("attempt %d of %s granted while its dependency %s is %s (resource %+v, version asked %q)", g.N, o, o.after, dep.State, dep.Resource, o.afterVersion)
 		}
-		if g.After == nil || g.After.OperationID != dep.ID || g.After.Resource == nil || dep.Resource == nil || g.After.Resource.Ref != dep.Resource.Ref {
+		// (A dependency confirmed without a resource — a report that
+		// named none — hands over none; only a version asked for needs one.)
+		if g.After == nil || g.After.OperationID != dep.ID || (g.After.Resource == nil) != (dep.Resource == nil) ||
+			dep.Resource != nil && g.After.Resource.Ref != dep.Resource.Ref {
 			t.Fatalf("attempt %d of %s granted with the dependency %+v, want %s confirmed with %+v", g.N, o, g.After, dep.ID, dep.Resource)
 		}
 		h.depGrants++
