@@ -1,6 +1,9 @@
 package review
 
-import "slices"
+import (
+	"slices"
+	"time"
+)
 
 // JobEndSettles reports whether the end of j, the job an accepted
 // operation follows, settles the operation by the job's word alone, the
@@ -17,6 +20,27 @@ import "slices"
 // latest's, as it did.
 func JobEndSettles(j Job, attempts int) bool {
 	return j.Attempt == 0 || j.Attempt >= attempts
+}
+
+// JobFailureSettles reports whether the failure (or cancellation) of j,
+// the job accepted op follows, fails op by the job's word alone (d is op's
+// destination): when its end settles op (JobEndSettles), and unless j is
+// a job a look at the destination found (Found), none of op's answers
+// naming it, while an attempt before the latest may have had its effect.
+// Such a job is taken as the latest attempt's, but may be that earlier
+// one's: at a destination that keeps no keys, the latest may then have
+// made a job of its own that a lagging search did not show yet. Its
+// failure proves nothing of the others, and op goes back to ambiguous,
+// as after a retry (WhyFoundJobEnded). Failed on the found job's word,
+// op ended failed beside the other job's effect (the fault run found it,
+// at a destination whose search lags longer than it says). Its success
+// still settles: an effect is there, and the confirm window looks for a
+// second.
+func JobFailureSettles(op *Operation, j Job, d Destination, now time.Time) bool {
+	if !JobEndSettles(j, op.AttemptCount) {
+		return false
+	}
+	return !j.Found || !PriorMayHaveEffect(op.Attempts, op.AttemptCount, d, op.Action, now)
 }
 
 // EndedJob reports whether ref is a job of op that failed or was

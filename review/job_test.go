@@ -24,6 +24,38 @@ func TestJobEndSettles(t *testing.T) {
 	}
 }
 
+// TestJobFailureSettles: a job's failure fails the operation by its word
+// alone unless a look found the job after an attempt that may have had an
+// effect of its own before the latest: the job may be that one's, and the
+// latest's still unseen. A job an answer named, or found when every
+// earlier attempt was refused before it did anything, settles as before.
+func TestJobFailureSettles(t *testing.T) {
+	lost := Attempt{N: 1, Result: ResultTimeout, Phase: PhaseAfterSend}
+	refused := Attempt{N: 1, Result: ResultConnectionError, Phase: PhaseBeforeSend}
+	for _, a := range []*Attempt{&lost, &refused} {
+		at := classifyNow.Add(-time.Minute)
+		a.FinishedAt = &at
+	}
+	latest := Attempt{N: 2, Result: ResultTimeout, Phase: PhaseAfterSend}
+	for _, tt := range []struct {
+		name     string
+		attempts []Attempt
+		found    bool
+		want     bool
+	}{
+		{"named by the latest answer, an earlier attempt lost", []Attempt{lost, latest}, false, true},
+		{"found, an earlier attempt lost", []Attempt{lost, latest}, true, false},
+		{"found, the earlier attempt refused before it did anything", []Attempt{refused, latest}, true, true},
+		{"found after the only attempt", []Attempt{{N: 1, Result: ResultTimeout, Phase: PhaseAfterSend}}, true, true},
+	} {
+		op := &Operation{ID: "op-1", Action: "transform", Risk: RiskCompensableWrite, Attempts: tt.attempts, AttemptCount: len(tt.attempts)}
+		j := Job{Ref: "job-1", Status: JobFailed, Attempt: len(tt.attempts), Found: tt.found}
+		if got := JobFailureSettles(op, j, Destination{}, classifyNow); got != tt.want {
+			t.Errorf("%s: %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}
+
 // TestWeighLeavesEndedJobs: evidence naming a job the ledger knows ended
 // without an effect neither confirms the operation nor has it follow the
 // job (accepted) again. The property test found an ambiguous operation

@@ -39,6 +39,7 @@ const (
 	WhyReturnedOtherVersion   = "destination returned %s for version %s, expected %s"
 	WhyJobEnded               = "job %s ended %s"
 	WhyJobEndedAfterRetry     = "job %s ended %s, but the operation was attempted again after it (attempt %d): reconciliation decides whether that had an effect"
+	WhyFoundJobEnded          = "job %s ended %s, but a look at the destination found it after %d attempts, and no answer said which one it was for: reconciliation decides whether another had an effect"
 	WhyJobSucceededAfterRetry = "job %s succeeded, but the operation was attempted again after it (attempt %d), which may have made a second effect: look at the destination, then confirm the job's output or undo the other"
 	WhyJobEndedBesideLive     = "job %s ended %s, but job %s of an earlier attempt is not known to have ended and may yet make the effect: a person decides"
 	WhyNoJobLeft              = "job %s ended %s: none of the operation's %d jobs is still running, and none made an output"
@@ -265,7 +266,7 @@ func WhyFormats() []string {
 		WhyAcceptedJob, WhyAnsweredSuccess, WhyLeaseExpired, WhyBeforeSend, WhyAfterSend, WhyHTTPForAction,
 		WhyHTTPForDestination, WhyHTTPQuota, WhyHTTPShouldRetry, WhyHTTPShouldNotRetry, WhyHTTPNotProcessed,
 		WhyHTTPKeyInProgress, WhyHTTPConflict, WhyHTTPAfterSend, WhyHTTPRejected, WhyBusinessError, WhyHTTPWithError,
-		WhyOutputRefused, WhyOutputIgnored, WhyReturnedOtherVersion, WhyJobEnded, WhyJobEndedAfterRetry, WhyJobSucceededAfterRetry, WhyJobEndedBesideLive, WhyNoJobLeft, WhyEarlierJobSucceeded, WhyConfirmedWhenJobEnds,
+		WhyOutputRefused, WhyOutputIgnored, WhyReturnedOtherVersion, WhyJobEnded, WhyJobEndedAfterRetry, WhyFoundJobEnded, WhyJobSucceededAfterRetry, WhyJobEndedBesideLive, WhyNoJobLeft, WhyEarlierJobSucceeded, WhyConfirmedWhenJobEnds,
 		WhyEarlierNeverFailed, WhyNeverRepeated, WhyKeyGuaranteeNotCovered, WhyRetryAt, WhyPolicyEscalates,
 		WhyModelNotPriced, WhyButEvidence, WhyResponseNote, WhyAttemptBudgetSpent, WhyCostBudgetSpent, WhyWaitTooLong,
 		WhyRetryPastDeadline, WhyAttemptBudgetSpentUnknown, WhyCostBudgetSpentUnknown, WhyWaitTooLongUnknown,

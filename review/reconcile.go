@@ -325,7 +325,7 @@ func settleRound(in SettleInput) Settlement {
 		// until the job is. Follow the job (accepted) rather than confirm.
 		c := matching[0]
 		st.State, st.Reason = Accepted, fmt.Sprintf(WhyReconciledJob, c.Ref)
-		st.Job = &Job{Ref: c.Ref, Status: JobQueued, InputVersion: c.Version}
+		st.Job = &Job{Ref: c.Ref, Status: JobQueued, InputVersion: c.Version, Found: true}
 		return st
 	case len(matching) == 1:
 		c := matching[0]

@@ -94,7 +94,10 @@ func wrongRecommendation(op *Operation, class Risk, rec Recommendation, effects 
 		case other[rec.Ref]:
 		case !isLive(rec.Ref):
 			return fmt.Sprintf("%s is not a live effect of this operation", rec.Ref)
-		case len(live) < 2:
+		case len(live) < 2 && !settledWithoutEffect(op):
+			// Of an operation settled without its effect (failed,
+			// compensated), every live effect is one nobody answers for:
+			// undoing it is right, the only one or not.
 			return fmt.Sprintf("%s is the only effect of version %s; undoing it loses the operation", rec.Ref, op.LogicalVersion)
 		}
 	case RecommendApproveRetry, RecommendFail:

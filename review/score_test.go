@@ -32,6 +32,7 @@ func TestScoreRecommendations(t *testing.T) {
 		{"confirm one of two duplicates", "two", rec(review.RecommendConfirm, "a"), false},
 		{"compensate a duplicate", "two", rec(review.RecommendCompensate, "b"), true},
 		{"compensate the only effect", "one", rec(review.RecommendCompensate, "r1"), false},
+		{"compensate the only effect of a failed operation", "one failed", rec(review.RecommendCompensate, "r1"), true},
 		{"compensate another version's effect", "old", rec(review.RecommendCompensate, "stale"), true},
 		{"approve a retry with nothing there", "none", rec(review.RecommendApproveRetry, ""), true},
 		{"approve a retry after an undone effect", "undone", rec(review.RecommendApproveRetry, ""), true},
@@ -44,7 +45,12 @@ func TestScoreRecommendations(t *testing.T) {
 			if c.op == "old" {
 				o.LogicalVersion = "2"
 			}
-			s := review.ScoreRecommendations(review.Ledger{Operations: []*review.Operation{o}}, map[string]review.Recommendation{c.op: c.rec}, truth)
+			if c.op == "one failed" {
+				// Its integrator was told the effect did not happen: the
+				// effect is one nobody answers for.
+				o.ID, o.State = "one", review.Failed
+			}
+			s := review.ScoreRecommendations(review.Ledger{Operations: []*review.Operation{o}}, map[string]review.Recommendation{o.ID: c.rec}, truth)
 			if s.Scored != 1 || (s.Correct == 1) != c.right {
 				t.Errorf("score %+v, want correct=%t", s, c.right)
 			}

@@ -348,7 +348,12 @@ type Job struct {
 	// Attempt is the attempt the job belongs to: the one whose outcome
 	// named it, or the latest when reconciliation found it (0: recorded
 	// before jobs kept it). JobEndSettles reads it.
-	Attempt   int       `json:"-" db:"attempt_n"`
+	Attempt int `json:"-" db:"attempt_n"`
+	// Found: reconciliation or evidence found the job at the destination,
+	// and no attempt's outcome named it. Attempt is then the latest when
+	// it was found, a guess: it may be an earlier attempt's
+	// (JobFailureSettles).
+	Found     bool      `json:"-" db:"found"`
 	CreatedAt time.Time `json:"created_at" db:"created_at"`
 	UpdatedAt time.Time `json:"updated_at" db:"updated_at"`
 }

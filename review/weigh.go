@@ -152,7 +152,7 @@ func Weigh(op *Operation, d Destination, now time.Time) Weighing {
 		c := effects[order[0]]
 		w := Weighing{State: Accepted, Reason: fmt.Sprintf(WhyEvidenceNamesJob, c.Ref)}
 		if !slices.ContainsFunc(op.Jobs, func(j Job) bool { return j.Ref == c.Ref }) {
-			w.Job = &Job{Ref: c.Ref, Status: JobQueued, InputVersion: c.Version}
+			w.Job = &Job{Ref: c.Ref, Status: JobQueued, InputVersion: c.Version, Found: true}
 		}
 		return w
 	case len(effects) == 1 && sureAbsent:

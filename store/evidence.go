@@ -132,7 +132,7 @@ const (
 	/* Store.setNextAttempt: a proven absence may retry at once. */
 	updateOpNextAttempt = `UPDATE operations SET next_attempt_at = ? WHERE id = ?`
 	/* Store.PutJob */
-	selectJob = `SELECT operation_id, ref, status, input_version, output_ref, attempt_n, created_at, updated_at FROM jobs WHERE operation_id = ? AND ref = ?`
+	selectJob = `SELECT operation_id, ref, status, input_version, output_ref, attempt_n, found, created_at, updated_at FROM jobs WHERE operation_id = ? AND ref = ?`
 	/* Store.putJobTx, Store.keepLateJob: the operation's jobs, oldest first (the order
 	   loadDetails lists them in, whose last the reconciler polls). */
 	selectJobRefs = `SELECT ref FROM jobs WHERE operation_id = ? ORDER BY attempt_n, created_at, ref`
@@ -230,7 +230,7 @@ func (s *Store) putJobAt(ctx context.Context, tx *sqlx.Tx, tenant, opID string, 
 		// on what was reported first.
 		return fmt.Errorf("%w: job %s already ended %s with output %q for input version %q", review.ErrConflict, j.Ref, old.Status, old.OutputRef, old.InputVersion)
 	}
-	j.Attempt = old.Attempt // a known job: its attempt stays
+	j.Attempt, j.Found = old.Attempt, old.Found // a known job: its attempt stays
 	if err := s.upsertJob(ctx, tx, opID, j, j.Attempt, now); err != nil {
 		return err
 	}
@@ -365,6 +365,10 @@ func (s *Store) settleJob(ctx context.Context, tx *sqlx.Tx, row *opRow, j review
 		op, err := s.loadDetails(ctx, tx, row.operation())
 		if err != nil {
 			return err
+		}
+		if !review.JobFailureSettles(op, j, s.cfg.Destination(op.Destination), now) {
+			return s.transition(ctx, tx, row, review.Ambiguous, fmt.Sprintf(review.WhyFoundJobEnded, j.Ref, j.Status, row.AttemptCount),
+				actor, "job.settled", detail)
 		}
 		if live, ok := review.LiveJobBeside(op, j.Ref); ok {
 			// An earlier attempt's job may yet make the effect: nothing

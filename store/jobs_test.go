@@ -569,3 +569,58 @@ func TestAJobPollAfterTheJobEndedElsewhere(t *testing.T) {
 		}
 	})
 }
+
+// TestAFoundJobFailingAfterALostAttempt: attempt 1's answer was lost, a
+// search then showed nothing and the operation was retried; attempt 2's
+// answer was lost too, and a look found one job, which the operation
+// follows. The job fails. It may be attempt 1's — written late, after the
+// search that missed it — and attempt 2's job not shown yet: the failure
+// sends the operation back to ambiguous, to be reconciled, instead of
+// failing it. The fault run found it failed beside attempt 2's job, which
+// then succeeded. When attempt 1 was refused before it did anything, the
+// job is attempt 2's, and its failure fails the operation as before.
+// Both engines.
+func TestAFoundJobFailingAfterALostAttempt(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, e store.Engine) {
+		b := setup(t, e, nil)
+		for _, tt := range []struct {
+			first review.Outcome
+			want  review.State
+		}{
+			{timeoutAfterSend, review.Ambiguous},
+			{connBeforeSend, review.Failed},
+		} {
+			op := b.register(t, intention("doc-found-"+string(tt.first.Result), review.RiskCompensableWrite, "plain"))
+			b.start(t, op)
+			b.report(t, op, 1, tt.first)
+			if got := b.get(t, op); got.State == review.Ambiguous {
+				// Nothing shows: a retry.
+				if got, err := b.s.AddEvidence(b.ctx, tenantA, op.ID, review.Evidence{Source: review.SourceMetadataSearch, Authoritative: true, Candidates: []review.Candidate{}}, "integrator"); err != nil || got.State != review.RetryWait {
+					t.Fatalf("after an empty search: %+v, %v; want retry_wait", got, err)
+				}
+			}
+			b.clk.Advance(time.Minute)
+			b.start(t, op)
+			wantState(t, b.report(t, op, 2, timeoutAfterSend).Operation, review.Ambiguous)
+			job := review.Candidate{Ref: "job-1", Kind: "job", Version: "v1", OperationID: op.ID}
+			got, err := b.s.AddEvidence(b.ctx, tenantA, op.ID, review.Evidence{Source: review.SourceMetadataSearch, Authoritative: true, Candidates: []review.Candidate{job}}, "integrator")
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantState(t, got, review.Accepted)
+			if len(got.Jobs) != 1 || !got.Jobs[0].Found || got.Jobs[0].Attempt != 2 {
+				t.Fatalf("jobs %+v, want job-1 found after attempt 2", got.Jobs)
+			}
+			got, err = b.s.PutJob(b.ctx, tenantA, op.ID, review.Job{Ref: "job-1", Status: review.JobFailed}, "integrator")
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantState(t, got, tt.want)
+			if tt.want == review.Ambiguous && !strings.Contains(got.StateReason, "no answer said which one it was for") {
+				t.Errorf("after %s: reason %q, want the found job's", tt.first.Result, got.StateReason)
+			}
+		}
+		assertSealed(t, b.s)
+	})
+}

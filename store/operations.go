@@ -305,7 +305,7 @@ SELECT id, operation_id, source, authoritative, candidates, verdict, note, obser
 FROM evidence WHERE operation_id IN (?) ORDER BY operation_id, id`
 	/* Store.loadDetails */
 	selectJobs = `
-SELECT operation_id, ref, status, input_version, output_ref, attempt_n, created_at, updated_at
+SELECT operation_id, ref, status, input_version, output_ref, attempt_n, found, created_at, updated_at
 FROM jobs WHERE operation_id IN (?) ORDER BY operation_id, attempt_n, created_at, ref`
 	/* Store.loadDetails: the resources whose undo is confirmed, or not settled yet;
 	   and those a reviewer said are undone (compensation_done naming one,

@@ -54,8 +54,8 @@ WHERE a.operation_id = ? AND o.tenant = ? AND a.n = ?`
 	updateOpDetailVersionPurged = `UPDATE operations SET detail_version = detail_version + 1 WHERE id = ? RETURNING payload_purged_at IS NOT NULL`
 	/* Store.upsertJob */
 	upsertJob = `
-INSERT INTO jobs (operation_id, ref, status, input_version, output_ref, attempt_n, created_at, updated_at)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+INSERT INTO jobs (operation_id, ref, status, input_version, output_ref, attempt_n, found, created_at, updated_at)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (operation_id, ref) DO UPDATE SET status = excluded.status,
     input_version = CASE WHEN excluded.input_version = '' THEN jobs.input_version ELSE excluded.input_version END,
     output_ref = CASE WHEN excluded.output_ref = '' THEN jobs.output_ref ELSE excluded.output_ref END,
@@ -437,13 +437,18 @@ func (s *Store) bumpDetails(ctx context.Context, tx *sqlx.Tx, opID string) error
 }
 
 // upsertJob records job j of operation opID, or its new status. A new job
-// belongs to attempt n (review.Job.Attempt); a known one keeps its own.
+// belongs to attempt n (review.Job.Attempt), and was found or named as j
+// says (review.Job.Found); a known one keeps both.
 func (s *Store) upsertJob(ctx context.Context, tx *sqlx.Tx, opID string, j review.Job, n int, now time.Time) error {
 	if err := s.bumpDetails(ctx, tx, opID); err != nil {
 		return err
 	}
+	found := 0
+	if j.Found {
+		found = 1
+	}
 	if _, err := s.exec(ctx, tx, upsertJob, opID, j.Ref, string(j.Status), j.InputVersion,
-		j.OutputRef, n, now, now); err != nil {
+		j.OutputRef, n, found, now, now); err != nil {
 		return fmt.Errorf("upsert job: %w", err)
 	}
 	return nil

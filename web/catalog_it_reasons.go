@@ -33,6 +33,7 @@ func init() {
 		review.WhyJobEnded:               "il job %s è terminato: %s",
 		review.WhyJobSucceededAfterRetry: "il job %s è riuscito, ma l'operazione è stata tentata di nuovo dopo (tentativo %d), che può aver prodotto un secondo effetto: controlla la destinazione, poi conferma l'output del job o annulla l'altro",
 		review.WhyJobEndedAfterRetry:     "il job %s è terminato (%s), ma l'operazione è stata tentata di nuovo dopo (tentativo %d): la riconciliazione stabilisce se quel tentativo ha avuto effetto",
+		review.WhyFoundJobEnded:          "il job %s è terminato (%s), ma un controllo presso la destinazione l'ha trovato dopo %d tentativi, e nessuna risposta diceva a quale appartenesse: la riconciliazione stabilisce se un altro ha avuto effetto",
 		review.WhyJobEndedBesideLive:     "il job %s è terminato (%s), ma il job %s di un tentativo precedente non risulta terminato e potrebbe ancora produrre l'effetto: decide una persona",
 		review.WhyNoJobLeft:              "il job %s è terminato (%s): nessuno dei %d job dell'operazione è ancora in corso, e nessuno ha prodotto un output",
 		review.WhyEarlierJobSucceeded:    "il job %s di un tentativo precedente è riuscito mentre l'operazione seguiva il job %s, che potrebbe produrre un secondo effetto: controlla la destinazione, poi conferma un output e annulla l'altro",

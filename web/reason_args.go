@@ -60,6 +60,7 @@ var reasonArgKinds = map[string][]argKind{
 	review.WhyUndoByHand:                {argAsWritten, argWriters},
 	review.WhyJobEnded:                  {argAsWritten, argJobEnd},
 	review.WhyJobEndedAfterRetry:        {argAsWritten, argJobEnd},
+	review.WhyFoundJobEnded:             {argAsWritten, argJobEnd},
 	review.WhyJobEndedBesideLive:        {argAsWritten, argJobEnd},
 	review.WhyNoJobLeft:                 {argAsWritten, argJobEnd},
 	review.WhyProbeFailed:               {argProbe},
