@@ -11,6 +11,18 @@ import (
 	"github.com/limbo-dev/limbo/store/storetest"
 )
 
+// registerShare registers a share of source, version 7, for acme, waiting
+// for after when set.
+func registerShare(t *testing.T, st *store.Store, source string, after *review.Dependency) *review.Operation {
+	t.Helper()
+	op, _, err := st.Register(context.Background(), review.Registration{Tenant: "acme", SourceRef: source, LogicalVersion: "7", Action: "share",
+		Destination: "files", Risk: review.RiskCompensableWrite, Payload: json.RawMessage(`{}`), After: after})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return op
+}
+
 // The operation page says what an operation waits for, the dependency's
 // state now and, once it is confirmed, what it was confirmed with.
 func TestConsoleShowsTheDependency(t *testing.T) {
@@ -18,14 +30,7 @@ func TestConsoleShowsTheDependency(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, e store.Engine) {
 		srv, st := consoleServer(t, e)
 		ctx := context.Background()
-		reg := func(source string, after *review.Dependency) *review.Operation {
-			op, _, err := st.Register(ctx, review.Registration{Tenant: "acme", SourceRef: source, LogicalVersion: "7", Action: "share",
-				Destination: "files", Risk: review.RiskCompensableWrite, Payload: json.RawMessage(`{}`), After: after})
-			if err != nil {
-				t.Fatal(err)
-			}
-			return op
-		}
+		reg := func(source string, after *review.Dependency) *review.Operation { return registerShare(t, st, source, after) }
 		pdf := reg("contract-7-pdf", nil)
 		link := reg("contract-7-link", &review.Dependency{OperationID: pdf.ID, ResourceVersion: "7"})
 		b := newBrowser(t, srv.URL)
@@ -73,14 +78,7 @@ func TestConsoleCaseNamesWhatWaitsForIt(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, e store.Engine) {
 		srv, st := consoleServer(t, e)
 		ctx := context.Background()
-		reg := func(source string, after *review.Dependency) *review.Operation {
-			op, _, err := st.Register(ctx, review.Registration{Tenant: "acme", SourceRef: source, LogicalVersion: "7", Action: "share",
-				Destination: "files", Risk: review.RiskCompensableWrite, Payload: json.RawMessage(`{}`), After: after})
-			if err != nil {
-				t.Fatal(err)
-			}
-			return op
-		}
+		reg := func(source string, after *review.Dependency) *review.Operation { return registerShare(t, st, source, after) }
 		b := newBrowser(t, srv.URL)
 		b.login("support@example.com")
 
