@@ -30,7 +30,9 @@ func TestConsoleShowsTheDependency(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, e store.Engine) {
 		srv, st := consoleServer(t, e)
 		ctx := context.Background()
-		reg := func(source string, after *review.Dependency) *review.Operation { return registerShare(t, st, source, after) }
+		reg := func(source string, after *review.Dependency) *review.Operation {
+			return registerShare(t, st, source, after)
+		}
 		pdf := reg("contract-7-pdf", nil)
 		link := reg("contract-7-link", &review.Dependency{OperationID: pdf.ID, ResourceVersion: "7"})
 		b := newBrowser(t, srv.URL)
@@ -78,7 +80,9 @@ func TestConsoleCaseNamesWhatWaitsForIt(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, e store.Engine) {
 		srv, st := consoleServer(t, e)
 		ctx := context.Background()
-		reg := func(source string, after *review.Dependency) *review.Operation { return registerShare(t, st, source, after) }
+		reg := func(source string, after *review.Dependency) *review.Operation {
+			return registerShare(t, st, source, after)
+		}
 		b := newBrowser(t, srv.URL)
 		b.login("support@example.com")
 
