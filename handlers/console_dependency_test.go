@@ -30,11 +30,8 @@ func TestConsoleShowsTheDependency(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, e store.Engine) {
 		srv, st := consoleServer(t, e)
 		ctx := context.Background()
-		reg := func(source string, after *review.Dependency) *review.Operation {
-			return registerShare(t, st, source, after)
-		}
-		pdf := reg("contract-7-pdf", nil)
-		link := reg("contract-7-link", &review.Dependency{OperationID: pdf.ID, ResourceVersion: "7"})
+		pdf := registerShare(t, st, "contract-7-pdf", nil)
+		link := registerShare(t, st, "contract-7-link", &review.Dependency{OperationID: pdf.ID, ResourceVersion: "7"})
 		b := newBrowser(t, srv.URL)
 		b.login("support@example.com")
 		page := func() string {
@@ -80,9 +77,6 @@ func TestConsoleCaseNamesWhatWaitsForIt(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, e store.Engine) {
 		srv, st := consoleServer(t, e)
 		ctx := context.Background()
-		reg := func(source string, after *review.Dependency) *review.Operation {
-			return registerShare(t, st, source, after)
-		}
 		b := newBrowser(t, srv.URL)
 		b.login("support@example.com")
 
@@ -93,8 +87,8 @@ func TestConsoleCaseNamesWhatWaitsForIt(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		first := reg("contract-7-link", &review.Dependency{OperationID: c.OperationID, ResourceVersion: "7"})
-		second := reg("contract-7-mail", &review.Dependency{OperationID: c.OperationID})
+		first := registerShare(t, st, "contract-7-link", &review.Dependency{OperationID: c.OperationID, ResourceVersion: "7"})
+		second := registerShare(t, st, "contract-7-mail", &review.Dependency{OperationID: c.OperationID})
 		page := casePageIn(t, st, b, "support@example.com", "en", caseID)
 		for _, want := range []string{"Waited on by", first.ID, second.ID, "for version 7",
 			"2 operations wait for this one (Waited on by, above): if this one fails or is undone, they fail too"} {
@@ -118,7 +112,7 @@ func TestConsoleCaseNamesWhatWaitsForIt(t *testing.T) {
 		pdf := reported(t, st, review.Registration{Tenant: "acme", SourceRef: "contract-8", LogicalVersion: "7", Action: "render",
 			Destination: "files", Risk: review.RiskCompensableWrite, Payload: json.RawMessage(`{}`), Actor: "test"},
 			review.Outcome{Result: review.ResultSuccess, Phase: review.PhaseAfterSend, Resource: &review.ResourceRef{Ref: "file-8", Kind: "file", Version: "7"}})
-		link := reg("contract-8-link", &review.Dependency{OperationID: pdf.ID, ResourceVersion: "7"})
+		link := registerShare(t, st, "contract-8-link", &review.Dependency{OperationID: pdf.ID, ResourceVersion: "7"})
 		if _, err := st.StartAttempt(ctx, store.AttemptRequest{Tenant: "acme", OperationID: link.ID, Actor: "test"}); err != nil {
 			t.Fatal(err)
 		}
