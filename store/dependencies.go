@@ -242,7 +242,7 @@ func (s *Store) SweepDependencies(ctx context.Context) (int, error) {
 
 /* Store.Dependents: the operations registered to wait for one (after). */
 const selectDependents = `
-SELECT o.id, o.action, o.state, o.source_ref, o.logical_version, o.attempt_count, d.after_version
+SELECT o.id, o.action, o.state, o.attempt_count, d.after_version
 FROM operation_dependencies d JOIN operations o ON o.id = d.operation_id
 WHERE d.after_id = ? AND ` + scopeCond + `
 ORDER BY d.created_at, o.id LIMIT ?`
@@ -255,12 +255,10 @@ const MaxDependentsShown = 50
 // on what it made, so that a reviewer about to fail or undo it knows what
 // follows from that.
 type Dependent struct {
-	ID             string       `db:"id"`
-	Action         string       `db:"action"`
-	State          review.State `db:"state"`
-	SourceRef      string       `db:"source_ref"`
-	LogicalVersion string       `db:"logical_version"`
-	AttemptCount   int          `db:"attempt_count"`
+	ID           string       `db:"id"`
+	Action       string       `db:"action"`
+	State        review.State `db:"state"`
+	AttemptCount int          `db:"attempt_count"`
 	// AfterVersion is the version it asked the dependency's resource to
 	// have ("": any).
 	AfterVersion string `db:"after_version"`
